@@ -1,0 +1,189 @@
+"""Configuration: TOML with sensible defaults, layered.
+
+Layers, later wins: built-in defaults, ``~/.config/agentwrap/config.toml``,
+the project's ``.agentwrap.toml`` (nearest one from the working directory up),
+then ``[profiles.<agent>]`` tables of those files for one agent, then command
+line flags. Unknown keys are errors, so a typo never silently does nothing.
+
+Example::
+
+    [run]
+    backend = "tmux"            # or "pty"
+    trust_folder = false        # answer folder-trust dialogs automatically
+
+    [delivery]
+    require_ack = true
+    backoff_s = [1, 2, 5, 10, 30]
+    fallback_after = 3
+
+    [limits]
+    rate_per_minute = 20
+
+    [profiles.codex.delivery]
+    ack_timeout_s = 10
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .message import QueueLimits
+from .paths import Paths
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PROJECT_FILE = ".agentwrap.toml"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    backend: str = "tmux"
+    trust_folder: bool = False  # opt-in: answer trust dialogs automatically
+    cols: int = 160  # size of a detached tmux session
+    rows: int = 45
+
+
+@dataclass(frozen=True)
+class DeliveryConfig:
+    readiness_timeout_s: float = 30.0  # no window within this: the attempt failed
+    require_ack: bool = False
+    ack_timeout_s: float = 5.0  # after the agent goes quiet
+    ack_wording: str = 'Reply "ACK {token}" once you have read this.'
+    ack_patterns: tuple[str, ...] = ()  # extra ACK regexes ({token} = batch token)
+    backoff_s: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
+    fallback_after: int = 3  # failed attempts before writing the instruction file
+    notify_on_failure: bool = True
+    remove_fallback_on_delivery: bool = True
+    typing_grace_ms: int = 1500  # the person typed less than this ago: wait
+    max_injection_bytes: int = 10 * 1024
+    paste_timeout_s: float = 3.0  # pasted text must show in the box within this
+    submit_timeout_s: float = 5.0  # the box must empty / the agent react within this
+
+
+@dataclass(frozen=True)
+class Config:
+    run: RunConfig = field(default_factory=RunConfig)
+    delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
+    limits: QueueLimits = field(default_factory=QueueLimits)
+    sources: tuple[Path, ...] = ()
+    profile_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def for_profile(self, profile: str) -> Config:
+        """This config with ``[profiles.<profile>]`` applied on top."""
+        override = self.profile_overrides.get(profile)
+        if not override:
+            return self
+        return _apply(self, override, f"profiles.{profile}")
+
+
+_SECTIONS = {"run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits}
+
+
+def _coerce(value: Any, default: Any, where: str) -> Any:
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: must be true or false, got {value!r}")
+        return value
+    if isinstance(default, int) and not isinstance(default, bool):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"{where}: must be a whole number >= 0, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"{where}: must be a number >= 0, got {value!r}")
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: must be a string, got {value!r}")
+        return value
+    if isinstance(default, tuple):
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: must be a list, got {value!r}")
+        kind = type(default[0]) if default else str
+        items = [_coerce(v, kind() if kind is not float else 0.0, f"{where}[]") for v in value]
+        return tuple(items)
+    raise ConfigError(f"{where}: unsupported value {value!r}")  # pragma: no cover
+
+
+def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
+    for section, value in data.items():
+        if section == "profiles" and where == "":
+            continue
+        if section not in _SECTIONS:
+            raise ConfigError(
+                f"{where or 'config'}: unknown section [{section}]",
+                hint=f"known sections: {', '.join(_SECTIONS)}, profiles",
+            )
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}{section}: must be a table")
+        current = getattr(cfg, section)
+        known = {f.name for f in fields(current)}
+        changes = {}
+        for key, v in value.items():
+            dotted = f"{where + '.' if where else ''}{section}.{key}"
+            if key not in known:
+                raise ConfigError(
+                    f"{dotted}: unknown key", hint=f"known keys: {', '.join(sorted(known))}"
+                )
+            changes[key] = _coerce(v, getattr(current, key), dotted)
+        if section == "run" and changes.get("backend", "tmux") not in ("tmux", "pty"):
+            raise ConfigError(f"run.backend: must be 'tmux' or 'pty', got {changes['backend']!r}")
+        cfg = replace(cfg, **{section: replace(current, **changes)})
+    return cfg
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def find_project_file(start: Path) -> Path | None:
+    for d in [start, *start.parents]:
+        candidate = d / PROJECT_FILE
+        if candidate.is_file():
+            return candidate
+        if (d / ".git").exists():
+            break
+    return None
+
+
+def load_config(paths: Paths, cwd: Path | None = None) -> Config:
+    cfg = Config()
+    overrides: dict[str, dict[str, Any]] = {}
+    sources: list[Path] = []
+    files = [paths.config_file]
+    project = find_project_file(cwd or Path.cwd())
+    if project is not None:
+        files.append(project)
+    for path in files:
+        if not path.is_file():
+            continue
+        data = _read(path)
+        try:
+            cfg = _apply(cfg, data, "")
+        except ConfigError as exc:
+            raise ConfigError(f"{path}: {exc.message}", hint=exc.hint) from None
+        profiles = data.get("profiles", {})
+        if not isinstance(profiles, Mapping):
+            raise ConfigError(f"{path}: [profiles] must be a table of tables")
+        for name, table in profiles.items():
+            overrides.setdefault(name, {}).update(table)
+        sources.append(path)
+    for name, table in overrides.items():  # validate now, not at first use
+        try:
+            _apply(cfg, table, f"profiles.{name}")
+        except ConfigError as exc:
+            raise ConfigError(exc.message, hint=exc.hint) from None
+    return replace(cfg, sources=tuple(sources), profile_overrides=overrides)

@@ -1,0 +1,134 @@
+"""The one exception hierarchy of agentwrap.
+
+Every error a user can meet derives from :class:`AgentwrapError` and carries a
+``hint``: the next thing to do. The CLI prints ``error: <message>`` and
+``hint: <hint>`` and exits with ``exit_code``, so callers never have to format
+tracebacks for expected failures.
+"""
+
+from __future__ import annotations
+
+
+class AgentwrapError(Exception):
+    """Base of every error agentwrap raises on purpose."""
+
+    exit_code: int = 1
+    default_hint: str = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint if hint is not None else self.default_hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+# --- configuration and profiles -------------------------------------------------
+
+
+class ConfigError(AgentwrapError):
+    """A config file or value is invalid."""
+
+    exit_code = 78  # EX_CONFIG
+    default_hint = "fix the file named above; `agentwrap doctor` lists config paths"
+
+
+class ProfileError(ConfigError):
+    """An agent profile (patterns/*.toml) is invalid or missing."""
+
+    default_hint = "fix the profile file named above, or delete your override to use the built-in"
+
+
+# --- environment ------------------------------------------------------------------
+
+
+class EnvironmentProblem(AgentwrapError):
+    """Something agentwrap needs from the machine is missing."""
+
+    exit_code = 69  # EX_UNAVAILABLE
+
+
+class TmuxNotFound(EnvironmentProblem):
+    default_hint = "install tmux (Debian: apt-get install -y tmux) or use --backend pty"
+
+
+class AgentNotFound(EnvironmentProblem):
+    default_hint = "install the agent CLI or put it on PATH; `agentwrap doctor` shows what is found"
+
+
+# --- terminal backends ------------------------------------------------------------
+
+
+class BackendError(AgentwrapError):
+    """The terminal backend (tmux or pty) failed."""
+
+
+class AgentExited(BackendError):
+    """The agent process is gone; nothing can be typed into it."""
+
+
+# --- sessions ---------------------------------------------------------------------
+
+
+class SessionError(AgentwrapError):
+    pass
+
+
+class SessionNotFound(SessionError):
+    exit_code = 3
+    default_hint = "`agentwrap ls` lists the running sessions"
+
+
+class SessionNameTaken(SessionError):
+    default_hint = "choose another --name, or `agentwrap stop NAME` the old session first"
+
+
+class SessionNotRunning(SessionError):
+    exit_code = 3
+    default_hint = "start it again with `agentwrap run`; `agentwrap ls --all` shows stale entries"
+
+
+# --- messages and delivery --------------------------------------------------------
+
+
+class QueueError(AgentwrapError):
+    pass
+
+
+class InvalidMessage(QueueError):
+    """Content or fields are malformed; nothing was stored."""
+
+    exit_code = 65  # EX_DATAERR
+
+
+class MessageTooLarge(InvalidMessage):
+    default_hint = "split the content into smaller messages or raise limits.max_content_bytes"
+
+
+class RateLimited(QueueError):
+    exit_code = 75  # EX_TEMPFAIL
+
+    def __init__(self, message: str, *, retry_after: float, hint: str | None = None) -> None:
+        super().__init__(
+            message, hint=hint or f"retry in {retry_after:.0f} s or raise limits.rate_per_minute"
+        )
+        self.retry_after = retry_after
+
+
+class QueueFull(QueueError):
+    exit_code = 75
+    default_hint = "wait for pending messages to drain (`agentwrap queue NAME`) or raise the limit"
+
+
+class MessageNotFound(QueueError):
+    exit_code = 3
+    default_hint = "`agentwrap history NAME` lists message ids"
+
+
+class DeliveryError(AgentwrapError):
+    """A delivery step failed (paste not seen, submit not confirmed, ...)."""
+
+
+class FallbackError(DeliveryError):
+    """Writing the instruction-file fallback section was refused or failed."""

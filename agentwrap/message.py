@@ -1,0 +1,152 @@
+"""The data of the message queue: what a message is and how it ends.
+
+A message is accepted once (stored durably), then moves ``pending`` ->
+``delivering`` (a supervisor claimed it for a batch) and ends in exactly one
+terminal status. Attempts record every try with its evidence, so ``history``
+can say what happened long after the fact.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Priority(enum.IntEnum):
+    """Higher goes first. Startup context is its own class, ahead of all."""
+
+    LOW = 0
+    NORMAL = 1
+    HIGH = 2
+    CRITICAL = 3
+    STARTUP = 4
+
+    @classmethod
+    def parse(cls, text: str) -> Priority:
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            names = ", ".join(p.name.lower() for p in cls)
+            raise ValueError(f"unknown priority {text!r} (one of: {names})") from None
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+
+class Source(str, enum.Enum):
+    WEBHOOK = "webhook"
+    SCHEDULER = "scheduler"
+    FILESYSTEM = "filesystem"
+    AGENT = "agent"
+    APPLET = "applet"
+    MONITORING = "monitoring"
+    USER = "user"
+    SYSTEM = "system"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Status(str, enum.Enum):
+    PENDING = "pending"
+    DELIVERING = "delivering"  # claimed by a supervisor for a batch; not terminal
+    ACKNOWLEDGED = "acknowledged"
+    DELIVERED = "delivered"
+    ESCALATED = "escalated"
+    EXPIRED = "expired"
+    EVICTED = "evicted"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self not in (Status.PENDING, Status.DELIVERING)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+TERMINAL_STATUSES = frozenset(s for s in Status if s.terminal)
+
+
+class Phase(str, enum.Enum):
+    """Write-ahead phase of an in-flight batch, so a restarted supervisor knows
+    whether text may already be in the agent's input box (never type twice)."""
+
+    CLAIMED = "claimed"  # nothing typed yet
+    PASTING = "pasting"  # paste sent (or about to be); may be in the box
+    SUBMITTING = "submitting"  # submit key sent (or about to be)
+    SUBMITTED = "submitted"  # submission confirmed; waiting for ACK if asked
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    """What a producer hands to :meth:`MessageStore.enqueue`."""
+
+    session: str
+    content: str
+    source: Source = Source.USER
+    source_id: str = ""
+    priority: Priority = Priority.NORMAL
+    ttl_s: float | None = None  # None: the configured default
+    metadata: dict[str, Any] = field(default_factory=dict)
+    correlation_id: str | None = None
+    depth: int = 0
+    idempotency_key: str | None = None
+    require_ack: bool | None = None  # None: the session's config decides
+
+
+@dataclass(frozen=True)
+class Message:
+    id: str
+    session: str
+    content: str
+    source: Source
+    source_id: str
+    priority: Priority
+    created: float
+    expires: float
+    metadata: dict[str, Any]
+    correlation_id: str | None
+    depth: int
+    idempotency_key: str | None
+    require_ack: bool | None
+    status: Status
+    attempts: int
+    updated: float
+    finished: float | None  # when it reached a terminal status
+    detail: str  # why it is in its status ("acknowledged: ACK 3f9c2a1b", "evicted by ...")
+    batch_id: str | None
+    phase: Phase | None
+    next_attempt_at: float  # not tried again before this (backoff); created for new ones
+
+    @property
+    def label(self) -> str:
+        """The ``[source:source_id]`` prefix used when the message is typed."""
+        return f"[{self.source}:{self.source_id}]" if self.source_id else f"[{self.source}]"
+
+
+@dataclass(frozen=True)
+class Attempt:
+    message_id: str
+    batch_id: str
+    number: int  # 1-based attempt count for the message
+    started: float
+    finished: float | None
+    channel: str  # "tmux-paste" | "pty-paste" | "fallback-file" | "hook" | "mcp"
+    outcome: str  # see delivery outcomes: submitted, acknowledged, no_window, ...
+    evidence: str  # the screen lines / pattern that proved (or disproved) it
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    max_pending_per_session: int = 50
+    max_pending_total: int = 1000
+    rate_per_minute: int = 10  # per (session, source)
+    max_content_bytes: int = 10 * 1024
+    default_ttl_s: float = 300.0
+    max_ttl_s: float = 3600.0

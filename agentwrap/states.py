@@ -1,0 +1,46 @@
+"""Agent states and the reading the detector produces."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class State(str, enum.Enum):
+    STARTING = "starting"
+    READY = "ready"
+    BUSY = "busy"
+    WAITING_INPUT = "waiting_input"
+    DRAFT = "draft"
+    EXITED = "exited"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Signal(str, enum.Enum):
+    """Which kind of evidence decided a state, strongest first."""
+
+    PROCESS = "process"
+    STRUCTURED = "structured"
+    TITLE = "title"
+    SCREEN = "screen"
+    QUIET = "quiet"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One verdict of the detector, with the evidence that decided it."""
+
+    state: State
+    signal: Signal
+    rule: str
+    reason: str
+    quiet_ms: int
+    at: float
+
+    def explain(self, profile: str) -> str:
+        return f"{self.state} ({profile}: {self.reason}; quiet {self.quiet_ms} ms)"
