@@ -1,0 +1,862 @@
+"""The durable message queue.
+
+Producers (CLI, webhooks, schedulers, other agents) call
+:meth:`MessageStore.enqueue`; supervisors claim batches, type them into the
+agent and finish them. Everything is persisted in the one shared SQLite file
+(:mod:`agentwrap.db`), so a message survives crashes of either side and every
+status change is visible to every process.
+
+Concurrency model: each mutation is one short ``BEGIN IMMEDIATE`` transaction
+(read-then-write under the write lock), so two supervisors can never claim the
+same message and limits cannot be overrun by racing producers. Reads are single
+statements and need no transaction.
+
+:class:`MessageStore` is the storage interface; it mentions no SQLite type so
+another backend (Redis) can implement it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from . import db
+from .errors import InvalidMessage, MessageNotFound, MessageTooLarge, QueueFull, RateLimited
+from .message import (
+    TERMINAL_STATUSES,
+    Attempt,
+    Message,
+    NewMessage,
+    Phase,
+    Priority,
+    QueueLimits,
+    Source,
+    Status,
+)
+from .paths import check_session_name
+from .sanitize import check_text, sanitize
+
+E = TypeVar("E", bound=enum.Enum)
+
+DEFAULT_LIMITS = QueueLimits()  # frozen: safe to share as a default
+MAX_DEPTH = 16  # agent-to-agent forwarding deeper than this is a loop
+MAX_ID_CHARS = 128  # source_id, correlation_id, idempotency_key
+MIN_PREFIX = 4  # shortest id prefix a person may type
+RATE_WINDOW_S = 60.0
+SUCCESS_STATUSES = frozenset({Status.DELIVERED, Status.ACKNOWLEDGED})
+
+_NOT_TERMINAL = (Status.PENDING.value, Status.DELIVERING.value)
+_ORDER = "priority DESC, created ASC, seq ASC"  # delivery order; seq breaks ties of equal clocks
+# In a session's queue queries "+expires" (unary plus) keeps the planner off
+# messages_status_expires, so it walks messages_session_queue, which is
+# already in delivery order (no sort, and no rows of other sessions).
+
+_SCHEMA = (
+    """
+    CREATE TABLE IF NOT EXISTS messages (
+        seq INTEGER PRIMARY KEY,          -- insertion order; stable tie-break
+        id TEXT NOT NULL UNIQUE,          -- uuid4; the UNIQUE index serves get()/prefix look-ups
+        session TEXT NOT NULL,
+        content TEXT NOT NULL,            -- sanitized
+        content_bytes INTEGER NOT NULL,   -- UTF-8 size, for claim_batch's max_bytes
+        source TEXT NOT NULL,
+        source_id TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        created REAL NOT NULL,
+        expires REAL NOT NULL,
+        metadata TEXT NOT NULL,           -- JSON object
+        correlation_id TEXT,
+        depth INTEGER NOT NULL,
+        idempotency_key TEXT,
+        require_ack INTEGER,              -- NULL: the session's config decides
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        updated REAL NOT NULL,
+        finished REAL,
+        detail TEXT NOT NULL DEFAULT '',
+        batch_id TEXT,
+        phase TEXT,
+        next_attempt_at REAL NOT NULL
+    )
+    """,
+    # peek / claim_batch / in_flight / pending_count(session) / eviction: one
+    # session's rows of one status, already in delivery order.
+    """CREATE INDEX IF NOT EXISTS messages_session_queue
+       ON messages (session, status, priority DESC, created, seq)""",
+    # expire_overdue (status + expires range) and pending_count() over all sessions.
+    "CREATE INDEX IF NOT EXISTS messages_status_expires ON messages (status, expires)",
+    # enqueue's idempotency look-up; UNIQUE also makes a second copy impossible.
+    """CREATE UNIQUE INDEX IF NOT EXISTS messages_idempotency
+       ON messages (session, idempotency_key) WHERE idempotency_key IS NOT NULL""",
+    # the rate-limit window: accepted messages per (session, source) since t.
+    "CREATE INDEX IF NOT EXISTS messages_rate ON messages (session, source, created)",
+    # set_phase / retry_later / finish(batch_id=...): the rows of one batch.
+    "CREATE INDEX IF NOT EXISTS messages_batch ON messages (batch_id) WHERE batch_id IS NOT NULL",
+    # history(session) newest first, and metrics(session).
+    "CREATE INDEX IF NOT EXISTS messages_session_created ON messages (session, created)",
+    # history(None) newest first over all sessions.
+    "CREATE INDEX IF NOT EXISTS messages_created ON messages (created)",
+    """
+    CREATE TABLE IF NOT EXISTS attempts (
+        message_id TEXT NOT NULL REFERENCES messages (id),
+        number INTEGER NOT NULL,
+        batch_id TEXT NOT NULL,
+        started REAL NOT NULL,
+        finished REAL,
+        channel TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        evidence TEXT NOT NULL,
+        PRIMARY KEY (message_id, number)  -- serves attempts(message_id) in order
+    )
+    """,
+)
+
+
+@dataclass(frozen=True)
+class QueueMetrics:
+    """Delivery figures computed from the persisted rows (they survive restarts)."""
+
+    by_status: dict[Status, int] = field(default_factory=dict)
+    total: int = 0
+    attempted: int = 0  # messages with at least one attempt
+    succeeded_first_try: int = 0  # delivered/acknowledged with exactly one attempt
+    succeeded_after_retry: int = 0  # delivered/acknowledged after more than one
+    escalated: int = 0
+    failed: int = 0
+    mean_attempts: float | None = None  # over finished (terminal) messages
+    mean_latency_s: float | None = None  # created -> success
+    p95_latency_s: float | None = None  # nearest-rank 95th percentile
+
+
+class MessageStore(Protocol):
+    """Storage interface of the queue. See :class:`SQLiteMessageStore` for semantics."""
+
+    def enqueue(self, new: NewMessage) -> tuple[Message, bool]: ...
+    def get(self, message_id: str) -> Message: ...
+    def get_by_prefix(self, prefix: str) -> Message: ...
+    def peek(self, session: str, now: float | None = None) -> list[Message]: ...
+    def claim_batch(
+        self, session: str, batch_id: str, max_bytes: int, now: float | None = None
+    ) -> list[Message]: ...
+    def set_phase(self, batch_id: str, phase: Phase) -> list[Message]: ...
+    def in_flight(self, session: str) -> list[Message]: ...
+    def record_attempt(self, attempt: Attempt) -> None: ...
+    def attempts(self, message_id: str) -> list[Attempt]: ...
+    def retry_later(self, batch_id: str, next_attempt_at: float, detail: str) -> int: ...
+    def finish(
+        self,
+        status: Status,
+        detail: str = "",
+        *,
+        message_ids: Sequence[str] | None = None,
+        batch_id: str | None = None,
+    ) -> int: ...
+    def cancel(self, message_id: str) -> Message: ...
+    def expire_overdue(self, now: float | None = None) -> int: ...
+    def history(
+        self, session: str | None, limit: int = 200, statuses: Iterable[Status] | None = None
+    ) -> list[Message]: ...
+    def pending_count(self, session: str | None = None) -> int: ...
+    def metrics(self, session: str | None) -> QueueMetrics: ...
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A NewMessage after validation: everything enqueue needs to insert a row."""
+
+    new: NewMessage
+    content: str
+    content_bytes: int
+    source: Source
+    priority: Priority
+    ttl_s: float
+    metadata_json: str
+
+
+class SQLiteMessageStore:
+    """:class:`MessageStore` over the shared SQLite file.
+
+    One connection per instance, guarded by a lock so a store may be shared by
+    threads; processes each open their own store and SQLite's write lock
+    (``BEGIN IMMEDIATE`` + busy timeout) orders them.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        limits: QueueLimits = DEFAULT_LIMITS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = path
+        self.limits = limits
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._conn = db.connect(path)
+        with self._write() as conn:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+
+    # --- plumbing -----------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, db.transaction(self._conn) as conn:
+            yield conn
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def _now(self, now: float | None) -> float:
+        return self._clock() if now is None else now
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # --- enqueue ------------------------------------------------------------------
+
+    def enqueue(self, new: NewMessage) -> tuple[Message, bool]:
+        """Validate, apply limits and store durably (committed with synchronous=FULL).
+
+        Returns ``(message, created)``. An idempotency key already used in the
+        session returns the first message unchanged with ``created=False``:
+        no copy, no rate-limit charge, no capacity check (it was accepted).
+        Every rejection raises before anything is written.
+        """
+        checked = _validate(new, self.limits)
+        with self._write() as conn:
+            now = self._clock()  # read under the write lock: created follows commit order
+            _expire(conn, now, None)
+            if new.idempotency_key is not None:
+                row = conn.execute(
+                    "SELECT * FROM messages WHERE session = ? AND idempotency_key = ?",
+                    (new.session, new.idempotency_key),
+                ).fetchone()
+                if row is not None:
+                    return _to_message(row), False
+            self._check_rate(conn, checked, now)
+            message_id = str(uuid.uuid4())
+            self._make_room(conn, new.session, message_id, now)
+            _insert(conn, message_id, checked, now)
+            row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        return _to_message(row), True
+
+    def _check_rate(self, conn: sqlite3.Connection, checked: _Checked, now: float) -> None:
+        """At most ``rate_per_minute`` accepted messages per (session, source) per 60 s.
+
+        SYSTEM messages and STARTUP context are exempt (agentwrap's own, and
+        needed to start a session) and are not counted either.
+        """
+        if checked.source is Source.SYSTEM or checked.priority is Priority.STARTUP:
+            return
+        rate = self.limits.rate_per_minute
+        rows = conn.execute(
+            "SELECT created FROM messages WHERE session = ? AND source = ? AND created > ?"
+            " AND priority != ? ORDER BY created",
+            (checked.new.session, checked.source.value, now - RATE_WINDOW_S, Priority.STARTUP),
+        ).fetchall()
+        if len(rows) < rate:
+            return
+        # Once this many have left the window there is room for one more.
+        must_leave = len(rows) - rate + 1
+        retry_after = max(0.0, rows[must_leave - 1]["created"] + RATE_WINDOW_S - now)
+        raise RateLimited(
+            f"rate limit: {len(rows)} messages from {checked.source} to session"
+            f" {checked.new.session!r} in the last {RATE_WINDOW_S:.0f} s (limit {rate})",
+            retry_after=retry_after,
+        )
+
+    def _make_room(self, conn: sqlite3.Connection, session: str, new_id: str, now: float) -> None:
+        """Enforce the pending limits, evicting the oldest LOW/NORMAL if the session is full.
+
+        Fresh context is worth more than stale context, so the oldest ordinary
+        message makes way; HIGH/CRITICAL/STARTUP are never dropped silently -
+        the producer gets QueueFull instead.
+        """
+        in_session = _count_pending(conn, session)
+        n_evict = max(0, in_session - self.limits.max_pending_per_session + 1)
+        total = _count_pending(conn, None)
+        if total - n_evict >= self.limits.max_pending_total:
+            raise QueueFull(
+                f"the queue holds {total} pending messages in all sessions"
+                f" (limit {self.limits.max_pending_total})"
+            )
+        if n_evict == 0:
+            return
+        victims = conn.execute(
+            "SELECT id FROM messages WHERE session = ? AND status = ? AND priority < ?"
+            " ORDER BY created ASC, seq ASC LIMIT ?",
+            (session, Status.PENDING.value, Priority.HIGH, n_evict),
+        ).fetchall()
+        if len(victims) < n_evict:
+            raise QueueFull(
+                f"session {session!r} has {in_session} pending messages"
+                f" (limit {self.limits.max_pending_per_session}) and none can be evicted:"
+                " all are high, critical or startup priority"
+            )
+        detail = f"evicted by {new_id}: session queue full"
+        for victim in victims:
+            conn.execute(
+                "UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ? WHERE id = ?",
+                (Status.EVICTED.value, detail, now, now, victim["id"]),
+            )
+
+    # --- reading --------------------------------------------------------------------
+
+    def get(self, message_id: str) -> Message:
+        rows = self._read("SELECT * FROM messages WHERE id = ?", (message_id,))
+        if not rows:
+            raise MessageNotFound(f"no message with id {message_id!r}")
+        return _to_message(rows[0])
+
+    def get_by_prefix(self, prefix: str) -> Message:
+        """Resolve a short id typed by a person (at least 4 characters, unique)."""
+        p = prefix.strip().lower()
+        if len(p) < MIN_PREFIX:
+            raise InvalidMessage(
+                f"message id prefix {prefix!r} is too short",
+                hint=f"type at least {MIN_PREFIX} characters of the id",
+            )
+        # Ids are lowercase hex and '-', all below '~': a range scan on the UNIQUE index.
+        rows = self._read(
+            "SELECT * FROM messages WHERE id >= ? AND id < ? ORDER BY id LIMIT 2", (p, p + "~")
+        )
+        if not rows:
+            raise MessageNotFound(f"no message id starts with {prefix!r}")
+        if len(rows) > 1:
+            raise InvalidMessage(
+                f"message id prefix {prefix!r} is ambiguous",
+                hint="type more characters of the id",
+            )
+        return _to_message(rows[0])
+
+    def peek(self, session: str, now: float | None = None) -> list[Message]:
+        """Pending, unexpired messages in delivery order; changes nothing."""
+        rows = self._read(
+            f"SELECT * FROM messages WHERE session = ? AND status = ? AND +expires > ?"
+            f" ORDER BY {_ORDER}",
+            (session, Status.PENDING.value, self._now(now)),
+        )
+        return [_to_message(r) for r in rows]
+
+    def in_flight(self, session: str) -> list[Message]:
+        """DELIVERING messages: what a restarted supervisor must resume (see phase)."""
+        rows = self._read(
+            f"SELECT * FROM messages WHERE session = ? AND status = ? ORDER BY {_ORDER}",
+            (session, Status.DELIVERING.value),
+        )
+        return [_to_message(r) for r in rows]
+
+    def attempts(self, message_id: str) -> list[Attempt]:
+        rows = self._read(
+            "SELECT * FROM attempts WHERE message_id = ? ORDER BY number", (message_id,)
+        )
+        return [_to_attempt(r) for r in rows]
+
+    def history(
+        self, session: str | None, limit: int = 200, statuses: Iterable[Status] | None = None
+    ) -> list[Message]:
+        """Newest first; ``session=None`` covers all sessions."""
+        where, params = _session_filter(session)
+        if statuses is not None:
+            values = [Status(s).value for s in statuses]
+            if not values:
+                return []
+            where += f" AND status IN ({','.join('?' * len(values))})"
+            params.extend(values)
+        rows = self._read(
+            f"SELECT * FROM messages WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?",
+            [*params, limit],
+        )
+        return [_to_message(r) for r in rows]
+
+    def pending_count(self, session: str | None = None) -> int:
+        """Pending messages that have not expired (swept or not)."""
+        where, params = _session_filter(session)
+        rows = self._read(
+            f"SELECT COUNT(*) FROM messages WHERE {where} AND status = ? AND expires > ?",
+            [*params, Status.PENDING.value, self._clock()],
+        )
+        return int(rows[0][0])
+
+    # --- delivery -------------------------------------------------------------------
+
+    def claim_batch(
+        self, session: str, batch_id: str, max_bytes: int, now: float | None = None
+    ) -> list[Message]:
+        """Atomically take the due messages that fit in ``max_bytes``, in delivery order.
+
+        The batch stops at the first message that does not fit (never skipping
+        ahead, which would break priority/FIFO order) but always holds at least
+        one message if any is due, so an oversized message cannot block the queue.
+        """
+        if not batch_id:
+            raise ValueError("batch_id must not be empty")
+        with self._write() as conn:
+            t = self._now(now)
+            _expire(conn, t, session)
+            rows = conn.execute(
+                f"SELECT id, content_bytes FROM messages WHERE session = ? AND status = ?"
+                f" AND next_attempt_at <= ? AND +expires > ? ORDER BY {_ORDER}",
+                (session, Status.PENDING.value, t, t),
+            ).fetchall()
+            ids = _fit(rows, max_bytes)
+            if not ids:
+                return []
+            marks = ",".join("?" * len(ids))
+            conn.execute(
+                f"UPDATE messages SET status = ?, phase = ?, batch_id = ?, updated = ?"
+                f" WHERE id IN ({marks})",
+                (Status.DELIVERING.value, Phase.CLAIMED.value, batch_id, t, *ids),
+            )
+            claimed = conn.execute(
+                f"SELECT * FROM messages WHERE batch_id = ? AND status = ? ORDER BY {_ORDER}",
+                (batch_id, Status.DELIVERING.value),
+            ).fetchall()
+        return [_to_message(r) for r in claimed]
+
+    def set_phase(self, batch_id: str, phase: Phase) -> list[Message]:
+        """Record the write-ahead phase of a batch before acting on it.
+
+        Returns the batch's messages that are still in flight: some may have
+        expired while only CLAIMED, and those must not be typed.
+        """
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE messages SET phase = ?, updated = ? WHERE batch_id = ? AND status = ?",
+                (Phase(phase).value, self._clock(), batch_id, Status.DELIVERING.value),
+            )
+            rows = conn.execute(
+                f"SELECT * FROM messages WHERE batch_id = ? AND status = ? ORDER BY {_ORDER}",
+                (batch_id, Status.DELIVERING.value),
+            ).fetchall()
+        return [_to_message(r) for r in rows]
+
+    def record_attempt(self, attempt: Attempt) -> None:
+        """Store an attempt; recording the same (message, number) again updates it,
+        so a supervisor can write it when it starts and again when it ends."""
+        with self._write() as conn:
+            if conn.execute(
+                "SELECT 1 FROM messages WHERE id = ?", (attempt.message_id,)
+            ).fetchone():
+                conn.execute(
+                    "INSERT INTO attempts (message_id, number, batch_id, started, finished,"
+                    " channel, outcome, evidence) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (message_id, number) DO UPDATE SET batch_id = excluded.batch_id,"
+                    " started = excluded.started, finished = excluded.finished,"
+                    " channel = excluded.channel, outcome = excluded.outcome,"
+                    " evidence = excluded.evidence",
+                    (
+                        attempt.message_id,
+                        attempt.number,
+                        attempt.batch_id,
+                        attempt.started,
+                        attempt.finished,
+                        attempt.channel,
+                        attempt.outcome,
+                        attempt.evidence,
+                    ),
+                )
+                return
+        raise MessageNotFound(f"no message with id {attempt.message_id!r}")
+
+    def retry_later(self, batch_id: str, next_attempt_at: float, detail: str) -> int:
+        """Put a batch back in the queue after a failed attempt (counted).
+
+        Messages whose TTL passed meanwhile end EXPIRED instead. Returns how
+        many went back to PENDING.
+        """
+        with self._write() as conn:
+            now = self._clock()
+            conn.execute(
+                "UPDATE messages SET status = ?, attempts = attempts + 1,"
+                " finished = ?, updated = ?, detail = ? WHERE batch_id = ? AND status = ?"
+                " AND expires <= ?",
+                (
+                    Status.EXPIRED.value,
+                    now,
+                    now,
+                    f"expired before a retry: {detail}",
+                    batch_id,
+                    Status.DELIVERING.value,
+                    now,
+                ),
+            )
+            cur = conn.execute(
+                "UPDATE messages SET status = ?, phase = NULL, batch_id = NULL,"
+                " attempts = attempts + 1, next_attempt_at = ?, updated = ?, detail = ?"
+                " WHERE batch_id = ? AND status = ?",
+                (
+                    Status.PENDING.value,
+                    next_attempt_at,
+                    now,
+                    detail,
+                    batch_id,
+                    Status.DELIVERING.value,
+                ),
+            )
+            return cur.rowcount
+
+    def finish(
+        self,
+        status: Status,
+        detail: str = "",
+        *,
+        message_ids: Sequence[str] | None = None,
+        batch_id: str | None = None,
+    ) -> int:
+        """Move messages (by ids or by batch) to a terminal status, exactly once.
+
+        Rows already terminal are left alone, so a late or repeated finish is a
+        no-op; returns how many changed. Finishing a DELIVERING message counts
+        its attempt.
+        """
+        status = Status(status)
+        if not status.terminal:
+            raise ValueError(f"finish() needs a terminal status, not {status}")
+        if (message_ids is None) == (batch_id is None):
+            raise ValueError("finish() needs exactly one of message_ids and batch_id")
+        if message_ids is not None:
+            ids = list(message_ids)
+            if not ids:
+                return 0
+            target = f"id IN ({','.join('?' * len(ids))})"
+            target_params: list[Any] = ids
+        else:
+            target, target_params = "batch_id = ?", [batch_id]
+        with self._write() as conn:
+            now = self._clock()
+            cur = conn.execute(
+                "UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ?,"
+                " attempts = attempts + (status = ?)"
+                f" WHERE {target} AND status IN (?, ?)",
+                (
+                    status.value,
+                    detail,
+                    now,
+                    now,
+                    Status.DELIVERING.value,
+                    *target_params,
+                    *_NOT_TERMINAL,
+                ),
+            )
+            return cur.rowcount
+
+    def cancel(self, message_id: str) -> Message:
+        """Cancel a message that is still waiting; anything later is past recall."""
+        with self._write() as conn:
+            row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+            if row is None:
+                raise MessageNotFound(f"no message with id {message_id!r}")
+            if row["status"] != Status.PENDING.value:
+                raise InvalidMessage(
+                    f"message {message_id} is {row['status']}; only pending messages can be"
+                    " cancelled",
+                    hint="`agentwrap history NAME` shows what happened to it",
+                )
+            now = self._clock()
+            conn.execute(
+                "UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ?"
+                " WHERE id = ?",
+                (Status.CANCELLED.value, "cancelled", now, now, message_id),
+            )
+            row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+        return _to_message(row)
+
+    def expire_overdue(self, now: float | None = None) -> int:
+        """Expire pending and claimed-but-not-typed messages past their TTL, all sessions."""
+        with self._write() as conn:
+            return _expire(conn, self._now(now), None)
+
+    # --- metrics --------------------------------------------------------------------
+
+    def metrics(self, session: str | None) -> QueueMetrics:
+        where, params = _session_filter(session)
+        with self._lock:
+            return _metrics(self._conn, where, params)
+
+
+# --- helpers (module functions: no state) ---------------------------------------------
+
+
+def _validate(new: NewMessage, limits: QueueLimits) -> _Checked:
+    """Every stateless check of enqueue, before the database is touched."""
+    check_session_name(new.session)
+    if not isinstance(new.content, str):
+        raise InvalidMessage("content must be text")
+    check_text(new.content)
+    if not new.content.strip():
+        raise InvalidMessage("content is empty", hint="send some text")
+    clean = sanitize(new.content)
+    if not clean.text.strip():
+        raise InvalidMessage(
+            "content is empty after removing terminal control sequences",
+            hint="send plain text; escape sequences and control characters are removed",
+        )
+    size = len(clean.text.encode("utf-8"))
+    if size > limits.max_content_bytes:
+        raise MessageTooLarge(f"content is {size} bytes; the limit is {limits.max_content_bytes}")
+    metadata = _check_metadata(new.metadata)
+    if clean.removed:
+        metadata["sanitized_removed"] = clean.removed
+    _check_id("source_id", new.source_id, allow_empty=True)
+    for name, value in (
+        ("correlation_id", new.correlation_id),
+        ("idempotency_key", new.idempotency_key),
+    ):
+        if value is not None:
+            _check_id(name, value, allow_empty=False)
+    if (
+        isinstance(new.depth, bool)
+        or not isinstance(new.depth, int)
+        or not (0 <= new.depth <= MAX_DEPTH)
+    ):
+        raise InvalidMessage(
+            f"depth {new.depth!r} is out of range 0..{MAX_DEPTH}",
+            hint="messages forwarded between agents this deep are probably looping",
+        )
+    return _Checked(
+        new=new,
+        content=clean.text,
+        content_bytes=size,
+        source=_enum(Source, new.source, "source"),
+        priority=_enum(Priority, new.priority, "priority"),
+        ttl_s=_check_ttl(new.ttl_s, limits),
+        metadata_json=_dump_json(metadata),
+    )
+
+
+def _check_ttl(ttl_s: float | None, limits: QueueLimits) -> float:
+    if ttl_s is None:
+        return limits.default_ttl_s
+    if (
+        isinstance(ttl_s, bool)
+        or not isinstance(ttl_s, (int, float))
+        or not (math.isfinite(ttl_s) and 0 < ttl_s <= limits.max_ttl_s)
+    ):
+        raise InvalidMessage(
+            f"ttl {ttl_s!r} s is out of range (0, {limits.max_ttl_s:g}]",
+            hint="give a positive TTL no longer than limits.max_ttl_s",
+        )
+    return float(ttl_s)
+
+
+def _check_id(name: str, value: str, *, allow_empty: bool) -> None:
+    """Ids end up in labels typed into the terminal and in logs: short and printable."""
+    if not isinstance(value, str):
+        raise InvalidMessage(f"{name} must be text")
+    if not value and not allow_empty:
+        raise InvalidMessage(f"{name} must not be empty")
+    if len(value) > MAX_ID_CHARS:
+        raise InvalidMessage(f"{name} is {len(value)} characters; the limit is {MAX_ID_CHARS}")
+    check_text(value)
+    if value != sanitize(value).text or "\n" in value or "\t" in value:
+        raise InvalidMessage(f"{name} {value!r} contains control characters")
+
+
+def _check_metadata(metadata: Any) -> dict[str, Any]:
+    """A JSON object; returned as its JSON round trip (what get() will give back)."""
+    if not isinstance(metadata, dict):
+        raise InvalidMessage("metadata must be a JSON object (a dict)")
+    loaded = json.loads(_dump_json(metadata))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def _dump_json(value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidMessage(
+            f"metadata is not JSON-serialisable: {exc}",
+            hint="use strings, numbers, booleans, null, lists and objects with string keys",
+        ) from None
+
+
+def _enum(kind: type[E], value: object, name: str) -> E:
+    try:
+        return kind(value)
+    except ValueError:
+        raise InvalidMessage(f"unknown {name} {value!r}") from None
+
+
+def _insert(conn: sqlite3.Connection, message_id: str, c: _Checked, now: float) -> None:
+    new = c.new
+    conn.execute(
+        "INSERT INTO messages (id, session, content, content_bytes, source, source_id,"
+        " priority, created, expires, metadata, correlation_id, depth, idempotency_key,"
+        " require_ack, status, attempts, updated, finished, detail, batch_id, phase,"
+        " next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL,"
+        " '', NULL, NULL, ?)",
+        (
+            message_id,
+            new.session,
+            c.content,
+            c.content_bytes,
+            c.source.value,
+            new.source_id,
+            int(c.priority),
+            now,
+            now + c.ttl_s,
+            c.metadata_json,
+            new.correlation_id,
+            new.depth,
+            new.idempotency_key,
+            None if new.require_ack is None else int(bool(new.require_ack)),
+            Status.PENDING.value,
+            now,
+            now,
+        ),
+    )
+
+
+def _expire(conn: sqlite3.Connection, now: float, session: str | None) -> int:
+    """Expire overdue PENDING rows and DELIVERING rows not yet typed (phase CLAIMED).
+
+    Rows past PASTING may already be in the agent's input box: those are left
+    to their supervisor, which must finish them with evidence.
+    """
+    where, params = _session_filter(session)
+    detail = "expired: TTL passed before delivery"
+    changed = 0
+    for extra, extra_params in (
+        ("status = ?", [Status.PENDING.value]),
+        ("status = ? AND phase = ?", [Status.DELIVERING.value, Phase.CLAIMED.value]),
+    ):
+        cur = conn.execute(
+            f"UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ?"
+            f" WHERE {extra} AND expires <= ? AND {where}",
+            [Status.EXPIRED.value, detail, now, now, *extra_params, now, *params],
+        )
+        changed += cur.rowcount
+    return changed
+
+
+def _count_pending(conn: sqlite3.Connection, session: str | None) -> int:
+    where, params = _session_filter(session)
+    row = conn.execute(
+        f"SELECT COUNT(*) FROM messages WHERE status = ? AND {where}",
+        [Status.PENDING.value, *params],
+    ).fetchone()
+    return int(row[0])
+
+
+def _session_filter(session: str | None) -> tuple[str, list[Any]]:
+    if session is None:
+        return "1", []
+    return "session = ?", [session]
+
+
+def _fit(rows: Iterable[sqlite3.Row], max_bytes: int) -> list[str]:
+    """Ids of the leading rows whose sizes sum to at most max_bytes (at least one)."""
+    ids: list[str] = []
+    total = 0
+    for row in rows:
+        size = int(row["content_bytes"])
+        if ids and total + size > max_bytes:
+            break
+        ids.append(str(row["id"]))
+        total += size
+    return ids
+
+
+def _metrics(conn: sqlite3.Connection, where: str, params: list[Any]) -> QueueMetrics:
+    by_status = {s: 0 for s in Status}
+    for row in conn.execute(
+        f"SELECT status, COUNT(*) AS n FROM messages WHERE {where} GROUP BY status", params
+    ):
+        by_status[Status(row["status"])] = int(row["n"])
+    success = [s.value for s in SUCCESS_STATUSES]
+    terminal = [s.value for s in TERMINAL_STATUSES]
+    row = conn.execute(
+        "SELECT"
+        " SUM(attempts >= 1),"
+        f" SUM(status IN (?, ?) AND attempts = 1),"
+        f" SUM(status IN (?, ?) AND attempts > 1),"
+        f" AVG(CASE WHEN status IN ({','.join('?' * len(terminal))}) THEN attempts END),"
+        " AVG(CASE WHEN status IN (?, ?) THEN finished - created END),"
+        " SUM(status IN (?, ?))"
+        f" FROM messages WHERE {where}",
+        [*success, *success, *terminal, *success, *success, *params],
+    ).fetchone()
+    n_success = int(row[5] or 0)
+    return QueueMetrics(
+        by_status=by_status,
+        total=sum(by_status.values()),
+        attempted=int(row[0] or 0),
+        succeeded_first_try=int(row[1] or 0),
+        succeeded_after_retry=int(row[2] or 0),
+        escalated=by_status[Status.ESCALATED],
+        failed=by_status[Status.FAILED],
+        mean_attempts=None if row[3] is None else float(row[3]),
+        mean_latency_s=None if row[4] is None else float(row[4]),
+        p95_latency_s=_p95(conn, where, params, success, n_success),
+    )
+
+
+def _p95(
+    conn: sqlite3.Connection, where: str, params: list[Any], success: list[str], n: int
+) -> float | None:
+    """Nearest-rank 95th percentile of created -> success, sorted in SQL."""
+    if n == 0:
+        return None
+    rank = math.ceil(0.95 * n)
+    row = conn.execute(
+        f"SELECT finished - created FROM messages WHERE status IN (?, ?) AND {where}"
+        " ORDER BY 1 LIMIT 1 OFFSET ?",
+        [*success, *params, rank - 1],
+    ).fetchone()
+    return float(row[0])
+
+
+def _to_message(row: sqlite3.Row) -> Message:
+    require_ack = row["require_ack"]
+    phase = row["phase"]
+    return Message(
+        id=row["id"],
+        session=row["session"],
+        content=row["content"],
+        source=Source(row["source"]),
+        source_id=row["source_id"],
+        priority=Priority(row["priority"]),
+        created=row["created"],
+        expires=row["expires"],
+        metadata=json.loads(row["metadata"]),
+        correlation_id=row["correlation_id"],
+        depth=row["depth"],
+        idempotency_key=row["idempotency_key"],
+        require_ack=None if require_ack is None else bool(require_ack),
+        status=Status(row["status"]),
+        attempts=row["attempts"],
+        updated=row["updated"],
+        finished=row["finished"],
+        detail=row["detail"],
+        batch_id=row["batch_id"],
+        phase=None if phase is None else Phase(phase),
+        next_attempt_at=row["next_attempt_at"],
+    )
+
+
+def _to_attempt(row: sqlite3.Row) -> Attempt:
+    return Attempt(
+        message_id=row["message_id"],
+        batch_id=row["batch_id"],
+        number=row["number"],
+        started=row["started"],
+        finished=row["finished"],
+        channel=row["channel"],
+        outcome=row["outcome"],
+        evidence=row["evidence"],
+    )

@@ -1,0 +1,192 @@
+"""Make message text safe to type into a terminal.
+
+Queued content ends up *pasted into an agent's terminal*, so anything in it
+that a terminal or a TUI treats as a command is an attack surface:
+
+* ``ESC [ 201 ~`` ends a bracketed paste early; everything after it would
+  arrive as keystrokes (a ``\\r`` among them submits a prompt nobody saw).
+* A bare ``ESC`` is the "cancel" key of most agent TUIs; ``ESC x`` is Alt+x.
+* OSC/DCS/APC strings retitle windows, write the clipboard (OSC 52) or talk to
+  the terminal; 8-bit C1 controls (U+0080-U+009F) do the same in one code point.
+* C0 controls (``\\b``, ``\\x15`` kill-line, ``\\x03`` interrupt, ...) edit or
+  abort the input line; ``\\r`` submits.
+* Bidi overrides/isolates reorder what a *person* reading the screen sees, so
+  text can look harmless and say something else ("Trojan Source").
+
+:func:`sanitize` removes all of that and keeps every other character exactly
+(emoji, CJK, combining marks, ``\\n`` and ``\\t``). The invariant the tests
+check on random input: the result contains no ESC, no C0 control except
+``\\n``/``\\t``, no DEL, no C1 control, no bidi override and no ``\\r`` - so no
+control sequence can survive or be formed by the removal itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .errors import InvalidMessage
+
+ESC = "\x1b"
+BEL = "\x07"
+C1_CSI = "\x9b"
+C1_OSC = "\x9d"
+C1_ST = "\x9c"
+# 8-bit introducers of "control strings" that run until ST: DCS, SOS, PM, APC.
+C1_STRINGS = frozenset("\x90\x98\x9e\x9f")
+# 7-bit equivalents: ESC P (DCS), ESC X (SOS), ESC ^ (PM), ESC _ (APC).
+ESC_STRINGS = frozenset("PX^_")
+BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+# Everything that needs a decision; the text between two matches is copied as is.
+_SPECIAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# After the CSI introducer: parameter bytes, intermediate bytes, one final byte.
+# A missing final byte (text ended, or a byte outside these ranges) still ends
+# the sequence there; the offending character is then judged on its own.
+_CSI_BODY = re.compile(r"[0-?]*[ -/]*[@-~]?")
+# After a bare ESC: intermediate bytes and a final byte (ESC 7, ESC ( B, ESC # 8).
+_ESC_BODY = re.compile(r"[ -/]*[0-~]?")
+# What can end a control string: BEL (OSC only), ESC (ST is ESC \\, any other
+# ESC aborts the string as in the VT500 parser), C1 ST, and CAN/SUB (abort).
+_OSC_END = re.compile("[\x07\x18\x1a\x1b\x9c]")
+_STRING_END = re.compile("[\x18\x1a\x1b\x9c]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@dataclass(frozen=True)
+class Sanitized:
+    """The cleaned text and an account of what was taken out (for metadata/logs)."""
+
+    text: str
+    removed: int  # sequences and single characters removed (line endings not counted)
+    notes: list[str] = field(default_factory=list)
+
+
+def check_text(text: str) -> None:
+    """Reject strings that cannot be encoded as UTF-8 (lone surrogates).
+
+    Python lets ``str`` hold lone surrogates (e.g. from ``surrogateescape``);
+    SQLite, JSON peers and the terminal cannot carry them, so they are refused
+    up front instead of failing half-way through a delivery.
+    """
+    m = _SURROGATE.search(text)
+    if m is not None:
+        raise InvalidMessage(
+            f"content is not valid text (lone surrogate U+{ord(m.group()):04X}"
+            f" at character {m.start()})",
+            hint="send UTF-8 text; binary data must be encoded (e.g. base64) first",
+        )
+
+
+def decode_utf8(data: bytes) -> str:
+    """Decode strict UTF-8; the error names the 0-based offset of the first bad byte."""
+    try:
+        return data.decode("utf-8", errors="strict")
+    except UnicodeDecodeError as exc:
+        raise InvalidMessage(
+            f"content is not valid UTF-8 (byte {exc.start})",
+            hint="send UTF-8 text; binary data must be encoded (e.g. base64) first",
+        ) from None
+
+
+def sanitize(text: str) -> Sanitized:
+    """Remove every terminal control sequence and invisible reordering character.
+
+    Carriage returns are normalised (``\\r\\n`` and lone ``\\r`` become ``\\n``)
+    rather than removed: they are line breaks from other platforms, not attacks,
+    so they are reported in ``notes`` but not counted in ``removed``.
+    """
+    out: list[str] = []
+    kinds: Counter[str] = Counter()
+    crs = 0
+    pos = 0
+    n = len(text)
+    while True:
+        m = _SPECIAL.search(text, pos)
+        if m is None:
+            out.append(text[pos:])
+            break
+        i = m.start()
+        out.append(text[pos:i])
+        ch = text[i]
+        if ch == "\r":
+            crs += 1
+            out.append("\n")
+            pos = i + 2 if text.startswith("\n", i + 1) else i + 1
+            continue
+        pos, kind = _skip_control(text, i)
+        kinds[kind] += 1
+        assert i < pos <= n
+    return Sanitized(text="".join(out), removed=sum(kinds.values()), notes=_notes(kinds, crs))
+
+
+def _skip_control(text: str, i: int) -> tuple[int, str]:
+    """Return where the control starting at ``text[i]`` ends, and what it was."""
+    ch = text[i]
+    if ch == ESC:
+        return _skip_escape(text, i)
+    if ch == C1_CSI:
+        return _skip_csi(text, i + 1)
+    if ch == C1_OSC:
+        return _skip_string(text, i + 1, "OSC", _OSC_END)
+    if ch in C1_STRINGS:
+        return _skip_string(text, i + 1, "DCS/SOS/PM/APC", _STRING_END)
+    if ch in BIDI_CONTROLS:
+        return i + 1, "bidi control"
+    if ch == "\x7f":
+        return i + 1, "DEL"
+    if ch < "\x20":
+        return i + 1, "C0 control"
+    return i + 1, "C1 control"
+
+
+def _skip_escape(text: str, i: int) -> tuple[int, str]:
+    """An ESC at ``text[i]``: a CSI, a control string, ESC+final, or a lone ESC."""
+    nxt = text[i + 1 : i + 2]
+    if nxt == "[":
+        return _skip_csi(text, i + 2)
+    if nxt == "]":
+        return _skip_string(text, i + 2, "OSC", _OSC_END)
+    if nxt and nxt in ESC_STRINGS:
+        return _skip_string(text, i + 2, "DCS/SOS/PM/APC", _STRING_END)
+    m = _ESC_BODY.match(text, i + 1)
+    assert m is not None  # the pattern matches the empty string
+    if m.end() == i + 1:
+        return i + 1, "lone ESC"
+    return m.end(), "ESC sequence"
+
+
+def _skip_csi(text: str, start: int) -> tuple[int, str]:
+    """The CSI body from ``start`` (just after ``ESC [`` or U+009B)."""
+    m = _CSI_BODY.match(text, start)
+    assert m is not None  # the pattern matches the empty string
+    end = m.end()
+    complete = end > start and "@" <= text[end - 1] <= "~"
+    return end, "CSI sequence" if complete else "incomplete CSI sequence"
+
+
+def _skip_string(text: str, start: int, name: str, ends: re.Pattern[str]) -> tuple[int, str]:
+    """A control string body from ``start``, through its terminator.
+
+    Without any terminator the string runs to the end of the text, as it would
+    in a terminal: that text was never meant to be visible.
+    """
+    m = ends.search(text, start)
+    if m is None:
+        return len(text), f"unterminated {name} string (removed to end of text)"
+    j = m.start()
+    if text[j] == ESC:
+        if text.startswith("\\", j + 1):
+            return j + 2, f"{name} string"
+        return j, f"{name} string (cut short by ESC)"
+    if text[j] in "\x18\x1a":
+        return j + 1, f"{name} string (cancelled)"
+    return j + 1, f"{name} string"
+
+
+def _notes(kinds: Counter[str], crs: int) -> list[str]:
+    notes = [f"removed {count} x {kind}" for kind, count in sorted(kinds.items())]
+    if crs:
+        notes.append(f"normalised {crs} carriage return(s) to \\n")
+    return notes
