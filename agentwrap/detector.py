@@ -1,0 +1,204 @@
+"""The readiness detector: screen (+ title, + structured state) -> state.
+
+Signals are stacked, strongest first, and every verdict records which one
+decided it, so ``agentwrap state --explain`` can say *why*:
+
+1. process: the agent is gone -> ``exited``;
+2. dialogs from the profile (permission prompts, trust questions) ->
+   ``waiting_input``: nothing may be typed, whatever else says;
+3. structured state the agent itself publishes (Claude Code's session file);
+4. title rules, then region-scoped screen rules, in state priority order
+   waiting_input > busy > draft > ready > starting;
+5. a quiet window: ``ready`` is only believed once the screen has not changed
+   for ``quiet_ms`` (Codex and Aider stream without any busy marker), and for
+   profiles without usable rules, quiet alone means ready.
+
+Draft is tracked separately from the state as well: an agent can be busy
+*and* hold a person's queued text, and delivery must never overwrite it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from .profiles import Profile, Rule
+from .regions import ScreenRegions
+from .screen import Snapshot
+from .states import Reading, Signal, State
+
+_STATE_ORDER = {
+    State.WAITING_INPUT: 0,
+    State.BUSY: 1,
+    State.DRAFT: 2,
+    State.READY: 3,
+    State.STARTING: 4,
+}
+
+
+@dataclass(frozen=True)
+class StructuredReading:
+    state: State  # READY, BUSY or WAITING_INPUT
+    reason: str
+
+
+class StructuredSource(Protocol):
+    """An agent-published state (file, socket); None when unknown or stale."""
+
+    def read(self) -> StructuredReading | None: ...
+
+
+@dataclass(frozen=True)
+class Match:
+    rule: Rule
+    line: str
+
+
+def evaluate_rules(profile: Profile, snap: Snapshot) -> list[Match]:
+    """Every rule that matches, in decision order (title rules first)."""
+    regions = ScreenRegions(profile, snap)
+    anchors = regions.anchor_lines()
+    cache: dict[str, list[str] | None] = {}
+    hits: list[Match] = []
+    ordered = sorted(
+        enumerate(profile.rules),
+        key=lambda ir: (ir[1].region != "title", _STATE_ORDER[ir[1].state], ir[0]),
+    )
+    for _, rule in ordered:
+        if rule.region not in cache:
+            cache[rule.region] = regions.get(rule.region, anchors)
+        body = cache[rule.region]
+        if body is None:
+            continue
+        text = "\n".join(body)
+        m = rule.pattern.search(text)
+        if m is None or (rule.unless is not None and rule.unless.search(text)):
+            continue
+        hits.append(Match(rule, _line_of(text, m.start())))
+    return hits
+
+
+def _line_of(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start : end if end >= 0 else len(text)].strip()
+
+
+class Detector:
+    """Turns a stream of snapshots into state readings for one agent."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        structured: StructuredSource | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.profile = profile
+        self.structured = structured
+        self.clock = clock
+        self._digest = ""
+        self._last_change = clock()
+        self._seen_ready = False
+        self.reading = Reading(State.STARTING, Signal.PROCESS, "launch", "just launched", 0, clock())
+        self.draft = False
+        self.evidence = ""  # the screen line that decided the last verdict
+
+    @property
+    def state(self) -> State:
+        return self.reading.state
+
+    def note_output(self, at: float | None = None) -> None:
+        """Output arrived (pty bytes, tmux pipe-pane): the screen is not quiet,
+        even before the next snapshot shows it."""
+        self._last_change = at if at is not None else self.clock()
+
+    @property
+    def last_change(self) -> float:
+        """Monotonic time of the last screen change or output."""
+        return self._last_change
+
+    def quiet_ms(self, now: float | None = None) -> int:
+        now = self.clock() if now is None else now
+        return max(0, int((now - self._last_change) * 1000))
+
+    def exited(self, exit_code: int | None) -> Reading:
+        code = "unknown" if exit_code is None else str(exit_code)
+        return self._set(
+            State.EXITED, Signal.PROCESS, "process", f"process exited with code {code}", None
+        )
+
+    def update(self, snap: Snapshot, now: float | None = None) -> Reading:
+        now = self.clock() if now is None else now
+        if snap.digest != self._digest:
+            self._digest = snap.digest
+            self._last_change = now
+        quiet = self.quiet_ms(now)
+        text = snap.text()
+
+        for dialog in self.profile.dialogs:
+            m = dialog.pattern.search(text)
+            if m:
+                self.draft = False
+                return self._set(
+                    State.WAITING_INPUT, Signal.SCREEN, f"dialog:{dialog.name}", dialog.message,
+                    _line_of(text, m.start()), quiet, now,
+                )
+
+        matches = evaluate_rules(self.profile, snap)
+        draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
+        self.draft = draft_match is not None
+
+        if self.structured is not None:
+            got = self.structured.read()
+            if got is not None:
+                state, reason = got.state, got.reason
+                if state is State.READY and draft_match is not None:
+                    state = State.DRAFT
+                    reason = f"{reason}; {draft_match.rule.explain or 'text in the input box'}"
+                return self._set(state, Signal.STRUCTURED, "structured", reason, None, quiet, now)
+
+        for match in matches:
+            rule = match.rule
+            signal = Signal.TITLE if rule.region == "title" else Signal.SCREEN
+            reason = rule.explain or f"rule {rule.name} matched"
+            if rule.state is State.READY and quiet < self.profile.quiet_ms:
+                # Matched, but the screen is still moving: output may be streaming.
+                held = State.BUSY if self._seen_ready else State.STARTING
+                return self._set(
+                    held, Signal.QUIET, rule.name,
+                    f"{reason}, but the screen changed {quiet} ms ago "
+                    f"(< {self.profile.quiet_ms} ms)", match.line, quiet, now,
+                )
+            return self._set(rule.state, signal, rule.name, reason, match.line, quiet, now)
+
+        if self.profile.quiet_fallback:
+            if quiet >= self.profile.quiet_ms:
+                return self._set(
+                    State.READY, Signal.QUIET, "quiet",
+                    f"no rule matched; screen unchanged for {quiet} ms", None, quiet, now,
+                )
+            return self._set(
+                State.BUSY if self._seen_ready else State.STARTING, Signal.QUIET, "quiet",
+                "screen still changing", None, quiet, now,
+            )
+        held = State.BUSY if self._seen_ready else State.STARTING
+        return self._set(held, Signal.SCREEN, "none", "no rule matched", None, quiet, now)
+
+    def _set(
+        self,
+        state: State,
+        signal: Signal,
+        rule: str,
+        reason: str,
+        evidence: str | None,
+        quiet: int = 0,
+        now: float | None = None,
+    ) -> Reading:
+        now = self.clock() if now is None else now
+        if state in (State.READY, State.DRAFT):
+            self._seen_ready = True
+        self.evidence = evidence or ""
+        self.reading = Reading(state, signal, rule, reason, quiet, now)
+        return self.reading

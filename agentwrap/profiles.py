@@ -1,0 +1,384 @@
+"""Agent profiles: how to recognise, read and type into one agent CLI.
+
+A profile is a TOML file in ``patterns/`` (built in, shipped inside the wheel
+as ``agentwrap/_patterns``) or in ``~/.config/agentwrap/patterns/`` (the user's,
+which wins). Agent UIs change every week, so everything that depends on what
+an agent draws lives here as data, validated at load time with errors that
+name the file and the key, never as code.
+
+Screen rules are *region scoped*: a profile names anchor lines (for example
+the horizontal rules around Claude's prompt box) and regions between them, and
+every rule looks only inside its region. That is what keeps a stale "Working"
+line in the transcript from counting as the agent's current state.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ProfileError
+from .paths import Paths
+from .states import State
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SPECIAL_REGIONS = ("screen", "title", "last_line")
+RULE_STATES = (State.WAITING_INPUT, State.BUSY, State.DRAFT, State.READY, State.STARTING)
+_BOUNDARY_RE = re.compile(r"^(?:(top|bottom)|([a-z_][a-z0-9_]*)\[(-?\d+)\])([+-]\d+)?$")
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """``top``, ``bottom`` or ``anchor[index]`` (+/- a line offset)."""
+
+    anchor: str | None  # None for top/bottom
+    edge: str  # "top" | "bottom" | "anchor"
+    index: int = 0
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    start: Boundary
+    end: Boundary
+    last: int | None = None  # keep only the last N non-blank lines
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    state: State
+    region: str
+    pattern: re.Pattern[str]
+    unless: re.Pattern[str] | None
+    explain: str
+
+
+@dataclass(frozen=True)
+class Dialog:
+    """A first-run or permission dialog: always ``waiting_input``.
+
+    ``keys`` answer it, but only when the person opted in to ``opt_in`` (for
+    example ``--trust-folder``); without opt-in agentwrap only tells them.
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    message: str
+    keys: tuple[str, ...] = ()
+    opt_in: str | None = None
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    submit_key: str = "Enter"
+    submit_delay_ms: int = 300
+    bracketed_paste: bool = True
+    newline_key: str = "C-j"
+    accepts_input_while_busy: bool = False
+    paste_placeholders: tuple[re.Pattern[str], ...] = ()
+    max_paste_bytes: int = 10 * 1024
+    submit_retries: int = 2
+    input_region: str = "box"  # where typed text shows; "last_line" for plain REPLs
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    commands: tuple[str, ...]
+    instruction_file: str | None
+    launch_args: tuple[str, ...]
+    env: Mapping[str, str]
+    input: InputSpec
+    quiet_ms: int
+    startup_timeout_s: float
+    quiet_fallback: bool  # no rule matched + screen quiet => ready (generic REPLs)
+    structured: str | None  # name of a structured state source, e.g. "claude-sessions"
+    anchors: Mapping[str, re.Pattern[str]]
+    regions: Mapping[str, Region]
+    rules: tuple[Rule, ...]
+    dialogs: tuple[Dialog, ...]
+    ack_patterns: tuple[str, ...]  # regex templates; "{token}" is the batch token
+    source: Path = field(default=Path("<builtin>"))
+
+    def matches_command(self, argv0: str) -> bool:
+        return Path(argv0).name in self.commands
+
+
+# --- locating profile files ---------------------------------------------------------
+
+
+def builtin_patterns_dir() -> Path:
+    """Inside a wheel the profiles live in ``agentwrap/_patterns``; in a
+    source checkout (editable install, tests) they are the top-level
+    ``patterns/`` folder next to the package."""
+    packaged = Path(__file__).resolve().parent / "_patterns"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "patterns"
+
+
+def profile_files(paths: Paths | None) -> dict[str, Path]:
+    """Name -> file, user overrides replacing built-ins of the same name."""
+    found: dict[str, Path] = {}
+    dirs = [builtin_patterns_dir()]
+    if paths is not None:
+        dirs.append(paths.user_patterns_dir)
+    for d in dirs:
+        if d.is_dir():
+            for f in sorted(d.glob("*.toml")):
+                found[f.stem] = f
+    return found
+
+
+def load_profile(name: str, paths: Paths | None = None) -> Profile:
+    files = profile_files(paths)
+    if name not in files:
+        known = ", ".join(sorted(files)) or "none"
+        raise ProfileError(
+            f"no profile named {name!r} (known: {known})",
+            hint="pass --profile with one of those, or add NAME.toml to "
+            f"{paths.user_patterns_dir if paths else '~/.config/agentwrap/patterns'}",
+        )
+    return parse_profile_file(files[name])
+
+
+def load_all_profiles(paths: Paths | None = None) -> dict[str, Profile]:
+    return {name: parse_profile_file(f) for name, f in profile_files(paths).items()}
+
+
+def profile_for_command(argv: list[str], paths: Paths | None = None) -> Profile:
+    """The profile whose ``commands`` names argv[0]; ``generic`` otherwise."""
+    profiles = load_all_profiles(paths)
+    for prof in profiles.values():
+        if prof.name != "generic" and prof.matches_command(argv[0]):
+            return prof
+    if "generic" in profiles:
+        return profiles["generic"]
+    raise ProfileError("the built-in 'generic' profile is missing", hint="reinstall agentwrap")
+
+
+# --- parsing and validation ------------------------------------------------------------
+
+
+class _Reader:
+    """Typed access to one TOML table that names file and key in every error
+    and rejects unknown keys (a typo must not silently disable a rule)."""
+
+    def __init__(self, data: Mapping[str, Any], where: str, source: Path) -> None:
+        self.data = data
+        self.where = where
+        self.source = source
+        self.used: set[str] = set()
+
+    def _err(self, key: str, msg: str) -> ProfileError:
+        dotted = f"{self.where}.{key}" if self.where else key
+        return ProfileError(f"{self.source}: {dotted}: {msg}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = ...) -> Any:
+        self.used.add(key)
+        if key not in self.data:
+            if default is ...:
+                raise self._err(key, "is required")
+            return default
+        value = self.data[key]
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+            raise self._err(key, f"must be {names}, got {type(value).__name__} {value!r}")
+        return value
+
+    def strings(self, key: str, default: Iterable[str] = ()) -> tuple[str, ...]:
+        value = self.get(key, list, list(default))
+        if not all(isinstance(v, str) for v in value):
+            raise self._err(key, "must be a list of strings")
+        return tuple(value)
+
+    def regex(self, key: str, value: str) -> re.Pattern[str]:
+        try:
+            return re.compile(value, re.MULTILINE)
+        except re.error as exc:
+            raise self._err(key, f"invalid regular expression {value!r}: {exc}") from None
+
+    def non_negative(self, key: str, default: int) -> int:
+        value: int = self.get(key, int, default)
+        if value < 0:
+            raise self._err(key, f"must be >= 0, got {value}")
+        return value
+
+    def sub(self, key: str, index: int | None = None) -> _Reader:
+        value = self.data.get(key, {}) if index is None else self.data[key][index]
+        self.used.add(key)
+        if not isinstance(value, Mapping):
+            raise self._err(key, "must be a table")
+        where = f"{self.where}.{key}" if self.where else key
+        if index is not None:
+            where += f"[{index}]"
+        return _Reader(value, where, self.source)
+
+    def table_list(self, key: str) -> list[_Reader]:
+        value = self.data.get(key, [])
+        self.used.add(key)
+        if not isinstance(value, list):
+            raise self._err(key, "must be an array of tables ([[...]])")
+        return [self.sub(key, i) for i in range(len(value))]
+
+    def done(self) -> None:
+        unknown = sorted(set(self.data) - self.used)
+        if unknown:
+            raise self._err(unknown[0], "unknown key (typo?)")
+
+
+def parse_profile_file(path: Path) -> Profile:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from None
+    return parse_profile(data, path)
+
+
+def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
+    top = _Reader(data, "", source)
+    name = top.get("name", str)
+    if name != source.stem and source.suffix == ".toml":
+        raise top._err("name", f"must equal the file name {source.stem!r}, got {name!r}")
+    env = top.get("env", dict, {})
+    if not all(isinstance(v, str) for v in env.values()):
+        raise top._err("env", "values must be strings")
+
+    inp = top.sub("input")
+    input_spec = InputSpec(
+        submit_key=inp.get("submit_key", str, "Enter"),
+        submit_delay_ms=inp.non_negative("submit_delay_ms", 300),
+        bracketed_paste=inp.get("bracketed_paste", bool, True),
+        newline_key=inp.get("newline_key", str, "C-j"),
+        accepts_input_while_busy=inp.get("accepts_input_while_busy", bool, False),
+        paste_placeholders=tuple(
+            inp.regex("paste_placeholders", p) for p in inp.strings("paste_placeholders")
+        ),
+        max_paste_bytes=inp.non_negative("max_paste_bytes", 10 * 1024),
+        submit_retries=inp.non_negative("submit_retries", 2),
+        input_region=inp.get("input_region", str, "box"),
+    )
+    inp.done()
+
+    det = top.sub("detect")
+    anchors_r = det.sub("anchors")
+    anchors = {k: anchors_r.regex(k, anchors_r.get(k, str)) for k in list(anchors_r.data)}
+    anchors_r.done()
+    regions = _parse_regions(det.sub("regions"), anchors)
+    rules = tuple(_parse_rule(r, regions) for r in det.table_list("rules"))
+    if input_spec.input_region not in regions and input_spec.input_region not in SPECIAL_REGIONS:
+        raise inp._err("input_region", f"unknown region {input_spec.input_region!r}")
+    profile = Profile(
+        name=name,
+        description=top.get("description", str, ""),
+        commands=top.strings("commands", [name]),
+        instruction_file=top.get("instruction_file", str, None),
+        launch_args=top.strings("launch_args"),
+        env=dict(env),
+        input=input_spec,
+        quiet_ms=det.non_negative("quiet_ms", 500),
+        startup_timeout_s=float(det.get("startup_timeout_s", (int, float), 30.0)),
+        quiet_fallback=det.get("quiet_fallback", bool, False),
+        structured=det.get("structured", str, None),
+        anchors=anchors,
+        regions=regions,
+        rules=rules,
+        dialogs=tuple(_parse_dialog(d) for d in top.table_list("dialogs")),
+        ack_patterns=_parse_ack(top.sub("ack")),
+        source=source,
+    )
+    det.done()
+    top.done()
+    return profile
+
+
+def _parse_boundary(r: _Reader, key: str, text: str, anchors: Mapping[str, Any]) -> Boundary:
+    m = _BOUNDARY_RE.match(text.strip())
+    if not m:
+        raise r._err(key, f"{text!r} is not 'top', 'bottom' or 'ANCHOR[INDEX]' (+/-N)")
+    edge, anchor, index, offset = m.groups()
+    if anchor is not None and anchor not in anchors:
+        raise r._err(key, f"unknown anchor {anchor!r} (define it in [detect.anchors])")
+    return Boundary(
+        anchor=anchor,
+        edge=edge or "anchor",
+        index=int(index or 0),
+        offset=int(offset or 0),
+    )
+
+
+def _parse_regions(r: _Reader, anchors: Mapping[str, Any]) -> dict[str, Region]:
+    regions: dict[str, Region] = {}
+    for name in list(r.data):
+        if name in SPECIAL_REGIONS:
+            raise r._err(name, f"{name!r} is a built-in region name")
+        sub = r.sub(name)
+        last = sub.get("last", int, None)
+        regions[name] = Region(
+            name=name,
+            start=_parse_boundary(sub, "from", sub.get("from", str, "top"), anchors),
+            end=_parse_boundary(sub, "to", sub.get("to", str, "bottom"), anchors),
+            last=last,
+        )
+        sub.done()
+    r.done()
+    return regions
+
+
+def _parse_rule(r: _Reader, regions: Mapping[str, Region]) -> Rule:
+    state_text = r.get("state", str)
+    try:
+        state = State(state_text)
+    except ValueError:
+        raise r._err("state", f"unknown state {state_text!r}") from None
+    if state not in RULE_STATES:
+        raise r._err("state", f"rules cannot decide {state_text!r}")
+    region = r.get("region", str, "screen")
+    if region not in regions and region not in SPECIAL_REGIONS:
+        raise r._err("region", f"unknown region {region!r}")
+    unless = r.get("unless", str, None)
+    rule = Rule(
+        name=r.get("name", str, f"{state_text}@{region}"),
+        state=state,
+        region=region,
+        pattern=r.regex("pattern", r.get("pattern", str)),
+        unless=r.regex("unless", unless) if unless is not None else None,
+        explain=r.get("explain", str, ""),
+    )
+    r.done()
+    return rule
+
+
+def _parse_dialog(r: _Reader) -> Dialog:
+    dialog = Dialog(
+        name=r.get("name", str),
+        pattern=r.regex("pattern", r.get("pattern", str)),
+        message=r.get("message", str),
+        keys=r.strings("keys"),
+        opt_in=r.get("opt_in", str, None),
+    )
+    r.done()
+    return dialog
+
+
+def _parse_ack(r: _Reader) -> tuple[str, ...]:
+    patterns = r.strings("patterns", [r"\bACK[: ]+{token}\b", r"\bACK: context received\b"])
+    for i, p in enumerate(patterns):
+        r.regex(f"patterns[{i}]", p.replace("{token}", "x"))
+    r.done()
+    return patterns

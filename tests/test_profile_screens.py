@@ -1,0 +1,80 @@
+"""Every profile against the real screens captured from the real CLIs.
+
+Each fixture's file name says the state a person would name for that screen
+(``<state>__<what>__<cols>x<rows>.txt``). ``exited`` screens are decided by
+the process, not the screen, so they are checked for not looking ready.
+Screens of streaming output that carry no busy marker (Codex, Aider) are
+checked the way the detector sees them live: the screen is still changing.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from agentwrap.detector import Detector
+from agentwrap.profiles import load_profile
+from agentwrap.screen import Snapshot
+from agentwrap.states import State
+
+SCREENS = Path(__file__).parent / "fixtures" / "screens"
+NAME_RE = re.compile(r"^(?P<state>[a-z_]+)__(?P<what>[^_].*?)__(?P<cols>\d+)x(?P<rows>\d+)\.txt$")
+
+
+def fixtures() -> list[pytest.param]:
+    out = []
+    for f in sorted(SCREENS.glob("*/*.txt")):
+        m = NAME_RE.match(f.name)
+        if m and m["state"] != "exited":  # decided by the exit status, see below
+            out.append(pytest.param(f, m, id=f"{f.parent.name}/{f.stem}"))
+    return out
+
+
+def snapshot_of(f: Path, m: re.Match[str]) -> Snapshot:
+    return Snapshot.from_text(
+        f.read_text(encoding="utf-8"), cols=int(m["cols"]), rows=int(m["rows"])
+    )
+
+
+def settled(profile_name: str, snap: Snapshot, *, changing: bool = False) -> Detector:
+    """A detector that has seen the agent ready before and now sees ``snap``,
+    either long unchanged (settled) or just changed (changing)."""
+    t = [1000.0]
+    det = Detector(load_profile(profile_name), clock=lambda: t[0])
+    det._seen_ready = True
+    det.update(Snapshot.from_text("placeholder"))
+    t[0] += 5
+    det.update(snap)
+    if not changing:
+        t[0] += 30
+        det.update(snap)
+    return det
+
+
+@pytest.mark.parametrize(("path", "m"), fixtures())
+def test_screen_state(path: Path, m: re.Match[str]) -> None:
+    agent, expected = path.parent.name, m["state"]
+    snap = snapshot_of(path, m)
+    if expected == "starting":
+        det = Detector(load_profile(agent))
+        det.update(snap)
+        assert det.state in (State.STARTING, State.WAITING_INPUT), det.reading
+        return
+    streaming = expected == "busy" and "streaming" in m["what"]
+    det = settled(agent, snap, changing=streaming)
+    assert det.state.value == expected, f"{det.reading} / evidence: {det.evidence!r}"
+
+
+@pytest.mark.parametrize(("path", "m"), [p for p in fixtures() if "typing-while-busy" in p.id])
+def test_draft_seen_while_busy(path: Path, m: re.Match[str]) -> None:
+    """The person's queued text must block delivery even while busy."""
+    det = settled(path.parent.name, snapshot_of(path, m))
+    assert det.draft, det.reading
+
+
+def test_exited_is_decided_by_the_process() -> None:
+    det = Detector(load_profile("claude"))
+    reading = det.exited(3)
+    assert reading.state is State.EXITED and "code 3" in reading.reason
