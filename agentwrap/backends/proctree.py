@@ -1,0 +1,82 @@
+"""Process-tree helpers: stopping an agent means stopping everything it spawned.
+
+Claude Code and Gemini live on for 1-2 s after their tmux session is killed,
+and Codex can leave an app-server daemon behind, so closing a session walks
+``/proc`` for descendants instead of trusting one kill.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # the command name may contain spaces and parens: split after the last ')'
+        fields = stat[stat.rfind(")") + 2 :].split()
+        kids.setdefault(int(fields[1]), []).append(int(entry.name))
+    return kids
+
+
+def descendants(pid: int) -> list[int]:
+    kids = _children_map()
+    out: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in kids.get(stack.pop(), []):
+            out.append(child)
+            stack.append(child)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def start_time(pid: int) -> str | None:
+    """Kernel start time of a process (clock ticks since boot): with the pid
+    it identifies a process for good, so a reused pid is never mistaken for a
+    live supervisor."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()[19]
+
+
+def kill_tree(pid: int, sig: int = signal.SIGTERM, grace: float = 2.0) -> None:
+    procs = [pid, *descendants(pid)]
+    for p in procs:
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(alive(p) for p in procs):
+        time.sleep(0.05)
+    for p in procs:
+        if alive(p):
+            try:
+                os.kill(p, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

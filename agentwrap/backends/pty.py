@@ -1,0 +1,357 @@
+"""pty backend: agentwrap is a transparent relay between the person and the agent.
+
+The relay loop owns every write to the agent: the person's keys and
+agentwrap's injections go through one ordered buffer, so injected bytes can
+never interleave with what the person types, and it records when the person
+last typed (delivery waits for them to pause). Writes are non-blocking with
+POLLOUT, so a child that stops reading while flooding output can never
+deadlock the relay.
+
+There is no separate server: the process running the relay is the
+supervisor, and its lifetime is the agent's.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import select
+import signal
+import struct
+import termios
+import threading
+import time
+import tty
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pexpect
+
+from ..errors import AgentExited, AgentNotFound, BackendError
+from ..screen import Snapshot
+from ..vscreen import VirtualScreen
+from .base import PASTE_END, PASTE_START, key_bytes
+from .proctree import kill_tree
+
+READ_SIZE = 65536
+
+
+def terminal_size(fd: int) -> tuple[int, int] | None:
+    """(cols, rows) of the terminal on ``fd``, or None if it is not one."""
+    try:
+        rows, cols, _, _ = struct.unpack("HHHH", fcntl.ioctl(fd, termios.TIOCGWINSZ, b"\0" * 8))
+    except OSError:
+        return None
+    return (cols, rows) if cols and rows else None
+
+
+class PtyTerminal:
+    backend = "pty"
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: Path,
+        cols: int = 160,
+        rows: int = 45,
+    ) -> None:
+        try:
+            self.child = pexpect.spawn(
+                argv[0], list(argv[1:]), env=dict(env), cwd=str(cwd),
+                dimensions=(rows, cols), use_poll=True,
+            )
+        except pexpect.ExceptionPexpect as exc:
+            raise AgentNotFound(f"cannot start {argv[0]!r}: {exc}") from None
+        self.child.delaybeforesend = None  # pexpect sleeps 50 ms per send otherwise
+        self.fd: int = self.child.child_fd
+        os.set_blocking(self.fd, False)
+        self.screen = VirtualScreen(cols, rows)
+        self._out = bytearray()  # bytes waiting to be written to the agent
+        self._written = 0  # total bytes written to the agent so far
+        self._queued = 0  # total bytes ever queued
+        self._waiters: deque[tuple[int, threading.Event]] = deque()
+        self._inject: deque[tuple[bytes, threading.Event]] = deque()
+        self._lock = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._out_r, self._out_w = os.pipe()  # readable when output arrived
+        os.set_blocking(self._out_r, False)
+        os.set_blocking(self._out_w, False)
+        self._out_flag = False
+        self._winch = False
+        self.last_user_input = 0.0
+        self.last_output = time.monotonic()
+        self._eof = threading.Event()
+        self._exit_code: int | None = None
+        self._relaying = False
+
+    # --- the relay ------------------------------------------------------------------
+
+    def relay(self, stdin_fd: int | None = None, stdout_fd: int | None = None) -> int:
+        """Copy bytes until the agent exits; return its exit code.
+
+        With ``stdin_fd`` a terminal, it is put in raw mode (Ctrl-C reaches
+        the agent as a byte) and restored afterwards, and SIGWINCH resizes the
+        agent. Without, the relay runs headless (tests, benchmarks).
+        """
+        saved = None
+        old_winch = None
+        if stdin_fd is not None and os.isatty(stdin_fd):
+            saved = termios.tcgetattr(stdin_fd)
+            tty.setraw(stdin_fd)
+            old_winch = signal.signal(signal.SIGWINCH, self._on_winch)
+            self._sync_size(stdin_fd)
+        self._relaying = True
+        try:
+            self._loop(stdin_fd, stdout_fd)
+        finally:
+            self._relaying = False
+            if saved is not None and stdin_fd is not None:
+                termios.tcsetattr(stdin_fd, termios.TCSAFLUSH, saved)
+            if old_winch is not None:
+                signal.signal(signal.SIGWINCH, old_winch)
+        return self._reap()
+
+    def _on_winch(self, signum: int, frame: object) -> None:
+        self._winch = True
+        self._wake()
+
+    def _sync_size(self, fd: int) -> None:
+        size = terminal_size(fd)
+        if size is not None:
+            self.resize(*size)
+
+    def _loop(self, stdin_fd: int | None, stdout_fd: int | None) -> None:
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        if stdin_fd is not None:
+            poller.register(stdin_fd, select.POLLIN)
+        want_out = False
+        while True:
+            self._take_injections()
+            if bool(self._out) != want_out:
+                want_out = bool(self._out)
+                mask = select.POLLIN | (select.POLLOUT if want_out else 0)
+                poller.modify(self.fd, mask)
+            try:
+                events = poller.poll(1000)
+            except InterruptedError:
+                continue
+            for fd, ev in events:
+                if fd == self.fd:
+                    if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                        if not self._read_agent(stdout_fd):
+                            self._finish_waiters()
+                            return
+                    if ev & select.POLLOUT:
+                        self._flush_to_agent()
+                elif fd == self._wake_r:
+                    _drain(self._wake_r)
+                    if self._winch and stdin_fd is not None:
+                        self._winch = False
+                        self._sync_size(stdin_fd)
+                elif fd == stdin_fd:
+                    data = _read(stdin_fd)
+                    if data is None:
+                        continue
+                    if not data:
+                        poller.unregister(stdin_fd)
+                        stdin_fd = None
+                        continue
+                    self.last_user_input = time.monotonic()
+                    self._queue(data)
+
+    def _read_agent(self, stdout_fd: int | None) -> bool:
+        try:
+            data = os.read(self.fd, READ_SIZE)
+        except BlockingIOError:
+            return True
+        except OSError as exc:
+            if exc.errno == errno.EIO:  # the agent closed its side: it exited
+                data = b""
+            else:
+                raise
+        if not data:
+            self._eof.set()
+            return False
+        if stdout_fd is not None:
+            _write_all(stdout_fd, data)
+        self.screen.feed(data)
+        self.last_output = time.monotonic()
+        if not self._out_flag:
+            self._out_flag = True
+            try:
+                os.write(self._out_w, b"o")
+            except BlockingIOError:
+                pass
+        return True
+
+    def _queue(self, data: bytes, done: threading.Event | None = None) -> None:
+        self._out += data
+        self._queued += len(data)
+        if done is not None:
+            self._waiters.append((self._queued, done))
+        self._flush_to_agent()
+
+    def _flush_to_agent(self) -> None:
+        while self._out:
+            try:
+                n = os.write(self.fd, self._out)
+            except BlockingIOError:
+                break
+            except OSError:
+                self._out.clear()
+                break
+            del self._out[:n]
+            self._written += n
+        while self._waiters and self._waiters[0][0] <= self._written:
+            self._waiters.popleft()[1].set()
+
+    def _take_injections(self) -> None:
+        with self._lock:
+            items = list(self._inject)
+            self._inject.clear()
+        for data, done in items:
+            self._queue(data, done)
+
+    def _finish_waiters(self) -> None:
+        with self._lock:
+            items = list(self._inject)
+            self._inject.clear()
+        for _, done in items:
+            done.set()
+        while self._waiters:
+            self._waiters.popleft()[1].set()
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"w")
+        except BlockingIOError:
+            pass
+
+    # --- the seam ----------------------------------------------------------------------
+
+    def _send(self, data: bytes, timeout: float = 10.0) -> None:
+        if self._eof.is_set():
+            raise AgentExited("the agent has exited")
+        if not self._relaying:
+            raise BackendError("the pty relay is not running")
+        done = threading.Event()
+        with self._lock:
+            self._inject.append((data, done))
+        self._wake()
+        if not done.wait(timeout):
+            raise BackendError(f"the agent did not read {len(data)} bytes within {timeout:.0f} s")
+        if self._eof.is_set():
+            raise AgentExited("the agent exited while input was being written")
+
+    def send_text(self, text: str) -> None:
+        self._send(text.encode("utf-8"))
+
+    def send_key(self, key: str) -> None:
+        self._send(key_bytes(key))
+
+    def paste(self, text: str, *, bracketed: bool = True) -> None:
+        data = text.encode("utf-8")
+        if bracketed and self.screen.bracketed_paste:
+            data = PASTE_START + data + PASTE_END
+        else:
+            data = data.replace(b"\n", b"\r")
+        self._send(data)
+
+    def snapshot(self) -> Snapshot:
+        return self.screen.snapshot()
+
+    def output_fd(self) -> int:
+        """Readable when output arrived since :meth:`clear_output`."""
+        return self._out_r
+
+    def clear_output(self) -> None:
+        self._out_flag = False
+        _drain(self._out_r)
+
+    def alive(self) -> bool:
+        return not self._eof.is_set() and self.child.isalive()
+
+    def exit_code(self) -> int | None:
+        if self.alive():
+            return None
+        return self._reap()
+
+    def _reap(self) -> int:
+        if self._exit_code is None:
+            try:
+                self.child.wait()
+            except pexpect.ExceptionPexpect:
+                pass
+            if self.child.signalstatus is not None:
+                self._exit_code = 128 + int(self.child.signalstatus)
+            else:
+                self._exit_code = int(self.child.exitstatus or 0)
+        return self._exit_code
+
+    def agent_pid(self) -> int | None:
+        return int(self.child.pid)
+
+    def user_idle_s(self) -> float | None:
+        if not self.last_user_input:
+            return None
+        return time.monotonic() - self.last_user_input
+
+    def in_raw_mode(self) -> bool:
+        """A child in canonical mode keeps only 4095 bytes of one line."""
+        try:
+            lflag = termios.tcgetattr(self.fd)[3]
+        except termios.error:
+            return True
+        return not (lflag & termios.ICANON)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.child.setwinsize(rows, cols)
+        self.screen.resize(cols, rows)
+
+    def close(self) -> None:
+        if self.child.isalive():
+            kill_tree(self.child.pid, signal.SIGTERM, grace=2.0)
+        self._reap()
+        for fd in (self._wake_r, self._wake_w, self._out_r, self._out_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _read(fd: int) -> bytes | None:
+    """Bytes read; b"" at end of file; None when nothing was ready."""
+    try:
+        return os.read(fd, READ_SIZE)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except (BlockingIOError, OSError):
+        pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            select.select([], [fd], [], 1.0)
+            continue
+        view = view[n:]
+

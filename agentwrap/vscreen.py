@@ -1,0 +1,93 @@
+"""A virtual screen for the pty backend, kept off the relay's hot path.
+
+pyte renders about 1 MB/s, roughly a hundred times slower than a pty can
+carry, so the relay never waits for it: :meth:`VirtualScreen.feed` only
+appends bytes to a bounded backlog (microseconds), and the emulator catches
+up when someone asks for a :meth:`snapshot`, in the asking thread. If output
+outruns the backlog, the oldest bytes are dropped and the emulator restarts
+from the tail (a "resync"): the screen may be partial until the TUI redraws,
+but the person's terminal never slows down.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+import pyte
+
+from .screen import Snapshot
+
+_BRACKETED_ON = b"\x1b[?2004h"
+_BRACKETED_OFF = b"\x1b[?2004l"
+
+
+class VirtualScreen:
+    def __init__(self, cols: int, rows: int, max_backlog: int = 64 * 1024) -> None:
+        self.max_backlog = max_backlog
+        self._lock = threading.Lock()  # guards the backlog (relay <-> reader)
+        self._render = threading.Lock()  # guards the emulator
+        self._chunks: deque[bytes] = deque()
+        self._pending = 0
+        self._dropped = 0
+        self._resize: tuple[int, int] | None = None
+        self._tail = b""
+        self.bracketed_paste = False
+        self.resyncs = 0
+        self.fed_bytes = 0
+        self._screen = pyte.Screen(cols, rows)
+        self._stream = pyte.ByteStream(self._screen)
+
+    # --- relay side: must stay cheap ------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        window = self._tail + data
+        if b"\x1b[?2004" in window:
+            on, off = window.rfind(_BRACKETED_ON), window.rfind(_BRACKETED_OFF)
+            if on != off:
+                self.bracketed_paste = on > off
+        self._tail = data[-8:]
+        with self._lock:
+            self._chunks.append(data)
+            self._pending += len(data)
+            while self._pending > self.max_backlog and len(self._chunks) > 1:
+                self._pending -= len(self._chunks.popleft())
+                self._dropped += 1
+            if self._pending > self.max_backlog:
+                only = self._chunks.pop()[-self.max_backlog :]
+                self._chunks.append(only)
+                self._pending = len(only)
+                self._dropped += 1
+
+    def resize(self, cols: int, rows: int) -> None:
+        with self._lock:
+            self._resize = (cols, rows)
+
+    # --- reader side ------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            chunks = list(self._chunks)
+            self._chunks.clear()
+            self._pending = 0
+            dropped, self._dropped = self._dropped, 0
+            resize, self._resize = self._resize, None
+        with self._render:
+            if resize is not None:
+                self._screen.resize(lines=resize[1], columns=resize[0])
+            if dropped:
+                self.resyncs += 1
+                self._screen.reset()
+            for chunk in chunks:
+                self._stream.feed(chunk)
+                self.fed_bytes += len(chunk)
+            scr = self._screen
+            return Snapshot.from_text(
+                "\n".join(scr.display),
+                cols=scr.columns,
+                rows=scr.lines,
+                cursor=(scr.cursor.y, scr.cursor.x),
+                title=scr.title or "",
+                at=time.monotonic(),
+            )
