@@ -1,0 +1,205 @@
+"""The session registry: which agents agentwrap supervises, and their state.
+
+It lives in the same SQLite store as the message queue (one store, many
+writers). A supervisor that crashed cannot clean up after itself, so liveness
+is never *stored*: it is checked each time from the supervisor's pid and its
+kernel start time (a reused pid does not count), and an entry whose
+supervisor is gone shows as ``stale`` (or ``orphaned`` when its tmux session
+still runs an agent that can be re-adopted).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from . import db
+from .backends.proctree import alive, start_time
+from .errors import SessionNameTaken, SessionNotFound
+from .paths import check_session_name
+from .states import State
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS sessions (
+    name TEXT PRIMARY KEY,
+    profile TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    command TEXT NOT NULL,          -- JSON list (argv)
+    cwd TEXT NOT NULL,
+    tmux_socket TEXT,
+    agent_pid INTEGER,
+    supervisor_pid INTEGER,
+    supervisor_start TEXT,          -- /proc start time: pid + this identify the process
+    started REAL NOT NULL,
+    state TEXT NOT NULL,
+    state_signal TEXT NOT NULL DEFAULT '',
+    state_rule TEXT NOT NULL DEFAULT '',
+    state_reason TEXT NOT NULL DEFAULT '',
+    state_evidence TEXT NOT NULL DEFAULT '',
+    state_since REAL NOT NULL,
+    quiet_ms INTEGER NOT NULL DEFAULT 0,
+    draft INTEGER NOT NULL DEFAULT 0,
+    heartbeat REAL NOT NULL,
+    exit_code INTEGER,
+    ended REAL,
+    options TEXT NOT NULL DEFAULT '{}'  -- JSON: run options (trust_folder, require_ack, ...)
+);
+"""
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    name: str
+    profile: str
+    backend: str
+    command: list[str]
+    cwd: str
+    started: float
+    state: str = State.STARTING.value
+    state_since: float = 0.0
+    heartbeat: float = 0.0
+    tmux_socket: str | None = None
+    agent_pid: int | None = None
+    supervisor_pid: int | None = None
+    supervisor_start: str | None = None
+    state_signal: str = ""
+    state_rule: str = ""
+    state_reason: str = ""
+    state_evidence: str = ""
+    quiet_ms: int = 0
+    draft: bool = False
+    exit_code: int | None = None
+    ended: float | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def supervisor_alive(self) -> bool:
+        pid = self.supervisor_pid
+        return bool(pid) and alive(pid) and start_time(pid) == self.supervisor_start  # type: ignore[arg-type]
+
+    @property
+    def liveness(self) -> str:
+        """running | ended | stale (supervisor died without recording an end)."""
+        if self.ended is not None:
+            return "ended"
+        return "running" if self.supervisor_alive else "stale"
+
+    def to_json(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["liveness"] = self.liveness
+        return out
+
+
+_COLUMNS = [f.name for f in fields(SessionRecord)]
+
+
+def _row_to_record(row: sqlite3.Row) -> SessionRecord:
+    data = dict(row)
+    data["command"] = json.loads(data["command"])
+    data["options"] = json.loads(data["options"] or "{}")
+    data["draft"] = bool(data["draft"])
+    return SessionRecord(**data)
+
+
+class Registry:
+    def __init__(self, path: Path) -> None:
+        self.conn = db.connect(path)
+        self.conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def register(self, rec: SessionRecord) -> SessionRecord:
+        """Claim ``rec.name``. A name held by a live session is refused; one
+        left by an ended or crashed session is taken over."""
+        check_session_name(rec.name)
+        now = time.time()
+        rec = replace(rec, state_since=rec.state_since or now, heartbeat=now)
+        with db.transaction(self.conn):
+            row = self.conn.execute("SELECT * FROM sessions WHERE name=?", (rec.name,)).fetchone()
+            if row is not None:
+                old = _row_to_record(row)
+                if old.liveness == "running":
+                    raise SessionNameTaken(f"a session named {rec.name!r} is already running")
+                self.conn.execute("DELETE FROM sessions WHERE name=?", (rec.name,))
+            values = [getattr(rec, c) for c in _COLUMNS]
+            values[_COLUMNS.index("command")] = json.dumps(rec.command)
+            values[_COLUMNS.index("options")] = json.dumps(rec.options)
+            values[_COLUMNS.index("draft")] = int(rec.draft)
+            marks = ",".join("?" * len(_COLUMNS))
+            self.conn.execute(f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({marks})", values)
+        return rec
+
+    def get(self, name: str) -> SessionRecord:
+        row = self.conn.execute("SELECT * FROM sessions WHERE name=?", (name,)).fetchone()
+        if row is None:
+            raise SessionNotFound(f"no session named {name!r}")
+        return _row_to_record(row)
+
+    def find(self, name: str) -> SessionRecord | None:
+        try:
+            return self.get(name)
+        except SessionNotFound:
+            return None
+
+    def list(self, include_ended: bool = False) -> list[SessionRecord]:
+        rows = self.conn.execute("SELECT * FROM sessions ORDER BY started").fetchall()
+        recs = [_row_to_record(r) for r in rows]
+        return recs if include_ended else [r for r in recs if r.ended is None]
+
+    def update(self, name: str, **changes: Any) -> None:
+        if not changes:
+            return
+        bad = set(changes) - set(_COLUMNS)
+        if bad:
+            raise ValueError(f"unknown session fields: {sorted(bad)}")
+        for key in ("command", "options"):
+            if key in changes:
+                changes[key] = json.dumps(changes[key])
+        if "draft" in changes:
+            changes["draft"] = int(changes["draft"])
+        sets = ", ".join(f"{k}=?" for k in changes)
+        self.conn.execute(f"UPDATE sessions SET {sets} WHERE name=?", [*changes.values(), name])
+
+    def claim_supervisor(self, name: str) -> None:
+        """Record this process as the session's supervisor."""
+        pid = os.getpid()
+        self.update(name, supervisor_pid=pid, supervisor_start=start_time(pid), heartbeat=time.time())
+
+    def set_state(
+        self,
+        name: str,
+        state: State,
+        *,
+        signal: str,
+        rule: str,
+        reason: str,
+        evidence: str,
+        quiet_ms: int,
+        draft: bool,
+        changed: bool,
+    ) -> None:
+        now = time.time()
+        changes: dict[str, Any] = dict(
+            state=state.value, state_signal=signal, state_rule=rule, state_reason=reason,
+            state_evidence=evidence, quiet_ms=quiet_ms, draft=draft, heartbeat=now,
+        )
+        if changed:
+            changes["state_since"] = now
+        self.update(name, **changes)
+
+    def mark_ended(self, name: str, exit_code: int | None) -> None:
+        now = time.time()
+        self.update(
+            name, state=State.EXITED.value, state_since=now, exit_code=exit_code, ended=now,
+            state_signal="process", state_rule="process",
+            state_reason=f"process exited with code {exit_code}", heartbeat=now,
+        )
+
+    def forget(self, name: str) -> None:
+        self.conn.execute("DELETE FROM sessions WHERE name=?", (name,))

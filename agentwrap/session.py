@@ -1,0 +1,357 @@
+"""Starting, adopting, attaching to and stopping supervised agent sessions.
+
+Process model (answers to the design notes):
+
+* tmux backend: ``agentwrap run`` registers the session, starts the agent in
+  agentwrap's own tmux server with the caller's full environment (``-e``),
+  spawns a *detached* supervisor process (new session id, logs to the state
+  dir) and then attaches the person's terminal. Closing the terminal only
+  detaches; the supervisor keeps delivering. If a supervisor dies,
+  ``agentwrap adopt NAME`` (or ``attach``) starts a new one on the running
+  tmux session; in-flight messages resume from their write-ahead phase, so
+  nothing is typed twice.
+* pty backend: the ``run`` process is relay and supervisor at once; its
+  lifetime is the agent's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .backends.proctree import alive, kill_tree
+from .backends.pty import PtyTerminal, terminal_size
+from .backends.tmux import TmuxTerminal, server_for, tmux_binary
+from .config import Config, load_config
+from .errors import AgentNotFound, SessionNotRunning
+from .message import NewMessage, Priority, Source
+from .paths import Paths, check_session_name
+from .profiles import Profile, load_profile, profile_for_command
+from .registry import Registry, SessionRecord
+from .structured import structured_source
+from .supervisor import Supervisor, log_to
+from .wake import notify
+
+
+@dataclass
+class RunOptions:
+    argv: list[str]
+    name: str | None = None
+    profile: str | None = None
+    backend: str | None = None
+    cwd: Path = field(default_factory=Path.cwd)
+    detach: bool = False
+    trust_folder: bool | None = None
+    require_ack: bool | None = None
+    context_files: list[Path] = field(default_factory=list)
+    cols: int | None = None
+    rows: int | None = None
+
+
+def resolve_profile(opts: RunOptions, paths: Paths) -> Profile:
+    if opts.profile:
+        return load_profile(opts.profile, paths)
+    return profile_for_command(opts.argv, paths)
+
+
+def agent_argv(argv: list[str], profile: Profile, env: dict[str, str]) -> list[str]:
+    exe = shutil.which(argv[0], path=env.get("PATH"))
+    if exe is None:
+        raise AgentNotFound(f"command not found: {argv[0]!r}")
+    extra = [a for a in profile.launch_args if a not in argv]
+    return [argv[0], *extra, *argv[1:]]
+
+
+def agent_env(profile: Profile, name: str, paths: Paths) -> dict[str, str]:
+    """The caller's environment (API keys, PATH, proxies), plus the profile's
+    quiet flags where the caller did not set them, plus where agentwrap is."""
+    env = dict(os.environ)
+    for key, value in profile.env.items():
+        env.setdefault(key, value)
+    env["AGENTWRAP_SESSION"] = name
+    env["AGENTWRAP_STATE_DIR"] = str(paths.state_dir)
+    env.pop("TMUX", None)
+    env.pop("TMUX_PANE", None)
+    return env
+
+
+def pick_name(registry: Registry, wanted: str | None, profile: Profile) -> str:
+    if wanted:
+        return check_session_name(wanted)
+    base = check_session_name(profile.name)
+    n = 1
+    while True:
+        candidate = base if n == 1 else f"{base}-{n}"
+        rec = registry.find(candidate)
+        if rec is None or rec.liveness != "running":
+            return candidate
+        n += 1
+
+
+def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> list[str]:
+    """Startup context: its own priority class, delivered first once ready."""
+    from .queue import SQLiteMessageStore
+
+    ids: list[str] = []
+    if not files:
+        return ids
+    store = SQLiteMessageStore(paths.db_path, cfg.limits)
+    try:
+        for f in files:
+            text = f.read_text(encoding="utf-8")
+            msg, _ = store.enqueue(
+                NewMessage(
+                    session=name, content=text, source=Source.SYSTEM, source_id=f"context:{f.name}",
+                    priority=Priority.STARTUP, ttl_s=cfg.limits.max_ttl_s,
+                    metadata={"file": str(f)},
+                )
+            )
+            ids.append(msg.id)
+    finally:
+        store.close()
+    return ids
+
+
+def _options(opts: RunOptions, cfg: Config) -> dict[str, object]:
+    return {
+        "trust_folder": cfg.run.trust_folder if opts.trust_folder is None else opts.trust_folder,
+        "require_ack": opts.require_ack,
+    }
+
+
+def build_supervisor(
+    paths: Paths, cfg: Config, rec: SessionRecord, term: PtyTerminal | TmuxTerminal,
+    profile: Profile, registry: Registry, env: dict[str, str],
+) -> Supervisor:
+    from .delivery import DeliveryEngine
+
+    sup = Supervisor(
+        rec.name, term, profile, paths, registry,
+        structured=structured_source(profile.structured, env, term.agent_pid),
+        trust_folder=bool(rec.options.get("trust_folder")),
+    )
+    sup.delivery = DeliveryEngine.for_session(paths, cfg, profile, rec)
+    return sup
+
+
+# --- tmux ----------------------------------------------------------------------------
+
+
+def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
+    """Launch the agent in tmux and a detached supervisor; return the record."""
+    paths.ensure()
+    tmux_binary()
+    cfg = load_config(paths, opts.cwd)
+    profile = resolve_profile(opts, paths)
+    cfg = cfg.for_profile(profile.name)
+    registry = Registry(paths.db_path)
+    try:
+        name = pick_name(registry, opts.name, profile)
+        env = agent_env(profile, name, paths)
+        argv = agent_argv(opts.argv, profile, env)
+        rec = registry.register(
+            SessionRecord(
+                name=name, profile=profile.name, backend="tmux", command=argv,
+                cwd=str(opts.cwd), started=time.time(), tmux_socket=str(paths.tmux_socket),
+                options=_options(opts, cfg),
+            )
+        )
+        enqueue_context(paths, cfg, name, opts.context_files)
+        try:
+            TmuxTerminal.launch(
+                paths.tmux_socket, name, argv, env=env, cwd=opts.cwd,
+                cols=opts.cols or cfg.run.cols, rows=opts.rows or cfg.run.rows,
+            )
+        except BaseException:
+            registry.mark_ended(name, None)
+            raise
+        spawn_supervisor(paths, name, registry)
+        return registry.get(name)
+    finally:
+        registry.close()
+
+
+def spawn_supervisor(paths: Paths, name: str, registry: Registry, wait_s: float = 10.0) -> int:
+    """Start ``agentwrap _supervise NAME`` detached from this terminal."""
+    log = paths.supervisor_log(name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "agentwrap", "_supervise", name],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            env=dict(os.environ), cwd="/",
+        )
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        rec = registry.get(name)
+        if rec.supervisor_pid == proc.pid and rec.supervisor_alive:
+            return proc.pid
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
+    raise SessionNotRunning(
+        f"the supervisor of {name!r} did not start", hint=f"see its log: {log}"
+    )
+
+
+def supervise(paths: Paths, name: str) -> int:
+    """Entry point of the detached supervisor process (also re-adoption)."""
+    log_to(paths.supervisor_log(name))
+    registry = Registry(paths.db_path)
+    rec = registry.get(name)
+    cfg = load_config(paths, Path(rec.cwd)).for_profile(rec.profile)
+    profile = load_profile(rec.profile, paths)
+    term = TmuxTerminal.adopt(Path(rec.tmux_socket or paths.tmux_socket), name)
+    env = agent_env(profile, name, paths)
+    sup = build_supervisor(paths, cfg, rec, term, profile, registry, env)
+    signal.signal(signal.SIGTERM, lambda *_: sup.stop())
+    sup.run()
+    return 0
+
+
+def adopt(paths: Paths, name: str) -> int:
+    """Start a new supervisor for a tmux session whose supervisor is gone."""
+    registry = Registry(paths.db_path)
+    try:
+        rec = registry.get(name)
+        if rec.supervisor_alive:
+            return rec.supervisor_pid or 0
+        if rec.backend != "tmux":
+            raise SessionNotRunning(f"{name!r} ran under the pty backend and cannot be re-adopted")
+        server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+        if not (server.is_alive() and server.has_session(name)):
+            registry.mark_ended(name, rec.exit_code)
+            raise SessionNotRunning(f"the agent of {name!r} is no longer running")
+        registry.update(name, ended=None)
+        return spawn_supervisor(paths, name, registry)
+    finally:
+        registry.close()
+
+
+def attach(paths: Paths, name: str) -> int:
+    """Put the person's terminal on the session; return the agent's exit
+    code if it ended while attached, else 0 (detached)."""
+    registry = Registry(paths.db_path)
+    try:
+        rec = registry.get(name)
+        if rec.backend != "tmux":
+            raise SessionNotRunning(
+                f"{name!r} runs under the pty backend: it is attached to the terminal that started it"
+            )
+        if rec.ended is not None:
+            raise SessionNotRunning(f"{name!r} has ended (exit code {rec.exit_code})")
+    finally:
+        registry.close()
+    adopt(paths, name)
+    socket = rec.tmux_socket or str(paths.tmux_socket)
+    env = dict(os.environ)
+    env.pop("TMUX", None)  # attaching from inside another tmux is fine: it's another server
+    subprocess.run([tmux_binary(), "-S", socket, "attach-session", "-t", f"={name}"], env=env)
+    return wait_for_end(paths, name, grace_s=3.0)
+
+
+def wait_for_end(paths: Paths, name: str, grace_s: float) -> int:
+    """After the tmux client returns: the agent's exit code if it ended."""
+    registry = Registry(paths.db_path)
+    try:
+        deadline = time.monotonic() + grace_s
+        while True:
+            rec = registry.get(name)
+            if rec.ended is not None:
+                return rec.exit_code if rec.exit_code is not None else 1
+            server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+            gone = not (server.is_alive() and server.has_session(name))
+            if not gone:
+                dead = server.cmd("display-message", "-p", "-t", f"={name}:0.0", "#{pane_dead}")
+                gone = dead.stdout[:1] == ["1"]
+            if not gone:
+                return 0  # detached; the agent runs on
+            if time.monotonic() > deadline:
+                return 1
+            time.sleep(0.05)
+    finally:
+        registry.close()
+
+
+# --- pty -------------------------------------------------------------------------------
+
+
+def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
+    """Relay the person's terminal to the agent; supervise in a thread."""
+    paths.ensure()
+    cfg = load_config(paths, opts.cwd)
+    profile = resolve_profile(opts, paths)
+    cfg = cfg.for_profile(profile.name)
+    registry = Registry(paths.db_path)
+    name = pick_name(registry, opts.name, profile)
+    env = agent_env(profile, name, paths)
+    argv = agent_argv(opts.argv, profile, env)
+    size = terminal_size(sys.stdout.fileno()) if interactive else None
+    cols, rows = size or (opts.cols or cfg.run.cols, opts.rows or cfg.run.rows)
+    rec = registry.register(
+        SessionRecord(
+            name=name, profile=profile.name, backend="pty", command=argv, cwd=str(opts.cwd),
+            started=time.time(), options=_options(opts, cfg),
+        )
+    )
+    enqueue_context(paths, cfg, name, opts.context_files)
+    term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows)
+    sup = build_supervisor(paths, cfg, rec, term, profile, Registry(paths.db_path), env)
+    log_to(paths.supervisor_log(name))
+    thread = threading.Thread(target=sup.run, name=f"supervisor-{name}", daemon=True)
+    thread.start()
+    try:
+        code = term.relay(
+            sys.stdin.fileno() if interactive else None,
+            sys.stdout.fileno() if interactive else None,
+        )
+    finally:
+        thread.join(timeout=5.0)
+        if thread.is_alive():
+            sup.stop()
+            thread.join(timeout=2.0)
+        term.close()
+        registry.mark_ended(name, term.exit_code())
+        registry.close()
+    return code
+
+
+# --- stopping ------------------------------------------------------------------------
+
+
+def stop(paths: Paths, name: str, timeout_s: float = 5.0) -> SessionRecord:
+    registry = Registry(paths.db_path)
+    try:
+        rec = registry.get(name)
+        if rec.backend == "tmux":
+            server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+            if server.is_alive() and server.has_session(name):
+                term = TmuxTerminal.adopt(Path(rec.tmux_socket or paths.tmux_socket), name)
+                pid = term.agent_pid()
+                if pid is not None:
+                    kill_tree(pid, signal.SIGTERM, grace=2.0)
+        elif rec.agent_pid and alive(rec.agent_pid):
+            kill_tree(rec.agent_pid, signal.SIGTERM, grace=2.0)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and registry.get(name).liveness == "running":
+            time.sleep(0.05)
+        rec = registry.get(name)
+        if rec.liveness == "running":
+            notify(paths, name, b"stop")
+            time.sleep(0.2)
+        if registry.get(name).ended is None:
+            if rec.backend == "tmux":
+                server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+                if server.is_alive():
+                    server.cmd("kill-session", "-t", f"={name}")
+            registry.mark_ended(name, rec.exit_code)
+        return registry.get(name)
+    finally:
+        registry.close()

@@ -1,0 +1,277 @@
+"""The session supervisor: one loop per agent that watches and delivers.
+
+It owns the terminal backend, feeds snapshots to the detector, publishes
+state changes to the registry (and the tmux status bar), answers dialogs the
+person opted in to, and gives the delivery engine its turns.
+
+It reacts to events rather than polling: output (tmux ``pipe-pane`` into a
+fifo, or the pty relay's output pipe) makes it take a snapshot at most every
+``min_snapshot_s``; a datagram on the wake socket means new messages. A slow
+periodic tick remains as a safety net (lost nudges, title-only changes,
+structured state files).
+
+For tmux sessions the supervisor is a detached process of its own, so
+delivery goes on after the person closes their terminal; if it dies,
+``agentwrap attach``/``adopt`` starts a new one that re-adopts the session.
+For the pty backend it is a thread of the relay process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import select
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from .backends.base import Terminal
+from .detector import Detector, StructuredSource
+from .errors import AgentExited, BackendError
+from .paths import Paths
+from .profiles import Profile
+from .registry import Registry
+from .screen import Snapshot
+from .states import Reading, State
+from .wake import WakeSocket
+
+log = logging.getLogger("agentwrap.supervisor")
+
+
+class DeliveryStep(Protocol):
+    def step(self, sup: Supervisor) -> float | None:
+        """Do whatever delivery work is due; return seconds until the next
+        time it wants a turn (None: only when woken)."""
+
+    def abandon(self, reason: str) -> int:
+        """The agent is gone: give every undelivered message its end state."""
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Timing:
+    min_snapshot_s: float = 0.05  # throttle for output-driven snapshots
+    tick_s: float = 0.5  # safety-net snapshot when nothing happens
+    heartbeat_s: float = 1.0
+
+
+class Supervisor:
+    def __init__(
+        self,
+        name: str,
+        term: Terminal,
+        profile: Profile,
+        paths: Paths,
+        registry: Registry,
+        *,
+        structured: StructuredSource | None = None,
+        trust_folder: bool = False,
+        timing: Timing | None = None,
+    ) -> None:
+        self.name = name
+        self.term = term
+        self.profile = profile
+        self.paths = paths
+        self.registry = registry
+        self.detector = Detector(profile, structured)
+        self.trust_folder = trust_folder
+        self.timing = timing or Timing()
+        self.delivery: DeliveryStep | None = None
+        self.snap: Snapshot | None = None
+        self.exit_code: int | None = None
+        self._stop = threading.Event()
+        self._last_snap = 0.0
+        self._last_beat = 0.0
+        self._published: tuple[str, str] | None = None
+        self._answered: set[str] = set()
+        self._fifo_fds: tuple[int, int] | None = None
+        self.wake = WakeSocket(paths.wake_socket(name))
+        self.woken = threading.Event()  # set on every nudge; delivery reads it
+
+    # --- observation -------------------------------------------------------------
+
+    @property
+    def reading(self) -> Reading:
+        return self.detector.reading
+
+    def observe(self) -> Reading:
+        """Snapshot, detect, publish. Safe to call from delivery code."""
+        try:
+            if not self.term.alive():
+                raise AgentExited("gone")
+            self.snap = self.term.snapshot()
+        except AgentExited:
+            return self._exited()
+        self._last_snap = time.monotonic()
+        reading = self.detector.update(self.snap)
+        self._publish(reading)
+        if reading.state is State.WAITING_INPUT and reading.rule.startswith("dialog:"):
+            self._maybe_answer(reading.rule[len("dialog:") :])
+        return reading
+
+    def _exited(self) -> Reading:
+        self.exit_code = self.term.exit_code()
+        reading = self.detector.exited(self.exit_code)
+        self._publish(reading)
+        return reading
+
+    def _publish(self, reading: Reading) -> None:
+        key = (reading.state.value, reading.rule)
+        changed = self._published is None or self._published[0] != reading.state.value
+        now = time.monotonic()
+        if key == self._published and now - self._last_beat < self.timing.heartbeat_s:
+            return
+        self._last_beat = now
+        self._published = key
+        self.registry.set_state(
+            self.name, reading.state, signal=reading.signal.value, rule=reading.rule,
+            reason=reading.reason, evidence=self.detector.evidence, quiet_ms=reading.quiet_ms,
+            draft=self.detector.draft, changed=changed,
+        )
+        if changed:
+            log.info("state %s (%s: %s)", reading.state, reading.signal, reading.reason)
+            set_status = getattr(self.term, "set_status", None)
+            if set_status is not None:
+                try:
+                    set_status(f"agentwrap: {reading.state}")
+                except BackendError:
+                    pass
+
+    def _maybe_answer(self, dialog_name: str) -> None:
+        dialog = next((d for d in self.profile.dialogs if d.name == dialog_name), None)
+        if dialog is None or not dialog.keys or dialog_name in self._answered:
+            return
+        if dialog.opt_in == "trust_folder" and self.trust_folder:
+            log.info("answering dialog %s with %s (opted in)", dialog_name, dialog.keys)
+            self._answered.add(dialog_name)
+            for key in dialog.keys:
+                self.term.send_key(key)
+                time.sleep(0.05)
+
+    # --- event sources -------------------------------------------------------------
+
+    def _output_fd(self) -> int | None:
+        output_fd = getattr(self.term, "output_fd", None)
+        if output_fd is not None:
+            fd: int = output_fd()
+            return fd
+        pipe_output = getattr(self.term, "pipe_output", None)
+        if pipe_output is None:
+            return None
+        fifo = self.paths.runtime_dir / f"{self.name}.out"
+        try:
+            fifo.unlink()
+        except FileNotFoundError:
+            pass
+        os.mkfifo(fifo, 0o600)
+        rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        # Hold a writer ourselves, so the fifo never reports hang-up when
+        # tmux's `cat` goes away (that would make select spin).
+        wfd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        self._fifo_fds = (rfd, wfd)
+        pipe_output(fifo)
+        return rfd
+
+    def _drain_output(self, fd: int) -> None:
+        clear = getattr(self.term, "clear_output", None)
+        if clear is not None:
+            clear()
+            return
+        try:
+            while os.read(fd, 65536):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    # --- the loop ------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            self.wake.sock.sendto(b"stop", str(self.wake.path))
+        except OSError:
+            pass
+
+    def run(self) -> int | None:
+        self.registry.claim_supervisor(self.name)
+        self.registry.update(self.name, agent_pid=self.term.agent_pid())
+        out_fd = self._output_fd()
+        try:
+            self._loop(out_fd)
+        finally:
+            self._cleanup()
+        return self.exit_code
+
+    def _loop(self, out_fd: int | None) -> None:
+        dirty = True
+        delivery_due: float | None = time.monotonic()
+        while not self._stop.is_set():
+            now = time.monotonic()
+            deadlines = [self._last_snap + self.timing.tick_s]
+            if dirty:
+                deadlines.append(self._last_snap + self.timing.min_snapshot_s)
+            quiet_at = self.detector.last_change + self.profile.quiet_ms / 1000 + 0.01
+            if quiet_at > self._last_snap:
+                deadlines.append(quiet_at)
+            if delivery_due is not None:
+                deadlines.append(delivery_due)
+            timeout = max(0.0, min(deadlines) - now)
+            fds: list[int] = [self.wake.fileno()] + ([out_fd] if out_fd is not None else [])
+            ready, _, _ = select.select(fds, [], [], timeout)
+            if out_fd is not None and out_fd in ready:
+                self._drain_output(out_fd)
+                self.detector.note_output()
+                dirty = True
+            if self.wake.fileno() in ready:
+                commands = self.wake.drain()
+                if b"stop" in commands:
+                    return
+                self.woken.set()
+                delivery_due = time.monotonic()
+            now = time.monotonic()
+            if now - self._last_snap >= (self.timing.min_snapshot_s if dirty else self.timing.tick_s) or (
+                quiet_at <= now and quiet_at > self._last_snap
+            ):
+                dirty = False
+                reading = self.observe()
+                if reading.state is State.EXITED:
+                    return
+            if self.delivery is not None and delivery_due is not None and now >= delivery_due:
+                wait = self.delivery.step(self)
+                delivery_due = None if wait is None else time.monotonic() + wait
+                if self.reading.state is State.EXITED:
+                    return
+            elif self.delivery is not None and delivery_due is None:
+                delivery_due = time.monotonic() + 1.0  # safety poll for the queue
+
+    def _cleanup(self) -> None:
+        ended = self.reading.state is State.EXITED or not self.term.alive()
+        if self.delivery is not None:
+            if ended:
+                self.delivery.abandon(f"session ended (agent exit code {self.term.exit_code()})")
+            self.delivery.close()
+        self.wake.close()
+        if self._fifo_fds is not None:
+            for fd in self._fifo_fds:
+                os.close(fd)
+            try:
+                (self.paths.runtime_dir / f"{self.name}.out").unlink()
+            except FileNotFoundError:
+                pass
+        if ended:
+            self.exit_code = self.term.exit_code()
+            self.registry.mark_ended(self.name, self.exit_code)
+            kill = getattr(self.term, "kill", None)
+            if kill is not None:  # tmux: drop the dead pane, detaching clients
+                kill()
+
+
+def log_to(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(
+        filename=str(path), level=logging.INFO,
+        format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s",
+    )
