@@ -1,0 +1,35 @@
+"""The audit log: one JSON line per injection and per fallback event.
+
+Append-only and separate from the store, so it can be shipped or tailed
+(``tail -f``) without touching the database. Lines stay well under PIPE_BUF
+(no message content is logged, only ids, sizes and outcomes), so appends from
+several supervisors never interleave.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+class AuditLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, **event: Any) -> None:
+        event.setdefault("ts", time.time())
+        line = json.dumps(event, sort_keys=True, default=str) + "\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def read(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(x) for x in self.path.read_text().splitlines() if x.strip()]

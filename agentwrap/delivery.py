@@ -1,0 +1,483 @@
+"""The delivery engine: queued messages into the agent's input, provably.
+
+One turn (:meth:`DeliveryEngine.step`, called by the supervisor):
+
+1. **Window.** Only when the agent is ready (or busy, for high/critical
+   messages, when the profile says it takes input while busy), no dialog is
+   open, the input box holds no draft, and the person has not typed for
+   ``typing_grace_ms``.
+2. **Batch.** Everything due, highest priority first, up to
+   ``max_injection_bytes``, rendered as one marked block (:mod:`framing`).
+3. **Verified submit.** Paste; confirm by *content* that the block (its
+   token) or the agent's paste placeholder is in the input box; press the
+   submit key after the profile's delay; confirm that the box no longer holds
+   it and the block appears above the box or the agent turns busy. The submit
+   key is re-sent only while the text is still in the box.
+4. **ACK** when asked: the profile's ACK patterns, searched only below the
+   echoed block, until ``ack_timeout_s`` after the agent goes quiet.
+5. **Retry** with backoff; after ``fallback_after`` failed attempts, write the
+   instruction-file fallback section and notify.
+
+Every step is preceded by a write-ahead phase in the store (claimed ->
+pasting -> submitting -> submitted), so a supervisor killed at any point and
+restarted resumes without typing anything twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .audit import AuditLog
+from .config import Config, DeliveryConfig
+from .errors import AgentExited, BackendError, FallbackError
+from .fallback import FallbackEntry, notify_desktop, read_section, remove_section, write_section
+from .framing import Injection, new_token, render
+from .message import Attempt, Message, NewMessage, Phase, Priority, Source, Status
+from .paths import Paths
+from .profiles import Profile
+from .queue import MessageStore, SQLiteMessageStore
+from .regions import split_around
+from .states import State
+
+if TYPE_CHECKING:
+    from .registry import SessionRecord
+    from .supervisor import Supervisor
+
+log = logging.getLogger("agentwrap.delivery")
+
+POLL_S = 0.03
+FALLBACK_NOTICE = "fallback_notice"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    outcome: str  # submitted | acknowledged | delivered | paste_not_seen | submit_not_confirmed | no_ack | no_window | agent_exited | error
+    evidence: str
+
+
+class DeliveryEngine:
+    def __init__(
+        self,
+        store: MessageStore,
+        cfg: DeliveryConfig,
+        profile: Profile,
+        session: str,
+        project_dir: Path,
+        audit: AuditLog,
+        *,
+        require_ack: bool | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.profile = profile
+        self.session = session
+        self.project_dir = project_dir
+        self.audit = audit
+        self.require_ack = cfg.require_ack if require_ack is None else require_ack
+        self.clock = clock
+        self.sleep = sleep
+        self._resumed = False
+        self._blocked_since: float | None = None
+        self.waiting_reason = ""
+        self._ack_patterns = [*cfg.ack_patterns, *profile.ack_patterns]
+
+    @classmethod
+    def for_session(
+        cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionRecord
+    ) -> DeliveryEngine:
+        require_ack = rec.options.get("require_ack")
+        return cls(
+            SQLiteMessageStore(paths.db_path, cfg.limits),
+            cfg.delivery,
+            profile,
+            rec.name,
+            Path(rec.cwd),
+            AuditLog(paths.audit_log),
+            require_ack=require_ack if isinstance(require_ack, bool) else None,
+        )
+
+    def close(self) -> None:
+        self.store.close()
+
+    # --- the supervisor's turn ---------------------------------------------------------
+
+    def step(self, sup: Supervisor) -> float | None:
+        if not self._resumed:
+            self._resumed = True
+            self._resume(sup)
+        now = self.clock()
+        due = [m for m in self.store.peek(self.session, now) if m.next_attempt_at <= now]
+        if not due:
+            self._blocked_since = None
+            self.waiting_reason = ""
+            upcoming = self.store.peek(self.session, now)
+            if upcoming:
+                return max(0.05, min(m.next_attempt_at for m in upcoming) - now)
+            return None
+        reason = self.window(sup, due[0].priority)
+        if reason is not None:
+            self.waiting_reason = reason
+            if sup.reading.state is State.EXITED:
+                return None
+            if self._blocked_since is None:
+                self._blocked_since = now
+            elif now - self._blocked_since >= self.cfg.readiness_timeout_s:
+                self._blocked_since = None
+                self._no_window(due, reason)
+                return 0.05
+            return 0.1
+        self._blocked_since = None
+        self.waiting_reason = ""
+        token = new_token()
+        batch = self.store.claim_batch(self.session, token, self.cfg.max_injection_bytes, now)
+        if batch:
+            self._deliver(sup, token, batch, Phase.CLAIMED)
+        return 0.05
+
+    def window(self, sup: Supervisor, priority: Priority) -> str | None:
+        """None when typing is safe now, else why not (shown by `agentwrap queue`)."""
+        reading = sup.reading
+        if reading.state is State.EXITED:
+            return "agent exited"
+        if reading.state is State.WAITING_INPUT:
+            return f"agent is waiting for an answer ({reading.reason})"
+        if reading.state is State.DRAFT or sup.detector.draft:
+            return "draft in input box"
+        idle = sup.term.user_idle_s()
+        if idle is not None and idle * 1000 < self.cfg.typing_grace_ms:
+            return "person is typing"
+        if reading.state is State.READY:
+            return None
+        if (
+            reading.state is State.BUSY
+            and self.profile.input.accepts_input_while_busy
+            and priority >= Priority.HIGH
+        ):
+            return None
+        return "agent busy" if reading.state is State.BUSY else "agent starting"
+
+    # --- one batch -----------------------------------------------------------------------
+
+    def _ack_wording(self, batch: Sequence[Message]) -> str | None:
+        if any(m.metadata.get(FALLBACK_NOTICE) for m in batch):
+            return None
+        wanted = [m.require_ack for m in batch]
+        ack = any(w for w in wanted) or (self.require_ack and not all(w is False for w in wanted))
+        return self.cfg.ack_wording if ack else None
+
+    def _deliver(self, sup: Supervisor, token: str, batch: list[Message], phase: Phase) -> None:
+        inj = render(batch, token=token, ack_wording=self._ack_wording(batch))
+        started = self.clock()
+        channel = f"{sup.term.backend}-paste"
+        try:
+            result = self._run_phases(sup, inj, batch, phase)
+        except AgentExited as exc:
+            result = Outcome(False, "agent_exited", str(exc))
+        except BackendError as exc:
+            result = Outcome(False, "error", str(exc))
+        batch = [m for m in batch if m.id in inj.message_ids]
+        for m in batch:
+            self.store.record_attempt(
+                Attempt(m.id, token, m.attempts + 1, started, self.clock(), channel,
+                        result.outcome, result.evidence[:2000])
+            )
+        self.audit.write(
+            event="injection", session=self.session, batch=token,
+            ids=list(inj.message_ids), sources=sorted({str(m.source) for m in batch}),
+            bytes=len(inj.text.encode()), channel=channel, outcome=result.outcome,
+            started=started, finished=self.clock(),
+        )
+        if result.ok:
+            status = Status.ACKNOWLEDGED if result.outcome == "acknowledged" else Status.DELIVERED
+            self.store.finish(status, f"{result.outcome}: {result.evidence}"[:500], batch_id=token)
+            self._after_success(sup, batch)
+        elif result.outcome == "agent_exited":
+            self.store.finish(Status.FAILED, f"agent exited: {result.evidence}", batch_id=token)
+        else:
+            self._failed(sup, token, batch, result)
+
+    def _run_phases(
+        self, sup: Supervisor, inj: Injection, batch: list[Message], phase: Phase
+    ) -> Outcome:
+        if phase in (Phase.CLAIMED, Phase.PASTING):
+            live = self.store.set_phase(inj.token, Phase.PASTING)
+            if {m.id for m in live} != set(inj.message_ids):
+                if not live:
+                    return Outcome(False, "error", "every message of the batch expired")
+                inj = render(live, token=inj.token, ack_wording=self._ack_wording(live))
+            if not (phase is Phase.PASTING and self._in_box(sup, inj)):
+                sup.term.paste(inj.text, bracketed=self.profile.input.bracketed_paste)
+            seen = self._wait_until(sup, self.cfg.paste_timeout_s, lambda: self._in_box(sup, inj))
+            if not seen:
+                return Outcome(False, "paste_not_seen", self._screen_tail(sup))
+            phase = Phase.SUBMITTING
+            self.store.set_phase(inj.token, Phase.SUBMITTING)
+            self.sleep(self.profile.input.submit_delay_ms / 1000)
+        if phase is Phase.SUBMITTING:
+            submitted = self._submit(sup, inj)
+            if not submitted.ok:
+                return submitted
+            self.store.set_phase(inj.token, Phase.SUBMITTED)
+            if not inj.ack_requested:
+                return Outcome(True, "delivered", submitted.evidence)
+        if inj.ack_requested:
+            return self._wait_ack(sup, inj)
+        return Outcome(True, "delivered", "submitted before a supervisor restart")
+
+    def _submit(self, sup: Supervisor, inj: Injection) -> Outcome:
+        key = self.profile.input.submit_key
+        for _ in range(self.profile.input.submit_retries + 1):
+            if not self._in_box(sup, inj):
+                # Not in the box any more (restart after the key went out).
+                ev = self._submitted_evidence(sup, inj)
+                return Outcome(True, "submitted", ev or "input box no longer holds the block")
+            sup.term.send_key(key)
+            found: list[str] = []
+
+            def done() -> bool:
+                if self._in_box(sup, inj):
+                    return False
+                ev = self._submitted_evidence(sup, inj)
+                if ev:
+                    found.append(ev)
+                return bool(ev)
+
+            if self._wait_until(sup, self.cfg.submit_timeout_s, done):
+                return Outcome(True, "submitted", found[-1])
+            if not self._in_box(sup, inj):
+                # The box emptied but nothing else showed up; never type it again.
+                return Outcome(True, "submitted", "input box emptied after the submit key")
+        return Outcome(False, "submit_not_confirmed", self._screen_tail(sup))
+
+    def _wait_ack(self, sup: Supervisor, inj: Injection) -> Outcome:
+        patterns = [
+            re.compile(p.replace("{token}", re.escape(inj.token)), re.IGNORECASE)
+            for p in self._ack_patterns
+        ]
+        quiet_since: float | None = None
+        hard_stop = self.clock() + self.cfg.readiness_timeout_s * 4
+        while self.clock() < hard_stop:
+            reading = sup.observe()
+            if reading.state is State.EXITED:
+                return Outcome(False, "agent_exited", "agent exited before acknowledging")
+            found = self._find_ack(sup, inj, patterns)
+            if found:
+                return Outcome(True, "acknowledged", found)
+            if reading.state in (State.READY, State.DRAFT):
+                quiet_since = quiet_since or self.clock()
+                if self.clock() - quiet_since >= self.cfg.ack_timeout_s:
+                    return Outcome(False, "no_ack", self._screen_tail(sup))
+            else:
+                quiet_since = None
+            self.sleep(POLL_S * 2)
+        return Outcome(False, "no_ack", "agent never went quiet: " + self._screen_tail(sup))
+
+    def _find_ack(self, sup: Supervisor, inj: Injection, patterns: list[re.Pattern[str]]) -> str:
+        snap = sup.snap
+        if snap is None:
+            return ""
+        parts = split_around(self.profile, snap, self.profile.input.input_region)
+        outside = parts[1] if parts is not None else snap.text()
+        lines = outside.split("\n")
+        # Only below our own echoed block: its 'Reply "ACK <token>"' line must not count.
+        echo = (f"agentwrap context {inj.token}", f'"ACK {inj.token}"')
+        end = max((i for i, x in enumerate(lines) if any(e in x for e in echo)), default=-1)
+        for line in lines[end + 1 :]:
+            for pat in patterns:
+                if pat.search(line):
+                    return line.strip()
+        return ""
+
+    # --- evidence ------------------------------------------------------------------------
+
+    def _in_box(self, sup: Supervisor, inj: Injection) -> bool:
+        """Our block (by its token or the agent's paste placeholder) is in the input box."""
+        sup.observe()
+        snap = sup.snap
+        if snap is None:
+            return False
+        parts = split_around(self.profile, snap, self.profile.input.input_region)
+        if parts is None:
+            return False
+        box = parts[0]
+        if inj.token in box:
+            return True
+        return any(p.search(box) for p in self.profile.input.paste_placeholders)
+
+    def _submitted_evidence(self, sup: Supervisor, inj: Injection) -> str:
+        snap = sup.snap
+        if snap is None:
+            return ""
+        parts = split_around(self.profile, snap, self.profile.input.input_region)
+        outside = parts[1] if parts is not None else snap.text()
+        if inj.token in outside:
+            return "block echoed above the input box"
+        for p in self.profile.input.paste_placeholders:
+            m = p.search(outside)
+            if m:
+                return f"paste placeholder above the input box: {m.group(0)}"
+        if sup.reading.state is State.BUSY:
+            return f"agent turned busy ({sup.reading.reason})"
+        return ""
+
+    def _wait_until(self, sup: Supervisor, timeout: float, cond: Callable[[], bool]) -> bool:
+        deadline = self.clock() + timeout
+        while True:
+            if cond():
+                return True
+            if sup.reading.state is State.EXITED:
+                raise AgentExited("the agent exited during delivery")
+            if self.clock() >= deadline:
+                return False
+            self.sleep(POLL_S)
+
+    def _screen_tail(self, sup: Supervisor) -> str:
+        if sup.snap is None:
+            return ""
+        lines = [x for x in sup.snap.lines if x.strip()]
+        return "\n".join(lines[-8:])
+
+    # --- failure, retry, fallback ----------------------------------------------------------
+
+    def _no_window(self, due: list[Message], reason: str) -> None:
+        token = new_token()
+        batch = self.store.claim_batch(self.session, token, self.cfg.max_injection_bytes)
+        if not batch:
+            return
+        now = self.clock()
+        for m in batch:
+            self.store.record_attempt(
+                Attempt(m.id, token, m.attempts + 1, now, now, "none", "no_window", reason)
+            )
+        self._failed(None, token, batch, Outcome(False, "no_window", reason))
+
+    def _failed(
+        self, sup: Supervisor | None, token: str, batch: list[Message], result: Outcome
+    ) -> None:
+        detail = f"attempt failed: {result.outcome}"
+        give_up = [m for m in batch if m.attempts + 1 >= self.cfg.fallback_after]
+        if give_up:
+            self._escalate(sup, give_up, result)
+        rest = [m for m in batch if m not in give_up]
+        if rest:
+            n = min(m.attempts for m in rest)  # attempts before this one
+            backoff = self.cfg.backoff_s[min(n, len(self.cfg.backoff_s) - 1)] if self.cfg.backoff_s else 1.0
+            self.store.retry_later(token, self.clock() + backoff, detail)
+        log.info("batch %s: %s (%d to retry, %d given up)", token, result.outcome, len(rest), len(give_up))
+
+    def _escalate(self, sup: Supervisor | None, msgs: list[Message], result: Outcome) -> None:
+        notices = [m for m in msgs if m.metadata.get(FALLBACK_NOTICE)]
+        content = [m for m in msgs if not m.metadata.get(FALLBACK_NOTICE)]
+        if notices:
+            self.store.finish(
+                Status.FAILED, f"fallback notice not delivered: {result.outcome}",
+                message_ids=[m.id for m in notices],
+            )
+        if not content:
+            return
+        fname = self.profile.instruction_file
+        ids = [m.id for m in content]
+        if not fname:
+            self.store.finish(
+                Status.FAILED, f"{result.outcome}; profile {self.profile.name} has no instruction file",
+                message_ids=ids,
+            )
+            return
+        previous = read_section(self.project_dir, fname) or []
+        entries = []
+        for mid in previous:
+            try:
+                old = self.store.get(mid)
+            except Exception:  # an id from an older store: keep going
+                continue
+            if mid not in ids:
+                entries.append(FallbackEntry(old.id, old.label, old.created, old.content))
+        entries += [FallbackEntry(m.id, m.label, m.created, m.content) for m in content]
+        try:
+            written = write_section(self.project_dir, fname, entries)
+        except (FallbackError, OSError) as exc:
+            self.store.finish(Status.FAILED, f"{result.outcome}; fallback refused: {exc}", message_ids=ids)
+            self.audit.write(event="fallback_failed", session=self.session, ids=ids, error=str(exc))
+            return
+        self.store.finish(
+            Status.ESCALATED,
+            f"after {result.outcome}: written to {written.path.name}, section agentwrap",
+            message_ids=ids,
+        )
+        self.audit.write(
+            event="escalated", session=self.session, ids=ids, file=str(written.path),
+            outcome=result.outcome,
+        )
+        self._notify(sup, written.path.name, content)
+
+    def _notify(self, sup: Supervisor | None, fname: str, msgs: list[Message]) -> None:
+        line = f"context was written to {fname}, section agentwrap"
+        if sup is not None:
+            display = getattr(sup.term, "display", None)
+            if display is not None:
+                try:
+                    display(f"agentwrap: {line}")
+                except BackendError:
+                    pass
+        if self.cfg.notify_on_failure:
+            notify_desktop(f"agentwrap: {self.session}", line)
+        body = "\n".join(f"{m.label} {m.content}" for m in msgs)
+        limit = 8 * 1024
+        if len(body.encode()) > limit:
+            body = body.encode()[:limit].decode("utf-8", "ignore") + f"\n(truncated; full text in {fname})"
+        try:
+            self.store.enqueue(
+                NewMessage(
+                    session=self.session,
+                    content=f"Live delivery failed, so this {line}:\n{body}",
+                    source=Source.SYSTEM, source_id="fallback", priority=Priority.HIGH,
+                    metadata={FALLBACK_NOTICE: True, "fallback_ids": [m.id for m in msgs]},
+                    require_ack=False,
+                )
+            )
+        except Exception as exc:  # never let a notice break the supervisor
+            log.warning("could not queue the fallback notice: %s", exc)
+
+    def _after_success(self, sup: Supervisor, batch: list[Message]) -> None:
+        if not self.cfg.remove_fallback_on_delivery or not self.profile.instruction_file:
+            return
+        if any(m.metadata.get(FALLBACK_NOTICE) for m in batch):
+            try:
+                if remove_section(self.project_dir, self.profile.instruction_file):
+                    self.audit.write(event="fallback_removed", session=self.session)
+            except (FallbackError, OSError) as exc:
+                log.warning("could not remove the fallback section: %s", exc)
+
+    def abandon(self, reason: str) -> int:
+        """The session ended: nothing queued for it can be delivered any more.
+        Every message still pending or in flight gets its terminal state."""
+        ids = [m.id for m in self.store.in_flight(self.session)]
+        ids += [m.id for m in self.store.peek(self.session)]
+        if not ids:
+            return 0
+        n = self.store.finish(Status.FAILED, reason, message_ids=ids)
+        self.audit.write(event="abandoned", session=self.session, ids=ids, reason=reason)
+        return n
+
+    # --- restart -----------------------------------------------------------------------------
+
+    def _resume(self, sup: Supervisor) -> None:
+        """Finish batches a killed supervisor left in flight, from their phase."""
+        batches: dict[str, list[Message]] = {}
+        for m in self.store.in_flight(self.session):
+            if m.batch_id:
+                batches.setdefault(m.batch_id, []).append(m)
+        for token, batch in batches.items():
+            phase = batch[0].phase or Phase.CLAIMED
+            log.info("resuming batch %s from phase %s", token, phase)
+            sup.observe()
+            self._deliver(sup, token, batch, phase)

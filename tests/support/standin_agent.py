@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""A scripted stand-in agent for fast tests of backends and delivery.
+
+It behaves like the real TUIs where it matters to agentwrap: raw mode,
+bracketed paste, a prompt box between two rules, Enter submits and C-j makes a
+newline, a spinner and "esc to interrupt" while busy, optional permission
+dialogs, ACK replies. Every submitted message is appended to ``--log`` as a
+JSON line, so tests can assert what arrived, and how many times.
+
+Never the only proof: the e2e suite drives the real CLIs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import select
+import shutil
+import sys
+import termios
+import time
+import tty
+
+ACK_RE = re.compile(r'Reply "ACK ([0-9a-f]+)"')
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--busy", type=float, default=0.3, help="seconds busy per message")
+    ap.add_argument("--startup", type=float, default=0.2)
+    ap.add_argument("--never-ack", action="store_true")
+    ap.add_argument("--dialog-on", default="", help="a message containing this opens a dialog")
+    ap.add_argument("--die-on", default="", help="a message containing this kills the agent")
+    ap.add_argument("--ignore-enter", type=int, default=0, help="ignore the first N Enters")
+    ap.add_argument("--exit-code", type=int, default=0)
+    args = ap.parse_args()
+
+    fd = sys.stdin.fileno()
+    saved = termios.tcgetattr(fd)
+    tty.setraw(fd)
+    out = sys.stdout
+    transcript: list[str] = []
+    box = ""
+    busy_until = 0.0
+    dialog = False
+    pending_reply: str | None = None
+    ignore = args.ignore_enter
+
+    def draw() -> None:
+        cols, rows = shutil.get_terminal_size((80, 24))
+        lines = []
+        for t in transcript:
+            lines.extend(t.split("\n"))
+        busy = time.monotonic() < busy_until
+        if dialog:
+            tail = ["─" * cols, " Bash command", "   touch x", " Do you want to proceed?",
+                    " ❯ 1. Yes", "   2. No", " Esc to cancel"]
+        else:
+            box_lines = ("❯ " + box).split("\n")
+            tail = (["· Working…"] if busy else [""]) + ["─" * cols] + box_lines + ["─" * cols]
+            tail.append("  esc to interrupt" if busy else "  ? for shortcuts")
+        room = rows - len(tail)
+        body = lines[-room:] if room > 0 else []
+        screen = body + [""] * (room - len(body)) + tail
+        out.write("\x1b[H\x1b[2J" + "\r\n".join(x[:cols] for x in screen[:rows]))
+        out.flush()
+
+    out.write("\x1b[?2004h")  # we understand bracketed paste
+    time.sleep(args.startup)
+    draw()
+    buf = b""
+    in_paste = False
+    try:
+        while True:
+            now = time.monotonic()
+            if pending_reply is not None and now >= busy_until:
+                transcript.append("● " + pending_reply)
+                pending_reply = None
+                draw()
+            timeout = max(0.0, busy_until - now) if pending_reply is not None else 0.5
+            r, _, _ = select.select([fd], [], [], timeout)
+            if not r:
+                continue
+            data = os.read(fd, 65536)
+            if not data:
+                break
+            buf += data
+            while buf:
+                if in_paste:
+                    end = buf.find(b"\x1b[201~")
+                    if end < 0:
+                        box += buf.decode("utf-8", "replace")
+                        buf = b""
+                        break
+                    box += buf[:end].decode("utf-8", "replace")
+                    buf = buf[end + 6 :]
+                    in_paste = False
+                    continue
+                if buf.startswith(b"\x1b[200~"):
+                    in_paste = True
+                    buf = buf[6:]
+                    continue
+                if buf.startswith(b"\x1b") and len(buf) < 6 and b"\x1b[200~".startswith(buf):
+                    break  # wait for the rest of the marker
+                ch, buf = buf[:1], buf[1:]
+                if dialog:
+                    if ch in (b"1", b"\r", b"\x1b", b"2"):
+                        dialog = False
+                        transcript.append("  ⎿ (dialog answered)")
+                    continue
+                if ch == b"\x04" and not box:
+                    return args.exit_code
+                if ch == b"\x03":
+                    box = ""
+                elif ch == b"\r":
+                    if ignore > 0:
+                        ignore -= 1
+                        continue
+                    if not box.strip():
+                        continue
+                    msg = box
+                    box = ""
+                    with open(args.log, "a", encoding="utf-8") as f:
+                        f.write(json.dumps({"t": time.time(), "text": msg}) + "\n")
+                    transcript.append("❯ " + msg.replace("\n", "\n  "))
+                    if args.die_on and args.die_on in msg:
+                        os._exit(9)
+                    if args.dialog_on and args.dialog_on in msg:
+                        dialog = True
+                    busy_until = time.monotonic() + args.busy
+                    m = ACK_RE.findall(msg)
+                    pending_reply = f"ACK {m[-1]}" if m and not args.never_ack else "OK, noted."
+                elif ch == b"\n":
+                    box += "\n"
+                elif ch == b"\x7f":
+                    box = box[:-1]
+                elif ch == b"\x1b":
+                    pass
+                else:
+                    # collect a whole UTF-8 character
+                    need = {0xC0: 1, 0xE0: 2, 0xF0: 3}.get(ch[0] & 0xF0 if ch[0] < 0xF0 else 0xF0, 0)
+                    if ch[0] >= 0xC0 and len(buf) >= need:
+                        ch, buf = ch + buf[:need], buf[need:]
+                    box += ch.decode("utf-8", "replace")
+            draw()
+    finally:
+        termios.tcsetattr(fd, termios.TCSAFLUSH, saved)
+    return args.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
