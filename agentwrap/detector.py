@@ -60,16 +60,17 @@ def evaluate_rules(profile: Profile, snap: Snapshot) -> list[Match]:
     """Every rule that matches, in decision order (title rules first)."""
     regions = ScreenRegions(profile, snap)
     anchors = regions.anchor_lines()
-    cache: dict[str, list[str] | None] = {}
+    cache: dict[tuple[str, bool], list[str] | None] = {}
     hits: list[Match] = []
     ordered = sorted(
         enumerate(profile.rules),
         key=lambda ir: (ir[1].region != "title", _STATE_ORDER[ir[1].state], ir[0]),
     )
     for _, rule in ordered:
-        if rule.region not in cache:
-            cache[rule.region] = regions.get(rule.region, anchors)
-        body = cache[rule.region]
+        key = (rule.region, rule.ignore_dim)
+        if key not in cache:
+            cache[key] = regions.get(rule.region, anchors, bright=rule.ignore_dim)
+        body = cache[key]
         if body is None:
             continue
         text = "\n".join(body)

@@ -61,6 +61,7 @@ class Rule:
     pattern: re.Pattern[str]
     unless: re.Pattern[str] | None
     explain: str
+    ignore_dim: bool = False  # match against the screen with dim text (placeholders) blanked
 
 
 @dataclass(frozen=True)
@@ -359,6 +360,7 @@ def _parse_rule(r: _Reader, regions: Mapping[str, Region]) -> Rule:
         pattern=r.regex("pattern", r.get("pattern", str)),
         unless=r.regex("unless", unless) if unless is not None else None,
         explain=r.get("explain", str, ""),
+        ignore_dim=r.get("ignore_dim", bool, False),
     )
     r.done()
     return rule

@@ -29,8 +29,10 @@ class ScreenRegions:
             for name, pat in self.profile.anchors.items()
         }
 
-    def get(self, name: str, anchors: Mapping[str, list[int]] | None = None) -> list[str] | None:
-        lines = list(self.snap.lines)
+    def get(
+        self, name: str, anchors: Mapping[str, list[int]] | None = None, *, bright: bool = False
+    ) -> list[str] | None:
+        lines = list(self.snap.bright_lines() if bright else self.snap.lines)
         if name == "screen":
             return lines
         if name == "title":

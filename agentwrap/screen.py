@@ -8,7 +8,11 @@ movement and redraws, and only the rendered screen says what is current.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
+
+# capture-pane -e emits SGR only; anything else is dropped defensively.
+_ESC_RE = re.compile(r"\x1b\[([0-9;:]*)m|\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 
 
 @dataclass(frozen=True)
@@ -20,6 +24,9 @@ class Snapshot:
     title: str = ""
     at: float = 0.0
     digest: str = field(default="", compare=False)
+    # The same rows with dim (SGR 2) cells blanked: placeholders such as
+    # Codex's "Ask Codex to do anything" are dim, a person's text is not.
+    bright: tuple[str, ...] | None = None
 
     @classmethod
     def from_text(
@@ -49,8 +56,51 @@ class Snapshot:
             digest=_digest(lines, title),
         )
 
+    @classmethod
+    def from_ansi(
+        cls,
+        text: str,
+        *,
+        cols: int | None = None,
+        rows: int | None = None,
+        cursor: tuple[int, int] = (0, 0),
+        title: str = "",
+        at: float = 0.0,
+    ) -> Snapshot:
+        """From ``capture-pane -p -e`` output (text with SGR sequences)."""
+        plain: list[str] = []
+        bright: list[str] = []
+        dim = False
+        for raw in text.split("\n"):
+            p_parts: list[str] = []
+            b_parts: list[str] = []
+            pos = 0
+            for m in _ESC_RE.finditer(raw):
+                chunk = raw[pos : m.start()]
+                p_parts.append(chunk)
+                b_parts.append(" " * len(chunk) if dim else chunk)
+                pos = m.end()
+                if m.group(1) is not None:
+                    dim = _sgr_dim(m.group(1), dim)
+            chunk = raw[pos:]
+            p_parts.append(chunk)
+            b_parts.append(" " * len(chunk) if dim else chunk)
+            plain.append("".join(p_parts))
+            bright.append("".join(b_parts))
+        if text.endswith("\n"):
+            plain.pop()
+            bright.pop()
+        snap = cls.from_text("\n".join(plain), cols=cols, rows=rows, cursor=cursor, title=title, at=at)
+        b = tuple(x.rstrip() for x in bright)
+        if rows is not None:
+            b = (b + ("",) * rows)[:rows]
+        return with_bright(snap, b)
+
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    def bright_lines(self) -> tuple[str, ...]:
+        return self.bright if self.bright is not None else self.lines
 
     def last_nonblank(self) -> str:
         for line in reversed(self.lines):
@@ -69,3 +119,27 @@ def _digest(lines: tuple[str, ...], title: str) -> str:
         h.update(b"\n")
     h.update(title.encode("utf-8", "surrogatepass"))
     return h.hexdigest()
+
+
+def _sgr_dim(params: str, dim: bool) -> bool:
+    """Follow SGR 2 (faint) on and 0/22 off, skipping colour arguments."""
+    codes = [int(x) if x.isdigit() else 0 for x in re.split("[;:]", params)] if params else [0]
+    i = 0
+    while i < len(codes):
+        c = codes[i]
+        if c in (38, 48, 58):  # extended colour: skip its arguments
+            i += 5 if i + 1 < len(codes) and codes[i + 1] == 2 else 3
+            continue
+        if c == 2:
+            dim = True
+        elif c in (0, 22):
+            dim = False
+        i += 1
+    return dim
+
+
+def with_bright(snap: Snapshot, bright: tuple[str, ...]) -> Snapshot:
+    return Snapshot(
+        lines=snap.lines, cols=snap.cols, rows=snap.rows, cursor=snap.cursor, title=snap.title,
+        at=snap.at, digest=snap.digest, bright=bright,
+    )

@@ -14,10 +14,46 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from typing import Any, NamedTuple
 
 import pyte
 
-from .screen import Snapshot
+from .screen import Snapshot, with_bright
+
+
+class _Cell(NamedTuple):
+    """pyte's Char plus ``dim``: pyte ignores SGR 2 (faint), but faint is how
+    agents draw placeholders, and a placeholder is not a person's draft."""
+
+    data: str
+    fg: str = "default"
+    bg: str = "default"
+    bold: bool = False
+    italics: bool = False
+    underscore: bool = False
+    strikethrough: bool = False
+    reverse: bool = False
+    blink: bool = False
+    dim: bool = False
+
+
+class _FaintScreen(pyte.Screen):
+    @property
+    def default_char(self) -> Any:  # a _Cell, which pyte treats as its Char
+        return _Cell(data=" ")
+
+    def select_graphic_rendition(self, *attrs: int, **kwargs: Any) -> None:
+        dim = getattr(self.cursor.attrs, "dim", False)
+        for a in attrs or (0,):
+            if a == 2:
+                dim = True
+            elif a in (0, 22):
+                dim = False
+        super().select_graphic_rendition(*[a for a in attrs if a != 2])
+        cell: Any = self.cursor.attrs
+        if not isinstance(cell, _Cell):
+            cell = _Cell(*cell)
+        self.cursor.attrs = cell._replace(dim=dim)
 
 _BRACKETED_ON = b"\x1b[?2004h"
 _BRACKETED_OFF = b"\x1b[?2004l"
@@ -36,7 +72,7 @@ class VirtualScreen:
         self.bracketed_paste = False
         self.resyncs = 0
         self.fed_bytes = 0
-        self._screen = pyte.Screen(cols, rows)
+        self._screen = _FaintScreen(cols, rows)
         self._stream = pyte.ByteStream(self._screen)
 
     # --- relay side: must stay cheap ------------------------------------------------
@@ -83,7 +119,7 @@ class VirtualScreen:
                 self._stream.feed(chunk)
                 self.fed_bytes += len(chunk)
             scr = self._screen
-            return Snapshot.from_text(
+            snap = Snapshot.from_text(
                 "\n".join(scr.display),
                 cols=scr.columns,
                 rows=scr.lines,
@@ -91,3 +127,20 @@ class VirtualScreen:
                 title=scr.title or "",
                 at=time.monotonic(),
             )
+            return with_bright(snap, self._bright_rows())
+
+    def _bright_rows(self) -> tuple[str, ...]:
+        scr = self._screen
+        rows: list[str | None] = []
+        for y in range(scr.lines):
+            row = scr.buffer[y]
+            if not any(getattr(row[x], "dim", False) for x in row):
+                rows.append(None)
+                continue
+            rows.append(
+                "".join(
+                    " " if getattr(row[x], "dim", False) else row[x].data for x in range(scr.columns)
+                ).rstrip()
+            )
+        display = scr.display
+        return tuple(r if r is not None else display[y].rstrip() for y, r in enumerate(rows))

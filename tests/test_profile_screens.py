@@ -33,9 +33,12 @@ def fixtures() -> list[pytest.param]:
 
 
 def snapshot_of(f: Path, m: re.Match[str]) -> Snapshot:
-    return Snapshot.from_text(
-        f.read_text(encoding="utf-8"), cols=int(m["cols"]), rows=int(m["rows"])
-    )
+    """From the SGR capture when there is one: dim placeholders matter."""
+    ansi = f.with_suffix(".ansi")
+    size = {"cols": int(m["cols"]), "rows": int(m["rows"])}
+    if ansi.exists():
+        return Snapshot.from_ansi(ansi.read_text(encoding="utf-8"), **size)
+    return Snapshot.from_text(f.read_text(encoding="utf-8"), **size)
 
 
 def settled(profile_name: str, snap: Snapshot, *, changing: bool = False) -> Detector:

@@ -162,7 +162,7 @@ class TmuxTerminal:
         # One tmux invocation for both the pane info and its contents.
         proc = self.server.cmd(
             "display-message", "-p", "-t", self.target, _INFO_FMT, ";",
-            "capture-pane", "-p", "-N", "-t", self.target,
+            "capture-pane", "-p", "-e", "-t", self.target,
         )
         if proc.returncode != 0 or not proc.stdout:
             self._dead = True
@@ -170,7 +170,7 @@ class TmuxTerminal:
         info = proc.stdout[0].split("\t", 8)
         cy, cx, w, h, dead, status, _, sig = (info + [""] * 9)[:8]
         self._note_dead(dead, status, sig)
-        return Snapshot.from_text(
+        return Snapshot.from_ansi(
             "\n".join(proc.stdout[1:]),
             cols=int(w),
             rows=int(h),

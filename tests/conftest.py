@@ -1,0 +1,155 @@
+"""Shared fixtures: every test gets its own XDG dirs, and with them its own
+tmux server (the socket lives in the runtime dir), store and profiles.
+
+Paths are kept short (``/tmp/awt-XXXX``) because unix socket paths are
+limited to about 100 bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentwrap.paths import Paths
+from agentwrap.queue import SQLiteMessageStore
+from agentwrap.registry import Registry, SessionRecord
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDIN = ROOT / "tests" / "support" / "standin_agent.py"
+STANDIN_PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "standin.toml"
+
+
+@dataclass
+class AwEnv:
+    root: Path
+    env: dict[str, str]
+    paths: Paths
+    project: Path
+    log: Path
+
+    def cli(
+        self, *args: str, input: str | bytes | None = None, timeout: float = 60, check: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``agentwrap ARGS`` as a real subprocess in this environment."""
+        data = input.decode() if isinstance(input, bytes) else input
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentwrap", *args], env=self.env, cwd=self.project,
+            input=data, capture_output=True, text=True, timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"agentwrap {args} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    def standin(self, *extra: str) -> list[str]:
+        """argv of the scripted stand-in agent, logging to ``self.log``."""
+        return [sys.executable, str(STANDIN), "--log", str(self.log), *extra]
+
+    def start_standin(self, name: str = "sa", *extra: str, run_args: tuple[str, ...] = ()) -> None:
+        self.cli(
+            "run", "--detach", "--name", name, "--profile", "standin", "--cols", "100",
+            "--rows", "30", *run_args, "--", *self.standin(*extra), check=True,
+        )
+
+    def received(self) -> list[str]:
+        """Every message the stand-in agent received, in order."""
+        if not self.log.exists():
+            return []
+        return [json.loads(x)["text"] for x in self.log.read_text().splitlines() if x.strip()]
+
+    def registry(self) -> Registry:
+        return Registry(self.paths.db_path)
+
+    def store(self) -> SQLiteMessageStore:
+        return SQLiteMessageStore(self.paths.db_path)
+
+    def wait_state(self, name: str, *states: str, timeout: float = 20.0) -> SessionRecord:
+        reg = self.registry()
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                rec = reg.get(name)
+                if rec.state in states:
+                    return rec
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"{name} never reached {states}; last: {rec}")
+                time.sleep(0.05)
+        finally:
+            reg.close()
+
+    def wait_for(self, cond: Any, timeout: float = 20.0, what: str = "condition") -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = cond()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            time.sleep(0.05)
+
+
+def _teardown(aw: AwEnv) -> None:
+    try:
+        reg = aw.registry()
+        for rec in reg.list(include_ended=True):
+            if rec.supervisor_pid and rec.supervisor_alive:
+                try:
+                    os.kill(rec.supervisor_pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        reg.close()
+    except Exception:  # noqa: BLE001 - teardown must go on
+        pass
+    if shutil.which("tmux") and aw.paths.tmux_socket.exists():
+        subprocess.run(
+            ["tmux", "-S", str(aw.paths.tmux_socket), "kill-server"],
+            capture_output=True, timeout=10, check=False,
+        )
+
+
+@pytest.fixture
+def aw() -> Iterator[AwEnv]:
+    root = Path(tempfile.mkdtemp(prefix="awt-", dir="/tmp"))
+    env = dict(os.environ)
+    env.update(
+        HOME=str(root / "home"),
+        XDG_CONFIG_HOME=str(root / "c"),
+        XDG_STATE_HOME=str(root / "s"),
+        XDG_RUNTIME_DIR=str(root / "r"),
+        PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+    )
+    env.pop("TMUX", None)
+    env.pop("TMUX_PANE", None)
+    paths = Paths.from_env(env).ensure()
+    (root / "home").mkdir()
+    paths.user_patterns_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(STANDIN_PROFILE, paths.user_patterns_dir / "standin.toml")
+    project = root / "project"
+    project.mkdir()
+    aw = AwEnv(root=root, env=env, paths=paths, project=project, log=root / "received.jsonl")
+    try:
+        yield aw
+    finally:
+        _teardown(aw)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """tmux is a hard requirement in CI; locally say how to get it."""
+    if shutil.which("tmux") or os.environ.get("CI"):
+        return
+    skip = pytest.mark.skip(reason="tmux not installed: apt-get install -y tmux")
+    for item in items:
+        if "aw" in getattr(item, "fixturenames", ()):
+            item.add_marker(skip)
