@@ -45,8 +45,16 @@ def end_marker(token: str) -> str:
 
 
 def render(
-    messages: Sequence[Message], *, token: str, ack_wording: str | None, notice: str = ""
+    messages: Sequence[Message],
+    *,
+    token: str,
+    ack_wording: str | None,
+    notice: str = "",
+    tabs_as_spaces: int = 0,
 ) -> Injection:
+    """``tabs_as_spaces``: the profile says the agent turns each pasted tab
+    into that many spaces (Claude Code: 4); doing it here makes the text that
+    reaches the model exactly what agentwrap documents."""
     n = len(messages)
     noun = "message" if n == 1 else "messages"
     lines = [
@@ -58,6 +66,8 @@ def render(
     for msg in messages:
         # Sanitized again here: the store may be shared with other writers.
         body = sanitize(msg.content).text.strip("\n")
+        if tabs_as_spaces:
+            body = body.replace("\t", " " * tabs_as_spaces)
         lines.append(f"{msg.label} {body}")
     if ack_wording:
         lines.append(ack_wording.replace("{token}", token))

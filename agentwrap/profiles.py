@@ -90,6 +90,7 @@ class InputSpec:
     max_paste_bytes: int = 10 * 1024
     submit_retries: int = 2
     input_region: str = "box"  # where typed text shows; "last_line" for plain REPLs
+    tabs_as_spaces: int = 0  # the agent turns a pasted tab into N spaces (0: kept)
 
 
 @dataclass(frozen=True)
@@ -273,6 +274,7 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         max_paste_bytes=inp.non_negative("max_paste_bytes", 10 * 1024),
         submit_retries=inp.non_negative("submit_retries", 2),
         input_region=inp.get("input_region", str, "box"),
+        tabs_as_spaces=inp.non_negative("tabs_as_spaces", 0),
     )
     inp.done()
 

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Install the four real agent CLIs at pinned versions, idempotently.
+#
+#   DIR=${AGENTWRAP_AGENTS_DIR:-/opt/agentwrap-agents}
+#   $DIR/npm          npm prefix for claude-code, codex, gemini-cli
+#   $DIR/aider-venv   Python venv for aider-chat
+#   $DIR/bin/{claude,codex,gemini,aider}   symlinks used by tests/e2e/agents.py
+#
+# An agent whose pinned version is already installed is skipped. One agent's
+# failure does not stop the others; the script exits non-zero at the end and
+# names the failed agents. Each agent's installed version is printed.
+set -u
+
+DIR=${AGENTWRAP_AGENTS_DIR:-/opt/agentwrap-agents}
+PYTHON=${AGENTWRAP_PYTHON:-python3}
+
+CLAUDE_VERSION=2.1.197
+CODEX_VERSION=0.169.0
+GEMINI_VERSION=0.61.0
+AIDER_VERSION=0.86.2
+
+mkdir -p "$DIR/bin" "$DIR/npm"
+failed=()
+
+log() { printf '[install_agents] %s\n' "$*" >&2; }
+
+# npm_installed_version PKG -> prints the version in $DIR/npm/node_modules/PKG (or nothing)
+npm_installed_version() {
+    local pj="$DIR/npm/node_modules/$1/package.json"
+    [ -f "$pj" ] || return 0
+    node -e 'process.stdout.write(require(process.argv[1]).version || "")' "$pj" 2>/dev/null
+}
+
+# install_npm NAME PKG VERSION BIN
+install_npm() {
+    local name=$1 pkg=$2 version=$3 binname=$4
+    local have
+    have=$(npm_installed_version "$pkg")
+    if [ "$have" = "$version" ] && [ -e "$DIR/npm/node_modules/.bin/$binname" ]; then
+        log "$name: $pkg@$version already installed, skipping"
+    else
+        log "$name: installing $pkg@$version (have: ${have:-none})"
+        if ! npm install --prefix "$DIR/npm" --no-audit --no-fund --loglevel=error \
+                "$pkg@$version" >&2; then
+            log "$name: npm install failed"
+            failed+=("$name")
+            return 0
+        fi
+    fi
+    if [ ! -e "$DIR/npm/node_modules/.bin/$binname" ]; then
+        log "$name: $DIR/npm/node_modules/.bin/$binname missing after install"
+        failed+=("$name")
+        return 0
+    fi
+    ln -sfn "$DIR/npm/node_modules/.bin/$binname" "$DIR/bin/$name"
+}
+
+install_aider() {
+    local venv="$DIR/aider-venv" have=""
+    if [ -x "$venv/bin/python" ]; then
+        have=$("$venv/bin/python" -c \
+            'import importlib.metadata as m; print(m.version("aider-chat"))' 2>/dev/null || true)
+    fi
+    if [ "$have" = "$AIDER_VERSION" ] && [ -x "$venv/bin/aider" ]; then
+        log "aider: aider-chat==$AIDER_VERSION already installed, skipping"
+    else
+        log "aider: installing aider-chat==$AIDER_VERSION (have: ${have:-none})"
+        if [ ! -x "$venv/bin/python" ]; then
+            if ! "$PYTHON" -m venv "$venv" >&2; then
+                log "aider: venv creation failed"; failed+=(aider); return 0
+            fi
+        fi
+        if ! "$venv/bin/python" -m pip install --disable-pip-version-check -q \
+                "aider-chat==$AIDER_VERSION" >&2; then
+            log "aider: pip install failed"; failed+=(aider); return 0
+        fi
+    fi
+    if [ ! -x "$venv/bin/aider" ]; then
+        log "aider: $venv/bin/aider missing"; failed+=(aider); return 0
+    fi
+    ln -sfn "$venv/bin/aider" "$DIR/bin/aider"
+}
+
+install_npm claude @anthropic-ai/claude-code "$CLAUDE_VERSION" claude
+install_npm codex @openai/codex "$CODEX_VERSION" codex
+install_npm gemini @google/gemini-cli "$GEMINI_VERSION" gemini
+install_aider
+
+echo "agents dir: $DIR"
+vhome=$(mktemp -d)
+for a in claude codex gemini aider; do
+    if [ -x "$DIR/bin/$a" ]; then
+        v=$(HOME=$vhome DISABLE_AUTOUPDATER=1 timeout 60 "$DIR/bin/$a" --version 2>/dev/null | tail -n 1)
+        echo "$a: ${v:-?} ($DIR/bin/$a)"
+    else
+        echo "$a: NOT INSTALLED"
+    fi
+done
+rm -rf "$vhome"
+
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "FAILED: ${failed[*]}" >&2
+    exit 1
+fi
+exit 0

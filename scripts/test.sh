@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install everything the whole test suite needs on a fresh Debian machine
+# (tmux, a venv with agentwrap and its dev extras, the four real agent CLIs
+# at pinned versions), then run it, end-to-end tests included.
+#   bash scripts/test.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+command -v git >/dev/null 2>&1 || need_apt+=(git)
+command -v script >/dev/null 2>&1 || need_apt+=(bsdutils)
+command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+python3 -m venv .venv
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
+
+# The real agents: end-to-end tests fail (not skip) in CI when one is missing.
+bash scripts/install_agents.sh || echo "warning: some agent CLIs did not install (see above)" >&2
+
+.venv/bin/python -m mypy agentwrap
+exec .venv/bin/python -m pytest -p no:cacheprovider -q "$@"

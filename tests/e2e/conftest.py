@@ -1,0 +1,224 @@
+"""Fixtures for the end-to-end suite: a real agent CLI, supervised by the real
+``agentwrap`` command, talking to the loopback model server.
+
+Every test gets a throwaway HOME (seeded by :func:`agents.prepare_agent` so
+the agent starts without first-run dialogs), its own XDG dirs and with them
+its own tmux server. A missing CLI fails the test in CI (``CI=true``) and
+skips it locally with the command that installs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .agents import AGENT_NAMES, find_agent, prepare_agent
+from .model_server import ModelServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Keys that quit each agent from an empty prompt.
+QUIT_KEYS: dict[str, list[str]] = {
+    "claude": ["C-c", "C-c"],
+    "codex": ["C-c"],
+    "aider": ["C-d"],
+    "gemini": ["C-c", "C-c"],
+}
+
+
+def require_agent(name: str) -> Path:
+    exe = find_agent(name)
+    if exe is None:
+        msg = f"{name} CLI not installed: run `bash scripts/install_agents.sh`"
+        if os.environ.get("CI"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return exe
+
+
+@dataclass
+class AgentSession:
+    agent: str
+    name: str
+    root: Path
+    home: Path
+    workdir: Path
+    env: dict[str, str]
+    argv: list[str]
+    server: ModelServer
+    started_at: float = 0.0
+    extra_run_args: list[str] = field(default_factory=list)
+
+    @property
+    def socket(self) -> str:
+        return str(self.root / "r" / "agentwrap" / "tmux.sock")
+
+    def cli(self, *args: str, input: str | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agentwrap", *args], env=self.env, cwd=self.workdir,
+            input=input, capture_output=True, text=True, timeout=timeout,
+        )
+
+    def cli_json(self, *args: str) -> Any:
+        res = self.cli(*args, "--json")
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)
+
+    def start(self, *run_args: str) -> None:
+        self.started_at = time.time()
+        res = self.cli(
+            "run", "--detach", "--name", self.name, "--cwd", str(self.workdir),
+            *run_args, *self.extra_run_args, "--", *self.argv,
+        )
+        assert res.returncode == 0, res.stderr
+
+    def tmux(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["tmux", "-S", self.socket, *args], capture_output=True, text=True, timeout=20,
+            check=False,
+        )
+
+    def type_keys(self, text: str) -> None:
+        """A person typing (literal text, no Enter)."""
+        self.tmux("send-keys", "-t", f"={self.name}:0.0", "-l", text)
+
+    def press(self, *keys: str) -> None:
+        for key in keys:
+            self.tmux("send-keys", "-t", f"={self.name}:0.0", key)
+            time.sleep(0.15)
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", f"={self.name}:0.0").stdout
+
+    def state(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.cli_json("state", self.name)
+        return data
+
+    def wait_state(self, *states: str, timeout: float = 60.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            res = self.cli("state", self.name, "--json")
+            if res.returncode == 3 and time.monotonic() < deadline:  # not registered yet
+                time.sleep(0.1)
+                continue
+            assert res.returncode == 0, res.stderr
+            st: dict[str, Any] = json.loads(res.stdout)
+            if st["state"] in states:
+                return st
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{self.agent}: never reached {states}; last {st}\n--- screen ---\n{self.screen()}"
+                )
+            time.sleep(0.1)
+
+    def history(self) -> list[dict[str, Any]]:
+        data: list[dict[str, Any]] = self.cli_json("history", self.name)
+        return data
+
+    def message(self, message_id: str) -> dict[str, Any]:
+        return next(m for m in self.history() if m["id"] == message_id)
+
+    def send(self, content: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+        return self.cli("send", self.name, content, *args, timeout=timeout)
+
+    def send_id(self, content: str, *args: str) -> str:
+        res = self.send(content, *args)
+        assert res.returncode == 0, res.stderr
+        return res.stdout.strip().splitlines()[-1]
+
+    def received_with(self, needle: str) -> list[str]:
+        return [t for t in self.server.user_texts() if needle in t]
+
+    def wait_until(self, cond: Callable[[], Any], timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = cond()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.agent}: timed out waiting for {what}\n{self.screen()}")
+            time.sleep(0.1)
+
+    def write_config(self, text: str) -> None:
+        cfg = Path(self.env["XDG_CONFIG_HOME"]) / "agentwrap" / "config.toml"
+        cfg.parent.mkdir(parents=True, exist_ok=True)
+        cfg.write_text(text)
+
+    def agent_pid(self) -> int | None:
+        out = self.tmux("display-message", "-p", "-t", f"={self.name}:0.0", "#{pane_pid}").stdout
+        return int(out.strip()) if out.strip().isdigit() else None
+
+
+def _stop(sess: AgentSession) -> None:
+    try:
+        for rec in json.loads(sess.cli("ls", "--all", "--json").stdout or "[]"):
+            pid = rec.get("supervisor_pid")
+            if pid and rec.get("liveness") == "running":
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    except Exception:  # noqa: BLE001 - teardown goes on
+        pass
+    pid = sess.agent_pid()
+    if pid:
+        from agentwrap.backends.proctree import kill_tree
+
+        kill_tree(pid, signal.SIGKILL, grace=1.0)
+    sess.tmux("kill-server")
+
+
+@pytest.fixture(params=AGENT_NAMES)
+def agent_name(request: pytest.FixtureRequest) -> str:
+    name: str = request.param
+    require_agent(name)
+    return name
+
+
+@pytest.fixture
+def make_session() -> Iterator[Callable[..., AgentSession]]:
+    made: list[AgentSession] = []
+    servers: list[ModelServer] = []
+    roots: list[Path] = []
+
+    def make(agent: str, *, trusted: bool = True, onboarded: bool = True) -> AgentSession:
+        require_agent(agent)
+        server = ModelServer().start()
+        servers.append(server)
+        root = Path(tempfile.mkdtemp(prefix=f"awe-{agent[:3]}-", dir="/tmp"))
+        roots.append(root)
+        home, workdir = root / "home", root / "project"
+        launch = prepare_agent(agent, home, workdir, server.url, trusted=trusted, onboarded=onboarded)
+        env = dict(launch.env)
+        env.update(
+            XDG_RUNTIME_DIR=str(root / "r"),
+            PYTHONPATH=str(ROOT),
+            AGENTWRAP_E2E="1",
+        )
+        (root / "r").mkdir(mode=0o700)
+        sess = AgentSession(
+            agent=agent, name=agent, root=root, home=home, workdir=workdir, env=env,
+            argv=list(launch.argv), server=server,
+        )
+        made.append(sess)
+        return sess
+
+    yield make
+    for sess in made:
+        _stop(sess)
+    for server in servers:
+        server.stop()
+    for root in roots:
+        shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,270 @@
+"""The real agent CLIs under agentwrap, against the loopback model server.
+
+Each scenario runs for Claude Code, Codex, Aider and Gemini CLI. What reached
+the model is asserted from the model server's request log, never from the
+screen alone.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from agentwrap.profiles import load_profile
+
+from .conftest import AgentSession
+
+pytestmark = pytest.mark.e2e
+
+Make = Callable[..., AgentSession]
+
+
+def tag() -> str:
+    return f"E2E{uuid.uuid4().hex[:8]}"
+
+
+def test_start_ready_and_acknowledged_delivery(make_session: Make, agent_name: str) -> None:
+    s = make_session(agent_name)
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    print(f"{agent_name}: ready after {st['since'] - s.started_at:.2f}s ({st['explain']})")
+    marker = tag()
+    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
+    assert res.stdout.startswith("acknowledged"), res.stdout
+    assert len(s.received_with(marker)) == 1
+
+
+def test_startup_context_reaches_model_once(make_session: Make, agent_name: str) -> None:
+    s = make_session(agent_name)
+    marker = tag()
+    handoff = s.root / "handoff.md"
+    handoff.write_text(f"Last session: refactored the parser. Marker {marker}.\nNext: tests.\n")
+    s.start("--context", str(handoff), "--require-ack")
+    s.wait_until(lambda: s.received_with(marker), 90, "startup context at the model")
+    msgs = s.wait_until(
+        lambda: [m for m in s.history() if m["status"] in ("acknowledged", "delivered")], 60,
+        "startup context end state",
+    )
+    assert msgs[0]["status"] == "acknowledged", msgs
+    time.sleep(1.0)
+    assert len(s.received_with(marker)) == 1
+
+
+BIG_LINE = 'quotes "double" \'single\' back\\slash $(whoami) `tick` ${HOME} tab\tend ü ñ 中文 🚀'
+
+
+def big_content(marker: str) -> str:
+    lines = [f"{marker} line {i:03d}: {BIG_LINE}" for i in range(60)]
+    text = "\n".join(lines)
+    assert 4500 < len(text.encode()) < 10_000
+    return text
+
+
+def test_multiline_unicode_arrives_byte_for_byte_as_one_message(
+    make_session: Make, agent_name: str
+) -> None:
+    s = make_session(agent_name)
+    s.start()
+    s.wait_state("ready", timeout=90)
+    marker = tag()
+    content = big_content(marker)
+    res = s.send(content, "--wait", "--timeout", "90")
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
+    got = s.received_with(marker)
+    assert len(got) == 1, f"{len(got)} requests carried the message"
+    # The one documented change: profiles whose agent expands pasted tabs.
+    tabs = load_profile(agent_name).input.tabs_as_spaces
+    expected = content.replace("\t", " " * tabs) if tabs else content
+    assert expected in got[0], "content changed on its way to the model"
+
+
+def test_escape_sequences_never_reach_the_agent(make_session: Make, agent_name: str) -> None:
+    s = make_session(agent_name)
+    s.start()
+    s.wait_state("ready", timeout=90)
+    marker = tag()
+    evil = (
+        f"{marker} before \x1b[31mRED\x1b[0m \x1b]0;pwned\x07 mid \x1b[201~ after\x08\x00\x9b31m end"
+    )
+    # Through stdin: argv cannot carry a NUL byte.
+    res = s.cli("send", s.name, "-", "--wait", "--timeout", "90", input=evil)
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}"
+    got = s.received_with(marker)
+    assert len(got) == 1
+    assert "\x1b" not in got[0] and "\x9b" not in got[0] and "\x00" not in got[0]
+    assert f"{marker} before RED  mid  after end" in got[0].replace("31m", "")
+
+
+def test_message_sent_while_streaming_is_delivered_once_after_reply(
+    make_session: Make, agent_name: str
+) -> None:
+    s = make_session(agent_name)
+    s.start()
+    s.wait_state("ready", timeout=90)
+    first, second = tag(), tag()
+    res = s.send(f"[[slow: 8]] tell a long story {first}", "--wait", "--timeout", "90")
+    assert res.returncode == 0, res.stderr
+    s.wait_state("busy", timeout=30)
+    mid = s.send_id(f"out of band note {second}")
+    s.wait_until(lambda: s.received_with(second), 120, "the out-of-band message at the model")
+    time.sleep(2.0)
+    assert len(s.received_with(second)) == 1
+    assert len(s.received_with(first)) == 1
+    reqs = [r for r in s.server.requests() if not r.side and r.user_text]
+    t_first = next(r.time for r in reqs if first in (r.user_text or ""))
+    t_second = next(r.time for r in reqs if second in (r.user_text or ""))
+    assert t_second > t_first
+    assert s.message(mid)["status"] == "delivered"
+
+
+def test_draft_is_never_overwritten(make_session: Make, agent_name: str) -> None:
+    s = make_session(agent_name)
+    s.start()
+    s.wait_state("ready", timeout=90)
+    draft, marker = f"my unsent draft {tag()}", tag()
+    s.type_keys(draft)
+    s.wait_state("draft", timeout=20)
+    mid = s.send_id(f"queued behind the draft {marker}")
+    time.sleep(4.0)
+    queue = s.cli_json("queue", s.name)
+    assert [q["waiting_because"] for q in queue] == ["draft in input box"], queue
+    assert draft in s.screen()
+    assert not s.received_with(marker)
+    s.press(*["BSpace"] * (len(draft) + 2))
+    s.wait_until(lambda: s.received_with(marker), 60, "delivery after the draft was cleared")
+    assert not s.received_with(draft)
+    assert s.wait_until(
+        lambda: s.message(mid)["status"] == "delivered", 30, "delivered state"
+    )
+
+
+ANSWER_NO = {
+    "claude": ["Escape"],
+    "codex": ["Escape"],
+    "gemini": ["Escape"],
+    "aider": ["n", "Enter"],
+}
+
+
+def test_permission_prompt_is_waiting_input_and_left_alone(
+    make_session: Make, agent_name: str
+) -> None:
+    s = make_session(agent_name)
+    s.start()
+    s.wait_state("ready", timeout=90)
+    assert s.send("[[tool]] please create the file", "--wait", "--timeout", "90").returncode == 0
+    st = s.wait_state("waiting_input", timeout=60)
+    assert "answer it in the terminal" in st["reason"], st
+    marker = tag()
+    mid = s.send_id(f"sent while a dialog is open {marker}")
+    time.sleep(4.0)
+    assert s.state()["state"] == "waiting_input"
+    assert not s.received_with(marker)
+    assert not (s.workdir / "tool_ran.txt").exists(), "something answered the dialog"
+    s.press(*ANSWER_NO[agent_name])
+    s.wait_until(lambda: s.received_with(marker), 90, "delivery after the dialog closed")
+    assert len(s.received_with(marker)) == 1
+    assert s.wait_until(lambda: s.message(mid)["status"] == "delivered", 30, "delivered")
+
+
+INSTRUCTION_FILE = {
+    "claude": "CLAUDE.md",
+    "codex": "AGENTS.md",
+    "aider": "CONVENTIONS.md",
+    "gemini": "GEMINI.md",
+}
+
+
+def test_never_ack_retries_then_falls_back_to_instruction_file(
+    make_session: Make, agent_name: str
+) -> None:
+    s = make_session(agent_name)
+    s.write_config(
+        "[delivery]\nbackoff_s = [0.5]\nfallback_after = 2\nack_timeout_s = 2\n"
+        "notify_on_failure = false\n"
+    )
+    s.server.auto_ack = False
+    s.start()
+    s.wait_state("ready", timeout=90)
+    marker = tag()
+    res = s.send(f"deploy freeze until 5pm {marker}", "--ack", "--wait", "--timeout", "120")
+    assert res.returncode == 10, f"{res.returncode} {res.stdout}{res.stderr}"
+    msg = next(m for m in s.history() if marker in m["content"] and m["source"] == "user")
+    assert msg["status"] == "escalated" and msg["attempts"] == 2, msg
+    text = (s.workdir / INSTRUCTION_FILE[agent_name]).read_text()
+    assert "<!-- agentwrap:begin agentwrap" in text and marker in text
+    assert len(s.received_with(marker)) >= 2  # the two live attempts (plus the notice)
+    s.wait_until(
+        lambda: any("context was written to" in t for t in s.server.user_texts()), 90,
+        "the fallback notice at the model",
+    )
+
+
+def test_agent_killed_mid_delivery_ends_in_one_state(make_session: Make, agent_name: str) -> None:
+    s = make_session(agent_name)
+    s.start()
+    s.wait_state("ready", timeout=90)
+    marker = tag()
+    mid = s.send_id(f"[[delay: 30]] slow one {marker}", "--ack")
+    s.wait_until(lambda: s.received_with(marker), 60, "the message at the model")
+    from agentwrap.backends.proctree import kill_tree
+
+    pid = s.agent_pid()
+    assert pid
+    kill_tree(pid, 9, grace=1.0)
+    s.wait_state("exited", timeout=30)
+    msg = s.wait_until(
+        lambda: (m := s.message(mid)) and m["status"] not in ("pending", "delivering") and m, 30,
+        "a terminal state",
+    )
+    assert msg["status"] == "failed", msg
+    assert len(s.received_with(marker)) == 1
+
+
+def test_quit_gives_exited_and_the_agents_exit_code(make_session: Make, agent_name: str) -> None:
+    """pty backend: the wrapper exits with the agent's own exit code."""
+    import pexpect
+
+    from .conftest import QUIT_KEYS
+
+    s = make_session(agent_name)
+    child = pexpect.spawn(
+        sys.executable, ["-m", "agentwrap", "run", "--backend", "pty", "--name", s.name, "--",
+                    *s.argv],
+        env=s.env, cwd=str(s.workdir), dimensions=(45, 160), encoding=None, timeout=90,
+    )
+    try:
+        s.wait_state("ready", timeout=90)
+        keys = {"C-c": b"\x03", "C-d": b"\x04"}
+        for key in QUIT_KEYS[agent_name]:
+            child.send(keys[key])
+            time.sleep(0.4)
+        child.expect(pexpect.EOF, timeout=60)
+    finally:
+        child.close()
+    rec = next(r for r in s.cli_json("ls", "--all") if r["name"] == s.name)
+    assert rec["state"] == "exited"
+    assert child.exitstatus == rec["exit_code"], (child.exitstatus, child.signalstatus, rec)
+
+
+def test_repeated_deliveries(make_session: Make, agent_name: str) -> None:
+    """20 acknowledged deliveries in a row: none lost, none doubled."""
+    s = make_session(agent_name)
+    s.write_config("[limits]\nrate_per_minute = 100\n")
+    s.start()
+    s.wait_state("ready", timeout=90)
+    markers = [tag() for _ in range(20)]
+    for m in markers:
+        res = s.send(f"update {m}", "--ack", "--wait", "--timeout", "90")
+        assert res.returncode == 0, f"{m}: {res.stdout}{res.stderr}\n{s.screen()}"
+    hist = [h for h in s.history() if any(m in h["content"] for m in markers)]
+    first = sum(1 for h in hist if h["attempts"] == 1)
+    acked = sum(1 for h in hist if h["status"] == "acknowledged")
+    print(f"{agent_name}: first-attempt {first}/20, acknowledged {acked}/20")
+    assert all(len(s.received_with(m)) == 1 for m in markers)
+    assert acked == 20
