@@ -21,6 +21,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
@@ -42,7 +43,7 @@ EXIT_BY_STATUS = {
 EXIT_TIMEOUT = 124
 
 out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per error/hint
 
 MAIN_HELP = """\
 Run a terminal coding agent under supervision and deliver context into it.
@@ -116,7 +117,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     for f in opts.context_files:
         if not f.is_file():
-            raise InvalidMessage(f"context file not found: {f}")
+            raise InvalidMessage(
+                f"context file not found: {f}", hint="pass an existing file to --context"
+            )
     from .config import load_config
 
     backend = opts.backend or load_config(paths, opts.cwd).run.backend
@@ -235,6 +238,12 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
 def cmd_state(args: argparse.Namespace) -> int:
     reg = _registry(_paths())
     rec = reg.get(args.name)
+    if args.screen:
+        screen = _paths().runtime_dir / f"{args.name}.screen"
+        if not screen.exists():
+            raise SessionNotRunning(f"no screen recorded for {args.name!r} yet")
+        sys.stdout.write(screen.read_text(encoding="utf-8"))
+        return 0
     if not args.watch:
         if args.json:
             _emit_json(_state_json(rec))
@@ -302,6 +311,9 @@ def _message_json(m: Message) -> dict[str, Any]:
     return data
 
 
+_METADATA_HINT = "pass a JSON object, e.g. --metadata '{\"pr\": 42}'"
+
+
 def _read_content(arg: str) -> str:
     if arg == "-":
         return decode_utf8(sys.stdin.buffer.read())
@@ -319,14 +331,14 @@ def cmd_send(args: argparse.Namespace) -> int:
     try:
         metadata = json.loads(args.metadata) if args.metadata else {}
     except ValueError as exc:
-        raise InvalidMessage(f"--metadata is not valid JSON: {exc}") from None
+        raise InvalidMessage(f"--metadata is not valid JSON: {exc}", hint=_METADATA_HINT) from None
     if not isinstance(metadata, dict):
-        raise InvalidMessage("--metadata must be a JSON object")
+        raise InvalidMessage("--metadata must be a JSON object", hint=_METADATA_HINT)
     try:
         source = Source(args.source)
         priority = Priority.parse(args.priority)
     except ValueError as exc:
-        raise InvalidMessage(str(exc)) from None
+        raise InvalidMessage(str(exc), hint="see `agentwrap send --help`") from None
     new = NewMessage(
         session=args.name, content=_read_content(args.content), source=source,
         source_id=args.source_id or "", priority=priority, ttl_s=args.ttl, metadata=metadata,
@@ -647,6 +659,8 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("name")
     st.add_argument("--explain", action="store_true", help="which signal and rule decided it")
     st.add_argument("--watch", action="store_true", help="follow changes until the session ends")
+    st.add_argument("--screen", action="store_true",
+                    help="print the screen the last verdict was based on (to debug a profile)")
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_state)
 
@@ -726,9 +740,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except AgentwrapError as exc:
-        err.print(f"[red]error:[/] {exc.message}")
+        # messages quote user input (names, paths): never read it as markup
+        err.print(f"[red]error:[/] {escape(exc.message)}")
         if exc.hint:
-            err.print(f"[dim]hint:[/] {exc.hint}")
+            err.print(f"[dim]hint:[/] {escape(exc.hint)}")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

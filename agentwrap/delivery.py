@@ -26,6 +26,7 @@ restarted resumes without typing anything twice.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -87,6 +88,7 @@ class DeliveryEngine:
         self.sleep = sleep
         self._resumed = False
         self._blocked_since: float | None = None
+        self._next_expiry = 0.0  # expire overdue messages on the first turn
         self.waiting_reason = ""
         self._ack_patterns = [*cfg.ack_patterns, *profile.ack_patterns]
 
@@ -115,13 +117,20 @@ class DeliveryEngine:
             self._resumed = True
             self._resume(sup)
         now = self.clock()
-        due = [m for m in self.store.peek(self.session, now) if m.next_attempt_at <= now]
+        if now >= self._next_expiry:
+            # peek() merely hides a message whose TTL passed; nothing else marks it
+            # EXPIRED, so `send --wait` and `history` would show it pending forever.
+            self.store.expire_overdue(now)
+        upcoming = self.store.peek(self.session, now)
+        self._next_expiry = min((m.expires for m in upcoming), default=math.inf)
+        due = [m for m in upcoming if m.next_attempt_at <= now]
         if not due:
             self._blocked_since = None
             self.waiting_reason = ""
-            upcoming = self.store.peek(self.session, now)
             if upcoming:
-                return max(0.05, min(m.next_attempt_at for m in upcoming) - now)
+                # Wake up for the next retry, or to expire a message at its TTL.
+                wake = min(min(m.next_attempt_at for m in upcoming), self._next_expiry)
+                return max(0.05, wake - now)
             return None
         reason = self.window(sup, due[0].priority)
         if reason is not None:
@@ -174,8 +183,14 @@ class DeliveryEngine:
         ack = any(w for w in wanted) or (self.require_ack and not all(w is False for w in wanted))
         return self.cfg.ack_wording if ack else None
 
+    def _render(self, batch: Sequence[Message], token: str) -> Injection:
+        return render(
+            batch, token=token, ack_wording=self._ack_wording(batch),
+            tabs_as_spaces=self.profile.input.tabs_as_spaces,
+        )
+
     def _deliver(self, sup: Supervisor, token: str, batch: list[Message], phase: Phase) -> None:
-        inj = render(batch, token=token, ack_wording=self._ack_wording(batch))
+        inj = self._render(batch, token)
         started = self.clock()
         channel = f"{sup.term.backend}-paste"
         try:
@@ -213,10 +228,17 @@ class DeliveryEngine:
             if {m.id for m in live} != set(inj.message_ids):
                 if not live:
                     return Outcome(False, "error", "every message of the batch expired")
-                inj = render(live, token=inj.token, ack_wording=self._ack_wording(live))
-            if not (phase is Phase.PASTING and self._in_box(sup, inj)):
+                inj = self._render(live, inj.token)
+            # Resuming PASTING after a restart: the earlier paste may still be on its
+            # way to the screen (a slow or stalled agent has not drawn it yet). Give it
+            # as long as a fresh paste gets before deciding it never went out; one
+            # look at the box was not enough and typed the block twice.
+            pasted = phase is Phase.PASTING and self._wait_until(
+                sup, self.cfg.paste_timeout_s, lambda: self._in_box(sup, inj) is True
+            )
+            if not pasted:
                 sup.term.paste(inj.text, bracketed=self.profile.input.bracketed_paste)
-            seen = self._wait_until(sup, self.cfg.paste_timeout_s, lambda: self._in_box(sup, inj))
+            seen = self._wait_until(sup, self.cfg.paste_timeout_s, lambda: self._in_box(sup, inj) is True)
             if not seen:
                 return Outcome(False, "paste_not_seen", self._screen_tail(sup))
             phase = Phase.SUBMITTING
@@ -236,7 +258,13 @@ class DeliveryEngine:
     def _submit(self, sup: Supervisor, inj: Injection) -> Outcome:
         key = self.profile.input.submit_key
         for _ in range(self.profile.input.submit_retries + 1):
-            if not self._in_box(sup, inj):
+            where = self._box_seen(sup, inj)
+            if where is None:
+                # The input box is not on screen (a redraw, an overlay): pressing
+                # Enter blind could answer something else; claiming success could
+                # lose the message. Neither: this attempt fails and is retried.
+                return Outcome(False, "submit_not_confirmed", "input box not found on screen")
+            if where is False:
                 # Not in the box any more (restart after the key went out).
                 ev = self._submitted_evidence(sup, inj)
                 return Outcome(True, "submitted", ev or "input box no longer holds the block")
@@ -244,7 +272,7 @@ class DeliveryEngine:
             found: list[str] = []
 
             def done() -> bool:
-                if self._in_box(sup, inj):
+                if self._in_box(sup, inj) is not False:  # still ours, or cannot tell yet
                     return False
                 ev = self._submitted_evidence(sup, inj)
                 if ev:
@@ -253,7 +281,7 @@ class DeliveryEngine:
 
             if self._wait_until(sup, self.cfg.submit_timeout_s, done):
                 return Outcome(True, "submitted", found[-1])
-            if not self._in_box(sup, inj):
+            if self._in_box(sup, inj) is False:
                 # The box emptied but nothing else showed up; never type it again.
                 return Outcome(True, "submitted", "input box emptied after the submit key")
         return Outcome(False, "submit_not_confirmed", self._screen_tail(sup))
@@ -299,19 +327,31 @@ class DeliveryEngine:
 
     # --- evidence ------------------------------------------------------------------------
 
-    def _in_box(self, sup: Supervisor, inj: Injection) -> bool:
-        """Our block (by its token or the agent's paste placeholder) is in the input box."""
+    def _in_box(self, sup: Supervisor, inj: Injection) -> bool | None:
+        """Whether our block (its token, or the agent's paste placeholder) is in
+        the input box; None when the box is not on screen, which proves nothing."""
         sup.observe()
         snap = sup.snap
         if snap is None:
-            return False
+            return None
         parts = split_around(self.profile, snap, self.profile.input.input_region)
         if parts is None:
-            return False
+            return None
         box = parts[0]
         if inj.token in box:
             return True
         return any(p.search(box) for p in self.profile.input.paste_placeholders)
+
+    def _box_seen(self, sup: Supervisor, inj: Injection) -> bool | None:
+        """:meth:`_in_box`, waiting a moment for the box to be drawn."""
+        result: list[bool | None] = []
+
+        def known() -> bool:
+            result.append(self._in_box(sup, inj))
+            return result[-1] is not None
+
+        self._wait_until(sup, self.cfg.paste_timeout_s, known)
+        return result[-1] if result else None
 
     def _submitted_evidence(self, sup: Supervisor, inj: Injection) -> str:
         snap = sup.snap

@@ -126,6 +126,7 @@ class Supervisor:
             return
         self._last_beat = now
         self._published = key
+        self._save_screen()
         self.registry.set_state(
             self.name, reading.state, signal=reading.signal.value, rule=reading.rule,
             reason=reading.reason, evidence=self.detector.evidence, quiet_ms=reading.quiet_ms,
@@ -139,6 +140,19 @@ class Supervisor:
                     set_status(f"agentwrap: {reading.state}")
                 except BackendError:
                     pass
+
+    def _save_screen(self) -> None:
+        """Keep the screen the last verdict was based on, for `state --screen`:
+        when a profile misjudges an agent, this is what a person needs to see."""
+        if self.snap is None:
+            return
+        path = self.paths.runtime_dir / f"{self.name}.screen"
+        tmp = path.with_suffix(".screen.tmp")
+        try:
+            tmp.write_text(self.snap.text() + "\n", encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError:
+            pass
 
     def _maybe_answer(self, dialog_name: str) -> None:
         dialog = next((d for d in self.profile.dialogs if d.name == dialog_name), None)
@@ -200,7 +214,16 @@ class Supervisor:
         self.registry.update(self.name, agent_pid=self.term.agent_pid())
         out_fd = self._output_fd()
         try:
-            self._loop(out_fd)
+            while not self._stop.is_set():
+                try:
+                    self._loop(out_fd)
+                    break
+                except Exception:
+                    # One bad screen or a store hiccup must not end supervision (or,
+                    # in the pty backend, print a traceback into the person's
+                    # terminal): log it and go on from a fresh look at the screen.
+                    log.exception("supervisor loop error; continuing")
+                    time.sleep(0.2)
         finally:
             self._cleanup()
         return self.exit_code

@@ -43,13 +43,29 @@ class _FaintScreen(pyte.Screen):
         return _Cell(data=" ")
 
     def select_graphic_rendition(self, *attrs: int, **kwargs: Any) -> None:
+        current: Any = self.cursor.attrs
+        if not isinstance(current, _Cell):  # pyte's own Char cannot carry ``dim``
+            fresh: Any = _Cell(*current)
+            self.cursor.attrs = fresh
         dim = getattr(self.cursor.attrs, "dim", False)
-        for a in attrs or (0,):
+        rest: list[int] = []
+        i = 0
+        codes = list(attrs) or [0]
+        while i < len(codes):
+            a = codes[i]
+            if a in (38, 48, 58):  # extended colour: its arguments are not SGR codes
+                n = 5 if i + 1 < len(codes) and codes[i + 1] == 2 else 3
+                rest += codes[i : i + n]
+                i += n
+                continue
             if a == 2:
                 dim = True
-            elif a in (0, 22):
-                dim = False
-        super().select_graphic_rendition(*[a for a in attrs if a != 2])
+            else:
+                if a in (0, 22):
+                    dim = False
+                rest.append(a)
+            i += 1
+        super().select_graphic_rendition(*rest)
         cell: Any = self.cursor.attrs
         if not isinstance(cell, _Cell):
             cell = _Cell(*cell)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -222,3 +224,76 @@ def make_session() -> Iterator[Callable[..., AgentSession]]:
         server.stop()
     for root in roots:
         shutil.rmtree(root, ignore_errors=True)
+
+
+class AnsweringTerminal:
+    """A pexpect-driven pty that answers terminal queries like a real terminal
+    (cursor position, device attributes, colours), so agents that ask before
+    drawing (Codex asks all of these) start under the pty backend as they
+    would in a person's terminal."""
+
+    _QUERY = re.compile(rb"\x1b\[6n|\x1b\[c|\x1b\]1[01];\?(?:\x07|\x1b\\)")
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path) -> None:
+        import pexpect
+
+        self.child = pexpect.spawn(
+            argv[0], argv[1:], env=env, cwd=str(cwd), dimensions=(45, 160), timeout=90
+        )
+        self._tail = b""
+        self._stop = threading.Event()
+        self.output = bytearray()
+        import pyte
+
+        self.screen = pyte.Screen(160, 45)
+        self.stream = pyte.ByteStream(self.screen)
+        self.thread = threading.Thread(target=self._pump, daemon=True)
+        self.thread.start()
+
+    def _answer(self, query: bytes) -> bytes:
+        if query == b"\x1b[6n":  # the real cursor position, as a terminal would
+            return f"\x1b[{self.screen.cursor.y + 1};{self.screen.cursor.x + 1}R".encode()
+        if query == b"\x1b[c":
+            return b"\x1b[?62;22c"
+        num = query[2:4]
+        return b"\x1b]" + num + b";rgb:0000/0000/0000\x1b\\"
+
+    def _pump(self) -> None:
+        import pexpect
+
+        while not self._stop.is_set():
+            try:
+                data = self.child.read_nonblocking(65536, timeout=0.2)
+            except pexpect.TIMEOUT:
+                continue
+            except (pexpect.EOF, OSError):
+                return
+            self.output += data
+            window = self._tail + data
+            fed = 0
+            for m in self._QUERY.finditer(window):
+                if m.end() > len(self._tail):  # not answered with the previous chunk
+                    upto = m.end() - len(self._tail)
+                    self.stream.feed(data[fed:upto])
+                    fed = upto
+                    self.child.send(self._answer(m.group(0)))
+            self.stream.feed(data[fed:])
+            self._tail = window[-16:]
+
+    def send(self, data: bytes) -> None:
+        self.child.send(data)
+
+    def wait_exit(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while self.child.isalive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._stop.set()
+        self.thread.join(timeout=2)
+        self.child.close()
+        status: int | None = self.child.exitstatus
+        return status
+
+    def close(self) -> None:
+        self._stop.set()
+        if self.child.isalive():
+            self.child.terminate(force=True)

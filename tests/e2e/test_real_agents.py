@@ -76,7 +76,7 @@ def test_multiline_unicode_arrives_byte_for_byte_as_one_message(
     res = s.send(content, "--wait", "--timeout", "90")
     assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
     got = s.received_with(marker)
-    assert len(got) == 1, f"{len(got)} requests carried the message"
+    assert len(got) == 1, f"{len(got)} requests carried the message: {s.server.user_texts()}"
     # The one documented change: profiles whose agent expands pasted tabs.
     tabs = load_profile(agent_name).input.tabs_as_spaces
     expected = content.replace("\t", " " * tabs) if tabs else content
@@ -227,29 +227,27 @@ def test_agent_killed_mid_delivery_ends_in_one_state(make_session: Make, agent_n
 
 
 def test_quit_gives_exited_and_the_agents_exit_code(make_session: Make, agent_name: str) -> None:
-    """pty backend: the wrapper exits with the agent's own exit code."""
-    import pexpect
-
-    from .conftest import QUIT_KEYS
+    """pty backend in a terminal: the wrapper exits with the agent's own exit code."""
+    from .conftest import QUIT_KEYS, AnsweringTerminal
 
     s = make_session(agent_name)
-    child = pexpect.spawn(
-        sys.executable, ["-m", "agentwrap", "run", "--backend", "pty", "--name", s.name, "--",
-                    *s.argv],
-        env=s.env, cwd=str(s.workdir), dimensions=(45, 160), encoding=None, timeout=90,
+    term = AnsweringTerminal(
+        [sys.executable, "-m", "agentwrap", "run", "--backend", "pty", "--name", s.name, "--",
+         *s.argv],
+        s.env, s.workdir,
     )
     try:
         s.wait_state("ready", timeout=90)
         keys = {"C-c": b"\x03", "C-d": b"\x04"}
         for key in QUIT_KEYS[agent_name]:
-            child.send(keys[key])
+            term.send(keys[key])
             time.sleep(0.4)
-        child.expect(pexpect.EOF, timeout=60)
+        code = term.wait_exit(timeout=60)
     finally:
-        child.close()
+        term.close()
     rec = next(r for r in s.cli_json("ls", "--all") if r["name"] == s.name)
     assert rec["state"] == "exited"
-    assert child.exitstatus == rec["exit_code"], (child.exitstatus, child.signalstatus, rec)
+    assert code == rec["exit_code"], (code, rec)
 
 
 def test_repeated_deliveries(make_session: Make, agent_name: str) -> None:
