@@ -22,11 +22,11 @@ from pathlib import Path
 
 __all__ = [
     "AGENT_NAMES",
+    "MODEL_NAMES",
     "AgentLaunch",
     "agents_bin_dir",
     "find_agent",
     "prepare_agent",
-    "MODEL_NAMES",
 ]
 
 AGENT_NAMES: tuple[str, ...] = ("claude", "codex", "aider", "gemini")
@@ -114,7 +114,9 @@ def _ensure_git_repo(workdir: Path, env: dict[str, str]) -> None:
     }
     subprocess.run(
         ["git", "init", "-q", "-b", "main", str(workdir)],
-        env=git_env, check=True, stdout=subprocess.DEVNULL,
+        env=git_env,
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     readme = workdir / "README.md"
     if not readme.exists():
@@ -122,7 +124,9 @@ def _ensure_git_repo(workdir: Path, env: dict[str, str]) -> None:
     subprocess.run(["git", "-C", str(workdir), "add", "-A"], env=git_env, check=True)
     subprocess.run(
         ["git", "-C", str(workdir), "commit", "-q", "-m", "init"],
-        env=git_env, check=True, stdout=subprocess.DEVNULL,
+        env=git_env,
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
 
 
@@ -163,8 +167,13 @@ def _common_env(home: Path, bin_dirs: list[Path]) -> dict[str, str]:
 
 
 def _prepare_claude(
-    exe: Path, home: Path, workdir: Path, url: str, env: dict[str, str],
-    trusted: bool, onboarded: bool,
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
 ) -> list[str]:
     state: dict[str, object] = {
         "numStartups": 1,
@@ -205,8 +214,13 @@ def _prepare_claude(
 
 
 def _prepare_codex(
-    exe: Path, home: Path, workdir: Path, url: str, env: dict[str, str],
-    trusted: bool, onboarded: bool,
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
 ) -> list[str]:
     codex_home = home / ".codex"
     lines = [
@@ -246,8 +260,13 @@ def _prepare_codex(
 
 
 def _prepare_aider(
-    exe: Path, home: Path, workdir: Path, url: str, env: dict[str, str],
-    trusted: bool, onboarded: bool,
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
 ) -> list[str]:
     model = MODEL_NAMES["aider"]
     conf = [
@@ -275,8 +294,11 @@ def _prepare_aider(
     aider_dir = home / ".aider"
     _write_json(
         aider_dir / "analytics.json",
-        {"uuid": "00000000-0000-4000-8000-000000000000",
-         "permanently_disable": True, "asked_opt_in": True},
+        {
+            "uuid": "00000000-0000-4000-8000-000000000000",
+            "permanently_disable": True,
+            "asked_opt_in": True,
+        },
     )
     # A fresh (<24 h) price cache stops aider fetching the price list at start. With
     # onboarded=False it does not name our model, so aider shows its model warning
@@ -311,8 +333,13 @@ def _prepare_aider(
 
 
 def _prepare_gemini(
-    exe: Path, home: Path, workdir: Path, url: str, env: dict[str, str],
-    trusted: bool, onboarded: bool,
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
 ) -> list[str]:
     gem = home / ".gemini"
     settings: dict[str, object] = {
@@ -367,8 +394,7 @@ def prepare_agent(
     exe = find_agent(name)
     if exe is None:
         raise FileNotFoundError(
-            f"agent {name!r} is not installed in {agents_bin_dir()}; "
-            "run scripts/install_agents.sh"
+            f"agent {name!r} is not installed in {agents_bin_dir()}; run scripts/install_agents.sh"
         )
     home = home.resolve()
     workdir = workdir.resolve()

@@ -104,19 +104,36 @@ class AgentSession:
     def screen(self) -> str:
         return self.tmux("capture-pane", "-p", "-t", f"={self.name}:0.0").stdout
 
+    def _paths(self) -> Any:
+        from agentwrap.paths import Paths
+
+        return Paths.from_env(self.env)
+
     def state(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.cli_json("state", self.name)
-        return data
+        """The session's state as `agentwrap state --json` prints it (read in
+        process: polling through a new CLI process every 100 ms would load the
+        machine the agents run on)."""
+        from agentwrap.cli import _state_json
+        from agentwrap.registry import Registry
+
+        reg = Registry(self._paths().db_path)
+        try:
+            return _state_json(reg.get(self.name))
+        finally:
+            reg.close()
 
     def wait_state(self, *states: str, timeout: float = 60.0) -> dict[str, Any]:
+        from agentwrap.errors import SessionNotFound
+
         deadline = time.monotonic() + timeout
         while True:
-            res = self.cli("state", self.name, "--json")
-            if res.returncode == 3 and time.monotonic() < deadline:  # not registered yet
+            try:
+                st = self.state()
+            except SessionNotFound:
+                if time.monotonic() > deadline:
+                    raise
                 time.sleep(0.1)
                 continue
-            assert res.returncode == 0, res.stderr
-            st: dict[str, Any] = json.loads(res.stdout)
             if st["state"] in states:
                 return st
             if time.monotonic() > deadline:
@@ -126,8 +143,14 @@ class AgentSession:
             time.sleep(0.1)
 
     def history(self) -> list[dict[str, Any]]:
-        data: list[dict[str, Any]] = self.cli_json("history", self.name)
-        return data
+        from agentwrap.cli import _message_json
+        from agentwrap.queue import SQLiteMessageStore
+
+        store = SQLiteMessageStore(self._paths().db_path)
+        try:
+            return [_message_json(m) for m in store.history(self.name)]
+        finally:
+            store.close()
 
     def message(self, message_id: str) -> dict[str, Any]:
         return next(m for m in self.history() if m["id"] == message_id)

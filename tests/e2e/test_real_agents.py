@@ -266,3 +266,50 @@ def test_repeated_deliveries(make_session: Make, agent_name: str) -> None:
     print(f"{agent_name}: first-attempt {first}/20, acknowledged {acked}/20")
     assert all(len(s.received_with(m)) == 1 for m in markers)
     assert acked == 20
+
+
+def is_subsequence(wanted: list[str], seen: list[str]) -> bool:
+    it = iter(seen)
+    return all(any(s == w for s in it) for w in wanted)
+
+
+def test_state_watch_through_start_reply_dialog_exit(make_session: Make, agent_name: str) -> None:
+    """`agentwrap state --watch --json` as a person would watch it."""
+    import json
+    import subprocess
+    import threading
+
+    from .conftest import QUIT_KEYS
+
+    s = make_session(agent_name)
+    s.start()
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "agentwrap", "state", s.name, "--watch", "--json"],
+        env=s.env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    seen: list[str] = []
+
+    def read() -> None:
+        assert watcher.stdout is not None
+        for line in watcher.stdout:
+            seen.append(json.loads(line)["state"])
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        s.wait_state("ready", timeout=90)
+        assert s.send("[[delay: 3]] [[reply: hello there]] say hi", "--wait").returncode == 0
+        s.wait_until(lambda: "busy" in seen, 30, "busy")
+        s.wait_state("ready", timeout=60)
+        assert s.send("[[tool]] create the file", "--wait").returncode == 0
+        s.wait_state("waiting_input", timeout=60)
+        s.press(*ANSWER_NO[agent_name])
+        s.wait_state("ready", timeout=60)
+        s.press(*QUIT_KEYS[agent_name])
+        s.wait_state("exited", timeout=60)
+        watcher.wait(timeout=30)
+    finally:
+        watcher.kill()
+    reader.join(timeout=5)
+    print(f"{agent_name} states: {seen}")
+    assert is_subsequence(["ready", "busy", "ready", "waiting_input", "ready", "exited"], seen), seen

@@ -1,0 +1,778 @@
+#!/usr/bin/env python3
+"""Capture real agent screens in every state as test fixtures.
+
+Runs each real agent CLI (installed by scripts/install_agents.sh) in tmux on an
+isolated server socket (``tmux -L awcap-<pid> -f /dev/null``) against the loopback
+model server (tests/e2e/model_server.py), drives it with send-keys / bracketed
+paste, and saves ``capture-pane -p`` (``.txt``) and ``capture-pane -p -e``
+(``.ansi``) into tests/fixtures/screens/<agent>/ as
+
+    <state>__<short-desc>__<cols>x<rows>.txt   (+ .ansi)
+
+Usage (from the repo root):
+
+    .venv/bin/python scripts/capture_screens.py                 # everything
+    .venv/bin/python scripts/capture_screens.py --agents claude --sizes 160x45
+    .venv/bin/python scripts/capture_screens.py --only draft    # scenario-name filter
+    .venv/bin/python scripts/capture_screens.py --probe         # titles, 2004, timings
+
+Every tmux server and agent process started here is torn down (the pane's whole
+process tree is killed by pid: Claude and Gemini outlive kill-session).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "screens"
+
+
+def _import_path(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+agents_mod = _import_path("agentwrap_e2e_agents", REPO / "tests" / "e2e" / "agents.py")
+
+SGR_RE = re.compile(r"\x1b\[[0-9;:]*m")
+LOG = print
+
+
+def log(msg: str) -> None:
+    LOG(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# --------------------------------------------------------------------------- process tree
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    stat = fh.read().decode(errors="replace")
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == pid:
+                out.append(int(entry))
+    except OSError:
+        pass
+    return out
+
+
+def process_tree(pid: int) -> list[int]:
+    seen: list[int] = []
+    stack = [pid]
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.append(p)
+        stack.extend(_children(p))
+    return seen
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().decode(errors="replace").rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except OSError:
+        return False
+
+
+def kill_tree(pids: list[int], grace: float = 2.0) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in pids:
+            try:
+                os.kill(p, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.05)
+        if not any(_alive(p) for p in pids):
+            return
+
+
+# --------------------------------------------------------------------------- tmux pane
+
+
+class TmuxServer:
+    """One isolated tmux server (``-L awcap-<pid>-<n>``, ``-f /dev/null``)."""
+
+    _counter = 0
+
+    def __init__(self) -> None:
+        TmuxServer._counter += 1
+        self.socket = f"awcap-{os.getpid()}-{TmuxServer._counter}"
+
+    def tmux(self, *args: str, check: bool = True, input_: bytes | None = None) -> str:
+        proc = subprocess.run(
+            ["tmux", "-L", self.socket, "-f", "/dev/null", *args],
+            input=input_,
+            capture_output=True,
+            check=False,
+        )
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"tmux {args[0]} failed: {proc.stderr.decode(errors='replace')}")
+        return proc.stdout.decode("utf-8", errors="replace")
+
+    def kill(self) -> None:
+        self.tmux("kill-server", check=False)
+        # tmux 3.3 leaves the socket file behind after kill-server
+        tmpdir = os.environ.get("TMUX_TMPDIR") or "/tmp"
+        sock = Path(tmpdir) / f"tmux-{os.getuid()}" / self.socket
+        for _ in range(20):
+            try:
+                sock.unlink()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.05)
+
+
+@dataclass
+class Pane:
+    launch: Any  # agents.AgentLaunch
+    cols: int
+    rows: int
+    log_path: Path
+    server: TmuxServer = field(default_factory=TmuxServer)
+    pid: int = 0
+    t_launch: float = 0.0
+    pids_seen: list[int] = field(default_factory=list)
+
+    target = "cap:0.0"
+
+    def start(self) -> None:
+        env_args = [f"{k}={v}" for k, v in self.launch.env.items()]
+        # the sleep gives pipe-pane time to attach before the agent writes anything
+        cmd = ["sh", "-c", 'sleep 0.4; exec "$@"', "sh", "env", "-i", *env_args, *self.launch.argv]
+        self.server.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            "cap",
+            "-x",
+            str(self.cols),
+            "-y",
+            str(self.rows),
+            "-c",
+            str(self.launch.cwd),
+            "--",
+            *cmd,
+        )
+        self.server.tmux("set-option", "-t", "cap", "remain-on-exit", "on")
+        self.server.tmux("set-option", "-g", "history-limit", "5000")
+        self.server.tmux("pipe-pane", "-O", "-t", self.target, f"cat >> '{self.log_path}'")
+        self.pid = int(self.server.tmux("display", "-p", "-t", self.target, "#{pane_pid}").strip())
+        self.t_launch = time.monotonic() + 0.4
+
+    def fmt(self, f: str) -> str:
+        return self.server.tmux("display", "-p", "-t", self.target, f, check=False).rstrip("\n")
+
+    def title(self) -> str:
+        return self.fmt("#{pane_title}")
+
+    def dead(self) -> bool:
+        return self.fmt("#{pane_dead}") == "1"
+
+    def capture(self, ansi: bool = False) -> str:
+        args = ["capture-pane", "-p", "-t", self.target]
+        if ansi:
+            args.append("-e")
+        return self.server.tmux(*args, check=False)
+
+    def keys(self, *keys: str) -> None:
+        self.server.tmux("send-keys", "-t", self.target, *keys)
+
+    def text(self, s: str) -> None:
+        self.server.tmux("send-keys", "-t", self.target, "-l", s)
+
+    def paste(self, s: str) -> None:
+        self.server.tmux("load-buffer", "-b", "awcap", "-", input_=s.encode())
+        self.server.tmux("paste-buffer", "-p", "-d", "-b", "awcap", "-t", self.target)
+
+    def remember_pids(self) -> None:
+        if self.pid:
+            for p in process_tree(self.pid):
+                if p not in self.pids_seen:
+                    self.pids_seen.append(p)
+
+    def close(self) -> None:
+        self.remember_pids()
+        self.server.tmux("kill-session", "-t", "cap", check=False)
+        kill_tree(self.pids_seen)
+        self.server.kill()
+
+    def raw_log(self) -> bytes:
+        try:
+            return self.log_path.read_bytes()
+        except OSError:
+            return b""
+
+
+# --------------------------------------------------------------------------- screen helpers
+
+
+def nonblank_lines(screen: str) -> list[str]:
+    return [ln for ln in screen.splitlines() if ln.strip()]
+
+
+def wait_for(
+    pane: Pane, pred: Callable[[str], bool], timeout: float, poll: float = 0.05
+) -> str | None:
+    deadline = time.monotonic() + timeout
+    while True:
+        scr = pane.capture()
+        if pred(scr):
+            return scr
+        if time.monotonic() > deadline:
+            return None
+        pane.remember_pids()
+        time.sleep(poll)
+
+
+def wait_stable(
+    pane: Pane, pred: Callable[[str], bool], timeout: float, quiet: float = 1.5
+) -> str | None:
+    """Wait until pred holds and the screen (with attributes) is unchanged for ``quiet`` s."""
+    deadline = time.monotonic() + timeout
+    last = ""
+    since = time.monotonic()
+    while time.monotonic() < deadline:
+        scr = pane.capture(ansi=True)
+        if scr != last:
+            last, since = scr, time.monotonic()
+        elif pred(SGR_RE.sub("", scr)) and time.monotonic() - since >= quiet:
+            return SGR_RE.sub("", scr)
+        pane.remember_pids()
+        time.sleep(0.1)
+    return None
+
+
+# --------------------------------------------------------------------------- agent profiles
+
+NBSP = "\u00a0"
+
+
+# spinner line above the box: "<glyph> <Verb>…" (optionally "(4s · ↓ 13 tokens)")
+_CLAUDE_SPINNER = re.compile(r"^[·✢*✶✻✽✳] \S+…", re.MULTILINE)
+
+
+def _claude_busy(s: str) -> bool:
+    return "esc to interrupt" in s or bool(_CLAUDE_SPINNER.search(s))
+
+
+def _claude_ready(s: str) -> bool:
+    return (
+        bool(re.search(r"^❯[\s\u00a0]", s, re.MULTILINE))
+        and not _claude_busy(s)
+        and "Do you want" not in s
+    )
+
+
+def _codex_ready(s: str) -> bool:
+    # "› " also starts the selected option of a dialog: require the idle footer too
+    return (
+        bool(re.search(r"^› ", s, re.MULTILINE))
+        and "esc to interrupt" not in s
+        and "? for shortcuts" in s
+        and "\n     loading" not in s
+    )
+
+
+def _codex_busy(s: str) -> bool:
+    return "esc to interrupt" in s
+
+
+def _aider_ready(s: str) -> bool:
+    lines = nonblank_lines(s)
+    return bool(lines) and lines[-1].rstrip() in (">", "> ")
+
+
+def _aider_busy(s: str) -> bool:
+    # aider can leave a stale "Waiting for" spinner line in the transcript: look at the bottom
+    lines = nonblank_lines(s)
+    return bool(lines) and "Waiting for" in lines[-1]
+
+
+def _gemini_ready(s: str) -> bool:
+    return "Type your message" in s and "esc to cancel" not in s
+
+
+def _gemini_busy(s: str) -> bool:
+    return "esc to cancel" in s
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    ready: Callable[[str], bool]
+    busy: Callable[[str], bool]
+    newline_keys: tuple[str, ...]
+    quit_keys: tuple[tuple[str, ...], ...]
+
+
+PROFILES: dict[str, Profile] = {
+    "claude": Profile("claude", _claude_ready, _claude_busy, ("C-j",), (("C-c",), ("C-c",))),
+    "codex": Profile("codex", _codex_ready, _codex_busy, ("C-j",), (("C-c",), ("C-c",))),
+    "aider": Profile(
+        "aider", _aider_ready, _aider_busy, ("Escape", "Enter"), (("/exit",), ("Enter",))
+    ),
+    "gemini": Profile("gemini", _gemini_ready, _gemini_busy, ("C-j",), (("C-c",), ("C-c",))),
+}
+
+
+# --------------------------------------------------------------------------- session
+
+
+class Capturer:
+    def __init__(self, out: Path, server_url: str, workroot: Path, dry: bool = False) -> None:
+        self.out = out
+        self.server_url = server_url
+        self.workroot = workroot
+        self.dry = dry
+        self.saved: list[Path] = []
+        self.notes: dict[str, Any] = {}
+
+    @contextmanager
+    def run(
+        self,
+        agent: str,
+        cols: int,
+        rows: int,
+        *,
+        trusted: bool = True,
+        onboarded: bool = True,
+        tag: str = "",
+    ) -> Iterator[Pane]:
+        base = Path(tempfile.mkdtemp(prefix=f"{agent}-{tag}-", dir=self.workroot))
+        launch = agents_mod.prepare_agent(
+            agent,
+            base / "home",
+            base / "project",
+            self.server_url,
+            trusted=trusted,
+            onboarded=onboarded,
+        )
+        pane = Pane(launch, cols, rows, base / "pane.log")
+        pane.start()
+        try:
+            yield pane
+        finally:
+            pane.close()
+
+    def save(
+        self, pane: Pane, agent: str, state: str, desc: str, *, plain: str | None = None
+    ) -> None:
+        ansi = pane.capture(ansi=True)
+        if plain is None:
+            plain = pane.capture()
+        name = f"{state}__{desc}__{pane.cols}x{pane.rows}"
+        d = self.out / agent
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{name}.txt").write_text(plain, encoding="utf-8")
+        (d / f"{name}.ansi").write_text(ansi, encoding="utf-8")
+        self.saved.append(d / f"{name}.txt")
+        title = pane.title()
+        self.notes.setdefault(agent, {}).setdefault("titles", {})[name] = title
+        if agent == "claude":
+            self.notes[agent].setdefault("session_files", {})[name] = {
+                "pane_pid": pane.pid,
+                "files": claude_session_file(pane),
+            }
+        log(f"saved {agent}/{name} (title={title!r})")
+
+
+def claude_session_file(pane: Pane) -> Any:
+    sess = Path(pane.launch.env["HOME"]) / ".claude" / "sessions"
+    result: dict[str, Any] = {}
+    try:
+        for f in sorted(sess.glob("*.json")):
+            try:
+                result[f.name] = json.loads(f.read_text())
+            except (OSError, ValueError) as exc:
+                result[f.name] = f"<unreadable: {exc}>"
+    except OSError:
+        pass
+    return result
+
+
+# --------------------------------------------------------------------------- scenarios
+
+LONG_PASTE = (
+    "\n".join(
+        f"{i:02d}. def handler_{i}(request): return process(request, retries={i}, timeout=30)"
+        for i in range(1, 31)
+    )
+    + "\n"
+)
+
+
+def submit(pane: Pane, text: str) -> None:
+    """Type text, then Enter as a separate burst (Codex/Gemini treat a fast Enter as newline)."""
+    pane.text(text)
+    time.sleep(0.4)
+    pane.keys("Enter")
+
+
+def wait_ready(pane: Pane, prof: Profile, timeout: float = 40.0, quiet: float = 1.5) -> str:
+    scr = wait_stable(pane, lambda s: prof.ready(s) and not prof.busy(s), timeout, quiet)
+    if scr is None:
+        raise TimeoutError(f"{prof.name}: not ready within {timeout}s:\n{pane.capture()}")
+    return scr
+
+
+def wait_reply(pane: Pane, text: str, baseline: int, timeout: float = 30.0) -> None:
+    """Wait until ``text`` shows more often than ``baseline`` (the prompt echo holds it too)."""
+    if wait_for(pane, lambda s: s.count(text) > baseline, timeout) is None:
+        log(f"reply {text!r} not seen within {timeout}s")
+
+
+def wait_busy(pane: Pane, prof: Profile, timeout: float = 15.0) -> str:
+    scr = wait_for(pane, prof.busy, timeout)
+    if scr is None:
+        raise TimeoutError(f"{prof.name}: never busy:\n{pane.capture()}")
+    return scr
+
+
+class Scenarios:
+    def __init__(self, cap: Capturer, agent: str, cols: int, rows: int) -> None:
+        self.c = cap
+        self.agent = agent
+        self.prof = PROFILES[agent]
+        self.cols = cols
+        self.rows = rows
+
+    def save(self, pane: Pane, state: str, desc: str) -> None:
+        self.c.save(pane, self.agent, state, desc)
+
+    def run(self, **kw: Any) -> Any:
+        return self.c.run(self.agent, self.cols, self.rows, tag=f"{self.cols}x{self.rows}", **kw)
+
+    # -- no model reply needed -------------------------------------------------------
+
+    def start_and_ready(self) -> None:
+        with self.run() as p:
+            first: tuple[str, str] | None = None
+            last: tuple[str, str] | None = None
+            t_ready = None
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                plain, ansi = p.capture(), p.capture(ansi=True)
+                if plain.strip():
+                    if self.prof.ready(plain):
+                        t_ready = time.monotonic() - p.t_launch
+                        break
+                    if first is None:
+                        first = (plain, ansi)
+                    last = (plain, ansi)
+                time.sleep(0.01)
+            for desc, snap in (("first-frame", first), ("last-before-prompt", last)):
+                if snap is None or (desc == "last-before-prompt" and snap == first):
+                    continue
+                self._write_snapshot(p, "starting", desc, snap)
+            wait_ready(p, self.prof)
+            self.save(p, "ready", "fresh")
+            probe = self.c.notes.setdefault(self.agent, {}).setdefault("probe", {})
+            probe[f"{self.cols}x{self.rows}"] = {
+                "first_ready_frame_s": None if t_ready is None else round(t_ready, 2),
+                "bracketed_paste_2004h": b"\x1b[?2004h" in p.raw_log(),
+                "title_ready": p.title(),
+            }
+
+    def _write_snapshot(self, p: Pane, state: str, desc: str, snap: tuple[str, str]) -> None:
+        name = f"{state}__{desc}__{self.cols}x{self.rows}"
+        d = self.c.out / self.agent
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{name}.txt").write_text(snap[0], encoding="utf-8")
+        (d / f"{name}.ansi").write_text(snap[1], encoding="utf-8")
+        self.c.saved.append(d / f"{name}.txt")
+        log(f"saved {self.agent}/{name}")
+
+    def drafts(self) -> None:
+        with self.run() as p:
+            wait_ready(p, self.prof)
+            p.text("Please add a --verbose flag to the command line interface")
+            wait_stable(p, lambda s: "--verbose flag" in s, 10)
+            self.save(p, "draft", "one-line")
+            for line in ("and print every request it sends,", "then update the README"):
+                p.keys(*self.prof.newline_keys)
+                time.sleep(0.2)
+                p.text(line)
+            wait_stable(p, lambda s: "update the README" in s, 10)
+            self.save(p, "draft", "multi-line")
+
+    def paste(self) -> None:
+        with self.run() as p:
+            wait_ready(p, self.prof)
+            p.paste(LONG_PASTE)
+            wait_stable(p, lambda s: True, 10, quiet=1.0)
+            self.save(p, "draft", "pasted-multiline")
+            if self.agent == "claude":
+                time.sleep(9)  # "paste again to expand" footer lasts ~8 s
+                wait_stable(p, lambda s: True, 10, quiet=1.0)
+                self.save(p, "draft", "pasted-multiline-settled")
+
+    def trust(self) -> None:
+        if self.agent == "aider":
+            return
+        with self.run(trusted=False) as p:
+            scr = wait_stable(p, lambda s: "trust" in s.lower(), 20)
+            if scr is None:
+                log(f"{self.agent}: no trust dialog seen")
+                return
+            self.save(p, "waiting_input", "folder-trust")
+
+    def onboarding(self) -> None:
+        with self.run(onboarded=False) as p:
+            scr = wait_stable(p, lambda s: bool(s.strip()), 20, quiet=2.0)
+            if scr is None:
+                return
+            self.save(p, "waiting_input", "onboarding")
+            if self.agent == "claude":
+                # walk the first-run screens: theme -> (login method / api key) -> ...
+                for i in range(1, 6):
+                    p.keys("Enter")
+                    scr = wait_stable(p, lambda s: True, 10, quiet=1.5)
+                    if scr is None or self.prof.ready(scr):
+                        break
+                    self.save(p, "waiting_input", f"onboarding-step{i + 1}")
+
+    def quit_at_prompt(self) -> None:
+        with self.run() as p:
+            wait_ready(p, self.prof)
+            for keys in self.prof.quit_keys:
+                p.keys(*keys)
+                time.sleep(0.3)
+            if wait_for(p, lambda s: p.dead(), 15) is None:
+                log(f"{self.agent}: still running after quit keys")
+                return
+            time.sleep(1.0)
+            self.save(p, "exited", "quit-at-prompt")
+
+    # -- need the model server ---------------------------------------------------
+
+    def conversation(self) -> None:
+        prof = self.prof
+        with self.run() as p:
+            wait_ready(p, prof)
+            submit(p, "[[delay: 8]] [[reply: The answer is 4.]] What is 2+2?")
+            wait_busy(p, prof)
+            base = p.capture().count("The answer is 4.")
+            time.sleep(2.0)
+            if p.capture().count("The answer is 4.") == base:
+                self.save(p, "busy", "before-first-token")
+            wait_reply(p, "The answer is 4.", base)
+            wait_ready(p, prof)
+            self.save(p, "ready", "after-reply")
+
+            # [[slow: S]] streams 40 lines "Line N: streaming slowly, a few words." then the reply
+            submit(p, "[[slow: 16]] [[reply: Streaming finished.]] Explain the parser.")
+            wait_for(p, lambda s: "streaming slowly" in s, 20)
+            base = p.capture().count("Streaming finished.")
+            time.sleep(5.0)
+            if p.capture().count("Streaming finished.") == base:
+                self.save(p, "busy", "streaming")
+            wait_for(p, lambda s: "Line 40:" in s, 30)
+            wait_ready(p, prof)
+
+            submit(p, "[[reply: Third answer, short.]] And one more question.")
+            wait_ready(p, prof)
+            self.save(p, "ready", "several-turns")
+
+            submit(p, "[[delay: 12]] [[reply: Fourth answer.]] Run the slow check.")
+            wait_busy(p, prof)
+            base = p.capture().count("Fourth answer.")
+            time.sleep(1.5)
+            p.text("also look at the failing tests")
+            time.sleep(1.0)
+            self.save(p, "busy", "typing-while-busy")
+            time.sleep(0.3)
+            if self.agent == "codex":
+                p.keys("Tab")  # Tab queues; Enter would steer
+            else:
+                p.keys("Enter")
+            time.sleep(1.5)
+            if p.capture().count("Fourth answer.") == base:
+                self.save(p, "busy", "queued-message")
+            wait_reply(p, "Fourth answer.", base)
+            wait_ready(p, prof, timeout=60, quiet=3.0)
+            self.save(p, "ready", "after-queued")
+            self.permission_then_exit(p)
+
+    def permission_then_exit(self, p: Pane, exit_too: bool = True) -> None:
+        prof = self.prof
+        submit(p, "[[tool]] Please list the files in this project.")
+        scr = wait_stable(p, lambda s: not prof.ready(s) and not prof.busy(s), 30, quiet=2.0)
+        if scr is None:
+            log(f"{self.agent}: no permission prompt; screen:\n{p.capture()}")
+        else:
+            self.save(p, "waiting_input", "permission")
+        if not exit_too:
+            return
+        # decline / dismiss and quit
+        p.keys("Escape")
+        time.sleep(1.0)
+        if self.agent == "aider":
+            p.keys("n")
+            p.keys("Enter")
+        wait_stable(p, lambda s: True, 20, quiet=1.5)
+        for keys in prof.quit_keys:
+            p.keys(*keys)
+            time.sleep(0.3)
+        if wait_for(p, lambda s: p.dead(), 15) is None:
+            log(f"{self.agent}: still running after quit keys; not saving an exited screen")
+            return
+        time.sleep(1.0)
+        self.save(p, "exited", "after-quit")
+
+    def busy_and_permission(self) -> None:
+        prof = self.prof
+        with self.run() as p:
+            wait_ready(p, prof)
+            self.save(p, "ready", "fresh")
+            submit(p, "[[delay: 8]] [[reply: Done waiting.]] Check the build.")
+            wait_busy(p, prof)
+            base = p.capture().count("Done waiting.")
+            time.sleep(2.0)
+            if p.capture().count("Done waiting.") == base:
+                self.save(p, "busy", "before-first-token")
+            wait_reply(p, "Done waiting.", base)
+            wait_ready(p, prof)
+            self.save(p, "ready", "after-reply")
+            self.permission_then_exit(p, exit_too=False)
+
+
+def run_agent(
+    cap: Capturer, agent: str, sizes: list[tuple[int, int]], only: str | None, have_server: bool
+) -> list[str]:
+    errors: list[str] = []
+    for cols, rows in sizes:
+        sc = Scenarios(cap, agent, cols, rows)
+        full = (cols, rows) == (160, 45)
+        steps: list[tuple[str, Callable[[], None], bool]] = []
+        if full:
+            steps += [
+                ("start", sc.start_and_ready, False),
+                ("drafts", sc.drafts, False),
+                ("paste", sc.paste, False),
+                ("trust", sc.trust, False),
+                ("onboarding", sc.onboarding, False),
+                ("quit", sc.quit_at_prompt, False),
+                ("conversation", sc.conversation, True),
+            ]
+        else:
+            steps += [
+                ("drafts", sc.drafts, False),
+                ("trust", sc.trust, False),
+                ("paste", sc.paste, False),
+                ("busy_and_permission", sc.busy_and_permission, True),
+            ]
+        for name, fn, needs_server in steps:
+            if only and only not in name:
+                continue
+            if needs_server and not have_server:
+                log(f"skip {agent} {name} {cols}x{rows}: no model server")
+                continue
+            log(f"=== {agent} {name} {cols}x{rows}")
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - keep going, report at the end
+                errors.append(f"{agent} {name} {cols}x{rows}: {exc}")
+                log(f"ERROR {errors[-1]}")
+    return errors
+
+
+def start_server(module_path: Path | None) -> Any:
+    path = module_path or (REPO / "tests" / "e2e" / "model_server.py")
+    mod = _import_path("agentwrap_e2e_model_server", path)
+    return mod.ModelServer().start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--agents", default=",".join(agents_mod.AGENT_NAMES))
+    ap.add_argument("--sizes", default="160x45,80x24,200x50")
+    ap.add_argument("--only", default=None, help="run only scenarios whose name contains this")
+    ap.add_argument("--out", type=Path, default=FIXTURES)
+    ap.add_argument(
+        "--server-module",
+        type=Path,
+        default=None,
+        help="path of a module with ModelServer (default tests/e2e/model_server.py)",
+    )
+    ap.add_argument("--no-server", action="store_true", help="only states needing no reply")
+    ap.add_argument("--notes", type=Path, default=None, help="write titles/session files JSON")
+    ap.add_argument(
+        "--keep-work", action="store_true", help="keep the temp homes/projects and pane logs"
+    )
+    args = ap.parse_args(argv)
+
+    sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
+    srv = None
+    url = "http://127.0.0.1:9"
+    if not args.no_server:
+        srv = start_server(args.server_module)
+        url = srv.url
+    workroot = Path(tempfile.mkdtemp(prefix="awcap-"))
+    cap = Capturer(args.out, url, workroot)
+    errors: list[str] = []
+    try:
+        for agent in args.agents.split(","):
+            if agents_mod.find_agent(agent) is None:
+                errors.append(f"{agent}: not installed (run scripts/install_agents.sh)")
+                continue
+            errors += run_agent(cap, agent, [(c, r) for c, r in sizes], args.only, srv is not None)
+    finally:
+        if srv is not None:
+            srv.stop()
+        if args.keep_work:
+            log(f"work files kept in {workroot}")
+        else:
+            shutil.rmtree(workroot, ignore_errors=True)
+    if args.notes:
+        args.notes.write_text(json.dumps(cap.notes, indent=2, ensure_ascii=False))
+    log(f"saved {len(cap.saved)} fixtures under {args.out}")
+    for e in errors:
+        log(f"FAILED: {e}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
