@@ -63,6 +63,8 @@ class AgentNotFound(EnvironmentProblem):
 class BackendError(AgentwrapError):
     """The terminal backend (tmux or pty) failed."""
 
+    default_hint = "`agentwrap doctor` checks tmux; `agentwrap ls --all` shows the sessions"
+
 
 class AgentExited(BackendError):
     """The agent process is gone; nothing can be typed into it."""
@@ -100,6 +102,7 @@ class InvalidMessage(QueueError):
     """Content or fields are malformed; nothing was stored."""
 
     exit_code = 65  # EX_DATAERR
+    default_hint = "see `agentwrap <command> --help` for the accepted values"
 
 
 class MessageTooLarge(InvalidMessage):

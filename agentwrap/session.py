@@ -30,7 +30,7 @@ from .backends.proctree import alive, kill_tree
 from .backends.pty import PtyTerminal, terminal_size
 from .backends.tmux import TmuxTerminal, server_for, tmux_binary
 from .config import Config, load_config
-from .errors import AgentNotFound, SessionNotRunning
+from .errors import AgentNotFound, SessionNameTaken, SessionNotRunning
 from .message import NewMessage, Priority, Source
 from .paths import Paths, check_session_name
 from .profiles import Profile, load_profile, profile_for_command
@@ -82,7 +82,11 @@ def agent_env(profile: Profile, name: str, paths: Paths) -> dict[str, str]:
     return env
 
 
-def pick_name(registry: Registry, wanted: str | None, profile: Profile) -> str:
+def pick_name(
+    registry: Registry, wanted: str | None, profile: Profile, paths: Paths | None = None
+) -> str:
+    """The wanted name, or the agent's name made unique: skipping names held by
+    a running session and (given ``paths``) by an orphaned agent still in tmux."""
     if wanted:
         return check_session_name(wanted)
     base = check_session_name(profile.name)
@@ -90,9 +94,16 @@ def pick_name(registry: Registry, wanted: str | None, profile: Profile) -> str:
     while True:
         candidate = base if n == 1 else f"{base}-{n}"
         rec = registry.find(candidate)
-        if rec is None or rec.liveness != "running":
+        if rec is None or (rec.liveness != "running" and not _orphaned(paths, rec)):
             return candidate
         n += 1
+
+
+def _orphaned(paths: Paths | None, rec: SessionRecord) -> bool:
+    if paths is None or rec.backend != "tmux" or rec.liveness != "stale":
+        return False
+    server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+    return bool(server.is_alive() and server.has_session(rec.name))
 
 
 def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> list[str]:
@@ -153,7 +164,8 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
     cfg = cfg.for_profile(profile.name)
     registry = Registry(paths.db_path)
     try:
-        name = pick_name(registry, opts.name, profile)
+        name = pick_name(registry, opts.name, profile, paths)
+        _refuse_orphan(paths, registry, name)
         env = agent_env(profile, name, paths)
         argv = agent_argv(opts.argv, profile, env)
         rec = registry.register(
@@ -176,6 +188,17 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         return registry.get(name)
     finally:
         registry.close()
+
+
+def _refuse_orphan(paths: Paths, registry: Registry, name: str) -> None:
+    """A stale entry whose tmux session still runs its agent is not free:
+    taking the name over would fail in tmux and mark the live agent ended."""
+    old = registry.find(name)
+    if old is not None and _orphaned(paths, old):
+        raise SessionNameTaken(
+            f"a session named {name!r} is still running in tmux (its supervisor is gone)",
+            hint=f"`agentwrap adopt {name}` to supervise it again, or `agentwrap stop {name}`",
+        )
 
 
 def spawn_supervisor(paths: Paths, name: str, registry: Registry, wait_s: float = 10.0) -> int:
@@ -290,7 +313,7 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
     registry = Registry(paths.db_path)
-    name = pick_name(registry, opts.name, profile)
+    name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env)
     size = terminal_size(sys.stdout.fileno()) if interactive else None

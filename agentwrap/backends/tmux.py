@@ -97,7 +97,8 @@ class TmuxTerminal:
         directly, without ``sh -c`` re-parsing it.
         """
         server = server_for(socket)
-        if server.is_alive() and server.has_session(session):
+        live = server.is_alive()
+        if live and server.has_session(session):
             raise BackendError(f"tmux session {session!r} already exists on {socket}")
         # Server-wide options go in the same invocation, before the pane
         # exists: a fast-exiting agent must still leave its exit status.
@@ -105,17 +106,37 @@ class TmuxTerminal:
             "set-option", "-g", "remain-on-exit", "on", ";",
             "set-option", "-s", "escape-time", "10", ";",
             "set-option", "-g", "default-terminal", pane_term(), ";",
-            "new-session", "-d", "-s", session, "-c", str(cwd),
+            # update-environment would copy DISPLAY, SSH_AUTH_SOCK, ... of
+            # this client into the session, whatever ``env`` says
+            "set-option", "-g", "update-environment", "", ";",
         ]
+        # A pane starts from the server's global environment (that of the
+        # process that started the server) and -e only adds to it: remove
+        # every global variable the caller did not pass. A server started by
+        # this invocation inherits ``client_env`` (below), which is ``env``.
+        if live:
+            for key in sorted(_global_env_names(server) - set(env)):
+                args += ["set-environment", "-g", "-u", key, ";"]
+        # tmux sets SHELL in the pane to its default-shell (the server's SHELL)
+        shell = env.get("SHELL", "")
+        if shell.startswith("/") and os.access(shell, os.X_OK):
+            args += ["set-option", "-g", "default-shell", shell, ";"]
+        args += ["new-session", "-d", "-s", session, "-c", str(cwd)]
         args += ["-x", str(cols), "-y", str(rows)]
         for key, value in env.items():
             if key in ("TMUX", "TMUX_PANE") or "=" in key:
                 continue
             args += ["-e", f"{key}={value}"]
         args += ["--", *argv]
-        proc = server.cmd(*args)
+        client_env = {
+            k: v for k, v in env.items() if k not in ("TMUX", "TMUX_PANE") and "=" not in k
+        }
+        proc = subprocess.run(
+            [tmux_binary(), "-S", str(socket), "-f", "/dev/null", *args],
+            env=client_env, capture_output=True, text=True, check=False,
+        )
         if proc.returncode != 0:
-            raise BackendError(f"tmux new-session failed: {' '.join(proc.stderr)}")
+            raise BackendError(f"tmux new-session failed: {proc.stderr.strip()}")
         term = cls(server, session, socket.parent)
         term._configure(cols, rows)
         return term
@@ -192,9 +213,23 @@ class TmuxTerminal:
         else:
             now = time.monotonic()
             self._dying_since = self._dying_since or now
+            self._nudge_server()
             if now - self._dying_since < _DYING_GRACE_S:
                 return
         self._dead = True
+
+    def _nudge_server(self) -> None:
+        """tmux built with libutempter can miss the SIGCHLD of a pane whose
+        process exits while utempter's own handler is installed (tmux/tmux
+        #311, seen with 3.3a): the agent stays an unreaped zombie and its exit
+        status never arrives. Another SIGCHLD makes tmux reap it."""
+        proc = self.server.cmd("display-message", "-p", "#{pid}")
+        pid = proc.stdout[0].strip() if proc.returncode == 0 and proc.stdout else ""
+        if pid.isdigit():
+            try:
+                os.kill(int(pid), signal.SIGCHLD)
+            except OSError:
+                pass
 
     def alive(self) -> bool:
         if self._dead:
@@ -289,6 +324,16 @@ class TmuxTerminal:
 
     def display(self, message: str) -> None:
         self.server.cmd("display-message", "-t", self.target, "-d", "5000", message)
+
+
+def _global_env_names(server: libtmux.Server) -> set[str]:
+    """Names in a running tmux server's global environment."""
+    names: set[str] = set()
+    for line in server.cmd("show-environment", "-g").stdout:
+        name = line.lstrip("-").split("=", 1)[0]
+        if name:
+            names.add(name)
+    return names
 
 
 def _shell_quote(s: str) -> str:

@@ -1,0 +1,192 @@
+"""The session registry: unique names, liveness from pid + start time,
+stale entries after a crashed supervisor, and re-adoption."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from conftest import AwEnv
+
+from agentwrap.backends.proctree import alive, start_time
+from agentwrap.errors import SessionNameTaken, SessionNotFound
+from agentwrap.registry import SessionRecord
+
+
+def record(name: str, **kw: object) -> SessionRecord:
+    base: dict[str, object] = {
+        "name": name, "profile": "standin", "backend": "tmux", "command": ["x"], "cwd": "/",
+        "started": time.time(),
+    }
+    base.update(kw)
+    return SessionRecord(**base)  # type: ignore[arg-type,unused-ignore]
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def live(proc: subprocess.Popen[bytes]) -> dict[str, object]:
+    """Record ``proc`` as the supervisor. (Never this process: the ``aw``
+    fixture SIGKILLs live supervisors on teardown.)"""
+    return {"supervisor_pid": proc.pid, "supervisor_start": start_time(proc.pid)}
+
+
+# --- the Registry itself ----------------------------------------------------------------
+
+
+def test_live_name_is_refused(aw: AwEnv, sleeper: subprocess.Popen[bytes]) -> None:
+    reg = aw.registry()
+    reg.register(record("a", **live(sleeper)))
+    assert reg.get("a").liveness == "running"
+    with pytest.raises(SessionNameTaken) as info:
+        reg.register(record("a", **live(sleeper)))
+    assert info.value.hint
+
+
+def test_ended_name_can_be_taken_over(aw: AwEnv, sleeper: subprocess.Popen[bytes]) -> None:
+    reg = aw.registry()
+    reg.register(record("a", **live(sleeper), command=["old"]))
+    reg.mark_ended("a", 0)
+    assert reg.get("a").liveness == "ended"
+    reg.register(record("a", **live(sleeper), command=["new"]))
+    assert reg.get("a").command == ["new"] and reg.get("a").ended is None
+
+
+def test_stale_name_can_be_taken_over(aw: AwEnv, sleeper: subprocess.Popen[bytes]) -> None:
+    reg = aw.registry()
+    pid = sleeper.pid
+    reg.register(record("a", supervisor_pid=pid, supervisor_start=start_time(pid)))
+    assert reg.get("a").liveness == "running"
+    sleeper.kill()
+    sleeper.wait()
+    assert reg.get("a").liveness == "stale"
+    reg.register(record("a", command=["new"]))
+    assert reg.get("a").command == ["new"]
+
+
+def test_reused_pid_is_not_the_supervisor(aw: AwEnv, sleeper: subprocess.Popen[bytes]) -> None:
+    # a live process has the recorded pid, but it started at another time
+    reg = aw.registry()
+    real = start_time(sleeper.pid)
+    assert real is not None
+    reg.register(record("a", supervisor_pid=sleeper.pid, supervisor_start=str(int(real) - 1)))
+    rec = reg.get("a")
+    assert alive(sleeper.pid)
+    assert not rec.supervisor_alive and rec.liveness == "stale"
+    reg.register(record("a", command=["new"]))  # and the name is free
+    assert reg.get("a").command == ["new"]
+
+
+def test_no_pid_is_stale_and_unknown_name_raises(aw: AwEnv) -> None:
+    reg = aw.registry()
+    reg.register(record("a"))
+    assert reg.get("a").liveness == "stale"
+    with pytest.raises(SessionNotFound):
+        reg.get("nope")
+    assert reg.find("nope") is None
+
+
+def test_liveness_is_shared_between_processes(
+    aw: AwEnv, sleeper: subprocess.Popen[bytes]
+) -> None:
+    # a record written here is judged the same by `agentwrap ls` elsewhere
+    reg = aw.registry()
+    reg.register(record("here", **live(sleeper)))
+    data = json.loads(aw.cli("ls", "--json", check=True).stdout)
+    assert [(d["name"], d["liveness"]) for d in data] == [("here", "running")]
+
+
+def test_reused_pid_in_ls_json(aw: AwEnv, sleeper: subprocess.Popen[bytes]) -> None:
+    reg = aw.registry()
+    reg.register(record("r", supervisor_pid=sleeper.pid, supervisor_start="1"))
+    data = json.loads(aw.cli("ls", "--json", check=True).stdout)
+    assert [(d["name"], d["liveness"]) for d in data] == [("r", "stale")]
+
+
+# --- with real supervisors ------------------------------------------------------------------
+
+
+def supervisor_pid(aw: AwEnv, name: str) -> int:
+    rec = aw.registry().get(name)
+    assert rec.supervisor_pid and rec.supervisor_alive
+    return int(rec.supervisor_pid)
+
+
+def kill9(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while alive(pid):
+        assert time.monotonic() < deadline, "supervisor survived SIGKILL"
+        time.sleep(0.02)
+
+
+def test_name_of_running_session_is_taken(aw: AwEnv) -> None:
+    aw.start_standin("sa")
+    res = aw.cli("run", "--detach", "--name", "sa", "--profile", "standin", "--",
+                 *aw.standin())
+    assert res.returncode == 1
+    assert "error: a session named 'sa' is already running" in res.stderr
+    assert "hint:" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_kill9_supervisor_shows_stale_never_running(aw: AwEnv) -> None:
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    kill9(supervisor_pid(aw, "sa"))
+    data = json.loads(aw.cli("ls", "--json", check=True).stdout)
+    assert [(d["name"], d["liveness"]) for d in data] == [("sa", "stale")]
+    assert "stale" in aw.cli("state", "sa", "--explain", check=True).stdout
+    # its agent still runs in tmux: the name is not free, and the failed
+    # attempt must not mark the live agent ended
+    res = aw.cli("run", "--detach", "--name", "sa", "--profile", "standin", "--",
+                 *aw.standin())
+    assert res.returncode == 1
+    lines = res.stderr.splitlines()
+    assert lines[0].startswith("error: a session named 'sa' is still running in tmux")
+    assert lines[1].startswith("hint: `agentwrap adopt sa`") and len(lines) == 2
+    assert aw.registry().get("sa").liveness == "stale"
+    aw.cli("adopt", "sa", check=True)
+    assert aw.registry().get("sa").liveness == "running"
+
+
+def test_adopt_restarts_supervision(aw: AwEnv) -> None:
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    old = supervisor_pid(aw, "sa")
+    kill9(old)
+    assert aw.registry().get("sa").liveness == "stale"
+    queued = aw.cli("send", "sa", "while nobody watched", check=True)
+    assert "adopt" in queued.stderr
+    res = aw.cli("adopt", "sa", check=True)
+    new = supervisor_pid(aw, "sa")
+    assert new != old and f"supervisor pid {new}" in res.stderr
+    data = json.loads(aw.cli("ls", "--json", check=True).stdout)
+    assert [(d["name"], d["liveness"]) for d in data] == [("sa", "running")]
+    aw.wait_for(lambda: len(aw.received()) == 1, timeout=30, what="delivery after adopt")
+    assert "while nobody watched" in aw.received()[0]
+    # adopting a supervised session is a no-op that names the same supervisor
+    again = aw.cli("adopt", "sa", check=True)
+    assert f"supervisor pid {new}" in again.stderr
+
+
+def test_adopt_of_a_gone_agent_fails_cleanly(aw: AwEnv) -> None:
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    kill9(supervisor_pid(aw, "sa"))
+    subprocess.run(["tmux", "-S", str(aw.paths.tmux_socket), "kill-server"], check=False,
+                   capture_output=True)
+    res = aw.cli("adopt", "sa")
+    assert res.returncode == 3
+    assert res.stderr.startswith("error: the agent of 'sa' is no longer running")
+    assert aw.registry().get("sa").liveness == "ended"
