@@ -129,7 +129,7 @@ class DeliveryEngine:
             self.waiting_reason = ""
             if upcoming:
                 # Wake up for the next retry, or to expire a message at its TTL.
-                wake = min(min(m.next_attempt_at for m in upcoming), self._next_expiry)
+                wake = min(self._next_expiry, *(m.next_attempt_at for m in upcoming))
                 return max(0.05, wake - now)
             return None
         reason = self.window(sup, due[0].priority)
@@ -272,7 +272,15 @@ class DeliveryEngine:
             found: list[str] = []
 
             def done() -> bool:
-                if self._in_box(sup, inj) is not False:  # still ours, or cannot tell yet
+                seen = self._in_box(sup, inj)
+                if seen is None and sup.reading.state is State.WAITING_INPUT:
+                    # The box held our block when the key went out and a dialog has
+                    # replaced it: the agent took the message and asks about what it
+                    # started (a permission prompt). Calling that unconfirmed retried
+                    # the message, typing it a second time once the dialog was answered.
+                    found.append(f"agent opened a dialog after the submit key ({sup.reading.reason})")
+                    return True
+                if seen is not False:  # still ours, or cannot tell yet
                     return False
                 ev = self._submitted_evidence(sup, inj)
                 if ev:

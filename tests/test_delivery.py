@@ -1,0 +1,488 @@
+"""The delivery engine end to end: real tmux, the scripted stand-in agent, the
+real CLI, and direct tmux commands on the test's own server to play the person.
+
+End states are read back through ``agentwrap history NAME --json`` (and the
+store); what the agent got is read from the stand-in's log (``aw.received()``),
+counted by content and by batch token, so a doubled paste cannot hide.
+
+No test asserts how long anything took: waits are generous deadlines only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+from conftest import AwEnv
+from support.delivery_kit import (
+    CHILD_AGENT,
+    agent_pid,
+    arrivals_of,
+    audit_events,
+    box_line,
+    child_pid,
+    get,
+    header,
+    history,
+    is_terminal,
+    kill9,
+    override_profile_input,
+    pane_text,
+    pane_title,
+    popen_id,
+    press,
+    queue_json,
+    send,
+    send_async,
+    supervisor_log,
+    supervisor_pid,
+    type_keys,
+    wait_for,
+    wait_phase,
+    wait_soft,
+    wait_terminal,
+    write_config,
+)
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- 1. ACK ---------------------------------------------------------------------------------
+
+
+def test_ack_path(aw: AwEnv) -> None:
+    write_config(aw)
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    res = aw.cli("send", "sa", "please read the ACK path", "--ack", "--wait", "--timeout", "60")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("acknowledged"), res.stdout
+
+    got = aw.received()
+    assert len(got) == 1, got
+    assert "[user] please read the ACK path" in got[0]
+    (msg,) = history(aw).values()
+    assert msg["status"] == "acknowledged"
+    assert msg["attempts"] == 1
+    (attempt,) = msg["attempt_log"]
+    token = attempt["batch_id"]
+    assert attempt["outcome"] == "acknowledged"
+    assert f"ACK {token}" in attempt["evidence"], attempt
+    assert got[0].count(header(token)) == 1
+    assert f'Reply "ACK {token}"' in got[0]
+
+
+# --- 2. retries -------------------------------------------------------------------------------
+
+
+def test_lost_submit_key_is_resent_and_delivered_once(aw: AwEnv) -> None:
+    write_config(aw, submit_timeout_s=1.0)
+    aw.start_standin("sa", "--ignore-enter", "1")
+    aw.wait_state("sa", "ready")
+    res = aw.cli("send", "sa", "first enter is lost", "--no-ack", "--wait", "--timeout", "60")
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    assert res.stdout.startswith("delivered"), res.stdout
+    assert arrivals_of(aw, "first enter is lost") == 1
+    (msg,) = history(aw).values()
+    assert msg["status"] == "delivered" and msg["attempts"] == 1
+    assert msg["attempt_log"][0]["outcome"] == "delivered"
+
+
+def test_unacknowledged_delivery_is_retried_with_growing_backoff(aw: AwEnv) -> None:
+    cfg = write_config(aw, backoff_s=[0.3, 1.2], fallback_after=3, remove_fallback_on_delivery=False)
+    aw.start_standin("sa", "--never-ack")
+    aw.wait_state("sa", "ready")
+    res = aw.cli("send", "sa", "retry me please", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 10, (res.stdout, res.stderr)
+
+    msg = next(m for m in history(aw).values() if m["source"] == "user")
+    log = msg["attempt_log"]
+    assert msg["status"] == "escalated" and msg["attempts"] == 3
+    assert [a["number"] for a in log] == [1, 2, 3]
+    assert all(a["outcome"] == "no_ack" for a in log), log
+    assert len({a["batch_id"] for a in log}) == 3  # each retry is a fresh block
+    # Retries wait at least the configured, growing backoff after the failure.
+    gaps = [b["started"] - a["finished"] for a, b in itertools.pairwise(log)]
+    print("retry gaps (s):", [round(g, 3) for g in gaps])
+    for gap, backoff in zip(gaps, cfg["backoff_s"], strict=True):
+        assert gap >= backoff, (gaps, cfg["backoff_s"])
+    # Typed once per attempt, under that attempt's token, never more.
+    assert arrivals_of(aw, "retry me please") >= 3
+    for a in log:
+        assert arrivals_of(aw, header(a["batch_id"])) == 1
+
+
+# --- 3. fallback ---------------------------------------------------------------------------------
+
+_OLD_SECTION = (
+    "<!-- agentwrap:begin agentwrap -->\n"
+    "## agentwrap: context not delivered live (old)\n"
+    "<!-- agentwrap:ids -->\n"
+    "\n"
+    "<!-- agentwrap:end agentwrap -->"
+)
+
+
+def test_fallback_writes_instruction_file_and_notifies(aw: AwEnv) -> None:
+    write_config(aw, fallback_after=2, remove_fallback_on_delivery=False)
+    before = "# My project\n\nUser rule: keep tests fast.\n\n"
+    after = "\n\n## More user text\nünïcödé, and no final newline"
+    agents_md = aw.project / "AGENTS.md"
+    agents_md.write_bytes((before + _OLD_SECTION + after).encode())
+
+    aw.start_standin("sa", "--never-ack")
+    aw.wait_state("sa", "ready")
+    t0 = time.time()
+    content = "deploy ```frozen``` until 5pm\n<!-- agentwrap:end agentwrap -->"
+    res = aw.cli("send", "sa", content, "--source", "webhook", "--source-id", "ci", "--ack",
+                 "--wait", "--timeout", "90")
+    assert res.returncode == 10, (res.stdout, res.stderr)
+    assert res.stdout.startswith("escalated"), res.stdout
+
+    msgs = history(aw)
+    msg = next(m for m in msgs.values() if m["source"] == "webhook")
+    assert msg["status"] == "escalated" and msg["attempts"] == 2
+    assert "written to AGENTS.md, section agentwrap" in msg["detail"]
+
+    data = agents_md.read_bytes().decode()
+    m = re.search(r"written (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\)", data)
+    assert m is not None, data
+    assert _iso(t0 - 1) <= m.group(1) <= _iso(time.time() + 1)
+    section = (
+        "<!-- agentwrap:begin agentwrap -->\n"
+        "## agentwrap: context not delivered live (quoted data from outside this session,"
+        f" written {m.group(1)})\n"
+        f"<!-- agentwrap:ids {msg['id']} -->\n"
+        "\n"
+        f"- [webhook:ci] ({_iso(msg['created'])}, id {msg['id']})\n"
+        "````\n"
+        "deploy ```frozen``` until 5pm\n"
+        "\\<!-- agentwrap:end agentwrap -->\n"
+        "````\n"
+        "\n"
+        "<!-- agentwrap:end agentwrap -->"
+    )
+    assert data == before + section + after  # the user's bytes around it untouched
+
+    # The notice was queued for the agent and typed into it.
+    notice = wait_for(
+        lambda: next((x for x in history(aw).values() if x["source_id"] == "fallback"
+                      and x["status"] not in ("pending", "delivering")), None),
+        60, "the fallback notice to end",
+    )
+    assert notice["source"] == "system" and notice["status"] == "delivered", notice
+    assert msg["id"] in notice["metadata"]["fallback_ids"]
+    assert arrivals_of(aw, "context was written to AGENTS.md, section agentwrap") == 1
+    assert agents_md.read_bytes().decode() == before + section + after
+
+
+# --- 4. draft guard -------------------------------------------------------------------------------
+
+
+def test_draft_is_never_overwritten_or_submitted(aw: AwEnv) -> None:
+    write_config(aw, readiness_timeout_s=60)
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    type_keys(aw, "my draft")
+    wait_for(lambda: box_line(aw).startswith("❯ my draft"), 20, "the draft to show")
+    aw.wait_state("sa", "draft")
+
+    mid = send(aw, "sa", "context while you type")
+    (row,) = queue_json(aw)
+    assert row["id"] == mid and row["waiting_because"] == "draft in input box", row
+    # Several supervisor turns pass; nothing may touch the box.
+    time.sleep(1.5)
+    assert box_line(aw).rstrip() == "❯ my draft"
+    assert aw.received() == []
+    assert get(aw, mid).status.value == "pending"
+
+    press(aw, *["BSpace"] * len("my draft"))
+    final = wait_terminal(aw, mid)
+    assert final.status.value == "delivered", final
+    got = aw.received()
+    assert len(got) == 1 and "context while you type" in got[0]
+    assert "my draft" not in got[0] and "my draf" not in got[0]
+    assert history(aw)[mid]["attempts"] == 1
+
+
+# --- 5. dialog guard --------------------------------------------------------------------------------
+
+
+def test_nothing_is_typed_while_a_dialog_is_open(aw: AwEnv) -> None:
+    write_config(aw, readiness_timeout_s=60)
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG")
+    aw.wait_state("sa", "ready")
+    res = aw.cli("send", "sa", "please OPENDIALOG", "--wait", "--timeout", "60")
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    rec = aw.wait_state("sa", "waiting_input")
+    assert "permission" in rec.state_reason
+
+    mid = send(aw, "sa", "second message, after the dialog")
+    (row,) = queue_json(aw)
+    assert row["id"] == mid and row["waiting_because"] == "agent is waiting for an answer", row
+    time.sleep(1.5)  # several supervisor turns
+    screen = pane_text(aw)
+    assert "Do you want to proceed?" in screen and "(dialog answered)" not in screen
+    assert len(aw.received()) == 1
+    assert get(aw, mid).status.value == "pending"
+
+    press(aw, "1")  # the person answers
+    final = wait_terminal(aw, mid)
+    assert final.status.value == "delivered", final
+    got = aw.received()
+    assert len(got) == 2 and "second message, after the dialog" in got[1]
+    assert arrivals_of(aw, "please OPENDIALOG") == 1  # the message that opened it: not retried
+    assert pane_text(aw).count("(dialog answered)") == 1
+
+
+# --- 6. batching and priority ----------------------------------------------------------------------
+
+
+def test_busy_agent_gets_one_batch_highest_priority_first(aw: AwEnv) -> None:
+    write_config(aw, readiness_timeout_s=60)
+    aw.start_standin("sa", "--busy", "4")
+    aw.wait_state("sa", "ready")
+    res = aw.cli("send", "sa", "warm up", "--wait", "--timeout", "60")
+    assert res.returncode == 0, res.stderr
+    aw.wait_state("sa", "busy")
+
+    specs = [("low", "cron", "nightly"), ("normal", "ci", "pipeline"),
+             ("high", "pager", "oncall"), ("critical", "sec", "alert")]
+    procs = [
+        send_async(aw, "sa", f"{prio} priority news", "--priority", prio,
+                   "--source", "monitoring", "--source-id", sid)
+        for prio, sid, _ in specs
+    ]
+    ids = {}
+    for (prio, _, _), proc in zip(specs, procs, strict=True):
+        rc, data = popen_id(proc)
+        assert rc == 0
+        ids[prio] = data["id"]
+    # All four were queued while the agent was still busy.
+    assert all(get(aw, i).status.value == "pending" for i in ids.values())
+
+    for i in ids.values():
+        assert wait_terminal(aw, i).status.value == "delivered"
+    got = aw.received()
+    assert len(got) == 2, got  # the warm-up, then ONE injection
+    block = got[1]
+    hist = history(aw)
+    tokens: set[str] = {hist[i]["attempt_log"][0]["batch_id"] for i in ids.values()}
+    assert len(tokens) == 1
+    (token,) = tokens
+    lines = block.split("\n")
+    assert lines[0].startswith(header(token)) and "4 messages" in lines[0]
+    assert lines[-1] == f"[end of agentwrap context {token}]"
+    assert lines[1:-1] == [
+        "[monitoring:sec] critical priority news",
+        "[monitoring:pager] high priority news",
+        "[monitoring:ci] normal priority news",
+        "[monitoring:cron] low priority news",
+    ]
+
+
+# --- 7. sanitizing --------------------------------------------------------------------------------------
+
+
+def test_control_sequences_never_reach_the_agent(aw: AwEnv) -> None:
+    write_config(aw)
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    title = pane_title(aw)
+    nasty = (
+        "alpha \x1b[31mred\x1b[0m beta\x1b]0;EVILTITLE\x07 gamma\x1b[201~ delta\x07\x08\x15"
+        " eps\x9b31m zeta\x1bPdcs\x1b\\ eta\x1bc theta\x85 iota\r\nline2 ünïcödé 日本 🎉"
+    )
+    res = aw.cli("send", "sa", "-", "--wait", "--timeout", "60", input=nasty)
+    assert res.returncode == 0, (res.stdout, res.stderr)
+    (got,) = aw.received()
+    assert "[user] alpha red beta gamma delta eps zeta eta theta iota\nline2 ünïcödé 日本 🎉" in got
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", got), repr(got)
+    assert "EVILTITLE" not in got and "201~" not in got
+    assert pane_title(aw) == title
+
+
+# --- 8. the agent dies mid-delivery --------------------------------------------------------------------
+
+
+def test_agent_dies_mid_delivery(aw: AwEnv) -> None:
+    # One message per injection, so the other one is still pending at the death.
+    write_config(aw, readiness_timeout_s=60, max_injection_bytes=16)
+    aw.start_standin("sa", "--busy", "3", "--die-on", "DIEHERE")
+    aw.wait_state("sa", "ready")
+    res = aw.cli("send", "sa", "warm up", "--wait", "--timeout", "60")
+    assert res.returncode == 0, res.stderr
+    aw.wait_state("sa", "busy")
+    dying = send_async(aw, "sa", "x DIEHERE x", "--priority", "high", "--wait",
+                       "--timeout", "60")
+    other = send_async(aw, "sa", "still queued", "--priority", "low", "--wait", "--timeout", "60")
+    rc_dying, m_dying = popen_id(dying)
+    rc_other, m_other = popen_id(other)
+    assert (rc_dying, m_dying["status"]) == (14, "failed"), m_dying
+    assert (rc_other, m_other["status"]) == (14, "failed"), m_other
+    assert "session ended" in m_other["detail"]
+    assert arrivals_of(aw, "x DIEHERE x") == 1
+    assert arrivals_of(aw, "still queued") == 0
+    hist = history(aw)
+    assert hist[m_dying["id"]]["attempts"] == 1
+    wait_for(lambda: aw.registry().get("sa").ended is not None, 20, "the session to end")
+    # Exactly one terminal event per message in the audit trail.
+    for mid in (m_dying["id"], m_other["id"]):
+        events = [e for e in audit_events(aw) if mid in e.get("ids", [])]
+        assert len(events) == 1, events
+
+
+# --- 9. crash safety ----------------------------------------------------------------------------------
+
+
+def _kill_supervisor(aw: AwEnv) -> None:
+    kill9(supervisor_pid(aw))
+
+
+def _adopt(aw: AwEnv) -> None:
+    res = aw.cli("adopt", "sa")
+    assert res.returncode == 0, (res.stdout, res.stderr)
+
+
+def _crash_case(aw: AwEnv, pid: int, phase: str, i: int) -> dict[str, Any]:
+    """Send one message, kill -9 the supervisor while it is in ``phase``, adopt,
+    and wait for the message's end. ``i`` varies where in the phase the kill lands."""
+    aw.wait_state("sa", "ready")
+    content = f"crash case {phase} {i}"
+    stopped = phase == "pasting"
+    if stopped:
+        os.kill(pid, signal.SIGSTOP)  # the paste cannot show: PASTING lasts
+    try:
+        mid = send(aw, "sa", content, "--ack")
+        token = wait_phase(aw, mid, [phase]).batch_id
+        assert token
+        time.sleep((0.0, 0.2, 0.6)[i])  # kill at different points of the phase
+        log_mark = len(supervisor_log(aw))
+        _kill_supervisor(aw)
+        killed_in = get(aw, mid).phase
+        if stopped and i == 1:
+            # The new supervisor resumes while the agent still has not shown the
+            # paste; the agent catches up only after it has looked at the box.
+            _adopt(aw)
+            wait_for(lambda: "resuming batch" in supervisor_log(aw)[log_mark:], 30,
+                     "the new supervisor to resume")
+            time.sleep(1.0)  # well within paste_timeout_s
+            os.kill(pid, signal.SIGCONT)
+            stopped = False
+        elif stopped:
+            os.kill(pid, signal.SIGCONT)
+            stopped = False
+            if i == 0:  # the paste has shown before the new supervisor starts
+                wait_soft(lambda: token in box_line(aw), 5)
+            _adopt(aw)
+        else:
+            _adopt(aw)
+    finally:
+        if stopped:
+            os.kill(pid, signal.SIGCONT)
+    final = wait_terminal(aw, mid, 60)
+    return {"phase": phase, "i": i, "id": mid, "token": token, "killed_in": str(killed_in),
+            "status": final.status.value, "content": content}
+
+
+def test_supervisor_killed_in_every_phase_types_nothing_twice(aw: AwEnv) -> None:
+    # Slow, observable phases: a long submit delay holds SUBMITTING, a busy
+    # agent holds SUBMITTED (awaiting ACK), a stopped agent holds PASTING.
+    override_profile_input(aw, submit_delay_ms=1000)
+    write_config(aw, readiness_timeout_s=60, paste_timeout_s=10, submit_timeout_s=5,
+                 ack_timeout_s=1.0, fallback_after=5)
+    # The stand-in runs as a child of the pane's process: tmux would continue the
+    # pane's own process the moment it is stopped.
+    aw.cli("run", "--detach", "--name", "sa", "--profile", "standin", "--cols", "100",
+           "--rows", "30", "--", sys.executable, str(CHILD_AGENT), *aw.standin("--busy", "1.5"),
+           check=True)
+    aw.wait_state("sa", "ready")
+    pid = child_pid(agent_pid(aw))
+    cases = [
+        _crash_case(aw, pid, phase, i)
+        for phase in ("pasting", "submitting", "submitted")
+        for i in range(3)
+    ]
+
+    hist = history(aw)
+    problems = []
+    for c in cases:
+        m = hist[c["id"]]
+        n = arrivals_of(aw, c["content"])
+        tokens = {a["batch_id"] for a in m["attempt_log"]} | {c["token"]}
+        per_token = {t: arrivals_of(aw, header(t)) for t in tokens}
+        print(f"{c['phase']:10} #{c['i']} killed in {c['killed_in']:10} -> {m['status']}"
+              f" attempts={m['attempts']} arrivals={n} per_token={per_token}")
+        if m["status"] != "acknowledged" or n != 1 or any(v > 1 for v in per_token.values()):
+            problems.append((c, m["status"], m["detail"], n, per_token))
+    assert not problems, problems
+    # Every case was killed in the phase it was meant to test (or later).
+    assert all(c["killed_in"] != "None" for c in cases), cases
+
+
+# --- 10. expiry -----------------------------------------------------------------------------------------
+
+
+def test_message_expires_while_agent_is_busy(aw: AwEnv) -> None:
+    write_config(aw, readiness_timeout_s=60)
+    aw.start_standin("sa", "--busy", "4")
+    aw.wait_state("sa", "ready")
+    assert aw.cli("send", "sa", "warm up", "--wait", "--timeout", "60").returncode == 0
+    aw.wait_state("sa", "busy")
+    res = aw.cli("send", "sa", "short lived", "--ttl", "1", "--wait", "--timeout", "30")
+    assert res.returncode == 11, (res.returncode, res.stdout, res.stderr)
+    assert res.stdout.startswith("expired")
+    aw.wait_state("sa", "ready")
+    # A later message is delivered, and the expired one never was.
+    assert aw.cli("send", "sa", "later", "--wait", "--timeout", "60").returncode == 0
+    assert arrivals_of(aw, "short lived") == 0
+    msg = next(m for m in history(aw).values() if m["content"] == "short lived")
+    assert msg["status"] == "expired" and msg["attempt_log"] == []
+
+
+# --- 11. wake-up latency ---------------------------------------------------------------------------------
+
+
+def test_message_sent_while_ready_is_typed_promptly(aw: AwEnv) -> None:
+    write_config(aw)
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    time.sleep(1.0)  # let the supervisor settle into its idle wait
+    t0 = time.time()
+    send(aw, "sa", "how fast")
+    wait_for(lambda: arrivals_of(aw, "how fast") == 1, 30, "the message to arrive")
+    import json
+
+    arrived = json.loads(aw.log.read_text().splitlines()[0])["t"]
+    print(f"send -> typed latency: {arrived - t0:.3f} s (includes the CLI's start-up)")
+
+
+# --- known gap (see the report): our own block left in the input box -----------------------------
+
+
+@pytest.mark.xfail(
+    reason="after submit_not_confirmed the engine leaves its block in the input box; the"
+    " detector then calls it a person's draft and every later delivery (even the fallback"
+    " notice) waits behind it, and a person's Enter would submit an escalated message",
+    strict=False,
+)
+def test_block_left_in_box_after_unconfirmed_submit_does_not_block_the_queue(aw: AwEnv) -> None:
+    write_config(aw, submit_timeout_s=0.5, fallback_after=3, remove_fallback_on_delivery=False)
+    aw.start_standin("sa", "--ignore-enter", "3")  # the first attempt's three Enters are lost
+    aw.wait_state("sa", "ready")
+    mid = send(aw, "sa", "stuck enter")
+    final = wait_terminal(aw, mid)
+    wait_for(lambda: all(is_terminal(m["status"]) for m in history(aw).values()), 30,
+             "every message (the fallback notice too) to end")
+    assert "[agentwrap context" not in box_line(aw)
+    assert arrivals_of(aw, "stuck enter") <= 1
+    assert final.status.value in ("delivered", "escalated")
