@@ -89,6 +89,7 @@ class DeliveryEngine:
         self._resumed = False
         self._blocked_since: float | None = None
         self._next_expiry = 0.0  # expire overdue messages on the first turn
+        self._held: dict[str, float] = {}  # token -> when to press submit again
         self.waiting_reason = ""
         self._ack_patterns = [*cfg.ack_patterns, *profile.ack_patterns]
 
@@ -117,6 +118,10 @@ class DeliveryEngine:
             self._resumed = True
             self._resume(sup)
         now = self.clock()
+        if self._held:
+            wait = self._retry_held(sup, now)
+            if wait is not None:
+                return wait
         if now >= self._next_expiry:
             # peek() merely hides a message whose TTL passed; nothing else marks it
             # EXPIRED, so `send --wait` and `history` would show it pending forever.
@@ -150,6 +155,25 @@ class DeliveryEngine:
         batch = self.store.claim_batch(self.session, token, self.cfg.max_injection_bytes, now)
         if batch:
             self._deliver(sup, token, batch, Phase.CLAIMED)
+        return 0.05
+
+    def _retry_held(self, sup: Supervisor, now: float) -> float | None:
+        """Press submit again for a block left in the box by an earlier attempt."""
+        token, due_at = min(self._held.items(), key=lambda kv: kv[1])
+        if due_at > now:
+            return None if not self.store.peek(self.session, now) else min(0.5, due_at - now)
+        state = sup.reading.state
+        idle = sup.term.user_idle_s()
+        if state in (State.WAITING_INPUT, State.STARTING) or (
+            idle is not None and idle * 1000 < self.cfg.typing_grace_ms
+        ):
+            return 0.1
+        del self._held[token]
+        if state is State.EXITED:
+            return None
+        batch = [m for m in self.store.in_flight(self.session) if m.batch_id == token]
+        if batch:
+            self._deliver(sup, token, batch, Phase.SUBMITTING)
         return 0.05
 
     def window(self, sup: Supervisor, priority: Priority) -> str | None:
@@ -218,7 +242,8 @@ class DeliveryEngine:
         elif result.outcome == "agent_exited":
             self.store.finish(Status.FAILED, f"agent exited: {result.evidence}", batch_id=token)
         else:
-            self._failed(sup, token, batch, result)
+            stuck = result.outcome == "submit_not_confirmed" and self._in_box(sup, inj) is True
+            self._failed(sup, token, batch, result, still_in_box=stuck)
 
     def _run_phases(
         self, sup: Supervisor, inj: Injection, batch: list[Message], phase: Phase
@@ -409,17 +434,31 @@ class DeliveryEngine:
         self._failed(None, token, batch, Outcome(False, "no_window", reason))
 
     def _failed(
-        self, sup: Supervisor | None, token: str, batch: list[Message], result: Outcome
+        self,
+        sup: Supervisor | None,
+        token: str,
+        batch: list[Message],
+        result: Outcome,
+        *,
+        still_in_box: bool = False,
     ) -> None:
         detail = f"attempt failed: {result.outcome}"
         give_up = [m for m in batch if m.attempts + 1 >= self.cfg.fallback_after]
         if give_up:
+            if still_in_box:
+                result = Outcome(False, result.outcome, "the block is still in the input box")
             self._escalate(sup, give_up, result)
         rest = [m for m in batch if m not in give_up]
         if rest:
             n = min(m.attempts for m in rest)  # attempts before this one
             backoff = self.cfg.backoff_s[min(n, len(self.cfg.backoff_s) - 1)] if self.cfg.backoff_s else 1.0
-            self.store.retry_later(token, self.clock() + backoff, detail)
+            if still_in_box:
+                # Our block sits in the input box: the retry must press the submit
+                # key again, not paste a second copy behind it.
+                self.store.hold(token, self.clock() + backoff, detail + " (block still in the box)")
+                self._held[token] = self.clock() + backoff
+            else:
+                self.store.retry_later(token, self.clock() + backoff, detail)
         log.info("batch %s: %s (%d to retry, %d given up)", token, result.outcome, len(rest), len(give_up))
 
     def _escalate(self, sup: Supervisor | None, msgs: list[Message], result: Outcome) -> None:

@@ -153,6 +153,7 @@ class MessageStore(Protocol):
     def record_attempt(self, attempt: Attempt) -> None: ...
     def attempts(self, message_id: str) -> list[Attempt]: ...
     def retry_later(self, batch_id: str, next_attempt_at: float, detail: str) -> int: ...
+    def hold(self, batch_id: str, next_attempt_at: float, detail: str) -> int: ...
     def finish(
         self,
         status: Status,
@@ -506,6 +507,22 @@ class SQLiteMessageStore:
                     batch_id,
                     Status.DELIVERING.value,
                 ),
+            )
+            return cur.rowcount
+
+    def hold(self, batch_id: str, next_attempt_at: float, detail: str) -> int:
+        """Count a failed attempt but keep the batch in flight (DELIVERING, same
+        phase and batch id).
+
+        For a block that is still in the agent's input box: the next attempt
+        must press the submit key again, never paste a second copy, and a
+        restarted supervisor must find it in flight to do the same.
+        """
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE messages SET attempts = attempts + 1, next_attempt_at = ?,"
+                " updated = ?, detail = ? WHERE batch_id = ? AND status = ?",
+                (next_attempt_at, self._clock(), detail, batch_id, Status.DELIVERING.value),
             )
             return cur.rowcount
 
