@@ -503,7 +503,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def _version_of(cmd: str) -> str:
     try:
-        done = subprocess.run([cmd, "--version"], capture_output=True, text=True, timeout=20)
+        done = subprocess.run(
+            [cmd, "--version"], capture_output=True, text=True, timeout=20, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"error: {exc}"
     return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else "?"

@@ -25,6 +25,7 @@ restarted resumes without typing anything twice.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from .audit import AuditLog
 from .config import Config, DeliveryConfig
-from .errors import AgentExited, BackendError, FallbackError
+from .errors import AgentExited, AgentwrapError, BackendError, FallbackError, MessageNotFound
 from .fallback import FallbackEntry, notify_desktop, read_section, remove_section, write_section
 from .framing import Injection, new_token, render
 from .message import Attempt, Message, NewMessage, Phase, Priority, Source, Status
@@ -44,7 +45,8 @@ from .paths import Paths
 from .profiles import Profile
 from .queue import MessageStore, SQLiteMessageStore
 from .regions import split_around
-from .states import State
+from .screen import Snapshot
+from .states import Signal, State
 
 if TYPE_CHECKING:
     from .registry import SessionRecord
@@ -293,24 +295,10 @@ class DeliveryEngine:
                 # Not in the box any more (restart after the key went out).
                 ev = self._submitted_evidence(sup, inj)
                 return Outcome(True, "submitted", ev or "input box no longer holds the block")
+            was_busy = sup.reading.state is State.BUSY
             sup.term.send_key(key)
             found: list[str] = []
-
-            def done() -> bool:
-                seen = self._in_box(sup, inj)
-                if seen is None and sup.reading.state is State.WAITING_INPUT:
-                    # The box held our block when the key went out and a dialog has
-                    # replaced it: the agent took the message and asks about what it
-                    # started (a permission prompt). Calling that unconfirmed retried
-                    # the message, typing it a second time once the dialog was answered.
-                    found.append(f"agent opened a dialog after the submit key ({sup.reading.reason})")
-                    return True
-                if seen is not False:  # still ours, or cannot tell yet
-                    return False
-                ev = self._submitted_evidence(sup, inj)
-                if ev:
-                    found.append(ev)
-                return bool(ev)
+            done = functools.partial(self._confirmed, sup, inj, was_busy, found)
 
             if self._wait_until(sup, self.cfg.submit_timeout_s, done):
                 return Outcome(True, "submitted", found[-1])
@@ -318,6 +306,38 @@ class DeliveryEngine:
                 # The box emptied but nothing else showed up; never type it again.
                 return Outcome(True, "submitted", "input box emptied after the submit key")
         return Outcome(False, "submit_not_confirmed", self._screen_tail(sup))
+
+    def _confirmed(
+        self, sup: Supervisor, inj: Injection, was_busy: bool, found: list[str]
+    ) -> bool:
+        """After the submit key: is there evidence that the agent took the block?
+        Appends the evidence to ``found``."""
+        seen = self._in_box(sup, inj)
+        reading = sup.reading
+        if (
+            seen is True
+            and not was_busy
+            and reading.state is State.BUSY
+            and reading.signal is not Signal.QUIET
+        ):
+            # Some agents (Aider) leave the submitted text where it was typed
+            # and show a busy marker under it: busy by a rule, right after our
+            # key and not before it, is the submission.
+            found.append(f"agent turned busy ({reading.reason})")
+            return True
+        if seen is None and sup.reading.state is State.WAITING_INPUT:
+            # The box held our block when the key went out and a dialog has
+            # replaced it: the agent took the message and asks about what it
+            # started (a permission prompt). Calling that unconfirmed retried
+            # the message, typing it a second time once the dialog was answered.
+            found.append(f"agent opened a dialog after the submit key ({sup.reading.reason})")
+            return True
+        if seen is not False:  # still ours, or cannot tell yet
+            return False
+        ev = self._submitted_evidence(sup, inj)
+        if ev:
+            found.append(ev)
+        return bool(ev)
 
     def _wait_ack(self, sup: Supervisor, inj: Injection) -> Outcome:
         patterns = [
@@ -346,7 +366,7 @@ class DeliveryEngine:
         snap = sup.snap
         if snap is None:
             return ""
-        parts = split_around(self.profile, snap, self.profile.input.input_region)
+        parts = self._around_input(snap)
         outside = parts[1] if parts is not None else snap.text()
         lines = outside.split("\n")
         # Only below our own echoed block: its 'Reply "ACK <token>"' line must not count.
@@ -360,6 +380,15 @@ class DeliveryEngine:
 
     # --- evidence ------------------------------------------------------------------------
 
+    def _around_input(self, snap: Snapshot) -> tuple[str, str] | None:
+        """(input box text, everything else), trying the profile's fallback
+        region when the primary one is not on screen."""
+        spec = self.profile.input
+        parts = split_around(self.profile, snap, spec.input_region)
+        if parts is None and spec.input_region_fallback:
+            parts = split_around(self.profile, snap, spec.input_region_fallback)
+        return parts
+
     def _in_box(self, sup: Supervisor, inj: Injection) -> bool | None:
         """Whether our block (its token, or the agent's paste placeholder) is in
         the input box; None when the box is not on screen, which proves nothing."""
@@ -367,7 +396,7 @@ class DeliveryEngine:
         snap = sup.snap
         if snap is None:
             return None
-        parts = split_around(self.profile, snap, self.profile.input.input_region)
+        parts = self._around_input(snap)
         if parts is None:
             return None
         box = parts[0]
@@ -390,7 +419,7 @@ class DeliveryEngine:
         snap = sup.snap
         if snap is None:
             return ""
-        parts = split_around(self.profile, snap, self.profile.input.input_region)
+        parts = self._around_input(snap)
         outside = parts[1] if parts is not None else snap.text()
         if inj.token in outside:
             return "block echoed above the input box"
@@ -484,7 +513,10 @@ class DeliveryEngine:
         for mid in previous:
             try:
                 old = self.store.get(mid)
-            except Exception:  # an id from an older store: keep going
+            except MessageNotFound:
+                # Written with another store (or a wiped one): only its id is known,
+                # so its entry cannot be rebuilt and is dropped on this rewrite.
+                log.warning("fallback section names unknown message %s; dropping its entry", mid)
                 continue
             if mid not in ids:
                 entries.append(FallbackEntry(old.id, old.label, old.created, old.content))
@@ -531,7 +563,7 @@ class DeliveryEngine:
                     require_ack=False,
                 )
             )
-        except Exception as exc:  # never let a notice break the supervisor
+        except AgentwrapError as exc:  # a full queue must not break the supervisor
             log.warning("could not queue the fallback notice: %s", exc)
 
     def _after_success(self, sup: Supervisor, batch: list[Message]) -> None:

@@ -91,6 +91,7 @@ class InputSpec:
     submit_retries: int = 2
     input_region: str = "box"  # where typed text shows; "last_line" for plain REPLs
     tabs_as_spaces: int = 0  # the agent turns a pasted tab into N spaces (0: kept)
+    input_region_fallback: str | None = None  # where to look when input_region is not on screen
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,7 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         submit_retries=inp.non_negative("submit_retries", 2),
         input_region=inp.get("input_region", str, "box"),
         tabs_as_spaces=inp.non_negative("tabs_as_spaces", 0),
+        input_region_fallback=inp.get("input_region_fallback", str, None),
     )
     inp.done()
 
@@ -284,8 +286,10 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
     anchors_r.done()
     regions = _parse_regions(det.sub("regions"), anchors)
     rules = tuple(_parse_rule(r, regions) for r in det.table_list("rules"))
-    if input_spec.input_region not in regions and input_spec.input_region not in SPECIAL_REGIONS:
-        raise inp._err("input_region", f"unknown region {input_spec.input_region!r}")
+    for key in ("input_region", "input_region_fallback"):
+        region_name = getattr(input_spec, key)
+        if region_name is not None and region_name not in {*regions, *SPECIAL_REGIONS}:
+            raise inp._err(key, f"unknown region {region_name!r}")
     profile = Profile(
         name=name,
         description=top.get("description", str, ""),

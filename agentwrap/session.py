@@ -168,7 +168,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         _refuse_orphan(paths, registry, name)
         env = agent_env(profile, name, paths)
         argv = agent_argv(opts.argv, profile, env)
-        rec = registry.register(
+        registry.register(
             SessionRecord(
                 name=name, profile=profile.name, backend="tmux", command=argv,
                 cwd=str(opts.cwd), started=time.time(), tmux_socket=str(paths.tmux_socket),
@@ -276,7 +276,10 @@ def attach(paths: Paths, name: str) -> int:
     socket = rec.tmux_socket or str(paths.tmux_socket)
     env = dict(os.environ)
     env.pop("TMUX", None)  # attaching from inside another tmux is fine: it's another server
-    subprocess.run([tmux_binary(), "-S", socket, "attach-session", "-t", f"={name}"], env=env)
+    # The attach's own exit status says nothing about the agent: see wait_for_end.
+    subprocess.run(
+        [tmux_binary(), "-S", socket, "attach-session", "-t", f"={name}"], env=env, check=False
+    )
     return wait_for_end(paths, name, grace_s=3.0)
 
 

@@ -81,3 +81,12 @@ def test_exited_is_decided_by_the_process() -> None:
     det = Detector(load_profile("claude"))
     reading = det.exited(3)
     assert reading.state is State.EXITED and "code 3" in reading.reason
+
+
+def test_builtin_profiles_load_with_their_names() -> None:
+    from agentwrap.profiles import load_all_profiles
+
+    profiles = load_all_profiles()
+    assert {"claude", "codex", "aider", "gemini", "generic"} <= set(profiles)
+    for name, prof in profiles.items():
+        assert prof.name == name

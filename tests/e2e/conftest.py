@@ -166,6 +166,15 @@ class AgentSession:
     def received_with(self, needle: str) -> list[str]:
         return [t for t in self.server.user_texts() if needle in t]
 
+    def wait_received(self, needle: str, timeout: float = 60.0, settle: float = 1.5) -> list[str]:
+        """The model requests carrying ``needle``, once the first has come and
+        a moment has passed for any (wrong) second copy. "Submitted" and "the
+        agent has called the model" are different moments: Codex calls later
+        for a large prompt."""
+        self.wait_until(lambda: self.received_with(needle), timeout, f"{needle!r} at the model")
+        time.sleep(settle)
+        return self.received_with(needle)
+
     def wait_until(self, cond: Callable[[], Any], timeout: float, what: str) -> Any:
         deadline = time.monotonic() + timeout
         while True:

@@ -72,6 +72,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import io
 import json
 import logging
 import re
@@ -846,12 +847,20 @@ class _Handler(BaseHTTPRequestHandler):
         elif encoding == "deflate":
             raw = zlib.decompress(raw)
         elif encoding == "zstd":
+            # Codex compresses large request bodies with zstd; the stdlib decodes
+            # it only from Python 3.14, the `zstandard` package (dev extra) before.
             try:
                 from compression import zstd  # type: ignore[import-not-found, unused-ignore]
+
+                raw = cast(bytes, zstd.decompress(raw))
             except ImportError:
-                log.warning("zstd request body from %s cannot be decoded", self.path)
-                return None
-            raw = cast(bytes, zstd.decompress(raw))
+                try:
+                    import zstandard  # type: ignore[import-not-found, unused-ignore]
+                except ImportError:
+                    log.warning("zstd request body from %s cannot be decoded", self.path)
+                    return None
+                reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw))
+                raw = cast(bytes, reader.read())
         try:
             return json.loads(raw)
         except ValueError:

@@ -36,7 +36,7 @@ def test_start_ready_and_acknowledged_delivery(make_session: Make, agent_name: s
     res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
     assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
     assert res.stdout.startswith("acknowledged"), res.stdout
-    assert len(s.received_with(marker)) == 1
+    assert len(s.wait_received(marker)) == 1
 
 
 def test_startup_context_reaches_model_once(make_session: Make, agent_name: str) -> None:
@@ -75,8 +75,8 @@ def test_multiline_unicode_arrives_byte_for_byte_as_one_message(
     content = big_content(marker)
     res = s.send(content, "--wait", "--timeout", "90")
     assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
-    got = s.received_with(marker)
-    assert len(got) == 1, f"{len(got)} requests carried the message: {s.server.user_texts()}"
+    got = s.wait_received(marker)
+    assert len(got) == 1, f"{len(got)} requests carried the message"
     # The one documented change: profiles whose agent expands pasted tabs.
     tabs = load_profile(agent_name).input.tabs_as_spaces
     expected = content.replace("\t", " " * tabs) if tabs else content
@@ -94,7 +94,7 @@ def test_escape_sequences_never_reach_the_agent(make_session: Make, agent_name: 
     # Through stdin: argv cannot carry a NUL byte.
     res = s.cli("send", s.name, "-", "--wait", "--timeout", "90", input=evil)
     assert res.returncode == 0, f"{res.stdout}{res.stderr}"
-    got = s.received_with(marker)
+    got = s.wait_received(marker)
     assert len(got) == 1
     assert "\x1b" not in got[0] and "\x9b" not in got[0] and "\x00" not in got[0]
     assert f"{marker} before RED  mid  after end" in got[0].replace("31m", "")
