@@ -284,8 +284,13 @@ class DeliveryEngine:
 
     def _submit(self, sup: Supervisor, inj: Injection) -> Outcome:
         key = self.profile.input.submit_key
-        for _ in range(self.profile.input.submit_retries + 1):
+        for pressed in range(self.profile.input.submit_retries + 1):
             where = self._box_seen(sup, inj)
+            if sup.reading.state is State.WAITING_INPUT:
+                # Never press the submit key into a dialog: it would answer it.
+                if pressed:
+                    return Outcome(True, "submitted", "a dialog opened after the submit key")
+                return Outcome(False, "submit_not_confirmed", "a dialog opened before submitting")
             if where is None:
                 # The input box is not on screen (a redraw, an overlay): pressing
                 # Enter blind could answer something else; claiming success could
@@ -314,6 +319,12 @@ class DeliveryEngine:
         Appends the evidence to ``found``."""
         seen = self._in_box(sup, inj)
         reading = sup.reading
+        if reading.state is State.WAITING_INPUT:
+            # A dialog after our key: the agent took the message and now asks
+            # about what it started (a permission prompt, aider's "Create new
+            # file?"). Never "unconfirmed": a retry's Enter would answer it.
+            found.append(f"agent opened a dialog after the submit key ({reading.reason})")
+            return True
         if (
             seen is True
             and not was_busy
@@ -324,13 +335,6 @@ class DeliveryEngine:
             # and show a busy marker under it: busy by a rule, right after our
             # key and not before it, is the submission.
             found.append(f"agent turned busy ({reading.reason})")
-            return True
-        if seen is None and sup.reading.state is State.WAITING_INPUT:
-            # The box held our block when the key went out and a dialog has
-            # replaced it: the agent took the message and asks about what it
-            # started (a permission prompt). Calling that unconfirmed retried
-            # the message, typing it a second time once the dialog was answered.
-            found.append(f"agent opened a dialog after the submit key ({sup.reading.reason})")
             return True
         if seen is not False:  # still ours, or cannot tell yet
             return False

@@ -339,10 +339,10 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
             sys.stdout.fileno() if interactive else None,
         )
     finally:
+        # The relay returns when the agent is gone: tell the supervisor now
+        # rather than let it notice on its next tick (it records the exit).
+        sup.stop()
         thread.join(timeout=5.0)
-        if thread.is_alive():
-            sup.stop()
-            thread.join(timeout=2.0)
         term.close()
         registry.mark_ended(name, term.exit_code())
         registry.close()

@@ -54,6 +54,7 @@ class DeliveryStep(Protocol):
 @dataclass
 class Timing:
     min_snapshot_s: float = 0.05  # throttle for output-driven snapshots
+    pause_s: float = 0.03  # output this still counts as paused: time to look
     tick_s: float = 0.5  # safety-net snapshot when nothing happens
     heartbeat_s: float = 1.0
 
@@ -229,37 +230,56 @@ class Supervisor:
         return self.exit_code
 
     def _loop(self, out_fd: int | None) -> None:
+        """Wait for events; snapshot when output *pauses*, not while it flows.
+
+        A snapshot taken while output streams can only say "busy" (ready needs
+        ``quiet_ms`` of stillness), yet it costs emulator time that, in the pty
+        backend, competes with the relay. So after an output event the output
+        fd is not watched for ``pause_s``; a snapshot follows once a pause is
+        seen, spaced at least ``9 x`` its own cost apart (<= ~10 % of a core),
+        and a continuous flood gets only the safety tick.
+        """
+        t = self.timing
         dirty = True
+        last_output = 0.0
+        watch_out_at = 0.0
+        snap_gap = t.min_snapshot_s
         delivery_due: float | None = time.monotonic()
         while not self._stop.is_set():
             now = time.monotonic()
-            deadlines = [self._last_snap + self.timing.tick_s]
+            deadlines = [self._last_snap + t.tick_s]
             if dirty:
-                deadlines.append(self._last_snap + self.timing.min_snapshot_s)
+                deadlines.append(max(last_output + t.pause_s, self._last_snap + snap_gap))
             quiet_at = self.detector.last_change + self.profile.quiet_ms / 1000 + 0.01
             if quiet_at > self._last_snap:
                 deadlines.append(quiet_at)
             if delivery_due is not None:
                 deadlines.append(delivery_due)
+            watching = out_fd is not None and now >= watch_out_at
+            if out_fd is not None and not watching:
+                deadlines.append(watch_out_at)
             timeout = max(0.0, min(deadlines) - now)
-            fds: list[int] = [self.wake.fileno()] + ([out_fd] if out_fd is not None else [])
+            fds = [self.wake.fileno()] + ([out_fd] if watching and out_fd is not None else [])
             ready, _, _ = select.select(fds, [], [], timeout)
+            now = time.monotonic()
             if out_fd is not None and out_fd in ready:
                 self._drain_output(out_fd)
-                self.detector.note_output()
+                self.detector.note_output(now)
+                last_output = now
+                watch_out_at = now + t.pause_s
                 dirty = True
             if self.wake.fileno() in ready:
                 commands = self.wake.drain()
                 if b"stop" in commands:
                     return
                 self.woken.set()
-                delivery_due = time.monotonic()
-            now = time.monotonic()
-            if now - self._last_snap >= (self.timing.min_snapshot_s if dirty else self.timing.tick_s) or (
-                quiet_at <= now and quiet_at > self._last_snap
-            ):
+                delivery_due = now
+            paused = dirty and now - last_output >= t.pause_s and now - self._last_snap >= snap_gap
+            if paused or now - self._last_snap >= t.tick_s or self._last_snap < quiet_at <= now:
                 dirty = False
+                started = time.monotonic()
                 reading = self.observe()
+                snap_gap = max(t.min_snapshot_s, 9 * (time.monotonic() - started))
                 if reading.state is State.EXITED:
                     return
             if self.delivery is not None and delivery_due is not None and now >= delivery_due:

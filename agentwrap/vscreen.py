@@ -76,7 +76,9 @@ _BRACKETED_OFF = b"\x1b[?2004l"
 
 
 class VirtualScreen:
-    def __init__(self, cols: int, rows: int, max_backlog: int = 64 * 1024) -> None:
+    def __init__(self, cols: int, rows: int, max_backlog: int = 16 * 1024) -> None:
+        # 16 KB holds a full redraw of a 200x50 TUI, so a resync repaints the
+        # screen, while catching up never costs more than ~20 ms of pyte.
         self.max_backlog = max_backlog
         self._lock = threading.Lock()  # guards the backlog (relay <-> reader)
         self._render = threading.Lock()  # guards the emulator

@@ -36,6 +36,7 @@ from .base import PASTE_END, PASTE_START, key_bytes
 from .proctree import kill_tree
 
 READ_SIZE = 65536
+_BATCH_READS = 16
 
 
 def terminal_size(fd: int) -> tuple[int, int] | None:
@@ -168,28 +169,42 @@ class PtyTerminal:
                     self._queue(data)
 
     def _read_agent(self, stdout_fd: int | None) -> bool:
-        try:
-            data = os.read(self.fd, READ_SIZE)
-        except BlockingIOError:
-            return True
-        except OSError as exc:
-            if exc.errno == errno.EIO:  # the agent closed its side: it exited
+        """Copy what the agent wrote to the person's terminal; False at EOF.
+
+        A pty hands out at most ~4 KB per read, so under a flood the fixed
+        per-chunk cost dominates: read until the pty is empty (up to
+        ``_BATCH_READS`` reads), then write and feed the batch once.
+        """
+        chunks: list[bytes] = []
+        eof = False
+        for _ in range(_BATCH_READS):
+            try:
+                data = os.read(self.fd, READ_SIZE)
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno != errno.EIO:  # EIO: the agent closed its side, it exited
+                    raise
                 data = b""
-            else:
-                raise
-        if not data:
+            if not data:
+                eof = True
+                break
+            chunks.append(data)
+        if chunks:
+            batch = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            if stdout_fd is not None:
+                _write_all(stdout_fd, batch)
+            self.screen.feed(batch)
+            self.last_output = time.monotonic()
+            if not self._out_flag:
+                self._out_flag = True
+                try:
+                    os.write(self._out_w, b"o")
+                except BlockingIOError:
+                    pass
+        if eof:
             self._eof.set()
             return False
-        if stdout_fd is not None:
-            _write_all(stdout_fd, data)
-        self.screen.feed(data)
-        self.last_output = time.monotonic()
-        if not self._out_flag:
-            self._out_flag = True
-            try:
-                os.write(self._out_w, b"o")
-            except BlockingIOError:
-                pass
         return True
 
     def _queue(self, data: bytes, done: threading.Event | None = None) -> None:
@@ -273,8 +288,13 @@ class PtyTerminal:
         return self._out_r
 
     def clear_output(self) -> None:
-        self._out_flag = False
+        # Drain first, then re-arm. The other order loses the signal for good:
+        # the relay can set the flag and write its byte between the two steps,
+        # the drain swallows the byte, and the flag stays set, so the relay
+        # never signals again. Output that lands between drain and re-arm is
+        # covered by the snapshot the supervisor takes for this signal.
         _drain(self._out_r)
+        self._out_flag = False
 
     def alive(self) -> bool:
         return not self._eof.is_set() and self.child.isalive()

@@ -1,0 +1,607 @@
+#!/usr/bin/env python3
+"""Benchmark: delivery latency (enqueue -> first byte read by the agent) and store costs.
+
+(a) Latency. A tiny raw-mode "stamp agent" (written to the temp dir) draws a
+prompt box like the agent TUIs, enables bracketed paste, echoes what is
+pasted into the box, moves it above the box on Enter, and appends
+``time.monotonic()`` and the byte count of EVERY read() of its stdin to a
+file (CLOCK_MONOTONIC is system-wide on Linux, so its stamps compare with
+this process's). A profile made for it (``awbench``) is written to the temp
+XDG config dir's patterns/.
+
+* baseline: the stamp agent on a pty owned by this script; ``os.write`` of a
+  bracketed paste of the same size on the master -> the agent's first read.
+* pty: ``python -m agentwrap run --backend pty`` (run_pty: relay + supervisor
+  thread) in a background process, headless (stdin/stdout not a tty).
+* tmux: ``python -m agentwrap run --detach`` (tmux backend; the supervisor is
+  its own detached process).
+
+For each message: wait until the session is READY (registry) and the agent
+idle, then ``store.enqueue(...)`` + ``wake.notify(...)`` exactly like
+``agentwrap send``; latency = start of the enqueue call -> the agent's first
+read after it. The next message is sent only once the previous one is
+DELIVERED and the session is READY again.
+
+(b) Store costs with 1000 queued messages (fresh SQLite file, default
+synchronous=FULL, on the temp dir's file system): enqueue (queue depth 0 ->
+1000), peek, claim_batch (+ retry_later to put the batch back, not timed),
+expire_overdue with nothing due (the scan every enqueue also does) and one
+expire_overdue that expires all 1000. Two layouts: one session holding 1000
+(limits raised), and 20 sessions x 50 (the default limits).
+
+Everything lives in a fresh ``/tmp/awd-*`` dir (isolated XDG dirs, so its own
+tmux server), removed at the end with the tmux server and every process this
+script started.
+
+    .venv/bin/python scripts/bench_delivery.py                 # ~1 min
+    .venv/bin/python scripts/bench_delivery.py --json
+    .venv/bin/python scripts/bench_delivery.py --messages 20 --backends pty --skip-store
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import signal
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+COLS, ROWS = 100, 30
+
+STAMP_AGENT = r'''
+import os, select, sys, termios, time, tty
+
+stamps = open(sys.argv[1], "a", buffering=1)
+fd = 0
+tty.setraw(fd)
+out = sys.stdout
+transcript = []
+box = ""
+
+
+def size():
+    try:
+        s = os.get_terminal_size(1)
+        return s.columns, s.lines
+    except OSError:
+        return 100, 30
+
+
+def draw():
+    cols, rows = size()
+    tail = ["─" * cols] + ("❯ " + box).split("\n") + ["─" * cols, "  idle"]
+    room = rows - len(tail)
+    body = transcript[-room:] if room > 0 else []
+    screen = body + [""] * (room - len(body)) + tail
+    out.write("\x1b[H\x1b[2J" + "\r\n".join(x[:cols] for x in screen[-rows:]))
+    out.flush()
+
+
+out.write("\x1b[?2004h")
+draw()
+stamps.write("ready %.6f\n" % time.monotonic())
+buf = b""
+in_paste = False
+while True:
+    select.select([fd], [], [])
+    try:
+        data = os.read(fd, 65536)
+    except OSError:
+        break
+    t = time.monotonic()
+    if not data:
+        break
+    stamps.write("%.6f %d\n" % (t, len(data)))
+    buf += data
+    while buf:
+        if in_paste:
+            end = buf.find(b"\x1b[201~")
+            if end < 0:
+                box += buf.decode("utf-8", "replace")
+                buf = b""
+                break
+            box += buf[:end].decode("utf-8", "replace")
+            buf = buf[end + 6:]
+            in_paste = False
+            continue
+        if buf.startswith(b"\x1b[200~"):
+            in_paste = True
+            buf = buf[6:]
+            continue
+        if buf.startswith(b"\x1b") and len(buf) < 6 and b"\x1b[200~".startswith(buf):
+            break
+        ch, buf = buf[:1], buf[1:]
+        if ch == b"\x04" and not box:
+            sys.exit(0)
+        if ch == b"\r":
+            if box.strip():
+                transcript.extend(box.split("\n"))
+                box = ""
+        elif ch == b"\x03":
+            box = ""
+        elif ch == b"\n":
+            box += "\n"
+        elif ch >= b" ":
+            box += ch.decode("utf-8", "replace")
+    draw()
+'''
+
+PROFILE = r'''
+# bench_delivery.py's stamp agent: a prompt box between two rules, like the agent TUIs.
+name = "awbench"
+description = "bench_delivery.py stamp agent"
+commands = []
+
+[input]
+submit_key = "Enter"
+submit_delay_ms = 50
+bracketed_paste = true
+accepts_input_while_busy = false
+input_region = "box"
+
+[detect]
+quiet_ms = 150
+
+[detect.anchors]
+rule = '^─{10,}\s*$'
+
+[detect.regions]
+box = { from = "rule[-2]", to = "rule[-1]" }
+
+[[detect.rules]]
+name = "draft"
+state = "draft"
+region = "box"
+pattern = '^❯[^\S\n]*\S'
+explain = "text in the prompt box"
+
+[[detect.rules]]
+name = "empty-box"
+state = "ready"
+region = "box"
+pattern = '^❯[^\S\n]*$'
+explain = "prompt box empty"
+'''
+
+
+def pct(xs: list[float], p: float) -> float:
+    """Nearest-rank percentile."""
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    k = max(0, min(len(s) - 1, int(-(-p * len(s) // 100)) - 1))
+    return s[k]
+
+
+def stats_ms(xs: list[float]) -> dict[str, float]:
+    ms = [x * 1000 for x in xs]
+    return {
+        "n": len(ms), "p50_ms": statistics.median(ms) if ms else float("nan"),
+        "p99_ms": pct(ms, 99), "min_ms": min(ms) if ms else float("nan"),
+        "max_ms": max(ms) if ms else float("nan"),
+    }
+
+
+# --- the stamp file -------------------------------------------------------------------------
+
+
+class Stamps:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.reads: list[tuple[float, int]] = []
+        self.ready = False
+
+    def poll(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        for line in data[:end].decode().splitlines():
+            if line.startswith("ready"):
+                self.ready = True
+                continue
+            t, n = line.split()
+            self.reads.append((float(t), int(n)))
+
+    def first_after(self, t0: float) -> float | None:
+        self.poll()
+        return next((t for t, _ in self.reads if t >= t0), None)
+
+    def bytes_after(self, t0: float) -> int:
+        return sum(n for t, n in self.reads if t >= t0)
+
+
+def wait_until(cond: Callable[[], Any], timeout: float, what: str, poll: float = 0.005) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(poll)
+
+
+def payload(i: int, size: int) -> str:
+    head = f"bench message {i:04d} "
+    return head + ("lorem ipsum " * (size // 12 + 1))[: max(0, size - len(head))]
+
+
+# --- (a) baseline: raw pty write ---------------------------------------------------------------
+
+
+def bench_baseline(work: Path, n: int, size: int) -> dict[str, Any]:
+    stamp_file = work / "stamps-raw.txt"
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
+    proc = subprocess.Popen([sys.executable, str(work / "stamp_agent.py"), str(stamp_file)],
+                            stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+    os.close(slave)
+    os.set_blocking(master, False)
+
+    def drain() -> None:
+        try:
+            while os.read(master, 65536):
+                pass
+        except (BlockingIOError, OSError):
+            pass
+
+    stamps = Stamps(stamp_file)
+    lat: list[float] = []
+    try:
+        wait_until(lambda: (drain(), stamps.poll(), stamps.ready)[2], 10, "the stamp agent")
+        for i in range(n):
+            text = payload(i, size).encode()
+            time.sleep(0.02)
+            drain()
+            t0 = time.monotonic()
+            os.write(master, b"\x1b[200~" + text + b"\x1b[201~")
+            t1 = wait_until(lambda t0=t0: stamps.first_after(t0), 5, "the agent to read", poll=0.001)
+            lat.append(t1 - t0)
+            os.write(master, b"\r")
+            time.sleep(0.005)
+            drain()
+    finally:
+        _kill(proc)
+        os.close(master)
+    return {"backend": "raw-pty-write", **stats_ms(lat)}
+
+
+# --- (a) agentwrap sessions ------------------------------------------------------------------
+
+
+def bench_session(backend: str, work: Path, env: dict[str, str], n: int, size: int,
+                  timeout: float, aw_root: Path) -> dict[str, Any]:
+    from agentwrap.message import NewMessage, QueueLimits, Source, Status
+    from agentwrap.paths import Paths
+    from agentwrap.queue import SQLiteMessageStore
+    from agentwrap.registry import Registry
+    from agentwrap.wake import notify
+
+    paths = Paths.from_env(env)
+    name = f"d{backend}"
+    stamp_file = work / f"stamps-{backend}.txt"
+    agent = [sys.executable, str(work / "stamp_agent.py"), str(stamp_file)]
+    base = [sys.executable, "-m", "agentwrap", "run", "--backend", backend, "--profile", "awbench",
+            "--name", name, "--cols", str(COLS), "--rows", str(ROWS)]
+    proc: subprocess.Popen[bytes] | None = None
+    log = open(work / f"run-{backend}.log", "wb")  # noqa: SIM115 - closed in finally
+    if backend == "pty":
+        proc = subprocess.Popen([*base, "--", *agent], stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=log, env=env, cwd=str(aw_root), start_new_session=True)
+    else:
+        subprocess.run([*base, "--detach", "--", *agent], stdin=subprocess.DEVNULL, stdout=log,
+                       stderr=log, env=env, cwd=str(aw_root), check=True, timeout=30)
+    stamps = Stamps(stamp_file)
+    limits = QueueLimits(rate_per_minute=100000, max_pending_per_session=1000, max_pending_total=10000)
+    store = SQLiteMessageStore(paths.db_path, limits)
+    reg = Registry(paths.db_path)
+    lat: list[float] = []
+    enq: list[float] = []
+    notif: list[float] = []
+    done: list[float] = []
+    states: list[str] = []
+    errors: list[str] = []
+
+    def state() -> str:
+        rec = reg.find(name)
+        return rec.state if rec is not None else ""
+
+    try:
+        wait_until(lambda: state() == "ready" and stamps.poll() is None and stamps.ready, timeout,
+                   f"{name} to be ready")
+        for i in range(n):
+            wait_until(lambda: state() == "ready", timeout, f"{name} to be ready again")
+            time.sleep(0.05)  # a little idle time, as between real messages
+            new = NewMessage(session=name, content=payload(i, size), source=Source.AGENT,
+                             source_id="bench", require_ack=False)
+            t0 = time.monotonic()
+            msg, _ = store.enqueue(new)
+            t1 = time.monotonic()
+            notify(paths, name)
+            t2 = time.monotonic()
+            try:
+                first = wait_until(lambda t0=t0: stamps.first_after(t0), timeout, "the first byte",
+                                   poll=0.001)
+                final = wait_until(lambda mid=msg.id: (m := store.get(mid)).status.terminal and m,
+                                   timeout, "the message to finish")
+            except TimeoutError as exc:
+                errors.append(f"message {i}: {exc}")
+                break
+            t3 = time.monotonic()
+            if final.status is not Status.DELIVERED:
+                errors.append(f"message {i}: {final.status} {final.detail[:200]}")
+            lat.append(first - t0)
+            enq.append(t1 - t0)
+            notif.append(t2 - t1)
+            done.append(t3 - t0)
+        states.append(state())
+    finally:
+        store.close()
+        reg.close()
+        stop_session(backend, name, env, paths, proc, work)
+        log.close()
+    return {
+        "backend": backend, **stats_ms(lat),
+        "enqueue_call": stats_ms(enq), "notify_call": stats_ms(notif),
+        "enqueue_to_delivered_seen": stats_ms(done), "errors": errors,
+    }
+
+
+def stop_session(backend: str, name: str, env: dict[str, str], paths: Any,
+                 proc: subprocess.Popen[bytes] | None, work: Path) -> None:
+    from agentwrap.registry import Registry
+
+    try:
+        subprocess.run([sys.executable, "-m", "agentwrap", "stop", name], env=env, cwd=str(work),
+                       capture_output=True, timeout=20, check=False)
+    except subprocess.TimeoutExpired:
+        pass
+    if proc is not None:
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+    try:
+        reg = Registry(paths.db_path)
+        for rec in reg.list(include_ended=True):
+            for pid in (rec.supervisor_pid, rec.agent_pid):
+                if pid and rec.ended is None:
+                    _killpg_or_pid(pid)
+        reg.close()
+    except Exception:  # noqa: BLE001 - cleanup goes on
+        pass
+    if backend == "tmux" and paths.tmux_socket.exists():
+        subprocess.run(["tmux", "-S", str(paths.tmux_socket), "kill-server"],
+                       capture_output=True, timeout=10, check=False)
+
+
+def _killpg_or_pid(pid: int) -> None:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=2)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+# --- (b) store costs -----------------------------------------------------------------------
+
+
+def bench_store(work: Path, layout: str, total: int, reps: int) -> dict[str, Any]:
+    from agentwrap.framing import new_token
+    from agentwrap.message import NewMessage, QueueLimits, Source
+    from agentwrap.queue import SQLiteMessageStore
+
+    if layout == "one":
+        sessions = ["s0"]
+        limits = QueueLimits(rate_per_minute=10**6, max_pending_per_session=total + 10,
+                             max_pending_total=total + 10)
+    else:
+        sessions = [f"s{i}" for i in range(20)]
+        limits = QueueLimits(rate_per_minute=10**6)  # default pending limits: 50 / 1000
+    db = work / f"store-{layout}.db"
+    store = SQLiteMessageStore(db, limits)
+    t_enq: list[float] = []
+    try:
+        for i in range(total):
+            new = NewMessage(session=sessions[i % len(sessions)], content=payload(i, 200),
+                             source=Source.WEBHOOK, source_id=f"w{i % 7}")
+            t0 = time.perf_counter()
+            store.enqueue(new)
+            t_enq.append(time.perf_counter() - t0)
+        target = sessions[0]
+        t_peek: list[float] = []
+        n_peek = 0
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            n_peek = len(store.peek(target))
+            t_peek.append(time.perf_counter() - t0)
+        t_claim: list[float] = []
+        n_claim = 0
+        for _ in range(reps):
+            token = new_token()
+            t0 = time.perf_counter()
+            batch = store.claim_batch(target, token, 8 * 1024)
+            t_claim.append(time.perf_counter() - t0)
+            n_claim = len(batch)
+            store.retry_later(token, 0.0, "bench: put back")
+        t_exp: list[float] = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            store.expire_overdue()
+            t_exp.append(time.perf_counter() - t0)
+        pending = store.pending_count()
+        t0 = time.perf_counter()
+        expired = store.expire_overdue(now=time.time() + 10**6)
+        t_bulk = time.perf_counter() - t0
+    finally:
+        store.close()
+    return {
+        "layout": layout, "sessions": len(sessions), "queued": pending,
+        "enqueue": stats_ms(t_enq),
+        "peek": {**stats_ms(t_peek), "returned": n_peek},
+        "claim_batch": {**stats_ms(t_claim), "claimed": n_claim, "max_bytes": 8192},
+        "expire_overdue_none_due": stats_ms(t_exp),
+        "expire_overdue_all_due": {"ms": t_bulk * 1000, "expired": expired},
+        "db_bytes": db.stat().st_size if db.exists() else None,
+    }
+
+
+# --- driver ------------------------------------------------------------------------------------
+
+
+def json_safe(x: Any) -> Any:
+    """NaN (no data) -> null: strict JSON has no NaN."""
+    if isinstance(x, float) and x != x:
+        return None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
+
+
+def fmt(x: Any, spec: str = ".2f") -> str:
+    if x is None or (isinstance(x, float) and x != x):
+        return "-"
+    return format(x, spec)
+
+
+def print_tables(res: dict[str, Any]) -> None:
+    lat = res.get("latency", [])
+    if lat:
+        print(f"\n(a) enqueue -> first byte read by the agent ({res['message_bytes']} B messages, "
+              f"p50 / p99 / max in ms)")
+        hdr = f"{'path':<15} {'n':>3} {'p50':>8} {'p99':>8} {'max':>8} | {'enqueue':>8} {'notify':>7} | {'-> delivered':>12}"
+        print(hdr)
+        print("-" * len(hdr))
+        for r in lat:
+            e = r.get("enqueue_call", {})
+            nt = r.get("notify_call", {})
+            d = r.get("enqueue_to_delivered_seen", {})
+            print(f"{r['backend']:<15} {r['n']:>3} {fmt(r['p50_ms']):>8} {fmt(r['p99_ms']):>8} "
+                  f"{fmt(r['max_ms']):>8} | {fmt(e.get('p50_ms')):>8} {fmt(nt.get('p50_ms'), '.3f'):>7} | "
+                  f"{fmt(d.get('p50_ms'), '.0f'):>12}")
+            for err in r.get("errors", []):
+                print(f"    ! {err}")
+        print("enqueue/notify: p50 of the store.enqueue / wake.notify calls (included in the latency);"
+              " -> delivered: p50 until this script saw DELIVERED (polling)")
+    for s in res.get("store", []):
+        print(f"\n(b) store costs, {s['queued']} pending before the bulk expiry, layout {s['layout']!r} "
+              f"({s['sessions']} session(s)); ms")
+        hdr = f"{'operation':<32} {'n':>5} {'p50':>8} {'p99':>8} {'max':>8}"
+        print(hdr)
+        print("-" * len(hdr))
+        rows = [
+            ("enqueue (depth 0 -> N)", s["enqueue"]),
+            (f"peek (returns {s['peek']['returned']})", s["peek"]),
+            (f"claim_batch (8 KB: {s['claim_batch']['claimed']} msgs)", s["claim_batch"]),
+            ("expire_overdue, none due", s["expire_overdue_none_due"]),
+        ]
+        for label, st in rows:
+            print(f"{label:<32} {st['n']:>5} {fmt(st['p50_ms']):>8} {fmt(st['p99_ms']):>8} {fmt(st['max_ms']):>8}")
+        b = s["expire_overdue_all_due"]
+        print(f"{'expire_overdue, all ' + str(b['expired']) + ' due':<32} {1:>5} {fmt(b['ms']):>8}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=50, help="messages per latency path")
+    ap.add_argument("--bytes", type=int, default=100, help="size of each message's content")
+    ap.add_argument("--backends", default="pty,tmux", help="agentwrap paths to measure: pty,tmux")
+    ap.add_argument("--skip-latency", action="store_true")
+    ap.add_argument("--skip-store", action="store_true")
+    ap.add_argument("--store-messages", type=int, default=1000)
+    ap.add_argument("--store-reps", type=int, default=100, help="repetitions per store operation")
+    ap.add_argument("--timeout", type=float, default=20, help="seconds to wait for any one step")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--agentwrap-root", type=Path, default=ROOT,
+                    help="source tree of the agentwrap under test (e.g. a patched copy)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
+    args = ap.parse_args()
+
+    aw_root = args.agentwrap_root.resolve()
+    sys.path.insert(0, str(aw_root))
+    work = Path(tempfile.mkdtemp(prefix="awd-", dir="/tmp"))
+    env = dict(os.environ)
+    env.update(
+        HOME=str(work / "h"), XDG_CONFIG_HOME=str(work / "c"), XDG_STATE_HOME=str(work / "s"),
+        XDG_RUNTIME_DIR=str(work / "r"),
+        PYTHONPATH=str(aw_root) + os.pathsep + env.get("PYTHONPATH", ""),
+    )
+    for k in ("TMUX", "TMUX_PANE", "AGENTWRAP_SESSION", "COLUMNS", "LINES"):
+        env.pop(k, None)
+    (work / "h").mkdir()
+    (work / "stamp_agent.py").write_text(STAMP_AGENT)
+    patterns = work / "c" / "agentwrap" / "patterns"
+    patterns.mkdir(parents=True)
+    (patterns / "awbench.toml").write_text(PROFILE)
+    res: dict[str, Any] = {"benchmark": "delivery", "message_bytes": args.bytes, "latency": [], "store": []}
+    started = time.monotonic()
+    try:
+        if not args.skip_latency:
+            backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+            if "tmux" in backends and not shutil.which("tmux"):
+                print("tmux not installed: skipping the tmux path", file=sys.stderr)
+                backends.remove("tmux")
+            res["latency"].append(bench_baseline(work, args.messages, args.bytes))
+            for b in backends:
+                res["latency"].append(bench_session(b, work, env, args.messages, args.bytes, args.timeout,
+                                                    aw_root))
+        if not args.skip_store:
+            for layout in ("one", "spread"):
+                res["store"].append(bench_store(work, layout, args.store_messages, args.store_reps))
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    res["elapsed_s"] = time.monotonic() - started
+    if args.json:
+        json.dump(json_safe(res), sys.stdout, indent=1, default=str)
+        print()
+    else:
+        if aw_root != ROOT:
+            print(f"agentwrap under test: {aw_root}")
+        print_tables(res)
+        print(f"({res['elapsed_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
