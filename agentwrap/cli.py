@@ -478,9 +478,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         return 0
     table = Table(box=None, show_header=False)
     for key, value in data.items():
-        if isinstance(value, float):
-            value = f"{value:.3f}"
-        table.add_row(key.replace("_", " "), str(value))
+        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
+        table.add_row(key.replace("_", " "), shown)
     out.print(table)
     return 0
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from agentwrap.paths import Paths
 from agentwrap.queue import SQLiteMessageStore
@@ -89,14 +90,7 @@ class AwEnv:
             reg.close()
 
     def wait_for(self, cond: Any, timeout: float = 20.0, what: str = "condition") -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = cond()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
-            time.sleep(0.05)
+        return wait_for(cond, timeout, what)
 
 
 def _teardown(aw: AwEnv) -> None:
@@ -109,7 +103,7 @@ def _teardown(aw: AwEnv) -> None:
                 except ProcessLookupError:
                     pass
         reg.close()
-    except Exception:  # noqa: BLE001 - teardown must go on
+    except Exception:
         pass
     if shutil.which("tmux") and aw.paths.tmux_socket.exists():
         subprocess.run(

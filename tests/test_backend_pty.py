@@ -14,14 +14,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import pexpect
 import pytest
 from conftest import STANDIN, AwEnv
+from support.waiting import wait_for
 
 from agentwrap.backends.base import PASTE_END, PASTE_START
 from agentwrap.backends.proctree import alive, descendants
@@ -33,19 +33,6 @@ PROBE = ROOT / "tests" / "support" / "term_probe.py"
 START_MARK = b"<<FLOOD-START-7f3a>>"
 END_MARK = b"<<FLOOD-END-7f3a>>"
 
-T = TypeVar("T")
-
-
-def wait_for(cond: Callable[[], T], timeout: float = 30.0, what: str = "condition") -> T:
-    """Poll ``cond`` until truthy; the timeout is only a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def probe(*args: str) -> list[str]:

@@ -14,13 +14,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from support.waiting import wait_for
 
 from agentwrap.backends.base import KEYS, PASTE_END, PASTE_START
 from agentwrap.backends.proctree import alive
@@ -34,18 +34,6 @@ STANDIN = ROOT / "tests" / "support" / "standin_agent.py"
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 
 T = TypeVar("T")
-
-
-def wait_for(cond: Callable[[], T], timeout: float = 20.0, what: str = "condition") -> T:
-    """Poll ``cond`` until truthy; the timeout is only a deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 @dataclass

@@ -19,7 +19,6 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-import pytest
 from conftest import AwEnv
 from support.delivery_kit import (
     CHILD_AGENT,

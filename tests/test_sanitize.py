@@ -129,9 +129,7 @@ def test_random_input_is_always_safe() -> None:
     and sanitizing twice changes nothing more (idempotent)."""
     rng = random.Random(20240601)
     alphabet = (
-        [ESC, "[", "]", "P", "X", "^", "_", "\\", "\x07", "\x9b", "\x9c", "\x9d", "\x90"]
-        + ["\x18", "\x1a", "\r", "\n", "\t", "\x00", "\x7f", "\x85", "\u202e", "\u2066"]
-        + ["0", "1", ";", "?", " ", "~", "m", "a", "é", "漢", "🎉", "\u0301"]
+        [ESC, "[", "]", "P", "X", "^", "_", "\\", "\x07", "\x9b", "\x9c", "\x9d", "\x90", "\x18", "\x1a", "\r", "\n", "\t", "\x00", "\x7f", "\x85", "\u202e", "\u2066", "0", "1", ";", "?", " ", "~", "m", "a", "é", "漢", "🎉", "́"]
     )
     for _ in range(3000):
         raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))

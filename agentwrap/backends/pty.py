@@ -146,10 +146,10 @@ class PtyTerminal:
                 continue
             for fd, ev in events:
                 if fd == self.fd:
-                    if ev & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                        if not self._read_agent(stdout_fd):
-                            self._finish_waiters()
-                            return
+                    readable = ev & (select.POLLIN | select.POLLHUP | select.POLLERR)
+                    if readable and not self._read_agent(stdout_fd):
+                        self._finish_waiters()
+                        return
                     if ev & select.POLLOUT:
                         self._flush_to_agent()
                 elif fd == self._wake_r:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from .agents import AGENT_NAMES, find_agent, prepare_agent
 from .model_server import ModelServer
@@ -176,14 +177,9 @@ class AgentSession:
         return self.received_with(needle)
 
     def wait_until(self, cond: Callable[[], Any], timeout: float, what: str) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = cond()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.agent}: timed out waiting for {what}\n{self.screen()}")
-            time.sleep(0.1)
+        return wait_for(
+            cond, timeout, f"{self.agent}: {what}", interval=0.1, on_timeout=self.screen
+        )
 
     def write_config(self, text: str) -> None:
         cfg = Path(self.env["XDG_CONFIG_HOME"]) / "agentwrap" / "config.toml"
@@ -204,7 +200,7 @@ def _stop(sess: AgentSession) -> None:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
-    except Exception:  # noqa: BLE001 - teardown goes on
+    except Exception:
         pass
     pid = sess.agent_pid()
     if pid:

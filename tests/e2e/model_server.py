@@ -656,7 +656,7 @@ def aider_edit_reply(system_text: str) -> str:
 def slow_text(final: str) -> str:
     """The long reply of ``[[slow: S]]``: numbered lines, then the chosen reply."""
     lines = [f"Line {n}: streaming slowly, a few words." for n in range(1, SLOW_LINES + 1)]
-    return "\n".join(lines + [final])
+    return "\n".join([*lines, final])
 
 
 def _last_float(pattern: re.Pattern[str], text: str) -> float:
@@ -795,7 +795,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._finish_record(499, f"client went away: {exc}", headers, body)
             log.info("client went away during %s %s: %s", self.command, self.path, exc)
-        except Exception:  # noqa: BLE001 - the fixture must answer whatever happens
+        except Exception:
             tb = traceback.format_exc()
             log.error("handler failed for %s %s\n%s", self.command, self.path, tb)
             self.close_connection = True
@@ -1424,7 +1424,7 @@ class ModelServer:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def __enter__(self) -> ModelServer:  # noqa: PYI034 - Python 3.10 has no typing.Self
+    def __enter__(self) -> ModelServer:
         return self.start()
 
     def __exit__(

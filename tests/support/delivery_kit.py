@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 from conftest import STANDIN_PROFILE, AwEnv
 
 from agentwrap.message import Message, Status
+from support.waiting import wait_for
 
 T = TypeVar("T")
 
@@ -75,18 +76,6 @@ def override_profile_input(aw: AwEnv, **values: Any) -> None:
 
 
 # --- waiting -----------------------------------------------------------------------
-
-
-def wait_for(cond: Callable[[], T | None], timeout: float = 30.0, what: str = "condition",
-             interval: float = 0.05) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
 
 
 def wait_soft(cond: Callable[[], object], timeout: float, interval: float = 0.02) -> bool:
