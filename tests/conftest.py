@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,16 +75,21 @@ class AwEnv:
         return SQLiteMessageStore(self.paths.db_path)
 
     def wait_state(self, name: str, *states: str, timeout: float = 20.0) -> SessionRecord:
+        """Until the session is in one of ``states`` (it may not be registered
+        yet: `agentwrap run` in another process is still starting)."""
         reg = self.registry()
+        last: list[SessionRecord | None] = [None]
+
+        def reached() -> SessionRecord | None:
+            last[0] = reg.find(name)
+            rec = last[0]
+            return rec if rec is not None and rec.state in states else None
+
         try:
-            deadline = time.monotonic() + timeout
-            while True:
-                rec = reg.get(name)
-                if rec.state in states:
-                    return rec
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"{name} never reached {states}; last: {rec}")
-                time.sleep(0.05)
+            got: SessionRecord = wait_for(
+                reached, timeout, f"{name} in {states}", on_timeout=lambda: f"last: {last[0]}"
+            )
+            return got
         finally:
             reg.close()
 
