@@ -28,7 +28,7 @@ from . import __version__
 from .errors import AgentwrapError, InvalidMessage, SessionNotRunning
 from .message import Message, NewMessage, Priority, Source, Status
 from .paths import Paths
-from .registry import Registry, SessionRecord
+from .registry import Registry, SessionRecord, Transition
 from .sanitize import decode_utf8
 
 EXIT_BY_STATUS = {
@@ -259,34 +259,66 @@ def cmd_state(args: argparse.Namespace) -> int:
     return _watch_state(reg, args)
 
 
+def _transition_json(name: str, profile: str, t: Transition) -> dict[str, Any]:
+    return {
+        "name": name, "state": t.state, "signal": t.signal, "rule": t.rule, "reason": t.reason,
+        "evidence": t.evidence, "quiet_ms": t.quiet_ms, "draft": t.draft, "since": t.at,
+        "explain": f"{t.state} ({profile}: {t.reason}; quiet {t.quiet_ms} ms)",
+    }
+
+
 def _watch_state(reg: Registry, args: argparse.Namespace) -> int:
-    """Print every state change until the session ends (or Ctrl-C)."""
-    last: tuple[str, str] | None = None
+    """Every state change, in order, until the session ends (or Ctrl-C).
+
+    Follows the supervisor's transition log, not the current state, so a
+    state that lasted less than the refresh interval is still shown.
+    """
+    rec = reg.get(args.name)
+    seen = reg.transitions(args.name)
+    last_id = seen[-1].id if seen else 0
+    recent: list[dict[str, Any]] = [_state_json(rec)]
+    plain = args.json or not sys.stdout.isatty()
+
+    def emit(data: dict[str, Any]) -> None:
+        if args.json:
+            sys.stdout.write(json.dumps(data) + "\n")
+        else:
+            stamp = time.strftime("%H:%M:%S", time.localtime(data["since"]))
+            sys.stdout.write(f"{stamp} {data['explain']}\n")
+        sys.stdout.flush()
+
+    def follow() -> bool:
+        """Emit new transitions; True once the session has ended."""
+        nonlocal last_id
+        for t in reg.transitions(args.name, last_id):
+            last_id = t.id
+            data = _transition_json(args.name, rec.profile, t)
+            recent.append(data)
+            del recent[:-8]
+            if plain:
+                emit(data)
+            if t.state == "exited":
+                return True
+        return reg.get(args.name).ended is not None
+
     try:
-        if args.json or not sys.stdout.isatty():
-            while True:
-                rec = reg.get(args.name)
-                key = (rec.state, rec.state_rule)
-                if key != last:
-                    last = key
-                    if args.json:
-                        sys.stdout.write(json.dumps(_state_json(rec)) + "\n")
-                    else:
-                        sys.stdout.write(f"{time.strftime('%H:%M:%S')} {_explain(rec)}\n")
-                    sys.stdout.flush()
-                if rec.ended is not None:
-                    return 0
+        if plain:
+            emit(recent[0])
+            while not follow():
                 time.sleep(0.1)
+            return 0
         with Live(console=out, refresh_per_second=10) as live:
             while True:
-                rec = reg.get(args.name)
-                table = Table(box=None, show_header=False)
-                table.add_row("[bold]" + rec.name, f"[bold cyan]{rec.state}")
-                table.add_row("why", _explain(rec))
-                table.add_row("evidence", rec.state_evidence or "-")
-                table.add_row("since", _fmt_age(rec.state_since))
+                done = follow()
+                table = Table(box=None, header_style="bold", title=f"[bold]{args.name}[/]")
+                for col in ("TIME", "STATE", "WHY"):
+                    table.add_column(col)
+                for d in recent:
+                    table.add_row(
+                        time.strftime("%H:%M:%S", time.localtime(d["since"])), d["state"], d["reason"]
+                    )
                 live.update(table)
-                if rec.ended is not None:
+                if done:
                     return 0
                 time.sleep(0.1)
     except KeyboardInterrupt:

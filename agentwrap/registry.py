@@ -10,6 +10,7 @@ still runs an agent that can be re-adopted).
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
@@ -49,7 +50,39 @@ CREATE TABLE IF NOT EXISTS sessions (
     ended REAL,
     options TEXT NOT NULL DEFAULT '{}'  -- JSON: run options (trust_folder, require_ack, ...)
 );
+-- Every state change, so `state --watch` shows transitions shorter than its
+-- poll interval too. Bounded per session (see _KEEP_TRANSITIONS).
+CREATE TABLE IF NOT EXISTS state_transitions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    session TEXT NOT NULL,
+    at REAL NOT NULL,
+    state TEXT NOT NULL,
+    signal TEXT NOT NULL,
+    rule TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    evidence TEXT NOT NULL,
+    quiet_ms INTEGER NOT NULL,
+    draft INTEGER NOT NULL
+);
+-- serves: transitions of one session after a given id (watch), and pruning
+CREATE INDEX IF NOT EXISTS state_transitions_session ON state_transitions (session, id);
 """
+
+_KEEP_TRANSITIONS = 1000
+
+
+@dataclass(frozen=True)
+class Transition:
+    id: int
+    session: str
+    at: float
+    state: str
+    signal: str
+    rule: str
+    reason: str
+    evidence: str
+    quiet_ms: int
+    draft: bool
 
 
 @dataclass(frozen=True)
@@ -127,12 +160,18 @@ class Registry:
                 if old.liveness == "running":
                     raise SessionNameTaken(f"a session named {rec.name!r} is already running")
                 self.conn.execute("DELETE FROM sessions WHERE name=?", (rec.name,))
+                self.conn.execute("DELETE FROM state_transitions WHERE session=?", (rec.name,))
             values = [getattr(rec, c) for c in _COLUMNS]
             values[_COLUMNS.index("command")] = json.dumps(rec.command)
             values[_COLUMNS.index("options")] = json.dumps(rec.options)
             values[_COLUMNS.index("draft")] = int(rec.draft)
             marks = ",".join("?" * len(_COLUMNS))
             self.conn.execute(f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({marks})", values)
+            self.conn.execute(
+                "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
+                " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
+                (rec.name, now, rec.state, "process", "launch", "just launched", "", 0, 0),
+            )
         return rec
 
     def get(self, name: str) -> SessionRecord:
@@ -192,14 +231,43 @@ class Registry:
         if changed:
             changes["state_since"] = now
         self.update(name, **changes)
+        if changed:
+            self._transition(name, now, state.value, signal, rule, reason, evidence, quiet_ms, draft)
+
+    def _transition(
+        self, name: str, at: float, state: str, signal: str, rule: str, reason: str,
+        evidence: str, quiet_ms: int, draft: bool,
+    ) -> None:
+        with db.transaction(self.conn):
+            self.conn.execute(
+                "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
+                " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
+                (name, at, state, signal, rule, reason, evidence, quiet_ms, int(draft)),
+            )
+            self.conn.execute(
+                "DELETE FROM state_transitions WHERE session = ? AND id <= (SELECT MAX(id)"
+                " FROM state_transitions WHERE session = ?) - ?",
+                (name, name, _KEEP_TRANSITIONS),
+            )
+
+    def transitions(self, name: str, after_id: int = 0) -> builtins.list[Transition]:
+        rows = self.conn.execute(
+            "SELECT * FROM state_transitions WHERE session = ? AND id > ? ORDER BY id",
+            (name, after_id),
+        ).fetchall()
+        return [Transition(**{**dict(r), "draft": bool(r["draft"])}) for r in rows]
 
     def mark_ended(self, name: str, exit_code: int | None) -> None:
         now = time.time()
+        reason = f"process exited with code {exit_code}"
+        already = self.find(name)
         self.update(
             name, state=State.EXITED.value, state_since=now, exit_code=exit_code, ended=now,
-            state_signal="process", state_rule="process",
-            state_reason=f"process exited with code {exit_code}", heartbeat=now,
+            state_signal="process", state_rule="process", state_reason=reason, heartbeat=now,
         )
+        if already is not None and already.ended is None:
+            self._transition(name, now, State.EXITED.value, "process", "process", reason, "", 0, False)
 
     def forget(self, name: str) -> None:
         self.conn.execute("DELETE FROM sessions WHERE name=?", (name,))
+        self.conn.execute("DELETE FROM state_transitions WHERE session=?", (name,))

@@ -313,3 +313,24 @@ def test_state_watch_through_start_reply_dialog_exit(make_session: Make, agent_n
     reader.join(timeout=5)
     print(f"{agent_name} states: {seen}")
     assert is_subsequence(["ready", "busy", "ready", "waiting_input", "ready", "exited"], seen), seen
+
+
+TRUST_AGENTS = ("claude", "codex", "gemini")  # aider has no folder-trust dialog
+
+
+@pytest.mark.parametrize("agent", TRUST_AGENTS)
+def test_trust_dialog_is_waiting_input_until_opted_in(make_session: Make, agent: str) -> None:
+    """Never answered silently: without --trust-folder the dialog stays, with a
+    message; with it, agentwrap answers and the agent reaches ready."""
+    s = make_session(agent, trusted=False)
+    s.start()
+    st = s.wait_state("waiting_input", timeout=90)
+    assert st["rule"] == "dialog:trust_folder", st
+    assert "--trust-folder" in st["reason"], st
+    time.sleep(3.0)
+    assert s.state()["state"] == "waiting_input"  # nobody answered it
+
+    t = make_session(agent, trusted=False)
+    t.name = f"{agent}-trusting"
+    t.start("--trust-folder")
+    t.wait_state("ready", timeout=90)
