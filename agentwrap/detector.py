@@ -138,13 +138,15 @@ class Detector:
         quiet = self.quiet_ms(now)
         text = snap.text()
 
+        regions = ScreenRegions(self.profile, snap)
         for dialog in self.profile.dialogs:
-            m = dialog.pattern.search(text)
+            lines = text if dialog.region == "screen" else "\n".join(regions.get(dialog.region) or [])
+            m = dialog.pattern.search(lines)
             if m:
                 self.draft = False
                 return self._set(
                     State.WAITING_INPUT, Signal.SCREEN, f"dialog:{dialog.name}", dialog.message,
-                    _line_of(text, m.start()), quiet, now,
+                    _line_of(lines, m.start()), quiet, now,
                 )
 
         matches = evaluate_rules(self.profile, snap)

@@ -32,17 +32,22 @@ else:  # pragma: no cover
 
 SPECIAL_REGIONS = ("screen", "title", "last_line")
 RULE_STATES = (State.WAITING_INPUT, State.BUSY, State.DRAFT, State.READY, State.STARTING)
-_BOUNDARY_RE = re.compile(r"^(?:(top|bottom)|([a-z_][a-z0-9_]*)\[(-?\d+)\])([+-]\d+)?$")
+_BOUNDARY_RE = re.compile(r"^(?:(top|bottom)|([a-z_][a-z0-9_]*)\[(-?\d+)\](\?)?)([+-]\d+)?$")
 
 
 @dataclass(frozen=True)
 class Boundary:
-    """``top``, ``bottom`` or ``anchor[index]`` (+/- a line offset)."""
+    """``top``, ``bottom`` or ``anchor[index]`` (+/- a line offset).
+
+    ``anchor[index]?`` is optional: when the anchor is not on screen the
+    boundary falls back to the top (as a start) or the bottom (as an end).
+    """
 
     anchor: str | None  # None for top/bottom
     edge: str  # "top" | "bottom" | "anchor"
     index: int = 0
     offset: int = 0
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class Dialog:
     message: str
     keys: tuple[str, ...] = ()
     opt_in: str | None = None
+    region: str = "screen"  # a dialog drawn above the live input box is stale
 
 
 @dataclass(frozen=True)
@@ -305,7 +311,7 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         anchors=anchors,
         regions=regions,
         rules=rules,
-        dialogs=tuple(_parse_dialog(d) for d in top.table_list("dialogs")),
+        dialogs=tuple(_parse_dialog(d, regions) for d in top.table_list("dialogs")),
         ack_patterns=_parse_ack(top.sub("ack")),
         source=source,
     )
@@ -318,7 +324,7 @@ def _parse_boundary(r: _Reader, key: str, text: str, anchors: Mapping[str, Any])
     m = _BOUNDARY_RE.match(text.strip())
     if not m:
         raise r._err(key, f"{text!r} is not 'top', 'bottom' or 'ANCHOR[INDEX]' (+/-N)")
-    edge, anchor, index, offset = m.groups()
+    edge, anchor, index, optional, offset = m.groups()
     if anchor is not None and anchor not in anchors:
         raise r._err(key, f"unknown anchor {anchor!r} (define it in [detect.anchors])")
     return Boundary(
@@ -326,6 +332,7 @@ def _parse_boundary(r: _Reader, key: str, text: str, anchors: Mapping[str, Any])
         edge=edge or "anchor",
         index=int(index or 0),
         offset=int(offset or 0),
+        optional=bool(optional),
     )
 
 
@@ -372,13 +379,17 @@ def _parse_rule(r: _Reader, regions: Mapping[str, Region]) -> Rule:
     return rule
 
 
-def _parse_dialog(r: _Reader) -> Dialog:
+def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
+    region = r.get("region", str, "screen")
+    if region not in regions and region not in SPECIAL_REGIONS:
+        raise r._err("region", f"unknown region {region!r}")
     dialog = Dialog(
         name=r.get("name", str),
         pattern=r.regex("pattern", r.get("pattern", str)),
         message=r.get("message", str),
         keys=r.strings("keys"),
         opt_in=r.get("opt_in", str, None),
+        region=region,
     )
     r.done()
     return dialog

@@ -58,15 +58,17 @@ def split_around(profile: Profile, snap: Snapshot, region: str) -> tuple[str, st
         return lines[idx], "\n".join(lines[:idx])
     reg = profile.regions[region]
     anchors = ScreenRegions(profile, snap).anchor_lines()
-    start = _position(reg.start, len(lines), anchors)
-    end = _position(reg.end, len(lines), anchors)
+    start = _position(reg.start, len(lines), anchors, is_start=True)
+    end = _position(reg.end, len(lines), anchors, is_start=False)
     if start is None or end is None or end <= start:
         return None
     lo, hi = max(start + 1, 0), min(end, len(lines))
     return "\n".join(lines[lo:hi]), "\n".join(lines[:lo] + lines[hi:])
 
 
-def _position(b: Boundary, nlines: int, anchors: Mapping[str, list[int]]) -> int | None:
+def _position(
+    b: Boundary, nlines: int, anchors: Mapping[str, list[int]], *, is_start: bool
+) -> int | None:
     if b.edge == "top":
         pos = -1
     elif b.edge == "bottom":
@@ -77,13 +79,15 @@ def _position(b: Boundary, nlines: int, anchors: Mapping[str, list[int]]) -> int
         try:
             pos = hits[b.index]
         except IndexError:
-            return None
+            if not b.optional:
+                return None
+            return -1 if is_start else nlines
     return pos + b.offset
 
 
 def cut(region: Region, lines: list[str], anchors: Mapping[str, list[int]]) -> list[str] | None:
-    start = _position(region.start, len(lines), anchors)
-    end = _position(region.end, len(lines), anchors)
+    start = _position(region.start, len(lines), anchors, is_start=True)
+    end = _position(region.end, len(lines), anchors, is_start=False)
     if start is None or end is None or end <= start:
         return None
     body = lines[max(start + 1, 0) : min(end, len(lines))]

@@ -332,5 +332,9 @@ def test_trust_dialog_is_waiting_input_until_opted_in(make_session: Make, agent:
 
     t = make_session(agent, trusted=False)
     t.name = f"{agent}-trusting"
+    # Gemini applies a trust decision by exiting with 199 for its launcher
+    # process to restart it; the test env turns that launcher off, a person's
+    # setup has it.
+    t.env.pop("GEMINI_CLI_NO_RELAUNCH", None)
     t.start("--trust-folder")
     t.wait_state("ready", timeout=90)
