@@ -43,6 +43,10 @@ class _FaintScreen(pyte.Screen):
         return _Cell(data=" ")
 
     def select_graphic_rendition(self, *attrs: int, **kwargs: Any) -> None:
+        if kwargs.get("private"):
+            # CSI > ... m is not SGR (xterm's modifyOtherKeys, sent by Codex);
+            # pyte routes it here with private=True, which its Screen rejects.
+            return
         current: Any = self.cursor.attrs
         if not isinstance(current, _Cell):  # pyte's own Char cannot carry ``dim``
             fresh: Any = _Cell(*current)

@@ -337,3 +337,14 @@ def test_cli_state_detection_recovers_after_a_flood(aw: AwEnv, outers: list[Oute
     rec = aw.registry().get("pr")
     assert rec.state == "exited" and rec.liveness == "ended"
     assert not alive(o.child.pid)
+
+
+def test_private_sgr_does_not_break_the_virtual_screen() -> None:
+    """Codex sends CSI > 4 ; 1 m (modifyOtherKeys): not SGR, must be ignored."""
+    from agentwrap.vscreen import VirtualScreen
+
+    screen = VirtualScreen(40, 5)
+    screen.feed(b"\x1b[>4;1m\x1b[2mdim\x1b[0m typed")
+    snap = screen.snapshot()
+    assert snap.lines[0] == "dim typed"
+    assert snap.bright_lines()[0] == "    typed"

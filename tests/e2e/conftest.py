@@ -273,7 +273,12 @@ class AnsweringTerminal:
         self.output = bytearray()
         import pyte
 
-        self.screen = pyte.Screen(160, 45)
+        class _Screen(pyte.Screen):
+            def select_graphic_rendition(self, *attrs: int, **kwargs: Any) -> None:
+                if not kwargs.get("private"):  # CSI > ... m: not SGR, pyte rejects it
+                    super().select_graphic_rendition(*attrs)
+
+        self.screen = _Screen(160, 45)
         self.stream = pyte.ByteStream(self.screen)
         self.thread = threading.Thread(target=self._pump, daemon=True)
         self.thread.start()
