@@ -100,8 +100,11 @@ class VirtualScreen:
     # --- relay side: must stay cheap ------------------------------------------------
 
     def feed(self, data: bytes) -> None:
-        window = self._tail + data
-        if b"\x1b[?2004" in window:
+        # Only the seam with the previous chunk is copied; the chunk itself is
+        # searched in place (this runs on the relay's hot path).
+        seam = self._tail + data[:8]
+        if b"\x1b[?2004" in data or b"\x1b[?2004" in seam:
+            window = seam + data[8:]
             on, off = window.rfind(_BRACKETED_ON), window.rfind(_BRACKETED_OFF)
             if on != off:
                 self.bracketed_paste = on > off

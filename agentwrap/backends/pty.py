@@ -135,7 +135,8 @@ class PtyTerminal:
             poller.register(stdin_fd, select.POLLIN)
         want_out = False
         while True:
-            self._take_injections()
+            if self._inject:  # unlocked peek; _take_injections locks
+                self._take_injections()
             if bool(self._out) != want_out:
                 want_out = bool(self._out)
                 mask = select.POLLIN | (select.POLLOUT if want_out else 0)
