@@ -57,6 +57,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchlib import fmt, json_safe
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -64,6 +66,7 @@ COLS, ROWS = 100, 30
 
 STAMP_AGENT = r'''
 import os, select, sys, termios, time, tty
+
 
 stamps = open(sys.argv[1], "a", buffering=1)
 fd = 0
@@ -485,23 +488,6 @@ def bench_store(work: Path, layout: str, total: int, reps: int) -> dict[str, Any
 
 
 # --- driver ------------------------------------------------------------------------------------
-
-
-def json_safe(x: Any) -> Any:
-    """NaN (no data) -> null: strict JSON has no NaN."""
-    if isinstance(x, float) and x != x:
-        return None
-    if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    return x
-
-
-def fmt(x: Any, spec: str = ".2f") -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "-"
-    return format(x, spec)
 
 
 def print_tables(res: dict[str, Any]) -> None:

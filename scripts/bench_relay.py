@@ -58,7 +58,8 @@ import termios
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+
+from benchlib import fmt, json_safe
 
 ROOT = Path(__file__).resolve().parent.parent
 START = b"__AWBENCH_START__"
@@ -85,6 +86,7 @@ def _snapshot(self):
 vscreen.VirtualScreen.snapshot = _snapshot
 
 from agentwrap.backends import pty as _pty
+
 _orig_read = _pty.PtyTerminal._read_agent
 _stats["reads"] = 0
 
@@ -366,23 +368,6 @@ def summarise(stream: Stream, runs: list[Run]) -> dict[str, object]:
     return out
 
 
-def json_safe(x: Any) -> Any:
-    """NaN (no data) -> null: strict JSON has no NaN."""
-    if isinstance(x, float) and x != x:
-        return None
-    if isinstance(x, dict):
-        return {k: json_safe(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [json_safe(v) for v in x]
-    return x
-
-
-def fmt(x: object, spec: str = ".1f") -> str:
-    if x is None or (isinstance(x, float) and x != x):
-        return "-"
-    return format(x, spec)
-
-
 def print_table(results: list[dict[str, object]], args: argparse.Namespace) -> None:
     print(f"\nrelay throughput, pty backend with detection on vs `script -q -c` "
           f"(median of {args.reps}, {COLS}x{ROWS}, MB = 10^6 bytes of payload, settle {args.settle} s)")
@@ -399,9 +384,9 @@ def print_table(results: list[dict[str, object]], args: argparse.Namespace) -> N
         if r["stream"] == "startup":
             continue
         print(
-            f"{r['stream']:<8} {fmt(r['payload_mb'], '.0f'):>6} | {fmt(r['script_stream_mbps']):>7} "
-            f"{fmt(r['agentwrap_stream_mbps']):>7} {fmt(r['ratio_stream'], '.2f'):>6} | "
-            f"{fmt(r['script_wall_mbps']):>7} {fmt(r['agentwrap_wall_mbps']):>7} "
+            f"{r['stream']:<8} {fmt(r['payload_mb'], '.0f'):>6} | {fmt(r['script_stream_mbps'], '.1f'):>7} "
+            f"{fmt(r['agentwrap_stream_mbps'], '.1f'):>7} {fmt(r['ratio_stream'], '.2f'):>6} | "
+            f"{fmt(r['script_wall_mbps'], '.1f'):>7} {fmt(r['agentwrap_wall_mbps'], '.1f'):>7} "
             f"{fmt(r['ratio_wall'], '.2f'):>6} | {fmt(r['agentwrap_cpu_self_s'], '.2f'):>6}s "
             f"{fmt(r.get('agentwrap_cpu_self_ms_per_mb'), '.1f'):>6} | "
             f"{fmt(r['snapshots_during_stream'], '.0f'):>5} {fmt(r['snapshots_per_s'], '.1f'):>5} {fmt(r['snapshot_ms_total'], '.0f'):>8} "

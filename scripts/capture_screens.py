@@ -40,6 +40,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from agentwrap.backends.proctree import descendants, kill_pids
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "screens"
 
@@ -67,64 +69,12 @@ def log(msg: str) -> None:
 # --------------------------------------------------------------------------- process tree
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as fh:
-                    stat = fh.read().decode(errors="replace")
-                ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            if ppid == pid:
-                out.append(int(entry))
-    except OSError:
-        pass
-    return out
-
-
 def process_tree(pid: int) -> list[int]:
-    seen: list[int] = []
-    stack = [pid]
-    while stack:
-        p = stack.pop()
-        if p in seen:
-            continue
-        seen.append(p)
-        stack.extend(_children(p))
-    return seen
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            state = fh.read().decode(errors="replace").rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except OSError:
-        return False
+    return [pid, *descendants(pid)]
 
 
 def kill_tree(pids: list[int], grace: float = 2.0) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for p in pids:
-            try:
-                os.kill(p, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_alive(p) for p in pids):
-            time.sleep(0.05)
-        if not any(_alive(p) for p in pids):
-            return
+    kill_pids(pids, signal.SIGTERM, grace)
 
 
 # --------------------------------------------------------------------------- tmux pane

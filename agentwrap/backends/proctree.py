@@ -64,19 +64,24 @@ def start_time(pid: int) -> str | None:
     return stat[stat.rfind(")") + 2 :].split()[19]
 
 
-def kill_tree(pid: int, sig: int = signal.SIGTERM, grace: float = 2.0) -> None:
-    procs = [pid, *descendants(pid)]
-    for p in procs:
+def kill_pids(pids: list[int], sig: int = signal.SIGTERM, grace: float = 2.0) -> None:
+    """Signal every pid, wait up to ``grace`` for them to go, then SIGKILL the rest."""
+    for p in pids:
         try:
             os.kill(p, sig)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):
             pass
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(alive(p) for p in procs):
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.05)
-    for p in procs:
+    for p in pids:
         if alive(p):
             try:
                 os.kill(p, signal.SIGKILL)
-            except ProcessLookupError:
+            except (ProcessLookupError, PermissionError):
                 pass
+
+
+def kill_tree(pid: int, sig: int = signal.SIGTERM, grace: float = 2.0) -> None:
+    """Stop ``pid`` and everything below it."""
+    kill_pids([pid, *descendants(pid)], sig, grace)
