@@ -758,27 +758,6 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- verbs ------------------------------------------------------------------
 
-    def do_GET(self) -> None:
-        self._dispatch()
-
-    def do_POST(self) -> None:
-        self._dispatch()
-
-    def do_HEAD(self) -> None:
-        self._dispatch()
-
-    def do_PUT(self) -> None:
-        self._dispatch()
-
-    def do_DELETE(self) -> None:
-        self._dispatch()
-
-    def do_OPTIONS(self) -> None:
-        self._dispatch()
-
-    def do_PATCH(self) -> None:
-        self._dispatch()
-
     # -- dispatch ---------------------------------------------------------------
 
     def _dispatch(self) -> None:
@@ -805,6 +784,10 @@ class _Handler(BaseHTTPRequestHandler):
                     self._send_bytes(500, tb.encode("utf-8"), "text/plain; charset=utf-8")
                 except OSError:
                     pass
+
+
+    # every verb goes through one dispatcher (unknown paths are logged as 404s)
+    do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = do_OPTIONS = do_PATCH = _dispatch
 
     def _finish_record(self, status: int, error: str, headers: dict[str, str], body: Any) -> None:
         if self._record is None:
@@ -860,7 +843,7 @@ class _Handler(BaseHTTPRequestHandler):
                     log.warning("zstd request body from %s cannot be decoded", self.path)
                     return None
                 reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw))
-                raw = cast(bytes, reader.read())
+                raw = reader.read()
         try:
             return json.loads(raw)
         except ValueError:
