@@ -595,7 +595,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(report)
         return 1 if problems else 0
-    out.print(f"agentwrap {__version__}  python {report['python']}  tmux {report['tmux'] or 'MISSING'}")
+    out.print(f"agentwrap {__version__}  python {report['python']}  {report['tmux'] or 'tmux MISSING'}")
     table = Table(title="agents", box=None, header_style="bold")
     for col in ("AGENT", "FOUND", "VERSION"):
         table.add_column(col)
