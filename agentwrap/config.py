@@ -179,11 +179,10 @@ def load_config(paths: Paths, cwd: Path | None = None) -> Config:
         if not isinstance(profiles, Mapping):
             raise ConfigError(f"{path}: [profiles] must be a table of tables")
         for name, table in profiles.items():
+            try:  # validate now, in the file that says it, not at first use
+                _apply(cfg, table, f"profiles.{name}")
+            except ConfigError as exc:
+                raise ConfigError(f"{path}: {exc.message}", hint=exc.hint) from None
             overrides.setdefault(name, {}).update(table)
         sources.append(path)
-    for name, table in overrides.items():  # validate now, not at first use
-        try:
-            _apply(cfg, table, f"profiles.{name}")
-        except ConfigError as exc:
-            raise ConfigError(exc.message, hint=exc.hint) from None
     return replace(cfg, sources=tuple(sources), profile_overrides=overrides)
