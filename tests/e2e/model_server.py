@@ -256,6 +256,20 @@ class Exchange:
 # ------------------------------------------------------------------------ helpers
 
 
+
+def _after_last(entries: list[JSON], is_model: Callable[[JSON], bool]) -> list[JSON]:
+    """The entries after the model's last turn: what the person just sent.
+    Every wire API keeps a conversation as one list; only its roles differ."""
+    start = 0
+    for i, entry in enumerate(entries):
+        if is_model(entry):
+            start = i + 1
+    return entries[start:]
+
+
+def _is_responses_model_item(item: JSON) -> bool:
+    return item.get("role") == "assistant" or item.get("type") in _RESPONSES_MODEL_ITEMS
+
 def _as_dict(value: Any) -> JSON:
     return value if isinstance(value, dict) else {}
 
@@ -383,13 +397,9 @@ def anthropic_turn(body: JSON) -> Turn:
     the person's.
     """
     messages = [m for m in _as_list(body.get("messages")) if isinstance(m, dict)]
-    start = 0
-    for i, message in enumerate(messages):
-        if message.get("role") == "assistant":
-            start = i + 1
     texts: list[str] = []
     tool_result = False
-    for message in messages[start:]:
+    for message in _after_last(messages, lambda m: m.get("role") == "assistant"):
         if message.get("role") != "user":
             continue
         content = message.get("content")
@@ -415,13 +425,9 @@ def responses_turn(body: JSON) -> Turn:
     if isinstance(items, str):
         return Turn(items, False)
     entries = [i for i in _as_list(items) if isinstance(i, dict)]
-    start = 0
-    for idx, item in enumerate(entries):
-        if item.get("role") == "assistant" or item.get("type") in _RESPONSES_MODEL_ITEMS:
-            start = idx + 1
     texts: list[str] = []
     tool_result = False
-    for item in entries[start:]:
+    for item in _after_last(entries, _is_responses_model_item):
         if str(item.get("type", "")).endswith("_output"):
             tool_result = True
         elif item.get("role") == "user":
@@ -445,13 +451,9 @@ def responses_tools(body: JSON) -> list[ToolSpec]:
 def chat_turn(body: JSON) -> Turn:
     """Trailing ``user`` messages; ``tool``/``function`` messages are tool results."""
     messages = [m for m in _as_list(body.get("messages")) if isinstance(m, dict)]
-    start = 0
-    for i, message in enumerate(messages):
-        if message.get("role") == "assistant":
-            start = i + 1
     texts: list[str] = []
     tool_result = False
-    for message in messages[start:]:
+    for message in _after_last(messages, lambda m: m.get("role") == "assistant"):
         role = message.get("role")
         if role in ("tool", "function"):
             tool_result = True
@@ -478,13 +480,9 @@ def _gemini_request(body: JSON) -> JSON:
 def gemini_turn(body: JSON) -> Turn:
     """Trailing ``user`` contents; a ``functionResponse`` part is a tool result."""
     contents = [c for c in _as_list(_gemini_request(body).get("contents")) if isinstance(c, dict)]
-    start = 0
-    for i, content in enumerate(contents):
-        if content.get("role") == "model":
-            start = i + 1
     texts: list[str] = []
     tool_result = False
-    for content in contents[start:]:
+    for content in _after_last(contents, lambda c: c.get("role") == "model"):
         for part in _as_list(content.get("parts")):
             if not isinstance(part, dict):
                 continue
