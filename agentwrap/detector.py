@@ -56,10 +56,9 @@ class Match:
     line: str
 
 
-def evaluate_rules(profile: Profile, snap: Snapshot) -> list[Match]:
+def evaluate_rules(profile: Profile, snap: Snapshot, regions: ScreenRegions | None = None) -> list[Match]:
     """Every rule that matches, in decision order (title rules first)."""
-    regions = ScreenRegions(profile, snap)
-    anchors = regions.anchor_lines()
+    regions = regions if regions is not None else ScreenRegions(profile, snap)
     cache: dict[tuple[str, bool], list[str] | None] = {}
     hits: list[Match] = []
     ordered = sorted(
@@ -69,7 +68,7 @@ def evaluate_rules(profile: Profile, snap: Snapshot) -> list[Match]:
     for _, rule in ordered:
         key = (rule.region, rule.ignore_dim)
         if key not in cache:
-            cache[key] = regions.get(rule.region, anchors, bright=rule.ignore_dim)
+            cache[key] = regions.get(rule.region, bright=rule.ignore_dim)
         body = cache[key]
         if body is None:
             continue
@@ -149,7 +148,7 @@ class Detector:
                     _line_of(lines, m.start()), quiet, now,
                 )
 
-        matches = evaluate_rules(self.profile, snap)
+        matches = evaluate_rules(self.profile, snap, regions)
         draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
         self.draft = draft_match is not None
 

@@ -9,29 +9,29 @@ which is the safe answer while a TUI is half drawn.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from .profiles import Boundary, Profile, Region
 from .screen import Snapshot
 
 
-@dataclass(frozen=True)
 class ScreenRegions:
-    """Lazily cut regions of one snapshot for one profile."""
+    """The regions of one snapshot for one profile. Anchor lines are found
+    once (on first use) and shared by every region cut from this snapshot."""
 
-    profile: Profile
-    snap: Snapshot
+    def __init__(self, profile: Profile, snap: Snapshot) -> None:
+        self.profile = profile
+        self.snap = snap
 
-    def anchor_lines(self) -> dict[str, list[int]]:
+    @functools.cached_property
+    def anchors(self) -> dict[str, list[int]]:
         return {
             name: [i for i, line in enumerate(self.snap.lines) if pat.search(line)]
             for name, pat in self.profile.anchors.items()
         }
 
-    def get(
-        self, name: str, anchors: Mapping[str, list[int]] | None = None, *, bright: bool = False
-    ) -> list[str] | None:
+    def get(self, name: str, *, bright: bool = False) -> list[str] | None:
         lines = list(self.snap.bright_lines() if bright else self.snap.lines)
         if name == "screen":
             return lines
@@ -40,8 +40,7 @@ class ScreenRegions:
         if name == "last_line":
             last = self.snap.last_nonblank()
             return [last] if last else []
-        region = self.profile.regions[name]
-        return cut(region, lines, anchors if anchors is not None else self.anchor_lines())
+        return cut(self.profile.regions[name], lines, self.anchors)
 
 
 def split_around(profile: Profile, snap: Snapshot, region: str) -> tuple[str, str] | None:
@@ -57,7 +56,7 @@ def split_around(profile: Profile, snap: Snapshot, region: str) -> tuple[str, st
             return None
         return lines[idx], "\n".join(lines[:idx])
     reg = profile.regions[region]
-    anchors = ScreenRegions(profile, snap).anchor_lines()
+    anchors = ScreenRegions(profile, snap).anchors
     start = _position(reg.start, len(lines), anchors, is_start=True)
     end = _position(reg.end, len(lines), anchors, is_start=False)
     if start is None or end is None or end <= start:
