@@ -92,7 +92,6 @@ class DeliveryEngine:
         self._blocked_since: float | None = None
         self._next_expiry = 0.0  # expire overdue messages on the first turn
         self._held: dict[str, float] = {}  # token -> when to press submit again
-        self.waiting_reason = ""
         self._ack_patterns = [*cfg.ack_patterns, *profile.ack_patterns]
 
     @classmethod
@@ -133,7 +132,6 @@ class DeliveryEngine:
         due = [m for m in upcoming if m.next_attempt_at <= now]
         if not due:
             self._blocked_since = None
-            self.waiting_reason = ""
             if upcoming:
                 # Wake up for the next retry, or to expire a message at its TTL.
                 wake = min(self._next_expiry, *(m.next_attempt_at for m in upcoming))
@@ -141,7 +139,6 @@ class DeliveryEngine:
             return None
         reason = self.window(sup, due[0].priority)
         if reason is not None:
-            self.waiting_reason = reason
             if sup.reading.state is State.EXITED:
                 return None
             if self._blocked_since is None:
@@ -152,7 +149,6 @@ class DeliveryEngine:
                 return 0.05
             return 0.1
         self._blocked_since = None
-        self.waiting_reason = ""
         token = new_token()
         batch = self.store.claim_batch(self.session, token, self.cfg.max_injection_bytes, now)
         if batch:

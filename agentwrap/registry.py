@@ -268,6 +268,3 @@ class Registry:
         if already is not None and already.ended is None:
             self._transition(name, now, State.EXITED.value, "process", "process", reason, "", 0, False)
 
-    def forget(self, name: str) -> None:
-        self.conn.execute("DELETE FROM sessions WHERE name=?", (name,))
-        self.conn.execute("DELETE FROM state_transitions WHERE session=?", (name,))

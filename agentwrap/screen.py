@@ -108,9 +108,6 @@ class Snapshot:
                 return line
         return ""
 
-    def contains(self, needle: str) -> bool:
-        return needle in self.text()
-
 
 def _digest(lines: tuple[str, ...], title: str) -> str:
     h = hashlib.blake2b(digest_size=16)

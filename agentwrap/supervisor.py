@@ -90,7 +90,6 @@ class Supervisor:
         self._answered: set[str] = set()
         self._fifo_fds: tuple[int, int] | None = None
         self.wake = WakeSocket(paths.wake_socket(name))
-        self.woken = threading.Event()  # set on every nudge; delivery reads it
 
     # --- observation -------------------------------------------------------------
 
@@ -272,7 +271,6 @@ class Supervisor:
                 commands = self.wake.drain()
                 if b"stop" in commands:
                     return
-                self.woken.set()
                 delivery_due = now
             paused = dirty and now - last_output >= t.pause_s and now - self._last_snap >= snap_gap
             if paused or now - self._last_snap >= t.tick_s or self._last_snap < quiet_at <= now:

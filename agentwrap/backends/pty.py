@@ -325,14 +325,6 @@ class PtyTerminal:
             return None
         return time.monotonic() - self.last_user_input
 
-    def in_raw_mode(self) -> bool:
-        """A child in canonical mode keeps only 4095 bytes of one line."""
-        try:
-            lflag = termios.tcgetattr(self.fd)[3]
-        except termios.error:
-            return True
-        return not (lflag & termios.ICANON)
-
     def resize(self, cols: int, rows: int) -> None:
         self.child.setwinsize(rows, cols)
         self.screen.resize(cols, rows)

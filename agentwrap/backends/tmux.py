@@ -261,10 +261,6 @@ class TmuxTerminal:
             return None  # nobody attached: nobody typing
         return max(0.0, time.time() - max(stamps))
 
-    def attached_clients(self) -> int:
-        proc = self.server.cmd("list-clients", "-t", f"={self.session}", "-F", "#{client_tty}")
-        return len([x for x in proc.stdout if x.strip()])
-
     def resize(self, cols: int, rows: int) -> None:
         self.server.cmd("resize-window", "-t", f"={self.session}:0", "-x", str(cols), "-y", str(rows))
 
