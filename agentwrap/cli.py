@@ -187,7 +187,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     paths = _paths()
     reg = _registry(paths)
     recs = reg.list(include_ended=args.all)
-    pending = _pending_counts(paths)
+    pending = _pending_counts(paths, [r.name for r in recs])
     if args.json:
         _emit_json([{**r.to_json(), "pending": pending.get(r.name, 0)} for r in recs])
         return 0
@@ -207,16 +207,14 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return 0
 
 
-def _pending_counts(paths: Paths) -> dict[str, int]:
+def _pending_counts(paths: Paths, names: list[str]) -> dict[str, int]:
     from .queue import SQLiteMessageStore
 
     store = SQLiteMessageStore(paths.db_path)
-    reg = Registry(paths.db_path)
     try:
-        return {r.name: store.pending_count(r.name) for r in reg.list(include_ended=True)}
+        return {name: store.pending_count(name) for name in names}
     finally:
         store.close()
-        reg.close()
 
 
 def _explain(rec: SessionRecord) -> str:
