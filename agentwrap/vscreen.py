@@ -17,6 +17,7 @@ from collections import deque
 from typing import Any, NamedTuple
 
 import pyte
+from wcwidth import wcwidth
 
 from .screen import Snapshot, with_bright
 
@@ -96,6 +97,9 @@ class VirtualScreen:
         self.fed_bytes = 0
         self._screen = _FaintScreen(cols, rows)
         self._stream = pyte.ByteStream(self._screen)
+        self._display: list[str] = []  # rendered rows, kept between snapshots
+        self._bright: list[str] = []
+        self._rendered_size = (0, 0)
 
     # --- relay side: must stay cheap ------------------------------------------------
 
@@ -121,6 +125,16 @@ class VirtualScreen:
                 self._pending = len(only)
                 self._dropped += 1
 
+    def discontinuity(self) -> None:
+        """Bytes were lost before the next :meth:`feed` (the native relay's
+        tee overflowed): what is queued no longer leads anywhere, so drop it
+        and resync from what comes next, as a backlog overflow does."""
+        with self._lock:
+            self._chunks.clear()
+            self._pending = 0
+            self._dropped += 1
+        self._tail = b""
+
     def resize(self, cols: int, rows: int) -> None:
         with self._lock:
             self._resize = (cols, rows)
@@ -144,28 +158,53 @@ class VirtualScreen:
                 self._stream.feed(chunk)
                 self.fed_bytes += len(chunk)
             scr = self._screen
+            display, bright = self._rows()
             snap = Snapshot.from_text(
-                "\n".join(scr.display),
+                "\n".join(display),
                 cols=scr.columns,
                 rows=scr.lines,
                 cursor=(scr.cursor.y, scr.cursor.x),
                 title=scr.title or "",
                 at=time.monotonic(),
             )
-            return with_bright(snap, self._bright_rows())
+            return with_bright(snap, tuple(bright))
 
-    def _bright_rows(self) -> tuple[str, ...]:
+    def _rows(self) -> tuple[list[str], list[str]]:
+        """(display lines, bright lines), re-rendering only the rows pyte
+        marked dirty since the last snapshot: a spinner or a status line
+        costs one row, not the 10,000 cells of a 200x50 screen."""
         scr = self._screen
-        rows: list[str | None] = []
-        for y in range(scr.lines):
-            row = scr.buffer[y]
-            if not any(getattr(row[x], "dim", False) for x in row):
-                rows.append(None)
+        if self._rendered_size != (scr.columns, scr.lines):
+            self._rendered_size = (scr.columns, scr.lines)
+            self._display = [""] * scr.lines
+            self._bright = [""] * scr.lines
+            dirty: set[int] | range = range(scr.lines)
+        else:
+            dirty = scr.dirty
+        for y in dirty:
+            if 0 <= y < scr.lines:
+                self._display[y], self._bright[y] = self._render_row(scr.buffer[y], scr.columns)
+        scr.dirty.clear()
+        return self._display, self._bright
+
+    @staticmethod
+    def _render_row(row: Any, columns: int) -> tuple[str, str]:
+        # The display line exactly as pyte's Screen.display renders it (the
+        # stub cell after a wide character is skipped) ...
+        chars: list[str] = []
+        wide = False
+        for x in range(columns):
+            if wide:
+                wide = False
                 continue
-            rows.append(
-                "".join(
-                    " " if getattr(row[x], "dim", False) else row[x].data for x in range(scr.columns)
-                ).rstrip()
-            )
-        display = scr.display
-        return tuple(r if r is not None else display[y].rstrip() for y, r in enumerate(rows))
+            data = row[x].data
+            wide = bool(data) and wcwidth(data[0]) == 2
+            chars.append(data)
+        line = "".join(chars)
+        # ... and the bright line: faint cells blanked.
+        if not any(getattr(row[x], "dim", False) for x in row):
+            return line, line.rstrip()
+        bright = "".join(
+            " " if getattr(row[x], "dim", False) else row[x].data for x in range(columns)
+        )
+        return line, bright.rstrip()
