@@ -236,7 +236,10 @@ class Supervisor:
         backend, competes with the relay. So after an output event the output
         fd is not watched for ``pause_s``; a snapshot follows once a pause is
         seen, spaced at least ``9 x`` its own cost apart (<= ~10 % of a core),
-        and a continuous flood gets only the safety tick.
+        and a continuous flood gets only the safety tick, itself stretched to
+        ``27 x`` the snapshot's cost (<= ~4 %): mid-flood the answer is
+        "busy" anyway, and on a two-core machine every millisecond of pyte
+        is taken from the agent and the person's terminal.
         """
         t = self.timing
         dirty = True
@@ -244,9 +247,12 @@ class Supervisor:
         watch_out_at = 0.0
         snap_gap = t.min_snapshot_s
         delivery_due: float | None = time.monotonic()
+        def tick() -> float:
+            return max(t.tick_s, 3 * snap_gap) if dirty else t.tick_s
+
         while not self._stop.is_set():
             now = time.monotonic()
-            deadlines = [self._last_snap + t.tick_s]
+            deadlines = [self._last_snap + tick()]
             if dirty:
                 deadlines.append(max(last_output + t.pause_s, self._last_snap + snap_gap))
             quiet_at = self.detector.last_change + self.profile.quiet_ms / 1000 + 0.01
@@ -272,8 +278,13 @@ class Supervisor:
                 if b"stop" in commands:
                     return
                 delivery_due = now
-            paused = dirty and now - last_output >= t.pause_s and now - self._last_snap >= snap_gap
-            if paused or now - self._last_snap >= t.tick_s or self._last_snap < quiet_at <= now:
+            # A pause is output *seen* to stop: the fd was watched and stayed
+            # quiet. (Merely not having watched it for pause_s is no pause:
+            # that mistake had floods snapshotted every snap_gap.)
+            quiet_seen = out_fd is None or (watching and out_fd not in ready)
+            paused = (dirty and quiet_seen and now - last_output >= t.pause_s
+                      and now - self._last_snap >= snap_gap)
+            if paused or now - self._last_snap >= tick() or self._last_snap < quiet_at <= now:
                 dirty = False
                 started = time.monotonic()
                 reading = self.observe()
