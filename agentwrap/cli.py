@@ -541,6 +541,7 @@ def _version_of(cmd: str) -> str:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from .backends.relay_helper import helper_status
     from .backends.tmux import tmux_version
     from .config import load_config
     from .profiles import load_all_profiles
@@ -554,6 +555,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         report["tmux"] = None
         problems.append({"problem": "tmux is not installed",
                          "fix": "apt-get install -y tmux (or use --backend pty)"})
+    helper, why = helper_status()
+    report["pty_relay"] = "native" if helper else "python"
+    report["pty_relay_detail"] = why
+    if helper is None:
+        problems.append({"problem": f"the pty backend's native relay is {why}; it relays in "
+                         "Python, which is slower on fast output",
+                         "fix": "apt-get install -y gcc, then reinstall agentwrap"})
     report["paths"] = {
         "config": str(paths.config_file), "project_config": ".agentwrap.toml",
         "user_profiles": str(paths.user_patterns_dir), "state": str(paths.state_dir),
@@ -593,7 +601,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(report)
         return 1 if problems else 0
-    out.print(f"agentwrap {__version__}  python {report['python']}  {report['tmux'] or 'tmux MISSING'}")
+    out.print(f"agentwrap {__version__}  python {report['python']}  {report['tmux'] or 'tmux MISSING'}"
+              f"  pty relay: {report['pty_relay']}")
     table = Table(title="agents", box=None, header_style="bold")
     for col in ("AGENT", "FOUND", "VERSION"):
         table.add_column(col)

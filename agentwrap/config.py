@@ -9,6 +9,7 @@ Example::
 
     [run]
     backend = "tmux"            # or "pty"
+    relay = "auto"              # pty backend: "native" C relay if built, else "python"
     trust_folder = false        # answer folder-trust dialogs automatically
 
     [delivery]
@@ -49,6 +50,7 @@ class RunConfig:
     trust_folder: bool = False  # opt-in: answer trust dialogs automatically
     cols: int = 160  # size of a detached tmux session
     rows: int = 45
+    relay: str = "auto"  # pty backend: "native" (C helper), "python", or "auto" (native if built)
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,10 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             changes[key] = _coerce(v, getattr(current, key), dotted)
         if section == "run" and changes.get("backend", "tmux") not in ("tmux", "pty"):
             raise ConfigError(f"run.backend: must be 'tmux' or 'pty', got {changes['backend']!r}")
+        if section == "run" and changes.get("relay", "auto") not in ("auto", "native", "python"):
+            raise ConfigError(
+                f"run.relay: must be 'auto', 'native' or 'python', got {changes['relay']!r}"
+            )
         cfg = replace(cfg, **{section: replace(current, **changes)})
     return cfg
 

@@ -57,6 +57,15 @@ class AgentNotFound(EnvironmentProblem):
     default_hint = "install the agent CLI or put it on PATH; `agentwrap doctor` shows what is found"
 
 
+class RelayHelperMissing(EnvironmentProblem):
+    """``[run] relay = "native"`` but the C relay was not built or is stale."""
+
+    default_hint = (
+        "install a C compiler (Debian: apt-get install -y gcc) and reinstall agentwrap, "
+        'or set [run] relay = "python" in ~/.config/agentwrap/config.toml'
+    )
+
+
 # --- terminal backends ------------------------------------------------------------
 
 

@@ -10,12 +10,15 @@ Process model (answers to the design notes):
   ``agentwrap adopt NAME`` (or ``attach``) starts a new one on the running
   tmux session; in-flight messages resume from their write-ahead phase, so
   nothing is typed twice.
-* pty backend: the ``run`` process is relay and supervisor at once; its
-  lifetime is the agent's.
+* pty backend: the ``run`` process is the supervisor and owns the agent's
+  pty; the bytes themselves are copied by its child ``agentwrap-relay``
+  (C, built at install) or, without it, by a relay loop in this process.
+  Its lifetime is the agent's.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -328,9 +331,10 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
         )
     )
     enqueue_context(paths, cfg, name, opts.context_files)
-    term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows)
+    term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows, relay=cfg.run.relay)
     sup = build_supervisor(paths, cfg, rec, term, profile, Registry(paths.db_path), env)
     log_to(paths.supervisor_log(name))
+    logging.getLogger("agentwrap.session").info("pty relay: %s", term.relay_kind)
     thread = threading.Thread(target=sup.run, name=f"supervisor-{name}", daemon=True)
     thread.start()
     try:

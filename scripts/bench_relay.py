@@ -7,7 +7,9 @@ runs under
 * ``script -q -c CMD /dev/null`` (the C baseline), and
 * ``python -m agentwrap run --backend pty --profile generic -- sh -c CMD``
   (the real relay path: run_pty starts the supervisor thread, which takes
-  VirtualScreen snapshots and runs the detector while the relay copies bytes),
+  VirtualScreen snapshots and runs the detector while the relay copies bytes;
+  ``--relay native`` (default) is the C helper, ``--relay python`` the
+  in-process fallback),
 
 each with its stdin/stdout/stderr on a pty owned by this script, whose master
 is read as fast as possible (as a terminal would). Runs are interleaved
@@ -37,6 +39,7 @@ process group is killed if it outlives its run.
     .venv/bin/python scripts/bench_relay.py            # ~1 min
     .venv/bin/python scripts/bench_relay.py --json     # machine-readable
     .venv/bin/python scripts/bench_relay.py --reps 3 --streams plain,yes
+    .venv/bin/python scripts/bench_relay.py --relay python   # the fallback relay
 """
 
 from __future__ import annotations
@@ -369,7 +372,7 @@ def summarise(stream: Stream, runs: list[Run]) -> dict[str, object]:
 
 
 def print_table(results: list[dict[str, object]], args: argparse.Namespace) -> None:
-    print(f"\nrelay throughput, pty backend with detection on vs `script -q -c` "
+    print(f"\nrelay throughput, pty backend ({args.relay} relay) with detection on vs `script -q -c` "
           f"(median of {args.reps}, {COLS}x{ROWS}, MB = 10^6 bytes of payload, settle {args.settle} s)")
     if args.agentwrap_root.resolve() != ROOT:
         print(f"agentwrap under test: {args.agentwrap_root.resolve()}")
@@ -424,6 +427,8 @@ def main() -> int:
                     " overlap agentwrap's start-up (subtracted from wall times of both tools)")
     ap.add_argument("--agentwrap-root", type=Path, default=ROOT,
                     help="source tree of the agentwrap under test (e.g. a patched copy)")
+    ap.add_argument("--relay", choices=("native", "python"), default="native",
+                    help="which pty relay agentwrap uses ([run] relay in its config)")
     ap.add_argument("--pure", action="store_true", help="run `python -m agentwrap` without the snapshot counter")
     ap.add_argument("--json", action="store_true", help="print JSON results instead of the table")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
@@ -441,6 +446,8 @@ def main() -> int:
     for k in ("TMUX", "TMUX_PANE", "AGENTWRAP_SESSION"):
         env.pop(k, None)
     (work / "h").mkdir()
+    (work / "c" / "agentwrap").mkdir(parents=True)
+    (work / "c" / "agentwrap" / "config.toml").write_text(f'[run]\nrelay = "{args.relay}"\n')
     (work / "boot.py").write_text(BOOT)
     runs: list[Run] = []
     started = time.monotonic()
@@ -465,7 +472,7 @@ def main() -> int:
             shutil.rmtree(work, ignore_errors=True)
     elapsed = time.monotonic() - started
     if args.json:
-        json.dump(json_safe({"benchmark": "relay", "cols": COLS, "rows": ROWS, "reps": args.reps,
+        json.dump(json_safe({"benchmark": "relay", "relay": args.relay, "cols": COLS, "rows": ROWS, "reps": args.reps,
                    "pure": args.pure, "settle_s": args.settle,
                    "agentwrap_root": str(args.agentwrap_root.resolve()), "elapsed_s": elapsed, "results": results,
                    "runs": [asdict(r) for r in runs]}), sys.stdout, indent=1, default=str)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install agentwrap for this user on Debian/Ubuntu: tmux from apt when
-# missing, agentwrap in its own venv, and the `agentwrap` command on PATH.
+# Install agentwrap for this user on Debian/Ubuntu: tmux (and, as root, a C
+# compiler for the pty backend's native relay) from apt when missing,
+# agentwrap in its own venv, and the `agentwrap` command on PATH.
 #   bash scripts/install.sh            (as root: /usr/local/bin/agentwrap)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,6 +10,15 @@ need_apt=()
 command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then
+    # Optional: without it the pty backend relays in Python (slower on floods).
+    if [ "$(id -u)" -eq 0 ]; then
+        need_apt+=(gcc libc6-dev)
+    else
+        echo "note: no C compiler; the pty backend will use its Python relay" \
+             "(sudo apt-get install -y gcc, then re-run this script, for the native one)" >&2
+    fi
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
         echo "missing: ${need_apt[*]}; install them with: sudo apt-get install -y ${need_apt[*]}" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the whole test suite needs on a fresh Debian machine
-# (tmux, a venv with agentwrap and its dev extras, the four real agent CLIs
-# at pinned versions), then run it, end-to-end tests included.
+# (tmux, a C compiler for the native pty relay, a venv with agentwrap and its
+# dev extras, the four real agent CLIs at pinned versions), then run it,
+# end-to-end tests included.
 #   bash scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,7 @@ command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v script >/dev/null 2>&1 || need_apt+=(bsdutils)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
+command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq

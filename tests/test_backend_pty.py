@@ -1,6 +1,9 @@
 """The pty backend: PtyTerminal's relay run headless in a thread, and
 ``agentwrap run --backend pty`` driven through a real outer pty (pexpect),
 so its stdin is a terminal exactly as when a person runs it.
+
+Every headless test and the CLI tests that carry bytes run twice: with the
+native relay (the C helper) and with the Python relay it falls back to.
 """
 
 from __future__ import annotations
@@ -66,9 +69,20 @@ def tmp() -> Iterator[Path]:
     d.rmdir()
 
 
-@pytest.fixture
-def relays() -> Iterator[list[Relay]]:
-    started: list[Relay] = []
+RELAYS = ("native", "python")
+
+
+class Relays(list[Relay]):
+    """The relays a test started, all of one kind (native or python)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+
+
+@pytest.fixture(params=RELAYS)
+def relays(request: pytest.FixtureRequest) -> Iterator[Relays]:
+    started = Relays(request.param)
     yield started
     for r in started:
         r.term.close()
@@ -76,10 +90,11 @@ def relays() -> Iterator[list[Relay]]:
 
 
 def start_relay(
-    relays: list[Relay], argv: list[str], cwd: Path, stdin_fd: int | None = None, **kw: int
+    relays: Relays, argv: list[str], cwd: Path, stdin_fd: int | None = None, **kw: int
 ) -> Relay:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8", "TERM": "xterm"}
-    term = PtyTerminal(argv, env=env, cwd=cwd, **kw)
+    term = PtyTerminal(argv, env=env, cwd=cwd, relay=relays.kind, **kw)
+    assert term.relay_kind == relays.kind
     relay = Relay(term, threading.Thread(target=lambda: None))
     relay.thread = threading.Thread(
         target=lambda: relay.codes.append(term.relay(stdin_fd, None)), daemon=True
@@ -90,14 +105,14 @@ def start_relay(
     return relay
 
 
-def test_exit_code_passes_through(tmp: Path, relays: list[Relay]) -> None:
+def test_exit_code_passes_through(tmp: Path, relays: Relays) -> None:
     r = start_relay(relays, probe("exit", "7"), tmp)
     assert r.join() == 7
     assert r.term.exit_code() == 7
     assert not r.term.alive()
 
 
-def test_signal_death_is_128_plus_n(tmp: Path, relays: list[Relay]) -> None:
+def test_signal_death_is_128_plus_n(tmp: Path, relays: Relays) -> None:
     r = start_relay(relays, probe("sleep"), tmp)
     wait_for(lambda: r.screen_has("SLEEPING"), what="sleeping")
     pid = r.term.agent_pid()
@@ -106,7 +121,7 @@ def test_signal_death_is_128_plus_n(tmp: Path, relays: list[Relay]) -> None:
     assert r.join() == 143
 
 
-def test_send_after_exit_raises(tmp: Path, relays: list[Relay]) -> None:
+def test_send_after_exit_raises(tmp: Path, relays: Relays) -> None:
     r = start_relay(relays, probe("exit", "0"), tmp)
     r.join()
     with pytest.raises(BackendError):
@@ -123,19 +138,19 @@ def test_send_after_exit_raises(tmp: Path, relays: list[Relay]) -> None:
     ids=["enabled", "never-enabled", "enabled-then-disabled"],
 )
 def test_bracketed_markers_only_when_child_enabled_them(
-    tmp: Path, relays: list[Relay], flags: list[str], expected: bytes
+    tmp: Path, relays: Relays, flags: list[str], expected: bytes
 ) -> None:
     log = tmp / "read.log"
     r = start_relay(relays, probe("read", str(log), *flags), tmp)
     wait_for(lambda: r.screen_has("READY"), what="probe ready")
-    assert r.term.screen.bracketed_paste is (flags == ["--bracketed"])
+    assert r.term.bracketed_paste is (flags == ["--bracketed"])
     r.term.paste("one\ntwo Enter\nthree")
     got = wait_for(lambda: log.exists() and log.read_bytes() == expected, what=f"{expected!r}")
     assert got
 
 
 def test_injected_text_never_interleaves_with_the_persons_keys(
-    tmp: Path, relays: list[Relay]
+    tmp: Path, relays: Relays
 ) -> None:
     log = tmp / "read.log"
     keys_r, keys_w = os.pipe()
@@ -173,7 +188,7 @@ def test_injected_text_never_interleaves_with_the_persons_keys(
     os.close(keys_r)
 
 
-def test_virtual_screen_recovers_after_a_flood(tmp: Path, relays: list[Relay]) -> None:
+def test_virtual_screen_recovers_after_a_flood(tmp: Path, relays: Relays) -> None:
     info = tmp / "flood.json"
     r = start_relay(
         relays, probe("flood", str(2_000_000), "3", str(info), "--then", *probe("sleep")),
@@ -199,8 +214,11 @@ class Outer:
     output (into memory, or only into a hash for the big stream)."""
 
     def __init__(self, aw: AwEnv, argv: list[str], *, name: str, profile: str = "generic",
-                 cols: int = 100, rows: int = 30, hash_only: bool = False) -> None:
+                 cols: int = 100, rows: int = 30, hash_only: bool = False,
+                 relay: str = "auto") -> None:
         env = {**aw.env, "TERM": "xterm-256color"}
+        (aw.project / ".agentwrap.toml").write_text(f'[run]\nrelay = "{relay}"\n')
+        self.log = aw.paths.supervisor_log(name)
         self.child = pexpect.spawn(
             sys.executable,
             ["-m", "agentwrap", "run", "--backend", "pty", "--name", name, "--profile", profile,
@@ -245,11 +263,27 @@ class Outer:
         return int(self.child.exitstatus)
 
     def agent_pid(self) -> int:
-        return int(wait_for(lambda: descendants(self.child.pid), what="agent pid")[0])
+        def agent() -> list[int]:  # the agent, not the native relay (also a child)
+            return [p for p in descendants(self.child.pid) if b"agentwrap-relay" not in _cmdline(p)]
+
+        return int(wait_for(agent, what="agent pid")[0])
+
+    def relay_used(self) -> str:
+        """The relay the run logged it uses."""
+        line = wait_for(lambda: re.search(r"pty relay: (\w+)", self.log.read_text())
+                        if self.log.exists() else None, what="relay logged")
+        return str(line.group(1))
 
     def close(self) -> None:
         if self.child.isalive():
             self.child.close(force=True)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 @pytest.fixture
@@ -260,9 +294,11 @@ def outers() -> Iterator[list[Outer]]:
         o.close()
 
 
-def test_cli_exit_code_passes_through(aw: AwEnv, outers: list[Outer]) -> None:
-    o = Outer(aw, probe("exit", "7"), name="px")
+@pytest.mark.parametrize("relay", RELAYS)
+def test_cli_exit_code_passes_through(aw: AwEnv, outers: list[Outer], relay: str) -> None:
+    o = Outer(aw, probe("exit", "7"), name="px", relay=relay)
     outers.append(o)
+    assert o.relay_used() == relay
     assert o.exit_status() == 7
     o.wait_seen(b"BYE")
     rec = aw.registry().get("px")
@@ -277,9 +313,10 @@ def test_cli_signal_death_is_128_plus_n(aw: AwEnv, outers: list[Outer]) -> None:
     assert o.exit_status() == 143
 
 
-def test_cli_window_resize_reaches_the_child(aw: AwEnv, outers: list[Outer]) -> None:
+@pytest.mark.parametrize("relay", RELAYS)
+def test_cli_window_resize_reaches_the_child(aw: AwEnv, outers: list[Outer], relay: str) -> None:
     out = aw.root / "size.txt"
-    o = Outer(aw, probe("size", str(out)), name="pw", cols=100, rows=30)
+    o = Outer(aw, probe("size", str(out)), name="pw", cols=100, rows=30, relay=relay)
     outers.append(o)
     o.wait_seen(b"SIZE 100 30")
     o.child.setwinsize(33, 91)  # the kernel sends SIGWINCH to agentwrap
@@ -291,9 +328,10 @@ def test_cli_window_resize_reaches_the_child(aw: AwEnv, outers: list[Outer]) -> 
     assert o.exit_status() == 143
 
 
-def test_cli_persons_keys_reach_the_child_raw(aw: AwEnv, outers: list[Outer]) -> None:
+@pytest.mark.parametrize("relay", RELAYS)
+def test_cli_persons_keys_reach_the_child_raw(aw: AwEnv, outers: list[Outer], relay: str) -> None:
     log = aw.root / "keys.log"
-    o = Outer(aw, probe("read", str(log)), name="pk")
+    o = Outer(aw, probe("read", str(log)), name="pk", relay=relay)
     outers.append(o)
     o.wait_seen(b"READY")
     o.type(b"abc\x03\x1a\x1c\rdef")  # Ctrl-C/Z/\ are bytes for the agent, not signals
@@ -303,12 +341,14 @@ def test_cli_persons_keys_reach_the_child_raw(aw: AwEnv, outers: list[Outer]) ->
     assert o.exit_status() == 0
 
 
-def test_cli_50mb_stream_passes_through_intact(aw: AwEnv, outers: list[Outer]) -> None:
+@pytest.mark.parametrize("relay", RELAYS)
+def test_cli_50mb_stream_passes_through_intact(aw: AwEnv, outers: list[Outer], relay: str) -> None:
     info = aw.root / "flood.json"
     size = 50 * 1024 * 1024
     t0 = time.monotonic()
-    o = Outer(aw, probe("flood", str(size), "42", str(info)), name="pf")
+    o = Outer(aw, probe("flood", str(size), "42", str(info)), name="pf", relay=relay)
     outers.append(o)
+    assert o.relay_used() == relay
     assert o.exit_status(timeout=240) == 0
     elapsed = time.monotonic() - t0
     data = bytes(o.data)
@@ -317,7 +357,7 @@ def test_cli_50mb_stream_passes_through_intact(aw: AwEnv, outers: list[Outer]) -
     want = json.loads(info.read_text())
     assert end - start == want["bytes"] == size
     assert hashlib.sha256(data[start:end]).hexdigest() == want["sha256"]
-    print(f"\n50 MB through the pty relay: {elapsed:.1f} s")
+    print(f"\n50 MB through the {relay} pty relay: {elapsed:.1f} s")
 
 
 def test_cli_state_detection_recovers_after_a_flood(aw: AwEnv, outers: list[Outer]) -> None:
@@ -337,14 +377,3 @@ def test_cli_state_detection_recovers_after_a_flood(aw: AwEnv, outers: list[Oute
     rec = aw.registry().get("pr")
     assert rec.state == "exited" and rec.liveness == "ended"
     assert not alive(o.child.pid)
-
-
-def test_private_sgr_does_not_break_the_virtual_screen() -> None:
-    """Codex sends CSI > 4 ; 1 m (modifyOtherKeys): not SGR, must be ignored."""
-    from agentwrap.vscreen import VirtualScreen
-
-    screen = VirtualScreen(40, 5)
-    screen.feed(b"\x1b[>4;1m\x1b[2mdim\x1b[0m typed")
-    snap = screen.snapshot()
-    assert snap.lines[0] == "dim typed"
-    assert snap.bright_lines()[0] == "    typed"

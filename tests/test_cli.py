@@ -234,6 +234,7 @@ def test_doctor_json(aw: AwEnv) -> None:
     assert rep["paths"]["database"] == str(aw.paths.db_path)
     assert rep["paths"]["user_profiles"] == str(aw.paths.user_patterns_dir)
     assert {"claude", "codex", "aider", "gemini"} <= set(rep["agents"])
+    assert rep["pty_relay"] == "native", rep["pty_relay_detail"]  # built by pip install (gcc)
     assert all({"problem", "fix"} == set(p) for p in rep["problems"])
     assert (res.returncode == 1) == bool(rep["problems"])
 

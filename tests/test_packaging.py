@@ -1,5 +1,6 @@
-"""The wheel: built from the repo, it carries the built-in profiles, and an
-installed copy loads them from itself (not from the source checkout)."""
+"""The wheel: built from the repo, it carries the built-in profiles and the
+native pty relay, and an installed copy uses both from itself (not from the
+source checkout). Without a compiler (AGENTWRAP_NO_NATIVE) it is pure Python."""
 
 from __future__ import annotations
 
@@ -19,16 +20,26 @@ ROOT = Path(__file__).resolve().parent.parent
 BUILTINS = ("claude", "codex", "aider", "gemini", "generic")
 
 
+def build_wheel(dist: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    # From a copy of the tree: the build hook compiles next to the source,
+    # and a test must not replace the binary the checkout's own runs use.
+    src = dist.parent / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".venv", ".git", "__pycache__", "*_cache", "agentwrap-relay", "dist", "build"))
+    return subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-w", str(dist), "-q"],
+        capture_output=True, text=True, timeout=600, check=False, cwd=dist.parent,
+        env=env,
+    )
+
+
 @pytest.fixture(scope="module")
 def built() -> Iterator[tuple[Path, Path]]:
     """(wheel, install target), built once for the module."""
     tmp = Path(tempfile.mkdtemp(prefix="awpkg-"))
     try:
         dist = tmp / "dist"
-        res = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-w", str(dist), "-q"],
-            capture_output=True, text=True, timeout=600, check=False, cwd=tmp,
-        )
+        res = build_wheel(dist)
         assert res.returncode == 0, res.stderr
         wheels = list(dist.glob("agentwrap-*.whl"))
         assert len(wheels) == 1, wheels
@@ -90,3 +101,40 @@ def test_installed_wheel_loads_profiles_from_itself(built: tuple[Path, Path]) ->
         assert all(Path(r["source"]).resolve().is_relative_to(target.resolve()) for r in rows)
     finally:
         shutil.rmtree(outside, ignore_errors=True)
+
+
+def test_wheel_carries_the_native_relay_and_the_installed_copy_uses_it(
+    built: tuple[Path, Path],
+) -> None:
+    wheel, target = built
+    assert "-py3-none-linux_" in wheel.name  # a program, not an extension: any CPython
+    info = zipfile.ZipFile(wheel).getinfo("agentwrap/_native/agentwrap-relay")
+    assert (info.external_attr >> 16) & 0o111, "the helper must be executable in the wheel"
+    code = (
+        "import json\n"
+        "from agentwrap.backends.relay_helper import helper_status\n"
+        "path, why = helper_status()\n"
+        "print(json.dumps({'path': str(path) if path else None, 'why': why}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(target)
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, cwd=target.parent, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    assert got["path"] == str((target / "agentwrap" / "_native" / "agentwrap-relay").resolve()), got
+
+
+def test_without_a_compiler_the_wheel_is_pure_python() -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="awpkg-pure-"))
+    try:
+        dist = tmp / "dist"
+        res = build_wheel(dist, env={**os.environ, "AGENTWRAP_NO_NATIVE": "1"})
+        assert res.returncode == 0, res.stderr
+        (wheel,) = dist.glob("agentwrap-*.whl")
+        assert wheel.name.endswith("-py3-none-any.whl")
+        names = zipfile.ZipFile(wheel).namelist()
+        assert "agentwrap/_native/relay.c" in names
+        assert "agentwrap/_native/agentwrap-relay" not in names
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

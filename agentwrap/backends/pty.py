@@ -1,18 +1,22 @@
 """pty backend: agentwrap is a transparent relay between the person and the agent.
 
-The relay loop owns every write to the agent: the person's keys and
-agentwrap's injections go through one ordered buffer, so injected bytes can
-never interleave with what the person types, and it records when the person
-last typed (delivery waits for them to pause). Writes are non-blocking with
-POLLOUT, so a child that stops reading while flooding output can never
-deadlock the relay.
+One writer owns every write to the agent: the person's keys and agentwrap's
+injections go through one ordered buffer, so injected bytes can never
+interleave with what the person types, and it records when the person last
+typed (delivery waits for them to pause). Writes are non-blocking, so a
+child that stops reading while flooding output can never deadlock the relay.
 
-There is no separate server: the process running the relay is the
-supervisor, and its lifetime is the agent's.
+Two relays do this. The native one (``relay_helper``: a small C program,
+built at install time) copies bytes as fast as ``script(1)`` and tees a copy
+here for the virtual screen; the Python one (``_loop`` below) runs in this
+process when the helper was not built. Either way there is no separate
+server: the process running the relay is the supervisor, and its lifetime
+is the agent's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -34,9 +38,14 @@ from ..screen import Snapshot
 from ..vscreen import VirtualScreen
 from .base import PASTE_END, PASTE_START, key_bytes
 from .proctree import kill_tree
+from .relay_helper import HelperEvents, HelperProcess, choose_helper
 
 READ_SIZE = 65536
 _BATCH_READS = 16
+# After reading the helper's tee, let it fill for this long: under a flood
+# that is one read of up to 1 MB per few ms instead of a wake-up per 4 KB
+# (the person's terminal is not affected, only the detector's copy).
+_TEE_BATCH_S = 0.002
 
 
 def terminal_size(fd: int) -> tuple[int, int] | None:
@@ -59,7 +68,10 @@ class PtyTerminal:
         cwd: Path,
         cols: int = 160,
         rows: int = 45,
+        relay: str = "auto",
     ) -> None:
+        self._helper_binary = choose_helper(relay)
+        self.relay_kind = "python" if self._helper_binary is None else "native"
         try:
             self.child = pexpect.spawn(
                 argv[0], list(argv[1:]), env=dict(env), cwd=str(cwd),
@@ -90,6 +102,9 @@ class PtyTerminal:
         self._eof = threading.Event()
         self._exit_code: int | None = None
         self._relaying = False
+        self._helper: HelperProcess | None = None
+        self._acks: dict[int, threading.Event] = {}  # injection id -> written (native)
+        self._bracketed = False  # the agent's bracketed-paste mode, as the helper saw it
 
     # --- the relay ------------------------------------------------------------------
 
@@ -109,7 +124,10 @@ class PtyTerminal:
             self._sync_size(stdin_fd)
         self._relaying = True
         try:
-            self._loop(stdin_fd, stdout_fd)
+            if self._helper_binary is not None:
+                self._loop_helper(self._helper_binary, stdin_fd, stdout_fd)
+            else:
+                self._loop(stdin_fd, stdout_fd)
         finally:
             self._relaying = False
             if saved is not None and stdin_fd is not None:
@@ -126,6 +144,73 @@ class PtyTerminal:
         size = terminal_size(fd)
         if size is not None:
             self.resize(*size)
+
+    def _on_wake(self, stdin_fd: int | None) -> None:
+        _drain(self._wake_r)
+        if self._winch and stdin_fd is not None:
+            self._winch = False
+            self._sync_size(stdin_fd)
+
+    def _note_output(self) -> None:
+        self.last_output = time.monotonic()
+        if not self._out_flag:
+            self._out_flag = True
+            try:
+                os.write(self._out_w, b"o")
+            except BlockingIOError:
+                pass
+
+    # --- native relay: the helper copies, this thread keeps the screen --------------
+
+    def _loop_helper(self, binary: Path, stdin_fd: int | None, stdout_fd: int | None) -> None:
+        helper = self._helper = HelperProcess(binary, self.fd, stdin_fd, stdout_fd)
+        poller = select.poll()
+        for fd in (helper.tee_fd, helper.events_fd, self._wake_r):
+            poller.register(fd, select.POLLIN)
+        ended = False
+        try:
+            while not (helper.tee_eof and helper.events_eof):
+                try:
+                    ready = poller.poll(1000)
+                except InterruptedError:
+                    continue
+                if any(fd == self._wake_r for fd, _ in ready):
+                    self._on_wake(stdin_fd)
+                data = helper.read_output()  # tee first, then the events that precede it
+                self._apply(helper.read_events())
+                if data:
+                    for piece in helper.split_at_gaps(data):
+                        if piece is None:
+                            self.screen.discontinuity()
+                        else:
+                            self.screen.feed(piece)
+                    self._note_output()
+                    time.sleep(_TEE_BATCH_S)
+                for fd, eof in ((helper.tee_fd, helper.tee_eof), (helper.events_fd, helper.events_eof)):
+                    if eof:
+                        with contextlib.suppress(KeyError):
+                            poller.unregister(fd)
+            ended = True
+        finally:
+            if not ended:  # this side failed: do not leave a copier behind
+                helper.proc.kill()
+            helper.close()
+            self._eof.set()
+            self._finish_waiters()
+
+    def _apply(self, got: HelperEvents) -> None:
+        if got.typed:
+            self.last_user_input = time.monotonic()
+        if got.bracketed is not None:
+            self._bracketed = got.bracketed
+        if got.done:
+            with self._lock:
+                acks = [self._acks.pop(i, None) for i in got.done]
+            for done in acks:
+                if done is not None:
+                    done.set()
+
+    # --- Python relay: used when the helper was not built ----------------------------
 
     def _loop(self, stdin_fd: int | None, stdout_fd: int | None) -> None:
         poller = select.poll()
@@ -154,10 +239,7 @@ class PtyTerminal:
                     if ev & select.POLLOUT:
                         self._flush_to_agent()
                 elif fd == self._wake_r:
-                    _drain(self._wake_r)
-                    if self._winch and stdin_fd is not None:
-                        self._winch = False
-                        self._sync_size(stdin_fd)
+                    self._on_wake(stdin_fd)
                 elif fd == stdin_fd:
                     data = _read(stdin_fd)
                     if data is None:
@@ -196,13 +278,7 @@ class PtyTerminal:
             if stdout_fd is not None:
                 _write_all(stdout_fd, batch)
             self.screen.feed(batch)
-            self.last_output = time.monotonic()
-            if not self._out_flag:
-                self._out_flag = True
-                try:
-                    os.write(self._out_w, b"o")
-                except BlockingIOError:
-                    pass
+            self._note_output()
         if eof:
             self._eof.set()
             return False
@@ -238,9 +314,11 @@ class PtyTerminal:
 
     def _finish_waiters(self) -> None:
         with self._lock:
-            items = list(self._inject)
+            items = [done for _, done in self._inject]
             self._inject.clear()
-        for _, done in items:
+            items += self._acks.values()
+            self._acks.clear()
+        for done in items:
             done.set()
         while self._waiters:
             self._waiters.popleft()[1].set()
@@ -259,9 +337,18 @@ class PtyTerminal:
         if not self._relaying:
             raise BackendError("the pty relay is not running")
         done = threading.Event()
-        with self._lock:
-            self._inject.append((data, done))
-        self._wake()
+        helper = self._helper
+        if helper is not None:
+
+            def register(ident: int) -> None:
+                with self._lock:
+                    self._acks[ident] = done
+
+            helper.inject(data, register)
+        else:
+            with self._lock:
+                self._inject.append((data, done))
+            self._wake()
         if not done.wait(timeout):
             raise BackendError(f"the agent did not read {len(data)} bytes within {timeout:.0f} s")
         if self._eof.is_set():
@@ -275,11 +362,16 @@ class PtyTerminal:
 
     def paste(self, text: str, *, bracketed: bool = True) -> None:
         data = text.encode("utf-8")
-        if bracketed and self.screen.bracketed_paste:
+        if bracketed and self.bracketed_paste:
             data = PASTE_START + data + PASTE_END
         else:
             data = data.replace(b"\n", b"\r")
         self._send(data)
+
+    @property
+    def bracketed_paste(self) -> bool:
+        """Whether the agent asked for bracketed paste (ESC [ ? 2004 h)."""
+        return self._bracketed if self._helper is not None else self.screen.bracketed_paste
 
     def snapshot(self) -> Snapshot:
         return self.screen.snapshot()

@@ -1,0 +1,60 @@
+"""Build the native relay helper (agentwrap/_native/relay.c) into the wheel.
+
+The pty backend copies the agent's output through this small C program
+because a Python relay cannot keep up with ``script(1)`` on a fast stream
+(see agentwrap/backends/relay_helper.py). It is optional: with no C
+compiler the wheel is pure Python and the pty backend relays in Python,
+which ``agentwrap doctor`` reports. Set AGENTWRAP_NO_NATIVE=1 to skip it.
+
+The binary is built next to its source, so an editable install (whose
+package directory is the source tree) finds it where a wheel puts it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+
+SOURCE = Path("agentwrap/_native/relay.c")
+BINARY = Path("agentwrap/_native/agentwrap-relay")
+CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra"]
+
+
+class RelayBuildHook(BuildHookInterface):
+    def initialize(self, version: str, build_data: dict[str, Any]) -> None:
+        if self.target_name != "wheel":
+            return
+        root = Path(self.root)
+        src, out = root / SOURCE, root / BINARY
+        if os.environ.get("AGENTWRAP_NO_NATIVE"):
+            out.unlink(missing_ok=True)  # a stale binary must not outlive the choice
+            return
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            self.app.display_warning(
+                "agentwrap: no C compiler found; the pty backend will relay in Python "
+                "(slower on fast output). Install gcc and reinstall for the native relay."
+            )
+            return
+        if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
+            fd, tmp = tempfile.mkstemp(prefix=".relay-", dir=out.parent)
+            os.close(fd)
+            try:
+                subprocess.run([cc, *CFLAGS, "-o", tmp, str(src)], check=True)
+                os.chmod(tmp, 0o755)
+                os.replace(tmp, out)
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        build_data["pure_python"] = False
+        platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
+        build_data["tag"] = f"py3-none-{platform}"  # a program, not an extension: any CPython
+        if version != "editable":
+            build_data["force_include"][str(out)] = BINARY.as_posix()
