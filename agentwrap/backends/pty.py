@@ -425,6 +425,12 @@ class PtyTerminal:
         if self.child.isalive():
             kill_tree(self.child.pid, signal.SIGTERM, grace=2.0)
         self._reap()
+        # The agent is reaped: close the master now, without ptyprocess's
+        # 100 ms "let the kernel update process status" sleep (it would
+        # otherwise run at interpreter exit and delay every `run`'s exit).
+        self.child.ptyproc.delayafterclose = 0.0
+        with contextlib.suppress(OSError, pexpect.ExceptionPexpect):
+            self.child.close(force=True)
         for fd in (self._wake_r, self._wake_w, self._out_r, self._out_w):
             try:
                 os.close(fd)
