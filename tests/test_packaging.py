@@ -33,6 +33,17 @@ def build_wheel(dist: Path, env: dict[str, str] | None = None) -> subprocess.Com
     )
 
 
+def run_installed(target: Path, args: list[str], cwd: Path,
+                  **env: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` seeing only the installed copy in ``target``."""
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    clean.update(env, PYTHONPATH=str(target))
+    res = subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                         env=clean, cwd=cwd, timeout=120, check=False)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
 @pytest.fixture(scope="module")
 def built() -> Iterator[tuple[Path, Path]]:
     """(wheel, install target), built once for the module."""
@@ -76,14 +87,8 @@ def test_installed_wheel_loads_profiles_from_itself(built: tuple[Path, Path]) ->
             "print(json.dumps({'pkg': agentwrap.__file__, 'builtin': str(p.builtin_patterns_dir()),"
             " 'profiles': {n: str(x.source) for n, x in profs.items()}}))\n"
         )
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.update(PYTHONPATH=str(target), HOME=str(outside), XDG_CONFIG_HOME=str(outside / "c"))
-        res = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True,
-            env=env, cwd=outside, timeout=120, check=False,
-        )
-        assert res.returncode == 0, res.stderr
-        data = json.loads(res.stdout)
+        home = {"HOME": str(outside), "XDG_CONFIG_HOME": str(outside / "c")}
+        data = json.loads(run_installed(target, ["-c", code], outside, **home).stdout)
         assert Path(data["pkg"]).resolve().is_relative_to(target.resolve())
         assert Path(data["builtin"]) == (target / "agentwrap" / "_patterns").resolve()
         assert set(BUILTINS) <= set(data["profiles"])
@@ -91,11 +96,7 @@ def test_installed_wheel_loads_profiles_from_itself(built: tuple[Path, Path]) ->
             src = Path(data["profiles"][name]).resolve()
             assert src == (target / "agentwrap" / "_patterns" / f"{name}.toml").resolve()
         # and the command runs from there too
-        res = subprocess.run(
-            [sys.executable, "-m", "agentwrap", "profiles", "--json"], capture_output=True,
-            text=True, env=env, cwd=outside, timeout=120, check=False,
-        )
-        assert res.returncode == 0, res.stderr
+        res = run_installed(target, ["-m", "agentwrap", "profiles", "--json"], outside, **home)
         rows = json.loads(res.stdout)
         assert {r["name"] for r in rows} >= set(BUILTINS)
         assert all(Path(r["source"]).resolve().is_relative_to(target.resolve()) for r in rows)
@@ -116,12 +117,7 @@ def test_wheel_carries_the_native_relay_and_the_installed_copy_uses_it(
         "path, why = helper_status()\n"
         "print(json.dumps({'path': str(path) if path else None, 'why': why}))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(target)
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=env, cwd=target.parent, timeout=120, check=False)
-    assert res.returncode == 0, res.stderr
-    got = json.loads(res.stdout)
+    got = json.loads(run_installed(target, ["-c", code], target.parent).stdout)
     assert got["path"] == str((target / "agentwrap" / "_native" / "agentwrap-relay").resolve()), got
 
 
