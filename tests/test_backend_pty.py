@@ -377,3 +377,29 @@ def test_cli_state_detection_recovers_after_a_flood(aw: AwEnv, outers: list[Oute
     rec = aw.registry().get("pr")
     assert rec.state == "exited" and rec.liveness == "ended"
     assert not alive(o.child.pid)
+
+
+def test_a_dead_native_relay_hands_over_to_the_python_one(tmp: Path) -> None:
+    """Killing agentwrap-relay must not strand the person: keys keep flowing."""
+    log = tmp / "read.log"
+    keys_r, keys_w = os.pipe()
+    relays = Relays("native")
+    try:
+        r = start_relay(relays, probe("read", str(log)), tmp, stdin_fd=keys_r)
+        wait_for(lambda: r.screen_has("READY"), what="probe ready")
+        os.write(keys_w, b"before;")
+        wait_for(lambda: log.exists() and log.read_bytes() == b"before;", what="keys via helper")
+        helper = r.term._helper
+        assert helper is not None
+        helper.proc.kill()
+        wait_for(lambda: r.term.relay_kind == "python", what="hand-over")
+        os.write(keys_w, b"after;")
+        r.term.send_text("injected")
+        wait_for(lambda: log.read_bytes() == b"before;after;injected", what="keys via python")
+        log.with_name("read.log.stop").touch()
+        assert r.join() == 0
+    finally:
+        for rel in relays:
+            rel.term.close()
+        os.close(keys_w)
+        os.close(keys_r)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import logging
 import os
 import select
 import signal
@@ -39,6 +40,8 @@ from ..vscreen import VirtualScreen
 from .base import PASTE_END, PASTE_START, key_bytes
 from .proctree import kill_tree
 from .relay_helper import HelperEvents, HelperProcess, choose_helper
+
+log = logging.getLogger("agentwrap.pty")
 
 READ_SIZE = 65536
 _BATCH_READS = 16
@@ -125,7 +128,12 @@ class PtyTerminal:
         self._relaying = True
         try:
             if self._helper_binary is not None:
-                self._loop_helper(self._helper_binary, stdin_fd, stdout_fd)
+                if not self._loop_helper(self._helper_binary, stdin_fd, stdout_fd):
+                    # The helper died under a live agent: never strand the
+                    # person, carry on in Python from here.
+                    log.error("the native relay ended while the agent runs; relaying in Python")
+                    self.relay_kind = "python"
+                    self._loop(stdin_fd, stdout_fd)
             else:
                 self._loop(stdin_fd, stdout_fd)
         finally:
@@ -162,12 +170,14 @@ class PtyTerminal:
 
     # --- native relay: the helper copies, this thread keeps the screen --------------
 
-    def _loop_helper(self, binary: Path, stdin_fd: int | None, stdout_fd: int | None) -> None:
+    def _loop_helper(self, binary: Path, stdin_fd: int | None, stdout_fd: int | None) -> bool:
+        """Run the helper until the agent's side closes: True. False if the
+        helper ended while the agent still runs (crashed, killed)."""
         helper = self._helper = HelperProcess(binary, self.fd, stdin_fd, stdout_fd)
         poller = select.poll()
         for fd in (helper.tee_fd, helper.events_fd, self._wake_r):
             poller.register(fd, select.POLLIN)
-        ended = False
+        closed = ended = False
         try:
             while not (helper.tee_eof and helper.events_eof):
                 try:
@@ -177,7 +187,9 @@ class PtyTerminal:
                 if any(fd == self._wake_r for fd, _ in ready):
                     self._on_wake(stdin_fd)
                 data = helper.read_output()  # tee first, then the events that precede it
-                self._apply(helper.read_events())
+                got = helper.read_events()
+                closed |= got.closed
+                self._apply(got)
                 if data:
                     for piece in helper.split_at_gaps(data):
                         if piece is None:
@@ -195,8 +207,11 @@ class PtyTerminal:
             if not ended:  # this side failed: do not leave a copier behind
                 helper.proc.kill()
             helper.close()
-            self._eof.set()
-            self._finish_waiters()
+            self._helper = None
+            self._finish_waiters()  # what the helper did not confirm is re-checked by delivery
+            if closed or not ended or not self.child.isalive():
+                self._eof.set()
+        return closed or not self.child.isalive()
 
     def _apply(self, got: HelperEvents) -> None:
         if got.typed:
@@ -371,7 +386,7 @@ class PtyTerminal:
     @property
     def bracketed_paste(self) -> bool:
         """Whether the agent asked for bracketed paste (ESC [ ? 2004 h)."""
-        return self._bracketed if self._helper is not None else self.screen.bracketed_paste
+        return self._bracketed if self.relay_kind == "native" else self.screen.bracketed_paste
 
     def snapshot(self) -> Snapshot:
         return self.screen.snapshot()
