@@ -226,8 +226,11 @@ def test_agent_killed_mid_delivery_ends_in_one_state(make_session: Make, agent_n
     assert len(s.received_with(marker)) == 1
 
 
-def test_quit_gives_exited_and_the_agents_exit_code(make_session: Make, agent_name: str) -> None:
-    """pty backend in a terminal: the wrapper exits with the agent's own exit code."""
+def test_pty_native_relay_delivers_then_exits_with_the_agents_code(
+    make_session: Make, agent_name: str
+) -> None:
+    """pty backend in a terminal, through the native relay: an acknowledged
+    delivery, then the wrapper exits with the agent's own exit code."""
     from .conftest import QUIT_KEYS, AnsweringTerminal
 
     s = make_session(agent_name)
@@ -238,6 +241,14 @@ def test_quit_gives_exited_and_the_agents_exit_code(make_session: Make, agent_na
     )
     try:
         s.wait_state("ready", timeout=90)
+        log = s._paths().supervisor_log(s.name)
+        assert "pty relay: native" in log.read_text()
+        marker = tag()
+        res = s.send(f"relay check {marker}", "--ack", "--wait", "--timeout", "90")
+        assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
+        assert res.stdout.startswith("acknowledged"), res.stdout
+        assert len(s.wait_received(marker)) == 1
+        s.wait_state("ready", timeout=60)
         keys = {"C-c": b"\x03", "C-d": b"\x04"}
         for key in QUIT_KEYS[agent_name]:
             term.send(keys[key])
