@@ -40,6 +40,7 @@ process group is killed if it outlives its run.
     .venv/bin/python scripts/bench_relay.py --json     # machine-readable
     .venv/bin/python scripts/bench_relay.py --reps 3 --streams plain,yes
     .venv/bin/python scripts/bench_relay.py --relay python   # the fallback relay
+    .venv/bin/python scripts/bench_relay.py --relay bare     # the C relay without detection
 """
 
 from __future__ import annotations
@@ -108,6 +109,30 @@ def _dump():
 atexit.register(_dump)
 sys.argv = ["agentwrap", *sys.argv[1:]]
 runpy.run_module("agentwrap", run_name="__main__", alter_sys=True)
+'''
+
+# --relay bare: agentwrap-relay alone, no supervisor and no tee (what the byte
+# path costs by itself, for telling it apart from what detection costs).
+BARE = r'''
+import fcntl, os, pty, subprocess, sys, termios, tty
+from agentwrap.backends.relay_helper import PROTOCOL, helper_status
+binary, why = helper_status()
+if binary is None:
+    sys.exit(f"native relay not built: {why}")
+size = fcntl.ioctl(1, termios.TIOCGWINSZ, b"\0" * 8)
+pid, master = pty.fork()
+if pid == 0:
+    fcntl.ioctl(1, termios.TIOCSWINSZ, size)
+    os.execvp("sh", ["sh", "-c", sys.argv[-1]])
+saved = termios.tcgetattr(0)
+tty.setraw(0)
+try:
+    subprocess.run([str(binary), PROTOCOL, str(master), "-1", "-1", "-1", "0", "1"],
+                   pass_fds=(master,), check=False)
+finally:
+    termios.tcsetattr(0, termios.TCSAFLUSH, saved)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
 '''
 
 
@@ -236,12 +261,14 @@ def _kill_group(pid: int) -> None:
 
 
 def run_once(tool: str, stream: Stream, env: dict[str, str], work: Path, timeout: float,
-             pure: bool, seq: int, settle: float, aw_root: Path) -> Run:
+             pure: bool, seq: int, settle: float, aw_root: Path, relay: str) -> Run:
     cmd = command(stream, settle)
     stats_file = work / f"stats-{seq}.json"
     name = f"b{seq}"
     if tool == "script":
         argv = ["script", "-q", "-c", cmd, "/dev/null"]
+    elif relay == "bare":
+        argv = [sys.executable, str(work / "bare.py"), cmd]
     else:
         head = [sys.executable, "-m", "agentwrap"] if pure else [sys.executable, str(work / "boot.py")]
         argv = [*head, "run", "--backend", "pty", "--profile", "generic", "--name", name,
@@ -372,7 +399,8 @@ def summarise(stream: Stream, runs: list[Run]) -> dict[str, object]:
 
 
 def print_table(results: list[dict[str, object]], args: argparse.Namespace) -> None:
-    print(f"\nrelay throughput, pty backend ({args.relay} relay) with detection on vs `script -q -c` "
+    what = "without detection" if args.relay == "bare" else "with detection on"
+    print(f"\nrelay throughput, pty backend ({args.relay} relay) {what} vs `script -q -c` "
           f"(median of {args.reps}, {COLS}x{ROWS}, MB = 10^6 bytes of payload, settle {args.settle} s)")
     if args.agentwrap_root.resolve() != ROOT:
         print(f"agentwrap under test: {args.agentwrap_root.resolve()}")
@@ -430,8 +458,9 @@ def main() -> int:
                     " overlap agentwrap's start-up (subtracted from wall times of both tools)")
     ap.add_argument("--agentwrap-root", type=Path, default=ROOT,
                     help="source tree of the agentwrap under test (e.g. a patched copy)")
-    ap.add_argument("--relay", choices=("native", "python"), default="native",
-                    help="which pty relay agentwrap uses ([run] relay in its config)")
+    ap.add_argument("--relay", choices=("native", "python", "bare"), default="native",
+                    help="which pty relay agentwrap uses ([run] relay in its config); bare ="
+                    " agentwrap-relay alone, without supervisor or detection")
     ap.add_argument("--pure", action="store_true", help="run `python -m agentwrap` without the snapshot counter")
     ap.add_argument("--json", action="store_true", help="print JSON results instead of the table")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
@@ -452,6 +481,7 @@ def main() -> int:
     (work / "c" / "agentwrap").mkdir(parents=True)
     (work / "c" / "agentwrap" / "config.toml").write_text(f'[run]\nrelay = "{args.relay}"\n')
     (work / "boot.py").write_text(BOOT)
+    (work / "bare.py").write_text(BARE)
     runs: list[Run] = []
     started = time.monotonic()
     try:
@@ -463,7 +493,7 @@ def main() -> int:
                 for tool in order:
                     seq += 1
                     run = run_once(tool, stream, env, work, args.timeout, args.pure, seq,
-                                   args.settle, args.agentwrap_root.resolve())
+                                   args.settle, args.agentwrap_root.resolve(), args.relay)
                     runs.append(run)
                     if not args.json:
                         print(f"  rep {rep + 1} {stream.name:<7} {tool:<9} wall {run.wall_s:6.3f} s"
