@@ -240,3 +240,6 @@ def test_relay_choice(binary: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     path, why = helper_status()
     assert path is None and "stale" in why
     assert choose_helper("auto") is None
+    stale.write_bytes(b"\x7fELF garbage for another machine")  # exec format error
+    path, why = helper_status()
+    assert path is None and "does not run here" in why

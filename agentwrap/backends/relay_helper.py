@@ -6,9 +6,10 @@ tens of thousands of read/write pairs a second, and CPython's per-pair cost
 plus the GIL it shares with the detector held the in-process relay to
 0.6-0.9x of ``script(1)``. The helper copies bytes like ``script`` does and
 tees a copy to this process; when the copy's pipe is full (a flood) it stops
-copying, keeps only the output's latest tail and sends that a few times a
-second, with a "gap" event saying where bytes are missing, so the virtual
-screen resyncs from the tail exactly as its own backlog overflow would.
+copying, keeps only the output's latest 32 KB and sends that tail once the
+output pauses or every 20 ms, after a "gap" event saying where bytes are
+missing, so the virtual screen resyncs from the tail exactly as its own
+backlog overflow would.
 
 The binary is built when agentwrap is installed (``hatch_build.py``) if a C
 compiler is present. Without it the pure-Python relay in ``pty.py`` is used;
@@ -46,7 +47,11 @@ def helper_status() -> tuple[Path | None, str]:
         return None, f"not built ({BINARY.name} missing: no C compiler when agentwrap was installed)"
     if not os.access(BINARY, os.X_OK):
         return None, f"{BINARY} is not executable"
-    probe = subprocess.run([str(BINARY)], capture_output=True, text=True, check=False)
+    try:  # run without arguments, it names the protocol it speaks and exits 64
+        probe = subprocess.run([str(BINARY)], capture_output=True, text=True, check=False,
+                               timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"{BINARY} does not run here ({exc}): reinstall agentwrap"
     if probe.returncode != 64 or f"protocol {PROTOCOL} expected" not in probe.stderr:
         return None, f"{BINARY} speaks another protocol (stale build: reinstall agentwrap)"
     return BINARY, f"native ({BINARY})"
