@@ -440,17 +440,24 @@ class PtyTerminal:
         if self.child.isalive():
             kill_tree(self.child.pid, signal.SIGTERM, grace=2.0)
         self._reap()
-        # The agent is reaped: close the master now, without ptyprocess's
-        # 100 ms "let the kernel update process status" sleep (it would
-        # otherwise run at interpreter exit and delay every `run`'s exit).
+        # The agent is reaped, so a running relay sees EOF at once. Only when
+        # it has stopped is the master closed: closing an fd another thread
+        # still polls lets the number be reused under it (it would read some
+        # other file). Closed here, ptyprocess's 100 ms "let the kernel update
+        # process status" sleep is skipped (it would otherwise run at
+        # interpreter exit and delay every `run`'s exit).
+        deadline = time.monotonic() + 5.0
+        while self._relaying and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if self._relaying:
+            return
         self.child.ptyproc.delayafterclose = 0.0
         with contextlib.suppress(OSError, pexpect.ExceptionPexpect):
             self.child.close(force=True)
         for fd in (self._wake_r, self._wake_w, self._out_r, self._out_w):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
+        self._wake_r = self._wake_w = self._out_r = self._out_w = -1
 
 
 def _read(fd: int) -> bytes | None:
