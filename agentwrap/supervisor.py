@@ -56,6 +56,9 @@ class Timing:
     min_snapshot_s: float = 0.05  # throttle for output-driven snapshots
     pause_s: float = 0.03  # output this still counts as paused: time to look
     tick_s: float = 0.5  # safety-net snapshot when nothing happens
+    max_snap_gap_s: float = 1.0  # cost-based spacing never exceeds this ...
+    max_tick_s: float = 2.0  # ... nor the stretched flood tick this: one slow
+    # snapshot (a busy machine, tmux starting) must not blind the supervisor
     heartbeat_s: float = 1.0
 
 
@@ -239,7 +242,9 @@ class Supervisor:
         and a continuous flood gets only the safety tick, itself stretched to
         ``27 x`` the snapshot's cost (<= ~4 %): mid-flood the answer is
         "busy" anyway, and on a two-core machine every millisecond of pyte
-        is taken from the agent and the person's terminal.
+        is taken from the agent and the person's terminal. Both spacings are
+        capped (1 s, 2 s), so one snapshot slowed by a busy machine cannot
+        leave the state stale for long.
         """
         t = self.timing
         dirty = True
@@ -248,7 +253,7 @@ class Supervisor:
         snap_gap = t.min_snapshot_s
         delivery_due: float | None = time.monotonic()
         def tick() -> float:
-            return max(t.tick_s, 3 * snap_gap) if dirty else t.tick_s
+            return min(max(t.tick_s, 3 * snap_gap), t.max_tick_s) if dirty else t.tick_s
 
         while not self._stop.is_set():
             now = time.monotonic()
@@ -288,7 +293,8 @@ class Supervisor:
                 dirty = False
                 started = time.monotonic()
                 reading = self.observe()
-                snap_gap = max(t.min_snapshot_s, 9 * (time.monotonic() - started))
+                snap_gap = min(max(t.min_snapshot_s, 9 * (time.monotonic() - started)),
+                               t.max_snap_gap_s)
                 if reading.state is State.EXITED:
                     return
             if self.delivery is not None and delivery_due is not None and now >= delivery_due:
