@@ -152,7 +152,8 @@ def test_multiline_paste_into_standin_is_one_message(box: Box) -> None:
     term.paste("first\nsecond Enter\nthird")
     wait_for(lambda: screen_has(term, "third"), what="paste shown")
     term.send_key("Enter")
-    wait_for(rlog.exists, what="stand-in log")
+    # the file exists a moment before its first line is in it
+    wait_for(lambda: rlog.exists() and rlog.read_text().endswith("\n"), what="stand-in log")
     msgs = [json.loads(x)["text"] for x in rlog.read_text().splitlines()]
     assert msgs == ["first\nsecond Enter\nthird"]
 
