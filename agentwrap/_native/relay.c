@@ -358,7 +358,7 @@ int main(int argc, char **argv) {
             if (errno == EINTR) continue;
             die("poll");
         }
-        if (pf[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+        if (pf[0].revents & (POLLIN | POLLHUP | POLLERR | POLLNVAL)) {
             int n = read_fd(master, buf, sizeof buf);
             if (n == 0) break; /* EIO: every slave fd is closed, the agent exited */
             if (n > 0) {
