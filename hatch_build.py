@@ -43,16 +43,17 @@ class RelayBuildHook(BuildHookInterface):
                 "(slower on fast output). Install gcc and reinstall for the native relay."
             )
             return
-        if not out.exists() or out.stat().st_mtime < src.stat().st_mtime:
-            fd, tmp = tempfile.mkstemp(prefix=".relay-", dir=out.parent)
-            os.close(fd)
-            try:
-                subprocess.run([cc, *CFLAGS, "-o", tmp, str(src)], check=True)
-                os.chmod(tmp, 0o755)
-                os.replace(tmp, out)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+        # Always rebuilt (a fraction of a second): an mtime check would trust
+        # a binary that is merely newer, not built from this source.
+        fd, tmp = tempfile.mkstemp(prefix=".relay-", dir=out.parent)
+        os.close(fd)
+        try:
+            subprocess.run([cc, *CFLAGS, "-o", tmp, str(src)], check=True)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, out)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         build_data["pure_python"] = False
         platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
         build_data["tag"] = f"py3-none-{platform}"  # a program, not an extension: any CPython
