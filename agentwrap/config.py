@@ -42,6 +42,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 PROJECT_FILE = ".agentwrap.toml"
+RELAY_MODES = ("auto", "native", "python")  # [run] relay: which pty relay copies bytes
 
 
 @dataclass(frozen=True)
@@ -138,9 +139,9 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             changes[key] = _coerce(v, getattr(current, key), dotted)
         if section == "run" and changes.get("backend", "tmux") not in ("tmux", "pty"):
             raise ConfigError(f"run.backend: must be 'tmux' or 'pty', got {changes['backend']!r}")
-        if section == "run" and changes.get("relay", "auto") not in ("auto", "native", "python"):
+        if section == "run" and changes.get("relay", "auto") not in RELAY_MODES:
             raise ConfigError(
-                f"run.relay: must be 'auto', 'native' or 'python', got {changes['relay']!r}"
+                f"run.relay: must be one of {', '.join(RELAY_MODES)}, got {changes['relay']!r}"
             )
         cfg = replace(cfg, **{section: replace(current, **changes)})
     return cfg

@@ -252,6 +252,7 @@ class Supervisor:
         watch_out_at = 0.0
         snap_gap = t.min_snapshot_s
         delivery_due: float | None = time.monotonic()
+
         def tick() -> float:
             return min(max(t.tick_s, 3 * snap_gap), t.max_tick_s) if dirty else t.tick_s
 

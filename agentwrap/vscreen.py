@@ -103,16 +103,20 @@ class VirtualScreen:
 
     # --- relay side: must stay cheap ------------------------------------------------
 
-    def feed(self, data: bytes) -> None:
-        # Only the seam with the previous chunk is copied; the chunk itself is
-        # searched in place (this runs on the relay's hot path).
-        seam = self._tail + data[:8]
-        if b"\x1b[?2004" in data or b"\x1b[?2004" in seam:
-            window = seam + data[8:]
-            on, off = window.rfind(_BRACKETED_ON), window.rfind(_BRACKETED_OFF)
-            if on != off:
-                self.bracketed_paste = on > off
-        self._tail = data[-8:]
+    def feed(self, data: bytes, *, track_paste_mode: bool = True) -> None:
+        """Queue output for the emulator. ``track_paste_mode=False`` when the
+        caller learns bracketed-paste mode elsewhere (the native relay sees
+        every byte; this copy may have gaps) and sets ``bracketed_paste``."""
+        if track_paste_mode:
+            # Only the seam with the previous chunk is copied; the chunk itself
+            # is searched in place (this runs on the relay's hot path).
+            seam = self._tail + data[:8]
+            if b"\x1b[?2004" in data or b"\x1b[?2004" in seam:
+                window = seam + data[8:]
+                on, off = window.rfind(_BRACKETED_ON), window.rfind(_BRACKETED_OFF)
+                if on != off:
+                    self.bracketed_paste = on > off
+            self._tail = data[-8:]
         with self._lock:
             self._chunks.append(data)
             self._pending += len(data)

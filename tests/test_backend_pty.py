@@ -143,7 +143,7 @@ def test_bracketed_markers_only_when_child_enabled_them(
     log = tmp / "read.log"
     r = start_relay(relays, probe("read", str(log), *flags), tmp)
     wait_for(lambda: r.screen_has("READY"), what="probe ready")
-    assert r.term.bracketed_paste is (flags == ["--bracketed"])
+    assert r.term.screen.bracketed_paste is (flags == ["--bracketed"])
     r.term.paste("one\ntwo Enter\nthree")
     got = wait_for(lambda: log.exists() and log.read_bytes() == expected, what=f"{expected!r}")
     assert got

@@ -45,9 +45,9 @@ log = logging.getLogger("agentwrap.pty")
 
 READ_SIZE = 65536
 _BATCH_READS = 16
-# After reading the helper's tee, let it fill for this long: under a flood
-# that is one read of up to 1 MB per few ms instead of a wake-up per 4 KB
-# (the person's terminal is not affected, only the detector's copy).
+# After reading the helper's tee, let it fill for this long: a wake-up per
+# few ms rather than per 4 KB write (the person's terminal is not affected,
+# only the detector's copy; during a flood the helper sends tails anyway).
 _TEE_BATCH_S = 0.002
 
 
@@ -105,9 +105,9 @@ class PtyTerminal:
         self._eof = threading.Event()
         self._exit_code: int | None = None
         self._relaying = False
+        self._relay_ended = threading.Event()
         self._helper: HelperProcess | None = None
         self._acks: dict[int, threading.Event] = {}  # injection id -> written (native)
-        self._bracketed = False  # the agent's bracketed-paste mode, as the helper saw it
 
     # --- the relay ------------------------------------------------------------------
 
@@ -138,6 +138,7 @@ class PtyTerminal:
                 self._loop(stdin_fd, stdout_fd)
         finally:
             self._relaying = False
+            self._relay_ended.set()
             if saved is not None and stdin_fd is not None:
                 termios.tcsetattr(stdin_fd, termios.TCSAFLUSH, saved)
             if old_winch is not None:
@@ -195,7 +196,7 @@ class PtyTerminal:
                         if piece is None:
                             self.screen.discontinuity()
                         else:
-                            self.screen.feed(piece)
+                            self.screen.feed(piece, track_paste_mode=False)
                     self._note_output()
                     time.sleep(_TEE_BATCH_S)
                 for fd, eof in ((helper.tee_fd, helper.tee_eof), (helper.events_fd, helper.events_eof)):
@@ -209,15 +210,16 @@ class PtyTerminal:
             helper.close()
             self._helper = None
             self._finish_waiters()  # what the helper did not confirm is re-checked by delivery
-            if closed or not ended or not self.child.isalive():
+            agent_gone = closed or not self.child.isalive()
+            if agent_gone or not ended:
                 self._eof.set()
-        return closed or not self.child.isalive()
+        return agent_gone
 
     def _apply(self, got: HelperEvents) -> None:
         if got.typed:
             self.last_user_input = time.monotonic()
         if got.bracketed is not None:
-            self._bracketed = got.bracketed
+            self.screen.bracketed_paste = got.bracketed
         if got.done:
             with self._lock:
                 acks = [self._acks.pop(i, None) for i in got.done]
@@ -377,16 +379,11 @@ class PtyTerminal:
 
     def paste(self, text: str, *, bracketed: bool = True) -> None:
         data = text.encode("utf-8")
-        if bracketed and self.bracketed_paste:
+        if bracketed and self.screen.bracketed_paste:
             data = PASTE_START + data + PASTE_END
         else:
             data = data.replace(b"\n", b"\r")
         self._send(data)
-
-    @property
-    def bracketed_paste(self) -> bool:
-        """Whether the agent asked for bracketed paste (ESC [ ? 2004 h)."""
-        return self._bracketed if self.relay_kind == "native" else self.screen.bracketed_paste
 
     def snapshot(self) -> Snapshot:
         return self.screen.snapshot()
@@ -446,10 +443,7 @@ class PtyTerminal:
         # other file). Closed here, ptyprocess's 100 ms "let the kernel update
         # process status" sleep is skipped (it would otherwise run at
         # interpreter exit and delay every `run`'s exit).
-        deadline = time.monotonic() + 5.0
-        while self._relaying and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if self._relaying:
+        if self._relaying and not self._relay_ended.wait(5.0):
             return
         self.child.ptyproc.delayafterclose = 0.0
         with contextlib.suppress(OSError, pexpect.ExceptionPexpect):

@@ -28,11 +28,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import RELAY_MODES
 from ..errors import BackendError, RelayHelperMissing
 
 PROTOCOL = "1"  # must match RELAY_PROTOCOL in relay.c
 BINARY = Path(__file__).resolve().parent.parent / "_native" / "agentwrap-relay"
-RELAY_MODES = ("auto", "native", "python")
 # The tee pipe keeps Linux's default 64 KB on purpose: a small pipe fills
 # within a fraction of a millisecond of a flood, after which the helper
 # sends only the output's tail a few times a second (see relay.c).
