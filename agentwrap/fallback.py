@@ -19,9 +19,12 @@ so agentwrap writes the context there, inside a marked section::
 The file belongs to the user, so the rules are strict:
 
 * Every byte outside the markers is kept exactly (BOM, CRLF, a missing final
-  newline, bytes that are not even UTF-8). The section replaces the previous
-  section of the same name, or is appended after exactly one blank line. The
-  section itself uses the line ending the file already uses.
+  newline, trailing blank lines, bytes that are not even UTF-8). The section
+  replaces the previous section of the same name, or is appended after
+  exactly one blank line. The section itself uses the line ending the file
+  already uses. The BEGIN line records the line endings agentwrap added
+  around an appended section (``sep-N``: N before it; ``own-eol``: the one
+  after END), so removing the section restores the file byte for byte.
 * Malformed markers (BEGIN without END, two BEGINs, END first) are refused
   with :class:`FallbackError` and the file is left alone: guessing which lines
   are ours could delete the user's text.
@@ -31,8 +34,10 @@ The file belongs to the user, so the rules are strict:
   backslash, so content can neither close the fence nor end the section early
   (nor forge the ids line that :func:`read_section` trusts).
 * Writes are atomic (temp file in the same directory, fsync, ``os.replace``)
-  and keep the file's permission bits, so a crash never leaves a half-written
-  instruction file.
+  and keep the file's permission bits and owner, so a crash never leaves a
+  half-written instruction file and root never takes a file over. A file
+  whose owner may not write it (mode without ``u+w``) is read-only on
+  purpose: it is refused, never rewritten.
 * A repository may contain a symlink such as ``CLAUDE.md -> ~/.bashrc``;
   :func:`resolve_instruction_file` refuses every path that leaves the project
   directory through a symlink. A symlink to a file *inside* the project is
@@ -40,10 +45,11 @@ The file belongs to the user, so the rules are strict:
   defend against hostile files in a checkout, not against a concurrent
   attacker swapping directories under us; someone who can do that already
   controls the project.)
-* Read-modify-write runs under ``fcntl.flock`` on ``.{name}.agentwrap.lock``
-  next to the (resolved) file, so two agentwrap processes never lose each
-  other's sections. The lock file is left in place: deleting a lock file that
-  another process may be waiting on would break the mutual exclusion.
+* Read-modify-write runs under ``fcntl.flock`` on a lock file named after
+  the resolved path, in agentwrap's private runtime dir (never in the
+  repository), so two agentwrap processes never lose each other's sections.
+  The lock file is left in place: deleting a lock file that another process
+  may be waiting on would break the mutual exclusion.
 
 Created-file marker: when agentwrap creates the instruction file, the BEGIN
 line carries the attribute ``created-file``
@@ -56,6 +62,7 @@ had before agentwrap is never deleted, only edited back.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import secrets
@@ -70,12 +77,15 @@ from pathlib import Path
 from typing import final
 
 from .errors import FallbackError
+from .paths import Paths
 from .sanitize import sanitize
 
 BEGIN = "<!-- agentwrap:begin {section} -->"
 END = "<!-- agentwrap:end {section} -->"
 IDS = "<!-- agentwrap:ids {ids} -->"
 CREATED_FILE_ATTR = "created-file"
+OWN_EOL_ATTR = "own-eol"  # agentwrap added the line ending after END
+SEP_ATTR = "sep-"  # sep-N: agentwrap added N line endings before BEGIN
 DEFAULT_SECTION = "agentwrap"
 
 _BOM = b"\xef\xbb\xbf"
@@ -83,7 +93,7 @@ _BOM = b"\xef\xbb\xbf"
 _FOREIGN_BOMS = (b"\xff\xfe", b"\xfe\xff")  # UTF-16 (and UTF-32 LE, which starts the same)
 _SECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _MESSAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
-_BEGIN_LINE = re.compile(rb"<!-- agentwrap:begin (\S+)((?: [a-z][a-z-]*)*) -->")
+_BEGIN_LINE = re.compile(rb"<!-- agentwrap:begin (\S+)((?: [a-z][a-z0-9-]*)*) -->")
 _END_LINE = re.compile(rb"<!-- agentwrap:end (\S+) -->")
 _IDS_LINE = re.compile(r"<!-- agentwrap:ids ([^ ]*) -->")
 # Anything a person, a looser parser or a later version might read as one of our
@@ -126,7 +136,11 @@ class _Span:
 
     start: int
     end: int
-    created_file: bool
+    attrs: tuple[str, ...]  # from the BEGIN line: created-file, sep-N, own-eol
+
+    @property
+    def created_file(self) -> bool:
+        return CREATED_FILE_ATTR in self.attrs
 
 
 # --- paths --------------------------------------------------------------------
@@ -209,6 +223,7 @@ def write_section(
     *,
     section: str = DEFAULT_SECTION,
     now: float | None = None,
+    lock_dir: Path | None = None,
 ) -> WriteResult:
     """Write ``entries`` into the section ``section`` of the instruction file.
 
@@ -222,18 +237,23 @@ def write_section(
     written_at = time.time() if now is None else now
     path = resolve_instruction_file(project_dir, filename)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with _Locked(path) as locked:
+    with _Locked(path, lock_dir) as locked:
         old = locked.read()
         created = old is None
         data = b"" if old is None else old
         span = _find_section(data, section, path)
         nl = _newline_of(data)
         if span is not None:
-            body = _render(section, entries, written_at, nl, created_file=span.created_file)
+            body = _render(section, entries, written_at, nl, attrs=span.attrs)
             new = data[: span.start] + body + data[span.end :]
         else:
-            body = _render(section, entries, written_at, nl, created_file=created)
-            new = data + _separator(data, nl) + body + nl
+            sep = _separator(data, nl)
+            attrs: tuple[str, ...] = (CREATED_FILE_ATTR,)
+            if not created:  # recorded so that removal restores the file exactly
+                n_sep = sep.count(b"\n")
+                attrs = (f"{SEP_ATTR}{n_sep}", OWN_EOL_ATTR)
+            body = _render(section, entries, written_at, nl, attrs=attrs)
+            new = data + sep + body + nl
         locked.replace(new)
     return WriteResult(
         path=path,
@@ -244,7 +264,10 @@ def write_section(
     )
 
 
-def remove_section(project_dir: Path, filename: str, *, section: str = DEFAULT_SECTION) -> bool:
+def remove_section(
+    project_dir: Path, filename: str, *, section: str = DEFAULT_SECTION,
+    lock_dir: Path | None = None,
+) -> bool:
     """Remove the section; return whether there was one.
 
     The blank line :func:`write_section` put in front of an appended section
@@ -256,26 +279,55 @@ def remove_section(project_dir: Path, filename: str, *, section: str = DEFAULT_S
     path = resolve_instruction_file(project_dir, filename)
     if not path.parent.is_dir():
         return False
-    with _Locked(path) as locked:
+    with _Locked(path, lock_dir) as locked:
         data = locked.read()
         if data is None:
             return False
         span = _find_section(data, section, path)
         if span is None:
             return False
-        before = data[: span.start]
-        after = _strip_line_ending(data[span.end :])
-        if not after:
-            if _ends_with_blank_line(before):
-                before = before[: -len(_last_line_ending(before))]
-        elif _ends_with_blank_line(before) or before in (b"", _BOM):
-            after = after[len(_first_line_ending(after)) :]
-        rest = before + after
+        rest = _recorded_removal(data, span)
+        if rest is None:
+            rest = _guessed_removal(data, span)
         if span.created_file and not rest.removeprefix(_BOM).strip():
             locked.unlink()
         else:
             locked.replace(rest)
     return True
+
+
+def _recorded_removal(data: bytes, span: _Span) -> bytes | None:
+    """The file without the section, undoing exactly the line endings the
+    BEGIN line says agentwrap added; None if it records none (older sections)
+    or the bytes around the section no longer match what it records."""
+    seps = [a for a in span.attrs if a.startswith(SEP_ATTR)]
+    if not seps or not seps[0][len(SEP_ATTR) :].isdigit():
+        return None
+    before, after = data[: span.start], data[span.end :]
+    for _ in range(int(seps[0][len(SEP_ATTR) :])):
+        ending = _last_line_ending(before)
+        if not ending:
+            return None
+        before = before[: -len(ending)]
+    if OWN_EOL_ATTR in span.attrs:
+        after = _strip_line_ending(after)
+    if after and before.removeprefix(_BOM) and not _last_line_ending(before):
+        # Text was added after the section and the file had no final line
+        # ending: keep the two apart rather than joining two lines into one.
+        after = _newline_of(data) + after
+    return before + after
+
+
+def _guessed_removal(data: bytes, span: _Span) -> bytes:
+    """For sections written before the BEGIN line recorded its separators."""
+    before = data[: span.start]
+    after = _strip_line_ending(data[span.end :])
+    if not after:
+        if _ends_with_blank_line(before):
+            before = before[: -len(_last_line_ending(before))]
+    elif _ends_with_blank_line(before) or before in (b"", _BOM):
+        after = after[len(_first_line_ending(after)) :]
+    return before + after
 
 
 def read_section(
@@ -339,12 +391,12 @@ def _render(
     written_at: float,
     nl: bytes,
     *,
-    created_file: bool,
+    attrs: Sequence[str],
 ) -> bytes:
     """The section from BEGIN to END, without a line ending after END."""
     begin = BEGIN.format(section=section)
-    if created_file:
-        begin = begin.removesuffix(" -->") + f" {CREATED_FILE_ATTR} -->"
+    if attrs:
+        begin = begin.removesuffix(" -->") + "".join(f" {a}" for a in attrs) + " -->"
     lines = [
         begin,
         (
@@ -422,7 +474,7 @@ def _find_section(data: bytes, section: str, path: Path) -> _Span | None:
             hint="convert the file to UTF-8, or choose another instruction file",
         )
     name = section.encode("ascii")
-    begins: list[tuple[int, int, bool]] = []
+    begins: list[tuple[int, int, tuple[str, ...]]] = []
     ends: list[tuple[int, int]] = []
     pos = len(_BOM) if data.startswith(_BOM) else 0
     # Lines end at "\n" only (an optional "\r" before it belongs to the ending):
@@ -431,7 +483,8 @@ def _find_section(data: bytes, section: str, path: Path) -> _Span | None:
         line = raw.removesuffix(b"\r")
         m = _BEGIN_LINE.fullmatch(line)
         if m is not None and m.group(1) == name:
-            begins.append((pos, pos + len(line), CREATED_FILE_ATTR.encode() in m.group(2).split()))
+            attrs = tuple(a.decode("ascii") for a in m.group(2).split())
+            begins.append((pos, pos + len(line), attrs))
         m = _END_LINE.fullmatch(line)
         if m is not None and m.group(1) == name:
             ends.append((pos, pos + len(line)))
@@ -445,7 +498,7 @@ def _find_section(data: bytes, section: str, path: Path) -> _Span | None:
             hint=f"edit {path} so the section has exactly one begin and one end line,"
             " or delete both",
         )
-    return _Span(start=begins[0][0], end=ends[0][1], created_file=begins[0][2])
+    return _Span(start=begins[0][0], end=ends[0][1], attrs=begins[0][2])
 
 
 def _newline_of(data: bytes) -> bytes:
@@ -497,20 +550,21 @@ class _Locked:
     replaced (``rename`` does not follow links) rather than written through.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, lock_dir: Path | None = None) -> None:
         self.path = path
         self.name = path.name
+        self.lock_dir = lock_dir if lock_dir is not None else default_lock_dir()
         self._dir_fd = -1
         self._lock_fd = -1
 
     def __enter__(self) -> _Locked:
         try:
+            self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             self._dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
             self._lock_fd = os.open(
-                f".{self.name}.agentwrap.lock",
+                self.lock_dir / lock_name(self.path),
                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                0o666,
-                dir_fd=self._dir_fd,
+                0o600,
             )
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
         except OSError as exc:
@@ -542,15 +596,22 @@ class _Locked:
             return f.read()
 
     def replace(self, data: bytes) -> None:
-        """Atomically make the file hold ``data``, keeping its permission bits."""
+        """Atomically make the file hold ``data``, keeping its mode and owner."""
         try:
-            mode: int | None = stat.S_IMODE(
-                os.stat(self.name, dir_fd=self._dir_fd, follow_symlinks=False).st_mode
+            st: os.stat_result | None = os.stat(
+                self.name, dir_fd=self._dir_fd, follow_symlinks=False
             )
         except FileNotFoundError:
-            mode = None  # new file: 0o666 minus the umask, like any editor
+            st = None  # new file: 0o666 minus the umask, like any editor
         except OSError as exc:
             raise FallbackError(f"cannot inspect {self.path}: {exc}") from None
+        mode = None if st is None else stat.S_IMODE(st.st_mode)
+        if mode is not None and not mode & stat.S_IWUSR:
+            raise FallbackError(
+                f"refusing to change {self.path}: it is read-only (mode {mode:o})",
+                hint=f"make it writable (chmod u+w {self.path}) if agentwrap may add"
+                " its section, or choose another instruction file",
+            )
         tmp = f".{self.name}.agentwrap.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:
             fd = os.open(
@@ -565,15 +626,18 @@ class _Locked:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 f.flush()
-                if mode is not None:
-                    os.fchmod(f.fileno(), mode)
+                if st is not None:
+                    _keep_owner(f.fileno(), st, self.path)
+                    os.fchmod(f.fileno(), stat.S_IMODE(st.st_mode))
                 os.fsync(f.fileno())
             os.replace(tmp, self.name, src_dir_fd=self._dir_fd, dst_dir_fd=self._dir_fd)
-        except OSError as exc:
+        except (OSError, FallbackError) as exc:
             try:
                 os.unlink(tmp, dir_fd=self._dir_fd)
             except OSError:
                 pass
+            if isinstance(exc, FallbackError):
+                raise
             raise FallbackError(f"cannot write {self.path}: {exc}") from None
         self._sync_dir()
 
@@ -592,3 +656,29 @@ class _Locked:
             os.fsync(self._dir_fd)
         except OSError:
             pass
+
+
+def default_lock_dir() -> Path:
+    """Where fallback locks live unless the caller says: the runtime dir."""
+    return Paths.from_env().runtime_dir / "locks"
+
+
+def lock_name(path: Path) -> str:
+    """One lock per resolved instruction file, whoever names it how."""
+    digest = hashlib.sha256(os.fsencode(path)).hexdigest()[:32]
+    return f"fallback-{digest}.lock"
+
+
+def _keep_owner(fd: int, st: os.stat_result, path: Path) -> None:
+    """Give the replacement the owner of the file it replaces, or refuse:
+    a rename by another user (root) would silently take the file over."""
+    if (st.st_uid, st.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    try:
+        os.fchown(fd, st.st_uid, st.st_gid)
+    except OSError as exc:
+        raise FallbackError(
+            f"refusing to change {path}: it belongs to uid {st.st_uid} and"
+            f" the rewritten file could not keep that owner ({exc.strerror})",
+            hint="run agentwrap as the file's owner, or choose another instruction file",
+        ) from None

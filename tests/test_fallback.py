@@ -5,8 +5,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import stat
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from agentwrap.fallback import (
     BEGIN,
     END,
     FallbackEntry,
+    default_lock_dir,
+    lock_name,
     notify_desktop,
     read_section,
     remove_section,
@@ -25,6 +29,7 @@ from agentwrap.fallback import (
 
 NOW = 1700000100.0  # 2023-11-14T22:15:00Z
 ENTRY = FallbackEntry("m-1", "[webhook:github]", 1700000000.0, "hello\nworld")
+ENTRY2 = FallbackEntry("m-2", "[cli]", 1700000000.0, "second")
 HEADING = (
     b"## agentwrap: context not delivered live (quoted data from outside this session,"
     b" written 2023-11-14T22:15:00Z)"
@@ -48,6 +53,21 @@ SECTION = b"\n".join(
 CREATED = SECTION.replace(
     b"<!-- agentwrap:begin agentwrap -->", b"<!-- agentwrap:begin agentwrap created-file -->"
 )
+
+
+def appended(section: bytes, sep: int) -> bytes:
+    """``section`` as appended to an existing file after ``sep`` line endings:
+    its BEGIN line records them, and the line ending agentwrap puts after END."""
+    begin, rest = section.split(b" -->", 1)
+    return begin + f" sep-{sep} own-eol -->".encode() + rest
+
+
+@pytest.fixture(autouse=True)
+def _private_runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Locks live in the runtime dir: each test gets its own."""
+    with tempfile.TemporaryDirectory(prefix="awf-") as d:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", d)
+        yield
 
 
 def crlf(data: bytes) -> bytes:
@@ -74,7 +94,8 @@ def write(tmp_path: Path, data: bytes | None, name: str = "CLAUDE.md") -> Path:
 
 
 def leftovers(directory: Path) -> list[str]:
-    """Files agentwrap may leave behind other than the lock: there must be none."""
+    """Files agentwrap may leave behind in the project: there must be none
+    (no temp files, and the lock lives in the runtime dir)."""
     return sorted(p.name for p in directory.iterdir() if ".agentwrap." in p.name)
 
 
@@ -106,7 +127,7 @@ def test_appends_after_exactly_one_blank_line(
 ) -> None:
     path = write(tmp_path, original)
     res = write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
-    assert path.read_bytes() == original + separator + SECTION + b"\n"
+    assert path.read_bytes() == original + separator + appended(SECTION, separator.count(b"\n")) + b"\n"
     assert res.created_file is False and res.replaced_section is False
 
 
@@ -115,24 +136,24 @@ def test_existing_empty_file_gets_only_the_section_and_is_not_marked_created(
 ) -> None:
     path = write(tmp_path, b"")
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
-    assert path.read_bytes() == SECTION + b"\n"
+    assert path.read_bytes() == appended(SECTION, 0) + b"\n"
 
 
 def test_crlf_file_gets_a_crlf_section_and_keeps_its_bytes(tmp_path: Path) -> None:
     original = "# Projekt ünïcödé 漢字\r\n\r\nRegeln.".encode()
     path = write(tmp_path, original)
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
-    assert path.read_bytes() == original + b"\r\n\r\n" + crlf(SECTION) + b"\r\n"
+    assert path.read_bytes() == original + b"\r\n\r\n" + crlf(appended(SECTION, 2)) + b"\r\n"
     # ... and a rewrite finds the CRLF section and replaces it in place.
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
-    assert path.read_bytes() == original + b"\r\n\r\n" + crlf(SECTION) + b"\r\n"
+    assert path.read_bytes() == original + b"\r\n\r\n" + crlf(appended(SECTION, 2)) + b"\r\n"
 
 
 def test_bom_is_kept_when_appending(tmp_path: Path) -> None:
     original = "\ufeff# Title\n".encode()
     path = write(tmp_path, original)
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
-    assert path.read_bytes() == original + b"\n" + SECTION + b"\n"
+    assert path.read_bytes() == original + b"\n" + appended(SECTION, 1) + b"\n"
 
 
 def test_creates_missing_parent_directory_inside_project(tmp_path: Path) -> None:
@@ -181,7 +202,7 @@ def test_replace_is_idempotent(tmp_path: Path) -> None:
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
     first = path.read_bytes()
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
-    assert path.read_bytes() == first == b"# P\n\n" + SECTION + b"\n"
+    assert path.read_bytes() == first == b"# P\n\n" + appended(SECTION, 1) + b"\n"
 
 
 def test_created_file_attribute_survives_a_rewrite(tmp_path: Path) -> None:
@@ -198,7 +219,9 @@ def test_sections_with_other_names_are_independent(tmp_path: Path) -> None:
     other = SECTION.replace(b"begin agentwrap", b"begin other").replace(
         b"end agentwrap", b"end other"
     )
-    assert path.read_bytes() == b"# P\n\n" + SECTION + b"\n\n" + other + b"\n"
+    assert path.read_bytes() == (
+        b"# P\n\n" + appended(SECTION, 1) + b"\n\n" + appended(other, 1) + b"\n"
+    )
     write_section(tmp_path, "CLAUDE.md", [], section="agentwrap", now=NOW)
     assert read_section(tmp_path, "CLAUDE.md") == []
     assert read_section(tmp_path, "CLAUDE.md", section="other") == ["m-1"]
@@ -272,7 +295,7 @@ def test_marker_lines_in_content_are_escaped_and_cannot_end_the_section(tmp_path
         b"after <!-- agentwrap:end agentwrap --> mid-line is harmless\n"
         b"```\n"
     )
-    assert path.read_bytes() == original + b"\n" + entry_section(entry, body) + b"\n"
+    assert path.read_bytes() == original + b"\n" + appended(entry_section(entry, body), 1) + b"\n"
     # The ids line cannot be forged, a rewrite sees one well-formed section,
     # and removing it restores the user's file exactly.
     assert read_section(tmp_path, "CLAUDE.md") == ["m-1"]
@@ -290,7 +313,7 @@ def test_line_breaks_and_controls_in_content_are_normalised(tmp_path: Path) -> N
     path = write(tmp_path, b"")
     write_section(tmp_path, "CLAUDE.md", [entry], now=NOW)
     body = b"```\na\nb\nc\n\\<!-- agentwrap:end agentwrap -->red\n```\n"
-    assert path.read_bytes() == entry_section(entry, body) + b"\n"
+    assert path.read_bytes() == appended(entry_section(entry, body), 0) + b"\n"
 
 
 def test_label_is_forced_onto_one_line(tmp_path: Path) -> None:
@@ -349,7 +372,7 @@ def test_malformed_markers_are_refused_and_file_unchanged(tmp_path: Path, origin
     after = os.stat(path)
     assert path.read_bytes() == original
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
-    assert leftovers(tmp_path) == [".CLAUDE.md.agentwrap.lock"]
+    assert leftovers(tmp_path) == []
 
 
 def test_marker_lookalikes_in_user_text_are_not_markers(tmp_path: Path) -> None:
@@ -361,7 +384,7 @@ def test_marker_lookalikes_in_user_text_are_not_markers(tmp_path: Path) -> None:
     )
     path = write(tmp_path, original)
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
-    assert path.read_bytes() == original + b"\n" + SECTION + b"\n"
+    assert path.read_bytes() == original + b"\n" + appended(SECTION, 1) + b"\n"
 
 
 def test_utf16_file_is_refused(tmp_path: Path) -> None:
@@ -384,10 +407,37 @@ def test_write_is_a_rename_that_keeps_permission_bits(tmp_path: Path) -> None:
     st = path.stat()
     assert stat.S_IMODE(st.st_mode) == 0o640
     assert st.st_ino != ino  # replaced, not rewritten in place
-    assert leftovers(tmp_path) == [".CLAUDE.md.agentwrap.lock"]
+    assert leftovers(tmp_path) == []
     path.chmod(0o604)
     remove_section(tmp_path, "CLAUDE.md")
     assert stat.S_IMODE(path.stat().st_mode) == 0o604
+    assert path.read_bytes() == b"# P\n"
+
+
+@pytest.mark.parametrize("mode", [0o444, 0o400, 0o044])
+def test_read_only_file_is_refused_and_left_alone(tmp_path: Path, mode: int) -> None:
+    # Read-only on purpose: root could rewrite it, but must not.
+    path = write(tmp_path, b"# P\n")
+    path.chmod(mode)
+    st = path.stat()
+    with pytest.raises(FallbackError, match="read-only"):
+        write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
+    after = path.stat()
+    assert path.read_bytes() == b"# P\n"
+    assert (after.st_ino, stat.S_IMODE(after.st_mode)) == (st.st_ino, mode)
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a file's owner needs root")
+def test_rewrite_as_root_keeps_the_files_owner(tmp_path: Path) -> None:
+    path = write(tmp_path, b"# P\n")
+    os.chown(path, 4321, 4322)
+    write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
+    st = path.stat()
+    assert (st.st_uid, st.st_gid) == (4321, 4322)
+    assert remove_section(tmp_path, "CLAUDE.md") is True
+    st = path.stat()
+    assert (st.st_uid, st.st_gid) == (4321, 4322)
     assert path.read_bytes() == b"# P\n"
 
 
@@ -412,7 +462,7 @@ def test_failed_write_leaves_file_and_no_temp_file(
     with pytest.raises(FallbackError, match="No space left"):
         write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
     assert path.read_bytes() == b"# P\n"
-    assert leftovers(tmp_path) == [".CLAUDE.md.agentwrap.lock"]
+    assert leftovers(tmp_path) == []
 
 
 # --- symlinks and path checks ------------------------------------------------------------------
@@ -476,10 +526,12 @@ def test_symlink_inside_project_writes_target_and_keeps_link(tmp_path: Path) -> 
     assert link.is_symlink()
     assert os.readlink(link) == os.path.join("docs", "AGENTS.md")
     assert res.path == target.resolve()
-    assert target.read_bytes() == b"# Agents\n\n" + SECTION + b"\n"
+    assert target.read_bytes() == b"# Agents\n\n" + appended(SECTION, 1) + b"\n"
     assert read_section(tmp_path, "CLAUDE.md") == ["m-1"]
-    # The lock sits next to the real file, shared with writers using that name.
-    assert (tmp_path / "docs" / ".AGENTS.md.agentwrap.lock").exists()
+    # One lock per real file (shared with writers using another name), kept
+    # in the runtime dir, not in the repository.
+    assert (default_lock_dir() / lock_name(target.resolve())).exists()
+    assert leftovers(tmp_path / "docs") == [] and leftovers(tmp_path) == []
     assert remove_section(tmp_path, "CLAUDE.md") is True
     assert link.is_symlink() and target.read_bytes() == b"# Agents\n"
 
@@ -552,16 +604,35 @@ def test_append_then_remove_restores_file_ending_in_newline(
 ) -> None:
     path = write(tmp_path, original)
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
+    write_section(tmp_path, "CLAUDE.md", [ENTRY, ENTRY2], now=NOW)  # a rewrite keeps the record
     assert remove_section(tmp_path, "CLAUDE.md") is True
-    # A file that already ended in blank lines loses one (the separator is
-    # indistinguishable from the user's own blank line); otherwise exact.
-    expected = b"# P\n\n" if original == b"# P\n\n\n" else original
-    assert path.read_bytes() == expected
+    assert path.read_bytes() == original
 
 
-def test_remove_after_appending_to_file_without_final_newline(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "original", [b"# P", b"# P\n\n", b"# P\n\n\n\n", b"", b"\xef\xbb\xbf", b"# P\r\n\r\n\r\n", b"\n"]
+)
+def test_append_then_remove_restores_every_ending_byte_for_byte(
+    tmp_path: Path, original: bytes
+) -> None:
+    # No final newline, or trailing blank lines: the separator agentwrap adds
+    # is recorded, so removal gives back exactly what was there.
+    path = write(tmp_path, original)
+    write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
+    assert remove_section(tmp_path, "CLAUDE.md") is True
+    assert path.read_bytes() == original
+
+
+def test_remove_keeps_text_added_after_the_section_on_its_own_line(tmp_path: Path) -> None:
     path = write(tmp_path, b"# P")
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
+    path.write_bytes(path.read_bytes() + b"later\n")
+    assert remove_section(tmp_path, "CLAUDE.md") is True
+    assert path.read_bytes() == b"# P\nlater\n"
+
+
+def test_old_sections_without_a_record_are_still_removed(tmp_path: Path) -> None:
+    path = write(tmp_path, b"# P\n\n" + SECTION + b"\n")
     assert remove_section(tmp_path, "CLAUDE.md") is True
     assert path.read_bytes() == b"# P\n"
 
@@ -580,7 +651,7 @@ def test_remove_deletes_file_agentwrap_created(tmp_path: Path) -> None:
     assert remove_section(tmp_path, "CLAUDE.md") is True
     assert not (tmp_path / "CLAUDE.md").exists()
     # The lock file stays: another process may be waiting on it.
-    assert leftovers(tmp_path) == [".CLAUDE.md.agentwrap.lock"]
+    assert leftovers(tmp_path) == []
 
 
 def test_remove_keeps_created_file_the_user_added_to(tmp_path: Path) -> None:
@@ -637,7 +708,8 @@ def test_writer_waits_for_the_lock(tmp_path: Path) -> None:
     import fcntl
 
     path = write(tmp_path, b"# P\n")
-    lock = tmp_path / ".CLAUDE.md.agentwrap.lock"
+    lock = default_lock_dir() / lock_name(path.resolve())
+    lock.parent.mkdir(parents=True, exist_ok=True)
     done = threading.Event()
     errors: list[FallbackError] = []
 
@@ -659,7 +731,7 @@ def test_writer_waits_for_the_lock(tmp_path: Path) -> None:
         path.write_bytes(b"# P edited\n")
     t.join(10)
     assert done.is_set() and not errors
-    assert path.read_bytes() == b"# P edited\n\n" + SECTION + b"\n"
+    assert path.read_bytes() == b"# P edited\n\n" + appended(SECTION, 1) + b"\n"
 
 
 def _hammer(project: str, prefix: str, rounds: int) -> None:
@@ -684,7 +756,7 @@ def test_concurrent_writers_do_not_lose_each_others_sections(tmp_path: Path) -> 
             ids = read_section(tmp_path, "AGENTS.md", section=f"{prefix}{i}")
             assert ids == [f"{prefix}-{i}"]
     assert (tmp_path / "AGENTS.md").read_bytes().startswith(b"# Shared\n\n<!-- agentwrap:begin ")
-    assert leftovers(tmp_path) == [".AGENTS.md.agentwrap.lock"]
+    assert leftovers(tmp_path) == []
 
 
 # --- notify_desktop ----------------------------------------------------------------------------
