@@ -11,7 +11,13 @@ decided it, so ``agentwrap state --explain`` can say *why*:
    waiting_input > busy > draft > ready > starting;
 5. a quiet window: ``ready`` is only believed once the screen has not changed
    for ``quiet_ms`` (Codex and Aider stream without any busy marker), and for
-   profiles without usable rules, quiet alone means ready.
+   profiles without usable rules, quiet alone means ready;
+6. nothing: a screen that matches no rule is ``busy`` while it changes (or
+   ``starting`` before the agent was ever ready), but once it has been still
+   for :data:`UNKNOWN_AFTER_MS` it is ``unknown`` - an agent that is truly
+   busy shows a spinner or streams, so a still, unexplained screen is most
+   likely a dialog the profile does not know, and calling it busy would keep
+   a delivery waiting on it forever.
 
 Draft is tracked separately from the state as well: an agent can be busy
 *and* hold a person's queued text, and delivery must never overwrite it.
@@ -28,6 +34,8 @@ from .profiles import Profile, Rule
 from .regions import ScreenRegions
 from .screen import Snapshot
 from .states import Reading, Signal, State
+
+UNKNOWN_AFTER_MS = 3000  # still, and no rule explains the screen
 
 _STATE_ORDER = {
     State.WAITING_INPUT: 0,
@@ -184,6 +192,12 @@ class Detector:
             return self._set(
                 State.BUSY if self._seen_ready else State.STARTING, Signal.QUIET, "quiet",
                 "screen still changing", None, quiet, now,
+            )
+        if self._seen_ready and quiet >= max(UNKNOWN_AFTER_MS, 2 * self.profile.quiet_ms):
+            return self._set(
+                State.UNKNOWN, Signal.QUIET, "none",
+                f"no rule matched and the screen has been still for {quiet} ms"
+                " (a dialog the profile does not know?)", None, quiet, now,
             )
         held = State.BUSY if self._seen_ready else State.STARTING
         return self._set(held, Signal.SCREEN, "none", "no rule matched", None, quiet, now)

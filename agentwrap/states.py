@@ -12,6 +12,7 @@ class State(str, enum.Enum):
     BUSY = "busy"
     WAITING_INPUT = "waiting_input"
     DRAFT = "draft"
+    UNKNOWN = "unknown"  # the screen is still and no rule explains it
     EXITED = "exited"
 
     def __str__(self) -> str:
