@@ -31,16 +31,31 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .audit import AuditLog
 from .config import Config, DeliveryConfig
-from .errors import AgentExited, AgentwrapError, BackendError, FallbackError, MessageNotFound
-from .fallback import FallbackEntry, notify_desktop, read_section, remove_section, write_section
+from .errors import (
+    AgentExited,
+    AgentwrapError,
+    BackendError,
+    DeliveryInterrupted,
+    FallbackError,
+    MessageNotFound,
+)
+from .fallback import (
+    FallbackEntry,
+    WriteResult,
+    context_file,
+    notify_desktop,
+    read_section,
+    remove_section,
+    write_section,
+)
 from .framing import Injection, new_token, render
-from .message import Attempt, Message, NewMessage, Phase, Priority, Source, Status
+from .message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
 from .paths import Paths
 from .profiles import Profile
 from .queue import MessageStore, SQLiteMessageStore
@@ -55,7 +70,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentwrap.delivery")
 
 POLL_S = 0.03
-FALLBACK_NOTICE = "fallback_notice"
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,26 @@ class Outcome:
     evidence: str
 
 
+@dataclass
+class _AckWait:
+    """A submitted batch whose ACK is awaited.
+
+    Waiting is a *state* of the delivery, checked on each of the supervisor's
+    turns, never a loop that holds the supervisor: meanwhile it drains the
+    agent's output, notices the agent exit and obeys "stop".
+    """
+
+    inj: Injection
+    batch: list[Message]
+    started: float  # when this attempt began (for its Attempt record)
+    channel: str
+    submitted: str  # the evidence of submission
+    patterns: list[re.Pattern[str]]
+    hard_stop: float
+    quiet_since: float | None = None
+    phase_done: set[str] = field(default_factory=set)
+
+
 class DeliveryEngine:
     def __init__(
         self,
@@ -72,10 +106,11 @@ class DeliveryEngine:
         cfg: DeliveryConfig,
         profile: Profile,
         session: str,
-        project_dir: Path,
+        fallback_dir: Path,
         audit: AuditLog,
         *,
         require_ack: bool | None = None,
+        lock_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -83,15 +118,17 @@ class DeliveryEngine:
         self.cfg = cfg
         self.profile = profile
         self.session = session
-        self.project_dir = project_dir
+        self.fallback_dir = fallback_dir  # where the instruction file (or the live context file) is
         self.audit = audit
         self.require_ack = cfg.require_ack if require_ack is None else require_ack
+        self.lock_dir = lock_dir  # for the fallback file's lock (None: the runtime dir)
         self.clock = clock
         self.sleep = sleep
         self._resumed = False
         self._blocked_since: float | None = None
         self._next_expiry = 0.0  # expire overdue messages on the first turn
         self._held: dict[str, float] = {}  # token -> when to press submit again
+        self._ack: _AckWait | None = None  # the batch whose ACK is awaited
         self._ack_patterns = [*cfg.ack_patterns, *profile.ack_patterns]
 
     @classmethod
@@ -99,14 +136,19 @@ class DeliveryEngine:
         cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionRecord
     ) -> DeliveryEngine:
         require_ack = rec.options.get("require_ack")
+        fallback_dir = Path(rec.cwd)
+        if profile.context_file_arg and profile.instruction_file:
+            # The file the agent was launched to read (see session.agent_argv).
+            fallback_dir = context_file(paths.state_dir, rec.name, profile.instruction_file).parent
         return cls(
             SQLiteMessageStore(paths.db_path, cfg.limits),
             cfg.delivery,
             profile,
             rec.name,
-            Path(rec.cwd),
+            fallback_dir,
             AuditLog(paths.audit_log),
             require_ack=require_ack if isinstance(require_ack, bool) else None,
+            lock_dir=paths.runtime_dir / "locks",
         )
 
     def close(self) -> None:
@@ -115,9 +157,23 @@ class DeliveryEngine:
     # --- the supervisor's turn ---------------------------------------------------------
 
     def step(self, sup: Supervisor) -> float | None:
+        try:
+            return self._step(sup)
+        except Exception:
+            # A store error (locked, disk full) or a backend failure mid-batch
+            # may leave a batch claimed: the next turn resumes it from its
+            # write-ahead phase, as a restarted supervisor would.
+            self._resumed = False
+            raise
+
+    def _step(self, sup: Supervisor) -> float | None:
         if not self._resumed:
             self._resumed = True
             self._resume(sup)
+        if self._ack is not None:
+            wait = self._check_ack(sup)
+            if wait is not None:
+                return wait
         now = self.clock()
         if self._held:
             wait = self._retry_held(sup, now)
@@ -181,6 +237,8 @@ class DeliveryEngine:
             return "agent exited"
         if reading.state is State.WAITING_INPUT:
             return f"agent is waiting for an answer ({reading.reason})"
+        if reading.state is State.UNKNOWN:
+            return f"agent state unknown ({reading.reason})"
         if reading.state is State.DRAFT or sup.detector.draft:
             return "draft in input box"
         idle = sup.term.user_idle_s()
@@ -199,7 +257,7 @@ class DeliveryEngine:
     # --- one batch -----------------------------------------------------------------------
 
     def _ack_wording(self, batch: Sequence[Message]) -> str | None:
-        if any(m.metadata.get(FALLBACK_NOTICE) for m in batch):
+        if any(m.kind is Kind.FALLBACK_NOTICE for m in batch):
             return None
         wanted = [m.require_ack for m in batch]
         ack = any(w for w in wanted) or (self.require_ack and not all(w is False for w in wanted))
@@ -221,6 +279,17 @@ class DeliveryEngine:
             result = Outcome(False, "agent_exited", str(exc))
         except BackendError as exc:
             result = Outcome(False, "error", str(exc))
+        if result.outcome == "awaiting_ack":
+            self._await_ack(inj, batch, started, channel, result.evidence)
+            return
+        self._conclude(sup, inj, batch, started, channel, result)
+
+    def _conclude(
+        self, sup: Supervisor | None, inj: Injection, batch: list[Message], started: float,
+        channel: str, result: Outcome,
+    ) -> None:
+        """Record the attempt and move the batch to its next status."""
+        token = inj.token
         batch = [m for m in batch if m.id in inj.message_ids]
         for m in batch:
             self.store.record_attempt(
@@ -236,11 +305,15 @@ class DeliveryEngine:
         if result.ok:
             status = Status.ACKNOWLEDGED if result.outcome == "acknowledged" else Status.DELIVERED
             self.store.finish(status, f"{result.outcome}: {result.evidence}"[:500], batch_id=token)
-            self._after_success(sup, batch)
+            self._after_success(batch)
         elif result.outcome == "agent_exited":
             self.store.finish(Status.FAILED, f"agent exited: {result.evidence}", batch_id=token)
         else:
-            stuck = result.outcome == "submit_not_confirmed" and self._in_box(sup, inj) is True
+            stuck = (
+                sup is not None
+                and result.outcome == "submit_not_confirmed"
+                and self._in_box(sup, inj) is True
+            )
             self._failed(sup, token, batch, result, still_in_box=stuck)
 
     def _run_phases(
@@ -266,7 +339,7 @@ class DeliveryEngine:
                 return Outcome(False, "paste_not_seen", self._screen_tail(sup))
             phase = Phase.SUBMITTING
             self.store.set_phase(inj.token, Phase.SUBMITTING)
-            self.sleep(self.profile.input.submit_delay_ms / 1000)
+            self._pause(sup, self.profile.input.submit_delay_ms / 1000)
         if phase is Phase.SUBMITTING:
             submitted = self._submit(sup, inj)
             if not submitted.ok:
@@ -274,15 +347,16 @@ class DeliveryEngine:
             self.store.set_phase(inj.token, Phase.SUBMITTED)
             if not inj.ack_requested:
                 return Outcome(True, "delivered", submitted.evidence)
+            return Outcome(True, "awaiting_ack", submitted.evidence)
         if inj.ack_requested:
-            return self._wait_ack(sup, inj)
+            return Outcome(True, "awaiting_ack", "submitted before a supervisor restart")
         return Outcome(True, "delivered", "submitted before a supervisor restart")
 
     def _submit(self, sup: Supervisor, inj: Injection) -> Outcome:
         key = self.profile.input.submit_key
         for pressed in range(self.profile.input.submit_retries + 1):
             where = self._box_seen(sup, inj)
-            if sup.reading.state is State.WAITING_INPUT:
+            if sup.reading.state in (State.WAITING_INPUT, State.UNKNOWN):
                 # Never press the submit key into a dialog: it would answer it.
                 if pressed:
                     return Outcome(True, "submitted", "a dialog opened after the submit key")
@@ -315,6 +389,13 @@ class DeliveryEngine:
         Appends the evidence to ``found``."""
         seen = self._in_box(sup, inj)
         reading = sup.reading
+        if reading.state is State.UNKNOWN and seen is not True:
+            # Still, unexplained, and our block has left the box: the agent took
+            # it and opened something the profile does not know (a permission
+            # dialog, a menu). Pressing the key again would answer it.
+            found.append(f"the agent showed an unrecognised screen after the submit key"
+                         f" ({reading.reason})")
+            return True
         if reading.state is State.WAITING_INPUT:
             # A dialog after our key: the agent took the message and now asks
             # about what it started (a permission prompt, aider's "Create new
@@ -339,28 +420,48 @@ class DeliveryEngine:
             found.append(ev)
         return bool(ev)
 
-    def _wait_ack(self, sup: Supervisor, inj: Injection) -> Outcome:
+    def _await_ack(
+        self, inj: Injection, batch: list[Message], started: float, channel: str, submitted: str
+    ) -> None:
         patterns = [
             re.compile(p.replace("{token}", re.escape(inj.token)), re.IGNORECASE)
             for p in self._ack_patterns
         ]
-        quiet_since: float | None = None
-        hard_stop = self.clock() + self.cfg.readiness_timeout_s * 4
-        while self.clock() < hard_stop:
-            reading = sup.observe()
-            if reading.state is State.EXITED:
-                return Outcome(False, "agent_exited", "agent exited before acknowledging")
-            found = self._find_ack(sup, inj, patterns)
-            if found:
-                return Outcome(True, "acknowledged", found)
-            if reading.state in (State.READY, State.DRAFT):
-                quiet_since = quiet_since or self.clock()
-                if self.clock() - quiet_since >= self.cfg.ack_timeout_s:
-                    return Outcome(False, "no_ack", self._screen_tail(sup))
-            else:
-                quiet_since = None
-            self.sleep(POLL_S * 2)
-        return Outcome(False, "no_ack", "agent never went quiet: " + self._screen_tail(sup))
+        self._ack = _AckWait(
+            inj, batch, started, channel, submitted, patterns,
+            hard_stop=self.clock() + self.cfg.readiness_timeout_s * 4,
+        )
+
+    def _check_ack(self, sup: Supervisor) -> float | None:
+        """One look for the awaited ACK; the seconds until the next look, or
+        None once the wait has ended (acknowledged, timed out, agent gone)."""
+        w = self._ack
+        assert w is not None
+        reading = sup.reading
+        now = self.clock()
+        result: Outcome | None = None
+        found = self._find_ack(sup, w.inj, w.patterns)
+        if found:
+            result = Outcome(True, "acknowledged", found)
+        elif reading.state is State.EXITED:
+            # It was submitted (that was proven before the wait began): the
+            # message reached the agent, which died before it could answer.
+            result = Outcome(
+                True, "delivered", f"{w.submitted}; the agent exited before acknowledging"
+            )
+        elif reading.state in (State.READY, State.DRAFT, State.UNKNOWN):
+            w.quiet_since = w.quiet_since or now
+            if now - w.quiet_since >= self.cfg.ack_timeout_s:
+                result = Outcome(False, "no_ack", self._screen_tail(sup))
+        else:
+            w.quiet_since = None
+        if result is None and now >= w.hard_stop:
+            result = Outcome(False, "no_ack", "agent never went quiet: " + self._screen_tail(sup))
+        if result is None:
+            return POLL_S * 2
+        self._ack = None
+        self._conclude(sup, w.inj, w.batch, w.started, w.channel, result)
+        return None
 
     def _find_ack(self, sup: Supervisor, inj: Injection, patterns: list[re.Pattern[str]]) -> str:
         snap = sup.snap
@@ -432,15 +533,34 @@ class DeliveryEngine:
         return ""
 
     def _wait_until(self, sup: Supervisor, timeout: float, cond: Callable[[], bool]) -> bool:
+        """Poll ``cond`` until it holds or ``timeout`` passes, while the
+        supervisor keeps draining output and watching for "stop".
+
+        Evidence from the screen of a dead agent proves nothing (a dying TUI
+        clears its input box as if it had taken the text), so a condition that
+        holds only counts while the agent is still alive.
+        """
         deadline = self.clock() + timeout
         while True:
             if cond():
+                if not sup.term.alive():
+                    raise AgentExited("the agent exited during delivery")
                 return True
             if sup.reading.state is State.EXITED:
                 raise AgentExited("the agent exited during delivery")
+            if sup.stopping:
+                raise DeliveryInterrupted("the supervisor is stopping")
             if self.clock() >= deadline:
                 return False
-            self.sleep(POLL_S)
+            sup.pump(POLL_S)
+
+    def _pause(self, sup: Supervisor, seconds: float) -> None:
+        """Let ``seconds`` pass with the supervisor still draining output."""
+        deadline = self.clock() + seconds
+        while (left := deadline - self.clock()) > 0:
+            if sup.stopping:
+                raise DeliveryInterrupted("the supervisor is stopping")
+            sup.pump(left)
 
     def _screen_tail(self, sup: Supervisor) -> str:
         if sup.snap is None:
@@ -491,8 +611,8 @@ class DeliveryEngine:
         log.info("batch %s: %s (%d to retry, %d given up)", token, result.outcome, len(rest), len(give_up))
 
     def _escalate(self, sup: Supervisor | None, msgs: list[Message], result: Outcome) -> None:
-        notices = [m for m in msgs if m.metadata.get(FALLBACK_NOTICE)]
-        content = [m for m in msgs if not m.metadata.get(FALLBACK_NOTICE)]
+        notices = [m for m in msgs if m.kind is Kind.FALLBACK_NOTICE]
+        content = [m for m in msgs if m.kind is not Kind.FALLBACK_NOTICE]
         if notices:
             self.store.finish(
                 Status.FAILED, f"fallback notice not delivered: {result.outcome}",
@@ -508,24 +628,15 @@ class DeliveryEngine:
                 message_ids=ids,
             )
             return
-        previous = read_section(self.project_dir, fname) or []
-        entries = []
-        for mid in previous:
-            try:
-                old = self.store.get(mid)
-            except MessageNotFound:
-                # Written with another store (or a wiped one): only its id is known,
-                # so its entry cannot be rebuilt and is dropped on this rewrite.
-                log.warning("fallback section names unknown message %s; dropping its entry", mid)
-                continue
-            if mid not in ids:
-                entries.append(FallbackEntry(old.id, old.label, old.created, old.content))
-        entries += [FallbackEntry(m.id, m.label, m.created, m.content) for m in content]
         try:
-            written = write_section(self.project_dir, fname, entries)
+            written = self._write_fallback(fname, content)
         except (FallbackError, OSError) as exc:
+            # Refused (a symlink out of the project, malformed markers, not a
+            # regular file, read-only) or failed: the messages still end, and
+            # the person is told why, in one place.
             self.store.finish(Status.FAILED, f"{result.outcome}; fallback refused: {exc}", message_ids=ids)
             self.audit.write(event="fallback_failed", session=self.session, ids=ids, error=str(exc))
+            self._tell(sup, f"live delivery failed and {fname} was not written: {exc}")
             return
         self.store.finish(
             Status.ESCALATED,
@@ -538,8 +649,28 @@ class DeliveryEngine:
         )
         self._notify(sup, written.path.name, content)
 
-    def _notify(self, sup: Supervisor | None, fname: str, msgs: list[Message]) -> None:
-        line = f"context was written to {fname}, section agentwrap"
+    def _write_fallback(self, fname: str, content: list[Message]) -> WriteResult:
+        """The section as it should be now: what it held before (still known
+        to the store) plus ``content``."""
+        ids = {m.id for m in content}
+        previous = read_section(self.fallback_dir, fname) or []
+        entries = []
+        for mid in previous:
+            if mid in ids:
+                continue
+            try:
+                old = self.store.get(mid)
+            except MessageNotFound:
+                # Written with another store (or a wiped one): only its id is known,
+                # so its entry cannot be rebuilt and is dropped on this rewrite.
+                log.warning("fallback section names unknown message %s; dropping its entry", mid)
+                continue
+            entries.append(FallbackEntry(old.id, old.label, old.created, old.content))
+        entries += [FallbackEntry(m.id, m.label, m.created, m.content) for m in content]
+        return write_section(self.fallback_dir, fname, entries, lock_dir=self.lock_dir)
+
+    def _tell(self, sup: Supervisor | None, line: str) -> None:
+        """Tell the person: the tmux status line, and a desktop notification."""
         if sup is not None:
             display = getattr(sup.term, "display", None)
             if display is not None:
@@ -549,42 +680,83 @@ class DeliveryEngine:
                     pass
         if self.cfg.notify_on_failure:
             notify_desktop(f"agentwrap: {self.session}", line)
-        body = "\n".join(f"{m.label} {m.content}" for m in msgs)
-        limit = 8 * 1024
-        if len(body.encode()) > limit:
-            body = body.encode()[:limit].decode("utf-8", "ignore") + f"\n(truncated; full text in {fname})"
+
+    def _notify(self, sup: Supervisor | None, fname: str, msgs: list[Message]) -> None:
+        """Announce an escalation, and queue a notice for the agent.
+
+        The notice points to the section instead of repeating the content: the
+        agent already saw that text in each failed attempt, and whatever it
+        says reaches the model through the instruction file. Agents that read
+        their instruction file only at start-up (Codex, Gemini) are told so.
+        """
+        line = f"context was written to {fname}, section agentwrap"
+        self._tell(sup, line)
+        n = len(msgs)
+        labels = ", ".join(sorted({m.label for m in msgs}))
+        when = (
+            "It is re-read on every request."
+            if self.profile.instruction_file_live
+            else "This agent reads it at start-up, so it takes effect in the next session;"
+            " read the section now if it matters to the current task."
+        )
+        notice = (
+            f"Live delivery of {n} message{'s' if n != 1 else ''} ({labels}) failed, so"
+            f" {'they were' if n != 1 else 'it was'} written to {fname}, in the section"
+            f" between the 'agentwrap:begin agentwrap' and 'agentwrap:end agentwrap' markers."
+            f" {when}"
+        )
         try:
             self.store.enqueue(
                 NewMessage(
-                    session=self.session,
-                    content=f"Live delivery failed, so this {line}:\n{body}",
+                    session=self.session, content=notice,
                     source=Source.SYSTEM, source_id="fallback", priority=Priority.HIGH,
-                    metadata={FALLBACK_NOTICE: True, "fallback_ids": [m.id for m in msgs]},
+                    metadata={"fallback_ids": [m.id for m in msgs]},
                     require_ack=False,
-                )
+                ),
+                kind=Kind.FALLBACK_NOTICE,
+                internal=True,
             )
         except AgentwrapError as exc:  # a full queue must not break the supervisor
             log.warning("could not queue the fallback notice: %s", exc)
 
-    def _after_success(self, sup: Supervisor, batch: list[Message]) -> None:
+    def _after_success(self, batch: list[Message]) -> None:
         if not self.cfg.remove_fallback_on_delivery or not self.profile.instruction_file:
             return
-        if any(m.metadata.get(FALLBACK_NOTICE) for m in batch):
+        if any(m.kind is Kind.FALLBACK_NOTICE for m in batch):
             try:
-                if remove_section(self.project_dir, self.profile.instruction_file):
+                if remove_section(
+                    self.fallback_dir, self.profile.instruction_file, lock_dir=self.lock_dir
+                ):
                     self.audit.write(event="fallback_removed", session=self.session)
             except (FallbackError, OSError) as exc:
                 log.warning("could not remove the fallback section: %s", exc)
 
     def abandon(self, reason: str) -> int:
         """The session ended: nothing queued for it can be delivered any more.
-        Every message still pending or in flight gets its terminal state."""
-        ids = [m.id for m in self.store.in_flight(self.session)]
+        Every message still pending or in flight gets its terminal state.
+
+        A batch whose submission was already proven (phase SUBMITTED, e.g.
+        waiting for its ACK) reached the agent: it is *delivered*, never
+        failed. Anything earlier is not proven to have gone in: failed.
+        """
+        self._ack = None
+        in_flight = self.store.in_flight(self.session)
+        submitted = [m.id for m in in_flight if m.phase is Phase.SUBMITTED]
+        ids = [m.id for m in in_flight if m.phase is not Phase.SUBMITTED]
         ids += [m.id for m in self.store.peek(self.session)]
-        if not ids:
-            return 0
-        n = self.store.finish(Status.FAILED, reason, message_ids=ids)
-        self.audit.write(event="abandoned", session=self.session, ids=ids, reason=reason)
+        n = 0
+        if submitted:
+            n += self.store.finish(
+                Status.DELIVERED, f"delivered: submitted; not acknowledged before {reason}",
+                message_ids=submitted,
+            )
+        if ids:
+            n += self.store.finish(Status.FAILED, reason, message_ids=ids)
+        if submitted or ids:
+            self.audit.write(
+                event="abandoned", session=self.session, ids=ids, delivered=submitted,
+                reason=reason,
+            )
         return n
 
     # --- restart -----------------------------------------------------------------------------
@@ -596,6 +768,8 @@ class DeliveryEngine:
             if m.batch_id:
                 batches.setdefault(m.batch_id, []).append(m)
         for token, batch in batches.items():
+            if token in self._held or (self._ack is not None and self._ack.inj.token == token):
+                continue  # ours, waiting for its next step
             phase = batch[0].phase or Phase.CLAIMED
             log.info("resuming batch %s from phase %s", token, phase)
             sup.observe()

@@ -144,3 +144,11 @@ class DeliveryError(AgentwrapError):
 
 class FallbackError(DeliveryError):
     """Writing the instruction-file fallback section was refused or failed."""
+
+
+class DeliveryInterrupted(DeliveryError):
+    """The supervisor was told to stop in the middle of a delivery step.
+
+    Not a failure of the batch: it stays in its write-ahead phase and the
+    next supervisor resumes it from there.
+    """

@@ -658,6 +658,24 @@ class _Locked:
             pass
 
 
+def context_file(state_dir: Path, session: str, filename: str) -> Path:
+    """The agentwrap-owned file a profile with ``context_file_arg`` reads:
+    private to the user, one per session name."""
+    return state_dir / "context" / session / Path(filename).name
+
+
+def prepare_context_file(path: Path) -> Path:
+    """Create the file (empty, 0600, its dir 0700) if missing, never through
+    a symlink, so the agent can be pointed at it before anything is written."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise FallbackError(f"cannot create {path}: {exc}") from None
+    os.close(fd)
+    return path
+
+
 def default_lock_dir() -> Path:
     """Where fallback locks live unless the caller says: the runtime dir."""
     return Paths.from_env().runtime_dir / "locks"

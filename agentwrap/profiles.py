@@ -119,6 +119,13 @@ class Profile:
     dialogs: tuple[Dialog, ...]
     ack_patterns: tuple[str, ...]  # regex templates; "{token}" is the batch token
     source: Path = field(default=Path("<builtin>"))
+    # The agent re-reads its instruction file on every model request (so a
+    # fallback section reaches the running session), not only at start-up.
+    instruction_file_live: bool = False
+    # An option that makes the agent read a file on every request (aider's
+    # "--read"): agentwrap then keeps the fallback section in a file of its own,
+    # passed with this option at launch, instead of editing the project's file.
+    context_file_arg: str | None = None
 
     def matches_command(self, argv0: str) -> bool:
         return Path(argv0).name in self.commands
@@ -314,6 +321,8 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         dialogs=tuple(_parse_dialog(d, regions) for d in top.table_list("dialogs")),
         ack_patterns=_parse_ack(top.sub("ack")),
         source=source,
+        instruction_file_live=top.get("instruction_file_live", bool, False),
+        context_file_arg=top.get("context_file_arg", str, None),
     )
     det.done()
     top.done()

@@ -34,6 +34,7 @@ from .backends.pty import PtyTerminal, terminal_size
 from .backends.tmux import TmuxTerminal, server_for, tmux_binary
 from .config import Config, load_config
 from .errors import AgentNotFound, SessionNameTaken, SessionNotRunning
+from .fallback import context_file, prepare_context_file
 from .message import NewMessage, Priority, Source
 from .paths import Paths, check_session_name
 from .profiles import Profile, load_profile, profile_for_command
@@ -64,11 +65,18 @@ def resolve_profile(opts: RunOptions, paths: Paths) -> Profile:
     return profile_for_command(opts.argv, paths)
 
 
-def agent_argv(argv: list[str], profile: Profile, env: dict[str, str]) -> list[str]:
+def agent_argv(
+    argv: list[str], profile: Profile, env: dict[str, str], paths: Paths, name: str
+) -> list[str]:
     exe = shutil.which(argv[0], path=env.get("PATH"))
     if exe is None:
         raise AgentNotFound(f"command not found: {argv[0]!r}")
     extra = [a for a in profile.launch_args if a not in argv]
+    if profile.context_file_arg and profile.instruction_file:
+        # The live fallback file (aider --read): it must exist before the agent
+        # starts, or the agent skips it for the whole session.
+        live = prepare_context_file(context_file(paths.state_dir, name, profile.instruction_file))
+        extra += [profile.context_file_arg, str(live)]
     return [argv[0], *extra, *argv[1:]]
 
 
@@ -170,7 +178,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         name = pick_name(registry, opts.name, profile, paths)
         _refuse_orphan(paths, registry, name)
         env = agent_env(profile, name, paths)
-        argv = agent_argv(opts.argv, profile, env)
+        argv = agent_argv(opts.argv, profile, env, paths, name)
         registry.register(
             SessionRecord(
                 name=name, profile=profile.name, backend="tmux", command=argv,
@@ -321,7 +329,7 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     registry = Registry(paths.db_path)
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
-    argv = agent_argv(opts.argv, profile, env)
+    argv = agent_argv(opts.argv, profile, env, paths, name)
     size = terminal_size(sys.stdout.fileno()) if interactive else None
     cols, rows = size or (opts.cols or cfg.run.cols, opts.rows or cfg.run.rows)
     rec = registry.register(

@@ -29,7 +29,7 @@ from typing import Protocol
 
 from .backends.base import Terminal
 from .detector import Detector, StructuredSource
-from .errors import AgentExited, BackendError
+from .errors import AgentExited, BackendError, DeliveryInterrupted
 from .paths import Paths
 from .profiles import Profile
 from .registry import Registry
@@ -92,6 +92,8 @@ class Supervisor:
         self._published: tuple[str, str] | None = None
         self._answered: set[str] = set()
         self._fifo_fds: tuple[int, int] | None = None
+        self._out_fd: int | None = None
+        self._woken = False  # a wake datagram arrived while delivery held the loop
         self.wake = WakeSocket(paths.wake_socket(name))
 
     # --- observation -------------------------------------------------------------
@@ -114,6 +116,33 @@ class Supervisor:
         if reading.state is State.WAITING_INPUT and reading.rule.startswith("dialog:"):
             self._maybe_answer(reading.rule[len("dialog:") :])
         return reading
+
+    def pump(self, timeout: float) -> None:
+        """Wait up to ``timeout`` for output or a command, handling both.
+
+        Delivery code waits for the screen to show something (its paste, the
+        submit, an ACK) in short steps; it calls this instead of sleeping, so
+        the agent's output keeps being drained (a full ``pipe-pane`` fifo
+        stalls tmux, which then never marks a dead pane dead), a "stop"
+        is honoured and a wake-up is remembered for the loop.
+        """
+        fds = [self.wake.fileno()] + ([self._out_fd] if self._out_fd is not None else [])
+        try:
+            ready, _, _ = select.select(fds, [], [], max(0.0, timeout))
+        except InterruptedError:
+            return
+        if self._out_fd is not None and self._out_fd in ready:
+            self._drain_output(self._out_fd)
+            self.detector.note_output(time.monotonic())
+        if self.wake.fileno() in ready:
+            commands = self.wake.drain()
+            if b"stop" in commands:
+                self._stop.set()
+            self._woken = True
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
 
     def _exited(self) -> Reading:
         self.exit_code = self.term.exit_code()
@@ -215,12 +244,14 @@ class Supervisor:
     def run(self) -> int | None:
         self.registry.claim_supervisor(self.name)
         self.registry.update(self.name, agent_pid=self.term.agent_pid())
-        out_fd = self._output_fd()
+        out_fd = self._out_fd = self._output_fd()
         try:
             while not self._stop.is_set():
                 try:
                     self._loop(out_fd)
                     break
+                except DeliveryInterrupted:
+                    break  # "stop" during a delivery step: the batch resumes later
                 except Exception:
                     # One bad screen or a store hiccup must not end supervision (or,
                     # in the pty backend, print a traceback into the person's
@@ -298,6 +329,9 @@ class Supervisor:
                                t.max_snap_gap_s)
                 if reading.state is State.EXITED:
                     return
+            if self._woken:  # a wake-up seen by pump() while delivery held the loop
+                self._woken = False
+                delivery_due = now
             if self.delivery is not None and delivery_due is not None and now >= delivery_due:
                 wait = self.delivery.step(self)
                 delivery_due = None if wait is None else time.monotonic() + wait
