@@ -18,6 +18,7 @@ followed.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import secrets
@@ -27,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InvalidMessage, UnsafePath
+
+# sun_path holds 108 bytes with the NUL on Linux, 104 on the BSDs: stay below both
+_SOCKET_PATH_MAX = 100
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -106,8 +110,28 @@ class Paths:
 
     @property
     def tmux_socket(self) -> Path:
-        """agentwrap's own tmux server: never the user's default one."""
+        """The single tmux server agentwrap used before each session got its own
+        (see :meth:`tmux_socket_for`); only sessions recorded without a socket
+        of their own are looked for there."""
         return self.runtime_dir / "tmux.sock"
+
+    @property
+    def tmux_dir(self) -> Path:
+        """agentwrap's own tmux servers, never the user's default one."""
+        return self.runtime_dir / "tmux"
+
+    def tmux_socket_for(self, session: str) -> Path:
+        """Each session runs on a tmux server of its own, so one server crash
+        (tmux 3.3a can segfault) takes one agent down, not all of them.
+
+        A unix socket path is limited to about 100 bytes (``sun_path``): a
+        name too long for this runtime dir is replaced by a digest of it.
+        """
+        path = self.tmux_dir / f"{session}.sock"
+        if len(os.fsencode(path)) > _SOCKET_PATH_MAX:
+            digest = hashlib.sha256(session.encode("utf-8")).hexdigest()[:16]
+            path = self.tmux_dir / f"{digest}.sock"
+        return path
 
     def wake_socket(self, session: str) -> Path:
         return self.runtime_dir / f"{session}.sock"
