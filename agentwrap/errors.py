@@ -146,6 +146,68 @@ class FallbackError(DeliveryError):
     """Writing the instruction-file fallback section was refused or failed."""
 
 
+class IdempotencyConflict(QueueError):
+    """An idempotency key was reused for a different message (HTTP's 409).
+
+    Returning the first message would tell the producer its new content was
+    accepted when it was not; failing loudly is the only honest answer.
+    """
+
+    exit_code = 4
+    default_hint = "use a new --idempotency-key for new content, or resend the same content"
+
+
+# --- the store and the files agentwrap keeps ---------------------------------------
+
+
+class UnsafePath(EnvironmentProblem):
+    """A dir or file agentwrap keeps private things in is not safely ours.
+
+    Like tmux with its socket dir, agentwrap refuses a runtime or state dir
+    that another user owns, that others may write, or that is a symlink:
+    whoever controls it could read the messages or plant links that make
+    agentwrap overwrite other files.
+    """
+
+    exit_code = 77  # EX_NOPERM
+
+
+class StoreError(AgentwrapError):
+    """The SQLite store could not do what was asked (see the subclasses).
+
+    Raised only from the store's one translation point (:func:`agentwrap.db.
+    store_errors`), so callers never see a bare ``sqlite3`` error.
+    """
+
+    exit_code = 74  # EX_IOERR
+
+
+class StoreLocked(StoreError):
+    """Another process held the write lock for longer than the busy timeout."""
+
+    exit_code = 75  # EX_TEMPFAIL
+    default_hint = (
+        "another agentwrap process holds the database; retry shortly, and if it persists"
+        " look for a stuck process with `fuser` on the file named above"
+    )
+
+
+class StoreFull(StoreError):
+    """The disk (or the database's size limit) is full: nothing was written."""
+
+    default_hint = "free some disk space on the file system named above, then retry"
+
+
+class StoreCorrupt(StoreError):
+    """The database file is damaged; agentwrap will not guess what it held."""
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be opened or written: permissions, read-only, I/O."""
+
+    exit_code = 77  # EX_NOPERM
+
+
 class DeliveryInterrupted(DeliveryError):
     """The supervisor was told to stop in the middle of a delivery step.
 

@@ -48,6 +48,22 @@ class Source(str, enum.Enum):
         return self.value
 
 
+class Kind(str, enum.Enum):
+    """What a message is to agentwrap itself; senders cannot choose it.
+
+    Anything agentwrap must act on (a fallback notice whose delivery removes
+    the instruction-file section) is marked here, in a column only internal
+    callers of :meth:`MessageStore.enqueue` may set, never in the sender's
+    metadata.
+    """
+
+    CONTENT = "content"  # what senders send: text for the agent, nothing more
+    FALLBACK_NOTICE = "fallback_notice"  # "context was written to CLAUDE.md"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class Status(str, enum.Enum):
     PENDING = "pending"
     DELIVERING = "delivering"  # claimed by a supervisor for a batch; not terminal
@@ -123,6 +139,7 @@ class Message:
     batch_id: str | None
     phase: Phase | None
     next_attempt_at: float  # not tried again before this (backoff); created for new ones
+    kind: Kind = Kind.CONTENT  # set by agentwrap only (enqueue(..., internal=True))
 
     @property
     def label(self) -> str:
@@ -148,5 +165,9 @@ class QueueLimits:
     max_pending_total: int = 1000
     rate_per_minute: int = 10  # per (session, source)
     max_content_bytes: int = 10 * 1024
+    max_metadata_bytes: int = 16 * 1024  # serialized JSON
+    max_metadata_depth: int = 8  # nested lists/objects, the top object counting as 1
+    max_metadata_keys: int = 256  # keys of all objects together
+    max_metadata_key_chars: int = 128
     default_ttl_s: float = 300.0
     max_ttl_s: float = 3600.0

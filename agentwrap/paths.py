@@ -4,17 +4,33 @@ All paths come from one :class:`Paths` value built from an environment
 mapping, never from module globals, so tests get full isolation by passing a
 temporary ``XDG_*`` environment (and with it their own tmux server, whose
 socket lives in the runtime dir).
+
+Everything agentwrap keeps is private: messages and their metadata may hold
+secrets. The state and runtime dirs are created 0700 and every file in them
+0600, at creation (``mkdir``/``open`` with the mode, never a chmod after the
+fact), and :meth:`Paths.ensure` checks them at every start. The runtime dir may
+live in the shared ``/tmp`` (no ``XDG_RUNTIME_DIR``), where another user can
+create it first: like tmux, a dir that is not ours, is a symlink or is open to
+others is refused, and files in it are written with :func:`write_private`
+(``O_EXCL|O_NOFOLLOW``, then an atomic rename), so a planted link is never
+followed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InvalidMessage
+from .errors import InvalidMessage, UnsafePath
+
+# sun_path holds 108 bytes with the NUL on Linux, 104 on the BSDs: stay below both
+_SOCKET_PATH_MAX = 100
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -48,10 +64,29 @@ class Paths:
         return cls(config_dir=config, state_dir=state, runtime_dir=runtime)
 
     def ensure(self) -> Paths:
-        for d in (self.config_dir, self.state_dir, self.runtime_dir):
-            d.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.runtime_dir, 0o700)
+        """Create the dirs, and check (and where safe repair) their privacy.
+
+        The state dir lives in the user's home: one left 0755 by an older
+        agentwrap is tightened to 0700, and the files in it to 0600. The
+        runtime dir may be in the shared /tmp, so a wrong owner or mode there
+        is refused, never repaired: someone else may have made it.
+        """
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.state_dir, repair=True)
+        private_dir(self.logs_dir, repair=True)
+        private_dir(self.runtime_dir, repair=False)
+        for path in self.private_files():
+            check_private_file(path, repair=True)
         return self
+
+    def private_files(self) -> list[Path]:
+        """The files of the state dir that must be 0600 (those that exist)."""
+        db = self.db_path
+        candidates = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
+        candidates.append(self.audit_log)
+        if self.logs_dir.is_dir():
+            candidates.extend(sorted(self.logs_dir.iterdir()))
+        return [p for p in candidates if os.path.lexists(p)]
 
     @property
     def config_file(self) -> Path:
@@ -75,11 +110,191 @@ class Paths:
 
     @property
     def tmux_socket(self) -> Path:
-        """agentwrap's own tmux server: never the user's default one."""
+        """The single tmux server agentwrap used before each session got its own
+        (see :meth:`tmux_socket_for`); only sessions recorded without a socket
+        of their own are looked for there."""
         return self.runtime_dir / "tmux.sock"
+
+    @property
+    def tmux_dir(self) -> Path:
+        """agentwrap's own tmux servers, never the user's default one."""
+        return self.runtime_dir / "tmux"
+
+    def tmux_socket_for(self, session: str) -> Path:
+        """Each session runs on a tmux server of its own, so one server crash
+        (tmux 3.3a can segfault) takes one agent down, not all of them.
+
+        A unix socket path is limited to about 100 bytes (``sun_path``): a
+        name too long for this runtime dir is replaced by a digest of it.
+        """
+        path = self.tmux_dir / f"{session}.sock"
+        if len(os.fsencode(path)) > _SOCKET_PATH_MAX:
+            digest = hashlib.sha256(session.encode("utf-8")).hexdigest()[:16]
+            path = self.tmux_dir / f"{digest}.sock"
+        return path
 
     def wake_socket(self, session: str) -> Path:
         return self.runtime_dir / f"{session}.sock"
 
     def supervisor_log(self, session: str) -> Path:
         return self.logs_dir / f"{session}.log"
+
+
+# --- privacy -------------------------------------------------------------------------
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def _mode(st: os.stat_result) -> str:
+    return f"{stat.S_IMODE(st.st_mode):04o}"
+
+
+def private_dir(path: Path, *, repair: bool) -> Path:
+    """Create ``path`` as a 0700 dir of ours (parents as usual), or check it.
+
+    ``repair``: an existing dir of ours with a wider mode is tightened to 0700
+    (for dirs only we can have written into); otherwise it is refused.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(path, PRIVATE_DIR_MODE)  # the umask can only take bits away
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise UnsafePath(
+            f"cannot create {path}: {exc.strerror}",
+            hint=f"check the permissions of {path.parent}",
+        ) from None
+    check_private_dir(path, repair=repair)
+    return path
+
+
+def check_private_dir(path: Path, *, repair: bool) -> None:
+    """Refuse a dir that is a symlink, not a dir, not ours, or (unless repaired)
+    open to others. ``lstat``: a symlink is judged, never followed."""
+    st = os.lstat(path)
+    uid = os.getuid()
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        what = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a directory"
+        raise UnsafePath(
+            f"{path} is {what}; agentwrap keeps private files there and will not use it",
+            hint=f"remove {path} and run agentwrap again (or set XDG_RUNTIME_DIR to a dir of yours)",
+        )
+    if st.st_uid != uid:
+        raise UnsafePath(
+            f"{path} is owned by uid {st.st_uid}, not by you (uid {uid})",
+            hint="someone else created it: remove it (as root) or set XDG_RUNTIME_DIR to a dir"
+            " of yours",
+        )
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        if not repair:
+            raise UnsafePath(
+                f"{path} has mode {_mode(st)}; it must be 0700 (only you)",
+                hint=f"check nothing in it is foreign, then `chmod 700 {path}` (or remove it)",
+            )
+        os.chmod(path, PRIVATE_DIR_MODE)
+
+
+def check_private_file(path: Path, *, repair: bool) -> None:
+    """A file of ours, not a symlink, readable by nobody else (0600 or stricter)."""
+    st = os.lstat(path)
+    uid = os.getuid()
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISREG(st.st_mode):
+        raise UnsafePath(
+            f"{path} is not a regular file; agentwrap will not follow or write through it",
+            hint=f"remove {path}",
+        )
+    if st.st_uid != uid:
+        raise UnsafePath(
+            f"{path} is owned by uid {st.st_uid}, not by you (uid {uid})",
+            hint=f"remove it or `chown {uid} {path}` (as root)",
+        )
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        if not repair:
+            raise UnsafePath(
+                f"{path} has mode {_mode(st)}; it must be 0600 (only you)",
+                hint=f"chmod 600 {path}",
+            )
+        # owner bits kept: a file made read-only on purpose stays read-only
+        os.chmod(path, stat.S_IMODE(st.st_mode) & PRIVATE_DIR_MODE)
+
+
+def private_problems(paths: Paths) -> list[tuple[str, str]]:
+    """``(problem, fix)`` for every private dir or file with a wrong owner or
+    mode, changing nothing: what ``agentwrap doctor`` reports."""
+    found: list[tuple[str, str]] = []
+    for d in (paths.state_dir, paths.logs_dir, paths.runtime_dir):
+        if os.path.lexists(d):
+            try:
+                check_private_dir(d, repair=False)
+            except UnsafePath as exc:
+                found.append((exc.message, exc.hint))
+    for f in paths.private_files():
+        try:
+            check_private_file(f, repair=False)
+        except UnsafePath as exc:
+            found.append((exc.message, exc.hint))
+    return found
+
+
+def create_private(path: Path) -> None:
+    """Create ``path`` empty and 0600 if it does not exist; never through a symlink."""
+    try:
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            PRIVATE_FILE_MODE,
+        )
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def open_private_append(path: Path) -> int:
+    """An fd appending to ``path``, created 0600; refuses a symlink (ELOOP)."""
+    return os.open(
+        path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+        PRIVATE_FILE_MODE,
+    )
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically, readable only by the user.
+
+    The parent must be a dir of ours that nobody else may write (checked on
+    the open dir, so it cannot be swapped underneath). The temporary file has
+    an unguessable name and is created ``O_CREAT|O_EXCL|O_NOFOLLOW`` 0600: a
+    link planted in its place makes this fail instead of writing through it;
+    ``os.replace`` then swaps the name itself, never following a link at
+    ``path``.
+    """
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(dir_fd)
+        if st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o022:
+            raise UnsafePath(
+                f"{path.parent} is not a private dir of yours (owner uid {st.st_uid},"
+                f" mode {_mode(st)}); not writing {path.name} there",
+                hint=f"remove {path.parent} and run agentwrap again",
+            )
+        tmp = f".{path.name}.{secrets.token_hex(8)}.tmp"
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            PRIVATE_FILE_MODE, dir_fd=dir_fd,
+        )
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+            raise
+    finally:
+        os.close(dir_fd)

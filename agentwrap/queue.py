@@ -31,10 +31,19 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from . import db
-from .errors import InvalidMessage, MessageNotFound, MessageTooLarge, QueueFull, RateLimited
+from .errors import (
+    IdempotencyConflict,
+    InvalidMessage,
+    MessageNotFound,
+    MessageTooLarge,
+    QueueFull,
+    RateLimited,
+    StoreCorrupt,
+)
 from .message import (
     TERMINAL_STATUSES,
     Attempt,
+    Kind,
     Message,
     NewMessage,
     Phase,
@@ -86,7 +95,8 @@ _SCHEMA = (
         detail TEXT NOT NULL DEFAULT '',
         batch_id TEXT,
         phase TEXT,
-        next_attempt_at REAL NOT NULL
+        next_attempt_at REAL NOT NULL,
+        kind TEXT NOT NULL DEFAULT 'content'  -- message.Kind; set only by agentwrap itself
     )
     """,
     # peek / claim_batch / in_flight / pending_count(session) / eviction: one
@@ -141,7 +151,9 @@ class QueueMetrics:
 class MessageStore(Protocol):
     """Storage interface of the queue. See :class:`SQLiteMessageStore` for semantics."""
 
-    def enqueue(self, new: NewMessage) -> tuple[Message, bool]: ...
+    def enqueue(
+        self, new: NewMessage, *, kind: Kind = Kind.CONTENT, internal: bool = False
+    ) -> tuple[Message, bool]: ...
     def get(self, message_id: str) -> Message: ...
     def get_by_prefix(self, prefix: str) -> Message: ...
     def peek(self, session: str, now: float | None = None) -> list[Message]: ...
@@ -169,6 +181,7 @@ class MessageStore(Protocol):
     ) -> list[Message]: ...
     def pending_count(self, session: str | None = None) -> int: ...
     def metrics(self, session: str | None) -> QueueMetrics: ...
+    def check_integrity(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -183,6 +196,8 @@ class _Checked:
     priority: Priority
     ttl_s: float
     metadata_json: str
+    kind: Kind
+    internal: bool
 
 
 class SQLiteMessageStore:
@@ -190,7 +205,9 @@ class SQLiteMessageStore:
 
     One connection per instance, guarded by a lock so a store may be shared by
     threads; processes each open their own store and SQLite's write lock
-    (``BEGIN IMMEDIATE`` + busy timeout) orders them.
+    (``BEGIN IMMEDIATE`` + busy timeout) orders them. All SQL runs inside
+    :meth:`_write` or :meth:`_read`, where :func:`db.store_errors` turns a
+    locked, full, corrupt or unreadable file into a :class:`StoreError`.
     """
 
     def __init__(
@@ -198,26 +215,51 @@ class SQLiteMessageStore:
         path: Path,
         limits: QueueLimits = DEFAULT_LIMITS,
         clock: Callable[[], float] = time.time,
+        *,
+        busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
     ) -> None:
         self.path = path
         self.limits = limits
         self._clock = clock
+        self._busy_timeout_ms = busy_timeout_ms
         self._lock = threading.RLock()
-        self._conn = db.connect(path)
+        self._conn = db.connect(path, busy_timeout_ms)
         with self._write() as conn:
-            for statement in _SCHEMA:
+            conn.execute(_SCHEMA[0])
+            _migrate(conn)
+            for statement in _SCHEMA[1:]:
                 conn.execute(statement)
 
     # --- plumbing -----------------------------------------------------------------
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, db.transaction(self._conn) as conn:
+        with (
+            self._lock,
+            db.store_errors(self.path, self._busy_timeout_ms),
+            db.transaction(self._conn) as conn,
+        ):
             yield conn
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        with self._lock:
+        with self._lock, db.store_errors(self.path, self._busy_timeout_ms):
             return self._conn.execute(sql, params).fetchall()
+
+    def check_integrity(self) -> None:
+        """Raise :class:`StoreCorrupt` unless SQLite's ``quick_check`` passes.
+
+        For answers that an unreadable page could fake: an empty history must
+        mean no messages, not a damaged table.
+        """
+        rows = self._read("PRAGMA quick_check")
+        problems = [str(r[0]) for r in rows if str(r[0]) != "ok"]
+        if problems:
+            raise StoreCorrupt(
+                f"the database {self.path} is damaged: {problems[0]}"
+                + (f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""),
+                hint=f"move it aside (mv {self.path} {self.path}.broken, and its -wal/-shm files),"
+                " then agentwrap starts a new, empty one; `agentwrap doctor` checks the store",
+            )
 
     def _now(self, now: float | None) -> float:
         return self._clock() if now is None else now
@@ -228,15 +270,26 @@ class SQLiteMessageStore:
 
     # --- enqueue ------------------------------------------------------------------
 
-    def enqueue(self, new: NewMessage) -> tuple[Message, bool]:
+    def enqueue(
+        self, new: NewMessage, *, kind: Kind = Kind.CONTENT, internal: bool = False
+    ) -> tuple[Message, bool]:
         """Validate, apply limits and store durably (committed with synchronous=FULL).
 
         Returns ``(message, created)``. An idempotency key already used in the
-        session returns the first message unchanged with ``created=False``:
-        no copy, no rate-limit charge, no capacity check (it was accepted).
-        Every rejection raises before anything is written.
+        session for the same message (content, source, source_id, priority,
+        kind) returns the first message unchanged with ``created=False``: no
+        copy, no rate-limit charge, no capacity check (it was accepted), in
+        whatever state it is now, terminal included. A key stays bound to its
+        first message for as long as the store keeps it: the same key with
+        different content raises :class:`IdempotencyConflict`.
+
+        ``internal=True`` is for agentwrap's own messages only: it may use
+        ``Source.SYSTEM``, ``Priority.STARTUP`` and a ``kind`` other than
+        CONTENT, which senders can never claim, and its SYSTEM/STARTUP
+        messages are exempt from the rate limit. Every rejection raises
+        before anything is written.
         """
-        checked = _validate(new, self.limits)
+        checked = _validate(new, self.limits, kind, internal)
         with self._write() as conn:
             now = self._clock()  # read under the write lock: created follows commit order
             _expire(conn, now, None)
@@ -246,7 +299,9 @@ class SQLiteMessageStore:
                     (new.session, new.idempotency_key),
                 ).fetchone()
                 if row is not None:
-                    return _to_message(row), False
+                    first = _to_message(row)
+                    _check_same(first, checked)
+                    return first, False
             self._check_rate(conn, checked, now)
             message_id = str(uuid.uuid4())
             self._make_room(conn, new.session, message_id, now)
@@ -258,9 +313,11 @@ class SQLiteMessageStore:
         """At most ``rate_per_minute`` accepted messages per (session, source) per 60 s.
 
         SYSTEM messages and STARTUP context are exempt (agentwrap's own, and
-        needed to start a session) and are not counted either.
+        needed to start a session) and are not counted either; only internal
+        callers can enqueue them (see :func:`_validate`).
         """
         if checked.source is Source.SYSTEM or checked.priority is Priority.STARTUP:
+            assert checked.internal, "reserved sources are refused in _validate"
             return
         rate = self.limits.rate_per_minute
         rows = conn.execute(
@@ -601,15 +658,36 @@ class SQLiteMessageStore:
 
     def metrics(self, session: str | None) -> QueueMetrics:
         where, params = _session_filter(session)
-        with self._lock:
+        with self._lock, db.store_errors(self.path, self._busy_timeout_ms):
             return _metrics(self._conn, where, params)
 
 
 # --- helpers (module functions: no state) ---------------------------------------------
 
 
-def _validate(new: NewMessage, limits: QueueLimits) -> _Checked:
+RESERVED_PRIORITIES = frozenset({Priority.STARTUP})  # ahead of all, never evicted
+
+
+def _validate(new: NewMessage, limits: QueueLimits, kind: Kind, internal: bool) -> _Checked:
     """Every stateless check of enqueue, before the database is touched."""
+    source = _enum(Source, new.source, "source")
+    priority = _enum(Priority, new.priority, "priority")
+    kind = _enum(Kind, kind, "kind")
+    if not internal:
+        # agentwrap's own sources, priorities and kinds carry privileges (no
+        # rate limit, first in line, acted upon): no sender may claim them.
+        reserved = (
+            f"source '{source}'" if source is Source.SYSTEM
+            else f"priority '{priority}'" if priority in RESERVED_PRIORITIES
+            else f"kind '{kind}'" if kind is not Kind.CONTENT
+            else None
+        )
+        if reserved:
+            raise InvalidMessage(
+                f"{reserved} is reserved for agentwrap",
+                hint="send as another source (user, webhook, agent, ...) with priority low,"
+                " normal, high or critical",
+            )
     check_session_name(new.session)
     if not isinstance(new.content, str):
         raise InvalidMessage("content must be text")
@@ -625,7 +703,7 @@ def _validate(new: NewMessage, limits: QueueLimits) -> _Checked:
     size = len(clean.text.encode("utf-8"))
     if size > limits.max_content_bytes:
         raise MessageTooLarge(f"content is {size} bytes; the limit is {limits.max_content_bytes}")
-    metadata = _check_metadata(new.metadata)
+    metadata = _check_metadata(new.metadata, limits)
     if clean.removed:
         metadata["sanitized_removed"] = clean.removed
     _check_id("source_id", new.source_id, allow_empty=True)
@@ -648,11 +726,40 @@ def _validate(new: NewMessage, limits: QueueLimits) -> _Checked:
         new=new,
         content=clean.text,
         content_bytes=size,
-        source=_enum(Source, new.source, "source"),
-        priority=_enum(Priority, new.priority, "priority"),
+        source=source,
+        priority=priority,
         ttl_s=_check_ttl(new.ttl_s, limits),
         metadata_json=_dump_json(metadata),
+        kind=kind,
+        internal=internal,
     )
+
+
+def _check_same(first: Message, checked: _Checked) -> None:
+    """A reused idempotency key must name the same message, or it is a conflict.
+
+    Compared: what the agent would read and who it claims to be from
+    (content after sanitizing, source, source_id, priority, kind). TTL,
+    metadata and ack are not: a retry may recompute them.
+    """
+    new = checked.new
+    differs = [
+        name
+        for name, a, b in (
+            ("content", first.content, checked.content),
+            ("source", first.source, checked.source),
+            ("source_id", first.source_id, new.source_id),
+            ("priority", first.priority, checked.priority),
+            ("kind", first.kind, checked.kind),
+        )
+        if a != b
+    ]
+    if differs:
+        raise IdempotencyConflict(
+            f"idempotency key {new.idempotency_key!r} was already used in session"
+            f" {new.session!r} by message {first.id[:8]} ({first.status}) with a different"
+            f" {', '.join(differs)}"
+        )
 
 
 def _check_ttl(ttl_s: float | None, limits: QueueLimits) -> float:
@@ -683,13 +790,80 @@ def _check_id(name: str, value: str, *, allow_empty: bool) -> None:
         raise InvalidMessage(f"{name} {value!r} contains control characters")
 
 
-def _check_metadata(metadata: Any) -> dict[str, Any]:
-    """A JSON object; returned as its JSON round trip (what get() will give back)."""
+def _check_metadata(metadata: Any, limits: QueueLimits) -> dict[str, Any]:
+    """A JSON object within the limits; returned as its JSON round trip (what
+    get() will give back).
+
+    The limits are checked by one iterative walk before anything is
+    serialized: it stops at the first level too deep (no recursion, so no
+    RecursionError, and a cycle is just "too deep") and as soon as a lower
+    bound of the serialized size passes the limit, so a 20 MB object costs
+    about as much to refuse as a 16 KB one. Only then is the object dumped
+    and its exact size checked.
+    """
     if not isinstance(metadata, dict):
         raise InvalidMessage("metadata must be a JSON object (a dict)")
-    loaded = json.loads(_dump_json(metadata))
+    _walk_metadata(metadata, limits)
+    dumped = _dump_json(metadata)
+    size = len(dumped.encode("utf-8"))
+    if size > limits.max_metadata_bytes:
+        raise _metadata_too_large(f"{size} bytes", limits)
+    loaded = json.loads(dumped)
     assert isinstance(loaded, dict)
     return loaded
+
+
+def _metadata_too_large(size: str, limits: QueueLimits) -> MessageTooLarge:
+    return MessageTooLarge(
+        f"metadata is {size} as JSON; the limit is {limits.max_metadata_bytes}",
+        hint="keep metadata to a few ids and flags; put bulk data in the content or a file",
+    )
+
+
+def _walk_metadata(metadata: dict[str, Any], limits: QueueLimits) -> None:
+    """Depth, key and (lower bound of) size limits, without recursion."""
+    stack: list[tuple[Any, int]] = [(metadata, 1)]
+    size = 0  # bytes the JSON text will have at least
+    keys = 0
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limits.max_metadata_depth:
+                raise InvalidMessage(
+                    f"metadata nests deeper than {limits.max_metadata_depth} levels",
+                    hint="flatten the metadata; it is for a few ids and flags",
+                )
+            size += 2 + max(0, len(value) - 1)  # brackets and commas
+            if isinstance(value, dict):
+                keys += len(value)
+                if keys > limits.max_metadata_keys:
+                    raise InvalidMessage(
+                        f"metadata has more than {limits.max_metadata_keys} keys",
+                        hint="flatten the metadata; it is for a few ids and flags",
+                    )
+                for key, item in value.items():
+                    if not isinstance(key, str):
+                        raise InvalidMessage(
+                            f"metadata key {key!r} is not a string",
+                            hint="JSON objects have string keys",
+                        )
+                    if len(key) > limits.max_metadata_key_chars:
+                        raise InvalidMessage(
+                            f"a metadata key is {len(key)} characters; the limit is"
+                            f" {limits.max_metadata_key_chars}"
+                        )
+                    size += len(key) + 3  # quotes and colon
+                    stack.append((item, depth + 1))
+            else:
+                stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, str):
+            size += len(value) + 2  # UTF-8 has at least one byte per character
+        elif isinstance(value, int) and not isinstance(value, bool):
+            size += max(1, value.bit_length() * 3 // 10)  # decimal digits, from below
+        else:
+            size += 1  # float, bool, null; other types fail in _dump_json
+        if size > limits.max_metadata_bytes:
+            raise _metadata_too_large(f"more than {limits.max_metadata_bytes} bytes", limits)
 
 
 def _dump_json(value: Any) -> str:
@@ -715,8 +889,8 @@ def _insert(conn: sqlite3.Connection, message_id: str, c: _Checked, now: float) 
         "INSERT INTO messages (id, session, content, content_bytes, source, source_id,"
         " priority, created, expires, metadata, correlation_id, depth, idempotency_key,"
         " require_ack, status, attempts, updated, finished, detail, batch_id, phase,"
-        " next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL,"
-        " '', NULL, NULL, ?)",
+        " next_attempt_at, kind) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?,"
+        " NULL, '', NULL, NULL, ?, ?)",
         (
             message_id,
             new.session,
@@ -735,8 +909,16 @@ def _insert(conn: sqlite3.Connection, message_id: str, c: _Checked, now: float) 
             Status.PENDING.value,
             now,
             now,
+            c.kind.value,
         ),
     )
+
+
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database made by an older agentwrap up to this schema."""
+    columns = {row["name"] for row in conn.execute("PRAGMA table_info(messages)")}
+    if "kind" not in columns:  # before internal kinds; every old row is content
+        conn.execute("ALTER TABLE messages ADD COLUMN kind TEXT NOT NULL DEFAULT 'content'")
 
 
 def _expire(conn: sqlite3.Connection, now: float, session: str | None) -> int:
@@ -863,6 +1045,7 @@ def _to_message(row: sqlite3.Row) -> Message:
         batch_id=row["batch_id"],
         phase=None if phase is None else Phase(phase),
         next_attempt_at=row["next_attempt_at"],
+        kind=Kind(row["kind"]),
     )
 
 

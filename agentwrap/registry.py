@@ -15,6 +15,8 @@ import json
 import os
 import sqlite3
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -140,12 +142,39 @@ def _row_to_record(row: sqlite3.Row) -> SessionRecord:
 
 
 class Registry:
-    def __init__(self, path: Path) -> None:
-        self.conn = db.connect(path)
-        self.conn.executescript(_SCHEMA)
+    """The sessions table. All SQL runs through :meth:`_write`, :meth:`_read`
+    and :meth:`_exec`, where :func:`db.store_errors` turns store failures into
+    :class:`~agentwrap.errors.StoreError`."""
+
+    def __init__(self, path: Path, *, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS) -> None:
+        self.path = path
+        self._busy_timeout_ms = busy_timeout_ms
+        self.conn = db.connect(path, busy_timeout_ms)
+        with self._errors():
+            self.conn.executescript(_SCHEMA)
 
     def close(self) -> None:
         self.conn.close()
+
+    # --- plumbing -----------------------------------------------------------------
+
+    def _errors(self) -> AbstractContextManager[None]:
+        return db.store_errors(self.path, self._busy_timeout_ms)
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._errors(), db.transaction(self.conn) as conn:
+            yield conn
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[sqlite3.Row]:
+        with self._errors():
+            return self.conn.execute(sql, params).fetchall()
+
+    def _exec(self, sql: str, params: Sequence[Any] = ()) -> None:
+        with self._errors():
+            self.conn.execute(sql, params)
+
+    # --- sessions -----------------------------------------------------------------
 
     def register(self, rec: SessionRecord) -> SessionRecord:
         """Claim ``rec.name``. A name held by a live session is refused; one
@@ -153,7 +182,7 @@ class Registry:
         check_session_name(rec.name)
         now = time.time()
         rec = replace(rec, state_since=rec.state_since or now, heartbeat=now)
-        with db.transaction(self.conn):
+        with self._write():
             row = self.conn.execute("SELECT * FROM sessions WHERE name=?", (rec.name,)).fetchone()
             if row is not None:
                 old = _row_to_record(row)
@@ -175,10 +204,10 @@ class Registry:
         return rec
 
     def get(self, name: str) -> SessionRecord:
-        row = self.conn.execute("SELECT * FROM sessions WHERE name=?", (name,)).fetchone()
-        if row is None:
+        rows = self._read("SELECT * FROM sessions WHERE name=?", (name,))
+        if not rows:
             raise SessionNotFound(f"no session named {name!r}")
-        return _row_to_record(row)
+        return _row_to_record(rows[0])
 
     def find(self, name: str) -> SessionRecord | None:
         try:
@@ -187,7 +216,7 @@ class Registry:
             return None
 
     def list(self, include_ended: bool = False) -> list[SessionRecord]:
-        rows = self.conn.execute("SELECT * FROM sessions ORDER BY started").fetchall()
+        rows = self._read("SELECT * FROM sessions ORDER BY started")
         recs = [_row_to_record(r) for r in rows]
         return recs if include_ended else [r for r in recs if r.ended is None]
 
@@ -203,7 +232,7 @@ class Registry:
         if "draft" in changes:
             changes["draft"] = int(changes["draft"])
         sets = ", ".join(f"{k}=?" for k in changes)
-        self.conn.execute(f"UPDATE sessions SET {sets} WHERE name=?", [*changes.values(), name])
+        self._exec(f"UPDATE sessions SET {sets} WHERE name=?", [*changes.values(), name])
 
     def claim_supervisor(self, name: str) -> None:
         """Record this process as the session's supervisor."""
@@ -238,7 +267,7 @@ class Registry:
         self, name: str, at: float, state: str, signal: str, rule: str, reason: str,
         evidence: str, quiet_ms: int, draft: bool,
     ) -> None:
-        with db.transaction(self.conn):
+        with self._write():
             self.conn.execute(
                 "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
                 " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -251,10 +280,10 @@ class Registry:
             )
 
     def transitions(self, name: str, after_id: int = 0) -> builtins.list[Transition]:
-        rows = self.conn.execute(
+        rows = self._read(
             "SELECT * FROM state_transitions WHERE session = ? AND id > ? ORDER BY id",
             (name, after_id),
-        ).fetchall()
+        )
         return [Transition(**{**dict(r), "draft": bool(r["draft"])}) for r in rows]
 
     def mark_ended(self, name: str, exit_code: int | None) -> None:

@@ -133,7 +133,8 @@ def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> 
                     session=name, content=text, source=Source.SYSTEM, source_id=f"context:{f.name}",
                     priority=Priority.STARTUP, ttl_s=cfg.limits.max_ttl_s,
                     metadata={"file": str(f)},
-                )
+                ),
+                internal=True,  # SYSTEM source and STARTUP priority are agentwrap's own
             )
             ids.append(msg.id)
     finally:

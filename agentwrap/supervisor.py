@@ -29,8 +29,8 @@ from typing import Protocol
 
 from .backends.base import Terminal
 from .detector import Detector, StructuredSource
-from .errors import AgentExited, BackendError, DeliveryInterrupted
-from .paths import Paths
+from .errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
+from .paths import Paths, write_private
 from .profiles import Profile
 from .registry import Registry
 from .screen import Snapshot
@@ -179,12 +179,10 @@ class Supervisor:
         if self.snap is None:
             return
         path = self.paths.runtime_dir / f"{self.name}.screen"
-        tmp = path.with_suffix(".screen.tmp")
-        try:
-            tmp.write_text(self.snap.text() + "\n", encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError:
-            pass
+        try:  # O_EXCL|O_NOFOLLOW temp file, 0600, in a dir checked to be ours
+            write_private(path, (self.snap.text() + "\n").encode("utf-8"))
+        except (OSError, UnsafePath) as exc:
+            log.warning("could not save the screen to %s: %s", path, exc)
 
     def _maybe_answer(self, dialog_name: str) -> None:
         dialog = next((d for d in self.profile.dialogs if d.name == dialog_name), None)

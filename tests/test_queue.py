@@ -212,7 +212,10 @@ def test_same_idempotency_key_returns_the_first_message(
 ) -> None:
     first, created = store.enqueue(msg("first", idempotency_key="k"))
     clock.advance(5)
-    again, created_again = store.enqueue(msg("second", idempotency_key="k", priority=Priority.HIGH))
+    # a retry: same message, recomputed TTL and metadata
+    again, created_again = store.enqueue(
+        msg("first", idempotency_key="k", ttl_s=60, metadata={"try": 2})
+    )
     assert created and not created_again
     assert again == first
     assert total_rows(store) == 1
@@ -253,7 +256,7 @@ def test_peek_orders_by_priority_then_age(store: SQLiteMessageStore, clock: Cloc
         ("low-2", Priority.LOW),
     ]
     for content, priority in plan:
-        store.enqueue(msg(content, priority=priority))
+        store.enqueue(msg(content, priority=priority), internal=priority is Priority.STARTUP)
         clock.advance(1)
     store.enqueue(msg("normal-3-same-time", priority=Priority.NORMAL))
     store.enqueue(msg("normal-4-same-time", priority=Priority.NORMAL))
@@ -361,7 +364,7 @@ def test_queue_full_when_nothing_is_evictable(
 ) -> None:
     store = make_store(QueueLimits(max_pending_per_session=3, rate_per_minute=100))
     for priority in (Priority.HIGH, Priority.CRITICAL, Priority.STARTUP):
-        store.enqueue(msg(priority=priority))
+        store.enqueue(msg(priority=priority), internal=priority is Priority.STARTUP)
     before = store.peek("s1")
     for priority in (Priority.LOW, Priority.CRITICAL):
         with pytest.raises(QueueFull):
@@ -438,9 +441,9 @@ def test_rate_limit_window_and_retry_after(
 
 def test_rate_limit_exemptions(make_store: Callable[..., SQLiteMessageStore]) -> None:
     store = make_store(QueueLimits(rate_per_minute=2))
-    for _ in range(5):
-        store.enqueue(msg(source=Source.SYSTEM))
-        store.enqueue(msg(source=Source.USER, priority=Priority.STARTUP))
+    for _ in range(5):  # agentwrap's own: internal=True
+        store.enqueue(msg(source=Source.SYSTEM), internal=True)
+        store.enqueue(msg(source=Source.USER, priority=Priority.STARTUP), internal=True)
     # exempt messages are not counted against the window either
     store.enqueue(msg(source=Source.USER))
     store.enqueue(msg(source=Source.USER))

@@ -7,7 +7,14 @@ import random
 import pytest
 
 from agentwrap.errors import InvalidMessage
-from agentwrap.sanitize import check_text, decode_utf8, sanitize
+from agentwrap.sanitize import (
+    INVISIBLE,
+    _is_pictographic,
+    check_text,
+    decode_utf8,
+    invisible_kind,
+    sanitize,
+)
 
 ESC = "\x1b"
 
@@ -17,7 +24,8 @@ CASES: list[tuple[str, str, int]] = [
     ("hello world", "hello world", 0),
     ("tabs\tand\nnewlines\n", "tabs\tand\nnewlines\n", 0),
     ("emoji 🎉👩‍💻 and CJK 漢字かな 한국어", "emoji 🎉👩‍💻 and CJK 漢字かな 한국어", 0),
-    ("combining e\u0301 a\u0308 and ZWJ \u200d", "combining e\u0301 a\u0308 and ZWJ \u200d", 0),
+    ("combining e\u0301 a\u0308", "combining e\u0301 a\u0308", 0),
+    ("emoji sequences 👨\u200d👩\u200d👧 🏳\ufe0f\u200d🌈", "emoji sequences 👨\u200d👩\u200d👧 🏳\ufe0f\u200d🌈", 0),
     ("brackets [201~ without ESC stay", "brackets [201~ without ESC stay", 0),
     ("", "", 0),
     # --- CSI
@@ -92,7 +100,22 @@ CASES: list[tuple[str, str, int]] = [
     ("abc\u202eevil\u202c", "abcevil", 2),
     ("\u2066x\u2069\u2067y\u2068", "xy", 4),
     ("\u202a\u202b\u202d", "", 3),
-    ("keep marks \u200e\u200f", "keep marks \u200e\u200f", 0),  # LRM/RLM are not overrides
+    ("marks \u200e\u200f\u061c", "marks ", 3),  # LRM, RLM, ALM: invisible too
+    # --- invisible characters: text the person cannot see but the model reads
+    ("ign\u200bore\u200c \u200dall", "ignore all", 3),  # ZWSP, ZWNJ, a ZWJ not between emoji
+    ("\u2060\u2061\u2062\u2063\u2064", "", 5),  # word joiner, invisible operators
+    ("\ufeffBOM and \u180e", "BOM and ", 2),
+    ("hi\U000e0049\U000e0067\U000e006e\U000e006f\U000e0072\U000e0065\U000e007f", "hi", 7),  # TAGs
+    ("🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f", "🏴", 6),  # tag flag
+    ("😀\U000e0100\U000e0101\U000e01ef", "😀", 3),  # bytes smuggled in selectors
+    ("soft\u00adhyphen \u3164\uffa0 \u206a\u206f \ufff9a\ufffbb", "softhyphen   ab", 7),
+    ("🎉\u200d", "🎉", 1),  # ZWJ with nothing to join
+    ("a\u200d🎉", "a🎉", 1),
+    ("🎉\u200d\u200b🎉", "🎉🎉", 2),  # a removed ZWSP does not make the ZWJ a joiner
+    ("🎉\u200b\u200d🎉", "🎉\u200d🎉", 1),  # ... but the emoji are joined once it is gone
+    ("keep FE0F ❤\ufe0f", "keep FE0F ❤\ufe0f", 0),  # emoji presentation selector is visible
+    # --- Unicode line breaks become \n (not counted, like \r)
+    ("a\u2028b\u2029c", "a\nb\nc", 0),
 ]
 
 
@@ -112,6 +135,15 @@ def assert_safe(text: str) -> None:
         assert not 0x7F <= code <= 0x9F, f"DEL/C1 {code:#x} survived in {text!r}"
         assert not 0x202A <= code <= 0x202E, f"bidi {code:#x} survived"
         assert not 0x2066 <= code <= 0x2069, f"bidi {code:#x} survived"
+        assert ch not in "\u200e\u200f\u061c\u2028\u2029", f"{code:#x} survived"
+        if ch != "\u200d":
+            assert invisible_kind(ch) is None, f"invisible {code:#x} survived in {text!r}"
+    for i, ch in enumerate(text):
+        if ch == "\u200d":  # a ZWJ survives only between two emoji
+            assert 0 < i < len(text) - 1, f"stray ZWJ in {text!r}"
+            before, after = text[i - 1], text[i + 1]
+            assert _is_pictographic(before) or before == "\ufe0f", f"ZWJ after {before!r}"
+            assert _is_pictographic(after), f"ZWJ before {after!r}"
 
 
 def test_paste_end_marker_never_survives_any_wrapping() -> None:
@@ -129,7 +161,10 @@ def test_random_input_is_always_safe() -> None:
     and sanitizing twice changes nothing more (idempotent)."""
     rng = random.Random(20240601)
     alphabet = (
-        [ESC, "[", "]", "P", "X", "^", "_", "\\", "\x07", "\x9b", "\x9c", "\x9d", "\x90", "\x18", "\x1a", "\r", "\n", "\t", "\x00", "\x7f", "\x85", "\u202e", "\u2066", "0", "1", ";", "?", " ", "~", "m", "a", "é", "漢", "🎉", "́"]
+        [ESC, "[", "]", "P", "X", "^", "_", "\\", "\x07", "\x9b", "\x9c", "\x9d", "\x90", "\x18", "\x1a", "\r", "\n", "\t", "\x00", "\x7f", "\x85", "\u202e", "\u2066", "0", "1", ";", "?", " ", "~", "m", "a", "é", "漢", "🎉", "́",
+         "\u200b", "\u200c", "\u200d", "\u200d", "\u200e", "\u2060", "\ufeff", "\u180e",
+         "\u2028", "\u2029", "\u00ad", "\U000e0041", "\U000e007f", "\U000e0100", "\ufe0f",
+         "👩", "💻"]
     )
     for _ in range(3000):
         raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
@@ -140,10 +175,51 @@ def test_random_input_is_always_safe() -> None:
         assert again.removed == 0
 
 
+def _removed_on_its_own(ch: str) -> bool:
+    code = ord(ch)
+    return (
+        0x202A <= code <= 0x202E
+        or 0x2066 <= code <= 0x2069
+        or ch in "\u200e\u200f\u061c\u2028\u2029"
+        or invisible_kind(ch) is not None
+    )
+
+
 def test_unicode_is_kept_exactly_in_long_text() -> None:
-    text = "".join(chr(c) for c in range(0xA0, 0x3000) if not 0x202A <= c <= 0x202E) * 2
-    text = "".join(ch for ch in text if not 0x2066 <= ord(ch) <= 0x2069)
+    text = "".join(chr(c) for c in range(0xA0, 0x3000) if not _removed_on_its_own(chr(c))) * 2
+    text += "".join(chr(c) for c in range(0xFB00, 0x10000) if not _removed_on_its_own(chr(c)))
+    text += "".join(chr(c) for c in range(0x1F300, 0x1FAFF))
     assert sanitize(text).text == text
+
+
+@pytest.mark.parametrize(("first", "last", "kind"), INVISIBLE)
+def test_every_invisible_range_is_removed_and_named(first: int, last: int, kind: str) -> None:
+    for code in {first, (first + last) // 2, last}:
+        result = sanitize(f"a{chr(code)}b")
+        assert result.text == "ab", hex(code)
+        assert result.removed == 1
+        assert result.notes == [f"removed 1 x {kind}"]
+
+
+def test_random_text_with_hidden_payloads_is_always_visible_only() -> None:
+    """Seeded property test: random printable text with invisible characters
+    sprinkled in comes out as exactly the printable text (nothing hidden kept,
+    nothing visible lost), and the removed count is the number sprinkled."""
+    rng = random.Random(8_15)
+    visible = "abc xyz\n\t漢字é🎉👩💻-@$/!#"
+    hidden = [chr(c) for a, b, _ in INVISIBLE for c in (a, b)] + ["\u200e", "\u061c"]
+    hidden.remove("\u200d")  # a ZWJ between emoji is visible: tested on its own
+    for _ in range(2000):
+        plain = "".join(rng.choice(visible) for _ in range(rng.randint(0, 30)))
+        mixed, count = [], 0
+        for ch in plain:
+            while rng.random() < 0.2:
+                mixed.append(rng.choice(hidden))
+                count += 1
+            mixed.append(ch)
+        result = sanitize("".join(mixed))
+        assert result.text == plain
+        assert result.removed == count
 
 
 def test_notes_describe_what_was_removed() -> None:
