@@ -180,7 +180,11 @@ def test_fallback_writes_instruction_file_and_notifies(aw: AwEnv) -> None:
     )
     assert notice["source"] == "system" and notice["status"] == "delivered", notice
     assert msg["id"] in notice["metadata"]["fallback_ids"]
-    assert arrivals_of(aw, "context was written to AGENTS.md, section agentwrap") == 1
+    assert arrivals_of(aw, "it was written to AGENTS.md, in the section") == 1
+    # The notice points to the section; the content reached the agent only in
+    # its two attempts, not a third time in the notice.
+    assert arrivals_of(aw, "deploy ```frozen``` until 5pm") == 2
+    assert arrivals_of(aw, "takes effect in the next session") == 1  # standin: not live
     assert agents_md.read_bytes().decode() == before + section + after
 
 
