@@ -485,3 +485,118 @@ def test_block_left_in_box_after_unconfirmed_submit_does_not_block_the_queue(aw:
     assert arrivals_of(aw, "stuck enter") == 1
     assert final.status.value == "delivered"
     assert final.attempts == 2
+
+
+# --- 12. the supervisor never goes blind -----------------------------------------------------------
+
+
+def test_agent_killed_while_awaiting_ack_is_seen_and_the_message_counts_delivered(
+    aw: AwEnv,
+) -> None:
+    # Issue 14.2: while agentwrap waited for an ACK nothing drained the agent's
+    # output; a redrawing agent filled the pipe and its death went unnoticed for
+    # minutes. Here the agent redraws its whole screen every 5 ms, never ACKs,
+    # and is killed while the ACK is awaited (hard stop 4 x 60 s away).
+    write_config(aw, readiness_timeout_s=60, ack_timeout_s=60)
+    aw.start_standin("sa", "--busy", "600", "--spin", "0.005", "--never-ack")
+    aw.wait_state("sa", "ready")
+    mid = send(aw, "sa", "please acknowledge", "--ack")
+    wait_phase(aw, mid, ["submitted"])
+    time.sleep(1.0)  # the flood runs while the ACK is awaited
+    started = time.monotonic()
+    kill9(agent_pid(aw))
+    final = wait_terminal(aw, mid, 60)
+    rec = wait_for(lambda: (r := aw.registry().get("sa")).ended and r, 30, "the session to end")
+    print(f"agent exit seen {time.monotonic() - started:.2f} s after kill -9 (awaiting ACK)")
+    # It was proven submitted before the wait: delivered, never failed.
+    assert final.status.value == "delivered", final
+    assert "not acknowledged" in final.detail
+    assert rec.state == "exited"
+    assert arrivals_of(aw, "please acknowledge") == 1
+
+
+def test_stop_during_a_delivery_step_leaves_the_batch_to_resume(aw: AwEnv) -> None:
+    # "stop" reaches a supervisor that is inside a delivery step (here: waiting
+    # for a paste the stopped agent cannot show): it stops at once, and the
+    # batch keeps its write-ahead phase for the next supervisor.
+    write_config(aw, readiness_timeout_s=60, paste_timeout_s=30)
+    # A child of the pane's process: tmux continues the pane's own process.
+    aw.cli("run", "--detach", "--name", "sa", "--profile", "standin", "--cols", "100",
+           "--rows", "30", "--", sys.executable, str(CHILD_AGENT), *aw.standin(), check=True)
+    aw.wait_state("sa", "ready")
+    pid = child_pid(agent_pid(aw))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        mid = send(aw, "sa", "typed once")
+        wait_phase(aw, mid, ["pasting"])
+        sup = supervisor_pid(aw)
+        from agentwrap.wake import notify
+        notify(aw.paths, "sa", b"stop")
+        wait_for(lambda: not _pid_running(sup), 20, "the supervisor to stop")
+        assert get(aw, mid).phase is not None and get(aw, mid).phase.value == "pasting"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    _adopt(aw)
+    assert wait_terminal(aw, mid, 60).status.value == "delivered"
+    assert arrivals_of(aw, "typed once") == 1
+
+
+def _pid_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_dying_agent_screen_is_not_evidence_of_submission(aw: AwEnv) -> None:
+    # Issue 8.10: the agent dies while our block sits in its box and the submit
+    # key is on its way; the last screen of a dead pane (box emptied) must not
+    # be read as "submitted".
+    override_profile_input(aw, submit_delay_ms=1500)
+    write_config(aw, readiness_timeout_s=60)
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    mid = send(aw, "sa", "never submitted")
+    wait_phase(aw, mid, ["submitting"])
+    kill9(agent_pid(aw))
+    final = wait_terminal(aw, mid, 60)
+    assert final.status.value == "failed", final
+    assert arrivals_of(aw, "never submitted") == 0
+
+
+_COOKED_REPL = """
+import sys
+log = open(sys.argv[1], "a", encoding="utf-8")
+while True:
+    try:
+        line = input("> ")
+    except EOFError:
+        break
+    log.write(line + "\\n")
+    log.flush()
+"""
+
+
+def test_generic_repl_after_a_burst_is_ready_not_a_draft(aw: AwEnv) -> None:
+    # Issue 8.11: a cooked-mode REPL fed a many-line block prints one prompt per
+    # line it reads, all on one line ("> > > >"). That is no draft: the
+    # session must come back to ready and every message end delivered.
+    write_config(aw, readiness_timeout_s=20)
+    (aw.paths.config_file).write_text(
+        aw.paths.config_file.read_text() + "\n[limits]\nrate_per_minute = 1000\n"
+    )
+    lines_log = aw.root / "lines.txt"
+    aw.cli("run", "--detach", "--name", "g", "--profile", "generic", "--", sys.executable,
+           "-c", _COOKED_REPL, str(lines_log), check=True)
+    aw.wait_state("g", "ready")
+    ids = [send(aw, "g", f"burst message {i:03d}") for i in range(40)]
+    finals = [wait_terminal(aw, mid, 120) for mid in ids]
+    assert [m.status.value for m in finals] == ["delivered"] * 40, [
+        (m.status.value, m.detail) for m in finals if m.status.value != "delivered"
+    ]
+    rec = aw.wait_state("g", "ready", timeout=30)
+    assert rec.state == "ready"
+    got = lines_log.read_text(encoding="utf-8")
+    for i in range(40):
+        assert got.count(f"burst message {i:03d}") == 1

@@ -36,6 +36,8 @@ def main() -> int:
     ap.add_argument("--die-on", default="", help="a message containing this kills the agent")
     ap.add_argument("--ignore-enter", type=int, default=0, help="ignore the first N Enters")
     ap.add_argument("--exit-code", type=int, default=0)
+    ap.add_argument("--spin", type=float, default=0.0,
+                    help="redraw the whole screen every N s while busy, like a TUI's spinner")
     args = ap.parse_args()
 
     fd = sys.stdin.fileno()
@@ -48,6 +50,7 @@ def main() -> int:
     dialog = False
     pending_reply: str | None = None
     ignore = args.ignore_enter
+    frame = 0
 
     def draw() -> None:
         cols, rows = shutil.get_terminal_size((80, 24))
@@ -55,12 +58,14 @@ def main() -> int:
         for t in transcript:
             lines.extend(t.split("\n"))
         busy = time.monotonic() < busy_until
+        spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[frame % 10]
         if dialog:
             tail = ["─" * cols, " Bash command", "   touch x", " Do you want to proceed?",
                     " ❯ 1. Yes", "   2. No", " Esc to cancel"]
         else:
             box_lines = ("❯ " + box).split("\n")
-            tail = (["· Working…"] if busy else [""]) + ["─" * cols] + box_lines + ["─" * cols]
+            working = f"{spinner} Working… ({frame})" if args.spin else "· Working…"
+            tail = ([working] if busy else [""]) + ["─" * cols] + box_lines + ["─" * cols]
             tail.append("  esc to interrupt" if busy else "  ? for shortcuts")
         room = rows - len(tail)
         body = lines[-room:] if room > 0 else []
@@ -81,8 +86,14 @@ def main() -> int:
                 pending_reply = None
                 draw()
             timeout = max(0.0, busy_until - now) if pending_reply is not None else 0.5
+            spinning = args.spin > 0 and now < busy_until
+            if spinning:
+                timeout = min(timeout, args.spin)
             r, _, _ = select.select([fd], [], [], timeout)
             if not r:
+                if spinning:
+                    frame += 1
+                    draw()
                 continue
             data = os.read(fd, 65536)
             if not data:

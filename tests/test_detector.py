@@ -1,0 +1,68 @@
+"""The detector's verdicts on hand-made screens, with a controlled clock.
+
+Real captured screens are tested in test_profile_screens.py; these pin the
+rules that are about the *absence* of evidence (quiet, unknown) and the
+generic profile's prompt handling.
+"""
+
+from __future__ import annotations
+
+from agentwrap.detector import UNKNOWN_AFTER_MS, Detector
+from agentwrap.paths import Paths
+from agentwrap.profiles import load_profile
+from agentwrap.screen import Snapshot
+from agentwrap.states import State
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _profile(name: str, tmp_path: object) -> object:
+    return load_profile(name, Paths.from_env({"HOME": str(tmp_path)}))
+
+
+def test_generic_prompts_only_line_is_ready_not_a_draft(tmp_path: object) -> None:
+    # A cooked-mode REPL fed several lines prints a prompt per line, on one line.
+    clock = Clock()
+    det = Detector(_profile("generic", tmp_path), clock=clock)  # type: ignore[arg-type]
+    snap = Snapshot.from_text("out\n> > > >\n", cols=80, rows=5)
+    det.update(snap)
+    clock.t += 1.0
+    reading = det.update(snap)
+    assert reading.state is State.READY, reading
+    assert det.draft is False
+    typed = Snapshot.from_text("out\n> > > > make test\n", cols=80, rows=5)
+    det.update(typed)
+    clock.t += 1.0
+    assert det.update(typed).state is State.DRAFT
+    assert det.update(Snapshot.from_text(">>> x = 1\n", cols=80, rows=5)).state is State.DRAFT
+
+
+def test_still_screen_no_rule_explains_is_unknown_after_being_ready(tmp_path: object) -> None:
+    clock = Clock()
+    det = Detector(_profile("aider", tmp_path), clock=clock)  # type: ignore[arg-type]
+    rule = "─" * 40
+    ready = Snapshot.from_text(f"hello\n{rule}\n>\n", cols=40, rows=6)
+    det.update(ready)
+    clock.t += 5.0
+    assert det.update(ready).state is State.READY
+    dialog = Snapshot.from_text("Allow reading /etc/hostname?\n  Allow once\n  Deny\n", cols=40, rows=6)
+    assert det.update(dialog).state is State.BUSY  # it just changed: could be a reply
+    clock.t += UNKNOWN_AFTER_MS / 1000 + 0.1
+    reading = det.update(dialog)
+    assert reading.state is State.UNKNOWN, reading
+    assert "no rule matched" in reading.reason
+
+
+def test_unknown_is_not_used_before_the_agent_was_ever_ready(tmp_path: object) -> None:
+    clock = Clock()
+    det = Detector(_profile("aider", tmp_path), clock=clock)  # type: ignore[arg-type]
+    banner = Snapshot.from_text("Aider v0.86.2\nloading...\n", cols=40, rows=6)
+    det.update(banner)
+    clock.t += 60.0
+    assert det.update(banner).state is State.STARTING
