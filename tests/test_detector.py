@@ -66,3 +66,24 @@ def test_unknown_is_not_used_before_the_agent_was_ever_ready(tmp_path: object) -
     det.update(banner)
     clock.t += 60.0
     assert det.update(banner).state is State.STARTING
+
+
+def test_aider_prompt_below_its_list_of_files_in_the_chat(tmp_path: object) -> None:
+    # agentwrap launches aider with --read of its own context file, so aider
+    # lists it above the prompt ("Readonly: ..."), as it lists any chat files.
+    clock = Clock()
+    det = Detector(_profile("aider", tmp_path), clock=clock)  # type: ignore[arg-type]
+    rule = "─" * 60
+    files = "Readonly: ../.local/state/agentwrap/context/aider/CONVENTIONS.md\nEditable: app.py"
+    ready = Snapshot.from_text(f"hi\n{rule}\n{files}\n>\n", cols=80, rows=8)
+    det.update(ready)
+    clock.t += 5.0
+    assert det.update(ready).state is State.READY
+    draft = Snapshot.from_text(f"hi\n{rule}\n{files}\n> fix the bug\n", cols=80, rows=8)
+    det.update(draft)
+    clock.t += 5.0
+    assert det.update(draft).state is State.DRAFT
+    reply = Snapshot.from_text(f"hi\n{rule}\n{files}\n> fix the bug\n\nSure, here is\n", cols=80, rows=8)
+    det.update(reply)
+    clock.t += 5.0
+    assert det.update(reply).state is not State.DRAFT

@@ -7,6 +7,7 @@ screen alone.
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import uuid
@@ -196,13 +197,26 @@ def test_never_ack_retries_then_falls_back_to_instruction_file(
     assert res.returncode == 10, f"{res.returncode} {res.stdout}{res.stderr}"
     msg = next(m for m in s.history() if marker in m["content"] and m["source"] == "user")
     assert msg["status"] == "escalated" and msg["attempts"] == 2, msg
-    text = (s.workdir / INSTRUCTION_FILE[agent_name]).read_text()
+    if agent_name == "aider":
+        # Aider reads an agentwrap-owned file given with --read at launch.
+        from agentwrap.fallback import context_file
+
+        where = context_file(s._paths().state_dir, s.name, INSTRUCTION_FILE[agent_name])
+    else:
+        where = s.workdir / INSTRUCTION_FILE[agent_name]
+    text = where.read_text()
     assert "<!-- agentwrap:begin agentwrap" in text and marker in text
-    assert len(s.received_with(marker)) >= 2  # the two live attempts (plus the notice)
+    assert len(s.received_with(marker)) == 2  # the two live attempts; the notice does not repeat it
     s.wait_until(
-        lambda: any("context was written to" in t for t in s.server.user_texts()), 90,
+        lambda: any("in the section between the 'agentwrap:begin agentwrap'" in t
+                    for t in s.server.user_texts()), 90,
         "the fallback notice at the model",
     )
+    if agent_name == "aider":
+        # Live: the request that carried the notice carried the section too.
+        bodies = [json.dumps(r.body) for r in s.server.requests() if not r.side]
+        with_notice = [b for b in bodies if "agentwrap:begin agentwrap" in b and marker in b]
+        assert with_notice, "the fallback section never reached an aider request"
 
 
 def test_agent_killed_mid_delivery_ends_in_one_state(make_session: Make, agent_name: str) -> None:
@@ -212,6 +226,8 @@ def test_agent_killed_mid_delivery_ends_in_one_state(make_session: Make, agent_n
     marker = tag()
     mid = s.send_id(f"[[delay: 30]] slow one {marker}", "--ack")
     s.wait_until(lambda: s.received_with(marker), 60, "the message at the model")
+    # agentwrap has seen the submission too (the model may hear of it first).
+    s.wait_until(lambda: s.message(mid).get("phase") == "submitted", 30, "phase submitted")
     from agentwrap.backends.proctree import kill_tree
 
     pid = s.agent_pid()
@@ -222,7 +238,10 @@ def test_agent_killed_mid_delivery_ends_in_one_state(make_session: Make, agent_n
         lambda: (m := s.message(mid)) and m["status"] not in ("pending", "delivering") and m, 30,
         "a terminal state",
     )
-    assert msg["status"] == "failed", msg
+    # The model received it (submission was proven) before the agent died:
+    # delivered without its ACK, never "failed".
+    assert msg["status"] == "delivered", msg
+    assert "not acknowledged" in msg["detail"], msg
     assert len(s.received_with(marker)) == 1
 
 
