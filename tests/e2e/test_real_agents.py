@@ -368,3 +368,37 @@ def test_trust_dialog_is_waiting_input_until_opted_in(make_session: Make, agent:
     t.env.pop("GEMINI_CLI_NO_RELAUNCH", None)
     t.start("--trust-folder")
     t.wait_state("ready", timeout=90)
+
+
+@pytest.mark.parametrize("phase", ["ready", "busy", "awaiting_ack"])
+def test_agent_exit_is_seen_in_every_phase(make_session: Make, agent_name: str, phase: str) -> None:
+    # Issue 14.2: kill -9 of a busy Gemini while agentwrap waited for an ACK went
+    # unseen for ~119 s. The time from the kill to the session's `exited` state
+    # is printed per agent and phase (figures for the README; a generous
+    # deadline here, never a timing assertion).
+    s = make_session(agent_name)
+    s.start()
+    s.wait_state("ready", timeout=90)
+    marker = tag()
+    mid = None
+    if phase == "busy":
+        s.send(f"[[delay: 60]] keep busy {marker}")
+        s.wait_until(lambda: s.received_with(marker), 60, "the message at the model")
+    elif phase == "awaiting_ack":
+        s.server.auto_ack = False
+        mid = s.send_id(f"[[delay: 60]] please ack {marker}", "--ack")
+        s.wait_until(lambda: s.message(mid).get("phase") == "submitted", 60, "phase submitted")
+    from agentwrap.backends.proctree import kill_tree
+
+    pid = s.agent_pid()
+    assert pid
+    started = time.monotonic()
+    kill_tree(pid, 9, grace=1.0)
+    s.wait_state("exited", timeout=30)
+    print(f"EXIT-SEEN {agent_name} {phase}: {time.monotonic() - started:.2f} s")
+    if mid is not None:
+        msg = s.wait_until(
+            lambda: (m := s.message(mid))["status"] not in ("pending", "delivering") and m, 30,
+            "a terminal state",
+        )
+        assert msg["status"] == "delivered", msg
