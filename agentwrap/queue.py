@@ -185,17 +185,6 @@ class MessageStore(Protocol):
     ) -> list[Message]: ...
     def pending_count(self, session: str | None = None) -> int: ...
     def metrics(self, session: str | None) -> QueueMetrics: ...
-    def _schema_is_current(self) -> bool:
-        """Every table, index and column of this version is there.
-
-        Checked with reads, so that opening the store to look at it (history,
-        queue) works while another process holds the write lock.
-        """
-        names = {r[0] for r in self._read("SELECT name FROM sqlite_master")}
-        if not {"messages", "attempts", *_INDEXES} <= names:
-            return False
-        return "kind" in {r["name"] for r in self._read("PRAGMA table_info(messages)")}
-
     def check_integrity(self) -> None: ...
     def close(self) -> None: ...
 
