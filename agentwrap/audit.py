@@ -3,7 +3,8 @@
 Append-only and separate from the store, so it can be shipped or tailed
 (``tail -f``) without touching the database. Lines stay well under PIPE_BUF
 (no message content is logged, only ids, sizes and outcomes), so appends from
-several supervisors never interleave.
+several supervisors never interleave. The file is private (0600, created so,
+never through a symlink: :func:`~agentwrap.paths.open_private_append`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .paths import PRIVATE_DIR_MODE, open_private_append
+
 
 class AuditLog:
     def __init__(self, path: Path) -> None:
@@ -22,8 +25,8 @@ class AuditLog:
     def write(self, **event: Any) -> None:
         event.setdefault("ts", time.time())
         line = json.dumps(event, sort_keys=True, default=str) + "\n"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        fd = open_private_append(self.path)
         try:
             os.write(fd, line.encode("utf-8"))
         finally:

@@ -4,6 +4,13 @@ Every sub-command is a thin layer over the library: parse, call, print. People
 get rich tables and live views; scripts get ``--json``. Expected failures are
 :class:`~agentwrap.errors.AgentwrapError` and print one line with the cause and
 one with what to do next, then exit non-zero.
+
+Everything shown comes from outside (message content, source ids, session
+names, screen text, paths): it is never read as rich markup. Table cells are
+:class:`rich.text.Text`, printed lines pass through :func:`escape`, and the
+consoles do not replace ``:emoji:`` codes. When stdout is not a terminal
+(a pipe, ``| less``, a script), tables become plain aligned lines, one per
+row, never wrapped or cut.
 """
 
 from __future__ import annotations
@@ -23,11 +30,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from . import __version__
 from .errors import AgentwrapError, InvalidMessage, SessionNotRunning
 from .message import Message, NewMessage, Priority, Source, Status
-from .paths import Paths
+from .paths import Paths, private_problems
 from .registry import Registry, SessionRecord, Transition
 from .sanitize import decode_utf8
 
@@ -42,8 +50,8 @@ EXIT_BY_STATUS = {
 }
 EXIT_TIMEOUT = 124
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)  # one line per error/hint
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # one line per error/hint
 
 MAIN_HELP = """\
 Run a terminal coding agent under supervision and deliver context into it.
@@ -88,7 +96,37 @@ def _fmt_age(ts: float | None) -> str:
 
 
 def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    try:
+        text = json.dumps(data, indent=2, default=str)
+    except RecursionError:  # deep metadata stored before the depth limit existed
+        text = json.dumps(data, default=str)  # the C encoder: no Python frames per level
+    sys.stdout.write(text + "\n")
+
+
+def render_rows(
+    console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]],
+    *, max_width: int | None = None,
+) -> None:
+    """A table of untrusted strings: rich on a terminal, plain lines otherwise.
+
+    Cells are :class:`Text`, so ``[/]`` or ``[link=...]`` in a message is shown
+    as typed. Off a terminal each row is one line, columns aligned with two
+    spaces and nothing cut: what ``grep``, ``awk`` and ``less`` need.
+    """
+    if not console.is_terminal:
+        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+        for line in [list(headers), *map(list, rows)]:
+            cells = [c.ljust(w) for c, w in zip(line[:-1], widths[:-1], strict=True)] + [line[-1]]
+            console.file.write("  ".join(cells).rstrip() + "\n")
+        console.file.flush()
+        return
+    table = Table(box=None, header_style="bold")
+    for i, h in enumerate(headers):
+        last = i == len(headers) - 1
+        table.add_column(h, overflow="ellipsis", no_wrap=True, max_width=max_width if last else None)
+    for row in rows:
+        table.add_row(*(Text(c) for c in row))
+    console.print(table)
 
 
 def _paths() -> Paths:
@@ -135,8 +173,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             _emit_json(rec.to_json())
         else:
             err.print(
-                f"started [bold]{rec.name}[/] ({rec.profile}, tmux). "
-                f"`agentwrap attach {rec.name}` to see it, `agentwrap state {rec.name}` for its state."
+                f"started [bold]{escape(rec.name)}[/] ({escape(rec.profile)}, tmux). "
+                f"`agentwrap attach {escape(rec.name)}` to see it, "
+                f"`agentwrap state {escape(rec.name)}` for its state."
             )
         return 0
     return attach(paths, rec.name)
@@ -152,7 +191,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     from .session import adopt
 
     pid = adopt(_paths(), args.name)
-    err.print(f"supervising {args.name} (supervisor pid {pid})")
+    err.print(f"supervising {escape(args.name)} (supervisor pid {pid})")
     return 0
 
 
@@ -163,7 +202,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(rec.to_json())
     else:
-        err.print(f"stopped {rec.name} (exit code {rec.exit_code})")
+        err.print(f"stopped {escape(rec.name)} (exit code {rec.exit_code})")
     return 0
 
 
@@ -194,16 +233,16 @@ def cmd_ls(args: argparse.Namespace) -> int:
     if not recs:
         err.print("no sessions. Start one with `agentwrap run claude` (or codex, aider, gemini).")
         return 0
-    table = Table(box=None, header_style="bold")
-    for col in ("NAME", "AGENT", "BACKEND", "STATE", "SINCE", "PENDING", "SUPERVISOR", "CWD"):
-        table.add_column(col)
-    for r in recs:
-        state = r.state + (" +draft" if r.draft and r.state != "draft" else "")
-        table.add_row(
-            r.name, r.profile, r.backend, state, _fmt_age(r.state_since),
-            str(pending.get(r.name, 0)), _liveness_label(r), r.cwd,
-        )
-    out.print(table)
+    rows = [
+        [
+            r.name, r.profile, r.backend, r.state + (" +draft" if r.draft and r.state != "draft" else ""),
+            _fmt_age(r.state_since), str(pending.get(r.name, 0)), _liveness_label(r), r.cwd,
+        ]
+        for r in recs
+    ]
+    render_rows(
+        out, ("NAME", "AGENT", "BACKEND", "STATE", "SINCE", "PENDING", "SUPERVISOR", "CWD"), rows
+    )
     return 0
 
 
@@ -246,13 +285,13 @@ def cmd_state(args: argparse.Namespace) -> int:
         if args.json:
             _emit_json(_state_json(rec))
         elif args.explain:
-            out.print(_explain(rec))
-            out.print(f"  decided by: {rec.state_signal} ({rec.state_rule})")
+            out.print(escape(_explain(rec)))
+            out.print(escape(f"  decided by: {rec.state_signal} ({rec.state_rule})"))
             if rec.state_evidence:
-                out.print(f"  evidence:   {rec.state_evidence}")
+                out.print(escape(f"  evidence:   {rec.state_evidence}"))
             out.print(f"  since:      {_fmt_age(rec.state_since)}; supervisor {rec.liveness}")
         else:
-            out.print(rec.state)
+            out.print(escape(rec.state))
         return 0
     return _watch_state(reg, args)
 
@@ -308,12 +347,13 @@ def _watch_state(reg: Registry, args: argparse.Namespace) -> int:
         with Live(console=out, refresh_per_second=10) as live:
             while True:
                 done = follow()
-                table = Table(box=None, header_style="bold", title=f"[bold]{args.name}[/]")
+                table = Table(box=None, header_style="bold", title=Text(args.name, style="bold"))
                 for col in ("TIME", "STATE", "WHY"):
                     table.add_column(col)
                 for d in recent:
                     table.add_row(
-                        time.strftime("%H:%M:%S", time.localtime(d["since"])), d["state"], d["reason"]
+                        time.strftime("%H:%M:%S", time.localtime(d["since"])),
+                        Text(d["state"]), Text(d["reason"]),
                     )
                 live.update(table)
                 if done:
@@ -362,6 +402,8 @@ def cmd_send(args: argparse.Namespace) -> int:
         metadata = json.loads(args.metadata) if args.metadata else {}
     except ValueError as exc:
         raise InvalidMessage(f"--metadata is not valid JSON: {exc}", hint=_METADATA_HINT) from None
+    except RecursionError:  # the store's depth limit would refuse it anyway
+        raise InvalidMessage("--metadata nests too deeply", hint=_METADATA_HINT) from None
     if not isinstance(metadata, dict):
         raise InvalidMessage("--metadata must be a JSON object", hint=_METADATA_HINT)
     try:
@@ -369,6 +411,8 @@ def cmd_send(args: argparse.Namespace) -> int:
         priority = Priority.parse(args.priority)
     except ValueError as exc:
         raise InvalidMessage(str(exc), hint="see `agentwrap send --help`") from None
+    # source system is agentwrap's own: the store refuses it from any sender
+    # (enqueue without internal=True), with the error the person sees.
     new = NewMessage(
         session=args.name, content=_read_content(args.content), source=source,
         source_id=args.source_id or "", priority=priority, ttl_s=args.ttl, metadata=metadata,
@@ -379,10 +423,10 @@ def cmd_send(args: argparse.Namespace) -> int:
     try:
         msg, created = store.enqueue(new)
         notify(paths, args.name)
-        if rec.liveness == "stale":
+        if rec.liveness == "stale" and created:
             err.print(
-                f"[yellow]warning:[/] {args.name}'s supervisor is not running; the message waits "
-                f"until `agentwrap adopt {args.name}`"
+                f"[yellow]warning:[/] {escape(args.name)}'s supervisor is not running; the message"
+                f" waits until `agentwrap adopt {escape(args.name)}`"
             )
         removed = msg.metadata.get("sanitized_removed", 0) if created else 0
         if removed:
@@ -391,9 +435,7 @@ def cmd_send(args: argparse.Namespace) -> int:
             if args.json:
                 _emit_json({**_message_json(msg), "created": created})
             else:
-                verb = "queued" if created else "already queued (same idempotency key)"
-                err.print(f"{verb} {msg.id} for {args.name} ({msg.priority}, expires in "
-                          f"{msg.expires - time.time():.0f} s)")
+                err.print(escape(_sent_line(msg, created)))
                 out.print(msg.id)
             return 0
         final = _wait_terminal(store, msg.id, args.timeout)
@@ -403,10 +445,31 @@ def cmd_send(args: argparse.Namespace) -> int:
         if args.json:
             _emit_json(_message_json(final))
         else:
-            out.print(f"{final.status}: {final.detail}")
+            out.print(escape(f"{final.status}: {final.detail}"))
         return EXIT_BY_STATUS.get(final.status, 1)
     finally:
         store.close()
+
+
+def _sent_line(msg: Message, created: bool) -> str:
+    """What ``send`` says about the message it stored, or found by its key.
+
+    A key stays bound to its first message even once that message has ended
+    (see ``SQLiteMessageStore.enqueue``): say which state it is in, never
+    "expires in -12 s".
+    """
+    now = time.time()
+    if created:
+        return f"queued {msg.id} for {msg.session} ({msg.priority}, expires in" \
+               f" {msg.expires - now:.0f} s)"
+    if not msg.status.terminal:
+        return f"already queued as {msg.id} (same idempotency key): {msg.status}, expires in" \
+               f" {max(0.0, msg.expires - now):.0f} s"
+    ago = f" {max(0.0, now - msg.finished):.0f} s ago" if msg.finished else ""
+    return (
+        f"already sent as {msg.id} (same idempotency key): {msg.status}{ago}; the key stays"
+        " bound to that message, use a new key to send again"
+    )
 
 
 def _wait_terminal(store: Any, message_id: str, timeout: float) -> Message | None:
@@ -449,18 +512,30 @@ def cmd_queue(args: argparse.Namespace) -> int:
         _emit_json([{**_message_json(m), "waiting_because": w} for m, w in rows])
         return 0
     if not rows:
-        err.print(f"nothing pending for {args.name} (state: {rec.state})")
+        err.print(escape(f"nothing pending for {args.name} (state: {rec.state})"))
         return 0
-    table = Table(box=None, header_style="bold")
-    for col in ("ID", "PRIORITY", "SOURCE", "AGE", "EXPIRES", "TRIES", "WAITING BECAUSE", "CONTENT"):
-        table.add_column(col, overflow="ellipsis", no_wrap=col == "CONTENT", max_width=50)
-    for m, w in rows:
-        table.add_row(
-            m.id[:8], str(m.priority), m.label, _fmt_age(m.created),
-            f"in {max(0, m.expires - now):.0f}s", str(m.attempts), w, m.content.replace("\n", " "),
-        )
-    out.print(table)
+    render_rows(out, QUEUE_HEADERS, [queue_row(m, w, now) for m, w in rows], max_width=50)
     return 0
+
+
+QUEUE_HEADERS = ("ID", "PRIORITY", "SOURCE", "AGE", "EXPIRES", "TRIES", "WAITING BECAUSE", "CONTENT")
+HISTORY_HEADERS = ("ID", "SESSION", "STATUS", "TRIES", "CHANNEL", "TOOK", "SOURCE", "DETAIL")
+
+
+def queue_row(m: Message, waiting_because: str, now: float) -> list[str]:
+    return [
+        m.id[:8], str(m.priority), m.label, _fmt_age(m.created),
+        f"in {max(0, m.expires - now):.0f}s", str(m.attempts), waiting_because,
+        " ".join(m.content.split()),  # one line: newlines and tabs become spaces
+    ]
+
+
+def history_row(m: Message, channel: str) -> list[str]:
+    took = f"{m.finished - m.created:.1f}s" if m.finished else "-"
+    return [
+        m.id[:8], m.session, str(m.status), str(m.attempts), channel, took, m.label,
+        " ".join(m.detail.split()),
+    ]
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -481,17 +556,8 @@ def cmd_history(args: argparse.Namespace) -> int:
     if not msgs:
         err.print("no messages yet. Send one with `agentwrap send NAME TEXT`.")
         return 0
-    table = Table(box=None, header_style="bold")
-    for col in ("ID", "SESSION", "STATUS", "TRIES", "CHANNEL", "TOOK", "SOURCE", "DETAIL"):
-        table.add_column(col, overflow="ellipsis", no_wrap=True, max_width=70)
-    for m in msgs:
-        log = attempts[m.id]
-        took = f"{m.finished - m.created:.1f}s" if m.finished else "-"
-        table.add_row(
-            m.id[:8], m.session, str(m.status), str(m.attempts),
-            log[-1].channel if log else "-", took, m.label, m.detail,
-        )
-    out.print(table)
+    rows = [history_row(m, attempts[m.id][-1].channel if attempts[m.id] else "-") for m in msgs]
+    render_rows(out, HISTORY_HEADERS, rows, max_width=70)
     return 0
 
 
@@ -509,7 +575,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     table = Table(box=None, show_header=False)
     for key, value in data.items():
         shown = f"{value:.3f}" if isinstance(value, float) else str(value)
-        table.add_row(key.replace("_", " "), shown)
+        table.add_row(Text(key.replace("_", " ")), Text(shown))
     out.print(table)
     return 0
 
@@ -523,7 +589,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(_message_json(msg))
     else:
-        err.print(f"cancelled {msg.id}")
+        err.print(escape(f"cancelled {msg.id}"))
     return 0
 
 
@@ -547,7 +613,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from .profiles import load_all_profiles
 
     paths = _paths()
-    problems: list[dict[str, str]] = []
+    # before anything opens the store: ensure() would repair the modes it finds
+    problems: list[dict[str, str]] = [
+        {"problem": problem, "fix": fix} for problem, fix in private_problems(paths)
+    ]
     report: dict[str, Any] = {"agentwrap": __version__, "python": sys.version.split()[0]}
     if shutil.which("tmux"):
         report["tmux"] = tmux_version()
@@ -596,27 +665,46 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             problems.append({"problem": f"session {name!r} has no running supervisor",
                              "fix": f"agentwrap adopt {name}   (or agentwrap stop {name})"})
     except AgentwrapError as exc:
-        problems.append({"problem": exc.message, "fix": exc.hint})
+        if not any(p["problem"] == exc.message for p in problems):
+            problems.append({"problem": exc.message, "fix": exc.hint})
+    if paths.db_path.exists():
+        problems.extend(_store_problems(paths))
     report["problems"] = problems
     if args.json:
         _emit_json(report)
         return 1 if problems else 0
-    out.print(f"agentwrap {__version__}  python {report['python']}  {report['tmux'] or 'tmux MISSING'}"
-              f"  pty relay: {report['pty_relay']}")
+    out.print(escape(f"agentwrap {__version__}  python {report['python']}  "
+                     f"{report['tmux'] or 'tmux MISSING'}  pty relay: {report['pty_relay']}"))
     table = Table(title="agents", box=None, header_style="bold")
     for col in ("AGENT", "FOUND", "VERSION"):
         table.add_column(col)
     for name, a in agents.items():
-        table.add_row(name, a["path"] or "[red]not found", a["version"] or "-")
+        found = Text(a["path"]) if a["path"] else Text("not found", style="red")
+        table.add_row(Text(name), found, Text(a["version"] or "-"))
     out.print(table)
     for key, value in report["paths"].items():
-        out.print(f"  {key:15} {value}")
+        out.print(escape(f"  {key:15} {value}"))
     if problems:
         for p in problems:
-            out.print(f"[red]problem:[/] {p['problem']}\n  [green]fix:[/] {p['fix']}")
+            out.print(f"[red]problem:[/] {escape(p['problem'])}\n  [green]fix:[/] {escape(p['fix'])}")
         return 1
     out.print("[green]no problems found")
     return 0
+
+
+def _store_problems(paths: Paths) -> list[dict[str, str]]:
+    """The store opens and SQLite's quick_check passes."""
+    from .queue import SQLiteMessageStore
+
+    try:
+        store = SQLiteMessageStore(paths.db_path)
+        try:
+            store.check_integrity()
+        finally:
+            store.close()
+    except AgentwrapError as exc:
+        return [{"problem": exc.message, "fix": exc.hint}]
+    return []
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
@@ -631,13 +719,11 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(rows)
         return 0
-    table = Table(box=None, header_style="bold")
-    for col in ("NAME", "COMMANDS", "INSTRUCTION FILE", "RULES", "SOURCE"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r["name"], ", ".join(r["commands"]), r["instruction_file"] or "-",
-                      str(r["rules"]), r["source"])
-    out.print(table)
+    render_rows(
+        out, ("NAME", "COMMANDS", "INSTRUCTION FILE", "RULES", "SOURCE"),
+        [[r["name"], ", ".join(r["commands"]), r["instruction_file"] or "-", str(r["rules"]),
+          r["source"]] for r in rows],
+    )
     return 0
 
 
@@ -718,13 +804,17 @@ def build_parser() -> argparse.ArgumentParser:
              "--source-id github --priority high\n  git diff | agentwrap send api - --wait --timeout 60")
     se.add_argument("name")
     se.add_argument("content", help="the text, or - for stdin")
-    se.add_argument("--source", default="user", choices=[s.value for s in Source])
+    se.add_argument("--source", default="user",
+                    help="who sends it: " + ", ".join(s.value for s in Source if s is not Source.SYSTEM)
+                    + " (default user; system is agentwrap's own)")
     se.add_argument("--source-id", help="who within the source, e.g. github")
     se.add_argument("--priority", default="normal", choices=["low", "normal", "high", "critical"])
     se.add_argument("--ttl", type=float, help="seconds before it expires (default 300, max 3600)")
     se.add_argument("--ack", action=argparse.BooleanOptionalAction, default=None,
                     help="ask the agent to acknowledge (default: config)")
-    se.add_argument("--idempotency-key", help="a repeated key returns the first message")
+    se.add_argument("--idempotency-key",
+                    help="a repeated key returns the first message (whatever its state); the same"
+                    " key with other content is an error (exit 4)")
     se.add_argument("--correlation-id")
     se.add_argument("--depth", type=int, default=0, help="hops so far (agent-to-agent)")
     se.add_argument("--metadata", help="JSON object stored with the message")

@@ -82,16 +82,20 @@ def translate(
             " agentwrap starts a new, empty one; `agentwrap doctor` checks the store",
         )
     if code in _UNAVAILABLE:
+        if code == _IOERR:
+            return StoreUnavailable(
+                f"cannot use the database {path}: {exc} (nothing was stored)",
+                hint=f"check the free space (df {path.parent}) and the disk's health, then retry",
+            )
         why = {
             _READONLY: "it is read-only",
             _CANTOPEN: "it cannot be opened",
             _PERM: "permission denied",
-            _IOERR: "disk I/O error",
         }.get(code, str(exc))
         return StoreUnavailable(
             f"cannot use the database {path}: {why} ({exc})",
-            hint=f"check that you own {path} and its dir, that they are writable and the disk"
-            " is healthy; `agentwrap doctor` checks them",
+            hint=f"check that you own {path} and its dir and that they are writable;"
+            " `agentwrap doctor` checks them",
         )
     return None
 

@@ -84,8 +84,10 @@ class Paths:
         db = self.db_path
         candidates = [db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")]
         candidates.append(self.audit_log)
-        if self.logs_dir.is_dir():
-            candidates.extend(sorted(self.logs_dir.iterdir()))
+        if self.logs_dir.is_dir():  # files and links, not dirs someone made in there
+            candidates.extend(
+                p for p in sorted(self.logs_dir.iterdir()) if p.is_symlink() or not p.is_dir()
+            )
         return [p for p in candidates if os.path.lexists(p)]
 
     @property

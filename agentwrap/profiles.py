@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ProfileError
+from .neutralise import DEFUSE_KINDS, SyntaxRule, SyntaxSpec, check_spec
 from .paths import Paths
 from .states import State
 
@@ -126,6 +127,9 @@ class Profile:
     # "--read"): agentwrap then keeps the fallback section in a file of its own,
     # passed with this option at launch, instead of editing the project's file.
     context_file_arg: str | None = None
+    # What the agent itself acts on in prompt text (@path, $skill, ...) and how
+    # agentwrap defuses it: see agentwrap.neutralise.
+    syntax: SyntaxSpec = field(default_factory=SyntaxSpec)
 
     def matches_command(self, argv0: str) -> bool:
         return Path(argv0).name in self.commands
@@ -323,6 +327,7 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         source=source,
         instruction_file_live=top.get("instruction_file_live", bool, False),
         context_file_arg=top.get("context_file_arg", str, None),
+        syntax=_parse_syntax(top.sub("syntax")),
     )
     det.done()
     top.done()
@@ -410,3 +415,44 @@ def _parse_ack(r: _Reader) -> tuple[str, ...]:
         r.regex(f"patterns[{i}]", p.replace("{token}", "x"))
     r.done()
     return patterns
+
+
+def _parse_syntax(r: _Reader) -> SyntaxSpec:
+    rules: list[SyntaxRule] = []
+    for sub in r.table_list("rules"):
+        kind = sub.get("defuse", str)
+        if kind not in DEFUSE_KINDS:
+            raise sub._err("defuse", f"must be one of {', '.join(DEFUSE_KINDS)}, got {kind!r}")
+        pattern_text = sub.get("pattern", str)
+        insert = sub.get("insert", str, "")
+        replace = sub.get("replace", str, "")
+        if kind == "prefix" and not insert.strip():
+            raise sub._err("insert", "defuse = 'prefix' needs a visible insert text")
+        if kind == "replace" and not replace.strip():
+            raise sub._err("replace", "defuse = 'replace' needs a visible replacement")
+        if kind != "prefix" and insert:
+            raise sub._err("insert", "only for defuse = 'prefix'")
+        if kind != "replace" and replace:
+            raise sub._err("replace", "only for defuse = 'replace'")
+        if kind == "framing" and not pattern_text.startswith("\\A"):
+            raise sub._err(
+                "pattern", "a 'framing' token is live only at the start of the input: start with \\A"
+            )
+        rules.append(
+            SyntaxRule(
+                name=sub.get("name", str),
+                token=sub.get("token", str),
+                pattern=sub.regex("pattern", pattern_text),
+                defuse=kind,
+                insert=insert,
+                replace=replace,
+            )
+        )
+        sub.get("note", str, "")  # free text for people; the profile comments say more
+        sub.done()
+    spec = SyntaxSpec(rules=tuple(rules), legend=r.get("legend", str, ""))
+    if any(rule.defuse != "framing" for rule in rules) and not spec.legend:
+        raise r._err("legend", "is required when a rule changes text: tell the model how to read it")
+    r.done()
+    check_spec(spec, f"{r.source}: {r.where}")
+    return spec

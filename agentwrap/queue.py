@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 import sqlite3
 import threading
 import time
@@ -70,6 +71,7 @@ _ORDER = "priority DESC, created ASC, seq ASC"  # delivery order; seq breaks tie
 # messages_status_expires, so it walks messages_session_queue, which is
 # already in delivery order (no sort, and no rows of other sessions).
 
+_INDEX_NAME = re.compile(r"CREATE (?:UNIQUE )?INDEX IF NOT EXISTS (\w+)")
 _SCHEMA = (
     """
     CREATE TABLE IF NOT EXISTS messages (
@@ -130,6 +132,8 @@ _SCHEMA = (
     )
     """,
 )
+
+_INDEXES = [m.group(1) for m in map(_INDEX_NAME.search, _SCHEMA) if m]
 
 
 @dataclass(frozen=True)
@@ -224,11 +228,12 @@ class SQLiteMessageStore:
         self._busy_timeout_ms = busy_timeout_ms
         self._lock = threading.RLock()
         self._conn = db.connect(path, busy_timeout_ms)
-        with self._write() as conn:
-            conn.execute(_SCHEMA[0])
-            _migrate(conn)
-            for statement in _SCHEMA[1:]:
-                conn.execute(statement)
+        if not self._schema_is_current():  # a read: opening needs no write lock
+            with self._write() as conn:
+                conn.execute(_SCHEMA[0])
+                _migrate(conn)
+                for statement in _SCHEMA[1:]:
+                    conn.execute(statement)
 
     # --- plumbing -----------------------------------------------------------------
 
@@ -245,6 +250,17 @@ class SQLiteMessageStore:
         with self._lock, db.store_errors(self.path, self._busy_timeout_ms):
             return self._conn.execute(sql, params).fetchall()
 
+    def _schema_is_current(self) -> bool:
+        """Every table, index and column of this version is there.
+
+        Checked with reads, so that opening the store to look at it (history,
+        queue) works while another process holds the write lock.
+        """
+        names = {r[0] for r in self._read("SELECT name FROM sqlite_master")}
+        if not {"messages", "attempts", *_INDEXES} <= names:
+            return False
+        return "kind" in {r["name"] for r in self._read("PRAGMA table_info(messages)")}
+
     def check_integrity(self) -> None:
         """Raise :class:`StoreCorrupt` unless SQLite's ``quick_check`` passes.
 
@@ -252,7 +268,12 @@ class SQLiteMessageStore:
         mean no messages, not a damaged table.
         """
         rows = self._read("PRAGMA quick_check")
-        problems = [str(r[0]) for r in rows if str(r[0]) != "ok"]
+        problems = [
+            line
+            for r in rows
+            for line in str(r[0]).splitlines()
+            if line != "ok" and not line.startswith("***")  # "*** in database main ***"
+        ]
         if problems:
             raise StoreCorrupt(
                 f"the database {self.path} is damaged: {problems[0]}"
@@ -402,11 +423,11 @@ class SQLiteMessageStore:
 
     def peek(self, session: str, now: float | None = None) -> list[Message]:
         """Pending, unexpired messages in delivery order; changes nothing."""
-        rows = self._read(
-            f"SELECT * FROM messages WHERE session = ? AND status = ? AND +expires > ?"
-            f" ORDER BY {_ORDER}",
-            (session, Status.PENDING.value, self._now(now)),
-        )
+        where = "session = ? AND status = ? AND +expires > ?"
+        params = [session, Status.PENDING.value, self._now(now)]
+        rows = self._read(f"SELECT * FROM messages WHERE {where} ORDER BY {_ORDER}", params)
+        if not rows:
+            self._verify_none(where, params)
         return [_to_message(r) for r in rows]
 
     def in_flight(self, session: str) -> list[Message]:
@@ -438,7 +459,26 @@ class SQLiteMessageStore:
             f"SELECT * FROM messages WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?",
             [*params, limit],
         )
+        if not rows and limit > 0:
+            self._verify_none(where, params)
         return [_to_message(r) for r in rows]
+
+    def _verify_none(self, where: str, params: Sequence[Any]) -> None:
+        """An indexed query found no rows: make sure the table agrees.
+
+        A damaged index page can read as a valid, empty one (SQLite's
+        quick_check does not compare indexes with their table), and then
+        ``history`` would say "no messages yet" about a full table. Checking
+        the table itself, without indexes, costs a scan only when the answer
+        is empty.
+        """
+        if self._read(f"SELECT 1 FROM messages NOT INDEXED WHERE {where} LIMIT 1", params):
+            raise StoreCorrupt(
+                f"the database {self.path} is damaged: an index of the messages table has"
+                " lost rows that the table still holds",
+                hint=f"rebuild the indexes (sqlite3 {self.path} REINDEX), or move the file"
+                " aside to start empty; `agentwrap doctor` checks the store",
+            )
 
     def pending_count(self, session: str | None = None) -> int:
         """Pending messages that have not expired (swept or not)."""

@@ -2,8 +2,9 @@
 
 Process model (answers to the design notes):
 
-* tmux backend: ``agentwrap run`` registers the session, starts the agent in
-  agentwrap's own tmux server with the caller's full environment (``-e``),
+* tmux backend: ``agentwrap run`` registers the session, starts the agent on
+  a tmux server of agentwrap's own, one per session (its socket is in the
+  record), with the caller's full environment (``-e``),
   spawns a *detached* supervisor process (new session id, logs to the state
   dir) and then attaches the person's terminal. Closing the terminal only
   detaches; the supervisor keeps delivering. If a supervisor dies,
@@ -110,10 +111,17 @@ def pick_name(
         n += 1
 
 
+def tmux_socket_of(paths: Paths, rec: SessionRecord) -> Path:
+    """The socket of the tmux server a session runs on: the one recorded at
+    launch (each session has its own), else the shared server older
+    versions used."""
+    return Path(rec.tmux_socket) if rec.tmux_socket else paths.tmux_socket
+
+
 def _orphaned(paths: Paths | None, rec: SessionRecord) -> bool:
     if paths is None or rec.backend != "tmux" or rec.liveness != "stale":
         return False
-    server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+    server = server_for(tmux_socket_of(paths, rec))
     return bool(server.is_alive() and server.has_session(rec.name))
 
 
@@ -180,17 +188,18 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         _refuse_orphan(paths, registry, name)
         env = agent_env(profile, name, paths)
         argv = agent_argv(opts.argv, profile, env, paths, name)
+        socket = paths.tmux_socket_for(name)
         registry.register(
             SessionRecord(
                 name=name, profile=profile.name, backend="tmux", command=argv,
-                cwd=str(opts.cwd), started=time.time(), tmux_socket=str(paths.tmux_socket),
+                cwd=str(opts.cwd), started=time.time(), tmux_socket=str(socket),
                 options=_options(opts, cfg),
             )
         )
         enqueue_context(paths, cfg, name, opts.context_files)
         try:
             TmuxTerminal.launch(
-                paths.tmux_socket, name, argv, env=env, cwd=opts.cwd,
+                socket, name, argv, env=env, cwd=opts.cwd,
                 cols=opts.cols or cfg.run.cols, rows=opts.rows or cfg.run.rows,
             )
         except BaseException:
@@ -243,7 +252,7 @@ def supervise(paths: Paths, name: str) -> int:
     rec = registry.get(name)
     cfg = load_config(paths, Path(rec.cwd)).for_profile(rec.profile)
     profile = load_profile(rec.profile, paths)
-    term = TmuxTerminal.adopt(Path(rec.tmux_socket or paths.tmux_socket), name)
+    term = TmuxTerminal.adopt(tmux_socket_of(paths, rec), name)
     env = agent_env(profile, name, paths)
     sup = build_supervisor(paths, cfg, rec, term, profile, registry, env)
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
@@ -260,7 +269,7 @@ def adopt(paths: Paths, name: str) -> int:
             return rec.supervisor_pid or 0
         if rec.backend != "tmux":
             raise SessionNotRunning(f"{name!r} ran under the pty backend and cannot be re-adopted")
-        server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+        server = server_for(tmux_socket_of(paths, rec))
         if not (server.is_alive() and server.has_session(name)):
             registry.mark_ended(name, rec.exit_code)
             raise SessionNotRunning(f"the agent of {name!r} is no longer running")
@@ -285,7 +294,7 @@ def attach(paths: Paths, name: str) -> int:
     finally:
         registry.close()
     adopt(paths, name)
-    socket = rec.tmux_socket or str(paths.tmux_socket)
+    socket = str(tmux_socket_of(paths, rec))
     env = dict(os.environ)
     env.pop("TMUX", None)  # attaching from inside another tmux is fine: it's another server
     # The attach's own exit status says nothing about the agent: see wait_for_end.
@@ -304,7 +313,7 @@ def wait_for_end(paths: Paths, name: str, grace_s: float) -> int:
             rec = registry.get(name)
             if rec.ended is not None:
                 return rec.exit_code if rec.exit_code is not None else 1
-            server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+            server = server_for(tmux_socket_of(paths, rec))
             gone = not (server.is_alive() and server.has_session(name))
             if not gone:
                 dead = server.cmd("display-message", "-p", "-t", f"={name}:0.0", "#{pane_dead}")
@@ -370,9 +379,9 @@ def stop(paths: Paths, name: str, timeout_s: float = 5.0) -> SessionRecord:
     try:
         rec = registry.get(name)
         if rec.backend == "tmux":
-            server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+            server = server_for(tmux_socket_of(paths, rec))
             if server.is_alive() and server.has_session(name):
-                term = TmuxTerminal.adopt(Path(rec.tmux_socket or paths.tmux_socket), name)
+                term = TmuxTerminal.adopt(tmux_socket_of(paths, rec), name)
                 pid = term.agent_pid()
                 if pid is not None:
                     kill_tree(pid, signal.SIGTERM, grace=2.0)
@@ -387,7 +396,7 @@ def stop(paths: Paths, name: str, timeout_s: float = 5.0) -> SessionRecord:
             time.sleep(0.2)
         if registry.get(name).ended is None:
             if rec.backend == "tmux":
-                server = server_for(Path(rec.tmux_socket or paths.tmux_socket))
+                server = server_for(tmux_socket_of(paths, rec))
                 if server.is_alive():
                     server.cmd("kill-session", "-t", f"={name}")
             registry.mark_ended(name, rec.exit_code)

@@ -4,6 +4,10 @@ Producers (``agentwrap send``, hooks, servers) first write the message to the
 store, then send a one-datagram nudge to the session's unix socket. The nudge
 carries no data that matters: if it is lost (supervisor restarting), the
 supervisor's slow safety poll finds the message anyway.
+
+The socket lives in the runtime dir, which must be a private dir of ours
+(:func:`~agentwrap.paths.private_dir` refuses anything else): only its owner
+can reach or replace the socket.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import os
 import socket
 from pathlib import Path
 
-from .paths import Paths
+from .paths import Paths, private_dir
 
 
 def notify(paths: Paths, session: str, command: bytes = b"wake") -> bool:
@@ -33,7 +37,7 @@ class WakeSocket:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent, repair=False)
         try:
             path.unlink()
         except FileNotFoundError:

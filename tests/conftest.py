@@ -1,5 +1,5 @@
 """Shared fixtures: every test gets its own XDG dirs, and with them its own
-tmux server (the socket lives in the runtime dir), store and profiles.
+tmux servers (one per session, sockets in the runtime dir), store and profiles.
 
 Paths are kept short (``/tmp/awt-XXXX``) because unix socket paths are
 limited to about 100 bytes.
@@ -109,11 +109,16 @@ def _teardown(aw: AwEnv) -> None:
         reg.close()
     except Exception:
         pass
-    if shutil.which("tmux") and aw.paths.tmux_socket.exists():
-        subprocess.run(
-            ["tmux", "-S", str(aw.paths.tmux_socket), "kill-server"],
-            capture_output=True, timeout=10, check=False,
-        )
+    if not shutil.which("tmux"):
+        return
+    # one tmux server per session, plus the shared one of older versions
+    sockets = sorted(aw.paths.tmux_dir.glob("*.sock")) if aw.paths.tmux_dir.is_dir() else []
+    for socket in [*sockets, aw.paths.tmux_socket]:
+        if socket.exists():
+            subprocess.run(
+                ["tmux", "-S", str(socket), "kill-server"],
+                capture_output=True, timeout=10, check=False,
+            )
 
 
 @pytest.fixture

@@ -7,25 +7,29 @@ not either.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+import pexpect
 import pytest
 from support.waiting import wait_for
 
 from agentwrap.backends.base import KEYS, PASTE_END, PASTE_START
 from agentwrap.backends.proctree import alive
 from agentwrap.backends.tmux import TmuxTerminal
-from agentwrap.errors import BackendError
+from agentwrap.errors import AgentExited, BackendError
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "tests" / "support" / "term_probe.py"
@@ -34,6 +38,8 @@ STANDIN = ROOT / "tests" / "support" / "standin_agent.py"
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
 
 T = TypeVar("T")
+
+F_GETPIPE_SZ = 1032  # Linux fcntl: a pipe's capacity
 
 
 @dataclass
@@ -276,3 +282,137 @@ def test_never_touches_the_users_default_tmux_server(
         assert box.socket.exists()
     finally:
         subprocess.run(["tmux", "kill-server"], env=user_env, capture_output=True, check=False)
+
+
+# --- a dead or dying pane ------------------------------------------------------------------
+
+
+def pane_format(box: Box, fmt: str, name: str = "t") -> str:
+    return subprocess.run(
+        ["tmux", "-S", str(box.socket), "display-message", "-p", "-t", f"={name}:0.0", fmt],
+        capture_output=True, text=True, check=False,
+    ).stdout.strip()
+
+
+def fifo_is_full(fd: int) -> bool:
+    """Less than a page of room left in a pipe: the next write of its writer
+    (``cat`` copying a spewing pane) blocks, and tmux must buffer."""
+    queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+    return bool(queued > fcntl.fcntl(fd, F_GETPIPE_SZ) - os.sysconf("SC_PAGE_SIZE"))
+
+
+def test_agent_killed_while_its_output_is_stuck_is_dead_at_once(box: Box) -> None:
+    # issue 14: with the pipe-pane fifo full, tmux 3.3a kept pane_dead at 0
+    # for minutes after the agent was killed; alive() trusted only pane_dead.
+    term = box.probe("spew")
+    fifo = box.dir / "out.fifo"
+    os.mkfifo(fifo)
+    reader_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # opened, never read
+    try:
+        term.pipe_output(fifo)
+        wait_for(lambda: fifo_is_full(reader_fd), what="pipe-pane fifo full")
+        pid = term.agent_pid()
+        assert pid is not None and term.alive()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not alive(pid), what="the agent gone (zombie or reaped)")
+        # no waiting for tmux: the first look after the process is gone says so
+        assert not term.alive()
+        assert term.exit_code() == 137
+        with pytest.raises(AgentExited):
+            term.paste("into a dying pane")
+        with pytest.raises(AgentExited):
+            term.send_key("Enter")
+        with pytest.raises(AgentExited):
+            term.send_text("typed")
+        assert pane_format(box, "#{pane_pid}") == str(pid), "the tmux server went down"
+    finally:
+        os.close(reader_fd)
+
+
+def dead_pane_next_to_a_live_one(box: Box) -> tuple[TmuxTerminal, TmuxTerminal]:
+    """A session whose agent exited (remain-on-exit keeps the dead pane) on
+    the same server as a live one, which a server crash would take down."""
+    other = box.probe("sleep", name="other")
+    term = box.probe("exit", "0")
+    wait_for(lambda: pane_format(box, "#{pane_dead}") == "1", what="dead pane")
+    return term, other
+
+
+def test_no_input_goes_into_a_dead_pane(box: Box) -> None:
+    # tmux 3.3a segfaults on paste-buffer (and named keys) into a dead pane
+    term, other = dead_pane_next_to_a_live_one(box)
+    with pytest.raises(AgentExited):
+        term.paste("hello\nworld")
+    with pytest.raises(AgentExited):
+        term.send_key("Enter")
+    with pytest.raises(AgentExited):
+        term.send_text("x")
+    assert other.alive() and term.exit_code() == 0
+
+
+def test_the_pane_is_checked_again_inside_the_server(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pane may die between the check and the paste: tmux itself tests
+    # pane_dead right before it pastes (if-shell -F), with no gap in between.
+    term, other = dead_pane_next_to_a_live_one(box)
+    monkeypatch.setattr(term, "alive", lambda: True)  # as if it died just after the check
+    with pytest.raises(AgentExited):
+        term.paste("hello\nworld")
+    with pytest.raises(AgentExited):
+        term.send_key("Enter")
+    with pytest.raises(AgentExited):
+        term.send_text("x")
+    assert other.alive()
+    buffers = subprocess.run(
+        ["tmux", "-S", str(box.socket), "list-buffers"], capture_output=True, text=True,
+        check=False,
+    )
+    assert buffers.stdout == "", "an unpasted buffer was left behind"
+
+
+# --- what a person attached sees ------------------------------------------------------------
+
+
+def test_the_state_is_shown_in_the_status_line(box: Box) -> None:
+    term = box.probe("sleep", cols=80, rows=20)
+    term.set_status("agentwrap: ready")
+    assert "agentwrap: ready" in pane_format(box, "#{T:status-right}")
+    client = pexpect.spawn(
+        "tmux", ["-S", str(box.socket), "attach-session", "-t", "=t"],
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "xterm-256color",
+             "LANG": "C.UTF-8"},
+        dimensions=(20, 80), timeout=30,
+    )
+    try:
+        client.expect_exact("agentwrap: ready")
+        term.set_status("agentwrap: busy")  # redrawn for the attached client
+        client.expect_exact("agentwrap: busy")
+    finally:
+        client.close()
+
+
+def test_focus_events_are_passed_to_the_agent(box: Box) -> None:
+    box.probe("sleep")
+    out = subprocess.run(
+        ["tmux", "-S", str(box.socket), "show-options", "-s", "-v", "focus-events"],
+        capture_output=True, text=True, check=False,
+    )
+    assert out.stdout.strip() == "on"
+
+
+def test_standin_redraws_at_the_new_size(box: Box) -> None:
+    # A person's client attaching at another size resizes the pane; a real
+    # TUI redraws for the new width, and so must the stand-in.
+    rlog = box.dir / "standin.jsonl"
+    term = box.launch([sys.executable, str(STANDIN), "--log", str(rlog), "--startup", "0"],
+                      cols=160, rows=45)
+    wait_for(lambda: "─" * 160 in term.snapshot().text(), what="rules at 160 columns")
+    term.resize(100, 30)
+
+    def redrawn() -> bool:
+        lines = term.snapshot().text().split("\n")
+        rules = [x.rstrip() for x in lines if x.startswith("─")]
+        return rules == ["─" * 100] * 2 and lines[-1].strip() == "? for shortcuts"
+
+    wait_for(redrawn, what="rules at 100 columns")

@@ -184,7 +184,7 @@ def test_adopt_of_a_gone_agent_fails_cleanly(aw: AwEnv) -> None:
     aw.start_standin("sa")
     aw.wait_state("sa", "ready")
     kill9(supervisor_pid(aw, "sa"))
-    subprocess.run(["tmux", "-S", str(aw.paths.tmux_socket), "kill-server"], check=False,
+    subprocess.run(["tmux", "-S", str(aw.paths.tmux_socket_for("sa")), "kill-server"], check=False,
                    capture_output=True)
     res = aw.cli("adopt", "sa")
     assert res.returncode == 3

@@ -53,6 +53,27 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def zombie_status(pid: int) -> int | None:
+    """The exit status of ``pid`` if it has exited but nobody reaped it yet
+    (a zombie), as a shell reports it: the code, or 128+N for signal N.
+
+    The kernel keeps a zombie's wait status in ``/proc/PID/stat`` (field 52,
+    Linux 3.5+), so an agent's end is known before its parent (tmux) gets
+    round to reaping it; None for a live or vanished process.
+    """
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    if not fields or fields[0] != "Z" or len(fields) < 50 or not fields[49].isdigit():
+        return None
+    status = int(fields[49])
+    if os.WIFSIGNALED(status):
+        return 128 + os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
 def start_time(pid: int) -> str | None:
     """Kernel start time of a process (clock ticks since boot): with the pid
     it identifies a process for good, so a reused pid is never mistaken for a

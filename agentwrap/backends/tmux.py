@@ -2,13 +2,20 @@
 
 Why tmux: the agent outlives the person's terminal (detach, re-attach from
 anywhere), and several people/processes can watch one agent. agentwrap talks
-to its *own* server (``-S $XDG_RUNTIME_DIR/agentwrap/tmux.sock``, no user
-config), never the user's default one, so nothing the user set up can change
-how keys and pastes behave.
+to its *own* servers, one per session (``-S
+$XDG_RUNTIME_DIR/agentwrap/tmux/NAME.sock``, no user config), never the user's
+default one, so nothing the user set up can change how keys and pastes behave,
+and a crashing server (tmux 3.3a segfaults on a paste into a dead pane) takes
+one agent down, not every supervised one.
 
 Text goes in only as a bracketed paste (``load-buffer`` + ``paste-buffer -p``)
 or as hex bytes (``send-keys -H``); named keys come from a fixed table. So a
 message that says ``Enter`` or ``C-c`` is typed as those letters.
+
+Nothing is ever typed into a dead or dying pane: the agent's process is
+checked first (``pane_dead``, its exit status, its pid in ``/proc``), and the
+paste itself runs under a ``pane_dead`` test inside the server (``if-shell
+-F``), so the pane cannot die between the check and the paste.
 """
 
 from __future__ import annotations
@@ -27,7 +34,8 @@ import libtmux
 from ..errors import AgentExited, BackendError, SessionNotFound, TmuxNotFound
 from ..screen import Snapshot
 from .base import key_bytes
-from .proctree import kill_tree
+from .proctree import alive as pid_alive
+from .proctree import kill_tree, zombie_status
 
 _INFO_FMT = (
     "#{cursor_y}\t#{cursor_x}\t#{pane_width}\t#{pane_height}\t#{pane_dead}\t"
@@ -36,6 +44,13 @@ _INFO_FMT = (
 
 
 _DYING_GRACE_S = 2.0
+
+# Expands to something other than "0" once the pane's process is gone: the
+# pane is dead (its pty closed), or tmux has reaped the process (its status or
+# signal is set; tmux 3.3a leaves pane_dead at 0 while pipe-pane output is
+# still buffered, though the process is long gone).
+_GONE_COND = "#{pane_dead}#{pane_dead_status}#{pane_dead_signal}"
+_GONE_MARK = "agentwrap: pane gone"
 
 
 def tmux_binary() -> str:
@@ -96,6 +111,7 @@ class TmuxTerminal:
         ``-e``. The command is passed as separate arguments so tmux executes it
         directly, without ``sh -c`` re-parsing it.
         """
+        socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         server = server_for(socket)
         live = server.is_alive()
         if live and server.has_session(session):
@@ -105,6 +121,8 @@ class TmuxTerminal:
         args: list[str] = [
             "set-option", "-g", "remain-on-exit", "on", ";",
             "set-option", "-s", "escape-time", "10", ";",
+            # agents that ask for focus reports (Claude Code) get them
+            "set-option", "-s", "focus-events", "on", ";",
             "set-option", "-g", "default-terminal", pane_term(), ";",
             # update-environment would copy DISPLAY, SSH_AUTH_SOCK, ... of
             # this client into the session, whatever ``env`` says
@@ -149,17 +167,32 @@ class TmuxTerminal:
             raise SessionNotFound(f"no tmux session {session!r} on {socket}")
         return cls(server, session, socket.parent)
 
+    @property
+    def _session_target(self) -> str:
+        """The session, for options. ``-t =NAME`` is refused by tmux 3.3a's
+        set-option (it resolves a pane target): ``=NAME:`` is the session of
+        its current window, matched exactly."""
+        return f"={self.session}:"
+
     def _configure(self, cols: int, rows: int) -> None:
-        t = f"={self.session}"
-        opts = [
-            ("set-option", "-t", t, "default-size", f"{cols}x{rows}"),
-            ("set-option", "-t", t, "status-right", " #{@agentwrap_state} "),
-            ("set-option", "-t", t, "status-right-length", "60"),
-            ("set-option", "-t", t, "status-left", "[#{session_name}] "),
-            ("set-option", "-t", t, "history-limit", "10000"),
-        ]
-        for args in opts:
-            self.server.cmd(*args)
+        """Session options, in one tmux call whose failure is an error: with
+        a wrong target they used to be skipped silently, and the state never
+        showed in the status line."""
+        t = self._session_target
+        args: list[str] = []
+        for opt, value in (
+            ("default-size", f"{cols}x{rows}"),
+            ("status-left", "[#{session_name}] "),
+            ("status-left-length", "40"),
+            # the agent's state as the supervisor sees it (set_status)
+            ("status-right", " #{?@agentwrap_state,#{@agentwrap_state},agentwrap} "),
+            ("status-right-length", "60"),
+            ("history-limit", "10000"),
+        ):
+            args += ["set-option", "-t", t, opt, value, ";"]
+        proc = self.server.cmd(*args[:-1])
+        if proc.returncode != 0:
+            raise BackendError(f"configuring tmux session failed: {' '.join(proc.stderr)}")
 
     def kill(self) -> None:
         self.server.cmd("kill-session", "-t", f"={self.session}")
@@ -189,8 +222,8 @@ class TmuxTerminal:
             self._dead = True
             raise AgentExited(f"tmux session {self.session!r} is gone")
         info = proc.stdout[0].split("\t", 8)
-        cy, cx, w, h, dead, status, _, sig = (info + [""] * 9)[:8]
-        self._note_dead(dead, status, sig)
+        cy, cx, w, h = (info + [""] * 9)[:4]
+        self._judge(info)
         return Snapshot.from_ansi(
             "\n".join(proc.stdout[1:]),
             cols=int(w),
@@ -200,22 +233,38 @@ class TmuxTerminal:
             at=time.monotonic(),
         )
 
-    def _note_dead(self, dead: str, status: str, sig: str = "") -> None:
-        """tmux can flag a pane dead (its pty closed) a moment before it has
-        reaped the process; until the status is known the agent counts as
-        still exiting, for at most ``_DYING_GRACE_S``."""
-        if dead != "1":
+    def _judge(self, info: list[str]) -> None:
+        """Decide from one ``_INFO_FMT`` reading whether the agent is gone.
+
+        ``pane_dead == 1`` alone is not enough: tmux 3.3a keeps a pane "alive"
+        while ``pipe-pane`` output is buffered (issue 14: 119 s with Gemini)
+        although it has reaped the process and set ``pane_dead_signal``. So the
+        agent is gone once tmux has its exit status or signal, once its pid is
+        gone or a zombie, or once the pane is dead. A zombie's status is read
+        from ``/proc``; a dead pane whose status is not known yet (tmux flags
+        the pty closed a moment before it reaps) counts as still exiting, for
+        at most ``_DYING_GRACE_S``.
+        """
+        if self._dead:
             return
-        if status.lstrip("-").isdigit():
-            self._exit_code = int(status)
-        elif sig.isdigit():
-            self._exit_code = 128 + int(sig)  # killed by a signal, as a shell reports it
+        _, _, _, _, dead, status_s, pid_s, sig_s = (info + [""] * 8)[:8]
+        if status_s.lstrip("-").isdigit():
+            self._exit_code = int(status_s)
+        elif sig_s.isdigit():
+            self._exit_code = 128 + int(sig_s)  # killed by a signal, as a shell reports it
         else:
-            now = time.monotonic()
-            self._dying_since = self._dying_since or now
-            self._nudge_server()
-            if now - self._dying_since < _DYING_GRACE_S:
+            pid_gone = pid_s.isdigit() and not pid_alive(int(pid_s))
+            if dead != "1" and not pid_gone:
                 return
+            code = zombie_status(int(pid_s)) if pid_s.isdigit() else None
+            if code is not None:
+                self._exit_code = code
+            else:
+                now = time.monotonic()
+                self._dying_since = self._dying_since or now
+                self._nudge_server()
+                if now - self._dying_since < _DYING_GRACE_S:
+                    return
         self._dead = True
 
     def _nudge_server(self) -> None:
@@ -238,7 +287,7 @@ class TmuxTerminal:
             info = self._info()
         except AgentExited:
             return False
-        self._note_dead(info[4], info[5], info[7] if len(info) > 7 else "")
+        self._judge(info)
         return not self._dead
 
     def exit_code(self) -> int | None:
@@ -272,17 +321,39 @@ class TmuxTerminal:
                 raise AgentExited(f"{what}: the agent has exited")
             raise BackendError(f"{what} failed: {' '.join(proc.stderr)}")
 
+    def _input(self, what: str, command: str, *before: str) -> None:
+        """Run the input ``command`` (one tmux command line) only into a live pane.
+
+        tmux 3.3a segfaults on a paste or named key into a dead pane (issue 8:
+        with remain-on-exit, 6 of 6), and text typed into a dying one is lost.
+        So first the agent itself is checked (exit status, pid, zombie), then
+        the command runs under ``if-shell -F`` on the pane's state *inside*
+        the server, where nothing can happen between the test and the input.
+        ``before`` (e.g. a load-buffer) runs first in the same invocation.
+        """
+        if not self.alive():
+            raise AgentExited(f"{what}: the agent has exited")
+        proc = self.server.cmd(
+            *before,
+            "if-shell", "-F", "-t", self.target, _GONE_COND,
+            f"display-message -p '{_GONE_MARK}'", command,
+        )
+        if _GONE_MARK in proc.stdout:
+            self.alive()  # record the exit status while tmux still has it
+            raise AgentExited(f"{what}: the agent has exited")
+        self._check(proc, what)
+
     def send_key(self, key: str) -> None:
         key_bytes(key)  # validates the name against the fixed table
-        self._check(self.server.cmd("send-keys", "-t", self.target, key), f"send-keys {key}")
+        self._input(f"send-keys {key}", f"send-keys -t {self.target} {key}")
 
     def send_text(self, text: str) -> None:
         if not text:
             return
         data = text.encode("utf-8")
         for i in range(0, len(data), 512):
-            hexed = [f"{b:02x}" for b in data[i : i + 512]]
-            self._check(self.server.cmd("send-keys", "-t", self.target, "-H", *hexed), "send-keys")
+            hexed = " ".join(f"{b:02x}" for b in data[i : i + 512])
+            self._input("send-keys", f"send-keys -t {self.target} -H {hexed}")
 
     def paste(self, text: str, *, bracketed: bool = True) -> None:
         """load-buffer from a private file, then paste-buffer.
@@ -290,21 +361,26 @@ class TmuxTerminal:
         ``-p`` makes tmux wrap the text in bracketed-paste markers when (and
         only when) the application enabled them; ``-r`` keeps LF as LF, since
         without it tmux turns every newline into a CR and each line submits.
+        The buffer has a random name and ``-d`` deletes it once pasted; one
+        left unpasted because the agent is gone is deleted here.
         """
         name = f"aw-{secrets.token_hex(4)}"
         path = self.runtime_dir / f".{name}.paste"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             os.write(fd, text.encode("utf-8"))
         finally:
             os.close(fd)
         try:
-            flags = ["-p", "-r"] if bracketed else ["-r"]
-            proc = self.server.cmd(
+            flags = "-p -r" if bracketed else "-r"
+            self._input(
+                "paste-buffer",
+                f"paste-buffer -d {flags} -b {name} -t {self.target}",
                 "load-buffer", "-b", name, str(path), ";",
-                "paste-buffer", "-d", *flags, "-b", name, "-t", self.target,
             )
-            self._check(proc, "paste-buffer")
+        except AgentExited:
+            self.server.cmd("delete-buffer", "-b", name)
+            raise
         finally:
             path.unlink(missing_ok=True)
 
@@ -315,8 +391,11 @@ class TmuxTerminal:
         self._check(self.server.cmd("pipe-pane", "-O", "-t", self.target, cmd), "pipe-pane")
 
     def set_status(self, text: str) -> None:
-        """Shown in the tmux status bar of attached clients."""
-        self.server.cmd("set-option", "-t", f"={self.session}", "@agentwrap_state", text)
+        """Shown at the right of the tmux status line of attached clients
+        (``status-right`` renders ``@agentwrap_state``); tmux redraws it."""
+        proc = self.server.cmd("set-option", "-t", self._session_target, "@agentwrap_state", text)
+        if proc.returncode != 0:
+            raise BackendError(f"set-option failed: {' '.join(proc.stderr)}")
 
     def display(self, message: str) -> None:
         self.server.cmd("display-message", "-t", self.target, "-d", "5000", message)

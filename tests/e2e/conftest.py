@@ -66,7 +66,8 @@ class AgentSession:
 
     @property
     def socket(self) -> str:
-        return str(self.root / "r" / "agentwrap" / "tmux.sock")
+        """This session's own tmux server (agentwrap runs one per session)."""
+        return str(self._paths().tmux_socket_for(self.name))
 
     def cli(self, *args: str, input: str | None = None, timeout: float = 90) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

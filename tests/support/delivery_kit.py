@@ -91,19 +91,20 @@ def wait_soft(cond: Callable[[], object], timeout: float, interval: float = 0.02
 # --- the person, via the test's own tmux server ------------------------------------
 
 
-def tmux(aw: AwEnv, *args: str) -> subprocess.CompletedProcess[str]:
+def tmux(aw: AwEnv, *args: str, name: str = "sa") -> subprocess.CompletedProcess[str]:
+    """A tmux command on the server of session ``name`` (one server each)."""
     return subprocess.run(
-        ["tmux", "-S", str(aw.paths.tmux_socket), *args],
+        ["tmux", "-S", str(aw.paths.tmux_socket_for(name)), *args],
         capture_output=True, text=True, timeout=30, check=False,
     )
 
 
 def pane_text(aw: AwEnv, name: str = "sa") -> str:
-    return tmux(aw, "capture-pane", "-p", "-t", f"={name}:0.0").stdout
+    return tmux(aw, "capture-pane", "-p", "-t", f"={name}:0.0", name=name).stdout
 
 
 def pane_title(aw: AwEnv, name: str = "sa") -> str:
-    return tmux(aw, "display-message", "-p", "-t", f"={name}:0.0", "#{pane_title}").stdout.strip()
+    return tmux(aw, "display-message", "-p", "-t", f"={name}:0.0", "#{pane_title}", name=name).stdout.strip()
 
 
 def box_line(aw: AwEnv, name: str = "sa") -> str:
@@ -117,17 +118,17 @@ def box_line(aw: AwEnv, name: str = "sa") -> str:
 
 def type_keys(aw: AwEnv, text: str, name: str = "sa") -> None:
     """The person types literal text (no Enter)."""
-    res = tmux(aw, "send-keys", "-t", f"={name}:0.0", "-l", text)
+    res = tmux(aw, "send-keys", "-t", f"={name}:0.0", "-l", text, name=name)
     assert res.returncode == 0, res.stderr
 
 
 def press(aw: AwEnv, *keys: str, name: str = "sa") -> None:
-    res = tmux(aw, "send-keys", "-t", f"={name}:0.0", *keys)
+    res = tmux(aw, "send-keys", "-t", f"={name}:0.0", *keys, name=name)
     assert res.returncode == 0, res.stderr
 
 
 def agent_pid(aw: AwEnv, name: str = "sa") -> int:
-    out = tmux(aw, "display-message", "-p", "-t", f"={name}:0.0", "#{pane_pid}").stdout.strip()
+    out = tmux(aw, "display-message", "-p", "-t", f"={name}:0.0", "#{pane_pid}", name=name).stdout.strip()
     return int(out)
 
 

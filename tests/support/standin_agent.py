@@ -4,8 +4,13 @@
 It behaves like the real TUIs where it matters to agentwrap: raw mode,
 bracketed paste, a prompt box between two rules, Enter submits and C-j makes a
 newline, a spinner and "esc to interrupt" while busy, optional permission
-dialogs, ACK replies. Every submitted message is appended to ``--log`` as a
-JSON line, so tests can assert what arrived, and how many times.
+dialogs, ACK replies. Like them it redraws the whole screen at the new size on
+SIGWINCH (a person's client attaching at another size resizes the pane: a
+screen drawn for the old width wraps and no rule matches it any more), asks
+for focus reports and reads every escape sequence the terminal sends (focus
+in/out, arrows, replies to queries) as one input event, never as typed text.
+Every submitted message is appended to ``--log`` as a JSON line, so tests can
+assert what arrived, and how many times.
 
 Never the only proof: the e2e suite drives the real CLIs.
 """
@@ -17,13 +22,30 @@ import json
 import os
 import re
 import select
-import shutil
+import signal
 import sys
 import termios
 import time
 import tty
 
 ACK_RE = re.compile(r'Reply "ACK ([0-9a-f]+)"')
+
+PASTE_START = b"\x1b[200~"
+PASTE_END = b"\x1b[201~"
+# A CSI (ESC [ params intermediates final) or SS3 (ESC O x) sequence: keys,
+# focus events and replies to queries all come in one of these shapes.
+ESC_SEQ = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|O[ -~])")
+ESC_PREFIX = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*|O)?\Z")
+
+
+def terminal_size(fd: int) -> tuple[int, int]:
+    """The pty's size itself: $COLUMNS/$LINES (which shutil prefers) say
+    nothing about a pane that has been resized since."""
+    try:
+        size = os.get_terminal_size(fd)
+    except OSError:
+        return 80, 24
+    return size.columns or 80, size.lines or 24
 
 
 def main() -> int:
@@ -53,7 +75,7 @@ def main() -> int:
     frame = 0
 
     def draw() -> None:
-        cols, rows = shutil.get_terminal_size((80, 24))
+        cols, rows = terminal_size(sys.stdout.fileno())
         lines = []
         for t in transcript:
             lines.extend(t.split("\n"))
@@ -73,7 +95,13 @@ def main() -> int:
         out.write("\x1b[H\x1b[2J" + "\r\n".join(x[:cols] for x in screen[:rows]))
         out.flush()
 
-    out.write("\x1b[?2004h")  # we understand bracketed paste
+    # SIGWINCH wakes the select below through this pipe (a handler alone would
+    # not: select is restarted after it runs)
+    winch_r, winch_w = os.pipe()
+    os.set_blocking(winch_w, False)
+    signal.set_wakeup_fd(winch_w)
+    signal.signal(signal.SIGWINCH, lambda *_: None)
+    out.write("\x1b[?2004h\x1b[?1004h")  # bracketed paste and focus reports, like Claude Code
     time.sleep(args.startup)
     draw()
     buf = b""
@@ -89,8 +117,11 @@ def main() -> int:
             spinning = args.spin > 0 and now < busy_until
             if spinning:
                 timeout = min(timeout, args.spin)
-            r, _, _ = select.select([fd], [], [], timeout)
-            if not r:
+            r, _, _ = select.select([fd, winch_r], [], [], timeout)
+            if winch_r in r:
+                os.read(winch_r, 512)
+                draw()  # the whole screen again, at the new size
+            if fd not in r:
                 if spinning:
                     frame += 1
                     draw()
@@ -101,21 +132,27 @@ def main() -> int:
             buf += data
             while buf:
                 if in_paste:
-                    end = buf.find(b"\x1b[201~")
+                    end = buf.find(PASTE_END)
                     if end < 0:
-                        box += buf.decode("utf-8", "replace")
-                        buf = b""
+                        # keep a possibly split end marker for the next read
+                        keep = next((k for k in range(len(PASTE_END) - 1, 0, -1)
+                                     if PASTE_END.startswith(buf[-k:])), 0)
+                        box += buf[: len(buf) - keep].decode("utf-8", "replace")
+                        buf = buf[len(buf) - keep :]
                         break
                     box += buf[:end].decode("utf-8", "replace")
-                    buf = buf[end + 6 :]
+                    buf = buf[end + len(PASTE_END) :]
                     in_paste = False
                     continue
-                if buf.startswith(b"\x1b[200~"):
-                    in_paste = True
-                    buf = buf[6:]
-                    continue
-                if buf.startswith(b"\x1b") and len(buf) < 6 and b"\x1b[200~".startswith(buf):
-                    break  # wait for the rest of the marker
+                ch = b""
+                if buf.startswith(b"\x1b"):
+                    seq = ESC_SEQ.match(buf)
+                    if seq is None and ESC_PREFIX.match(buf) and buf != b"\x1b":
+                        break  # the rest of the sequence is in the next read
+                    if seq is not None:
+                        buf = buf[seq.end() :]
+                        in_paste = seq.group() == PASTE_START
+                        continue  # focus in/out, other keys, query replies: not text
                 ch, buf = buf[:1], buf[1:]
                 if dialog:
                     if ch in (b"1", b"\r", b"\x1b", b"2"):
@@ -158,6 +195,8 @@ def main() -> int:
                     box += ch.decode("utf-8", "replace")
             draw()
     finally:
+        out.write("\x1b[?1004l\x1b[?2004l")
+        out.flush()
         termios.tcsetattr(fd, termios.TCSAFLUSH, saved)
     return args.exit_code
 

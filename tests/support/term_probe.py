@@ -11,6 +11,8 @@ Modes (first argument):
   every SIGWINCH; wait forever.
 * ``exit N``: print ``BYE`` and exit with status N.
 * ``sleep``: print ``SLEEPING`` and sleep until killed.
+* ``spew``: print ``SPEWING``, then lines of output as fast as the terminal
+  takes them, forever (a TUI redrawing while busy), until killed.
 * ``spawn PIDFILE``: start a grandchild (own session, ignores SIGHUP), write
   ``child_pid grandchild_pid`` to PIDFILE, wait forever.
 * ``flood NBYTES SEED INFO [--then CMD...]``: raw mode; write a start marker,
@@ -148,6 +150,11 @@ def main(argv: list[str]) -> int:
         say("SLEEPING")
         while True:
             time.sleep(1)
+    if mode == "spew":
+        say("SPEWING")
+        line = b"spew " + b"x" * 70 + b"\r\n"
+        while True:
+            os.write(1, line * 50)
     if mode == "spawn":
         return mode_spawn(Path(argv[1]))
     if mode == "flood":
