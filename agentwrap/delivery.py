@@ -56,6 +56,7 @@ from .fallback import (
 )
 from .framing import Injection, new_token, render
 from .message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
+from .neutralise import neutralise
 from .paths import Paths
 from .profiles import Profile
 from .queue import MessageStore, SQLiteMessageStore
@@ -665,9 +666,17 @@ class DeliveryEngine:
                 # so its entry cannot be rebuilt and is dropped on this rewrite.
                 log.warning("fallback section names unknown message %s; dropping its entry", mid)
                 continue
-            entries.append(FallbackEntry(old.id, old.label, old.created, old.content))
-        entries += [FallbackEntry(m.id, m.label, m.created, m.content) for m in content]
+            entries.append(self._entry(old))
+        entries += [self._entry(m) for m in content]
         return write_section(self.fallback_dir, fname, entries, lock_dir=self.lock_dir)
+
+    def _entry(self, m: Message) -> FallbackEntry:
+        """A section entry, defused like a typed block: the agent parses its
+        instruction file too (CLAUDE.md and GEMINI.md import ``@path``)."""
+        syntax = self.profile.syntax
+        return FallbackEntry(
+            m.id, neutralise(m.label, syntax), m.created, neutralise(m.content, syntax)
+        )
 
     def _tell(self, sup: Supervisor | None, line: str) -> None:
         """Tell the person: the tmux status line, and a desktop notification."""
