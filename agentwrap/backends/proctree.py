@@ -24,6 +24,8 @@ def _children_map() -> dict[int, list[int]]:
             continue
         # the command name may contain spaces and parens: split after the last ')'
         fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) < 2:
+            continue  # the process exited while we read: its stat came back empty
         kids.setdefault(int(fields[1]), []).append(int(entry.name))
     return kids
 
