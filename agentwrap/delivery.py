@@ -267,7 +267,7 @@ class DeliveryEngine:
     def _render(self, batch: Sequence[Message], token: str) -> Injection:
         return render(
             batch, token=token, ack_wording=self._ack_wording(batch),
-            tabs_as_spaces=self.profile.input.tabs_as_spaces,
+            tabs_as_spaces=self.profile.input.tabs_as_spaces, syntax=self.profile.syntax,
         )
 
     def _deliver(self, sup: Supervisor, token: str, batch: list[Message], phase: Phase) -> None:
