@@ -17,7 +17,8 @@ import subprocess
 import sys
 import tempfile
 import termios
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -301,6 +302,25 @@ def fifo_is_full(fd: int) -> bool:
     return bool(queued > fcntl.fcntl(fd, F_GETPIPE_SZ) - os.sysconf("SC_PAGE_SIZE"))
 
 
+def fifo_stuck(fd: int) -> Callable[[], bool]:
+    """A condition: the fifo is full, or holds data that stopped growing for
+    0.5 s (its writer is blocked; small writes can leave a full pipe with
+    less than its size queued, so the byte count alone is not enough)."""
+    last: list[tuple[int, float]] = []
+
+    def check() -> bool:
+        if fifo_is_full(fd):
+            return True
+        queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+        now = time.monotonic()
+        if not last or last[0][0] != queued:
+            last[:] = [(queued, now)]
+            return False
+        return queued > 0 and now - last[0][1] >= 0.5
+
+    return check
+
+
 def test_agent_killed_while_its_output_is_stuck_is_dead_at_once(box: Box) -> None:
     # issue 14: with the pipe-pane fifo full, tmux 3.3a kept pane_dead at 0
     # for minutes after the agent was killed; alive() trusted only pane_dead.
@@ -310,7 +330,7 @@ def test_agent_killed_while_its_output_is_stuck_is_dead_at_once(box: Box) -> Non
     reader_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # opened, never read
     try:
         term.pipe_output(fifo)
-        wait_for(lambda: fifo_is_full(reader_fd), what="pipe-pane fifo full")
+        wait_for(fifo_stuck(reader_fd), what="pipe-pane fifo full")
         pid = term.agent_pid()
         assert pid is not None and term.alive()
         os.kill(pid, signal.SIGKILL)
