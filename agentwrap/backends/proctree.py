@@ -13,19 +13,26 @@ import time
 from pathlib import Path
 
 
+def _stat_fields(path: Path) -> list[str]:
+    """The fields of a ``/proc/PID/stat`` after the command name (state
+    first), or none. A process exiting while it is read can give an error or
+    an empty file: both mean it is gone."""
+    try:
+        stat = path.read_text()
+    except OSError:
+        return []
+    # the command name may contain spaces and parens: split after the last ')'
+    return stat[stat.rfind(")") + 2 :].split() if ")" in stat else []
+
+
 def _children_map() -> dict[int, list[int]]:
     kids: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # the command name may contain spaces and parens: split after the last ')'
-        fields = stat[stat.rfind(")") + 2 :].split()
+        fields = _stat_fields(entry / "stat")
         if len(fields) < 2:
-            continue  # the process exited while we read: its stat came back empty
+            continue  # gone while we looked
         kids.setdefault(int(fields[1]), []).append(int(entry.name))
     return kids
 
@@ -48,11 +55,8 @@ def alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    return bool(fields) and fields[0] != "Z"
 
 
 def zombie_status(pid: int) -> int | None:
@@ -63,12 +67,8 @@ def zombie_status(pid: int) -> int | None:
     Linux 3.5+), so an agent's end is known before its parent (tmux) gets
     round to reaping it; None for a live or vanished process.
     """
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2 :].split()
-    if not fields or fields[0] != "Z" or len(fields) < 50 or not fields[49].isdigit():
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    if len(fields) < 50 or fields[0] != "Z" or not fields[49].isdigit():
         return None
     status = int(fields[49])
     if os.WIFSIGNALED(status):
@@ -80,11 +80,8 @@ def start_time(pid: int) -> str | None:
     """Kernel start time of a process (clock ticks since boot): with the pid
     it identifies a process for good, so a reused pid is never mistaken for a
     live supervisor."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2 :].split()[19]
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    return fields[19] if len(fields) > 19 else None
 
 
 def kill_pids(pids: list[int], sig: int = signal.SIGTERM, grace: float = 2.0) -> None:

@@ -1436,6 +1436,29 @@ class ModelServer:
                 if r.api in MODEL_APIS and r.user_text is not None and (include_side or not r.side)
             ]
 
+    def request_bodies(self, include_side: bool = True) -> list[str]:
+        """Every recorded request's whole body as text, in arrival order.
+
+        This is everything the model provider would receive - system prompt,
+        attachments, ``<system-reminder>`` blocks, tool results, skill
+        instructions - not only the person's text, so a test can prove that
+        something (a file's contents) never reached the model in any form.
+        """
+        with self._cond:
+            records = [r for r in self._log if include_side or not r.side]
+        out: list[str] = []
+        for rec in records:
+            body = rec.body
+            if body is None:
+                continue
+            if isinstance(body, (bytes, bytearray)):
+                out.append(bytes(body).decode("utf-8", "replace"))
+            elif isinstance(body, str):
+                out.append(body)
+            else:
+                out.append(json.dumps(body, ensure_ascii=False))
+        return out
+
     def wait_for_user_text(self, needle: str, timeout: float) -> str:
         """Block until a main request's text contains ``needle``; return that text."""
         deadline = time.monotonic() + timeout

@@ -262,6 +262,23 @@ def test_anthropic_system_message_after_user_is_not_the_turn(server: ModelServer
     assert server.user_texts() == ["[[reply: seen]]"]
 
 
+def test_request_bodies_hold_everything_the_model_receives(server: ModelServer) -> None:
+    """Attachments and system text are not the person's turn, but they reach the
+    model: ``request_bodies`` shows them, ``user_texts`` does not."""
+    body = anthropic_body("hello")
+    body["messages"][0]["content"] = [
+        {"type": "text", "text": "<system-reminder>file secret.env: S3CR3T-ü</system-reminder>"},
+        {"type": "text", "text": "hello"},
+    ]
+    body["system"] = "system prompt text"
+    call(server, "/v1/messages?beta=true", body)
+    call(server, "/v1/messages", anthropic_body("title?", output_format={"type": "json_schema"}))
+    bodies = server.request_bodies()
+    assert len(bodies) == 2
+    assert "S3CR3T-ü" in bodies[0] and "system prompt text" in bodies[0]
+    assert len(server.request_bodies(include_side=False)) == 1
+
+
 def test_anthropic_non_stream_and_auth_headers(server: ModelServer) -> None:
     for auth in ({"x-api-key": "k"}, {"Authorization": "Bearer whatever"}):
         reply = call(
