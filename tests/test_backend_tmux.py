@@ -17,8 +17,7 @@ import subprocess
 import sys
 import tempfile
 import termios
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -28,7 +27,7 @@ import pytest
 from support.waiting import wait_for
 
 from agentwrap.backends.base import KEYS, PASTE_END, PASTE_START
-from agentwrap.backends.proctree import alive
+from agentwrap.backends.proctree import alive, descendants
 from agentwrap.backends.tmux import TmuxTerminal
 from agentwrap.errors import AgentExited, BackendError
 
@@ -302,23 +301,25 @@ def fifo_is_full(fd: int) -> bool:
     return bool(queued > fcntl.fcntl(fd, F_GETPIPE_SZ) - os.sysconf("SC_PAGE_SIZE"))
 
 
-def fifo_stuck(fd: int) -> Callable[[], bool]:
-    """A condition: the fifo is full, or holds data that stopped growing for
-    0.5 s (its writer is blocked; small writes can leave a full pipe with
-    less than its size queued, so the byte count alone is not enough)."""
-    last: list[tuple[int, float]] = []
-
-    def check() -> bool:
-        if fifo_is_full(fd):
-            return True
-        queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
-        now = time.monotonic()
-        if not last or last[0][0] != queued:
-            last[:] = [(queued, now)]
-            return False
-        return queued > 0 and now - last[0][1] >= 0.5
-
-    return check
+def pipe_writer_blocked(box: Box) -> bool:
+    """The pipe-pane copier (``cat``, a child of the tmux server) sleeps in
+    the kernel's pipe write: the fifo has no room for what it holds. Small
+    writes can fill a pipe with less than its byte size queued, so the byte
+    count alone does not say so; where the kernel hides ``wchan`` (it reads
+    "0"), the count is the fallback."""
+    server = int(subprocess.run(
+        ["tmux", "-S", str(box.socket), "display-message", "-p", "#{pid}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip())
+    for pid in descendants(server):
+        try:
+            if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"cat\0"):
+                continue
+            if Path(f"/proc/{pid}/wchan").read_text().endswith("pipe_write"):
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def test_agent_killed_while_its_output_is_stuck_is_dead_at_once(box: Box) -> None:
@@ -330,7 +331,8 @@ def test_agent_killed_while_its_output_is_stuck_is_dead_at_once(box: Box) -> Non
     reader_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # opened, never read
     try:
         term.pipe_output(fifo)
-        wait_for(fifo_stuck(reader_fd), what="pipe-pane fifo full")
+        wait_for(lambda: pipe_writer_blocked(box) or fifo_is_full(reader_fd),
+                 what="pipe-pane fifo full, its writer blocked")
         pid = term.agent_pid()
         assert pid is not None and term.alive()
         os.kill(pid, signal.SIGKILL)
