@@ -2,7 +2,8 @@
 
 Driven through a real pty (pexpect) the way a person uses it: keys reach the
 agent, the wrapper exits with the agent's exit code, and detaching (prefix d)
-leaves the agent running for `agentwrap attach`.
+leaves the agent running for `agentwrap attach`, which finds the session's
+own tmux server and shows the agent's state in the status line.
 """
 
 from __future__ import annotations
@@ -54,3 +55,25 @@ def test_detach_leaves_the_agent_running(aw: AwEnv) -> None:
     res = aw.cli("send", "det", "still here after detach", "--wait", "--timeout", "30")
     assert res.returncode == 0, res.stderr
     assert any("still here after detach" in t for t in aw.received())
+
+
+def test_attach_finds_the_sessions_own_server_and_shows_its_state(aw: AwEnv) -> None:
+    aw.start_standin("lat")
+    aw.wait_state("lat", "ready")
+    child = pexpect.spawn(
+        sys.executable, ["-m", "agentwrap", "attach", "lat"],
+        env=aw.env, cwd=str(aw.project), dimensions=(30, 100), timeout=60,
+    )
+    try:
+        # the agent's screen (from its own tmux server) and its state at the
+        # right of the status line, in whichever order tmux draws them
+        wanted = ["? for shortcuts", "agentwrap: ready"]
+        seen: set[int] = set()
+        while len(seen) < len(wanted):
+            seen.add(child.expect_exact(wanted))
+        child.send("\x02d")  # detach
+        child.expect(pexpect.EOF, timeout=30)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert aw.registry().get("lat").liveness == "running"
