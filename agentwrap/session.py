@@ -32,7 +32,7 @@ from pathlib import Path
 
 from .backends.proctree import alive, kill_tree
 from .backends.pty import PtyTerminal, terminal_size
-from .backends.tmux import TmuxTerminal, server_for, tmux_binary
+from .backends.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .config import Config, load_config
 from .errors import AgentNotFound, SessionNameTaken, SessionNotRunning
 from .fallback import context_file, prepare_context_file
@@ -399,6 +399,7 @@ def stop(paths: Paths, name: str, timeout_s: float = 5.0) -> SessionRecord:
                 server = server_for(tmux_socket_of(paths, rec))
                 if server.is_alive():
                     server.cmd("kill-session", "-t", f"={name}")
+                remove_idle_socket(server)
             registry.mark_ended(name, rec.exit_code)
         return registry.get(name)
     finally:

@@ -41,6 +41,8 @@ def test_a_crashed_tmux_server_takes_down_only_its_own_session(aw: AwEnv) -> Non
 
     os.kill(server_pid(sockets["one"]), signal.SIGKILL)  # as a segfault would end it
     aw.wait_state("one", "exited")
+    # the dead server's socket file is not left behind
+    aw.wait_for(lambda: not sockets["one"].exists(), what="the crashed server's socket removed")
 
     res = aw.cli("send", "two", "after the other server crashed", "--wait", "--timeout", "30")
     assert res.returncode == 0, res.stderr
@@ -72,6 +74,7 @@ def test_attach_adopt_and_stop_find_each_sessions_server(aw: AwEnv) -> None:
         capture_output=True, check=False,
     )
     assert gone.returncode != 0
+    assert not aw.paths.tmux_socket_for("two").exists()
     # the other session, on its own server, is untouched
     assert aw.wait_state("one", "ready").liveness == "running"
 

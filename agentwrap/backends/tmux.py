@@ -196,6 +196,7 @@ class TmuxTerminal:
 
     def kill(self) -> None:
         self.server.cmd("kill-session", "-t", f"={self.session}")
+        remove_idle_socket(self.server)
 
     def close(self) -> None:
         pid = self.agent_pid()
@@ -399,6 +400,14 @@ class TmuxTerminal:
 
     def display(self, message: str) -> None:
         self.server.cmd("display-message", "-t", self.target, "-d", "5000", message)
+
+
+def remove_idle_socket(server: libtmux.Server) -> None:
+    """Remove the socket of a server that has exited. tmux 3.3a leaves the
+    file behind when its last session ends; with one server per session
+    they would pile up in the runtime dir. A live server keeps its socket."""
+    if server.socket_path and not server.is_alive():
+        Path(server.socket_path).unlink(missing_ok=True)
 
 
 def _global_env_names(server: libtmux.Server) -> set[str]:
