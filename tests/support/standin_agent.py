@@ -101,7 +101,10 @@ def main() -> int:
     os.set_blocking(winch_w, False)
     signal.set_wakeup_fd(winch_w)
     signal.signal(signal.SIGWINCH, lambda *_: None)
-    out.write("\x1b[?2004h\x1b[?1004h")  # bracketed paste and focus reports, like Claude Code
+    # bracketed paste and focus reports, like Claude Code; and, like most
+    # TUIs, ask the terminal what it is (DA1): the reply comes back as input
+    # and must never be taken for typing
+    out.write("\x1b[?2004h\x1b[?1004h\x1b[c")
     time.sleep(args.startup)
     draw()
     buf = b""
