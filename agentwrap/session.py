@@ -313,11 +313,13 @@ def wait_for_end(paths: Paths, name: str, grace_s: float) -> int:
             rec = registry.get(name)
             if rec.ended is not None:
                 return rec.exit_code if rec.exit_code is not None else 1
-            server = server_for(tmux_socket_of(paths, rec))
+            socket = tmux_socket_of(paths, rec)
+            server = server_for(socket)
             gone = not (server.is_alive() and server.has_session(name))
             if not gone:
-                dead = server.cmd("display-message", "-p", "-t", f"={name}:0.0", "#{pane_dead}")
-                gone = dead.stdout[:1] == ["1"]
+                # the backend's judgement, not pane_dead alone (tmux 3.3a can
+                # leave it at 0 for a killed agent)
+                gone = TmuxTerminal(server, name, socket.parent).exiting()
             if not gone:
                 return 0  # detached; the agent runs on
             if time.monotonic() > deadline:

@@ -371,6 +371,7 @@ def test_no_input_goes_into_a_dead_pane(box: Box) -> None:
     with pytest.raises(AgentExited):
         term.send_text("x")
     assert other.alive() and term.exit_code() == 0
+    assert term.exiting() and not other.exiting()
 
 
 def test_the_pane_is_checked_again_inside_the_server(

@@ -291,6 +291,11 @@ class TmuxTerminal:
         self._judge(info)
         return not self._dead
 
+    def exiting(self) -> bool:
+        """Gone, or on its way: also a dead pane whose exit status tmux has
+        not published yet (which :meth:`alive` still counts as alive)."""
+        return not self.alive() or self._dying_since is not None
+
     def exit_code(self) -> int | None:
         if not self._dead:
             self.alive()
