@@ -104,6 +104,10 @@ class PtyTerminal:
         self.last_output = time.monotonic()
         self._eof = threading.Event()
         self._exit_code: int | None = None
+        # The relay thread and the supervisor thread both ask whether the agent
+        # lives; each ask may reap it (waitpid). Unserialised, the loser saw
+        # ECHILD before the winner had stored the status, and recorded exit 0.
+        self._reap_lock = threading.Lock()
         self._relaying = False
         self._relay_ended = threading.Event()
         self._helper: HelperProcess | None = None
@@ -210,7 +214,7 @@ class PtyTerminal:
             helper.close()
             self._helper = None
             self._finish_waiters()  # what the helper did not confirm is re-checked by delivery
-            agent_gone = closed or not self.child.isalive()
+            agent_gone = closed or not self._child_alive()
             if agent_gone or not ended:
                 self._eof.set()
         return agent_gone
@@ -402,7 +406,11 @@ class PtyTerminal:
         self._out_flag = False
 
     def alive(self) -> bool:
-        return not self._eof.is_set() and self.child.isalive()
+        return not self._eof.is_set() and self._child_alive()
+
+    def _child_alive(self) -> bool:
+        with self._reap_lock:
+            return bool(self.child.isalive())
 
     def exit_code(self) -> int | None:
         if self.alive():
@@ -410,16 +418,17 @@ class PtyTerminal:
         return self._reap()
 
     def _reap(self) -> int:
-        if self._exit_code is None:
-            try:
-                self.child.wait()
-            except pexpect.ExceptionPexpect:
-                pass
-            if self.child.signalstatus is not None:
-                self._exit_code = 128 + int(self.child.signalstatus)
-            else:
-                self._exit_code = int(self.child.exitstatus or 0)
-        return self._exit_code
+        with self._reap_lock:
+            if self._exit_code is None:
+                try:
+                    self.child.wait()
+                except pexpect.ExceptionPexpect:
+                    pass
+                if self.child.signalstatus is not None:
+                    self._exit_code = 128 + int(self.child.signalstatus)
+                else:
+                    self._exit_code = int(self.child.exitstatus or 0)
+            return self._exit_code
 
     def agent_pid(self) -> int | None:
         return int(self.child.pid)
@@ -434,7 +443,7 @@ class PtyTerminal:
         self.screen.resize(cols, rows)
 
     def close(self) -> None:
-        if self.child.isalive():
+        if self._child_alive():
             kill_tree(self.child.pid, signal.SIGTERM, grace=2.0)
         self._reap()
         # The agent is reaped, so a running relay sees EOF at once. Only when
