@@ -635,7 +635,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "config": str(paths.config_file), "project_config": ".agentwrap.toml",
         "user_profiles": str(paths.user_patterns_dir), "state": str(paths.state_dir),
         "database": str(paths.db_path), "runtime": str(paths.runtime_dir),
-        "tmux_socket": str(paths.tmux_socket), "audit_log": str(paths.audit_log),
+        "tmux_sockets": str(paths.tmux_dir), "audit_log": str(paths.audit_log),
     }
     try:
         cfg = load_config(paths)

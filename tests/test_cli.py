@@ -230,7 +230,7 @@ def test_doctor_json(aw: AwEnv) -> None:
     assert res.returncode in (0, 1), res.stderr
     rep = json.loads(res.stdout)
     assert rep["tmux"].startswith("tmux ")
-    assert rep["paths"]["tmux_socket"] == str(aw.paths.tmux_socket)
+    assert rep["paths"]["tmux_sockets"] == str(aw.paths.tmux_dir)  # one server per session
     assert rep["paths"]["database"] == str(aw.paths.db_path)
     assert rep["paths"]["user_profiles"] == str(aw.paths.user_patterns_dir)
     assert {"claude", "codex", "aider", "gemini"} <= set(rep["agents"])
