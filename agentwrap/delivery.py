@@ -31,7 +31,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -97,7 +97,6 @@ class _AckWait:
     patterns: list[re.Pattern[str]]
     hard_stop: float
     quiet_since: float | None = None
-    phase_done: set[str] = field(default_factory=set)
 
 
 class DeliveryEngine:
@@ -113,7 +112,6 @@ class DeliveryEngine:
         require_ack: bool | None = None,
         lock_dir: Path | None = None,
         clock: Callable[[], float] = time.time,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.store = store
         self.cfg = cfg
@@ -124,7 +122,6 @@ class DeliveryEngine:
         self.require_ack = cfg.require_ack if require_ack is None else require_ack
         self.lock_dir = lock_dir  # for the fallback file's lock (None: the runtime dir)
         self.clock = clock
-        self.sleep = sleep
         self._resumed = False
         self._blocked_since: float | None = None
         self._next_expiry = 0.0  # expire overdue messages on the first turn
