@@ -341,15 +341,20 @@ def test_agent_killed_while_its_output_is_stuck_is_dead_at_once(box: Box) -> Non
         # no waiting for tmux: the first look after the process is gone says so
         assert not term.alive()
         assert term.exit_code() == 137
-        with pytest.raises(AgentExited):
-            term.paste("into a dying pane")
-        with pytest.raises(AgentExited):
-            term.send_key("Enter")
-        with pytest.raises(AgentExited):
-            term.send_text("typed")
+        assert_refuses_input(term)
         assert pane_format(box, "#{pane_pid}") == str(pid), "the tmux server went down"
     finally:
         os.close(reader_fd)
+
+
+def assert_refuses_input(term: TmuxTerminal) -> None:
+    """A paste, a named key and typed text: each refused with AgentExited."""
+    with pytest.raises(AgentExited):
+        term.paste("into a dying pane\nsecond line")
+    with pytest.raises(AgentExited):
+        term.send_key("Enter")
+    with pytest.raises(AgentExited):
+        term.send_text("typed")
 
 
 def dead_pane_next_to_a_live_one(box: Box) -> tuple[TmuxTerminal, TmuxTerminal]:
@@ -364,12 +369,7 @@ def dead_pane_next_to_a_live_one(box: Box) -> tuple[TmuxTerminal, TmuxTerminal]:
 def test_no_input_goes_into_a_dead_pane(box: Box) -> None:
     # tmux 3.3a segfaults on paste-buffer (and named keys) into a dead pane
     term, other = dead_pane_next_to_a_live_one(box)
-    with pytest.raises(AgentExited):
-        term.paste("hello\nworld")
-    with pytest.raises(AgentExited):
-        term.send_key("Enter")
-    with pytest.raises(AgentExited):
-        term.send_text("x")
+    assert_refuses_input(term)
     assert other.alive() and term.exit_code() == 0
     assert term.exiting() and not other.exiting()
 
@@ -381,12 +381,7 @@ def test_the_pane_is_checked_again_inside_the_server(
     # pane_dead right before it pastes (if-shell -F), with no gap in between.
     term, other = dead_pane_next_to_a_live_one(box)
     monkeypatch.setattr(term, "alive", lambda: True)  # as if it died just after the check
-    with pytest.raises(AgentExited):
-        term.paste("hello\nworld")
-    with pytest.raises(AgentExited):
-        term.send_key("Enter")
-    with pytest.raises(AgentExited):
-        term.send_text("x")
+    assert_refuses_input(term)
     assert other.alive()
     buffers = subprocess.run(
         ["tmux", "-S", str(box.socket), "list-buffers"], capture_output=True, text=True,
