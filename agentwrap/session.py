@@ -37,7 +37,7 @@ from .config import Config, load_config
 from .errors import AgentNotFound, SessionNameTaken, SessionNotRunning
 from .fallback import context_file, prepare_context_file
 from .message import NewMessage, Priority, Source
-from .paths import Paths, check_session_name
+from .paths import Paths, check_session_name, open_private_append, private_dir
 from .profiles import Profile, load_profile, profile_for_command
 from .registry import Registry, SessionRecord
 from .structured import structured_source
@@ -225,13 +225,16 @@ def _refuse_orphan(paths: Paths, registry: Registry, name: str) -> None:
 def spawn_supervisor(paths: Paths, name: str, registry: Registry, wait_s: float = 10.0) -> int:
     """Start ``agentwrap _supervise NAME`` detached from this terminal."""
     log = paths.supervisor_log(name)
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as out:
+    private_dir(log.parent, repair=True)
+    out = open_private_append(log)  # 0600 from the start: logs quote message content
+    try:
         proc = subprocess.Popen(
             [sys.executable, "-m", "agentwrap", "_supervise", name],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             env=dict(os.environ), cwd="/",
         )
+    finally:
+        os.close(out)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         rec = registry.get(name)

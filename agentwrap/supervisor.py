@@ -30,7 +30,7 @@ from typing import Protocol
 from .backends.base import Terminal
 from .detector import Detector, StructuredSource
 from .errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
-from .paths import Paths, write_private
+from .paths import Paths, open_private_append, private_dir, write_private
 from .profiles import Profile
 from .registry import Registry
 from .screen import Snapshot
@@ -361,8 +361,10 @@ class Supervisor:
 
 
 def log_to(path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Log to ``path``, created 0600 in a private dir: log lines quote message content."""
+    private_dir(path.parent, repair=True)
+    stream = os.fdopen(open_private_append(path), "a", encoding="utf-8", buffering=1)
     logging.basicConfig(
-        filename=str(path), level=logging.INFO,
+        handlers=[logging.StreamHandler(stream)], level=logging.INFO,
         format="%(asctime)s %(process)d %(name)s %(levelname)s %(message)s",
     )

@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +19,12 @@ from conftest import AwEnv
 from test_cli import assert_clean_error, fake_session
 
 from agentwrap.audit import AuditLog
-from agentwrap.errors import UnsafePath
+from agentwrap.errors import SessionNotFound, SessionNotRunning, UnsafePath
 from agentwrap.message import NewMessage
 from agentwrap.paths import Paths, write_private
 from agentwrap.queue import SQLiteMessageStore
+from agentwrap.registry import Registry
+from agentwrap.session import spawn_supervisor
 from agentwrap.wake import WakeSocket
 
 OTHER_UID = 65534
@@ -62,6 +66,33 @@ def test_everything_is_private_from_creation(paths: Paths, loose_umask: None) ->
     sock = WakeSocket(paths.wake_socket("s1"))
     assert mode(paths.wake_socket("s1")) == 0o600
     sock.close()
+
+
+def test_supervisor_logs_are_private_from_creation(
+    paths: Paths, loose_umask: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Log lines quote message content: the file is 0600 from its first byte,
+    # both the one the detached supervisor's stdout/stderr go to and the one
+    # its logging writes (a real spawn whose supervisor finds no session).
+    base = paths.state_dir.parent
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(base / "c"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "s"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base / "r"))
+    paths = Paths.from_env()  # the spawned supervisor finds the same dirs
+    paths.ensure()
+    registry = Registry(paths.db_path)
+    with pytest.raises((SessionNotRunning, SessionNotFound)):
+        spawn_supervisor(paths, "nosuch", registry, wait_s=5.0)
+    assert mode(paths.supervisor_log("nosuch")) == 0o600
+    log = paths.logs_dir / "direct.log"
+    subprocess.run(
+        [sys.executable, "-c",
+         "import logging, sys; from pathlib import Path; from agentwrap.supervisor import log_to;"
+         " log_to(Path(sys.argv[1])); logging.getLogger('t').info('secret')", str(log)],
+        check=True,
+    )
+    assert mode(log) == 0o600
+    assert "secret" in log.read_text()
 
 
 def test_an_old_state_dir_is_repaired_at_start(paths: Paths, loose_umask: None) -> None:
