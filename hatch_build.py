@@ -1,8 +1,8 @@
-"""Build the native relay helper (agentwrap/_native/relay.c) into the wheel.
+"""Build the native relay helper (agentwrap/terminal/_native/relay.c) into the wheel.
 
 The pty backend copies the agent's output through this small C program
 because a Python relay cannot keep up with ``script(1)`` on a fast stream
-(see agentwrap/backends/relay_helper.py). It is optional: with no C
+(see agentwrap/terminal/relay_helper.py). It is optional: with no C
 compiler the wheel is pure Python and the pty backend relays in Python,
 which ``agentwrap doctor`` reports. Set AGENTWRAP_NO_NATIVE=1 to skip it.
 
@@ -22,8 +22,8 @@ from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
-SOURCE = Path("agentwrap/_native/relay.c")
-BINARY = Path("agentwrap/_native/agentwrap-relay")
+SOURCE = Path("agentwrap/terminal/_native/relay.c")
+BINARY = Path("agentwrap/terminal/_native/agentwrap-relay")
 CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra"]
 
 

@@ -5,8 +5,8 @@ state it is in), the backends (how to drive its terminal) and the message
 store (what to deliver). The ``agentwrap`` command is built on these.
 """
 
+from .detect.states import Reading, State
 from .errors import AgentwrapError
-from .states import Reading, State
 
 __all__ = ["AgentwrapError", "Reading", "State", "__version__"]
 __version__ = "0.1.0"

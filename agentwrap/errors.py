@@ -175,7 +175,7 @@ class UnsafePath(EnvironmentProblem):
 class StoreError(AgentwrapError):
     """The SQLite store could not do what was asked (see the subclasses).
 
-    Raised only from the store's one translation point (:func:`agentwrap.db.
+    Raised only from the store's one translation point (:func:`agentwrap.queue.db.
     store_errors`), so callers never see a bare ``sqlite3`` error.
     """
 

@@ -296,9 +296,9 @@ def bench_session(backend: str, work: Path, env: dict[str, str], n: int, size: i
                   timeout: float, aw_root: Path) -> dict[str, Any]:
     from agentwrap.message import NewMessage, QueueLimits, Source, Status
     from agentwrap.paths import Paths
-    from agentwrap.queue import SQLiteMessageStore
-    from agentwrap.registry import Registry
-    from agentwrap.wake import notify
+    from agentwrap.queue.sqlite import SQLiteMessageStore
+    from agentwrap.sessions.registry import Registry
+    from agentwrap.sessions.wake import notify
 
     paths = Paths.from_env(env)
     name = f"d{backend}"
@@ -372,7 +372,7 @@ def bench_session(backend: str, work: Path, env: dict[str, str], n: int, size: i
 
 def stop_session(backend: str, name: str, env: dict[str, str], paths: Any,
                  proc: subprocess.Popen[bytes] | None, work: Path) -> None:
-    from agentwrap.registry import Registry
+    from agentwrap.sessions.registry import Registry
 
     try:
         subprocess.run([sys.executable, "-m", "agentwrap", "stop", name], env=env, cwd=str(work),
@@ -428,9 +428,9 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
 
 
 def bench_store(work: Path, layout: str, total: int, reps: int) -> dict[str, Any]:
-    from agentwrap.framing import new_token
+    from agentwrap.delivery.framing import new_token
     from agentwrap.message import NewMessage, QueueLimits, Source
-    from agentwrap.queue import SQLiteMessageStore
+    from agentwrap.queue.sqlite import SQLiteMessageStore
 
     if layout == "one":
         sessions = ["s0"]

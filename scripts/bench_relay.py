@@ -72,7 +72,7 @@ COLS, ROWS = 200, 50
 
 BOOT = r'''
 import atexit, json, os, runpy, sys, time
-from agentwrap import vscreen
+from agentwrap.terminal import vscreen
 
 _stats = {"snaps": [], "fed": 0, "resyncs": 0}
 _orig = vscreen.VirtualScreen.snapshot
@@ -89,7 +89,7 @@ def _snapshot(self):
 
 vscreen.VirtualScreen.snapshot = _snapshot
 
-from agentwrap.backends import pty as _pty
+from agentwrap.terminal import pty as _pty
 
 _orig_read = _pty.PtyTerminal._read_agent
 _stats["reads"] = 0
@@ -115,7 +115,7 @@ runpy.run_module("agentwrap", run_name="__main__", alter_sys=True)
 # path costs by itself, for telling it apart from what detection costs).
 BARE = r'''
 import fcntl, os, pty, subprocess, sys, termios, tty
-from agentwrap.backends.relay_helper import PROTOCOL, helper_status
+from agentwrap.terminal.relay_helper import PROTOCOL, helper_status
 binary, why = helper_status()
 if binary is None:
     sys.exit(f"native relay not built: {why}")

@@ -40,7 +40,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from agentwrap.backends.proctree import descendants, kill_pids
+from agentwrap.terminal.proctree import descendants, kill_pids
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "screens"

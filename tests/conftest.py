@@ -23,8 +23,8 @@ import pytest
 from support.waiting import wait_for
 
 from agentwrap.paths import Paths
-from agentwrap.queue import SQLiteMessageStore
-from agentwrap.registry import Registry, SessionRecord
+from agentwrap.queue.sqlite import SQLiteMessageStore
+from agentwrap.sessions.registry import Registry, SessionRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 STANDIN = ROOT / "tests" / "support" / "standin_agent.py"

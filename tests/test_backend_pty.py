@@ -26,10 +26,10 @@ import pytest
 from conftest import STANDIN, AwEnv
 from support.waiting import wait_for
 
-from agentwrap.backends.base import PASTE_END, PASTE_START
-from agentwrap.backends.proctree import alive, descendants
-from agentwrap.backends.pty import PtyTerminal
 from agentwrap.errors import BackendError
+from agentwrap.terminal.base import PASTE_END, PASTE_START
+from agentwrap.terminal.proctree import alive, descendants
+from agentwrap.terminal.pty import PtyTerminal
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "tests" / "support" / "term_probe.py"

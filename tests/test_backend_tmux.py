@@ -26,10 +26,10 @@ import pexpect
 import pytest
 from support.waiting import wait_for
 
-from agentwrap.backends.base import KEYS, PASTE_END, PASTE_START
-from agentwrap.backends.proctree import alive, descendants
-from agentwrap.backends.tmux import TmuxTerminal
 from agentwrap.errors import AgentExited, BackendError
+from agentwrap.terminal.base import KEYS, PASTE_END, PASTE_START
+from agentwrap.terminal.proctree import alive, descendants
+from agentwrap.terminal.tmux import TmuxTerminal
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "tests" / "support" / "term_probe.py"

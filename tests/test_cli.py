@@ -13,7 +13,7 @@ import time
 import pytest
 from conftest import AwEnv
 
-from agentwrap.registry import SessionRecord
+from agentwrap.sessions.registry import SessionRecord
 
 
 def assert_clean_error(res: subprocess.CompletedProcess[str], code: int) -> str:

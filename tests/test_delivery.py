@@ -530,7 +530,7 @@ def test_stop_during_a_delivery_step_leaves_the_batch_to_resume(aw: AwEnv) -> No
         mid = send(aw, "sa", "typed once")
         wait_phase(aw, mid, ["pasting"])
         sup = supervisor_pid(aw)
-        from agentwrap.wake import notify
+        from agentwrap.sessions.wake import notify
         notify(aw.paths, "sa", b"stop")
         wait_for(lambda: not _pid_running(sup), 20, "the supervisor to stop")
         assert get(aw, mid).phase is not None and get(aw, mid).phase.value == "pasting"

@@ -7,11 +7,11 @@ generic profile's prompt handling.
 
 from __future__ import annotations
 
-from agentwrap.detector import UNKNOWN_AFTER_MS, Detector
+from agentwrap.detect.detector import UNKNOWN_AFTER_MS, Detector
+from agentwrap.detect.profiles import load_profile
+from agentwrap.detect.states import State
 from agentwrap.paths import Paths
-from agentwrap.profiles import load_profile
-from agentwrap.screen import Snapshot
-from agentwrap.states import State
+from agentwrap.terminal.screen import Snapshot
 
 
 class Clock:

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agentwrap.errors import FallbackError
-from agentwrap.fallback import (
+from agentwrap.delivery.fallback import (
     BEGIN,
     END,
     FallbackEntry,
@@ -26,6 +25,7 @@ from agentwrap.fallback import (
     resolve_instruction_file,
     write_section,
 )
+from agentwrap.errors import FallbackError
 
 NOW = 1700000100.0  # 2023-11-14T22:15:00Z
 ENTRY = FallbackEntry("m-1", "[webhook:github]", 1700000000.0, "hello\nworld")

@@ -1,4 +1,4 @@
-"""Agent syntax in message text is defused per profile (agentwrap.neutralise).
+"""Agent syntax in message text is defused per profile (agentwrap.detect.neutralise).
 
 The expected forms here are what the e2e tests (tests/e2e/test_agent_syntax.py)
 see reach the model from the real CLIs.
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from agentwrap.delivery.framing import render
+from agentwrap.detect.neutralise import SyntaxRule, SyntaxSpec, live_tokens, neutralise
+from agentwrap.detect.profiles import load_profile, parse_profile
 from agentwrap.errors import ProfileError
-from agentwrap.framing import render
 from agentwrap.message import Message, Priority, Source, Status
-from agentwrap.neutralise import SyntaxRule, SyntaxSpec, live_tokens, neutralise
-from agentwrap.profiles import load_profile, parse_profile
 
 if sys.version_info >= (3, 11):
     import tomllib

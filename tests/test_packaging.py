@@ -70,11 +70,11 @@ def test_wheel_contains_the_builtin_profiles(built: tuple[Path, Path]) -> None:
     wheel, _ = built
     names = set(zipfile.ZipFile(wheel).namelist())
     for p in BUILTINS:
-        assert f"agentwrap/_patterns/{p}.toml" in names
-    assert "agentwrap/cli.py" in names and "agentwrap/backends/tmux.py" in names
+        assert f"agentwrap/detect/_patterns/{p}.toml" in names
+    assert "agentwrap/surfaces/cli/app.py" in names and "agentwrap/terminal/tmux.py" in names
     assert not any(n.startswith("tests/") for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "agentwrap = agentwrap.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "agentwrap = agentwrap.surfaces.cli.app:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 def test_installed_wheel_loads_profiles_from_itself(built: tuple[Path, Path]) -> None:
@@ -82,7 +82,7 @@ def test_installed_wheel_loads_profiles_from_itself(built: tuple[Path, Path]) ->
     outside = Path(tempfile.mkdtemp(prefix="awpkg-run-"))
     try:
         code = (
-            "import json, agentwrap, agentwrap.profiles as p\n"
+            "import json, agentwrap, agentwrap.detect.profiles as p\n"
             "profs = p.load_all_profiles()\n"
             "print(json.dumps({'pkg': agentwrap.__file__, 'builtin': str(p.builtin_patterns_dir()),"
             " 'profiles': {n: str(x.source) for n, x in profs.items()}}))\n"
@@ -90,11 +90,11 @@ def test_installed_wheel_loads_profiles_from_itself(built: tuple[Path, Path]) ->
         home = {"HOME": str(outside), "XDG_CONFIG_HOME": str(outside / "c")}
         data = json.loads(run_installed(target, ["-c", code], outside, **home).stdout)
         assert Path(data["pkg"]).resolve().is_relative_to(target.resolve())
-        assert Path(data["builtin"]) == (target / "agentwrap" / "_patterns").resolve()
+        assert Path(data["builtin"]) == (target / "agentwrap" / "detect" / "_patterns").resolve()
         assert set(BUILTINS) <= set(data["profiles"])
         for name in BUILTINS:
             src = Path(data["profiles"][name]).resolve()
-            assert src == (target / "agentwrap" / "_patterns" / f"{name}.toml").resolve()
+            assert src == (target / "agentwrap" / "detect" / "_patterns" / f"{name}.toml").resolve()
         # and the command runs from there too
         res = run_installed(target, ["-m", "agentwrap", "profiles", "--json"], outside, **home)
         rows = json.loads(res.stdout)
@@ -109,16 +109,16 @@ def test_wheel_carries_the_native_relay_and_the_installed_copy_uses_it(
 ) -> None:
     wheel, target = built
     assert "-py3-none-linux_" in wheel.name  # a program, not an extension: any CPython
-    info = zipfile.ZipFile(wheel).getinfo("agentwrap/_native/agentwrap-relay")
+    info = zipfile.ZipFile(wheel).getinfo("agentwrap/terminal/_native/agentwrap-relay")
     assert (info.external_attr >> 16) & 0o111, "the helper must be executable in the wheel"
     code = (
         "import json\n"
-        "from agentwrap.backends.relay_helper import helper_status\n"
+        "from agentwrap.terminal.relay_helper import helper_status\n"
         "path, why = helper_status()\n"
         "print(json.dumps({'path': str(path) if path else None, 'why': why}))\n"
     )
     got = json.loads(run_installed(target, ["-c", code], target.parent).stdout)
-    assert got["path"] == str((target / "agentwrap" / "_native" / "agentwrap-relay").resolve()), got
+    assert got["path"] == str((target / "agentwrap" / "terminal" / "_native" / "agentwrap-relay").resolve()), got
 
 
 def test_without_a_compiler_the_wheel_is_pure_python() -> None:
@@ -130,7 +130,7 @@ def test_without_a_compiler_the_wheel_is_pure_python() -> None:
         (wheel,) = dist.glob("agentwrap-*.whl")
         assert wheel.name.endswith("-py3-none-any.whl")
         names = zipfile.ZipFile(wheel).namelist()
-        assert "agentwrap/_native/relay.c" in names
-        assert "agentwrap/_native/agentwrap-relay" not in names
+        assert "agentwrap/terminal/_native/relay.c" in names
+        assert "agentwrap/terminal/_native/agentwrap-relay" not in names
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -22,10 +22,10 @@ from agentwrap.audit import AuditLog
 from agentwrap.errors import SessionNotFound, SessionNotRunning, UnsafePath
 from agentwrap.message import NewMessage
 from agentwrap.paths import Paths, write_private
-from agentwrap.queue import SQLiteMessageStore
-from agentwrap.registry import Registry
-from agentwrap.session import spawn_supervisor
-from agentwrap.wake import WakeSocket
+from agentwrap.queue.sqlite import SQLiteMessageStore
+from agentwrap.sessions.lifecycle import spawn_supervisor
+from agentwrap.sessions.registry import Registry
+from agentwrap.sessions.wake import WakeSocket
 
 OTHER_UID = 65534
 
@@ -87,7 +87,7 @@ def test_supervisor_logs_are_private_from_creation(
     log = paths.logs_dir / "direct.log"
     subprocess.run(
         [sys.executable, "-c",
-         "import logging, sys; from pathlib import Path; from agentwrap.supervisor import log_to;"
+         "import logging, sys; from pathlib import Path; from agentwrap.sessions.supervisor import log_to;"
          " log_to(Path(sys.argv[1])); logging.getLogger('t').info('secret')", str(log)],
         check=True,
     )

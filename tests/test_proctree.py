@@ -9,7 +9,7 @@ from pathlib import Path
 
 from support.waiting import wait_for
 
-from agentwrap.backends.proctree import _stat_fields, alive, zombie_status
+from agentwrap.terminal.proctree import _stat_fields, alive, zombie_status
 
 
 def _zombie(code: int | None = None, sig: int | None = None) -> int:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from agentwrap.detector import Detector
-from agentwrap.profiles import load_profile
-from agentwrap.screen import Snapshot
-from agentwrap.states import State
+from agentwrap.detect.detector import Detector
+from agentwrap.detect.profiles import load_profile
+from agentwrap.detect.states import State
+from agentwrap.terminal.screen import Snapshot
 
 SCREENS = Path(__file__).parent / "fixtures" / "screens"
 NAME_RE = re.compile(r"^(?P<state>[a-z_]+)__(?P<what>[^_].*?)__(?P<cols>\d+)x(?P<rows>\d+)\.txt$")
@@ -84,7 +84,7 @@ def test_exited_is_decided_by_the_process() -> None:
 
 
 def test_builtin_profiles_load_with_their_names() -> None:
-    from agentwrap.profiles import load_all_profiles
+    from agentwrap.detect.profiles import load_all_profiles
 
     profiles = load_all_profiles()
     assert {"claude", "codex", "aider", "gemini", "generic"} <= set(profiles)

@@ -28,7 +28,7 @@ from agentwrap.message import (
     Source,
     Status,
 )
-from agentwrap.queue import MessageStore, QueueMetrics, SQLiteMessageStore
+from agentwrap.queue.sqlite import MessageStore, QueueMetrics, SQLiteMessageStore
 
 T0 = 1_700_000_000.0
 ROOMY = QueueLimits(

@@ -15,7 +15,7 @@ import pytest
 
 from agentwrap.errors import IdempotencyConflict, InvalidMessage, MessageTooLarge, RateLimited
 from agentwrap.message import Kind, NewMessage, Priority, QueueLimits, Source, Status
-from agentwrap.queue import SQLiteMessageStore
+from agentwrap.queue.sqlite import SQLiteMessageStore
 
 
 @pytest.fixture

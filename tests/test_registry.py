@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 from conftest import AwEnv
 
-from agentwrap.backends.proctree import alive, start_time
 from agentwrap.errors import SessionNameTaken, SessionNotFound
-from agentwrap.registry import SessionRecord
+from agentwrap.sessions.registry import SessionRecord
+from agentwrap.terminal.proctree import alive, start_time
 
 
 def record(name: str, **kw: object) -> SessionRecord:

@@ -1,4 +1,4 @@
-"""The native relay helper (agentwrap/_native/relay.c) on its own: a real
+"""The native relay helper (agentwrap/terminal/_native/relay.c) on its own: a real
 pty whose slave side plays the agent, the helper copying between the master,
 a pipe standing in for the person's terminal, and the three pipes to the
 supervisor. The pty backend tests drive it through PtyTerminal as well."""
@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from support.waiting import wait_for
 
-from agentwrap.backends import relay_helper
-from agentwrap.backends.relay_helper import (
+from agentwrap.errors import BackendError, RelayHelperMissing
+from agentwrap.terminal import relay_helper
+from agentwrap.terminal.relay_helper import (
     HelperEvents,
     HelperProcess,
     choose_helper,
     helper_status,
 )
-from agentwrap.errors import BackendError, RelayHelperMissing
 
 
 @pytest.fixture(scope="module")

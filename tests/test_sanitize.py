@@ -7,7 +7,7 @@ import random
 import pytest
 
 from agentwrap.errors import InvalidMessage
-from agentwrap.sanitize import (
+from agentwrap.queue.sanitize import (
     INVISIBLE,
     _is_pictographic,
     check_text,

@@ -26,8 +26,8 @@ from test_cli import assert_clean_error, fake_session
 
 from agentwrap.errors import StoreCorrupt, StoreFull, StoreLocked, StoreUnavailable
 from agentwrap.message import NewMessage
-from agentwrap.queue import SQLiteMessageStore
-from agentwrap.registry import Registry, SessionRecord
+from agentwrap.queue.sqlite import SQLiteMessageStore
+from agentwrap.sessions.registry import Registry, SessionRecord
 
 
 def msg(content: str = "hello", session: str = "s1") -> NewMessage:

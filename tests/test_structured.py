@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from support.waiting import wait_for
 
-from agentwrap.backends.proctree import descendants
-from agentwrap.states import State
-from agentwrap.structured import ClaudeSessionFile
+from agentwrap.detect.states import State
+from agentwrap.detect.structured import ClaudeSessionFile
+from agentwrap.terminal.proctree import descendants
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import random
 
-from agentwrap.screen import Snapshot
-from agentwrap.vscreen import VirtualScreen
+from agentwrap.terminal.screen import Snapshot
+from agentwrap.terminal.vscreen import VirtualScreen
 
 PIECES = [
     b"plain text that wraps past the right margin of a narrow screen, twice over......",

@@ -115,8 +115,8 @@ class AgentSession:
         """The session's state as `agentwrap state --json` prints it (read in
         process: polling through a new CLI process every 100 ms would load the
         machine the agents run on)."""
-        from agentwrap.cli import _state_json
-        from agentwrap.registry import Registry
+        from agentwrap.sessions.registry import Registry
+        from agentwrap.surfaces.cli.app import _state_json
 
         reg = Registry(self._paths().db_path)
         try:
@@ -145,8 +145,8 @@ class AgentSession:
             time.sleep(0.1)
 
     def history(self) -> list[dict[str, Any]]:
-        from agentwrap.cli import _message_json
-        from agentwrap.queue import SQLiteMessageStore
+        from agentwrap.queue.sqlite import SQLiteMessageStore
+        from agentwrap.surfaces.cli.app import _message_json
 
         store = SQLiteMessageStore(self._paths().db_path)
         try:
@@ -205,7 +205,7 @@ def _stop(sess: AgentSession) -> None:
         pass
     pid = sess.agent_pid()
     if pid:
-        from agentwrap.backends.proctree import kill_tree
+        from agentwrap.terminal.proctree import kill_tree
 
         kill_tree(pid, signal.SIGKILL, grace=1.0)
     sess.tmux("kill-server")

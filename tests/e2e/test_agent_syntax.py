@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from agentwrap.profiles import load_profile
+from agentwrap.detect.profiles import load_profile
 
 from .conftest import AgentSession
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from agentwrap.profiles import load_profile
+from agentwrap.detect.profiles import load_profile
 
 from .conftest import AgentSession
 
@@ -199,7 +199,7 @@ def test_never_ack_retries_then_falls_back_to_instruction_file(
     assert msg["status"] == "escalated" and msg["attempts"] == 2, msg
     if agent_name == "aider":
         # Aider reads an agentwrap-owned file given with --read at launch.
-        from agentwrap.fallback import context_file
+        from agentwrap.delivery.fallback import context_file
 
         where = context_file(s._paths().state_dir, s.name, INSTRUCTION_FILE[agent_name])
     else:
@@ -228,7 +228,7 @@ def test_agent_killed_mid_delivery_ends_in_one_state(make_session: Make, agent_n
     s.wait_until(lambda: s.received_with(marker), 60, "the message at the model")
     # agentwrap has seen the submission too (the model may hear of it first).
     s.wait_until(lambda: s.message(mid).get("phase") == "submitted", 30, "phase submitted")
-    from agentwrap.backends.proctree import kill_tree
+    from agentwrap.terminal.proctree import kill_tree
 
     pid = s.agent_pid()
     assert pid
@@ -389,7 +389,7 @@ def test_agent_exit_is_seen_in_every_phase(make_session: Make, agent_name: str, 
         s.server.auto_ack = False
         mid = s.send_id(f"[[delay: 60]] please ack {marker}", "--ack")
         s.wait_until(lambda: s.message(mid).get("phase") == "submitted", 60, "phase submitted")
-    from agentwrap.backends.proctree import kill_tree
+    from agentwrap.terminal.proctree import kill_tree
 
     pid = s.agent_pid()
     assert pid

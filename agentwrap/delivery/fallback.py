@@ -76,9 +76,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import final
 
-from .errors import FallbackError
-from .paths import Paths
-from .sanitize import sanitize
+from ..errors import FallbackError
+from ..paths import Paths
+from ..queue.sanitize import sanitize
 
 BEGIN = "<!-- agentwrap:begin {section} -->"
 END = "<!-- agentwrap:end {section} -->"

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .backends.proctree import descendants
+from ..terminal.proctree import descendants
 from .detector import StructuredReading, StructuredSource
 from .states import State
 

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import StoreCorrupt, StoreError, StoreFull, StoreLocked, StoreUnavailable
-from .paths import PRIVATE_DIR_MODE, create_private
+from ..errors import StoreCorrupt, StoreError, StoreFull, StoreLocked, StoreUnavailable
+from ..paths import PRIVATE_DIR_MODE, create_private
 
 BUSY_TIMEOUT_MS = 10_000
 

@@ -30,17 +30,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .backends.proctree import alive, kill_tree
-from .backends.pty import PtyTerminal, terminal_size
-from .backends.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
-from .config import Config, load_config
-from .errors import AgentNotFound, SessionNameTaken, SessionNotRunning
-from .fallback import context_file, prepare_context_file
-from .message import NewMessage, Priority, Source
-from .paths import Paths, check_session_name, open_private_append, private_dir
-from .profiles import Profile, load_profile, profile_for_command
+from ..config import Config, load_config
+from ..delivery.fallback import context_file, prepare_context_file
+from ..detect.profiles import Profile, load_profile, profile_for_command
+from ..detect.structured import structured_source
+from ..errors import AgentNotFound, SessionNameTaken, SessionNotRunning
+from ..message import NewMessage, Priority, Source
+from ..paths import Paths, check_session_name, open_private_append, private_dir
+from ..terminal.proctree import alive, kill_tree
+from ..terminal.pty import PtyTerminal, terminal_size
+from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
-from .structured import structured_source
 from .supervisor import Supervisor, log_to
 from .wake import notify
 
@@ -127,7 +127,7 @@ def _orphaned(paths: Paths | None, rec: SessionRecord) -> bool:
 
 def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> list[str]:
     """Startup context: its own priority class, delivered first once ready."""
-    from .queue import SQLiteMessageStore
+    from ..queue.sqlite import SQLiteMessageStore
 
     ids: list[str] = []
     if not files:
@@ -161,7 +161,7 @@ def build_supervisor(
     paths: Paths, cfg: Config, rec: SessionRecord, term: PtyTerminal | TmuxTerminal,
     profile: Profile, registry: Registry, env: dict[str, str],
 ) -> Supervisor:
-    from .delivery import DeliveryEngine
+    from ..delivery.engine import DeliveryEngine
 
     sup = Supervisor(
         rec.name, term, profile, paths, registry,

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .backends.base import Terminal
-from .detector import Detector, StructuredSource
-from .errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
-from .paths import Paths, open_private_append, private_dir, write_private
-from .profiles import Profile
+from ..detect.detector import Detector, StructuredSource
+from ..detect.profiles import Profile
+from ..detect.states import Reading, State
+from ..errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
+from ..paths import Paths, open_private_append, private_dir, write_private
+from ..terminal.base import Terminal
+from ..terminal.screen import Snapshot
 from .registry import Registry
-from .screen import Snapshot
-from .states import Reading, State
 from .wake import WakeSocket
 
 log = logging.getLogger("agentwrap.supervisor")

@@ -1,7 +1,7 @@
 """Agent profiles: how to recognise, read and type into one agent CLI.
 
 A profile is a TOML file in ``patterns/`` (built in, shipped inside the wheel
-as ``agentwrap/_patterns``) or in ``~/.config/agentwrap/patterns/`` (the user's,
+as ``agentwrap/detect/_patterns``) or in ``~/.config/agentwrap/patterns/`` (the user's,
 which wins). Agent UIs change every week, so everything that depends on what
 an agent draws lives here as data, validated at load time with errors that
 name the file and the key, never as code.
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ProfileError
+from ..errors import ProfileError
+from ..paths import Paths
 from .neutralise import DEFUSE_KINDS, SyntaxRule, SyntaxSpec, check_spec
-from .paths import Paths
 from .states import State
 
 if sys.version_info >= (3, 11):
@@ -139,13 +139,13 @@ class Profile:
 
 
 def builtin_patterns_dir() -> Path:
-    """Inside a wheel the profiles live in ``agentwrap/_patterns``; in a
+    """Inside a wheel the profiles live in ``agentwrap/detect/_patterns``; in a
     source checkout (editable install, tests) they are the top-level
     ``patterns/`` folder next to the package."""
     packaged = Path(__file__).resolve().parent / "_patterns"
     if packaged.is_dir():
         return packaged
-    return Path(__file__).resolve().parent.parent / "patterns"
+    return Path(__file__).resolve().parents[2] / "patterns"
 
 
 def profile_files(paths: Paths | None) -> dict[str, Path]:

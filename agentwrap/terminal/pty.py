@@ -35,11 +35,11 @@ from pathlib import Path
 import pexpect
 
 from ..errors import AgentExited, AgentNotFound, BackendError
-from ..screen import Snapshot
-from ..vscreen import VirtualScreen
 from .base import PASTE_END, PASTE_START, key_bytes
 from .proctree import kill_tree
 from .relay_helper import HelperEvents, HelperProcess, choose_helper
+from .screen import Snapshot
+from .vscreen import VirtualScreen
 
 log = logging.getLogger("agentwrap.pty")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 
+from ..terminal.screen import Snapshot
 from .profiles import Boundary, Profile, Region
-from .screen import Snapshot
 
 
 class ScreenRegions:

@@ -32,12 +32,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from . import __version__
-from .errors import AgentwrapError, InvalidMessage, SessionNotRunning
-from .message import Message, NewMessage, Priority, Source, Status
-from .paths import Paths, private_problems
-from .registry import Registry, SessionRecord, Transition
-from .sanitize import decode_utf8
+from ... import __version__
+from ...errors import AgentwrapError, InvalidMessage, SessionNotRunning
+from ...message import Message, NewMessage, Priority, Source, Status
+from ...paths import Paths, private_problems
+from ...queue.sanitize import decode_utf8
+from ...sessions.registry import Registry, SessionRecord, Transition
 
 EXIT_BY_STATUS = {
     Status.DELIVERED: 0,
@@ -142,7 +142,7 @@ def _registry(paths: Paths) -> Registry:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .session import RunOptions, attach, run_pty, start_tmux
+    from ...sessions.lifecycle import RunOptions, attach, run_pty, start_tmux
 
     if not args.command:
         raise InvalidMessage("no agent command given", hint="e.g. `agentwrap run claude`")
@@ -158,7 +158,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise InvalidMessage(
                 f"context file not found: {f}", hint="pass an existing file to --context"
             )
-    from .config import load_config
+    from ...config import load_config
 
     backend = opts.backend or load_config(paths, opts.cwd).run.backend
     if backend == "pty":
@@ -182,13 +182,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
-    from .session import attach
+    from ...sessions.lifecycle import attach
 
     return attach(_paths(), args.name)
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
-    from .session import adopt
+    from ...sessions.lifecycle import adopt
 
     pid = adopt(_paths(), args.name)
     err.print(f"supervising {escape(args.name)} (supervisor pid {pid})")
@@ -196,7 +196,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from .session import stop
+    from ...sessions.lifecycle import stop
 
     rec = stop(_paths(), args.name)
     if args.json:
@@ -207,7 +207,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_supervise(args: argparse.Namespace) -> int:
-    from .session import supervise
+    from ...sessions.lifecycle import supervise
 
     return supervise(_paths(), args.name)
 
@@ -247,7 +247,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def _pending_counts(paths: Paths, names: list[str]) -> dict[str, int]:
-    from .queue import SQLiteMessageStore
+    from ...queue.sqlite import SQLiteMessageStore
 
     store = SQLiteMessageStore(paths.db_path)
     try:
@@ -367,8 +367,8 @@ def _watch_state(reg: Registry, args: argparse.Namespace) -> int:
 
 
 def _store(paths: Paths) -> Any:
-    from .config import load_config
-    from .queue import SQLiteMessageStore
+    from ...config import load_config
+    from ...queue.sqlite import SQLiteMessageStore
 
     paths.ensure()
     return SQLiteMessageStore(paths.db_path, load_config(paths).limits)
@@ -391,7 +391,7 @@ def _read_content(arg: str) -> str:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    from .wake import notify
+    from ...sessions.wake import notify
 
     paths = _paths()
     reg = _registry(paths)
@@ -607,10 +607,10 @@ def _version_of(cmd: str) -> str:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from .backends.relay_helper import helper_status
-    from .backends.tmux import tmux_version
-    from .config import load_config
-    from .profiles import load_all_profiles
+    from ...config import load_config
+    from ...detect.profiles import load_all_profiles
+    from ...terminal.relay_helper import helper_status
+    from ...terminal.tmux import tmux_version
 
     paths = _paths()
     # before anything opens the store: ensure() would repair the modes it finds
@@ -694,7 +694,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def _store_problems(paths: Paths) -> list[dict[str, str]]:
     """The store opens and SQLite's quick_check passes."""
-    from .queue import SQLiteMessageStore
+    from ...queue.sqlite import SQLiteMessageStore
 
     try:
         store = SQLiteMessageStore(paths.db_path)
@@ -708,7 +708,7 @@ def _store_problems(paths: Paths) -> list[dict[str, str]]:
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
-    from .profiles import load_all_profiles
+    from ...detect.profiles import load_all_profiles
 
     profiles = load_all_profiles(_paths())
     rows: list[dict[str, Any]] = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from ..errors import BackendError
-from ..screen import Snapshot
+from .screen import Snapshot
 
 # Named keys agentwrap may send, as the bytes a terminal would produce. Names
 # follow tmux so the tmux backend can pass them through; anything not in this

@@ -30,9 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..terminal.screen import Snapshot
 from .profiles import Profile, Rule
 from .regions import ScreenRegions
-from .screen import Snapshot
 from .states import Reading, Signal, State
 
 UNKNOWN_AFTER_MS = 3000  # still, and no rule explains the screen

@@ -1,4 +1,4 @@
-"""The compiled relay helper (``agentwrap/_native/relay.c``): finding it and
+"""The compiled relay helper (``agentwrap/terminal/_native/relay.c``): finding it and
 speaking its pipe protocol.
 
 Why it exists: a pty hands out at most ~4 KB per read, so a fast agent means
@@ -32,7 +32,7 @@ from ..config import RELAY_MODES
 from ..errors import BackendError, RelayHelperMissing
 
 PROTOCOL = "1"  # must match RELAY_PROTOCOL in relay.c
-BINARY = Path(__file__).resolve().parent.parent / "_native" / "agentwrap-relay"
+BINARY = Path(__file__).resolve().parent / "_native" / "agentwrap-relay"
 # The tee pipe keeps Linux's default 64 KB on purpose: a small pipe fills
 # within a fraction of a millisecond of a flood, after which the helper
 # sends only the output's tail a few times a second (see relay.c).

@@ -16,7 +16,7 @@ import os
 import socket
 from pathlib import Path
 
-from .paths import Paths, private_dir
+from ..paths import Paths, private_dir
 
 
 def notify(paths: Paths, session: str, command: bytes = b"wake") -> bool:

@@ -32,10 +32,10 @@ from pathlib import Path
 import libtmux
 
 from ..errors import AgentExited, BackendError, SessionNotFound, TmuxNotFound
-from ..screen import Snapshot
 from .base import key_bytes
 from .proctree import alive as pid_alive
 from .proctree import kill_tree, zombie_status
+from .screen import Snapshot
 
 _INFO_FMT = (
     "#{cursor_y}\t#{cursor_x}\t#{pane_width}\t#{pane_height}\t#{pane_dead}\t"

@@ -40,7 +40,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .errors import InvalidMessage
+from ..errors import InvalidMessage
 
 ESC = "\x1b"
 BEL = "\x07"

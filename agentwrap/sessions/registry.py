@@ -21,11 +21,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from . import db
-from .backends.proctree import alive, start_time
-from .errors import SessionNameTaken, SessionNotFound
-from .paths import check_session_name
-from .states import State
+from ..detect.states import State
+from ..errors import SessionNameTaken, SessionNotFound
+from ..paths import check_session_name
+from ..queue import db
+from ..terminal.proctree import alive, start_time
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (

@@ -11,7 +11,7 @@ block.
 
 Tokens an agent parses *anywhere* in its input (``@path`` for Claude Code and
 Gemini CLI, ``$skill`` for Codex) are defused per profile by
-:mod:`agentwrap.neutralise` after the entries are built, and the header then
+:mod:`agentwrap.detect.neutralise` after the entries are built, and the header then
 tells the model how to read the escape (the profile's ``legend``). The
 finished block is checked: no token the profile lists may be live in it.
 """
@@ -22,10 +22,10 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import ProfileError
-from .message import Message
-from .neutralise import SyntaxSpec, defuse, live_tokens
-from .sanitize import sanitize
+from ..detect.neutralise import SyntaxSpec, defuse, live_tokens
+from ..errors import ProfileError
+from ..message import Message
+from ..queue.sanitize import sanitize
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def render(
     into that many spaces (Claude Code: 4); doing it here makes the text that
     reaches the model exactly what agentwrap documents.
 
-    ``syntax``: the profile's :class:`~agentwrap.neutralise.SyntaxSpec`
+    ``syntax``: the profile's :class:`~agentwrap.detect.neutralise.SyntaxSpec`
     (``profile.syntax``); every entry and the ACK line are neutralised with it.
     """
     spec = syntax or SyntaxSpec()

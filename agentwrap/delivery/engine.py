@@ -35,9 +35,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .audit import AuditLog
-from .config import Config, DeliveryConfig
-from .errors import (
+from ..audit import AuditLog
+from ..config import Config, DeliveryConfig
+from ..detect.neutralise import neutralise
+from ..detect.profiles import Profile
+from ..detect.regions import split_around
+from ..detect.states import Signal, State
+from ..errors import (
     AgentExited,
     AgentwrapError,
     BackendError,
@@ -45,6 +49,10 @@ from .errors import (
     FallbackError,
     MessageNotFound,
 )
+from ..message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
+from ..paths import Paths
+from ..queue.sqlite import MessageStore, SQLiteMessageStore
+from ..terminal.screen import Snapshot
 from .fallback import (
     FallbackEntry,
     WriteResult,
@@ -55,18 +63,10 @@ from .fallback import (
     write_section,
 )
 from .framing import Injection, new_token, render
-from .message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
-from .neutralise import neutralise
-from .paths import Paths
-from .profiles import Profile
-from .queue import MessageStore, SQLiteMessageStore
-from .regions import split_around
-from .screen import Snapshot
-from .states import Signal, State
 
 if TYPE_CHECKING:
-    from .registry import SessionRecord
-    from .supervisor import Supervisor
+    from ..sessions.registry import SessionRecord
+    from ..sessions.supervisor import Supervisor
 
 log = logging.getLogger("agentwrap.delivery")
 

@@ -3,7 +3,7 @@
 Producers (CLI, webhooks, schedulers, other agents) call
 :meth:`MessageStore.enqueue`; supervisors claim batches, type them into the
 agent and finish them. Everything is persisted in the one shared SQLite file
-(:mod:`agentwrap.db`), so a message survives crashes of either side and every
+(:mod:`agentwrap.queue.db`), so a message survives crashes of either side and every
 status change is visible to every process.
 
 Concurrency model: each mutation is one short ``BEGIN IMMEDIATE`` transaction
@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from . import db
-from .errors import (
+from ..errors import (
     IdempotencyConflict,
     InvalidMessage,
     MessageNotFound,
@@ -41,7 +40,7 @@ from .errors import (
     RateLimited,
     StoreCorrupt,
 )
-from .message import (
+from ..message import (
     TERMINAL_STATUSES,
     Attempt,
     Kind,
@@ -53,7 +52,8 @@ from .message import (
     Source,
     Status,
 )
-from .paths import check_session_name
+from ..paths import check_session_name
+from . import db
 from .sanitize import check_text, sanitize
 
 E = TypeVar("E", bound=enum.Enum)

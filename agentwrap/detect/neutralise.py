@@ -26,7 +26,7 @@ says *where* that agent reads it, and how agentwrap defuses it:
 
 The transformation is visible on purpose: the model must read what was
 written, and an invisible trick (a zero-width joiner) is exactly what
-:func:`agentwrap.sanitize.sanitize` removes. When something was escaped, the
+:func:`agentwrap.queue.sanitize.sanitize` removes. When something was escaped, the
 block header carries the profile's ``legend`` so the model knows how to read
 it. The same :func:`neutralise` applies to anything else agentwrap writes
 where the agent parses it: the fallback notice and the instruction-file
@@ -39,7 +39,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .errors import ProfileError
+from ..errors import ProfileError
 
 DEFUSE_KINDS = ("prefix", "replace", "framing")
 
