@@ -28,7 +28,8 @@ from agentwrap.message import (
     Source,
     Status,
 )
-from agentwrap.queue.sqlite import MessageStore, QueueMetrics, SQLiteMessageStore
+from agentwrap.queue.sqlite import SQLiteMessageStore
+from agentwrap.queue.store import MessageStore, QueueMetrics
 
 T0 = 1_700_000_000.0
 ROOMY = QueueLimits(

@@ -51,7 +51,8 @@ from ..errors import (
 )
 from ..message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
 from ..paths import Paths
-from ..queue.sqlite import MessageStore, SQLiteMessageStore
+from ..queue.sqlite import SQLiteMessageStore
+from ..queue.store import MessageStore
 from ..terminal.screen import Snapshot
 from .fallback import (
     FallbackEntry,

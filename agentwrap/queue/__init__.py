@@ -1,14 +1,15 @@
 """The queue: the durable store of messages and their attempts.
 
-Here live the storage interface (``MessageStore``) and its SQLite
-implementation, the checks every message passes before it is stored (size,
-TTL, metadata, rate and pending limits), text sanitizing (``sanitize``) and the
-one place SQLite connections are opened and their errors translated (``db``,
-which the session registry uses too). The message types themselves
-(``agentwrap.message``) stay at the top level, in the foundation: the
-configuration's ``[limits]`` section is ``QueueLimits``, and ``config`` is
-imported by every layer, the terminal included. Imports point down only: to
-the foundation (``message``, ``config``, ``paths``, ``errors``); never to
-``detect`` (the two are independent), ``terminal``, ``delivery``,
-``sessions`` or ``surfaces``.
+Here live the storage interface (``store``: ``MessageStore``), its SQLite
+implementation (``sqlite``, with the limits that need the stored rows: rate,
+pending, idempotency), the stateless checks every message passes before it is
+stored (``validate``: size, TTL, metadata, ids, reserved sources and
+priorities), text sanitizing (``sanitize``) and the one place SQLite
+connections are opened and their errors translated (``db``, which the session
+registry uses too). The message types themselves (``agentwrap.message``) stay
+at the top level, in the foundation: the configuration's ``[limits]`` section
+is ``QueueLimits``, and ``config`` is imported by every layer, the terminal
+included. Imports point down only: to the foundation (``message``, ``config``,
+``paths``, ``errors``); never to ``detect`` (the two are independent),
+``terminal``, ``delivery``, ``sessions`` or ``surfaces``.
 """

@@ -1,0 +1,69 @@
+"""The queue's storage interface: what every store offers its callers.
+
+:class:`MessageStore` mentions no SQLite type, so another backend (Redis) can
+implement it and drop in without touching the delivery engine, the supervisor
+or the command line. :class:`QueueMetrics` are the delivery figures a store
+computes from what it persisted. The semantics of each operation are those of
+:class:`agentwrap.queue.sqlite.SQLiteMessageStore`, the implementation in use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..message import Attempt, Kind, Message, NewMessage, Phase, Status
+
+
+@dataclass(frozen=True)
+class QueueMetrics:
+    """Delivery figures computed from the persisted rows (they survive restarts)."""
+
+    by_status: dict[Status, int] = field(default_factory=dict)
+    total: int = 0
+    attempted: int = 0  # messages with at least one attempt
+    succeeded_first_try: int = 0  # delivered/acknowledged with exactly one attempt
+    succeeded_after_retry: int = 0  # delivered/acknowledged after more than one
+    escalated: int = 0
+    failed: int = 0
+    mean_attempts: float | None = None  # over finished (terminal) messages
+    mean_latency_s: float | None = None  # created -> success
+    p95_latency_s: float | None = None  # nearest-rank 95th percentile
+
+
+class MessageStore(Protocol):
+    """Storage interface of the queue. See :class:`SQLiteMessageStore` for semantics."""
+
+    def enqueue(
+        self, new: NewMessage, *, kind: Kind = Kind.CONTENT, internal: bool = False
+    ) -> tuple[Message, bool]: ...
+    def get(self, message_id: str) -> Message: ...
+    def get_by_prefix(self, prefix: str) -> Message: ...
+    def peek(self, session: str, now: float | None = None) -> list[Message]: ...
+    def claim_batch(
+        self, session: str, batch_id: str, max_bytes: int, now: float | None = None
+    ) -> list[Message]: ...
+    def set_phase(self, batch_id: str, phase: Phase) -> list[Message]: ...
+    def in_flight(self, session: str) -> list[Message]: ...
+    def record_attempt(self, attempt: Attempt) -> None: ...
+    def attempts(self, message_id: str) -> list[Attempt]: ...
+    def retry_later(self, batch_id: str, next_attempt_at: float, detail: str) -> int: ...
+    def hold(self, batch_id: str, next_attempt_at: float, detail: str) -> int: ...
+    def finish(
+        self,
+        status: Status,
+        detail: str = "",
+        *,
+        message_ids: Sequence[str] | None = None,
+        batch_id: str | None = None,
+    ) -> int: ...
+    def cancel(self, message_id: str) -> Message: ...
+    def expire_overdue(self, now: float | None = None) -> int: ...
+    def history(
+        self, session: str | None, limit: int = 200, statuses: Iterable[Status] | None = None
+    ) -> list[Message]: ...
+    def pending_count(self, session: str | None = None) -> int: ...
+    def metrics(self, session: str | None) -> QueueMetrics: ...
+    def check_integrity(self) -> None: ...
+    def close(self) -> None: ...
