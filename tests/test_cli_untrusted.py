@@ -17,13 +17,8 @@ from rich.console import Console
 from test_cli import assert_clean_error, fake_session
 
 from agentwrap.message import NewMessage, Source
-from agentwrap.surfaces.cli.app import (
-    HISTORY_HEADERS,
-    QUEUE_HEADERS,
-    history_row,
-    queue_row,
-    render_rows,
-)
+from agentwrap.surfaces.cli.common import render_rows
+from agentwrap.surfaces.cli.messages import HISTORY_HEADERS, QUEUE_HEADERS, history_row, queue_row
 
 HOSTILE = "[/] then [link=https://evil.example]click[/link] and [bold red]loud[/bold red] :smile:"
 

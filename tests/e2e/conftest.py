@@ -116,7 +116,7 @@ class AgentSession:
         process: polling through a new CLI process every 100 ms would load the
         machine the agents run on)."""
         from agentwrap.sessions.registry import Registry
-        from agentwrap.surfaces.cli.app import _state_json
+        from agentwrap.surfaces.cli.inspection import _state_json
 
         reg = Registry(self._paths().db_path)
         try:
@@ -146,7 +146,7 @@ class AgentSession:
 
     def history(self) -> list[dict[str, Any]]:
         from agentwrap.queue.sqlite import SQLiteMessageStore
-        from agentwrap.surfaces.cli.app import _message_json
+        from agentwrap.surfaces.cli.messages import _message_json
 
         store = SQLiteMessageStore(self._paths().db_path)
         try:

@@ -1,5 +1,10 @@
-"""The ``agentwrap`` command (``app``: the parser, every sub-command and
-:func:`app.main`, the console script's and ``python -m agentwrap``'s entry).
-It imports the layers below and the foundation, nothing imports it but
-``agentwrap.__main__``.
+"""The ``agentwrap`` command, split by command group.
+
+``app`` builds the parser and runs a command (the console script and
+``python -m agentwrap`` enter through :func:`app.main`); ``sessions`` holds
+run, attach, adopt, stop and ls; ``messages`` send, queue, history, metrics
+and cancel; ``inspection`` state, doctor and profiles; ``common`` what they
+share (the consoles, tables of untrusted text, JSON output). Command modules
+import ``common`` and the layers below, never each other; only ``app``
+imports the command modules.
 """

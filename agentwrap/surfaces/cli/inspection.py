@@ -1,0 +1,267 @@
+"""Commands that look inside: ``state``, ``doctor``, ``profiles``.
+
+``state`` shows the detector's last verdict with its signal, rule and
+evidence (``--explain``), follows the supervisor's transition log
+(``--watch``) or prints the screen the verdict was based on (``--screen``).
+``doctor`` checks tmux, the relay, config, profiles, agent CLIs, sessions and
+the store, and says how to fix each problem; ``profiles`` lists the profiles.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from typing import Any
+
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from ... import __version__
+from ...errors import AgentwrapError, SessionNotRunning
+from ...paths import Paths, private_problems
+from ...sessions.registry import Registry, SessionRecord, Transition
+from .common import _emit_json, _fmt_age, _paths, _registry, out, render_rows
+
+
+def _explain(rec: SessionRecord) -> str:
+    text = f"{rec.state} ({rec.profile}: {rec.state_reason}; quiet {rec.quiet_ms} ms)"
+    if rec.liveness == "stale":
+        text += " [stale: the supervisor is gone, this may be out of date]"
+    return text
+
+
+def _state_json(rec: SessionRecord) -> dict[str, Any]:
+    return {
+        "name": rec.name, "state": rec.state, "signal": rec.state_signal, "rule": rec.state_rule,
+        "reason": rec.state_reason, "evidence": rec.state_evidence, "quiet_ms": rec.quiet_ms,
+        "draft": rec.draft, "since": rec.state_since, "liveness": rec.liveness,
+        "exit_code": rec.exit_code, "explain": _explain(rec),
+    }
+
+
+def cmd_state(args: argparse.Namespace) -> int:
+    reg = _registry(_paths())
+    rec = reg.get(args.name)
+    if args.screen:
+        screen = _paths().runtime_dir / f"{args.name}.screen"
+        if not screen.exists():
+            raise SessionNotRunning(f"no screen recorded for {args.name!r} yet")
+        sys.stdout.write(screen.read_text(encoding="utf-8"))
+        return 0
+    if not args.watch:
+        if args.json:
+            _emit_json(_state_json(rec))
+        elif args.explain:
+            out.print(escape(_explain(rec)))
+            out.print(escape(f"  decided by: {rec.state_signal} ({rec.state_rule})"))
+            if rec.state_evidence:
+                out.print(escape(f"  evidence:   {rec.state_evidence}"))
+            out.print(f"  since:      {_fmt_age(rec.state_since)}; supervisor {rec.liveness}")
+        else:
+            out.print(escape(rec.state))
+        return 0
+    return _watch_state(reg, args)
+
+
+def _transition_json(name: str, profile: str, t: Transition) -> dict[str, Any]:
+    return {
+        "name": name, "state": t.state, "signal": t.signal, "rule": t.rule, "reason": t.reason,
+        "evidence": t.evidence, "quiet_ms": t.quiet_ms, "draft": t.draft, "since": t.at,
+        "explain": f"{t.state} ({profile}: {t.reason}; quiet {t.quiet_ms} ms)",
+    }
+
+
+def _watch_state(reg: Registry, args: argparse.Namespace) -> int:
+    """Every state change, in order, until the session ends (or Ctrl-C).
+
+    Follows the supervisor's transition log, not the current state, so a
+    state that lasted less than the refresh interval is still shown.
+    """
+    rec = reg.get(args.name)
+    seen = reg.transitions(args.name)
+    last_id = seen[-1].id if seen else 0
+    recent: list[dict[str, Any]] = [_state_json(rec)]
+    plain = args.json or not sys.stdout.isatty()
+
+    def emit(data: dict[str, Any]) -> None:
+        if args.json:
+            sys.stdout.write(json.dumps(data) + "\n")
+        else:
+            stamp = time.strftime("%H:%M:%S", time.localtime(data["since"]))
+            sys.stdout.write(f"{stamp} {data['explain']}\n")
+        sys.stdout.flush()
+
+    def follow() -> bool:
+        """Emit new transitions; True once the session has ended."""
+        nonlocal last_id
+        for t in reg.transitions(args.name, last_id):
+            last_id = t.id
+            data = _transition_json(args.name, rec.profile, t)
+            recent.append(data)
+            del recent[:-8]
+            if plain:
+                emit(data)
+            if t.state == "exited":
+                return True
+        return reg.get(args.name).ended is not None
+
+    try:
+        if plain:
+            emit(recent[0])
+            while not follow():
+                time.sleep(0.1)
+            return 0
+        with Live(console=out, refresh_per_second=10) as live:
+            while True:
+                done = follow()
+                table = Table(box=None, header_style="bold", title=Text(args.name, style="bold"))
+                for col in ("TIME", "STATE", "WHY"):
+                    table.add_column(col)
+                for d in recent:
+                    table.add_row(
+                        time.strftime("%H:%M:%S", time.localtime(d["since"])),
+                        Text(d["state"]), Text(d["reason"]),
+                    )
+                live.update(table)
+                if done:
+                    return 0
+                time.sleep(0.1)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _version_of(cmd: str) -> str:
+    try:
+        done = subprocess.run(
+            [cmd, "--version"], capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"error: {exc}"
+    return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else "?"
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from ...config import load_config
+    from ...detect.profiles import load_all_profiles
+    from ...terminal.relay_helper import helper_status
+    from ...terminal.tmux import tmux_version
+
+    paths = _paths()
+    # before anything opens the store: ensure() would repair the modes it finds
+    problems: list[dict[str, str]] = [
+        {"problem": problem, "fix": fix} for problem, fix in private_problems(paths)
+    ]
+    report: dict[str, Any] = {"agentwrap": __version__, "python": sys.version.split()[0]}
+    if shutil.which("tmux"):
+        report["tmux"] = tmux_version()
+    else:
+        report["tmux"] = None
+        problems.append({"problem": "tmux is not installed",
+                         "fix": "apt-get install -y tmux (or use --backend pty)"})
+    helper, why = helper_status()
+    report["pty_relay"] = "native" if helper else "python"
+    report["pty_relay_detail"] = why
+    if helper is None:
+        problems.append({"problem": f"the pty backend's native relay is {why}; it relays in "
+                         "Python, which is slower on fast output",
+                         "fix": "apt-get install -y gcc, then reinstall agentwrap"})
+    report["paths"] = {
+        "config": str(paths.config_file), "project_config": ".agentwrap.toml",
+        "user_profiles": str(paths.user_patterns_dir), "state": str(paths.state_dir),
+        "database": str(paths.db_path), "runtime": str(paths.runtime_dir),
+        "tmux_sockets": str(paths.tmux_dir), "audit_log": str(paths.audit_log),
+    }
+    try:
+        cfg = load_config(paths)
+        report["config_files"] = [str(p) for p in cfg.sources]
+    except AgentwrapError as exc:
+        problems.append({"problem": exc.message, "fix": exc.hint})
+    agents: dict[str, Any] = {}
+    try:
+        profiles = load_all_profiles(paths)
+    except AgentwrapError as exc:
+        problems.append({"problem": exc.message, "fix": exc.hint})
+        profiles = {}
+    for name, prof in sorted(profiles.items()):
+        if name == "generic":
+            continue
+        exe = next((shutil.which(c) for c in prof.commands if shutil.which(c)), None)
+        agents[name] = {"path": exe, "version": _version_of(exe) if exe else None,
+                        "profile": str(prof.source)}
+    report["agents"] = agents
+    if not any(a["path"] for a in agents.values()):
+        problems.append({"problem": "no agent CLI found on PATH",
+                         "fix": "install one, e.g. npm install -g @anthropic-ai/claude-code"})
+    try:
+        reg = _registry(paths)
+        stale = [r.name for r in reg.list() if r.liveness == "stale"]
+        for name in stale:
+            problems.append({"problem": f"session {name!r} has no running supervisor",
+                             "fix": f"agentwrap adopt {name}   (or agentwrap stop {name})"})
+    except AgentwrapError as exc:
+        if not any(p["problem"] == exc.message for p in problems):
+            problems.append({"problem": exc.message, "fix": exc.hint})
+    if paths.db_path.exists():
+        problems.extend(_store_problems(paths))
+    report["problems"] = problems
+    if args.json:
+        _emit_json(report)
+        return 1 if problems else 0
+    out.print(escape(f"agentwrap {__version__}  python {report['python']}  "
+                     f"{report['tmux'] or 'tmux MISSING'}  pty relay: {report['pty_relay']}"))
+    table = Table(title="agents", box=None, header_style="bold")
+    for col in ("AGENT", "FOUND", "VERSION"):
+        table.add_column(col)
+    for name, a in agents.items():
+        found = Text(a["path"]) if a["path"] else Text("not found", style="red")
+        table.add_row(Text(name), found, Text(a["version"] or "-"))
+    out.print(table)
+    for key, value in report["paths"].items():
+        out.print(escape(f"  {key:15} {value}"))
+    if problems:
+        for p in problems:
+            out.print(f"[red]problem:[/] {escape(p['problem'])}\n  [green]fix:[/] {escape(p['fix'])}")
+        return 1
+    out.print("[green]no problems found")
+    return 0
+
+
+def _store_problems(paths: Paths) -> list[dict[str, str]]:
+    """The store opens and SQLite's quick_check passes."""
+    from ...queue.sqlite import SQLiteMessageStore
+
+    try:
+        store = SQLiteMessageStore(paths.db_path)
+        try:
+            store.check_integrity()
+        finally:
+            store.close()
+    except AgentwrapError as exc:
+        return [{"problem": exc.message, "fix": exc.hint}]
+    return []
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    from ...detect.profiles import load_all_profiles
+
+    profiles = load_all_profiles(_paths())
+    rows: list[dict[str, Any]] = [
+        {"name": p.name, "commands": list(p.commands), "instruction_file": p.instruction_file,
+         "source": str(p.source), "rules": len(p.rules), "dialogs": len(p.dialogs)}
+        for p in profiles.values()
+    ]
+    if args.json:
+        _emit_json(rows)
+        return 0
+    render_rows(
+        out, ("NAME", "COMMANDS", "INSTRUCTION FILE", "RULES", "SOURCE"),
+        [[r["name"], ", ".join(r["commands"]), r["instruction_file"] or "-", str(r["rules"]),
+          r["source"]] for r in rows],
+    )
+    return 0

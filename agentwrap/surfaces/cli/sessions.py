@@ -1,0 +1,131 @@
+"""Commands for sessions: ``run``, ``attach``, ``adopt``, ``stop``, ``ls``.
+
+Each calls :mod:`agentwrap.sessions.lifecycle` (or reads the registry) and
+prints the outcome; ``_supervise`` is the detached supervisor process that
+``run`` and ``adopt`` start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+
+from ...errors import InvalidMessage
+from ...paths import Paths
+from ...sessions.registry import SessionRecord
+from .common import _emit_json, _fmt_age, _paths, _registry, err, out, render_rows
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from ...sessions.lifecycle import RunOptions, attach, run_pty, start_tmux
+
+    if not args.command:
+        raise InvalidMessage("no agent command given", hint="e.g. `agentwrap run claude`")
+    paths = _paths()
+    opts = RunOptions(
+        argv=list(args.command), name=args.name, profile=args.profile, backend=args.backend,
+        cwd=Path(args.cwd).resolve() if args.cwd else Path.cwd(), detach=args.detach,
+        trust_folder=args.trust_folder, require_ack=args.require_ack,
+        context_files=[Path(p) for p in args.context], cols=args.cols, rows=args.rows,
+    )
+    for f in opts.context_files:
+        if not f.is_file():
+            raise InvalidMessage(
+                f"context file not found: {f}", hint="pass an existing file to --context"
+            )
+    from ...config import load_config
+
+    backend = opts.backend or load_config(paths, opts.cwd).run.backend
+    if backend == "pty":
+        if opts.detach:
+            raise InvalidMessage(
+                "the pty backend cannot run detached", hint="use --backend tmux for --detach"
+            )
+        return run_pty(paths, opts, interactive=sys.stdin.isatty())
+    rec = start_tmux(paths, opts)
+    if opts.detach or not sys.stdin.isatty():
+        if args.json:
+            _emit_json(rec.to_json())
+        else:
+            err.print(
+                f"started [bold]{escape(rec.name)}[/] ({escape(rec.profile)}, tmux). "
+                f"`agentwrap attach {escape(rec.name)}` to see it, "
+                f"`agentwrap state {escape(rec.name)}` for its state."
+            )
+        return 0
+    return attach(paths, rec.name)
+
+
+def cmd_attach(args: argparse.Namespace) -> int:
+    from ...sessions.lifecycle import attach
+
+    return attach(_paths(), args.name)
+
+
+def cmd_adopt(args: argparse.Namespace) -> int:
+    from ...sessions.lifecycle import adopt
+
+    pid = adopt(_paths(), args.name)
+    err.print(f"supervising {escape(args.name)} (supervisor pid {pid})")
+    return 0
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from ...sessions.lifecycle import stop
+
+    rec = stop(_paths(), args.name)
+    if args.json:
+        _emit_json(rec.to_json())
+    else:
+        err.print(f"stopped {escape(rec.name)} (exit code {rec.exit_code})")
+    return 0
+
+
+def cmd_supervise(args: argparse.Namespace) -> int:
+    from ...sessions.lifecycle import supervise
+
+    return supervise(_paths(), args.name)
+
+
+def _liveness_label(rec: SessionRecord) -> str:
+    live = rec.liveness
+    if live == "stale":
+        return "stale (supervisor gone; `agentwrap adopt`)"
+    return live
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    paths = _paths()
+    reg = _registry(paths)
+    recs = reg.list(include_ended=args.all)
+    pending = _pending_counts(paths, [r.name for r in recs])
+    if args.json:
+        _emit_json([{**r.to_json(), "pending": pending.get(r.name, 0)} for r in recs])
+        return 0
+    if not recs:
+        err.print("no sessions. Start one with `agentwrap run claude` (or codex, aider, gemini).")
+        return 0
+    rows = [
+        [
+            r.name, r.profile, r.backend, r.state + (" +draft" if r.draft and r.state != "draft" else ""),
+            _fmt_age(r.state_since), str(pending.get(r.name, 0)), _liveness_label(r), r.cwd,
+        ]
+        for r in recs
+    ]
+    render_rows(
+        out, ("NAME", "AGENT", "BACKEND", "STATE", "SINCE", "PENDING", "SUPERVISOR", "CWD"), rows
+    )
+    return 0
+
+
+def _pending_counts(paths: Paths, names: list[str]) -> dict[str, int]:
+    from ...queue.sqlite import SQLiteMessageStore
+
+    store = SQLiteMessageStore(paths.db_path)
+    try:
+        return {name: store.pending_count(name) for name in names}
+    finally:
+        store.close()
