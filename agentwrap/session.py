@@ -34,7 +34,7 @@ from .backends.proctree import alive, kill_tree
 from .backends.pty import PtyTerminal, terminal_size
 from .backends.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .config import Config, load_config
-from .errors import AgentNotFound, SessionNameTaken, SessionNotRunning
+from .errors import AgentNotFound, ProfileError, SessionNameTaken, SessionNotRunning
 from .fallback import context_file, prepare_context_file
 from .message import NewMessage, Priority, Source
 from .paths import Paths, check_session_name, open_private_append, private_dir
@@ -61,9 +61,19 @@ class RunOptions:
 
 
 def resolve_profile(opts: RunOptions, paths: Paths) -> Profile:
-    if opts.profile:
-        return load_profile(opts.profile, paths)
-    return profile_for_command(opts.argv, paths)
+    auto = profile_for_command(opts.argv, paths)
+    if not opts.profile:
+        return auto
+    chosen = load_profile(opts.profile, paths)
+    if auto.shell and not chosen.raw:
+        # Under a quoting profile every line of a message would run as a command.
+        raise ProfileError(
+            f"{Path(opts.argv[0]).name} is a shell: under profile {chosen.name!r} the lines of"
+            " every message would run as commands",
+            hint=f"leave out --profile (it picks {auto.name!r}), or use a profile with"
+            ' framing = "raw"',
+        )
+    return chosen
 
 
 def agent_argv(
