@@ -699,9 +699,13 @@ class DeliveryEngine:
             self.audit.write(event="fallback_failed", session=self.session, ids=ids, error=str(exc))
             self._tell(sup, f"live delivery failed and {fname} was not written: {exc}")
             return
+        reach = (
+            "re-read on every request" if self.profile.instruction_file_live
+            else f"{self.profile.name} reads it at start-up: the next session sees it"
+        )
         self.store.finish(
             Status.ESCALATED,
-            f"after {result.outcome}: written to {written.path.name}, section agentwrap",
+            f"after {result.outcome}: written to {written.path.name}, section agentwrap ({reach})",
             message_ids=ids,
         )
         self.audit.write(
