@@ -794,6 +794,17 @@ class Scenarios:
                     continue
                 self.save(p, "waiting_input", case.desc)
 
+    def edit_format_prompt(self) -> None:
+        """Aider only: the prompt reads ``diff> `` when the edit format is not the model's."""
+        if self.agent != "aider":
+            return
+        with self.run(extra_args=("--edit-format", "diff")) as p:
+            wait_ready(p, self.prof)
+            self.save(p, "ready", "edit-format-prompt")
+            p.text("Please add a --verbose flag")
+            wait_stable(p, lambda s: "--verbose flag" in s, 10)
+            self.save(p, "draft", "edit-format-prompt")
+
     def busy_and_permission(self) -> None:
         prof = self.prof
         with self.run() as p:
@@ -829,6 +840,7 @@ def run_agent(
                 ("quit", sc.quit_at_prompt, False),
                 ("conversation", sc.conversation, True),
                 ("dialogs", sc.dialogs, True),
+                ("edit_format_prompt", sc.edit_format_prompt, False),
             ]
         else:
             steps += [
@@ -837,6 +849,7 @@ def run_agent(
                 ("paste", sc.paste, False),
                 ("busy_and_permission", sc.busy_and_permission, True),
                 ("dialogs", sc.dialogs, True),
+                ("edit_format_prompt", sc.edit_format_prompt, False),
             ]
         for name, fn, needs_server in steps:
             if only and only not in name:
