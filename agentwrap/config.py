@@ -22,6 +22,9 @@ Example::
 
     [profiles.codex.delivery]
     ack_timeout_s = 10
+
+    [trust]                     # user config only: who may type raw (shells, send --raw)
+    raw_sources = ["user"]
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
-from .message import QueueLimits
+from .message import QueueLimits, Source
 from .paths import Paths
 
 if sys.version_info >= (3, 11):
@@ -72,10 +75,21 @@ class DeliveryConfig:
 
 
 @dataclass(frozen=True)
+class TrustConfig:
+    """Who may have text typed *as is*: into a shell (where a message is a
+    command) or with ``send --raw`` (where an agent's own syntax is live).
+    Only the user's own config file may set it, never a project's
+    ``.agentwrap.toml``: a cloned repository must not grant itself a shell."""
+
+    raw_sources: tuple[str, ...] = ("user",)  # message sources; "user" = a local `send`
+
+
+@dataclass(frozen=True)
 class Config:
     run: RunConfig = field(default_factory=RunConfig)
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
     limits: QueueLimits = field(default_factory=QueueLimits)
+    trust: TrustConfig = field(default_factory=TrustConfig)
     sources: tuple[Path, ...] = ()
     profile_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -87,7 +101,10 @@ class Config:
         return _apply(self, override, f"profiles.{profile}")
 
 
-_SECTIONS = {"run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits}
+_SECTIONS = {
+    "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "trust": TrustConfig,
+}
+USER_ONLY_SECTIONS = ("trust",)  # never from a project's file
 
 
 def _coerce(value: Any, default: Any, where: str) -> Any:
@@ -139,12 +156,41 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             changes[key] = _coerce(v, getattr(current, key), dotted)
         if section == "run" and changes.get("backend", "tmux") not in ("tmux", "pty"):
             raise ConfigError(f"run.backend: must be 'tmux' or 'pty', got {changes['backend']!r}")
+        if section == "trust":
+            _check_sources(changes.get("raw_sources", ()), f"{dotted_section(where, section)}.raw_sources")
         if section == "run" and changes.get("relay", "auto") not in RELAY_MODES:
             raise ConfigError(
                 f"run.relay: must be one of {', '.join(RELAY_MODES)}, got {changes['relay']!r}"
             )
         cfg = replace(cfg, **{section: replace(current, **changes)})
     return cfg
+
+
+def dotted_section(where: str, section: str) -> str:
+    return f"{where + '.' if where else ''}{section}"
+
+
+def _check_sources(names: tuple[str, ...], where: str) -> None:
+    known = [s.value for s in Source if s is not Source.SYSTEM]
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"{where}: unknown source {name!r}", hint=f"one of: {', '.join(known)}")
+
+
+def _user_only(data: Mapping[str, Any], path: Path) -> None:
+    """A project's file may not set what only the user may decide."""
+    tables = [("", data)] + [
+        (f"profiles.{name}.", table) for name, table in dict(data.get("profiles") or {}).items()
+        if isinstance(table, Mapping)
+    ]
+    for prefix, table in tables:
+        for section in USER_ONLY_SECTIONS:
+            if section in table:
+                raise ConfigError(
+                    f"{path}: [{prefix}{section}] may only be set in your own config file",
+                    hint="a project's .agentwrap.toml cannot grant trust; move it to"
+                    " ~/.config/agentwrap/config.toml",
+                )
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -178,6 +224,8 @@ def load_config(paths: Paths, cwd: Path | None = None) -> Config:
         if not path.is_file():
             continue
         data = _read(path)
+        if path != paths.config_file:
+            _user_only(data, path)
         try:
             cfg = _apply(cfg, data, "")
         except ConfigError as exc:

@@ -133,6 +133,16 @@ class QueueFull(QueueError):
     default_hint = "wait for pending messages to drain (`agentwrap queue NAME`) or raise the limit"
 
 
+class UntrustedSource(QueueError):
+    """The source may not type into this session as is (a shell, ``send --raw``)."""
+
+    exit_code = 77  # EX_NOPERM
+    default_hint = (
+        "to allow it, list the source under [trust] raw_sources in"
+        " ~/.config/agentwrap/config.toml (a project's file cannot)"
+    )
+
+
 class MessageNotFound(QueueError):
     exit_code = 3
     default_hint = "`agentwrap history NAME` lists message ids"

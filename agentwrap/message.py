@@ -58,6 +58,10 @@ class Kind(str, enum.Enum):
     """
 
     CONTENT = "content"  # what senders send: text for the agent, nothing more
+    # Typed as is, without the quoting block: a shell command, a REPL's input,
+    # an agent's own command. Only the application service creates it, and
+    # only for sources the user's config trusts with raw input.
+    COMMAND = "command"
     FALLBACK_NOTICE = "fallback_notice"  # "context was written to CLAUDE.md"
 
     def __str__(self) -> str:

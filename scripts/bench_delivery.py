@@ -30,8 +30,8 @@ expire_overdue that expires all 1000. Two layouts: one session holding 1000
 (limits raised), and 20 sessions x 50 (the default limits).
 
 Everything lives in a fresh ``/tmp/awd-*`` dir (isolated XDG dirs, so its own
-tmux server), removed at the end with the tmux server and every process this
-script started.
+tmux servers: one per session, sockets in the runtime dir's ``tmux/``), removed
+at the end with every tmux server and every process this script started.
 
     .venv/bin/python scripts/bench_delivery.py                 # ~1 min
     .venv/bin/python scripts/bench_delivery.py --json
@@ -45,19 +45,25 @@ import fcntl
 import json
 import os
 import shutil
-import signal
-import statistics
 import struct
 import subprocess
 import sys
 import tempfile
 import termios
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchlib import fmt, json_safe
+from benchlib import (
+    Stamps,
+    fmt,
+    isolated_env,
+    json_safe,
+    kill_proc,
+    stats_ms,
+    teardown_agentwrap,
+    wait_until,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -181,69 +187,6 @@ explain = "prompt box empty"
 '''
 
 
-def pct(xs: list[float], p: float) -> float:
-    """Nearest-rank percentile."""
-    if not xs:
-        return float("nan")
-    s = sorted(xs)
-    k = max(0, min(len(s) - 1, int(-(-p * len(s) // 100)) - 1))
-    return s[k]
-
-
-def stats_ms(xs: list[float]) -> dict[str, float]:
-    ms = [x * 1000 for x in xs]
-    return {
-        "n": len(ms), "p50_ms": statistics.median(ms) if ms else float("nan"),
-        "p99_ms": pct(ms, 99), "min_ms": min(ms) if ms else float("nan"),
-        "max_ms": max(ms) if ms else float("nan"),
-    }
-
-
-# --- the stamp file -------------------------------------------------------------------------
-
-
-class Stamps:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.reads: list[tuple[float, int]] = []
-        self.ready = False
-
-    def poll(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return
-        end = data.rfind(b"\n") + 1
-        self.offset += end
-        for line in data[:end].decode().splitlines():
-            if line.startswith("ready"):
-                self.ready = True
-                continue
-            t, n = line.split()
-            self.reads.append((float(t), int(n)))
-
-    def first_after(self, t0: float) -> float | None:
-        self.poll()
-        return next((t for t, _ in self.reads if t >= t0), None)
-
-    def bytes_after(self, t0: float) -> int:
-        return sum(n for t, n in self.reads if t >= t0)
-
-
-def wait_until(cond: Callable[[], Any], timeout: float, what: str, poll: float = 0.005) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        v = cond()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(poll)
-
-
 def payload(i: int, size: int) -> str:
     head = f"bench message {i:04d} "
     return head + ("lorem ipsum " * (size // 12 + 1))[: max(0, size - len(head))]
@@ -284,7 +227,7 @@ def bench_baseline(work: Path, n: int, size: int) -> dict[str, Any]:
             time.sleep(0.005)
             drain()
     finally:
-        _kill(proc)
+        kill_proc(proc)
         os.close(master)
     return {"backend": "raw-pty-write", **stats_ms(lat)}
 
@@ -372,8 +315,6 @@ def bench_session(backend: str, work: Path, env: dict[str, str], n: int, size: i
 
 def stop_session(backend: str, name: str, env: dict[str, str], paths: Any,
                  proc: subprocess.Popen[bytes] | None, work: Path) -> None:
-    from agentwrap.sessions.registry import Registry
-
     try:
         subprocess.run([sys.executable, "-m", "agentwrap", "stop", name], env=env, cwd=str(work),
                        capture_output=True, timeout=20, check=False)
@@ -383,45 +324,9 @@ def stop_session(backend: str, name: str, env: dict[str, str], paths: Any,
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            _kill(proc)
-    try:
-        reg = Registry(paths.db_path)
-        for rec in reg.list(include_ended=True):
-            for pid in (rec.supervisor_pid, rec.agent_pid):
-                if pid and rec.ended is None:
-                    _killpg_or_pid(pid)
-        reg.close()
-    except Exception:  # noqa: BLE001 - cleanup goes on
-        pass
-    if backend == "tmux" and paths.tmux_socket.exists():
-        subprocess.run(["tmux", "-S", str(paths.tmux_socket), "kill-server"],
-                       capture_output=True, timeout=10, check=False)
-
-
-def _killpg_or_pid(pid: int) -> None:
-    try:
-        os.kill(pid, 0)
-    except OSError:
-        return
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=2)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            kill_proc(proc)
+    # whatever is left: supervisor, agent, and each session's own tmux server
+    teardown_agentwrap(env, str(work))
 
 
 # --- (b) store costs -----------------------------------------------------------------------
@@ -546,15 +451,7 @@ def main() -> int:
     aw_root = args.agentwrap_root.resolve()
     sys.path.insert(0, str(aw_root))
     work = Path(tempfile.mkdtemp(prefix="awd-", dir="/tmp"))
-    env = dict(os.environ)
-    env.update(
-        HOME=str(work / "h"), XDG_CONFIG_HOME=str(work / "c"), XDG_STATE_HOME=str(work / "s"),
-        XDG_RUNTIME_DIR=str(work / "r"),
-        PYTHONPATH=str(aw_root) + os.pathsep + env.get("PYTHONPATH", ""),
-    )
-    for k in ("TMUX", "TMUX_PANE", "AGENTWRAP_SESSION", "COLUMNS", "LINES"):
-        env.pop(k, None)
-    (work / "h").mkdir()
+    env = isolated_env(work, aw_root)
     (work / "stamp_agent.py").write_text(STAMP_AGENT)
     patterns = work / "c" / "agentwrap" / "patterns"
     patterns.mkdir(parents=True)
@@ -575,6 +472,7 @@ def main() -> int:
             for layout in ("one", "spread"):
                 res["store"].append(bench_store(work, layout, args.store_messages, args.store_reps))
     finally:
+        teardown_agentwrap(env, str(work))  # also after Ctrl-C or an error mid-session
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     res["elapsed_s"] = time.monotonic() - started

@@ -15,6 +15,12 @@ Usage (from the repo root):
     .venv/bin/python scripts/capture_screens.py --agents claude --sizes 160x45
     .venv/bin/python scripts/capture_screens.py --only draft    # scenario-name filter
     .venv/bin/python scripts/capture_screens.py --probe         # titles, 2004, timings
+    .venv/bin/python scripts/capture_screens.py --only dialogs --sizes 160x45,80x24
+
+The ``dialogs`` scenario opens, in a fresh agent each, every other dialog that a
+person's message or the model's reply can open (``DIALOG_CASES``: a read outside
+the project, a file edit, a question to the person, ...). The model server's
+``[[call: NAME {JSON}]]`` directive makes the model call the named tool.
 
 Every tmux server and agent process started here is torn down (the pane's whole
 process tree is killed by pid: Claude and Gemini outlive kill-session).
@@ -23,6 +29,7 @@ process tree is killed by pid: Claude and Gemini outlive kill-session).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -271,8 +278,9 @@ def _codex_busy(s: str) -> bool:
 
 
 def _aider_ready(s: str) -> bool:
+    # "> ", or "diff> " / "ask> " / "multi> " when the edit format is not the model's own
     lines = nonblank_lines(s)
-    return bool(lines) and lines[-1].rstrip() in (">", "> ")
+    return bool(lines) and re.fullmatch(r"[a-z -]*>", lines[-1].strip()) is not None
 
 
 def _aider_busy(s: str) -> bool:
@@ -330,6 +338,7 @@ class Capturer:
         trusted: bool = True,
         onboarded: bool = True,
         tag: str = "",
+        extra_args: tuple[str, ...] = (),
     ) -> Iterator[Pane]:
         base = Path(tempfile.mkdtemp(prefix=f"{agent}-{tag}-", dir=self.workroot))
         launch = agents_mod.prepare_agent(
@@ -340,6 +349,8 @@ class Capturer:
             trusted=trusted,
             onboarded=onboarded,
         )
+        if extra_args:
+            launch = dataclasses.replace(launch, argv=[*launch.argv, *extra_args])
         pane = Pane(launch, cols, rows, base / "pane.log")
         pane.start()
         try:
@@ -392,6 +403,142 @@ LONG_PASTE = (
     )
     + "\n"
 )
+
+
+@dataclass(frozen=True)
+class DialogCase:
+    """One dialog to open: ``prompt`` (``{cwd}`` = the project dir) sent after ``before``.
+
+    ``files`` are written into the project before the agent starts; ``paste`` sends the
+    prompt as one bracketed paste (aider submits every typed line on its own);
+    ``args`` are added to the agent's command line, ``keys`` pressed once it is ready
+    (Codex: Shift+Tab for Plan mode). ``expect`` is text of the dialog:
+    seeing it ends the wait (some dialogs animate, and a question's ``❯ 1.`` looks
+    like Claude's prompt to this script's crude ready test).
+    """
+
+    desc: str
+    prompt: str
+    files: tuple[tuple[str, str], ...] = ()
+    before: tuple[str, ...] = ()
+    paste: bool = False
+    args: tuple[str, ...] = ()
+    keys: tuple[str, ...] = ()
+    expect: str = ""
+
+
+NOTES = ("notes.md", "# Notes\n\nfirst line\n")
+ASK = (
+    '{"questions": [{"question": "Which database should I use?", "header": "Database",'
+    ' "options": [{"label": "SQLite", "description": "One file, no server"},'
+    ' {"label": "Postgres", "description": "A server"}]%s}]}'
+)
+OUTSIDE_PATCH = (
+    "*** Begin Patch\n*** Add File: /var/tmp/agentwrap-capture-never/notes.txt\n+hello\n"
+    "*** End Patch\n"
+)
+DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
+    "claude": (
+        DialogCase(
+            "read-outside-project",
+            '[[call: Read {"file_path": "/etc/hostname"}]] What is in /etc/hostname?',
+            expect="Do you want to proceed?",
+        ),
+        DialogCase(
+            "create-file",
+            '[[call: Write {"file_path": "{cwd}/hello.txt", "content": "hello\\n"}]] Make hello.txt',
+            expect="Do you want to create",
+        ),
+        DialogCase(
+            "edit-file",
+            '[[call: Edit {"file_path": "{cwd}/notes.md", "old_string": "first line",'
+            ' "new_string": "second line"}]] Fix notes.md',
+            files=(NOTES,),
+            before=('[[call: Read {"file_path": "{cwd}/notes.md"}]] Read notes.md',),
+            expect="Do you want to make this edit",
+        ),
+        DialogCase(
+            "ask-user-question",
+            "[[call: AskUserQuestion " + ASK % ', "multiSelect": false' + "]] Set up storage",
+            expect="Enter to select",
+        ),
+        DialogCase(
+            "web-fetch",
+            '[[call: WebFetch {"url": "https://example.com/", "prompt": "Summarise it"}]]'
+            " Summarise example.com",
+            expect="Do you want to allow Claude to fetch",
+        ),
+    ),
+    "gemini": (
+        # the read_file tool on a path outside the workspace fails without a dialog
+        DialogCase("at-file-outside-workspace", "What is in @/etc/hostname ?"),
+        DialogCase(
+            "create-file",
+            '[[call: write_file {"file_path": "{cwd}/hello.txt", "content": "hello"}]] Make it',
+        ),
+        DialogCase(
+            "edit-file",
+            '[[call: replace {"file_path": "{cwd}/notes.md", "old_string": "first line",'
+            ' "new_string": "second line", "instruction": "fix"}]] Fix notes.md',
+            files=(NOTES,),
+        ),
+        DialogCase(
+            "ask-user",
+            "[[call: ask_user " + ASK % ', "type": "choice"' + "]] Set up storage",
+        ),
+        DialogCase(
+            "web-fetch",
+            '[[call: web_fetch {"prompt": "Summarise https://example.com/"}]] Summarise it',
+        ),
+    ),
+    "codex": (
+        # No apply_patch tool is offered for the test model: an apply_patch heredoc run
+        # through the shell tool is what Codex intercepts as an edit. The target is
+        # outside the writable roots, so Codex asks; the dialog is never approved.
+        DialogCase(
+            "edit-approval",
+            "[[call: exec_command "
+            + json.dumps({"cmd": f"apply_patch <<'EOF'\n{OUTSIDE_PATCH}EOF\n"})
+            + "]] Add the notes file",
+            expect="Would you like to make the following edits?",
+        ),
+        # request_user_input is offered in Plan mode only (Shift+Tab)
+        DialogCase(
+            "plan-mode-question",
+            "[[call: request_user_input " + ASK.replace('"question"', '"id": "db", "question"')
+            % "" + "]] Set up storage",
+            keys=("BTab",),
+            expect="enter to submit answer",
+        ),
+        DialogCase(
+            "implement-plan",
+            "[[reply: Here is the plan.\n<proposed_plan>\n# Plan\n\n1. Add a flag\n2. Test it\n"
+            "</proposed_plan>\n]] Plan a --verbose flag",
+            keys=("BTab",),
+            paste=True,
+            expect="Implement this plan?",
+        ),
+    ),
+    "aider": (
+        DialogCase("add-file-to-chat", "[[reply: Done.]] Please look at README.md first"),
+        DialogCase(
+            "edit-file-not-in-chat",
+            # "./README.md": a bare README.md in the message would ask "Add file" first
+            "[[reply: Editing.\n\n./README.md\n```\n<<<<<<< SEARCH\n"
+            "# scratch project for agentwrap tests\n=======\n# renamed\n>>>>>>> REPLACE\n```\n]]"
+            "\nRename the project",
+            paste=True,
+        ),
+        DialogCase(
+            "run-shell-command",
+            "[[reply: Run this:\n\n```bash\nls -la\n```\n]]\nHow do I list the files?",
+            paste=True,
+            # shell commands are only proposed in the diff formats; with no model
+            # metadata aider picks "whole" for the test model
+            args=("--edit-format", "diff"),
+        ),
+    ),
+}
 
 
 def submit(pane: Pane, text: str) -> None:
@@ -612,6 +759,52 @@ class Scenarios:
         time.sleep(1.0)
         self.save(p, "exited", "after-quit")
 
+    def dialogs(self) -> None:
+        """Open each of ``DIALOG_CASES[agent]`` in a fresh agent and save the dialog."""
+        for case in DIALOG_CASES.get(self.agent, ()):
+            with self.run(extra_args=case.args) as p:
+                for name, content in case.files:
+                    (p.launch.cwd / name).write_text(content, encoding="utf-8")
+                wait_ready(p, self.prof)
+                for key in case.keys:
+                    p.keys(key)
+                    time.sleep(1.0)
+                for text in case.before:
+                    submit(p, text.replace("{cwd}", str(p.launch.cwd)))
+                    time.sleep(1.0)
+                    wait_ready(p, self.prof, quiet=2.0)
+                prompt = case.prompt.replace("{cwd}", str(p.launch.cwd))
+                if case.paste:
+                    p.paste(prompt)
+                    time.sleep(0.5)
+                    p.keys("Enter")
+                else:
+                    submit(p, prompt)
+                time.sleep(1.0)
+                if case.expect:
+                    scr = wait_for(p, lambda s, want=case.expect: want in s, 30)
+                    if scr is not None:  # settle, but save an animated dialog anyway
+                        scr = wait_stable(p, lambda s: True, 6, quiet=2.0) or p.capture()
+                else:
+                    scr = wait_stable(
+                        p, lambda s: not self.prof.ready(s) and not self.prof.busy(s), 30, 2.0
+                    )
+                if scr is None:
+                    log(f"{self.agent}: no dialog for {case.desc}; screen:\n{p.capture()}")
+                    continue
+                self.save(p, "waiting_input", case.desc)
+
+    def edit_format_prompt(self) -> None:
+        """Aider only: the prompt reads ``diff> `` when the edit format is not the model's."""
+        if self.agent != "aider":
+            return
+        with self.run(extra_args=("--edit-format", "diff")) as p:
+            wait_ready(p, self.prof)
+            self.save(p, "ready", "edit-format-prompt")
+            p.text("Please add a --verbose flag")
+            wait_stable(p, lambda s: "--verbose flag" in s, 10)
+            self.save(p, "draft", "edit-format-prompt")
+
     def busy_and_permission(self) -> None:
         prof = self.prof
         with self.run() as p:
@@ -646,6 +839,8 @@ def run_agent(
                 ("onboarding", sc.onboarding, False),
                 ("quit", sc.quit_at_prompt, False),
                 ("conversation", sc.conversation, True),
+                ("dialogs", sc.dialogs, True),
+                ("edit_format_prompt", sc.edit_format_prompt, False),
             ]
         else:
             steps += [
@@ -653,6 +848,8 @@ def run_agent(
                 ("trust", sc.trust, False),
                 ("paste", sc.paste, False),
                 ("busy_and_permission", sc.busy_and_permission, True),
+                ("dialogs", sc.dialogs, True),
+                ("edit_format_prompt", sc.edit_format_prompt, False),
             ]
         for name, fn, needs_server in steps:
             if only and only not in name:

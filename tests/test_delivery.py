@@ -151,6 +151,8 @@ def test_fallback_writes_instruction_file_and_notifies(aw: AwEnv) -> None:
     msg = next(m for m in msgs.values() if m["source"] == "webhook")
     assert msg["status"] == "escalated" and msg["attempts"] == 2
     assert "written to AGENTS.md, section agentwrap" in msg["detail"]
+    # `history` says when the agent will read it (issue 14.3)
+    assert "reads it at start-up: the next session sees it" in msg["detail"]
 
     data = agents_md.read_bytes().decode()
     m = re.search(r"written (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\)", data)

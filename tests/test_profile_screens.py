@@ -77,6 +77,45 @@ def test_draft_seen_while_busy(path: Path, m: re.Match[str]) -> None:
     assert det.draft, det.reading
 
 
+# The profile dialog that must decide a waiting_input screen, by agent and the
+# fixture's <what> (any size). Screens not listed need some dialog, not a rule.
+DIALOG_OF = {
+    ("claude", "read-outside-project"): "read_outside_project",
+    ("claude", "create-file"): "file_edit",
+    ("claude", "edit-file"): "file_edit",
+    ("claude", "ask-user-question"): "question",
+    ("claude", "web-fetch"): "web_fetch",
+    ("codex", "edit-approval"): "permission",
+    ("codex", "plan-mode-question"): "question",
+    ("codex", "implement-plan"): "implement_plan",
+    ("aider", "add-file-to-chat"): "add_file",
+    ("aider", "edit-file-not-in-chat"): "edit_file",
+    ("aider", "run-shell-command"): "shell_command",
+    ("gemini", "at-file-outside-workspace"): "read_outside_workspace",
+    ("gemini", "create-file"): "file_edit",
+    ("gemini", "edit-file"): "file_edit",
+    ("gemini", "ask-user"): "question",
+    ("gemini", "web-fetch"): "permission",
+}
+
+
+@pytest.mark.parametrize(("path", "m"), [p for p in fixtures() if "/waiting_input__" in p.id])
+def test_waiting_input_is_decided_by_a_dialog(path: Path, m: re.Match[str]) -> None:
+    """A dialog says what the person must answer; a rule or the title would not."""
+    agent = path.parent.name
+    det = settled(agent, snapshot_of(path, m))
+    assert det.reading.rule.startswith("dialog:"), det.reading
+    assert det.reading.reason, det.reading
+    want = DIALOG_OF.get((agent, m["what"]))
+    if want is not None:
+        assert det.reading.rule == f"dialog:{want}", det.reading
+
+
+def test_every_listed_dialog_has_a_fixture() -> None:
+    have = {(f.parent.name, f.name.split("__")[1]) for f in SCREENS.glob("*/*.txt")}
+    assert set(DIALOG_OF) <= have
+
+
 def test_exited_is_decided_by_the_process() -> None:
     det = Detector(load_profile("claude"))
     reading = det.exited(3)

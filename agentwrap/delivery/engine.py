@@ -30,13 +30,15 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from wcwidth import wcwidth
+
 from ..audit import AuditLog
-from ..config import Config, DeliveryConfig
+from ..config import Config, DeliveryConfig, load_config
 from ..detect.neutralise import neutralise
 from ..detect.profiles import Profile
 from ..detect.regions import split_around
@@ -63,7 +65,7 @@ from .fallback import (
     remove_section,
     write_section,
 )
-from .framing import Injection, new_token, render
+from .framing import Injection, new_token, render, render_raw
 
 if TYPE_CHECKING:
     from ..sessions.registry import SessionRecord
@@ -112,6 +114,7 @@ class DeliveryEngine:
         *,
         require_ack: bool | None = None,
         lock_dir: Path | None = None,
+        raw_sources: Callable[[], Iterable[str]] = lambda: ("user",),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -122,6 +125,10 @@ class DeliveryEngine:
         self.audit = audit
         self.require_ack = cfg.require_ack if require_ack is None else require_ack
         self.lock_dir = lock_dir  # for the fallback file's lock (None: the runtime dir)
+        # Sources whose messages may be typed as is (config [trust]), read when
+        # a raw message is due: checked again here although the service checks
+        # at enqueue, since the store may have other writers.
+        self.raw_sources = raw_sources
         self.clock = clock
         self._resumed = False
         self._blocked_since: float | None = None
@@ -148,6 +155,7 @@ class DeliveryEngine:
             AuditLog(paths.audit_log),
             require_ack=require_ack if isinstance(require_ack, bool) else None,
             lock_dir=paths.runtime_dir / "locks",
+            raw_sources=functools.partial(_trusted_raw_sources, paths, rec),
         )
 
     def close(self) -> None:
@@ -205,7 +213,7 @@ class DeliveryEngine:
             return 0.1
         self._blocked_since = None
         token = new_token()
-        batch = self.store.claim_batch(self.session, token, self.cfg.max_injection_bytes, now)
+        batch = self._claim(token, now)
         if batch:
             self._deliver(sup, token, batch, Phase.CLAIMED)
         return 0.05
@@ -262,13 +270,43 @@ class DeliveryEngine:
         ack = any(w for w in wanted) or (self.require_ack and not all(w is False for w in wanted))
         return self.cfg.ack_wording if ack else None
 
+    def _claim(self, token: str, now: float | None = None) -> list[Message]:
+        """The next batch; a raw session types one message at a time."""
+        max_bytes = 0 if self.profile.raw else self.cfg.max_injection_bytes
+        return self.store.claim_batch(self.session, token, max_bytes, now)
+
+    def _is_raw(self, batch: Sequence[Message]) -> bool:
+        return self.profile.raw or any(m.kind is Kind.COMMAND for m in batch)
+
     def _render(self, batch: Sequence[Message], token: str) -> Injection:
+        if self._is_raw(batch):
+            return render_raw(batch[0], token=token, tabs_as_spaces=self.profile.input.tabs_as_spaces)
         return render(
             batch, token=token, ack_wording=self._ack_wording(batch),
             tabs_as_spaces=self.profile.input.tabs_as_spaces, syntax=self.profile.syntax,
         )
 
+    def _untrusted_raw(self, batch: list[Message]) -> bool:
+        """End (failed) a raw batch from a source not trusted with raw input;
+        nothing of it is typed."""
+        if not self._is_raw(batch):
+            return False
+        trusted = set(self.raw_sources())
+        bad = sorted({str(m.source) for m in batch if str(m.source) not in trusted})
+        if not bad:
+            return False
+        what = "a shell" if self.profile.shell else "raw input"
+        detail = (f"refused: source {', '.join(bad)} may not type {what} into this session"
+                  " ([trust] raw_sources in your config)")
+        self.store.finish(Status.FAILED, detail, message_ids=[m.id for m in batch])
+        self.audit.write(event="refused_raw", session=self.session,
+                         ids=[m.id for m in batch], sources=bad)
+        log.warning("batch: %s", detail)
+        return True
+
     def _deliver(self, sup: Supervisor, token: str, batch: list[Message], phase: Phase) -> None:
+        if phase is Phase.CLAIMED and self._untrusted_raw(batch):
+            return
         inj = self._render(batch, token)
         started = self.clock()
         channel = f"{sup.term.backend}-paste"
@@ -489,6 +527,22 @@ class DeliveryEngine:
             parts = split_around(self.profile, snap, spec.input_region_fallback)
         return parts
 
+    def _split(self, snap: Snapshot, inj: Injection) -> tuple[str, str] | None:
+        """(input box, everything else) for finding ``inj.mark``.
+
+        Raw text has no token: it is found by the end of its last line with
+        whitespace squeezed out (wrapping and padding vary). In a line-based
+        program (``last_line`` input) its line is the cursor's, since the last
+        line on screen may already be the output of a command it started.
+        """
+        if not inj.raw:
+            return self._around_input(snap)
+        if self.profile.input.input_region == "last_line":
+            parts = _split_at_cursor(snap)
+        else:
+            parts = self._around_input(snap)
+        return None if parts is None else (_squeeze(parts[0]), _squeeze(parts[1]))
+
     def _in_box(self, sup: Supervisor, inj: Injection) -> bool | None:
         """Whether our block (its token, or the agent's paste placeholder) is in
         the input box; None when the box is not on screen, which proves nothing."""
@@ -496,11 +550,11 @@ class DeliveryEngine:
         snap = sup.snap
         if snap is None:
             return None
-        parts = self._around_input(snap)
+        parts = self._split(snap, inj)
         if parts is None:
             return None
         box = parts[0]
-        if inj.token in box:
+        if inj.mark in box:
             return True
         return any(p.search(box) for p in self.profile.input.paste_placeholders)
 
@@ -519,10 +573,10 @@ class DeliveryEngine:
         snap = sup.snap
         if snap is None:
             return ""
-        parts = self._around_input(snap)
+        parts = self._split(snap, inj)
         outside = parts[1] if parts is not None else snap.text()
-        if inj.token in outside:
-            return "block echoed above the input box"
+        if inj.mark in outside:
+            return "text echoed above the input" if inj.raw else "block echoed above the input box"
         for p in self.profile.input.paste_placeholders:
             m = p.search(outside)
             if m:
@@ -571,7 +625,7 @@ class DeliveryEngine:
 
     def _no_window(self, due: list[Message], reason: str) -> None:
         token = new_token()
-        batch = self.store.claim_batch(self.session, token, self.cfg.max_injection_bytes)
+        batch = self._claim(token)
         if not batch:
             return
         now = self.clock()
@@ -610,6 +664,15 @@ class DeliveryEngine:
         log.info("batch %s: %s (%d to retry, %d given up)", token, result.outcome, len(rest), len(give_up))
 
     def _escalate(self, sup: Supervisor | None, msgs: list[Message], result: Outcome) -> None:
+        if self._is_raw(msgs):
+            # A command belongs in the terminal, never in an instruction file.
+            ids = [m.id for m in msgs]
+            self.store.finish(Status.FAILED, f"{result.outcome}; not typed: {result.evidence}"[:500],
+                              message_ids=ids)
+            self.audit.write(event="raw_failed", session=self.session, ids=ids,
+                             outcome=result.outcome)
+            self._tell(sup, f"{len(ids)} raw message(s) could not be typed ({result.outcome})")
+            return
         notices = [m for m in msgs if m.kind is Kind.FALLBACK_NOTICE]
         content = [m for m in msgs if m.kind is not Kind.FALLBACK_NOTICE]
         if notices:
@@ -637,9 +700,13 @@ class DeliveryEngine:
             self.audit.write(event="fallback_failed", session=self.session, ids=ids, error=str(exc))
             self._tell(sup, f"live delivery failed and {fname} was not written: {exc}")
             return
+        reach = (
+            "re-read on every request" if self.profile.instruction_file_live
+            else f"{self.profile.name} reads it at start-up: the next session sees it"
+        )
         self.store.finish(
             Status.ESCALATED,
-            f"after {result.outcome}: written to {written.path.name}, section agentwrap",
+            f"after {result.outcome}: written to {written.path.name}, section agentwrap ({reach})",
             message_ids=ids,
         )
         self.audit.write(
@@ -781,3 +848,51 @@ class DeliveryEngine:
             log.info("resuming batch %s from phase %s", token, phase)
             sup.observe()
             self._deliver(sup, token, batch, phase)
+
+
+def _squeeze(text: str) -> str:
+    """``text`` without whitespace: wrapping, padding and prompts' spacing vary."""
+    return "".join(text.split())
+
+
+def _split_at_cursor(snap: Snapshot) -> tuple[str, str] | None:
+    """(the cursor's line up to the cursor, with the rows just above it that a
+    long line wrapped from; every row above those), or None if the cursor is
+    off screen. A raw text is typed where the cursor is, and ends just left of
+    it until the program takes it (a shell moves the cursor to the next line)."""
+    row, col = snap.cursor
+    if not 0 <= row < len(snap.lines):
+        return None
+    lines = snap.lines
+    start = row
+    while start > 0 and row - start < _RAW_WRAP_ROWS and _width(lines[start - 1]) >= snap.cols - 1:
+        start -= 1  # a full row above: the line wrapped into the next one
+    box = "\n".join([*lines[start:row], _cells(lines[row], col)])
+    return box, "\n".join(lines[:start])
+
+
+_RAW_WRAP_ROWS = 8  # at most this many wrapped rows above the cursor's belong to its line
+
+
+def _width(line: str) -> int:
+    return sum(max(wcwidth(ch), 0) for ch in line)
+
+
+def _cells(line: str, width: int) -> str:
+    """The start of ``line`` that fills ``width`` terminal cells (wide characters: 2)."""
+    used = 0
+    for i, ch in enumerate(line):
+        used += max(wcwidth(ch), 0)
+        if used > width:
+            return line[:i]
+    return line
+
+
+def _trusted_raw_sources(paths: Paths, rec: SessionRecord) -> tuple[str, ...]:
+    """The session's ``[trust] raw_sources`` as the config says *now*; none
+    while the config cannot be read (refusing is the safe side)."""
+    try:
+        return load_config(paths, Path(rec.cwd)).for_profile(rec.profile).trust.raw_sources
+    except AgentwrapError as exc:
+        log.warning("config unreadable, trusting no source with raw input: %s", exc)
+        return ()

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..detect.neutralise import SyntaxSpec, defuse, live_tokens
-from ..errors import ProfileError
+from ..errors import InvalidMessage, ProfileError
 from ..message import Message
 from ..queue.sanitize import sanitize
 
@@ -35,6 +35,10 @@ class Injection:
     message_ids: tuple[str, ...]
     ack_requested: bool
     escaped: int = 0  # agent syntax tokens defused in the entries (see neutralise)
+    # Typed as is (render_raw): no token in the text, so delivery recognises it
+    # on screen by ``mark``, the end of its last line, just left of the cursor.
+    raw: bool = False
+    mark: str = ""
 
 
 def new_token() -> str:
@@ -94,4 +98,34 @@ def render(
         message_ids=tuple(m.id for m in messages),
         ack_requested=bool(ack_wording),
         escaped=sum(cured.escaped.values()),
+        mark=token,
     )
+
+
+#: How many characters of a raw text's last line identify it on screen.
+RAW_MARK_CHARS = 24
+
+
+def render_raw(message: Message, *, token: str, tabs_as_spaces: int = 0) -> Injection:
+    """One message typed as is: a shell command, a REPL's input, an agent command.
+
+    Still sanitized (no terminal controls ever reach the terminal), but not
+    quoted, not neutralised and never acknowledged: the sender meant exactly
+    this text, and the application service only lets trusted sources do it.
+    """
+    text = sanitize(message.content).text.strip("\n")
+    if tabs_as_spaces:
+        text = text.replace("\t", " " * tabs_as_spaces)
+    if not text.strip():
+        raise InvalidMessage("nothing left to type after sanitizing")
+    return Injection(
+        token=token, text=text, message_ids=(message.id,), ack_requested=False,
+        raw=True, mark=raw_mark(text),
+    )
+
+
+def raw_mark(text: str) -> str:
+    """The end of ``text``'s last non-blank line, without whitespace: how the
+    typed text is found on screen however the terminal wrapped or padded it."""
+    last = next(line for line in reversed(text.splitlines()) if line.strip())
+    return "".join(last.split())[-RAW_MARK_CHARS:]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SPECIAL_REGIONS = ("screen", "title", "last_line")
+FRAMINGS = ("block", "raw")  # how messages are typed: quoted in a block, or as is
 RULE_STATES = (State.WAITING_INPUT, State.BUSY, State.DRAFT, State.READY, State.STARTING)
 _BOUNDARY_RE = re.compile(r"^(?:(top|bottom)|([a-z_][a-z0-9_]*)\[(-?\d+)\](\?)?)([+-]\d+)?$")
 
@@ -130,6 +131,17 @@ class Profile:
     # What the agent itself acts on in prompt text (@path, $skill, ...) and how
     # agentwrap defuses it: see agentwrap.neutralise.
     syntax: SyntaxSpec = field(default_factory=SyntaxSpec)
+    # The program executes what is typed (a shell, an interpreter): a message is
+    # a command there, so it is typed raw and only from trusted sources.
+    shell: bool = False
+    # "block": messages are quoted in agentwrap's marked block (agents);
+    # "raw": each message is typed as is, one at a time (shells, plain REPLs).
+    framing: str = "block"
+
+    @property
+    def raw(self) -> bool:
+        """Messages are typed as is (no quoting block, no ACK, no fallback file)."""
+        return self.framing == "raw"
 
     def matches_command(self, argv0: str) -> bool:
         return Path(argv0).name in self.commands
@@ -178,14 +190,40 @@ def load_all_profiles(paths: Paths | None = None) -> dict[str, Profile]:
 
 
 def profile_for_command(argv: list[str], paths: Paths | None = None) -> Profile:
-    """The profile whose ``commands`` names argv[0]; ``generic`` otherwise."""
+    """The profile whose ``commands`` names argv[0]; ``generic`` otherwise.
+
+    A shell profile matches only a shell that will read commands from the
+    person (``bash``, ``zsh -l``), not one that merely launches something
+    (``bash -lc claude``, ``sh start-agent.sh``): what runs there is unknown.
+    """
     profiles = load_all_profiles(paths)
     for prof in profiles.values():
-        if prof.name != "generic" and prof.matches_command(argv[0]):
-            return prof
+        if prof.name == "generic" or not prof.matches_command(argv[0]):
+            continue
+        if prof.shell and not reads_commands(argv):
+            continue
+        return prof
     if "generic" in profiles:
         return profiles["generic"]
     raise ProfileError("the built-in 'generic' profile is missing", hint="reinstall agentwrap")
+
+
+def reads_commands(argv: Sequence[str]) -> bool:
+    """Whether a shell started with ``argv`` will read commands from its terminal:
+    only options, none of them ``-c`` (a script or ``-c`` means a launcher)."""
+    args = iter(argv[1:])
+    for arg in args:
+        if arg in _SHELL_OPTIONS_WITH_VALUE:
+            next(args, None)  # bash --rcfile FILE, -o vi
+            continue
+        if arg in ("-", "--") or not arg.startswith(("-", "+")):
+            return False  # a script, stdin, or what follows "--"
+        if not arg.startswith("--") and "c" in arg[1:]:
+            return False  # -c, -lc, -ic: runs that command string
+    return True
+
+
+_SHELL_OPTIONS_WITH_VALUE = frozenset({"--rcfile", "--init-file", "-o", "+o", "-O", "+O"})
 
 
 # --- parsing and validation ------------------------------------------------------------
@@ -328,7 +366,14 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         instruction_file_live=top.get("instruction_file_live", bool, False),
         context_file_arg=top.get("context_file_arg", str, None),
         syntax=_parse_syntax(top.sub("syntax")),
+        shell=top.get("shell", bool, False),
+        framing=top.get("framing", str, "block"),
     )
+    if profile.framing not in FRAMINGS:
+        raise top._err("framing", f"must be one of {', '.join(FRAMINGS)}, got {profile.framing!r}")
+    if profile.shell and not profile.raw:
+        # The bug this prevents: a shell ran each line of the quoting block.
+        raise top._err("framing", 'a shell (shell = true) takes commands: framing must be "raw"')
     det.done()
     top.done()
     return profile

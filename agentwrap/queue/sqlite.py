@@ -431,7 +431,7 @@ class SQLiteMessageStore:
             t = self._now(now)
             _expire(conn, t, session)
             rows = conn.execute(
-                f"SELECT id, content_bytes FROM messages WHERE session = ? AND status = ?"
+                f"SELECT id, content_bytes, kind FROM messages WHERE session = ? AND status = ?"
                 f" AND next_attempt_at <= ? AND +expires > ? ORDER BY {_ORDER}",
                 (session, Status.PENDING.value, t, t),
             ).fetchall()
@@ -706,13 +706,19 @@ def _session_filter(session: str | None) -> tuple[str, list[Any]]:
 
 
 def _fit(rows: Iterable[sqlite3.Row], max_bytes: int) -> list[str]:
-    """Ids of the leading rows whose sizes sum to at most max_bytes (at least one)."""
+    """Ids of the leading rows whose sizes sum to at most max_bytes (at least one).
+
+    A COMMAND is typed as is, on its own: it never shares a batch.
+    """
     ids: list[str] = []
     total = 0
     for row in rows:
         size = int(row["content_bytes"])
-        if ids and total + size > max_bytes:
+        command = row["kind"] == Kind.COMMAND.value
+        if ids and (command or total + size > max_bytes):
             break
+        if command:
+            return [str(row["id"])]
         ids.append(str(row["id"]))
         total += size
     return ids

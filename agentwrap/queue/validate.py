@@ -44,6 +44,10 @@ class _Checked:
 
 RESERVED_PRIORITIES = frozenset({Priority.STARTUP})  # ahead of all, never evicted
 
+# Kinds a caller may enqueue without ``internal=True``. A COMMAND is still a
+# privilege: the application service grants it by the session's trust policy.
+SENDER_KINDS = frozenset({Kind.CONTENT, Kind.COMMAND})
+
 
 def _validate(new: NewMessage, limits: QueueLimits, kind: Kind, internal: bool) -> _Checked:
     """Every stateless check of enqueue, before the database is touched."""
@@ -56,7 +60,7 @@ def _validate(new: NewMessage, limits: QueueLimits, kind: Kind, internal: bool) 
         reserved = (
             f"source '{source}'" if source is Source.SYSTEM
             else f"priority '{priority}'" if priority in RESERVED_PRIORITIES
-            else f"kind '{kind}'" if kind is not Kind.CONTENT
+            else f"kind '{kind}'" if kind not in SENDER_KINDS
             else None
         )
         if reserved:

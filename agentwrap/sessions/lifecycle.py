@@ -34,7 +34,7 @@ from ..config import Config, load_config
 from ..delivery.fallback import context_file, prepare_context_file
 from ..detect.profiles import Profile, load_profile, profile_for_command
 from ..detect.structured import structured_source
-from ..errors import AgentNotFound, SessionNameTaken, SessionNotRunning
+from ..errors import AgentNotFound, ProfileError, SessionNameTaken, SessionNotRunning
 from ..message import NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
 from ..terminal.proctree import alive, kill_tree
@@ -61,9 +61,19 @@ class RunOptions:
 
 
 def resolve_profile(opts: RunOptions, paths: Paths) -> Profile:
-    if opts.profile:
-        return load_profile(opts.profile, paths)
-    return profile_for_command(opts.argv, paths)
+    auto = profile_for_command(opts.argv, paths)
+    if not opts.profile:
+        return auto
+    chosen = load_profile(opts.profile, paths)
+    if auto.shell and not chosen.raw:
+        # Under a quoting profile every line of a message would run as a command.
+        raise ProfileError(
+            f"{Path(opts.argv[0]).name} is a shell: under profile {chosen.name!r} the lines of"
+            " every message would run as commands",
+            hint=f"leave out --profile (it picks {auto.name!r}), or use a profile with"
+            ' framing = "raw"',
+        )
+    return chosen
 
 
 def agent_argv(

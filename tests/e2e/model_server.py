@@ -12,6 +12,14 @@ test decides what the "model" does:
 * ``[[tool]]``         call the agent's shell tool with ``touch tool_ran.txt`` so the
                        agent asks for permission; the request carrying the tool result
                        is answered ``done``.
+* ``[[call: NAME {JSON}]]`` call the agent's tool NAME with the JSON object as its
+                       arguments, verbatim (e.g. ``[[call: Read {"file_path": "/etc/hostname"}]]``
+                       or ``[[call: write_file {"file_path": "a.txt", "content": "x"}]]``), to
+                       open the agent's other dialogs (read outside the project, file
+                       edit, a question to the person). NAME must be one of the tools the
+                       request offers, else the reply says so and lists them. The
+                       request carrying the tool result is answered ``done``, like
+                       ``[[tool]]``.
 * ``Reply "ACK <token>"`` (or with backticks) answer ``ACK <token>`` when
   ``auto_ack`` is on; the last such phrase wins.
 
@@ -112,6 +120,7 @@ _RE_REPLY = re.compile(r"\[\[\s*reply\s*:\s*(.*?)\s*\]\]", re.IGNORECASE | re.DO
 _RE_DELAY = re.compile(r"\[\[\s*delay\s*:\s*" + _FLOAT + r"\s*\]\]", re.IGNORECASE)
 _RE_SLOW = re.compile(r"\[\[\s*slow\s*:\s*" + _FLOAT + r"\s*\]\]", re.IGNORECASE)
 _RE_TOOL = re.compile(r"\[\[\s*tool\s*\]\]", re.IGNORECASE)
+_RE_CALL = re.compile(r"\[\[\s*call\s*:\s*([A-Za-z0-9_.-]+)\s*", re.IGNORECASE)
 # Reply "ACK tok" / Reply `ACK tok` (curly quotes too, since people paste them).
 _RE_ACK = re.compile(
     r"Reply\s*[\"`\u201c\u201d]\s*ACK\s+([^\"`\u201c\u201d\n]+?)\s*[\"`\u201c\u201d]"
@@ -649,6 +658,23 @@ def aider_edit_reply(system_text: str) -> str:
             f"tool ran\n>>>>>>> REPLACE\n{fence}\n"
         )
     return f"Creating the file.\n\n{TOOL_FILE}\n{fence}\ntool ran\n{fence}\n"
+
+
+def find_call(text: str) -> tuple[str, JSON] | None:
+    """The first ``[[call: NAME {JSON}]]`` in text: the tool name and its arguments.
+
+    The arguments are read with a JSON decoder, so they may hold ``]]`` themselves;
+    a directive whose arguments are not a JSON object followed by ``]]`` is ignored.
+    """
+    decoder = json.JSONDecoder()
+    for m in _RE_CALL.finditer(text):
+        try:
+            args, end = decoder.raw_decode(text, m.end())
+        except ValueError:
+            continue
+        if isinstance(args, dict) and re.match(r"\s*\]\]", text[end:]):
+            return m.group(1), args
+    return None
 
 
 def slow_text(final: str) -> str:
@@ -1548,7 +1574,16 @@ class ModelServer:
         plan = Plan(delay=_last_float(_RE_DELAY, text), slow=_last_float(_RE_SLOW, text))
         replies = _RE_REPLY.findall(text)
         acks = _RE_ACK.findall(text) if self.auto_ack else []
-        if _RE_TOOL.search(text):
+        called = find_call(text)
+        if called is not None:
+            name, args = called
+            tool = next((t for t in tools if t.name == name), None)
+            if tool is not None:
+                plan.tool, plan.tool_args = tool, args
+                return plan
+            offered = ", ".join(t.name for t in tools) or "none"
+            final = f"[[call]] asked for {name}, but the request offered no such tool ({offered})."
+        elif _RE_TOOL.search(text):
             tool = pick_shell_tool(tools)
             if tool is not None:
                 plan.tool = tool

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .model_server import TOOL_COMMAND, ModelServer, fill_schema
+from .model_server import TOOL_COMMAND, ModelServer, fill_schema, find_call
 
 BASH_TOOL = {
     "name": "Bash",
@@ -548,6 +548,37 @@ def test_gemini_tool_then_done(server: ModelServer) -> None:
     ]
     assert gemini_text(call(server, GEMINI_STREAM, follow)) == "done"
 
+
+
+def test_call_directive_parses_json_arguments() -> None:
+    text = 'x [[call: Read {"file_path": "/etc/hostname"}]] y'
+    assert find_call(text) == ("Read", {"file_path": "/etc/hostname"})
+    nested = '[[call: ask_user {"questions": [{"options": [["a"]]}]}]]'
+    assert find_call(nested) == ("ask_user", {"questions": [{"options": [["a"]]}]})
+    assert find_call("[[call: Read not-json]]") is None
+    assert find_call('[[call: Read ["a"]]]') is None  # arguments must be an object
+    assert find_call('[[call: Read {"a": 1}] ]') is None
+
+
+def test_call_directive_calls_the_named_tool(server: ModelServer) -> None:
+    args = {"file_path": "/etc/hostname"}
+    read = {"name": "Read", "input_schema": {"type": "object", "properties": {}}}
+    body = anthropic_body(f"[[call: Read {json.dumps(args)}]] read it", tools=[BASH_TOOL, read])
+    events = [d for _, d in call(server, "/v1/messages?beta=true", body).events()]
+    start = next(e for e in events if e["type"] == "content_block_start")
+    assert start["content_block"]["name"] == "Read"
+    partial = "".join(
+        e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta"
+    )
+    assert json.loads(partial) == args
+    assert server.requests()[-1].reply == "tool_call:Read"
+
+    reply = call(server, GEMINI_STREAM, gemini_body('[[call: read_file {"file_path": "/x"}]]'))
+    part = reply.events()[-1][1]["candidates"][0]["content"]["parts"][0]
+    assert part["functionCall"] == {"name": "read_file", "args": {"file_path": "/x"}}
+
+    missing = anthropic_text(call(server, "/v1/messages", anthropic_body("[[call: Nope {}]]")))
+    assert missing.startswith("[[call]] asked for Nope") and "(Bash)" in missing
 
 def test_gemini_routing_side_and_count_tokens(server: ModelServer) -> None:
     schema = {

@@ -84,6 +84,23 @@ def test_multiline_unicode_arrives_byte_for_byte_as_one_message(
     assert expected in got[0], "content changed on its way to the model"
 
 
+def test_raw_text_reaches_the_model_as_typed(make_session: Make, agent_name: str) -> None:
+    # Hardening 7: `send --raw` types the text as is, no quoting block, one
+    # message, and the agent's model gets exactly that text.
+    s = make_session(agent_name)
+    s.start()
+    s.wait_state("ready", timeout=90)
+    marker = tag()
+    content = f"raw {marker}: summarise the README in one line"
+    res = s.send(content, "--raw", "--wait", "--timeout", "90")
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
+    got = s.wait_received(marker)
+    assert len(got) == 1, f"{len(got)} requests carried the message"
+    assert content in got[0] and "[agentwrap context" not in got[0]
+    refused = s.send(f"raw {marker} from a webhook", "--raw", "--source", "webhook")
+    assert refused.returncode == 77, refused.stderr
+
+
 def test_escape_sequences_never_reach_the_agent(make_session: Make, agent_name: str) -> None:
     s = make_session(agent_name)
     s.start()

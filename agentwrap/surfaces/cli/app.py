@@ -56,6 +56,9 @@ EXIT_HELP = """\
 exit status with --wait: 0 delivered or acknowledged, 10 escalated to the
 instruction file, 11 expired, 12 evicted, 13 cancelled, 14 failed, 124 timed
 out waiting (the message stays queued). Without --wait: 0 once stored.
+Refused before storing: 3 unknown or ended session, 4 idempotency key reused
+with other content, 65 invalid message, 75 rate limit / queue full, 77 source
+not trusted with raw input.
 """
 
 
@@ -128,9 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
              "Queue a message. It is stored durably before this returns, then typed into\n"
              "the agent at the next safe moment as one marked block, prefixed\n"
              "[source:source_id]. Content is sanitized: escape sequences and control\n"
-             "characters are removed. Use - to read the content from stdin.",
+             "characters are removed. Use - to read the content from stdin.\n\n"
+             "Into a shell (profile 'shell': bash, zsh, ...) a message is a command: typed\n"
+             "as is, one at a time, and only from sources your config trusts with that\n"
+             "([trust] raw_sources, default: user). --raw does the same for any session\n"
+             "(an agent's own /command, a REPL's input).",
              EXIT_HELP + "\nexamples:\n  agentwrap send api \"CI: test_login failed\" --source webhook "
-             "--source-id github --priority high\n  git diff | agentwrap send api - --wait --timeout 60")
+             "--source-id github --priority high\n  git diff | agentwrap send api - --wait --timeout 60"
+             "\n  agentwrap send sh \"make test\"            # a shell session: runs make test"
+             "\n  agentwrap send api --raw \"/compact\"      # typed as is: the agent's own command")
     se.add_argument("name")
     se.add_argument("content", help="the text, or - for stdin")
     se.add_argument("--source", default="user",
@@ -147,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--correlation-id")
     se.add_argument("--depth", type=int, default=0, help="hops so far (agent-to-agent)")
     se.add_argument("--metadata", help="JSON object stored with the message")
+    se.add_argument("--raw", action="store_true",
+                    help="type the text as is (no quoting block, no ACK); trusted sources only")
     se.add_argument("--wait", action="store_true", help="block until the message ends")
     se.add_argument("--timeout", type=float, default=60.0, help="with --wait (default 60 s)")
     se.add_argument("--json", action="store_true")

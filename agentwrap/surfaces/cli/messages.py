@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ...errors import InvalidMessage, SessionNotRunning
+from ...errors import InvalidMessage
 from ...message import Message, NewMessage, Priority, Source, Status
 from ...paths import Paths
 from ...queue.sanitize import decode_utf8
@@ -62,13 +62,11 @@ def _read_content(arg: str) -> str:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    from ...sessions.wake import notify
+    from ...service import Service
 
     paths = _paths()
     reg = _registry(paths)
-    rec = reg.get(args.name)
-    if rec.ended is not None:
-        raise SessionNotRunning(f"session {args.name!r} has ended; nothing would deliver this")
+    reg.get(args.name)  # an unknown session is the first thing to hear about
     try:
         metadata = json.loads(args.metadata) if args.metadata else {}
     except ValueError as exc:
@@ -92,9 +90,9 @@ def cmd_send(args: argparse.Namespace) -> int:
     )
     store = _store(paths)
     try:
-        msg, created = store.enqueue(new)
-        notify(paths, args.name)
-        if rec.liveness == "stale" and created:
+        sent = Service(paths, store, reg).send(new, raw=args.raw)
+        msg, created = sent.message, sent.created
+        if not sent.supervised and created:
             err.print(
                 f"[yellow]warning:[/] {escape(args.name)}'s supervisor is not running; the message"
                 f" waits until `agentwrap adopt {escape(args.name)}`"

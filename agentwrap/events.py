@@ -1,0 +1,206 @@
+"""The event bus: what happened to messages and sessions, in order, for any process.
+
+Every surface needs the same few facts as they happen: a message was queued,
+moved to a phase, reached its end state; a session changed state or ended.
+The HTTP server streams them (SSE), ``state --watch`` and ``send --wait``
+follow them, a dashboard replays them after a reconnect. So they are not
+callbacks inside one process but rows of an ``events`` table in the one store,
+appended *in the same transaction* as the change they describe (an event is
+never lost or reported for a change that rolled back), with ids that only
+grow: a reader asks for everything after the last id it saw.
+
+Readers do not poll. Each one binds a datagram socket in the runtime dir's
+``events/`` folder (:class:`Subscription`); a writer, after its commit, sends
+one byte to every socket there (:func:`announce`) and the readers then read
+the table. A lost datagram costs nothing but latency (readers also look when
+their wait times out), and the socket of a process that died is removed by the
+next writer that finds nobody listening.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import select
+import socket
+import sqlite3
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .paths import private_dir
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,   -- only grows: "everything after id N"
+    at REAL NOT NULL,
+    session TEXT NOT NULL,
+    kind TEXT NOT NULL,                     -- see KINDS
+    subject TEXT NOT NULL DEFAULT '',       -- a message id, or ''
+    data TEXT NOT NULL DEFAULT '{}'         -- JSON object
+);
+CREATE INDEX IF NOT EXISTS events_by_session ON events(session, id);
+"""
+
+#: What the store and the supervisors report.
+KINDS = (
+    "message.queued",  # data: priority, source, kind
+    "message.phase",  # data: phase (claimed, pasting, submitting, submitted)
+    "message.retry",  # data: next_attempt_at, detail
+    "message.ended",  # data: status, detail
+    "session.state",  # data: state, reason
+    "session.ended",  # data: exit_code
+)
+
+#: Rows kept; older ones are pruned by writers now and then.
+KEEP = 20_000
+_PRUNE_EVERY = 500  # ids
+
+
+@dataclass(frozen=True)
+class Event:
+    id: int
+    at: float
+    session: str
+    kind: str
+    subject: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "at": self.at, "session": self.session, "kind": self.kind,
+                "subject": self.subject, "data": dict(self.data)}
+
+
+def create(conn: sqlite3.Connection) -> None:
+    conn.executescript(SCHEMA)
+
+
+def record(
+    conn: sqlite3.Connection, at: float, session: str, kind: str, subject: str = "",
+    **data: Any,
+) -> int:
+    """Append one event inside the caller's write transaction; returns its id."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}")
+    cur = conn.execute(
+        "INSERT INTO events (at, session, kind, subject, data) VALUES (?, ?, ?, ?, ?)",
+        (at, session, kind, subject, json.dumps(data, separators=(",", ":"))),
+    )
+    new_id = int(cur.lastrowid or 0)
+    if new_id % _PRUNE_EVERY == 0:
+        conn.execute("DELETE FROM events WHERE id <= ?", (new_id - KEEP,))
+    return new_id
+
+
+def since(
+    conn: sqlite3.Connection,
+    after: int,
+    *,
+    session: str | None = None,
+    kinds: Iterable[str] | None = None,
+    subject: str | None = None,
+    limit: int = 1000,
+) -> list[Event]:
+    """Events with ids above ``after``, oldest first, optionally filtered."""
+    where: list[str] = ["id > ?"]
+    params: list[object] = [after]
+    if session is not None:
+        where.append("session = ?")
+        params.append(session)
+    if subject is not None:
+        where.append("subject = ?")
+        params.append(subject)
+    wanted = list(kinds or ())
+    if wanted:
+        where.append(f"kind IN ({','.join('?' * len(wanted))})")
+        params += wanted
+    rows = conn.execute(
+        f"SELECT * FROM events WHERE {' AND '.join(where)} ORDER BY id LIMIT ?",
+        (*params, limit),
+    ).fetchall()
+    return [
+        Event(int(r["id"]), float(r["at"]), r["session"], r["kind"], r["subject"],
+              json.loads(r["data"]))
+        for r in rows
+    ]
+
+
+def last_id(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT COALESCE(MAX(id), 0) AS n FROM events").fetchone()
+    return int(row["n"] if isinstance(row, sqlite3.Row) else row[0])
+
+
+# --- wake-ups across processes -----------------------------------------------------------
+
+
+def announce(events_dir: Path) -> int:
+    """Tell every subscriber that new events were committed; returns how many
+    were told. Sockets nobody listens on any more are removed."""
+    try:
+        names = os.listdir(events_dir)
+    except FileNotFoundError:
+        return 0
+    told = 0
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.setblocking(False)
+    try:
+        for name in names:
+            if not name.endswith(".sock"):
+                continue
+            path = events_dir / name
+            try:
+                s.sendto(b"e", str(path))
+                told += 1
+            except BlockingIOError:
+                told += 1  # its queue is full: it has wake-ups enough
+            except (ConnectionRefusedError, FileNotFoundError):
+                try:  # its process is gone
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
+            except OSError:
+                pass
+    finally:
+        s.close()
+    return told
+
+
+class Subscription:
+    """A reader's end: wait until a writer announces new events."""
+
+    def __init__(self, events_dir: Path) -> None:
+        private_dir(events_dir, repair=False)
+        self.path = events_dir / f"{os.getpid()}-{secrets.token_hex(4)}.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.path))
+        os.chmod(self.path, 0o600)
+        self.sock.setblocking(False)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def wait(self, timeout: float) -> bool:
+        """Block until an announcement or ``timeout``; True if one came."""
+        ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
+        if not ready:
+            return False
+        while True:
+            try:
+                self.sock.recv(64)
+            except BlockingIOError:
+                return True
+
+    def close(self) -> None:
+        self.sock.close()
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
