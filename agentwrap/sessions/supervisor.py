@@ -55,7 +55,14 @@ class DeliveryStep(Protocol):
 class Timing:
     min_snapshot_s: float = 0.05  # throttle for output-driven snapshots
     pause_s: float = 0.03  # output this still counts as paused: time to look
-    tick_s: float = 0.5  # safety-net snapshot when nothing happens
+    tick_s: float = 0.5  # safety-net snapshot while the screen is settling
+    # Once the screen has been still this long (the unknown-screen verdict
+    # needs 3 s), nothing changes without output, an exit (watched by pidfd) or
+    # a wake-up: the safety tick and the queue poll slow down to idle_tick_s.
+    # Fifty idle sessions then cost almost nothing (issue 9).
+    settle_s: float = 6.0
+    idle_tick_s: float = 10.0
+    queue_poll_s: float = 1.0  # safety poll of the queue (wake-ups are the fast path)
     max_snap_gap_s: float = 1.0  # cost-based spacing never exceeds this ...
     max_tick_s: float = 2.0  # ... nor the stretched flood tick this: one slow
     # snapshot (a busy machine, tmux starting) must not blind the supervisor
@@ -94,6 +101,8 @@ class Supervisor:
         self._fifo_fds: tuple[int, int] | None = None
         self._out_fd: int | None = None
         self._woken = False  # a wake datagram arrived while delivery held the loop
+        self._pidfd: int | None = None  # readable once the agent exits (Linux pidfd)
+        self._pidfd_fired = False
         self.wake = WakeSocket(paths.wake_socket(name))
 
     # --- observation -------------------------------------------------------------
@@ -103,11 +112,18 @@ class Supervisor:
         return self.detector.reading
 
     def observe(self) -> Reading:
-        """Snapshot, detect, publish. Safe to call from delivery code."""
+        """Snapshot, detect, publish. Safe to call from delivery code.
+
+        The liveness check comes *after* the snapshot: a screen counts only
+        if the agent was still alive once it had been taken (a dying TUI
+        clears its box as if it had taken our text). Backends that judge
+        liveness while snapshotting answer it without another call.
+        """
         try:
+            snap = self.term.snapshot()
             if not self.term.alive():
                 raise AgentExited("gone")
-            self.snap = self.term.snapshot()
+            self.snap = snap
         except AgentExited:
             return self._exited()
         self._last_snap = time.monotonic()
@@ -239,9 +255,23 @@ class Supervisor:
         except OSError:
             pass
 
+    def _watch_exit(self, pid: int | None) -> None:
+        """Be woken by the agent's exit itself, not by a tick: a pidfd (Linux
+        5.3+) turns readable when the process ends. Without one, the ticks
+        notice it (within ``tick_s`` while settling, ``idle_tick_s`` after)."""
+        pidfd_open = getattr(os, "pidfd_open", None)
+        if pid is None or pidfd_open is None:
+            return
+        try:
+            self._pidfd = pidfd_open(pid)
+        except OSError as exc:
+            log.info("no pidfd for agent %s (%s): exit is noticed by the ticks", pid, exc)
+
     def run(self) -> int | None:
         self.registry.claim_supervisor(self.name)
-        self.registry.update(self.name, agent_pid=self.term.agent_pid())
+        pid = self.term.agent_pid()
+        self.registry.update(self.name, agent_pid=pid)
+        self._watch_exit(pid)
         out_fd = self._out_fd = self._output_fd()
         try:
             while not self._stop.is_set():
@@ -282,8 +312,15 @@ class Supervisor:
         snap_gap = t.min_snapshot_s
         delivery_due: float | None = time.monotonic()
 
+        def settled(now: float) -> bool:
+            if self._pidfd is None and self._pidfd_fired:
+                return False  # the agent is exiting: look often until it is recorded
+            return not dirty and now - self.detector.last_change >= t.settle_s
+
         def tick() -> float:
-            return min(max(t.tick_s, 3 * snap_gap), t.max_tick_s) if dirty else t.tick_s
+            if dirty:
+                return min(max(t.tick_s, 3 * snap_gap), t.max_tick_s)
+            return t.idle_tick_s if settled(time.monotonic()) else t.tick_s
 
         while not self._stop.is_set():
             now = time.monotonic()
@@ -300,8 +337,16 @@ class Supervisor:
                 deadlines.append(watch_out_at)
             timeout = max(0.0, min(deadlines) - now)
             fds = [self.wake.fileno()] + ([out_fd] if watching and out_fd is not None else [])
+            if self._pidfd is not None:
+                fds.append(self._pidfd)
             ready, _, _ = select.select(fds, [], [], timeout)
             now = time.monotonic()
+            if self._pidfd is not None and self._pidfd in ready:
+                os.close(self._pidfd)  # the agent has exited: look now, and not again
+                self._pidfd = None
+                self._pidfd_fired = True
+                if self.observe().state is State.EXITED:
+                    return
             if out_fd is not None and out_fd in ready:
                 self._drain_output(out_fd)
                 self.detector.note_output(now)
@@ -336,7 +381,10 @@ class Supervisor:
                 if self.reading.state is State.EXITED:
                     return
             elif self.delivery is not None and delivery_due is None:
-                delivery_due = time.monotonic() + 1.0  # safety poll for the queue
+                # safety poll for the queue (a lost wake-up, a message another
+                # writer stored without one): slower once the screen is settled
+                poll = t.idle_tick_s if settled(now) else t.queue_poll_s
+                delivery_due = time.monotonic() + poll
 
     def _cleanup(self) -> None:
         ended = self.reading.state is State.EXITED or not self.term.alive()
@@ -345,6 +393,9 @@ class Supervisor:
                 self.delivery.abandon(f"session ended (agent exit code {self.term.exit_code()})")
             self.delivery.close()
         self.wake.close()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
         if self._fifo_fds is not None:
             for fd in self._fifo_fds:
                 os.close(fd)

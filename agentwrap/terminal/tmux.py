@@ -44,6 +44,7 @@ _INFO_FMT = (
 
 
 _DYING_GRACE_S = 2.0
+_FRESH_S = 0.05  # a liveness judgement this recent answers alive() without asking tmux
 
 # Expands to something other than "0" once the pane's process is gone: the
 # pane is dead (its pty closed), or tmux has reaped the process (its status or
@@ -89,6 +90,7 @@ class TmuxTerminal:
         self._exit_code: int | None = None
         self._dead = False
         self._dying_since: float | None = None
+        self._judged_at = -1.0  # when a snapshot last judged the agent alive
 
     # --- lifecycle --------------------------------------------------------------
 
@@ -225,6 +227,7 @@ class TmuxTerminal:
         info = proc.stdout[0].split("\t", 8)
         cy, cx, w, h = (info + [""] * 9)[:4]
         self._judge(info)
+        self._judged_at = time.monotonic()
         return Snapshot.from_ansi(
             "\n".join(proc.stdout[1:]),
             cols=int(w),
@@ -284,6 +287,8 @@ class TmuxTerminal:
     def alive(self) -> bool:
         if self._dead:
             return False
+        if self._dying_since is None and time.monotonic() - self._judged_at < _FRESH_S:
+            return True  # the snapshot just taken judged it (one tmux call, not two)
         try:
             info = self._info()
         except AgentExited:
