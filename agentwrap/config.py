@@ -10,6 +10,7 @@ Example::
     [run]
     backend = "tmux"            # or "pty"
     relay = "auto"              # pty backend: "native" C relay if built, else "python"
+    supervisor = "host"         # tmux: one supervisor process for all sessions, or "process"
     trust_folder = false        # answer folder-trust dialogs automatically
 
     [delivery]
@@ -46,6 +47,9 @@ else:  # pragma: no cover
 
 PROJECT_FILE = ".agentwrap.toml"
 RELAY_MODES = ("auto", "native", "python")  # [run] relay: which pty relay copies bytes
+# [run] supervisor: who supervises tmux sessions. "host": one long-lived process
+# for all of them (a thread each); "process": a process per session.
+SUPERVISOR_MODES = ("host", "process")
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,7 @@ class RunConfig:
     cols: int = 160  # size of a detached tmux session
     rows: int = 45
     relay: str = "auto"  # pty backend: "native" (C helper), "python", or "auto" (native if built)
+    supervisor: str = "host"  # tmux backend: "host" (one process for all) or "process"
 
 
 @dataclass(frozen=True)
@@ -158,6 +163,11 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             raise ConfigError(f"run.backend: must be 'tmux' or 'pty', got {changes['backend']!r}")
         if section == "trust":
             _check_sources(changes.get("raw_sources", ()), f"{dotted_section(where, section)}.raw_sources")
+        if section == "run" and changes.get("supervisor", "host") not in SUPERVISOR_MODES:
+            raise ConfigError(
+                f"run.supervisor: must be one of {', '.join(SUPERVISOR_MODES)},"
+                f" got {changes['supervisor']!r}"
+            )
         if section == "run" and changes.get("relay", "auto") not in RELAY_MODES:
             raise ConfigError(
                 f"run.relay: must be one of {', '.join(RELAY_MODES)}, got {changes['relay']!r}"

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from agentwrap.queue.db import connect, transaction
 
 from agentwrap import events
+from agentwrap.queue.db import connect, transaction
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ Process model (answers to the design notes):
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import signal
@@ -42,7 +43,7 @@ from ..terminal.pty import PtyTerminal, terminal_size
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
 from .supervisor import Supervisor, log_to
-from .wake import notify
+from .wake import notify, send
 
 
 @dataclass
@@ -164,6 +165,7 @@ def _options(opts: RunOptions, cfg: Config) -> dict[str, object]:
     return {
         "trust_folder": cfg.run.trust_folder if opts.trust_folder is None else opts.trust_folder,
         "require_ack": opts.require_ack,
+        "supervisor": cfg.run.supervisor,
     }
 
 
@@ -215,7 +217,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         except BaseException:
             registry.mark_ended(name, None)
             raise
-        spawn_supervisor(paths, name, registry)
+        supervise_elsewhere(paths, registry.get(name), registry)
         return registry.get(name)
     finally:
         registry.close()
@@ -258,16 +260,76 @@ def spawn_supervisor(paths: Paths, name: str, registry: Registry, wait_s: float 
     )
 
 
-def supervise(paths: Paths, name: str) -> int:
-    """Entry point of the detached supervisor process (also re-adoption)."""
-    log_to(paths.supervisor_log(name))
-    registry = Registry(paths.db_path)
+def supervise_elsewhere(paths: Paths, rec: SessionRecord, registry: Registry) -> int:
+    """Have a running tmux session supervised, as its record says: by the
+    supervisor host (one process for all sessions) or by a process of its own."""
+    if rec.options.get("supervisor") == "host":
+        return hand_to_host(paths, rec.name, registry)
+    return spawn_supervisor(paths, rec.name, registry)
+
+
+def host_socket(paths: Paths) -> Path:
+    """Where the supervisor host takes commands (``adopt NAME``)."""
+    return paths.runtime_dir / "host.sock"
+
+
+def host_log(paths: Paths) -> Path:
+    return paths.logs_dir / "host.log"
+
+
+def hand_to_host(paths: Paths, name: str, registry: Registry, wait_s: float = 10.0) -> int:
+    """Ask the supervisor host to supervise ``name``, starting the host if none
+    runs; returns its pid once it has claimed the session."""
+    deadline = time.monotonic() + wait_s
+    last_ask = last_spawn = -math.inf
+    while time.monotonic() < deadline:
+        rec = registry.get(name)
+        if rec.supervisor_alive and rec.supervisor_pid:
+            return rec.supervisor_pid
+        now = time.monotonic()
+        if now - last_ask >= 0.25:
+            last_ask = now
+            # A host that is starting has not bound its socket yet: a second one
+            # started meanwhile finds the host lock taken and leaves at once.
+            if not send(host_socket(paths), b"adopt " + name.encode()) and now - last_spawn >= 2.0:
+                last_spawn = now
+                spawn_host(paths)
+        time.sleep(0.01)
+    raise SessionNotRunning(
+        f"the supervisor host did not take {name!r}", hint=f"see its log: {host_log(paths)}"
+    )
+
+
+def spawn_host(paths: Paths) -> None:
+    """Start ``agentwrap _host`` detached from this terminal (see sessions.host)."""
+    log = host_log(paths)
+    private_dir(log.parent, repair=True)
+    out = open_private_append(log)
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "agentwrap", "_host"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+            env=dict(os.environ), cwd="/",
+        )
+    finally:
+        os.close(out)
+
+
+def tmux_supervisor(paths: Paths, name: str, registry: Registry) -> Supervisor:
+    """The supervisor of a running tmux session, ready to run (in a process of
+    its own or on a thread of the supervisor host)."""
     rec = registry.get(name)
     cfg = load_config(paths, Path(rec.cwd)).for_profile(rec.profile)
     profile = load_profile(rec.profile, paths)
     term = TmuxTerminal.adopt(tmux_socket_of(paths, rec), name)
     env = agent_env(profile, name, paths)
-    sup = build_supervisor(paths, cfg, rec, term, profile, registry, env)
+    return build_supervisor(paths, cfg, rec, term, profile, registry, env)
+
+
+def supervise(paths: Paths, name: str) -> int:
+    """Entry point of the detached supervisor process (also re-adoption)."""
+    log_to(paths.supervisor_log(name))
+    sup = tmux_supervisor(paths, name, Registry(paths.db_path))
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
     sup.run()
     return 0
@@ -287,7 +349,7 @@ def adopt(paths: Paths, name: str) -> int:
             registry.mark_ended(name, rec.exit_code)
             raise SessionNotRunning(f"the agent of {name!r} is no longer running")
         registry.update(name, ended=None)
-        return spawn_supervisor(paths, name, registry)
+        return supervise_elsewhere(paths, rec, registry)
     finally:
         registry.close()
 

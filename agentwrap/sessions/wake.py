@@ -21,7 +21,11 @@ from ..paths import Paths, private_dir
 
 def notify(paths: Paths, session: str, command: bytes = b"wake") -> bool:
     """Nudge a session's supervisor; False if nobody is listening."""
-    path = paths.wake_socket(session)
+    return send(paths.wake_socket(session), command)
+
+
+def send(path: Path, command: bytes) -> bool:
+    """One datagram to the socket at ``path``; False if nobody is listening."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
         s.sendto(command, str(path))

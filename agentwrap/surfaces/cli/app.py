@@ -25,7 +25,15 @@ from ...message import Source
 from .common import err
 from .inspection import cmd_doctor, cmd_profiles, cmd_state
 from .messages import cmd_cancel, cmd_history, cmd_metrics, cmd_queue, cmd_send
-from .sessions import cmd_adopt, cmd_attach, cmd_ls, cmd_run, cmd_stop, cmd_supervise
+from .sessions import (
+    cmd_adopt,
+    cmd_attach,
+    cmd_host,
+    cmd_ls,
+    cmd_run,
+    cmd_stop,
+    cmd_supervise,
+)
 
 MAIN_HELP = """\
 Run a terminal coding agent under supervision and deliver context into it.
@@ -195,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("_supervise")  # internal: the detached supervisor process
     sv.add_argument("name")
     sv.set_defaults(func=cmd_supervise)
+
+    ho = sub.add_parser("_host")  # internal: the supervisor host of all tmux sessions
+    ho.set_defaults(func=cmd_host)
     return p
 
 

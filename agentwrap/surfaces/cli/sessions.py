@@ -90,6 +90,12 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     return supervise(_paths(), args.name)
 
 
+def cmd_host(args: argparse.Namespace) -> int:
+    from ...sessions.host import serve
+
+    return serve(_paths())
+
+
 def _liveness_label(rec: SessionRecord) -> str:
     live = rec.liveness
     if live == "stale":
