@@ -6,6 +6,7 @@ process; crashes are real ``kill -9``.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -98,3 +99,21 @@ def test_stopping_a_session_leaves_the_others_supervised(aw: AwEnv) -> None:
     assert pid_alive(host) and supervisor_pid(aw, "b") == host
     mid = send(aw, "b", "still here")
     assert wait_terminal(aw, mid, 60).status is Status.DELIVERED
+
+
+def test_several_sessions_stop_together(aw: AwEnv) -> None:
+    write_config(aw)
+    _start(aw, "a", "b", "c")
+    res = aw.cli("stop", "a", "b", "--json", check=True)
+    stopped = json.loads(res.stdout)
+    assert [r["name"] for r in stopped] == ["a", "b"]
+    assert all(r["liveness"] == "ended" for r in stopped)
+    res = aw.cli("stop", "--all", check=True)
+    assert "stopped c" in res.stderr
+    assert {r["liveness"] for r in ls_json(aw)} == {"ended"}
+    # an unknown name stops nothing
+    aw.start_standin("d")
+    aw.wait_state("d", "ready")
+    bad = aw.cli("stop", "d", "nosuch")
+    assert bad.returncode == 3
+    assert next(r for r in ls_json(aw) if r["name"] == "d")["liveness"] == "running"

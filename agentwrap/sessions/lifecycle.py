@@ -38,7 +38,7 @@ from ..detect.structured import structured_source
 from ..errors import AgentNotFound, ProfileError, SessionNameTaken, SessionNotRunning
 from ..message import NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
-from ..terminal.proctree import alive, kill_tree
+from ..terminal.proctree import alive, descendants, kill_pids
 from ..terminal.pty import PtyTerminal, terminal_size
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
@@ -452,32 +452,54 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
 
 
 def stop(paths: Paths, name: str, timeout_s: float = 5.0) -> SessionRecord:
+    return stop_many(paths, [name], timeout_s)[0]
+
+
+def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[SessionRecord]:
+    """Stop the agents of ``names`` (their whole process trees) together.
+
+    Every name is checked before anything is signalled. All trees get SIGTERM
+    at once (SIGKILL after a grace), then the supervisors record the exits;
+    a session whose end was not recorded within ``timeout_s`` is told to stop,
+    its tmux session killed and its end recorded here.
+    """
     registry = Registry(paths.db_path)
     try:
-        rec = registry.get(name)
-        if rec.backend == "tmux":
-            server = server_for(tmux_socket_of(paths, rec))
-            if server.is_alive() and server.has_session(name):
-                term = TmuxTerminal.adopt(tmux_socket_of(paths, rec), name)
-                pid = term.agent_pid()
-                if pid is not None:
-                    kill_tree(pid, signal.SIGTERM, grace=2.0)
-        elif rec.agent_pid and alive(rec.agent_pid):
-            kill_tree(rec.agent_pid, signal.SIGTERM, grace=2.0)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and registry.get(name).liveness == "running":
-            time.sleep(0.05)
-        rec = registry.get(name)
-        if rec.liveness == "running":
-            notify(paths, name, b"stop")
-            time.sleep(0.2)
-        if registry.get(name).ended is None:
+        recs = [registry.get(name) for name in names]  # unknown names: nothing happens
+        pids: list[int] = []
+        for rec in recs:
+            pid: int | None = None
             if rec.backend == "tmux":
                 server = server_for(tmux_socket_of(paths, rec))
-                if server.is_alive():
-                    server.cmd("kill-session", "-t", f"={name}")
-                remove_idle_socket(server)
-            registry.mark_ended(name, rec.exit_code)
-        return registry.get(name)
+                if server.is_alive() and server.has_session(rec.name):
+                    pid = TmuxTerminal.adopt(tmux_socket_of(paths, rec), rec.name).agent_pid()
+            elif rec.agent_pid and alive(rec.agent_pid):
+                pid = rec.agent_pid
+            if pid is not None:
+                pids += [pid, *descendants(pid)]
+        kill_pids(pids, signal.SIGTERM, grace=2.0)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(
+            registry.get(rec.name).liveness == "running" for rec in recs
+        ):
+            time.sleep(0.05)
+        for rec in recs:
+            _finish_stop(paths, registry, registry.get(rec.name))
+        return [registry.get(rec.name) for rec in recs]
     finally:
         registry.close()
+
+
+def _finish_stop(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
+    """Record the end of a session its supervisor did not record."""
+    name = rec.name
+    if rec.liveness == "running":
+        notify(paths, name, b"stop")
+        time.sleep(0.2)
+    if registry.get(name).ended is None:
+        if rec.backend == "tmux":
+            server = server_for(tmux_socket_of(paths, rec))
+            if server.is_alive():
+                server.cmd("kill-session", "-t", f"={name}")
+            remove_idle_socket(server)
+        registry.mark_ended(name, rec.exit_code)

@@ -130,8 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--json", action="store_true")
     st.set_defaults(func=cmd_state)
 
-    so = add("stop", "stop a session's agent (its whole process tree)")
-    so.add_argument("name")
+    so = add("stop", "stop sessions' agents (each one's whole process tree)",
+             "Stop the agents of the named sessions, together: each process tree gets\n"
+             "SIGTERM (SIGKILL after 2 s) and the end is recorded. With one name, --json\n"
+             "prints its record; with several or --all, a list.")
+    so.add_argument("names", nargs="*", metavar="name")
+    so.add_argument("--all", action="store_true", help="every running session")
     so.add_argument("--json", action="store_true")
     so.set_defaults(func=cmd_stop)
 

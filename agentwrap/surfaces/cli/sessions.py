@@ -74,13 +74,22 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from ...sessions.lifecycle import stop
+    from ...sessions.lifecycle import stop_many
 
-    rec = stop(_paths(), args.name)
+    paths = _paths()
+    names = list(args.names)
+    if args.all:
+        names += [r.name for r in _registry(paths).list() if r.name not in names]
+    if not names:
+        err.print("nothing to stop: name sessions, or --all")
+        return 0
+    recs = stop_many(paths, names)
     if args.json:
-        _emit_json(rec.to_json())
+        _emit_json(recs[0].to_json() if len(args.names) == 1 and not args.all
+                   else [r.to_json() for r in recs])
     else:
-        err.print(f"stopped {escape(rec.name)} (exit code {rec.exit_code})")
+        for rec in recs:
+            err.print(f"stopped {escape(rec.name)} (exit code {rec.exit_code})")
     return 0
 
 
