@@ -27,10 +27,12 @@ dir), measured in this order:
 
 Each figure is printed next to issue 9's goal for 50 sessions (scaled
 linearly for another N: idle CPU 0.3 % of a core and start 0.3 s / stop
-0.1 s per session). ``--mode`` picks how sessions are supervised; today there
-is one mode, ``per-session`` (a supervisor process and a tmux server per
-session). Everything it starts is killed at the end, also after Ctrl-C or an
-error: every supervisor and agent pid, and every tmux server in its runtime dir.
+0.1 s per session). ``--mode`` picks how sessions are supervised: ``process``
+(a supervisor process per session, as before issue 9), ``host`` (one
+supervisor host for all), or ``both`` (default: one after the other in the
+same run, then side by side). Everything it starts is killed at the end, also
+after Ctrl-C or an error: every supervisor and agent pid, and every tmux
+server in its runtime dir.
 
     .venv/bin/python scripts/bench_scale.py                      # ~3-4 min for 50
     .venv/bin/python scripts/bench_scale.py -n 5 --idle 10 --json
@@ -153,15 +155,16 @@ class Bench:
 # --- modes: how sessions are started and stopped ----------------------------------------------
 
 
-def start_per_session(b: Bench, name: str) -> None:
-    """Today's sessions: a tmux server and a detached supervisor process each."""
+def start_session(b: Bench, name: str) -> None:
+    """``agentwrap run --detach``: a tmux server per session; who supervises it
+    is the mode's ``[run] supervisor`` setting, written to the config."""
     proc = b.cli("run", "--detach", "--name", name, "--profile", "standin", "--cols", str(b.cols),
                  "--rows", str(b.rows), "--", *b.agent_argv(name))
     if proc.returncode != 0:
         raise RuntimeError(f"agentwrap run {name} -> {proc.returncode}: {proc.stderr.strip()}")
 
 
-def stop_per_session(b: Bench, names: list[str]) -> str:
+def stop_sessions(b: Bench, names: list[str]) -> str:
     """``agentwrap stop``: several names in one call if the CLI takes them."""
     usage = b.cli("stop", "--help").stdout
     if re.search(r"name \[name \.\.\.\]|names? \.\.\.", usage):
@@ -181,11 +184,16 @@ class Mode:
     start: Callable[[Bench, str], None]
     stop: Callable[[Bench, list[str]], str]  # returns how it stopped them, for the report
     about: str
+    config: str  # the user config's [run] table for this mode
 
 
 MODES: dict[str, Mode] = {
-    "per-session": Mode(start_per_session, stop_per_session,
-                        "a supervisor process and a tmux server per session"),
+    "process": Mode(start_session, stop_sessions,
+                    "a supervisor process and a tmux server per session (before issue 9)",
+                    '[run]\nsupervisor = "process"\n'),
+    "host": Mode(start_session, stop_sessions,
+                 "one supervisor host process for all sessions, a tmux server per session",
+                 '[run]\nsupervisor = "host"\n'),
 }
 
 
@@ -606,30 +614,12 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", "--sessions", type=int, default=50)
-    ap.add_argument("--mode", choices=sorted(MODES), default="per-session",
-                    help="how sessions are supervised (today: per-session)")
-    ap.add_argument("--idle", type=float, default=60.0, help="idle window, seconds")
-    ap.add_argument("--settle", type=float, default=3.0,
-                    help="seconds between the last session ready and the idle window")
-    ap.add_argument("--bytes", type=int, default=100, help="size of each message's content")
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any one step")
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--agentwrap-root", type=Path, default=ROOT,
-                    help="source tree of the agentwrap under test (e.g. a patched copy)")
-    ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
-    args = ap.parse_args()
-    if not shutil.which("tmux"):
-        print("tmux is not installed", file=sys.stderr)
-        return 2
-
-    aw_root = args.agentwrap_root.resolve()
-    sys.path.insert(0, str(aw_root))
+def run_mode(args: argparse.Namespace, mode_name: str) -> tuple[dict[str, Any], int]:
+    """One whole benchmark in a fresh environment; (results, exit status)."""
     from agentwrap.paths import Paths
 
-    mode = MODES[args.mode]
+    mode = MODES[mode_name]
+    aw_root = args.agentwrap_root.resolve()
     work = Path(tempfile.mkdtemp(prefix="aws-", dir="/tmp"))
     env = isolated_env(work, aw_root)
     b = Bench(work=work, env=env, aw_root=aw_root, n=args.sessions, timeout=args.timeout,
@@ -637,16 +627,15 @@ def main() -> int:
     paths = Paths.from_env(env).ensure()
     paths.user_patterns_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(STANDIN_PROFILE, paths.user_patterns_dir / "standin.toml")
+    paths.config_file.write_text(mode.config, encoding="utf-8")
     (work / "project").mkdir()
     (work / "stamps").mkdir()
     (work / "stamp_standin.py").write_text(STAMP_WRAPPER)
     tmux_v = subprocess.run(["tmux", "-V"], capture_output=True, text=True, check=False).stdout.strip()
     res: dict[str, Any] = {
-        "benchmark": "scale", "mode": args.mode, "mode_about": mode.about, "sessions": args.sessions,
+        "benchmark": "scale", "mode": mode_name, "mode_about": mode.about, "sessions": args.sessions,
         "idle_s": args.idle, "cpus": os.cpu_count(), "tmux_version": tmux_v, "errors": [],
     }
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupted)
     started = time.monotonic()
     status = 0
     procs: Procs | None = None
@@ -669,13 +658,62 @@ def main() -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     res["elapsed_s"] = time.monotonic() - started
     res["goals"] = goals(res)
+    return res, status
+
+
+def print_side_by_side(results: list[dict[str, Any]]) -> None:
+    """The goals of every mode of this run, one column each."""
+    names = [r["mode"] for r in results]
+    print("\nside by side (same run, same machine):")
+    print(f"{'':34}" + "".join(f"{n:>16}" for n in names) + "        goal")
+    for i, g in enumerate(results[0]["goals"]):
+        cells = ""
+        for r in results:
+            gi = r["goals"][i]
+            cells += f"{fmt(gi['value']):>11} {verdict(gi['pass']):>4}"
+        print(f"{g['what']:34}{cells}   <= {fmt(g['goal'])} {g['unit']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", "--sessions", type=int, default=50)
+    ap.add_argument("--mode", choices=[*sorted(MODES), "both"], default="both",
+                    help="how sessions are supervised: process, host, or both in turn (default)")
+    ap.add_argument("--idle", type=float, default=60.0, help="idle window, seconds")
+    ap.add_argument("--settle", type=float, default=10.0,
+                    help="seconds between the last session ready and the idle window")
+    ap.add_argument("--bytes", type=int, default=100, help="size of each message's content")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for any one step")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--agentwrap-root", type=Path, default=ROOT,
+                    help="source tree of the agentwrap under test (e.g. a patched copy)")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
+    args = ap.parse_args()
+    if not shutil.which("tmux"):
+        print("tmux is not installed", file=sys.stderr)
+        return 2
+    aw_root = args.agentwrap_root.resolve()
+    sys.path.insert(0, str(aw_root))
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _raise_interrupted)
+    modes = ["process", "host"] if args.mode == "both" else [args.mode]
+    results: list[dict[str, Any]] = []
+    status = 0
+    for name in modes:
+        res, st = run_mode(args, name)
+        results.append(res)
+        status = status or st
+        if not args.json:
+            if aw_root != ROOT:
+                print(f"agentwrap under test: {aw_root}")
+            print_report(res)
+            print()
     if args.json:
-        json.dump(json_safe(res), sys.stdout, indent=1, default=str)
+        json.dump(json_safe(results if len(results) > 1 else results[0]), sys.stdout, indent=1,
+                  default=str)
         print()
-    else:
-        if aw_root != ROOT:
-            print(f"agentwrap under test: {aw_root}")
-        print_report(res)
+    elif len(results) > 1:
+        print_side_by_side(results)
     return status
 
 
