@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -312,13 +313,20 @@ def sample(pids: set[int]) -> dict[int, tuple[int, int]]:
 # --- the steps ----------------------------------------------------------------------------------
 
 
-def step_start(b: Bench, mode: Mode) -> dict[str, Any]:
+def step_start(b: Bench, mode: Mode, parallel: int = 1) -> dict[str, Any]:
+    """``parallel`` calls of ``agentwrap run --detach`` at a time (what a
+    script starting many agents does with ``&``); 1 is strictly sequential."""
     calls: list[float] = []
-    t0 = time.monotonic()
-    for name in b.names:
+
+    def one(name: str) -> None:
         t = time.monotonic()
         mode.start(b, name)
         calls.append(time.monotonic() - t)
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        for fut in [pool.submit(one, name) for name in b.names]:
+            fut.result()
     t_cli = time.monotonic() - t0
     last: list[dict[str, Any]] = []
 
@@ -334,7 +342,8 @@ def step_start(b: Bench, mode: Mode) -> dict[str, Any]:
     total = time.monotonic() - t0
     return {
         "total_s": total, "per_session_s": total / b.n, "cli_calls_s": t_cli,
-        "cli_call_mean_s": t_cli / b.n, "cli_call_max_s": max(calls),
+        "cli_call_mean_s": sum(calls) / len(calls), "cli_call_max_s": max(calls),
+        "parallel": parallel,
     }
 
 
@@ -471,7 +480,10 @@ def step_messages(b: Bench, size: int) -> dict[str, Any]:
 
 
 def step_stop(b: Bench, mode: Mode, procs: Procs) -> dict[str, Any]:
-    watched = procs.supervisors | procs.tmux_servers
+    # Stopped = every agent's tmux server gone and every session ended. A
+    # supervisor *process* per session exits with its session; the supervisor
+    # host outlives the last one by its idle grace (it is not watched here).
+    watched = procs.tmux_servers | (procs.supervisors if mode.config.count('"process"') else set())
     t0 = time.monotonic()
     how = mode.stop(b, list(b.names))
     t_cli = time.monotonic() - t0
@@ -533,7 +545,8 @@ def print_report(res: dict[str, Any]) -> None:
     st = res.get("start")
     if st:
         print(f"\nstart: {fmt(st['total_s'])} s until all {n} ready "
-              f"({fmt(st['per_session_s'], '.3f')} s per session); the {n} `run --detach` calls "
+              f"({fmt(st['per_session_s'], '.3f')} s per session); the {n} `run --detach` calls, "
+              f"{st.get('parallel', 1)} at a time, "
               f"took {fmt(st['cli_calls_s'])} s (mean {fmt(st['cli_call_mean_s'], '.3f')} s, "
               f"max {fmt(st['cli_call_max_s'], '.3f')} s)")
     idle = res.get("idle")
@@ -640,7 +653,7 @@ def run_mode(args: argparse.Namespace, mode_name: str) -> tuple[dict[str, Any], 
     status = 0
     procs: Procs | None = None
     try:
-        res["start"] = step_start(b, mode)
+        res["start"] = step_start(b, mode, args.parallel)
         res["idle"], procs = step_idle(b, args.idle, args.settle)
         res["memory"] = step_memory(b, procs)
         res["messages"] = step_messages(b, args.bytes)
@@ -680,6 +693,8 @@ def main() -> int:
     ap.add_argument("--mode", choices=[*sorted(MODES), "both"], default="both",
                     help="how sessions are supervised: process, host, or both in turn (default)")
     ap.add_argument("--idle", type=float, default=60.0, help="idle window, seconds")
+    ap.add_argument("--parallel", type=int, default=4,
+                    help="`run --detach` calls at a time while starting (1: one after the other)")
     ap.add_argument("--settle", type=float, default=10.0,
                     help="seconds between the last session ready and the idle window")
     ap.add_argument("--bytes", type=int, default=100, help="size of each message's content")

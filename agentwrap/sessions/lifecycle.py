@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from ..config import Config, load_config
@@ -39,11 +40,13 @@ from ..errors import AgentNotFound, ProfileError, SessionNameTaken, SessionNotRu
 from ..message import NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
 from ..terminal.proctree import alive, descendants, kill_pids
-from ..terminal.pty import PtyTerminal, terminal_size
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
 from .supervisor import Supervisor, log_to
 from .wake import notify, send
+
+if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
+    from ..terminal.pty import PtyTerminal
 
 
 @dataclass
@@ -417,6 +420,8 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env, paths, name)
+    from ..terminal.pty import PtyTerminal, terminal_size
+
     size = terminal_size(sys.stdout.fileno()) if interactive else None
     cols, rows = size or (opts.cols or cfg.run.cols, opts.rows or cfg.run.rows)
     rec = registry.register(
