@@ -44,13 +44,14 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_session ON events(session, id);
 """
 
-#: What the store and the supervisors report.
+#: What the store (message.*, subject: the message id) and the registry
+#: (session.*, written by the supervisors) report.
 KINDS = (
-    "message.queued",  # data: priority, source, kind
-    "message.phase",  # data: phase (claimed, pasting, submitting, submitted)
-    "message.retry",  # data: next_attempt_at, detail
-    "message.ended",  # data: status, detail
-    "session.state",  # data: state, reason
+    "message.queued",  # a new row (not a repeated idempotency key); data: priority, source, kind
+    "message.phase",  # data: phase (claimed, pasting, submitting, submitted), batch
+    "message.retry",  # an attempt failed; data: next_attempt_at, detail, attempts, held
+    "message.ended",  # any terminal status; data: status, detail
+    "session.state",  # a state change, not a heartbeat; data: state, reason, signal, rule
     "session.ended",  # data: exit_code
 )
 
@@ -74,11 +75,15 @@ class Event:
 
 
 def create(conn: sqlite3.Connection) -> None:
-    conn.executescript(SCHEMA)
+    """Create the table if needed; safe inside the caller's transaction
+    (statement by statement: ``executescript`` would commit it)."""
+    for statement in SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def record(
-    conn: sqlite3.Connection, at: float, session: str, kind: str, subject: str = "",
+    conn: sqlite3.Connection, at: float, session: str, kind: str, subject: str = "", /,
     **data: Any,
 ) -> int:
     """Append one event inside the caller's write transaction; returns its id."""

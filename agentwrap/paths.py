@@ -135,6 +135,14 @@ class Paths:
             path = self.tmux_dir / f"{digest}.sock"
         return path
 
+    @property
+    def events_dir(self) -> Path:
+        """The event bus's wake-up sockets, one per reader (see :mod:`agentwrap.events`).
+
+        Made 0700 by the first reader (like :attr:`tmux_dir` by the first
+        server), and checked by ``doctor``; writers only look into it."""
+        return self.runtime_dir / "events"
+
     def wake_socket(self, session: str) -> Path:
         return self.runtime_dir / f"{session}.sock"
 
@@ -226,7 +234,7 @@ def private_problems(paths: Paths) -> list[tuple[str, str]]:
     """``(problem, fix)`` for every private dir or file with a wrong owner or
     mode, changing nothing: what ``agentwrap doctor`` reports."""
     found: list[tuple[str, str]] = []
-    for d in (paths.state_dir, paths.logs_dir, paths.runtime_dir):
+    for d in (paths.state_dir, paths.logs_dir, paths.runtime_dir, paths.events_dir):
         if os.path.lexists(d):
             try:
                 check_private_dir(d, repair=False)

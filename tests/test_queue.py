@@ -677,7 +677,9 @@ def test_everything_survives_reopening(
     raw = sqlite3.connect(tmp_path / "agentwrap.db")
     tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     raw.close()
-    assert tables == {"messages", "attempts"}  # the lead's sessions table is not ours
+    # the event log is the store's too (sqlite_sequence: its AUTOINCREMENT ids);
+    # the registry's sessions table is not ours
+    assert tables == {"messages", "attempts", "events", "sqlite_sequence"}
 
 
 # --- metrics ---------------------------------------------------------------------------

@@ -147,7 +147,7 @@ class DeliveryEngine:
             # The file the agent was launched to read (see session.agent_argv).
             fallback_dir = context_file(paths.state_dir, rec.name, profile.instruction_file).parent
         return cls(
-            SQLiteMessageStore(paths.db_path, cfg.limits),
+            SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
             cfg.delivery,
             profile,
             rec.name,

@@ -14,6 +14,13 @@ statements and need no transaction.
 :class:`MessageStore` (:mod:`agentwrap.queue.store`) is the storage interface;
 it mentions no SQLite type so another backend (Redis) can implement it. The
 stateless checks of a new message are in :mod:`agentwrap.queue.validate`.
+
+Every change a reader may wait for appends its event (:mod:`agentwrap.events`)
+in the same transaction: ``message.queued`` for a new row, ``message.phase``
+as a batch is claimed and typed, ``message.retry`` when an attempt failed,
+``message.ended`` for every terminal status (finished, cancelled, expired,
+evicted). After the commit the store announces them to the readers in
+``events_dir`` (none given: the rows are written, nobody is woken).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .. import events
 from ..errors import (
     InvalidMessage,
     MessageNotFound,
@@ -146,8 +154,11 @@ class SQLiteMessageStore:
         clock: Callable[[], float] = time.time,
         *,
         busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
+        events_dir: Path | None = None,
     ) -> None:
         self.path = path
+        self.events_dir = events_dir
+        self._recorded = False  # the open write transaction appended events
         self.limits = limits
         self._clock = clock
         self._busy_timeout_ms = busy_timeout_ms
@@ -159,17 +170,39 @@ class SQLiteMessageStore:
                 _migrate(conn)
                 for statement in _SCHEMA[1:]:
                     conn.execute(statement)
+                events.create(conn)
 
     # --- plumbing -----------------------------------------------------------------
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
-        with (
-            self._lock,
-            db.store_errors(self.path, self._busy_timeout_ms),
-            db.transaction(self._conn) as conn,
-        ):
-            yield conn
+        """One write transaction; once it committed, its events are announced."""
+        with self._lock:
+            self._recorded = False
+            with (
+                db.store_errors(self.path, self._busy_timeout_ms),
+                db.transaction(self._conn) as conn,
+            ):
+                yield conn
+            if self._recorded and self.events_dir is not None:
+                self._recorded = False
+                events.announce(self.events_dir)
+
+    def _event(
+        self, conn: sqlite3.Connection, now: float, session: str, kind: str, subject: str, /,
+        **data: Any,
+    ) -> None:
+        """Append an event inside the open write transaction."""
+        events.record(conn, now, session, kind, subject, **data)
+        self._recorded = True
+
+    def _ended(
+        self, conn: sqlite3.Connection, now: float, rows: Iterable[sqlite3.Row], status: Status,
+        detail: str,
+    ) -> None:
+        for r in rows:
+            self._event(conn, now, r["session"], "message.ended", r["id"],
+                        status=status.value, detail=detail)
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock, db.store_errors(self.path, self._busy_timeout_ms):
@@ -182,7 +215,7 @@ class SQLiteMessageStore:
         queue) works while another process holds the write lock.
         """
         names = {r[0] for r in self._read("SELECT name FROM sqlite_master")}
-        if not {"messages", "attempts", *_INDEXES} <= names:
+        if not {"messages", "attempts", "events", "events_by_session", *_INDEXES} <= names:
             return False
         return "kind" in {r["name"] for r in self._read("PRAGMA table_info(messages)")}
 
@@ -238,7 +271,7 @@ class SQLiteMessageStore:
         checked = _validate(new, self.limits, kind, internal)
         with self._write() as conn:
             now = self._clock()  # read under the write lock: created follows commit order
-            _expire(conn, now, None)
+            self._expire(conn, now, None)
             if new.idempotency_key is not None:
                 row = conn.execute(
                     "SELECT * FROM messages WHERE session = ? AND idempotency_key = ?",
@@ -252,6 +285,9 @@ class SQLiteMessageStore:
             message_id = str(uuid.uuid4())
             self._make_room(conn, new.session, message_id, now)
             _insert(conn, message_id, checked, now)
+            self._event(conn, now, new.session, "message.queued", message_id,
+                        priority=str(checked.priority), source=checked.source.value,
+                        kind=checked.kind.value)
             row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _to_message(row), True
 
@@ -316,6 +352,8 @@ class SQLiteMessageStore:
                 "UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ? WHERE id = ?",
                 (Status.EVICTED.value, detail, now, now, victim["id"]),
             )
+            self._event(conn, now, session, "message.ended", victim["id"],
+                        status=Status.EVICTED.value, detail=detail)
 
     # --- reading --------------------------------------------------------------------
 
@@ -429,7 +467,7 @@ class SQLiteMessageStore:
             raise ValueError("batch_id must not be empty")
         with self._write() as conn:
             t = self._now(now)
-            _expire(conn, t, session)
+            self._expire(conn, t, session)
             rows = conn.execute(
                 f"SELECT id, content_bytes, kind FROM messages WHERE session = ? AND status = ?"
                 f" AND next_attempt_at <= ? AND +expires > ? ORDER BY {_ORDER}",
@@ -444,6 +482,9 @@ class SQLiteMessageStore:
                 f" WHERE id IN ({marks})",
                 (Status.DELIVERING.value, Phase.CLAIMED.value, batch_id, t, *ids),
             )
+            for message_id in ids:
+                self._event(conn, t, session, "message.phase", message_id,
+                            phase=Phase.CLAIMED.value, batch=batch_id)
             claimed = conn.execute(
                 f"SELECT * FROM messages WHERE batch_id = ? AND status = ? ORDER BY {_ORDER}",
                 (batch_id, Status.DELIVERING.value),
@@ -457,10 +498,15 @@ class SQLiteMessageStore:
         expired while only CLAIMED, and those must not be typed.
         """
         with self._write() as conn:
-            conn.execute(
-                "UPDATE messages SET phase = ?, updated = ? WHERE batch_id = ? AND status = ?",
-                (Phase(phase).value, self._clock(), batch_id, Status.DELIVERING.value),
-            )
+            now = self._clock()
+            changed = conn.execute(
+                "UPDATE messages SET phase = ?, updated = ? WHERE batch_id = ? AND status = ?"
+                " RETURNING id, session",
+                (Phase(phase).value, now, batch_id, Status.DELIVERING.value),
+            ).fetchall()
+            for r in changed:
+                self._event(conn, now, r["session"], "message.phase", r["id"],
+                            phase=Phase(phase).value, batch=batch_id)
             rows = conn.execute(
                 f"SELECT * FROM messages WHERE batch_id = ? AND status = ? ORDER BY {_ORDER}",
                 (batch_id, Status.DELIVERING.value),
@@ -503,24 +549,26 @@ class SQLiteMessageStore:
         """
         with self._write() as conn:
             now = self._clock()
-            conn.execute(
+            expired_detail = f"expired before a retry: {detail}"
+            expired = conn.execute(
                 "UPDATE messages SET status = ?, attempts = attempts + 1,"
                 " finished = ?, updated = ?, detail = ? WHERE batch_id = ? AND status = ?"
-                " AND expires <= ?",
+                " AND expires <= ? RETURNING id, session",
                 (
                     Status.EXPIRED.value,
                     now,
                     now,
-                    f"expired before a retry: {detail}",
+                    expired_detail,
                     batch_id,
                     Status.DELIVERING.value,
                     now,
                 ),
-            )
-            cur = conn.execute(
+            ).fetchall()
+            self._ended(conn, now, expired, Status.EXPIRED, expired_detail)
+            back = conn.execute(
                 "UPDATE messages SET status = ?, phase = NULL, batch_id = NULL,"
                 " attempts = attempts + 1, next_attempt_at = ?, updated = ?, detail = ?"
-                " WHERE batch_id = ? AND status = ?",
+                " WHERE batch_id = ? AND status = ? RETURNING id, session, attempts",
                 (
                     Status.PENDING.value,
                     next_attempt_at,
@@ -529,8 +577,12 @@ class SQLiteMessageStore:
                     batch_id,
                     Status.DELIVERING.value,
                 ),
-            )
-            return cur.rowcount
+            ).fetchall()
+            for r in back:
+                self._event(conn, now, r["session"], "message.retry", r["id"],
+                            next_attempt_at=next_attempt_at, detail=detail,
+                            attempts=r["attempts"], held=False)
+            return len(back)
 
     def hold(self, batch_id: str, next_attempt_at: float, detail: str) -> int:
         """Count a failed attempt but keep the batch in flight (DELIVERING, same
@@ -541,12 +593,18 @@ class SQLiteMessageStore:
         restarted supervisor must find it in flight to do the same.
         """
         with self._write() as conn:
-            cur = conn.execute(
+            now = self._clock()
+            held = conn.execute(
                 "UPDATE messages SET attempts = attempts + 1, next_attempt_at = ?,"
-                " updated = ?, detail = ? WHERE batch_id = ? AND status = ?",
-                (next_attempt_at, self._clock(), detail, batch_id, Status.DELIVERING.value),
-            )
-            return cur.rowcount
+                " updated = ?, detail = ? WHERE batch_id = ? AND status = ?"
+                " RETURNING id, session, attempts",
+                (next_attempt_at, now, detail, batch_id, Status.DELIVERING.value),
+            ).fetchall()
+            for r in held:
+                self._event(conn, now, r["session"], "message.retry", r["id"],
+                            next_attempt_at=next_attempt_at, detail=detail,
+                            attempts=r["attempts"], held=True)
+            return len(held)
 
     def finish(
         self,
@@ -577,10 +635,10 @@ class SQLiteMessageStore:
             target, target_params = "batch_id = ?", [batch_id]
         with self._write() as conn:
             now = self._clock()
-            cur = conn.execute(
+            rows = conn.execute(
                 "UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ?,"
                 " attempts = attempts + (status = ?)"
-                f" WHERE {target} AND status IN (?, ?)",
+                f" WHERE {target} AND status IN (?, ?) RETURNING id, session",
                 (
                     status.value,
                     detail,
@@ -590,8 +648,9 @@ class SQLiteMessageStore:
                     *target_params,
                     *_NOT_TERMINAL,
                 ),
-            )
-            return cur.rowcount
+            ).fetchall()
+            self._ended(conn, now, rows, status, detail)
+            return len(rows)
 
     def cancel(self, message_id: str) -> Message:
         """Cancel a message that is still waiting; anything later is past recall."""
@@ -611,13 +670,57 @@ class SQLiteMessageStore:
                 " WHERE id = ?",
                 (Status.CANCELLED.value, "cancelled", now, now, message_id),
             )
+            self._event(conn, now, row["session"], "message.ended", message_id,
+                        status=Status.CANCELLED.value, detail="cancelled")
             row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _to_message(row)
 
     def expire_overdue(self, now: float | None = None) -> int:
         """Expire pending and claimed-but-not-typed messages past their TTL, all sessions."""
         with self._write() as conn:
-            return _expire(conn, self._now(now), None)
+            return self._expire(conn, self._now(now), None)
+
+    def _expire(self, conn: sqlite3.Connection, now: float, session: str | None) -> int:
+        """Expire overdue PENDING rows and DELIVERING rows not yet typed (phase CLAIMED).
+
+        Rows past PASTING may already be in the agent's input box: those are left
+        to their supervisor, which must finish them with evidence.
+        """
+        where, params = _session_filter(session)
+        detail = "expired: TTL passed before delivery"
+        changed = 0
+        for extra, extra_params in (
+            ("status = ?", [Status.PENDING.value]),
+            ("status = ? AND phase = ?", [Status.DELIVERING.value, Phase.CLAIMED.value]),
+        ):
+            rows = conn.execute(
+                f"UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ?"
+                f" WHERE {extra} AND expires <= ? AND {where} RETURNING id, session",
+                [Status.EXPIRED.value, detail, now, now, *extra_params, now, *params],
+            ).fetchall()
+            self._ended(conn, now, rows, Status.EXPIRED, detail)
+            changed += len(rows)
+        return changed
+
+    # --- events ---------------------------------------------------------------------
+
+    def events(
+        self,
+        after: int,
+        *,
+        session: str | None = None,
+        kinds: Iterable[str] | None = None,
+        subject: str | None = None,
+        limit: int = 1000,
+    ) -> list[events.Event]:
+        """Events with ids above ``after``, oldest first (see :mod:`agentwrap.events`)."""
+        with self._lock, db.store_errors(self.path, self._busy_timeout_ms):
+            return events.since(self._conn, after, session=session, kinds=kinds,
+                                subject=subject, limit=limit)
+
+    def last_event_id(self) -> int:
+        with self._lock, db.store_errors(self.path, self._busy_timeout_ms):
+            return events.last_id(self._conn)
 
     # --- metrics --------------------------------------------------------------------
 
@@ -666,28 +769,6 @@ def _migrate(conn: sqlite3.Connection) -> None:
     columns = {row["name"] for row in conn.execute("PRAGMA table_info(messages)")}
     if "kind" not in columns:  # before internal kinds; every old row is content
         conn.execute("ALTER TABLE messages ADD COLUMN kind TEXT NOT NULL DEFAULT 'content'")
-
-
-def _expire(conn: sqlite3.Connection, now: float, session: str | None) -> int:
-    """Expire overdue PENDING rows and DELIVERING rows not yet typed (phase CLAIMED).
-
-    Rows past PASTING may already be in the agent's input box: those are left
-    to their supervisor, which must finish them with evidence.
-    """
-    where, params = _session_filter(session)
-    detail = "expired: TTL passed before delivery"
-    changed = 0
-    for extra, extra_params in (
-        ("status = ?", [Status.PENDING.value]),
-        ("status = ? AND phase = ?", [Status.DELIVERING.value, Phase.CLAIMED.value]),
-    ):
-        cur = conn.execute(
-            f"UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ?"
-            f" WHERE {extra} AND expires <= ? AND {where}",
-            [Status.EXPIRED.value, detail, now, now, *extra_params, now, *params],
-        )
-        changed += cur.rowcount
-    return changed
 
 
 def _count_pending(conn: sqlite3.Connection, session: str | None) -> int:

@@ -3,7 +3,9 @@
 :class:`MessageStore` mentions no SQLite type, so another backend (Redis) can
 implement it and drop in without touching the delivery engine, the supervisor
 or the command line. :class:`QueueMetrics` are the delivery figures a store
-computes from what it persisted. The semantics of each operation are those of
+computes from what it persisted. Every store also keeps the event log
+(:mod:`agentwrap.events`): each change appends its events in the same
+transaction, and readers ask for the events after an id. The semantics of each operation are those of
 :class:`agentwrap.queue.sqlite.SQLiteMessageStore`, the implementation in use.
 """
 
@@ -13,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..events import Event
 from ..message import Attempt, Kind, Message, NewMessage, Phase, Status
 
 
@@ -65,5 +68,15 @@ class MessageStore(Protocol):
     ) -> list[Message]: ...
     def pending_count(self, session: str | None = None) -> int: ...
     def metrics(self, session: str | None) -> QueueMetrics: ...
+    def events(
+        self,
+        after: int,
+        *,
+        session: str | None = None,
+        kinds: Iterable[str] | None = None,
+        subject: str | None = None,
+        limit: int = 1000,
+    ) -> list[Event]: ...
+    def last_event_id(self) -> int: ...
     def check_integrity(self) -> None: ...
     def close(self) -> None: ...

@@ -6,6 +6,11 @@ is never *stored*: it is checked each time from the supervisor's pid and its
 kernel start time (a reused pid does not count), and an entry whose
 supervisor is gone shows as ``stale`` (or ``orphaned`` when its tmux session
 still runs an agent that can be re-adopted).
+
+A state *change* (not a heartbeat) appends a ``session.state`` event and the
+end of a session ``session.ended`` (:mod:`agentwrap.events`), in the same
+transaction as the change, announced to the readers in ``events_dir`` once
+committed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .. import events
 from ..detect.states import State
 from ..errors import SessionNameTaken, SessionNotFound
 from ..paths import check_session_name
@@ -146,12 +152,18 @@ class Registry:
     and :meth:`_exec`, where :func:`db.store_errors` turns store failures into
     :class:`~agentwrap.errors.StoreError`."""
 
-    def __init__(self, path: Path, *, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS) -> None:
+    def __init__(
+        self, path: Path, *, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
+        events_dir: Path | None = None,
+    ) -> None:
         self.path = path
+        self.events_dir = events_dir
         self._busy_timeout_ms = busy_timeout_ms
+        self._recorded = False
         self.conn = db.connect(path, busy_timeout_ms)
         with self._errors():
             self.conn.executescript(_SCHEMA)
+            self.conn.executescript(events.SCHEMA)
 
     def close(self) -> None:
         self.conn.close()
@@ -163,8 +175,18 @@ class Registry:
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; once it committed, its events are announced."""
+        self._recorded = False
         with self._errors(), db.transaction(self.conn) as conn:
             yield conn
+        if self._recorded and self.events_dir is not None:
+            self._recorded = False
+            events.announce(self.events_dir)
+
+    def _event(self, at: float, session: str, kind: str, /, **data: Any) -> None:
+        """Append an event inside the open write transaction."""
+        events.record(self.conn, at, session, kind, **data)
+        self._recorded = True
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[sqlite3.Row]:
         with self._errors():
@@ -201,6 +223,8 @@ class Registry:
                 " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
                 (rec.name, now, rec.state, "process", "launch", "just launched", "", 0, 0),
             )
+            self._event(now, rec.name, "session.state", state=rec.state, reason="just launched",
+                        signal="process", rule="launch")
         return rec
 
     def get(self, name: str) -> SessionRecord:
@@ -223,6 +247,11 @@ class Registry:
     def update(self, name: str, **changes: Any) -> None:
         if not changes:
             return
+        sql, params = self._update_sql(name, changes)
+        self._exec(sql, params)
+
+    @staticmethod
+    def _update_sql(name: str, changes: dict[str, Any]) -> tuple[str, builtins.list[Any]]:
         bad = set(changes) - set(_COLUMNS)
         if bad:
             raise ValueError(f"unknown session fields: {sorted(bad)}")
@@ -232,7 +261,7 @@ class Registry:
         if "draft" in changes:
             changes["draft"] = int(changes["draft"])
         sets = ", ".join(f"{k}=?" for k in changes)
-        self._exec(f"UPDATE sessions SET {sets} WHERE name=?", [*changes.values(), name])
+        return f"UPDATE sessions SET {sets} WHERE name=?", [*changes.values(), name]
 
     def claim_supervisor(self, name: str) -> None:
         """Record this process as the session's supervisor."""
@@ -257,27 +286,31 @@ class Registry:
             state=state.value, state_signal=signal, state_rule=rule, state_reason=reason,
             state_evidence=evidence, quiet_ms=quiet_ms, draft=draft, heartbeat=now,
         )
-        if changed:
-            changes["state_since"] = now
-        self.update(name, **changes)
-        if changed:
+        if not changed:  # a heartbeat: one statement, no event
+            self.update(name, **changes)
+            return
+        changes["state_since"] = now
+        with self._write():
+            self.conn.execute(*self._update_sql(name, changes))
             self._transition(name, now, state.value, signal, rule, reason, evidence, quiet_ms, draft)
 
     def _transition(
         self, name: str, at: float, state: str, signal: str, rule: str, reason: str,
         evidence: str, quiet_ms: int, draft: bool,
     ) -> None:
-        with self._write():
-            self.conn.execute(
-                "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
-                " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
-                (name, at, state, signal, rule, reason, evidence, quiet_ms, int(draft)),
-            )
-            self.conn.execute(
-                "DELETE FROM state_transitions WHERE session = ? AND id <= (SELECT MAX(id)"
-                " FROM state_transitions WHERE session = ?) - ?",
-                (name, name, _KEEP_TRANSITIONS),
-            )
+        """Log a state change and its event; inside the caller's write transaction."""
+        self.conn.execute(
+            "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
+            " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
+            (name, at, state, signal, rule, reason, evidence, quiet_ms, int(draft)),
+        )
+        self.conn.execute(
+            "DELETE FROM state_transitions WHERE session = ? AND id <= (SELECT MAX(id)"
+            " FROM state_transitions WHERE session = ?) - ?",
+            (name, name, _KEEP_TRANSITIONS),
+        )
+        self._event(at, name, "session.state", state=state, reason=reason, signal=signal,
+                    rule=rule)
 
     def transitions(self, name: str, after_id: int = 0) -> builtins.list[Transition]:
         rows = self._read(
@@ -287,13 +320,18 @@ class Registry:
         return [Transition(**{**dict(r), "draft": bool(r["draft"])}) for r in rows]
 
     def mark_ended(self, name: str, exit_code: int | None) -> None:
+        """Record the end (once: a second call changes the record, adds no event)."""
         now = time.time()
         reason = f"process exited with code {exit_code}"
-        already = self.find(name)
-        self.update(
-            name, state=State.EXITED.value, state_since=now, exit_code=exit_code, ended=now,
-            state_signal="process", state_rule="process", state_reason=reason, heartbeat=now,
-        )
-        if already is not None and already.ended is None:
-            self._transition(name, now, State.EXITED.value, "process", "process", reason, "", 0, False)
+        with self._write():
+            row = self.conn.execute("SELECT ended FROM sessions WHERE name=?", (name,)).fetchone()
+            self.conn.execute(*self._update_sql(name, dict(
+                state=State.EXITED.value, state_since=now, exit_code=exit_code, ended=now,
+                state_signal="process", state_rule="process", state_reason=reason, heartbeat=now,
+            )))
+            if row is not None and row["ended"] is None:
+                self._transition(
+                    name, now, State.EXITED.value, "process", "process", reason, "", 0, False
+                )
+                self._event(now, name, "session.ended", exit_code=exit_code)
 
