@@ -1,26 +1,49 @@
 """The application service: the one path from every surface to the store.
 
 Surfaces (the CLI today; the HTTP API, MCP tools, hooks and watchers next) are
-thin adapters over :class:`Service`. The store already validates content,
-applies limits and honours idempotency keys; what needs the *session* lives
-here, once: does it exist and still run, how will the message be typed (quoted
-in a block, or as is into a shell), may this source have text typed as is, and
-waking the session's supervisor once the message is stored.
+thin adapters over :class:`Service`: they parse, call one method and print.
+Whatever must hold for every surface is decided here, once: the store
+validates content, applies limits and honours idempotency keys; the service
+adds what needs the *session* (does it exist and still run, how will the
+message be typed, may this source have text typed as is), the audit line of
+every accepted or cancelled message, and waking the session's supervisor once
+the message is stored. Readers get typed answers (the queue with why each
+message waits, history with attempts, sessions with their pending counts) and
+the event bus (:mod:`agentwrap.events`): what happened, in order, and a way to
+wait for the next thing without polling.
+
+:meth:`Service.open` builds the store and registry from :class:`Paths` and the
+user's config; the plain constructor takes them ready-made (tests, a server
+holding its own).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from .audit import AuditLog
 from .config import load_config
 from .detect.profiles import load_profile
 from .errors import InvalidMessage, SessionNotRunning, UntrustedSource
-from .message import Kind, Message, NewMessage
+from .events import Event, Subscription
+from .message import Attempt, Kind, Message, NewMessage, QueueLimits
 from .paths import Paths
-from .queue.store import MessageStore
-from .sessions.registry import Registry
+from .queue.store import MessageStore, QueueMetrics
+from .sessions.registry import Registry, SessionRecord, Transition
 from .sessions.wake import notify
+
+__all__ = [
+    "RECHECK_S", "HistoryEntry", "QueueView", "Sent", "Service", "SessionRecord", "SessionView",
+    "Transition", "Waiting",
+]
+
+#: How often a waiter looks again although no announcement came: a datagram
+#: can be lost (a full socket queue, a writer without an events dir), never
+#: the row itself.
+RECHECK_S = 1.5
 
 
 @dataclass(frozen=True)
@@ -32,13 +55,89 @@ class Sent:
     supervised: bool  # False: no supervisor runs; the message waits for `adopt`
 
 
+@dataclass(frozen=True)
+class Waiting:
+    """A message not yet delivered, and why it waits (shown by ``queue``)."""
+
+    message: Message
+    waiting_because: str
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """One session's queue: in-flight messages first, then pending in
+    delivery order; the session record says why nothing moves."""
+
+    session: SessionRecord
+    entries: list[Waiting]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A message and every attempt at it (its evidence)."""
+
+    message: Message
+    attempts: list[Attempt]
+
+    @property
+    def channel(self) -> str:
+        """How the last attempt went in (paste, keys, fallback), or '-'."""
+        return self.attempts[-1].channel if self.attempts else "-"
+
+
+@dataclass(frozen=True)
+class SessionView:
+    """A session as ``ls`` shows it: its record and how many messages wait."""
+
+    record: SessionRecord
+    pending: int
+
+
 class Service:
     """The operations every surface offers, with one set of rules."""
 
-    def __init__(self, paths: Paths, store: MessageStore, registry: Registry) -> None:
+    def __init__(
+        self, paths: Paths, store: MessageStore, registry: Registry, *,
+        audit: AuditLog | None = None,
+    ) -> None:
         self.paths = paths
         self.store = store
         self.registry = registry
+        self.audit = audit if audit is not None else AuditLog(paths.audit_log)
+        self.recheck_s = RECHECK_S
+
+    @classmethod
+    def open(cls, paths: Paths, *, limits: QueueLimits | None = None) -> Service:
+        """Store and registry of ``paths`` (its dirs made and checked first).
+
+        ``limits``: the queue limits to enforce; by default those of the
+        user's config, so a config error is reported here. A caller that only
+        reads (``doctor``) passes its own and does not depend on the config.
+        """
+        from .queue.sqlite import SQLiteMessageStore
+
+        paths.ensure()
+        if limits is None:
+            limits = load_config(paths).limits
+        registry = Registry(paths.db_path, events_dir=paths.events_dir)
+        try:
+            store = SQLiteMessageStore(paths.db_path, limits, events_dir=paths.events_dir)
+        except BaseException:
+            registry.close()
+            raise
+        return cls(paths, store, registry)
+
+    def close(self) -> None:
+        self.store.close()
+        self.registry.close()
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- messages ---------------------------------------------------------------------
 
     def send(self, new: NewMessage, *, raw: bool = False) -> Sent:
         """Store ``new`` durably for its session and wake the session's supervisor.
@@ -47,7 +146,8 @@ class Service:
         command, a REPL's input). Into a shell every message is raw. Raw text
         is refused unless the user's config trusts ``new.source`` with it, and
         cannot ask for an ACK (nothing would answer). Nothing is stored when a
-        check fails.
+        check fails. An accepted message leaves an audit line (ids and sizes,
+        never content), whichever surface sent it.
         """
         rec = self.registry.get(new.session)
         if rec.ended is not None:
@@ -74,5 +174,147 @@ class Service:
                 )
             kind = Kind.COMMAND
         message, created = self.store.enqueue(new, kind=kind)
+        if created:
+            self.audit.write(
+                event="queued", session=message.session, message=message.id,
+                source=str(message.source), source_id=message.source_id,
+                priority=str(message.priority), kind=str(message.kind.value),
+                bytes=len(message.content.encode("utf-8")),
+            )
         notify(self.paths, new.session)
         return Sent(message, created, supervised=rec.liveness != "stale")
+
+    def get(self, message_id: str) -> Message:
+        """A message by its full id or a unique prefix a person typed (4+ characters)."""
+        return self.store.get_by_prefix(message_id)
+
+    def cancel(self, message_id: str) -> Message:
+        """Cancel a pending message (id or unique prefix); anything later is past
+        recall and raises. Audited like a send, since it changes what an agent gets."""
+        msg = self.store.cancel(self.get(message_id).id)
+        self.audit.write(event="cancelled", session=msg.session, message=msg.id)
+        return msg
+
+    def peek(self, session: str, now: float | None = None) -> QueueView:
+        """What waits for ``session``, never consuming anything: in-flight
+        messages (with their write-ahead phase), then pending ones in delivery
+        order, each with the reason it is not typed yet (retry back-off, no
+        supervisor, a draft in the box, the agent busy or waiting)."""
+        rec = self.registry.get(session)
+        pending = self.store.peek(session)
+        flight = self.store.in_flight(session)
+        now = time.time() if now is None else now
+
+        def why(m: Message) -> str:
+            if m.next_attempt_at > now:
+                return f"retry in {m.next_attempt_at - now:.0f} s ({m.detail})"
+            if rec.liveness != "running":
+                return "supervisor not running (`agentwrap adopt`)"
+            if rec.draft or rec.state == "draft":
+                return "draft in input box"
+            if rec.state == "ready":
+                return "due now"
+            return {"busy": "agent busy", "waiting_input": "agent is waiting for an answer",
+                    "starting": "agent starting", "exited": "agent exited"}.get(rec.state, rec.state)
+
+        entries = [Waiting(m, "delivering" + (f" ({m.phase})" if m.phase else "")) for m in flight]
+        entries += [Waiting(m, why(m)) for m in pending]
+        return QueueView(rec, entries)
+
+    def history(self, session: str | None = None, limit: int = 200) -> list[HistoryEntry]:
+        """Messages newest first (of one session, or all), each with its attempts.
+        An unknown session is an error, not an empty history."""
+        if session is not None:
+            self.registry.get(session)
+        return [HistoryEntry(m, self.store.attempts(m.id))
+                for m in self.store.history(session, limit=limit)]
+
+    def metrics(self, session: str | None = None) -> QueueMetrics:
+        """Delivery figures from the persisted rows (one session, or all)."""
+        return self.store.metrics(session)
+
+    def wait_for_end_state(self, message_id: str, timeout: float) -> Message | None:
+        """Block until the message reaches a terminal status; None after ``timeout``.
+
+        Woken by the event bus (the store announces every commit that recorded
+        events), so it returns as soon as the supervisor finishes the message;
+        it looks again every :attr:`recheck_s` in case an announcement was lost.
+        Subscribed before the first look, so an end between the two is not missed.
+        """
+        deadline = time.monotonic() + timeout
+        with self.subscribe() as sub:
+            while True:
+                m = self.store.get(message_id)
+                if m.status.terminal:
+                    return m
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                sub.wait(min(left, self.recheck_s))
+
+    # --- sessions ---------------------------------------------------------------------
+
+    def sessions(self, include_ended: bool = False) -> list[SessionView]:
+        """Every session (running and stale; ended ones too if asked), oldest
+        first, with its pending count."""
+        return [SessionView(r, self.store.pending_count(r.name))
+                for r in self.registry.list(include_ended=include_ended)]
+
+    def state(self, name: str) -> SessionRecord:
+        """One session's record: state, and the signal, rule and evidence that
+        decided it; ``liveness`` is checked now, never stored."""
+        return self.registry.get(name)
+
+    def transitions(self, name: str, after_id: int = 0) -> list[Transition]:
+        """The session's state changes after ``after_id``, oldest first (bounded
+        log), so a state shorter than a reader's wake-up is still seen."""
+        return self.registry.transitions(name, after_id)
+
+    def screen(self, name: str) -> str:
+        """The screen the session's last verdict was based on (to debug a profile)."""
+        self.registry.get(name)
+        path = self.paths.runtime_dir / f"{name}.screen"
+        if not path.exists():
+            raise SessionNotRunning(f"no screen recorded for {name!r} yet")
+        return path.read_text(encoding="utf-8")
+
+    def check_store(self) -> None:
+        """Raise :class:`StoreCorrupt` unless the store's integrity check passes."""
+        self.store.check_integrity()
+
+    # --- events -----------------------------------------------------------------------
+
+    def events(
+        self, after_id: int = 0, session: str | None = None, *,
+        kinds: Iterable[str] | None = None, subject: str | None = None, limit: int = 1000,
+    ) -> list[Event]:
+        """Events with ids above ``after_id``, oldest first (see :data:`agentwrap.events.KINDS`)."""
+        return self.store.events(after_id, session=session, kinds=kinds, subject=subject,
+                                 limit=limit)
+
+    def last_event_id(self) -> int:
+        """The newest event's id (0 if none): follow from here for only new ones."""
+        return self.store.last_event_id()
+
+    def subscribe(self) -> Subscription:
+        """A wake-up for every commit that records events, from any process.
+        Close it (or use it as a context manager) when done."""
+        return Subscription(self.paths.events_dir)
+
+    def follow_events(
+        self, after_id: int = 0, session: str | None = None, *,
+        kinds: Iterable[str] | None = None,
+    ) -> Iterator[Event]:
+        """Every event after ``after_id``, then each new one as it is committed,
+        forever (stop by closing the generator, or Ctrl-C). Waits on the bus,
+        looking again every :attr:`recheck_s` for a lost announcement."""
+        wanted = list(kinds or ())
+        with self.subscribe() as sub:
+            last = after_id
+            while True:
+                batch = self.events(last, session, kinds=wanted)
+                for ev in batch:
+                    last = ev.id
+                    yield ev
+                if len(batch) < 1000:
+                    sub.wait(self.recheck_s)
