@@ -1,7 +1,8 @@
 """What every command group of the ``agentwrap`` command shares.
 
 The two consoles (``out`` for results, ``err`` for one line per error, hint or
-note), tables, JSON output, and where the state lives (paths, registry).
+note), tables, JSON output, and where the state lives (paths, and the application
+service every command goes through for the store and the registry).
 
 Everything shown comes from outside (message content, source ids, session
 names, screen text, paths): it is never read as rich markup. Table cells are
@@ -23,8 +24,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ...message import QueueLimits
 from ...paths import Paths
-from ...sessions.registry import Registry
+from ...service import Service
 
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # one line per error/hint
@@ -79,6 +81,6 @@ def _paths() -> Paths:
     return Paths.from_env()
 
 
-def _registry(paths: Paths) -> Registry:
-    paths.ensure()
-    return Registry(paths.db_path)
+def _service(paths: Paths | None = None, *, limits: QueueLimits | None = None) -> Service:
+    """The service over this user's store (``limits``: see :meth:`Service.open`)."""
+    return Service.open(paths or _paths(), limits=limits)

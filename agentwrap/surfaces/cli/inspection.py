@@ -2,7 +2,8 @@
 
 ``state`` shows the detector's last verdict with its signal, rule and
 evidence (``--explain``), follows the supervisor's transition log
-(``--watch``) or prints the screen the verdict was based on (``--screen``).
+(``--watch``, woken by the event bus) or prints the screen the verdict was
+based on (``--screen``); all through :class:`~agentwrap.service.Service`.
 ``doctor`` checks tmux, the relay, config, profiles, agent CLIs, sessions and
 the store, and says how to fix each problem; ``profiles`` lists the profiles.
 """
@@ -23,10 +24,11 @@ from rich.table import Table
 from rich.text import Text
 
 from ... import __version__
-from ...errors import AgentwrapError, SessionNotRunning
-from ...paths import Paths, private_problems
-from ...sessions.registry import Registry, SessionRecord, Transition
-from .common import _emit_json, _fmt_age, _paths, _registry, out, render_rows
+from ...errors import AgentwrapError
+from ...message import QueueLimits
+from ...paths import private_problems
+from ...service import Service, SessionRecord, Transition
+from .common import _emit_json, _fmt_age, _paths, _service, out, render_rows
 
 
 def _explain(rec: SessionRecord) -> str:
@@ -46,13 +48,14 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
 
 
 def cmd_state(args: argparse.Namespace) -> int:
-    reg = _registry(_paths())
-    rec = reg.get(args.name)
+    with _service(limits=QueueLimits()) as svc:  # reads only: no config needed
+        return _state(svc, args)
+
+
+def _state(svc: Service, args: argparse.Namespace) -> int:
+    rec = svc.state(args.name)
     if args.screen:
-        screen = _paths().runtime_dir / f"{args.name}.screen"
-        if not screen.exists():
-            raise SessionNotRunning(f"no screen recorded for {args.name!r} yet")
-        sys.stdout.write(screen.read_text(encoding="utf-8"))
+        sys.stdout.write(svc.screen(args.name))
         return 0
     if not args.watch:
         if args.json:
@@ -66,7 +69,7 @@ def cmd_state(args: argparse.Namespace) -> int:
         else:
             out.print(escape(rec.state))
         return 0
-    return _watch_state(reg, args)
+    return _watch_state(svc, args)
 
 
 def _transition_json(name: str, profile: str, t: Transition) -> dict[str, Any]:
@@ -77,14 +80,16 @@ def _transition_json(name: str, profile: str, t: Transition) -> dict[str, Any]:
     }
 
 
-def _watch_state(reg: Registry, args: argparse.Namespace) -> int:
+def _watch_state(svc: Service, args: argparse.Namespace) -> int:
     """Every state change, in order, until the session ends (or Ctrl-C).
 
     Follows the supervisor's transition log, not the current state, so a
-    state that lasted less than the refresh interval is still shown.
+    state that lasted less than a wake-up is still shown. Sleeps on the event
+    bus (a state change announces itself) with a slow re-check for a lost
+    announcement, never a fast poll.
     """
-    rec = reg.get(args.name)
-    seen = reg.transitions(args.name)
+    rec = svc.state(args.name)
+    seen = svc.transitions(args.name)
     last_id = seen[-1].id if seen else 0
     recent: list[dict[str, Any]] = [_state_json(rec)]
     plain = args.json or not sys.stdout.isatty()
@@ -100,7 +105,7 @@ def _watch_state(reg: Registry, args: argparse.Namespace) -> int:
     def follow() -> bool:
         """Emit new transitions; True once the session has ended."""
         nonlocal last_id
-        for t in reg.transitions(args.name, last_id):
+        for t in svc.transitions(args.name, last_id):
             last_id = t.id
             data = _transition_json(args.name, rec.profile, t)
             recent.append(data)
@@ -109,13 +114,14 @@ def _watch_state(reg: Registry, args: argparse.Namespace) -> int:
                 emit(data)
             if t.state == "exited":
                 return True
-        return reg.get(args.name).ended is not None
+        return svc.state(args.name).ended is not None
 
+    sub = svc.subscribe()  # before the first look: nothing between the two is missed
     try:
         if plain:
             emit(recent[0])
             while not follow():
-                time.sleep(0.1)
+                sub.wait(svc.recheck_s)
             return 0
         with Live(console=out, refresh_per_second=10) as live:
             while True:
@@ -131,9 +137,11 @@ def _watch_state(reg: Registry, args: argparse.Namespace) -> int:
                 live.update(table)
                 if done:
                     return 0
-                time.sleep(0.1)
+                sub.wait(svc.recheck_s)
     except KeyboardInterrupt:
         return 0
+    finally:
+        sub.close()
 
 
 def _version_of(cmd: str) -> str:
@@ -199,16 +207,19 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         problems.append({"problem": "no agent CLI found on PATH",
                          "fix": "install one, e.g. npm install -g @anthropic-ai/claude-code"})
     try:
-        reg = _registry(paths)
-        stale = [r.name for r in reg.list() if r.liveness == "stale"]
-        for name in stale:
-            problems.append({"problem": f"session {name!r} has no running supervisor",
-                             "fix": f"agentwrap adopt {name}   (or agentwrap stop {name})"})
+        # default limits: the doctor reads, and reports a config error above
+        with _service(paths, limits=QueueLimits()) as svc:
+            stale = [v.record.name for v in svc.sessions() if v.record.liveness == "stale"]
+            for name in stale:
+                problems.append({"problem": f"session {name!r} has no running supervisor",
+                                 "fix": f"agentwrap adopt {name}   (or agentwrap stop {name})"})
+            try:
+                svc.check_store()
+            except AgentwrapError as exc:
+                problems.append({"problem": exc.message, "fix": exc.hint})
     except AgentwrapError as exc:
         if not any(p["problem"] == exc.message for p in problems):
             problems.append({"problem": exc.message, "fix": exc.hint})
-    if paths.db_path.exists():
-        problems.extend(_store_problems(paths))
     report["problems"] = problems
     if args.json:
         _emit_json(report)
@@ -230,21 +241,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 1
     out.print("[green]no problems found")
     return 0
-
-
-def _store_problems(paths: Paths) -> list[dict[str, str]]:
-    """The store opens and SQLite's quick_check passes."""
-    from ...queue.sqlite import SQLiteMessageStore
-
-    try:
-        store = SQLiteMessageStore(paths.db_path)
-        try:
-            store.check_integrity()
-        finally:
-            store.close()
-    except AgentwrapError as exc:
-        return [{"problem": exc.message, "fix": exc.hint}]
-    return []
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
 """Commands for messages: ``send``, ``queue``, ``history``, ``metrics``, ``cancel``.
 
-``send`` stores the message durably, wakes the session's supervisor and, with
-``--wait``, polls the store until the message ends, mapping its end state to
-the exit codes in ``EXIT_BY_STATUS``. ``queue`` says why each pending message
-waits; ``history`` and ``metrics`` read what the store kept.
+Each is an adapter over :class:`~agentwrap.service.Service`: parse, call,
+print. ``send`` has the service store the message and wake the supervisor and,
+with ``--wait``, waits on the event bus until the message ends, mapping its
+end state to the exit codes in ``EXIT_BY_STATUS``. ``queue`` shows why each
+pending message waits; ``history`` and ``metrics`` what the store kept.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from rich.text import Text
 
 from ...errors import InvalidMessage
 from ...message import Message, NewMessage, Priority, Source, Status
-from ...paths import Paths
 from ...queue.sanitize import decode_utf8
-from .common import _emit_json, _fmt_age, _paths, _registry, err, out, render_rows
+from ...service import Service
+from .common import _emit_json, _fmt_age, _service, err, out, render_rows
 
 EXIT_BY_STATUS = {
     Status.DELIVERED: 0,
@@ -35,14 +36,6 @@ EXIT_BY_STATUS = {
     Status.FAILED: 14,
 }
 EXIT_TIMEOUT = 124
-
-
-def _store(paths: Paths) -> Any:
-    from ...config import load_config
-    from ...queue.sqlite import SQLiteMessageStore
-
-    paths.ensure()
-    return SQLiteMessageStore(paths.db_path, load_config(paths).limits)
 
 
 def _message_json(m: Message) -> dict[str, Any]:
@@ -62,11 +55,12 @@ def _read_content(arg: str) -> str:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    from ...service import Service
+    with _service() as svc:
+        return _send(svc, args)
 
-    paths = _paths()
-    reg = _registry(paths)
-    reg.get(args.name)  # an unknown session is the first thing to hear about
+
+def _send(svc: Service, args: argparse.Namespace) -> int:
+    svc.state(args.name)  # an unknown session is the first thing to hear about
     try:
         metadata = json.loads(args.metadata) if args.metadata else {}
     except ValueError as exc:
@@ -88,36 +82,32 @@ def cmd_send(args: argparse.Namespace) -> int:
         correlation_id=args.correlation_id, depth=args.depth,
         idempotency_key=args.idempotency_key, require_ack=args.ack,
     )
-    store = _store(paths)
-    try:
-        sent = Service(paths, store, reg).send(new, raw=args.raw)
-        msg, created = sent.message, sent.created
-        if not sent.supervised and created:
-            err.print(
-                f"[yellow]warning:[/] {escape(args.name)}'s supervisor is not running; the message"
-                f" waits until `agentwrap adopt {escape(args.name)}`"
-            )
-        removed = msg.metadata.get("sanitized_removed", 0) if created else 0
-        if removed:
-            err.print(f"[yellow]note:[/] removed {removed} control/escape sequence(s) from the content")
-        if not args.wait:
-            if args.json:
-                _emit_json({**_message_json(msg), "created": created})
-            else:
-                err.print(escape(_sent_line(msg, created)))
-                out.print(msg.id)
-            return 0
-        final = _wait_terminal(store, msg.id, args.timeout)
-        if final is None:
-            err.print(f"still {store.get(msg.id).status} after {args.timeout:.0f} s: {msg.id}")
-            return EXIT_TIMEOUT
+    sent = svc.send(new, raw=args.raw)
+    msg, created = sent.message, sent.created
+    if not sent.supervised and created:
+        err.print(
+            f"[yellow]warning:[/] {escape(args.name)}'s supervisor is not running; the message"
+            f" waits until `agentwrap adopt {escape(args.name)}`"
+        )
+    removed = msg.metadata.get("sanitized_removed", 0) if created else 0
+    if removed:
+        err.print(f"[yellow]note:[/] removed {removed} control/escape sequence(s) from the content")
+    if not args.wait:
         if args.json:
-            _emit_json(_message_json(final))
+            _emit_json({**_message_json(msg), "created": created})
         else:
-            out.print(escape(f"{final.status}: {final.detail}"))
-        return EXIT_BY_STATUS.get(final.status, 1)
-    finally:
-        store.close()
+            err.print(escape(_sent_line(msg, created)))
+            out.print(msg.id)
+        return 0
+    final = svc.wait_for_end_state(msg.id, args.timeout)
+    if final is None:
+        err.print(f"still {svc.get(msg.id).status} after {args.timeout:.0f} s: {msg.id}")
+        return EXIT_TIMEOUT
+    if args.json:
+        _emit_json(_message_json(final))
+    else:
+        out.print(escape(f"{final.status}: {final.detail}"))
+    return EXIT_BY_STATUS.get(final.status, 1)
 
 
 def _sent_line(msg: Message, created: bool) -> str:
@@ -141,49 +131,19 @@ def _sent_line(msg: Message, created: bool) -> str:
     )
 
 
-def _wait_terminal(store: Any, message_id: str, timeout: float) -> Message | None:
-    deadline = time.monotonic() + timeout
-    while True:
-        m: Message = store.get(message_id)
-        if m.status.terminal:
-            return m
-        if time.monotonic() >= deadline:
-            return None
-        time.sleep(0.05)
-
-
 def cmd_queue(args: argparse.Namespace) -> int:
-    paths = _paths()
-    rec = _registry(paths).get(args.name)
-    store = _store(paths)
-    try:
-        pending = store.peek(args.name)
-        flight = store.in_flight(args.name)
-    finally:
-        store.close()
     now = time.time()
-
-    def why(m: Message) -> str:
-        if m.next_attempt_at > now:
-            return f"retry in {m.next_attempt_at - now:.0f} s ({m.detail})"
-        if rec.liveness != "running":
-            return "supervisor not running (`agentwrap adopt`)"
-        if rec.draft or rec.state == "draft":
-            return "draft in input box"
-        if rec.state == "ready":
-            return "due now"
-        return {"busy": "agent busy", "waiting_input": "agent is waiting for an answer",
-                "starting": "agent starting", "exited": "agent exited"}.get(rec.state, rec.state)
-
-    rows = [(m, "delivering" + (f" ({m.phase})" if m.phase else "")) for m in flight]
-    rows += [(m, why(m)) for m in pending]
+    with _service() as svc:
+        view = svc.peek(args.name, now)
     if args.json:
-        _emit_json([{**_message_json(m), "waiting_because": w} for m, w in rows])
+        _emit_json([{**_message_json(w.message), "waiting_because": w.waiting_because}
+                    for w in view.entries])
         return 0
-    if not rows:
-        err.print(escape(f"nothing pending for {args.name} (state: {rec.state})"))
+    if not view.entries:
+        err.print(escape(f"nothing pending for {args.name} (state: {view.session.state})"))
         return 0
-    render_rows(out, QUEUE_HEADERS, [queue_row(m, w, now) for m, w in rows], max_width=50)
+    rows = [queue_row(w.message, w.waiting_because, now) for w in view.entries]
+    render_rows(out, QUEUE_HEADERS, rows, max_width=50)
     return 0
 
 
@@ -208,34 +168,25 @@ def history_row(m: Message, channel: str) -> list[str]:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    paths = _paths()
-    if args.name:
-        _registry(paths).get(args.name)
-    store = _store(paths)
-    try:
-        msgs = store.history(args.name, limit=args.limit)
-        attempts = {m.id: store.attempts(m.id) for m in msgs}
-    finally:
-        store.close()
+    with _service() as svc:
+        entries = svc.history(args.name or None, limit=args.limit)
     if args.json:
         _emit_json([
-            {**_message_json(m), "attempt_log": [asdict(a) for a in attempts[m.id]]} for m in msgs
+            {**_message_json(e.message), "attempt_log": [asdict(a) for a in e.attempts]}
+            for e in entries
         ])
         return 0
-    if not msgs:
+    if not entries:
         err.print("no messages yet. Send one with `agentwrap send NAME TEXT`.")
         return 0
-    rows = [history_row(m, attempts[m.id][-1].channel if attempts[m.id] else "-") for m in msgs]
+    rows = [history_row(e.message, e.channel) for e in entries]
     render_rows(out, HISTORY_HEADERS, rows, max_width=70)
     return 0
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    store = _store(_paths())
-    try:
-        mt = store.metrics(args.name)
-    finally:
-        store.close()
+    with _service() as svc:
+        mt = svc.metrics(args.name)
     data = asdict(mt)
     data["by_status"] = {str(k): v for k, v in mt.by_status.items()}
     if args.json:
@@ -250,11 +201,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    store = _store(_paths())
-    try:
-        msg = store.cancel(store.get_by_prefix(args.id).id)
-    finally:
-        store.close()
+    with _service() as svc:
+        msg = svc.cancel(args.id)
     if args.json:
         _emit_json(_message_json(msg))
     else:

@@ -1,8 +1,9 @@
 """Commands for sessions: ``run``, ``attach``, ``adopt``, ``stop``, ``ls``.
 
-Each calls :mod:`agentwrap.sessions.lifecycle` (or reads the registry) and
-prints the outcome; ``_supervise`` is the detached supervisor process that
-``run`` and ``adopt`` start.
+Each calls :mod:`agentwrap.sessions.lifecycle` (starting and stopping
+processes is not the store's business) and prints the outcome; ``ls`` reads
+the sessions through :class:`~agentwrap.service.Service`. ``_supervise`` is the
+detached supervisor process that ``run`` and ``adopt`` start.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from pathlib import Path
 from rich.markup import escape
 
 from ...errors import InvalidMessage
-from ...paths import Paths
-from ...sessions.registry import SessionRecord
-from .common import _emit_json, _fmt_age, _paths, _registry, err, out, render_rows
+from ...message import QueueLimits
+from ...service import SessionRecord
+from .common import _emit_json, _fmt_age, _paths, _service, err, out, render_rows
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -79,7 +80,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     paths = _paths()
     names = list(args.names)
     if args.all:
-        names += [r.name for r in _registry(paths).list() if r.name not in names]
+        with _service(paths, limits=QueueLimits()) as svc:
+            names += [v.record.name for v in svc.sessions() if v.record.name not in names]
     if not names:
         err.print("nothing to stop: name sessions, or --all")
         return 0
@@ -113,10 +115,10 @@ def _liveness_label(rec: SessionRecord) -> str:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    paths = _paths()
-    reg = _registry(paths)
-    recs = reg.list(include_ended=args.all)
-    pending = _pending_counts(paths, [r.name for r in recs])
+    with _service(limits=QueueLimits()) as svc:  # reads only: no config needed
+        views = svc.sessions(include_ended=args.all)
+    recs = [v.record for v in views]
+    pending = {v.record.name: v.pending for v in views}
     if args.json:
         _emit_json([{**r.to_json(), "pending": pending.get(r.name, 0)} for r in recs])
         return 0
@@ -135,12 +137,3 @@ def cmd_ls(args: argparse.Namespace) -> int:
     )
     return 0
 
-
-def _pending_counts(paths: Paths, names: list[str]) -> dict[str, int]:
-    from ...queue.sqlite import SQLiteMessageStore
-
-    store = SQLiteMessageStore(paths.db_path)
-    try:
-        return {name: store.pending_count(name) for name in names}
-    finally:
-        store.close()
