@@ -6,9 +6,10 @@ get rich tables and live views; scripts get ``--json``. Expected failures are
 one with what to do next, then exit non-zero.
 
 This module builds the parser (every help text) and runs the chosen command;
-the commands themselves are grouped in :mod:`.sessions`, :mod:`.messages` and
-:mod:`.inspection`, over what they share in :mod:`.common` (where the rules
-for showing untrusted text are).
+the commands themselves are grouped in :mod:`.sessions`, :mod:`.messages`,
+:mod:`.inspection` and :mod:`.events`, over what they share in :mod:`.common`
+(where the rules for showing untrusted text are). Every command reaches the
+store and the registry through :class:`~agentwrap.service.Service`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from ... import __version__
 from ...errors import AgentwrapError
 from ...message import Source
 from .common import err
+from .events import EPILOG as EVENTS_EPILOG
+from .events import HELP as EVENTS_HELP
+from .events import cmd_events
 from .inspection import cmd_doctor, cmd_profiles, cmd_state
 from .messages import cmd_cancel, cmd_history, cmd_metrics, cmd_queue, cmd_send
 from .sessions import (
@@ -53,6 +57,7 @@ examples:
   agentwrap state api --explain                # what state, and why
   agentwrap ls                                 # running sessions
   agentwrap queue api / history api / metrics  # what waits, what happened
+  agentwrap events api --follow                # every change, as it happens
 
 Files: config ~/.config/agentwrap/config.toml (+ .agentwrap.toml in a project),
 profiles ~/.config/agentwrap/patterns/*.toml, state ~/.local/state/agentwrap/.
@@ -195,6 +200,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("id")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_cancel)
+
+    ev = add("events", "what happened to messages and sessions, in order (--follow: as it happens)",
+             EVENTS_HELP, EVENTS_EPILOG)
+    ev.add_argument("name", nargs="?", help="only this session's events")
+    ev.add_argument("--follow", "-f", action="store_true",
+                    help="keep printing new events until Ctrl-C")
+    ev.add_argument("--after", type=int, metavar="ID", help="only events after this id")
+    ev.add_argument("--json", action="store_true", help="one JSON object per line")
+    ev.set_defaults(func=cmd_events)
 
     d = add("doctor", "check tmux, agent CLIs, config and sessions; say how to fix problems")
     d.add_argument("--json", action="store_true")
