@@ -235,6 +235,8 @@ def test_events_json_lines(aw: AwEnv, svc: Service) -> None:
     people = aw.cli("events", "fake", check=True).stdout.splitlines()
     assert len(people) == 2 and f"message.queued {mid[:8]} priority=normal" in people[1]
     assert aw.cli("events", "nosuch").returncode == 3
+    last = aw.cli("events", "--json", "--last", "1", check=True).stdout.splitlines()
+    assert [json.loads(x)["kind"] for x in last] == ["message.queued"]
 
 
 def test_events_follow_stops_cleanly_on_sigint(aw: AwEnv, svc: Service) -> None:

@@ -122,7 +122,7 @@ class SupervisorHost:
             thread.start()
 
     def _supervise(self, name: str) -> None:
-        registry = Registry(self.paths.db_path)
+        registry = Registry(self.paths.db_path, events_dir=self.paths.events_dir)
         try:
             sup = tmux_supervisor(self.paths, name, registry)
             with self._lock:
@@ -145,7 +145,7 @@ class SupervisorHost:
 
     def _adopt_orphans(self) -> None:
         """After a host crash: every running host-supervised session nobody supervises."""
-        registry = Registry(self.paths.db_path)
+        registry = Registry(self.paths.db_path, events_dir=self.paths.events_dir)
         try:
             for rec in registry.list():
                 if (rec.backend != "tmux" or rec.ended is not None or rec.supervisor_alive

@@ -29,8 +29,8 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import Config, load_config
 from ..delivery.fallback import context_file, prepare_context_file
@@ -146,7 +146,7 @@ def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> 
     ids: list[str] = []
     if not files:
         return ids
-    store = SQLiteMessageStore(paths.db_path, cfg.limits)
+    store = SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir)
     try:
         for f in files:
             text = f.read_text(encoding="utf-8")
@@ -197,7 +197,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
-    registry = Registry(paths.db_path)
+    registry = Registry(paths.db_path, events_dir=paths.events_dir)
     try:
         name = pick_name(registry, opts.name, profile, paths)
         _refuse_orphan(paths, registry, name)
@@ -332,7 +332,7 @@ def tmux_supervisor(paths: Paths, name: str, registry: Registry) -> Supervisor:
 def supervise(paths: Paths, name: str) -> int:
     """Entry point of the detached supervisor process (also re-adoption)."""
     log_to(paths.supervisor_log(name))
-    sup = tmux_supervisor(paths, name, Registry(paths.db_path))
+    sup = tmux_supervisor(paths, name, Registry(paths.db_path, events_dir=paths.events_dir))
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
     sup.run()
     return 0
@@ -340,7 +340,7 @@ def supervise(paths: Paths, name: str) -> int:
 
 def adopt(paths: Paths, name: str) -> int:
     """Start a new supervisor for a tmux session whose supervisor is gone."""
-    registry = Registry(paths.db_path)
+    registry = Registry(paths.db_path, events_dir=paths.events_dir)
     try:
         rec = registry.get(name)
         if rec.supervisor_alive:
@@ -360,7 +360,7 @@ def adopt(paths: Paths, name: str) -> int:
 def attach(paths: Paths, name: str) -> int:
     """Put the person's terminal on the session; return the agent's exit
     code if it ended while attached, else 0 (detached)."""
-    registry = Registry(paths.db_path)
+    registry = Registry(paths.db_path, events_dir=paths.events_dir)
     try:
         rec = registry.get(name)
         if rec.backend != "tmux":
@@ -384,7 +384,7 @@ def attach(paths: Paths, name: str) -> int:
 
 def wait_for_end(paths: Paths, name: str, grace_s: float) -> int:
     """After the tmux client returns: the agent's exit code if it ended."""
-    registry = Registry(paths.db_path)
+    registry = Registry(paths.db_path, events_dir=paths.events_dir)
     try:
         deadline = time.monotonic() + grace_s
         while True:
@@ -416,7 +416,7 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
-    registry = Registry(paths.db_path)
+    registry = Registry(paths.db_path, events_dir=paths.events_dir)
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env, paths, name)
@@ -432,7 +432,7 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     )
     enqueue_context(paths, cfg, name, opts.context_files)
     term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows, relay=cfg.run.relay)
-    sup = build_supervisor(paths, cfg, rec, term, profile, Registry(paths.db_path), env)
+    sup = build_supervisor(paths, cfg, rec, term, profile, Registry(paths.db_path, events_dir=paths.events_dir), env)
     log_to(paths.supervisor_log(name))
     logging.getLogger("agentwrap.session").info("pty relay: %s", term.relay_kind)
     thread = threading.Thread(target=sup.run, name=f"supervisor-{name}", daemon=True)
@@ -468,7 +468,7 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
     a session whose end was not recorded within ``timeout_s`` is told to stop,
     its tmux session killed and its end recorded here.
     """
-    registry = Registry(paths.db_path)
+    registry = Registry(paths.db_path, events_dir=paths.events_dir)
     try:
         recs = [registry.get(name) for name in names]  # unknown names: nothing happens
         pids: list[int] = []

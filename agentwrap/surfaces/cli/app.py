@@ -207,6 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--follow", "-f", action="store_true",
                     help="keep printing new events until Ctrl-C")
     ev.add_argument("--after", type=int, metavar="ID", help="only events after this id")
+    ev.add_argument("--last", type=int, metavar="N",
+                    help="start from the N most recent events of the log (--follow: 10)")
     ev.add_argument("--json", action="store_true", help="one JSON object per line")
     ev.set_defaults(func=cmd_events)
 

@@ -48,6 +48,7 @@ examples:
   agentwrap events api                  # everything kept for session api
   agentwrap events --follow --json      # all sessions, as it happens, for a script
   agentwrap events api -f --after 1200  # resume after the last id you saw
+  agentwrap events --last 50            # the 50 most recent events of the log
 """
 
 
@@ -57,12 +58,16 @@ def cmd_events(args: argparse.Namespace) -> int:
         if args.name:
             svc.state(args.name)  # an unknown session is an error, not silence
         after = args.after or 0
+        if args.after is None and (args.last is not None or args.follow):
+            # like tail -f: the recent past, then what happens (not 20,000 old events)
+            after = max(0, svc.last_event_id() - (args.last if args.last is not None else 10))
+        printed = 0
         try:
             if args.follow:
                 _print(svc.follow_events(after, args.name), args.json)
             else:
                 while batch := svc.events(after, args.name):
-                    _print(batch, args.json)
+                    printed += _print(batch, args.json)
                     after = batch[-1].id
         except KeyboardInterrupt:  # the way to stop --follow: not an error
             return 0
@@ -70,18 +75,21 @@ def cmd_events(args: argparse.Namespace) -> int:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())  # nothing left to flush at exit
             return 0
-    if not args.follow and after == (args.after or 0) and not args.json:
+    if not args.follow and not args.json and not printed:
         err.print("no events yet.")
     return 0
 
 
-def _print(evs: Iterable[Event], as_json: bool) -> None:
+def _print(evs: Iterable[Event], as_json: bool) -> int:
+    n = 0
     for ev in evs:
+        n += 1
         if as_json:
             sys.stdout.write(json.dumps(ev.to_json(), separators=(",", ":")) + "\n")
             sys.stdout.flush()
         else:
             out.print(event_line(ev))
+    return n
 
 
 def event_line(ev: Event) -> Text:
