@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from wcwidth import wcwidth
 
@@ -66,10 +65,7 @@ from .fallback import (
     write_section,
 )
 from .framing import Injection, new_token, render, render_raw
-
-if TYPE_CHECKING:
-    from ..sessions.registry import SessionRecord
-    from ..sessions.supervisor import Supervisor
+from .seams import Driver, SessionInfo
 
 log = logging.getLogger("agentwrap.delivery")
 
@@ -139,7 +135,7 @@ class DeliveryEngine:
 
     @classmethod
     def for_session(
-        cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionRecord
+        cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionInfo
     ) -> DeliveryEngine:
         require_ack = rec.options.get("require_ack")
         fallback_dir = Path(rec.cwd)
@@ -163,7 +159,7 @@ class DeliveryEngine:
 
     # --- the supervisor's turn ---------------------------------------------------------
 
-    def step(self, sup: Supervisor) -> float | None:
+    def step(self, sup: Driver) -> float | None:
         try:
             return self._step(sup)
         except Exception:
@@ -173,7 +169,7 @@ class DeliveryEngine:
             self._resumed = False
             raise
 
-    def _step(self, sup: Supervisor) -> float | None:
+    def _step(self, sup: Driver) -> float | None:
         if not self._resumed:
             self._resumed = True
             self._resume(sup)
@@ -218,7 +214,7 @@ class DeliveryEngine:
             self._deliver(sup, token, batch, Phase.CLAIMED)
         return 0.05
 
-    def _retry_held(self, sup: Supervisor, now: float) -> float | None:
+    def _retry_held(self, sup: Driver, now: float) -> float | None:
         """Press submit again for a block left in the box by an earlier attempt."""
         token, due_at = min(self._held.items(), key=lambda kv: kv[1])
         if due_at > now:
@@ -237,7 +233,7 @@ class DeliveryEngine:
             self._deliver(sup, token, batch, Phase.SUBMITTING)
         return 0.05
 
-    def window(self, sup: Supervisor, priority: Priority) -> str | None:
+    def window(self, sup: Driver, priority: Priority) -> str | None:
         """None when typing is safe now, else why not (shown by `agentwrap queue`)."""
         reading = sup.reading
         if reading.state is State.EXITED:
@@ -304,7 +300,7 @@ class DeliveryEngine:
         log.warning("batch: %s", detail)
         return True
 
-    def _deliver(self, sup: Supervisor, token: str, batch: list[Message], phase: Phase) -> None:
+    def _deliver(self, sup: Driver, token: str, batch: list[Message], phase: Phase) -> None:
         if phase is Phase.CLAIMED and self._untrusted_raw(batch):
             return
         inj = self._render(batch, token)
@@ -322,7 +318,7 @@ class DeliveryEngine:
         self._conclude(sup, inj, batch, started, channel, result)
 
     def _conclude(
-        self, sup: Supervisor | None, inj: Injection, batch: list[Message], started: float,
+        self, sup: Driver | None, inj: Injection, batch: list[Message], started: float,
         channel: str, result: Outcome,
     ) -> None:
         """Record the attempt and move the batch to its next status."""
@@ -354,7 +350,7 @@ class DeliveryEngine:
             self._failed(sup, token, batch, result, still_in_box=stuck)
 
     def _run_phases(
-        self, sup: Supervisor, inj: Injection, batch: list[Message], phase: Phase
+        self, sup: Driver, inj: Injection, batch: list[Message], phase: Phase
     ) -> Outcome:
         if phase in (Phase.CLAIMED, Phase.PASTING):
             live = self.store.set_phase(inj.token, Phase.PASTING)
@@ -389,7 +385,7 @@ class DeliveryEngine:
             return Outcome(True, "awaiting_ack", "submitted before a supervisor restart")
         return Outcome(True, "delivered", "submitted before a supervisor restart")
 
-    def _submit(self, sup: Supervisor, inj: Injection) -> Outcome:
+    def _submit(self, sup: Driver, inj: Injection) -> Outcome:
         key = self.profile.input.submit_key
         for pressed in range(self.profile.input.submit_retries + 1):
             where = self._box_seen(sup, inj)
@@ -420,7 +416,7 @@ class DeliveryEngine:
         return Outcome(False, "submit_not_confirmed", self._screen_tail(sup))
 
     def _confirmed(
-        self, sup: Supervisor, inj: Injection, was_busy: bool, found: list[str]
+        self, sup: Driver, inj: Injection, was_busy: bool, found: list[str]
     ) -> bool:
         """After the submit key: is there evidence that the agent took the block?
         Appends the evidence to ``found``."""
@@ -469,7 +465,7 @@ class DeliveryEngine:
             hard_stop=self.clock() + self.cfg.readiness_timeout_s * 4,
         )
 
-    def _check_ack(self, sup: Supervisor) -> float | None:
+    def _check_ack(self, sup: Driver) -> float | None:
         """One look for the awaited ACK; the seconds until the next look, or
         None once the wait has ended (acknowledged, timed out, agent gone)."""
         w = self._ack
@@ -500,7 +496,7 @@ class DeliveryEngine:
         self._conclude(sup, w.inj, w.batch, w.started, w.channel, result)
         return None
 
-    def _find_ack(self, sup: Supervisor, inj: Injection, patterns: list[re.Pattern[str]]) -> str:
+    def _find_ack(self, sup: Driver, inj: Injection, patterns: list[re.Pattern[str]]) -> str:
         snap = sup.snap
         if snap is None:
             return ""
@@ -543,7 +539,7 @@ class DeliveryEngine:
             parts = self._around_input(snap)
         return None if parts is None else (_squeeze(parts[0]), _squeeze(parts[1]))
 
-    def _in_box(self, sup: Supervisor, inj: Injection) -> bool | None:
+    def _in_box(self, sup: Driver, inj: Injection) -> bool | None:
         """Whether our block (its token, or the agent's paste placeholder) is in
         the input box; None when the box is not on screen, which proves nothing."""
         sup.observe()
@@ -558,7 +554,7 @@ class DeliveryEngine:
             return True
         return any(p.search(box) for p in self.profile.input.paste_placeholders)
 
-    def _box_seen(self, sup: Supervisor, inj: Injection) -> bool | None:
+    def _box_seen(self, sup: Driver, inj: Injection) -> bool | None:
         """:meth:`_in_box`, waiting a moment for the box to be drawn."""
         result: list[bool | None] = []
 
@@ -569,7 +565,7 @@ class DeliveryEngine:
         self._wait_until(sup, self.cfg.paste_timeout_s, known)
         return result[-1] if result else None
 
-    def _submitted_evidence(self, sup: Supervisor, inj: Injection) -> str:
+    def _submitted_evidence(self, sup: Driver, inj: Injection) -> str:
         snap = sup.snap
         if snap is None:
             return ""
@@ -585,7 +581,7 @@ class DeliveryEngine:
             return f"agent turned busy ({sup.reading.reason})"
         return ""
 
-    def _wait_until(self, sup: Supervisor, timeout: float, cond: Callable[[], bool]) -> bool:
+    def _wait_until(self, sup: Driver, timeout: float, cond: Callable[[], bool]) -> bool:
         """Poll ``cond`` until it holds or ``timeout`` passes, while the
         supervisor keeps draining output and watching for "stop".
 
@@ -607,7 +603,7 @@ class DeliveryEngine:
                 return False
             sup.pump(POLL_S)
 
-    def _pause(self, sup: Supervisor, seconds: float) -> None:
+    def _pause(self, sup: Driver, seconds: float) -> None:
         """Let ``seconds`` pass with the supervisor still draining output."""
         deadline = self.clock() + seconds
         while (left := deadline - self.clock()) > 0:
@@ -615,7 +611,7 @@ class DeliveryEngine:
                 raise DeliveryInterrupted("the supervisor is stopping")
             sup.pump(left)
 
-    def _screen_tail(self, sup: Supervisor) -> str:
+    def _screen_tail(self, sup: Driver) -> str:
         if sup.snap is None:
             return ""
         lines = [x for x in sup.snap.lines if x.strip()]
@@ -637,7 +633,7 @@ class DeliveryEngine:
 
     def _failed(
         self,
-        sup: Supervisor | None,
+        sup: Driver | None,
         token: str,
         batch: list[Message],
         result: Outcome,
@@ -663,7 +659,7 @@ class DeliveryEngine:
                 self.store.retry_later(token, self.clock() + backoff, detail)
         log.info("batch %s: %s (%d to retry, %d given up)", token, result.outcome, len(rest), len(give_up))
 
-    def _escalate(self, sup: Supervisor | None, msgs: list[Message], result: Outcome) -> None:
+    def _escalate(self, sup: Driver | None, msgs: list[Message], result: Outcome) -> None:
         if self._is_raw(msgs):
             # A command belongs in the terminal, never in an instruction file.
             ids = [m.id for m in msgs]
@@ -743,7 +739,7 @@ class DeliveryEngine:
             m.id, neutralise(m.label, syntax), m.created, neutralise(m.content, syntax)
         )
 
-    def _tell(self, sup: Supervisor | None, line: str) -> None:
+    def _tell(self, sup: Driver | None, line: str) -> None:
         """Tell the person: the tmux status line, and a desktop notification."""
         if sup is not None:
             display = getattr(sup.term, "display", None)
@@ -755,7 +751,7 @@ class DeliveryEngine:
         if self.cfg.notify_on_failure:
             notify_desktop(f"agentwrap: {self.session}", line)
 
-    def _notify(self, sup: Supervisor | None, fname: str, msgs: list[Message]) -> None:
+    def _notify(self, sup: Driver | None, fname: str, msgs: list[Message]) -> None:
         """Announce an escalation, and queue a notice for the agent.
 
         The notice points to the section instead of repeating the content: the
@@ -835,7 +831,7 @@ class DeliveryEngine:
 
     # --- restart -----------------------------------------------------------------------------
 
-    def _resume(self, sup: Supervisor) -> None:
+    def _resume(self, sup: Driver) -> None:
         """Finish batches a killed supervisor left in flight, from their phase."""
         batches: dict[str, list[Message]] = {}
         for m in self.store.in_flight(self.session):
@@ -888,7 +884,7 @@ def _cells(line: str, width: int) -> str:
     return line
 
 
-def _trusted_raw_sources(paths: Paths, rec: SessionRecord) -> tuple[str, ...]:
+def _trusted_raw_sources(paths: Paths, rec: SessionInfo) -> tuple[str, ...]:
     """The session's ``[trust] raw_sources`` as the config says *now*; none
     while the config cannot be read (refusing is the safe side)."""
     try:

@@ -1,0 +1,61 @@
+"""What the delivery engine needs from the layer above it, as protocols.
+
+The engine is driven by a session's supervisor and built from a session's
+record, both of which live in :mod:`agentwrap.sessions`, a layer *above*
+delivery. Naming them here, by what the engine actually uses, keeps imports
+pointing down (the layer contract in ``pyproject.toml``) and keeps the engine
+testable with anything that has these few members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ..detect.states import Reading
+from ..terminal.base import Terminal
+from ..terminal.screen import Snapshot
+
+
+class DraftFlag(Protocol):
+    @property
+    def draft(self) -> bool:
+        """Text the person typed is in the input box (even if the state says otherwise)."""
+
+
+class Driver(Protocol):
+    """The supervisor that gives the engine its turns and its eyes."""
+
+    term: Terminal
+    snap: Snapshot | None
+
+    @property
+    def detector(self) -> DraftFlag: ...
+
+    @property
+    def reading(self) -> Reading: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def observe(self) -> Reading:
+        """Snapshot, detect, publish; the new reading."""
+
+    def pump(self, timeout: float) -> None:
+        """Wait up to ``timeout`` while draining the agent's output and commands."""
+
+
+class SessionInfo(Protocol):
+    """The parts of a session's record the engine is built from."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cwd(self) -> str: ...
+
+    @property
+    def profile(self) -> str: ...
+
+    @property
+    def options(self) -> Mapping[str, Any]: ...
