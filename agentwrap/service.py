@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .audit import AuditLog
 from .config import load_config
-from .detect.profiles import load_profile
+from .detect.profiles import Profile, load_profile, profile_files
 from .errors import InvalidMessage, SessionNotRunning, UntrustedSource
 from .events import Event, Subscription
 from .message import Attempt, Kind, Message, NewMessage, QueueLimits
@@ -105,6 +105,23 @@ class Service:
         self.registry = registry
         self.audit = audit if audit is not None else AuditLog(paths.audit_log)
         self.recheck_s = RECHECK_S
+        self._profiles: dict[str, tuple[tuple[str, int], Profile]] = {}
+
+    def _profile(self, name: str) -> Profile:
+        """The session's profile, parsed once per version of its file: a
+        long-lived service (the HTTP server) sends many messages, and parsing
+        a profile costs more than storing one."""
+        path = profile_files(self.paths).get(name)
+        try:
+            key = (str(path), path.stat().st_mtime_ns) if path is not None else ("", 0)
+        except OSError:
+            key = (str(path), 0)
+        cached = self._profiles.get(name)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        profile = load_profile(name, self.paths)
+        self._profiles[name] = (key, profile)
+        return profile
 
     @classmethod
     def open(cls, paths: Paths, *, limits: QueueLimits | None = None) -> Service:
@@ -155,7 +172,7 @@ class Service:
                 f"session {new.session!r} has ended; nothing would deliver this",
                 hint="`agentwrap ls` shows running sessions",
             )
-        profile = load_profile(rec.profile, self.paths)
+        profile = self._profile(rec.profile)
         kind = Kind.CONTENT
         if raw or profile.raw:
             trusted = load_config(self.paths, Path(rec.cwd)).for_profile(rec.profile).trust

@@ -37,10 +37,16 @@ from .proctree import alive as pid_alive
 from .proctree import kill_tree, zombie_status
 from .screen import Snapshot
 
+# One display-message answers everything about the pane at once: where the
+# cursor is, the size, whether the agent is gone (and how), whether a person is
+# attached and when one last pressed a key (session_activity: tmux updates it
+# on client keys), and the title last (it may hold tabs).
 _INFO_FMT = (
     "#{cursor_y}\t#{cursor_x}\t#{pane_width}\t#{pane_height}\t#{pane_dead}\t"
-    "#{pane_dead_status}\t#{pane_pid}\t#{pane_dead_signal}\t#{pane_title}"
+    "#{pane_dead_status}\t#{pane_pid}\t#{pane_dead_signal}\t#{session_attached}\t"
+    "#{session_activity}\t#{pane_title}"
 )
+_INFO_FIELDS = 11
 
 
 _DYING_GRACE_S = 2.0
@@ -91,6 +97,8 @@ class TmuxTerminal:
         self._dead = False
         self._dying_since: float | None = None
         self._judged_at = -1.0  # when a snapshot last judged the agent alive
+        self._clients = 0  # attached clients, at the last look
+        self._activity = 0.0  # when one of them last pressed a key (epoch s)
 
     # --- lifecycle --------------------------------------------------------------
 
@@ -213,7 +221,15 @@ class TmuxTerminal:
         if proc.returncode != 0 or not proc.stdout:
             self._dead = True
             raise AgentExited(f"tmux session {self.session!r} is gone")
-        return proc.stdout[0].split("\t", 8)
+        info = proc.stdout[0].split("\t", _INFO_FIELDS - 1)
+        self._remember(info)
+        return info
+
+    def _remember(self, info: list[str]) -> None:
+        """Keep who is attached and their last key, for :meth:`user_idle_s`."""
+        attached, activity = (info + [""] * _INFO_FIELDS)[8:10]
+        self._clients = int(attached) if attached.isdigit() else 0
+        self._activity = float(activity) if activity.isdigit() else 0.0
 
     def snapshot(self) -> Snapshot:
         # One tmux invocation for both the pane info and its contents.
@@ -224,8 +240,9 @@ class TmuxTerminal:
         if proc.returncode != 0 or not proc.stdout:
             self._dead = True
             raise AgentExited(f"tmux session {self.session!r} is gone")
-        info = proc.stdout[0].split("\t", 8)
-        cy, cx, w, h = (info + [""] * 9)[:4]
+        info = proc.stdout[0].split("\t", _INFO_FIELDS - 1)
+        cy, cx, w, h = (info + [""] * _INFO_FIELDS)[:4]
+        self._remember(info)
         self._judge(info)
         self._judged_at = time.monotonic()
         return Snapshot.from_ansi(
@@ -233,7 +250,7 @@ class TmuxTerminal:
             cols=int(w),
             rows=int(h),
             cursor=(int(cy or 0), int(cx or 0)),
-            title=info[8] if len(info) > 8 else "",
+            title=info[10] if len(info) > 10 else "",
             at=time.monotonic(),
         )
 
@@ -314,12 +331,21 @@ class TmuxTerminal:
         return int(pid) if pid.isdigit() else None
 
     def user_idle_s(self) -> float | None:
-        """tmux records when each attached client last pressed a key."""
-        proc = self.server.cmd("list-clients", "-t", f"={self.session}", "-F", "#{client_activity}")
-        stamps = [int(x) for x in proc.stdout if x.strip().isdigit()]
-        if not stamps:
-            return None  # nobody attached: nobody typing
-        return max(0.0, time.time() - max(stamps))
+        """Seconds since a person last pressed a key in this session (tmux's
+        session_activity); None when nobody is attached, so nobody types.
+        Asked together with the pane's liveness, so the input that usually
+        follows needs no second tmux call."""
+        if self._dead:
+            return None
+        try:
+            info = self._info()
+        except AgentExited:
+            return None
+        self._judge(info)
+        self._judged_at = time.monotonic()
+        if not self._clients:
+            return None
+        return max(0.0, time.time() - self._activity)
 
     def resize(self, cols: int, rows: int) -> None:
         self.server.cmd("resize-window", "-t", f"={self.session}:0", "-x", str(cols), "-y", str(rows))
