@@ -29,7 +29,8 @@ from .config import load_config
 from .detect.profiles import Profile, load_profile, profile_files
 from .errors import InvalidMessage, SessionNotRunning, UntrustedSource
 from .events import Event, Subscription
-from .message import Attempt, Kind, Message, NewMessage, QueueLimits
+from .delivery.framing import new_token
+from .message import Attempt, Kind, Message, NewMessage, QueueLimits, Status
 from .paths import Paths
 from .queue.store import MessageStore, QueueMetrics
 from .sessions.registry import Registry, SessionRecord, Transition
@@ -44,6 +45,9 @@ __all__ = [
 #: can be lost (a full socket queue, a writer without an events dir), never
 #: the row itself.
 RECHECK_S = 1.5
+# What a reader that is handed text (not a terminal) may take: a COMMAND is
+# meant to be typed, and a fallback notice is the supervisor's to deliver.
+CONSUMABLE_KINDS = frozenset({Kind.CONTENT})
 
 
 @dataclass(frozen=True)
@@ -211,6 +215,37 @@ class Service:
         msg = self.store.cancel(self.get(message_id).id)
         self.audit.write(event="cancelled", session=msg.session, message=msg.id)
         return msg
+
+    def consume(
+        self, session: str, *, channel: str, max_bytes: int = 10 * 1024
+    ) -> list[Message]:
+        """Hand the due messages to a reader that delivers them itself (an MCP
+        tool the agent calls, a hook whose output the agent reads) instead of
+        typing them: claimed and recorded ``delivered`` through ``channel`` in
+        one step, so the supervisor can never type them as well. Highest
+        priority first, up to ``max_bytes`` (at least one). COMMAND messages are
+        left for the terminal: they mean something only when typed.
+        """
+        rec = self.registry.get(session)
+        if rec.ended is not None:
+            raise SessionNotRunning(f"session {session!r} has ended")
+        if not channel or not channel.replace("-", "").replace("_", "").isalnum():
+            raise InvalidMessage(f"channel must be a short word, got {channel!r}")
+        token = new_token()
+        batch = self.store.claim_batch(session, token, max_bytes, kinds=CONSUMABLE_KINDS)
+        if not batch:
+            return []
+        now = time.time()
+        for m in batch:
+            self.store.record_attempt(
+                Attempt(m.id, token, m.attempts + 1, now, now, channel, "delivered",
+                        f"handed to the agent through {channel}")
+            )
+        self.store.finish(Status.DELIVERED, f"delivered: consumed through {channel}",
+                          batch_id=token)
+        self.audit.write(event="consumed", session=session, channel=channel,
+                         ids=[m.id for m in batch])
+        return [self.store.get(m.id) for m in batch]
 
     def peek(self, session: str, now: float | None = None) -> QueueView:
         """What waits for ``session``, never consuming anything: in-flight

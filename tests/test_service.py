@@ -21,7 +21,7 @@ from support.waiting import wait_for
 
 from agentwrap.detect.states import State
 from agentwrap.errors import InvalidMessage, QueueFull, SessionNotFound
-from agentwrap.message import NewMessage, Phase, Priority, QueueLimits, Status
+from agentwrap.message import Kind, NewMessage, Phase, Priority, QueueLimits, Status
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service import Service
 from agentwrap.sessions.registry import Registry, SessionRecord
@@ -280,3 +280,22 @@ def test_state_watch_ends_with_the_session(aw: AwEnv, svc: Service) -> None:
             proc.communicate()
     assert proc.returncode == 0, stderr
     assert json.loads(out.splitlines()[-1])["state"] == "exited"
+
+
+def test_consume_hands_messages_to_a_reader_exactly_once(aw: AwEnv, svc: Service) -> None:
+    # A pull channel (an MCP tool, a hook) takes the due messages: each ends
+    # delivered through that channel, once, highest priority first; a COMMAND
+    # stays for the terminal.
+    low = svc.send(new("later", priority=Priority.LOW)).message
+    high = svc.send(new("first", priority=Priority.HIGH)).message
+    store = svc.store
+    cmd, _ = store.enqueue(new("/compact"), kind=Kind.COMMAND)
+    got = svc.consume("fake", channel="mcp")
+    assert [m.content for m in got] == ["first", "later"]
+    assert all(m.status is Status.DELIVERED for m in got)
+    assert svc.store.attempts(high.id)[-1].channel == "mcp"
+    assert svc.consume("fake", channel="mcp") == []  # nothing twice
+    assert svc.get(cmd.id).status is Status.PENDING
+    assert svc.get(low.id).detail == "delivered: consumed through mcp"
+    with pytest.raises(InvalidMessage):
+        svc.consume("fake", channel="a b")

@@ -32,7 +32,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -455,23 +455,28 @@ class SQLiteMessageStore:
     # --- delivery -------------------------------------------------------------------
 
     def claim_batch(
-        self, session: str, batch_id: str, max_bytes: int, now: float | None = None
+        self, session: str, batch_id: str, max_bytes: int, now: float | None = None,
+        *, kinds: Collection[Kind] | None = None,
     ) -> list[Message]:
         """Atomically take the due messages that fit in ``max_bytes``, in delivery order.
 
         The batch stops at the first message that does not fit (never skipping
         ahead, which would break priority/FIFO order) but always holds at least
         one message if any is due, so an oversized message cannot block the queue.
+        ``kinds``: only messages of these kinds are considered (a reader that
+        is handed text, not a terminal, never takes a COMMAND meant to be typed).
         """
         if not batch_id:
             raise ValueError("batch_id must not be empty")
         with self._write() as conn:
             t = self._now(now)
             self._expire(conn, t, session)
+            only = sorted(k.value for k in kinds) if kinds is not None else []
+            kind_sql = f" AND kind IN ({','.join('?' * len(only))})" if kinds is not None else ""
             rows = conn.execute(
                 f"SELECT id, content_bytes, kind FROM messages WHERE session = ? AND status = ?"
-                f" AND next_attempt_at <= ? AND +expires > ? ORDER BY {_ORDER}",
-                (session, Status.PENDING.value, t, t),
+                f" AND next_attempt_at <= ? AND +expires > ?{kind_sql} ORDER BY {_ORDER}",
+                (session, Status.PENDING.value, t, t, *only),
             ).fetchall()
             ids = _fit(rows, max_bytes)
             if not ids:

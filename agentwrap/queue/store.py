@@ -11,7 +11,7 @@ transaction, and readers ask for the events after an id. The semantics of each o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -45,7 +45,8 @@ class MessageStore(Protocol):
     def get_by_prefix(self, prefix: str) -> Message: ...
     def peek(self, session: str, now: float | None = None) -> list[Message]: ...
     def claim_batch(
-        self, session: str, batch_id: str, max_bytes: int, now: float | None = None
+        self, session: str, batch_id: str, max_bytes: int, now: float | None = None,
+        *, kinds: Collection[Kind] | None = None,
     ) -> list[Message]: ...
     def set_phase(self, batch_id: str, phase: Phase) -> list[Message]: ...
     def in_flight(self, session: str) -> list[Message]: ...
