@@ -26,10 +26,10 @@ from pathlib import Path
 
 from .audit import AuditLog
 from .config import load_config
+from .delivery.framing import new_token
 from .detect.profiles import Profile, load_profile, profile_files
 from .errors import InvalidMessage, SessionNotRunning, UntrustedSource
 from .events import Event, Subscription
-from .delivery.framing import new_token
 from .message import Attempt, Kind, Message, NewMessage, QueueLimits, Status
 from .paths import Paths
 from .queue.store import MessageStore, QueueMetrics
