@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import select
 import socket
 import sqlite3
 from collections.abc import Iterable, Mapping
@@ -30,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .paths import private_dir
+from .datagram import Inbox
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -172,40 +171,11 @@ def announce(events_dir: Path) -> int:
     return told
 
 
-class Subscription:
-    """A reader's end: wait until a writer announces new events."""
+class Subscription(Inbox):
+    """A reader's end: :meth:`wait` until a writer announces new events."""
 
     def __init__(self, events_dir: Path) -> None:
-        private_dir(events_dir, repair=False)
-        self.path = events_dir / f"{os.getpid()}-{secrets.token_hex(4)}.sock"
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(self.path))
-        os.chmod(self.path, 0o600)
-        self.sock.setblocking(False)
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    def wait(self, timeout: float) -> bool:
-        """Block until an announcement or ``timeout``; True if one came."""
-        ready, _, _ = select.select([self.sock], [], [], max(0.0, timeout))
-        if not ready:
-            return False
-        while True:
-            try:
-                self.sock.recv(64)
-            except BlockingIOError:
-                return True
-
-    def close(self) -> None:
-        self.sock.close()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+        super().__init__(events_dir / f"{os.getpid()}-{secrets.token_hex(4)}.sock")
 
     def __enter__(self) -> Subscription:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

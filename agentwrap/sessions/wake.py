@@ -12,11 +12,8 @@ can reach or replace the socket.
 
 from __future__ import annotations
 
-import os
-import socket
-from pathlib import Path
-
-from ..paths import Paths, private_dir
+from ..datagram import Inbox, send
+from ..paths import Paths
 
 
 def notify(paths: Paths, session: str, command: bytes = b"wake") -> bool:
@@ -24,47 +21,8 @@ def notify(paths: Paths, session: str, command: bytes = b"wake") -> bool:
     return send(paths.wake_socket(session), command)
 
 
-def send(path: Path, command: bytes) -> bool:
-    """One datagram to the socket at ``path``; False if nobody is listening."""
-    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    try:
-        s.sendto(command, str(path))
-        return True
-    except OSError:
-        return False
-    finally:
-        s.close()
+class WakeSocket(Inbox):
+    """The supervisor's end, bound at the session's wake socket."""
 
 
-class WakeSocket:
-    """The supervisor's end: a datagram socket bound in the runtime dir."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        private_dir(path.parent, repair=False)
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(str(path))
-        os.chmod(path, 0o600)
-        self.sock.setblocking(False)
-
-    def fileno(self) -> int:
-        return self.sock.fileno()
-
-    def drain(self) -> list[bytes]:
-        out: list[bytes] = []
-        while True:
-            try:
-                out.append(self.sock.recv(256))
-            except BlockingIOError:
-                return out
-
-    def close(self) -> None:
-        self.sock.close()
-        try:
-            self.path.unlink()
-        except FileNotFoundError:
-            pass
+__all__ = ["WakeSocket", "notify", "send"]
