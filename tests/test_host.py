@@ -117,3 +117,11 @@ def test_several_sessions_stop_together(aw: AwEnv) -> None:
     bad = aw.cli("stop", "d", "nosuch")
     assert bad.returncode == 3
     assert next(r for r in ls_json(aw) if r["name"] == "d")["liveness"] == "running"
+
+
+def test_doctor_names_the_supervisor_host_and_its_sessions(aw: AwEnv) -> None:
+    write_config(aw)
+    _start(aw, "a", "b")
+    host = supervisor_pid(aw, "a")
+    report = json.loads(aw.cli("doctor", "--json").stdout)
+    assert report["supervisors"] == {str(host): ["a", "b"]}

@@ -209,7 +209,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     try:
         # default limits: the doctor reads, and reports a config error above
         with _service(paths, limits=QueueLimits()) as svc:
-            stale = [v.record.name for v in svc.sessions() if v.record.liveness == "stale"]
+            views = svc.sessions()
+            stale = [v.record.name for v in views if v.record.liveness == "stale"]
+            # who supervises the running tmux sessions: one host pid, or a pid each
+            running = [v.record for v in views
+                       if v.record.liveness == "running" and v.record.backend == "tmux"]
+            report["supervisors"] = {
+                str(pid): sorted(r.name for r in running if r.supervisor_pid == pid)
+                for pid in sorted({r.supervisor_pid for r in running if r.supervisor_pid})
+            }
             for name in stale:
                 problems.append({"problem": f"session {name!r} has no running supervisor",
                                  "fix": f"agentwrap adopt {name}   (or agentwrap stop {name})"})
@@ -235,6 +243,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     out.print(table)
     for key, value in report["paths"].items():
         out.print(escape(f"  {key:15} {value}"))
+    for pid, names in report.get("supervisors", {}).items():
+        out.print(escape(f"  supervisor     pid {pid}: {len(names)} session(s) ({', '.join(names)})"))
     if problems:
         for p in problems:
             out.print(f"[red]problem:[/] {escape(p['problem'])}\n  [green]fix:[/] {escape(p['fix'])}")
