@@ -209,6 +209,12 @@ class Service:
         """A message by its full id or a unique prefix a person typed (4+ characters)."""
         return self.store.get_by_prefix(message_id)
 
+    def message(self, message_id: str) -> HistoryEntry:
+        """One message (id or unique prefix) with every attempt at it: what the
+        HTTP API's ``GET /api/messages/{id}`` shows, without paging ``history``."""
+        m = self.get(message_id)
+        return HistoryEntry(m, self.store.attempts(m.id))
+
     def cancel(self, message_id: str) -> Message:
         """Cancel a pending message (id or unique prefix); anything later is past
         recall and raises. Audited like a send, since it changes what an agent gets."""
