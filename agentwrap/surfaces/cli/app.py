@@ -29,6 +29,7 @@ from .events import HELP as EVENTS_HELP
 from .events import cmd_events
 from .inspection import cmd_doctor, cmd_profiles, cmd_state
 from .messages import cmd_cancel, cmd_history, cmd_metrics, cmd_queue, cmd_send
+from .serve import SERVE_EPILOG, SERVE_HELP, cmd_serve, cmd_token
 from .sessions import (
     cmd_adopt,
     cmd_attach,
@@ -58,6 +59,7 @@ examples:
   agentwrap ls                                 # running sessions
   agentwrap queue api / history api / metrics  # what waits, what happened
   agentwrap events api --follow                # every change, as it happens
+  agentwrap serve                              # the HTTP API; `agentwrap token` for curl
 
 Files: config ~/.config/agentwrap/config.toml (+ .agentwrap.toml in a project),
 profiles ~/.config/agentwrap/patterns/*.toml, state ~/.local/state/agentwrap/.
@@ -211,6 +213,19 @@ def build_parser() -> argparse.ArgumentParser:
                     help="start from the N most recent events of the log (--follow: 10)")
     ev.add_argument("--json", action="store_true", help="one JSON object per line")
     ev.set_defaults(func=cmd_events)
+
+    sr = add("serve", "serve the HTTP API (queue messages, sessions, events) on 127.0.0.1:7878",
+             SERVE_HELP, SERVE_EPILOG)
+    sr.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (default 127.0.0.1; others print a warning)")
+    sr.add_argument("--port", type=int, default=7878, help="TCP port (default 7878; 0: any free)")
+    sr.add_argument("--uds", metavar="PATH", help="listen on this unix socket instead (0600)")
+    sr.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sr.set_defaults(func=cmd_serve)
+
+    tk = add("token", "print the HTTP API's bearer token (made on first use, kept 0600)")
+    tk.add_argument("--new", action="store_true", help="replace it with a new one")
+    tk.set_defaults(func=cmd_token)
 
     d = add("doctor", "check tmux, agent CLIs, config and sessions; say how to fix problems")
     d.add_argument("--json", action="store_true")

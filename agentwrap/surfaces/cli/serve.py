@@ -1,0 +1,48 @@
+"""Commands of the HTTP API: ``serve`` and ``token``.
+
+Thin: they hand over to :mod:`agentwrap.surfaces.http`, imported only when
+one of them runs (the web stack costs every other command nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.markup import escape
+
+from .common import _paths, err, out
+
+SERVE_HELP = """\
+Serve the HTTP API on 127.0.0.1:7878: queue messages, peek at queues, read
+sessions, messages and metrics, and follow events (Server-Sent Events). Every
+/api request needs the bearer token (`agentwrap token`); it is made on first
+use and kept 0600 in the state dir. The OpenAPI document is at /openapi.json.
+"""
+
+SERVE_EPILOG = """\
+examples:
+  agentwrap serve
+  curl -H "Authorization: Bearer $(agentwrap token)" -H 'content-type: application/json' \\
+       -d '{"source":"webhook","sourceId":"github","content":"CI failed on main"}' \\
+       localhost:7878/api/sessions/api/input
+  agentwrap serve --uds $XDG_RUNTIME_DIR/agentwrap/api.sock
+"""
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from ..http.server import serve
+
+    uds = Path(args.uds) if args.uds else None
+    return serve(_paths(), host=args.host, port=args.port, uds=uds, log_level=args.log_level)
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from ..http.auth import load_or_create_token, token_path
+
+    paths = _paths()
+    token = load_or_create_token(paths, renew=args.new)
+    out.file.write(token + "\n")
+    if args.new:
+        err.print(f"new token written to {escape(str(token_path(paths)))}; restart `agentwrap serve` to use it")
+    return 0

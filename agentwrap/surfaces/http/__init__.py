@@ -1,0 +1,20 @@
+"""The HTTP API: ``agentwrap serve`` (issue 10).
+
+A thin adapter over :class:`~agentwrap.service.Service`, like the CLI: every
+rule a message must pass (validation, limits, idempotency, trust, audit,
+wake-ups) is the service's; this package adds only what HTTP needs. One job
+per module:
+
+- :mod:`.models`: the typed request and response bodies (they generate the
+  OpenAPI document);
+- :mod:`.routes`: the endpoints, each a call or two into the service;
+- :mod:`.errors`: the one mapping of agentwrap's error tree to status codes
+  and JSON bodies ``{error, ...}``;
+- :mod:`.auth`: the bearer token (its file, and the check on every ``/api`` request);
+- :mod:`.middleware`: request bodies capped before parsing, an access log
+  without content or tokens;
+- :mod:`.sse`: the event stream (the store's event kinds mapped to the API's
+  names, resumable with ``Last-Event-ID``);
+- :mod:`.pool`: services for the server's worker threads;
+- :mod:`.app`: the application put together; :mod:`.server`: sockets and uvicorn.
+"""

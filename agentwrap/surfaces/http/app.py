@@ -1,0 +1,60 @@
+"""The HTTP application, put together: routes, error handlers, token, limits.
+
+:func:`create_app` takes the user's :class:`~agentwrap.paths.Paths` and the
+token; the queue limits come from the user's config (read once, like
+``Service.open`` does), so the 429 and 413 bodies name the limits the store
+enforces. No CORS middleware: browsers on other origins get no access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from ... import __version__
+from ...config import load_config
+from ...message import QueueLimits
+from ...paths import Paths
+from . import errors
+from .middleware import AccessLog, BodyLimit
+from .pool import ServicePool
+from .routes import api, public
+
+DESCRIPTION = """\
+Queue context for terminal coding agents supervised by agentwrap, and watch
+what happens to it. Every `/api` request needs `Authorization: Bearer <token>`
+(`agentwrap token` prints it). Errors are JSON `{error, detail, hint, ...}`.
+"""
+
+
+def body_limit(limits: QueueLimits) -> int:
+    """Bytes a request body may have: room for the largest valid message with
+    every character JSON-escaped, far below what would hurt to parse."""
+    return 6 * (limits.max_content_bytes + limits.max_metadata_bytes) + 4096
+
+
+def create_app(
+    paths: Paths, token: str, *, limits: QueueLimits | None = None
+) -> FastAPI:
+    """The ASGI app :mod:`.server` runs (tests call it in-process)."""
+    limits = limits if limits is not None else load_config(paths).limits
+    pool = ServicePool(paths, limits)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        pool.close()
+
+    app = FastAPI(title="agentwrap", version=__version__, description=DESCRIPTION,
+                  lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.pool = pool
+    app.state.token = token
+    app.state.limits = limits
+    errors.install(app, limits)
+    app.include_router(api)
+    app.include_router(public)
+    app.add_middleware(BodyLimit, max_bytes=body_limit(limits))
+    app.add_middleware(AccessLog)  # added last: outermost, sees every answer
+    return app

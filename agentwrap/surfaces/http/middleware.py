@@ -1,0 +1,116 @@
+"""Two pieces of plain ASGI around the application.
+
+:class:`BodyLimit` reads a request's body *before* anything parses it, at
+most ``max_bytes`` of it: a bigger one (by its Content-Length, or by what
+arrives) is answered 413 at once and never buffered beyond the limit, so a
+client cannot make the server hold or parse megabytes. A body that is not
+UTF-8 is answered 400 (JSON is UTF-8; a lenient decoder would store mojibake,
+or a lossy replacement of what was sent). The body it read is
+handed to the application unchanged; after that the application reads the
+connection itself (an event stream learns of a disconnect that way).
+
+:class:`AccessLog` logs method, path and status of each request, nothing else:
+no query string, no headers (the token), no body (content, metadata).
+uvicorn's own access log is off (it prints the query string).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("agentwrap.http.access")
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode("utf-8")
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"),
+                            (b"content-length", str(len(data)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": data})
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_large = {"error": "Payload too large", "limit": self.max_bytes,
+                     "detail": f"request bodies are limited to {self.max_bytes} bytes"}
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    await _send_json(send, 400, {"error": "Invalid request",
+                                                 "detail": "bad Content-Length"})
+                    return
+                if declared > self.max_bytes:
+                    await _send_json(send, 413, too_large)
+                    return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left before the body was in
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await _send_json(send, 413, too_large)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        data = b"".join(chunks)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            await _send_json(send, 400, {
+                "error": "Invalid request",
+                "detail": f"the request body is not valid UTF-8 (byte {exc.start})"})
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": data, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+class AccessLog:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.monotonic()
+        status = [0]
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+                log.info("%s %s %d", scope["method"], scope["path"], status[0])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            if status[0] == 0:
+                log.info("%s %s aborted after %.0f ms", scope["method"], scope["path"],
+                         (time.monotonic() - started) * 1000)

@@ -1,0 +1,202 @@
+"""The request and response bodies of the HTTP API, as typed models.
+
+Field names are the API's (camelCase, as issue 10 writes them). The models
+describe shapes only: whether a content is too long, a TTL out of range or a
+source reserved is decided by the store behind :class:`~agentwrap.service.
+Service`, the same for every surface. Requests refuse unknown fields and
+values of the wrong JSON type (strict types: ``"30"`` is not a number), so a
+typo is a 400, not a default or a conversion.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictInt, StrictStr
+
+from ...message import Source
+
+SenderPriority = Literal["low", "normal", "high", "critical"]
+StrictNumber = Annotated[float, Strict()]  # a JSON number (an int too), never "30"
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InputRequest(BaseModel):
+    """``POST /api/sessions/{name}/input``: one message for the session's agent."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Source = Field(description="who sends it; 'system' is agentwrap's own and refused")
+    sourceId: StrictStr = Field("", description="who within the source, e.g. github")
+    content: StrictStr = Field(description="the text for the agent (sanitized; never truncated)")
+    metadata: dict[str, Any] = Field(default_factory=dict, description="data only, a JSON object")
+    ttl: StrictNumber | None = Field(
+        None, description="seconds before it expires (default from config)"
+    )
+    priority: SenderPriority = "normal"
+    correlationId: StrictStr | None = None
+    depth: StrictInt = Field(0, description="agent-to-agent hops so far")
+    idempotencyKey: StrictStr | None = Field(
+        None, description="a repeated key with the same content returns the first message"
+    )
+    ack: StrictBool | None = Field(
+        None, description="ask the agent to acknowledge (default: config)"
+    )
+
+
+class Evicted(_Out):
+    id: str
+    source: str
+
+
+class InputAccepted(_Out):
+    """The stored message (201; 200 when an idempotency key named an earlier one)."""
+
+    id: str
+    queued: bool = True
+    created: bool = Field(description="false: an idempotency key returned the first message")
+    supervised: bool = Field(description="false: no supervisor runs; it waits for `adopt`")
+    evicted: list[Evicted] | None = Field(
+        None, description="messages of the session's full queue that made way for this one"
+    )
+    status: str = Field(description="its status now (the end state after ?wait=)")
+    detail: str = ""
+    final: bool = Field(description="true once it reached an end state")
+
+
+class Attempt(_Out):
+    number: int
+    batchId: str
+    started: float
+    finished: float | None
+    channel: str
+    outcome: str
+    evidence: str
+
+
+class MessageOut(_Out):
+    id: str
+    session: str
+    content: str
+    source: str
+    sourceId: str
+    priority: str
+    status: str
+    detail: str
+    created: float
+    expires: float
+    updated: float
+    finished: float | None
+    attempts: int
+    phase: str | None
+    correlationId: str | None
+    idempotencyKey: str | None
+    depth: int
+    requireAck: bool | None
+    metadata: dict[str, Any]
+    kind: str
+
+
+class MessageDetail(MessageOut):
+    attemptLog: list[Attempt] = Field(description="every attempt, with its evidence")
+
+
+class QueuedInput(MessageOut):
+    waitingBecause: str
+    ageS: float
+    ttlLeftS: float
+
+
+class InputPeek(_Out):
+    """Never consumes: what waits, highest priority first (in-flight first)."""
+
+    inputs: list[QueuedInput]
+    total: int = Field(description="entries matching the filters, before ``limit``")
+
+
+class StateOut(_Out):
+    state: str
+    since: float
+    reason: str
+    signal: str
+    rule: str
+    evidence: str
+    quietMs: int
+    draft: bool
+
+
+class SessionSummary(_Out):
+    name: str
+    profile: str
+    backend: str
+    liveness: str = Field(description="running, stale (no supervisor) or ended")
+    state: str
+    pending: int
+    started: float
+    ended: float | None
+    exitCode: int | None
+
+
+class SessionList(_Out):
+    sessions: list[SessionSummary]
+
+
+class Metrics(_Out):
+    byStatus: dict[str, int]
+    total: int
+    attempted: int
+    succeededFirstTry: int
+    succeededAfterRetry: int
+    escalated: int
+    failed: int
+    meanAttempts: float | None
+    meanLatencyS: float | None
+    p95LatencyS: float | None
+
+
+class SessionDetail(SessionSummary):
+    explanation: StateOut
+    queueDepth: int = Field(description="pending and in-flight messages")
+    pendingByPriority: dict[str, int]
+    metrics: Metrics
+
+
+class DebugQueue(_Out):
+    session: str
+    liveness: str
+    state: str
+    entries: list[QueuedInput]
+
+
+class DebugQueues(_Out):
+    queues: list[DebugQueue]
+
+
+class Health(_Out):
+    status: Literal["ok"]
+    version: str
+    lastEventId: int
+
+
+class ApiError(BaseModel):
+    """Every error: ``error`` says what; the other fields name the field or limit."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    detail: str | None = None
+    hint: str | None = None
+
+
+class StreamEvent(_Out):
+    """One event of ``GET /api/events`` (the ``data:`` of an SSE event)."""
+
+    id: str = Field(description="store event id N (N.i for all but the last of several)")
+    type: str = Field(description="session.input.queued, message.delivered, session.state, ...")
+    at: float
+    session: str
+    messageId: str | None
+    data: dict[str, Any]

@@ -1,0 +1,256 @@
+"""The endpoints: each parses its request, makes a call or two into the
+:class:`~agentwrap.service.Service` and shapes the answer (:mod:`.models`).
+
+No rule of the queue lives here. Plain ``def`` endpoints run on the server's
+worker threads, each with a service of its own from the pool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import StreamingResponse
+
+from ... import __version__
+from ...errors import InvalidMessage
+from ...message import Message, NewMessage, Priority, Status
+from ...queue.store import QueueMetrics
+from ...service import HistoryEntry, Service, SessionRecord, Waiting
+from . import models as m
+from .auth import require_token
+from .errors import MessageNotPending
+from .pool import ServicePool
+from .sse import parse_last_event_id, stream
+
+MAX_WAIT_S = 3600.0
+
+
+def service(request: Request) -> Iterator[Service]:
+    pool: ServicePool = request.app.state.pool
+    with pool.lease() as svc:
+        yield svc
+
+
+Svc = Annotated[Service, Depends(service)]
+api = APIRouter(prefix="/api", dependencies=[Depends(require_token)])
+public = APIRouter()
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": m.ApiError, "description": what}
+    for code, what in {
+        400: "invalid request (unknown field, wrong type, bad value)",
+        401: "missing or wrong bearer token",
+        404: "no such session or message",
+    }.items()
+}
+
+
+# --- shaping ------------------------------------------------------------------------------
+
+
+def message_out(msg: Message) -> dict[str, Any]:
+    return dict(
+        id=msg.id, session=msg.session, content=msg.content, source=str(msg.source),
+        sourceId=msg.source_id, priority=str(msg.priority), status=str(msg.status),
+        detail=msg.detail, created=msg.created, expires=msg.expires, updated=msg.updated,
+        finished=msg.finished, attempts=msg.attempts,
+        phase=str(msg.phase) if msg.phase else None, correlationId=msg.correlation_id,
+        idempotencyKey=msg.idempotency_key, depth=msg.depth, requireAck=msg.require_ack,
+        metadata=msg.metadata, kind=str(msg.kind),
+    )
+
+
+def queued_out(w: Waiting, now: float) -> m.QueuedInput:
+    return m.QueuedInput(**message_out(w.message), waitingBecause=w.waiting_because,
+                         ageS=round(now - w.message.created, 3),
+                         ttlLeftS=round(max(0.0, w.message.expires - now), 3))
+
+
+def detail_out(entry: HistoryEntry) -> m.MessageDetail:
+    return m.MessageDetail(**message_out(entry.message), attemptLog=[
+        m.Attempt(number=a.number, batchId=a.batch_id, started=a.started, finished=a.finished,
+                  channel=a.channel, outcome=a.outcome, evidence=a.evidence)
+        for a in entry.attempts
+    ])
+
+
+def summary(rec: SessionRecord, pending: int) -> dict[str, Any]:
+    return dict(name=rec.name, profile=rec.profile, backend=rec.backend,
+                liveness=rec.liveness, state=rec.state, pending=pending, started=rec.started,
+                ended=rec.ended, exitCode=rec.exit_code)
+
+
+def metrics_out(q: QueueMetrics) -> m.Metrics:
+    return m.Metrics(
+        byStatus={str(k): v for k, v in q.by_status.items()}, total=q.total,
+        attempted=q.attempted, succeededFirstTry=q.succeeded_first_try,
+        succeededAfterRetry=q.succeeded_after_retry, escalated=q.escalated, failed=q.failed,
+        meanAttempts=q.mean_attempts, meanLatencyS=q.mean_latency_s, p95LatencyS=q.p95_latency_s,
+    )
+
+
+# --- messages -----------------------------------------------------------------------------
+
+
+@api.post(
+    "/sessions/{name}/input", status_code=201, response_model=m.InputAccepted,
+    responses={**ERRORS,
+               200: {"model": m.InputAccepted, "description": "idempotency key: the first message"},
+               403: {"model": m.ApiError, "description": "source not trusted with raw input"},
+               409: {"model": m.ApiError, "description": "idempotency key reused for other content,"
+                     " or the session has ended"},
+               413: {"model": m.ApiError, "description": "content or body over the limit"},
+               429: {"model": m.ApiError, "description": "rate limit (Retry-After header)"}},
+)
+def post_input(
+    name: str, body: m.InputRequest, svc: Svc, response: Response,
+    wait: Annotated[float | None, Query(ge=0, le=MAX_WAIT_S, description=(
+        "block up to this many seconds until the message ends (like `send --wait`)"))] = None,
+) -> m.InputAccepted:
+    """Queue a message for the session's agent; stored durably before this answers."""
+    new = NewMessage(
+        session=name, content=body.content, source=body.source, source_id=body.sourceId,
+        priority=Priority.parse(body.priority), ttl_s=body.ttl, metadata=body.metadata,
+        correlation_id=body.correlationId, depth=body.depth,
+        idempotency_key=body.idempotencyKey, require_ack=body.ack,
+    )
+    before = svc.last_event_id()
+    sent = svc.send(new)
+    msg = sent.message
+    if not sent.created:
+        response.status_code = 200
+    evicted = _evicted_by(svc, msg.id, name, before) if sent.created else []
+    if wait:
+        msg = svc.wait_for_end_state(msg.id, wait) or svc.get(msg.id)
+    return m.InputAccepted(id=msg.id, created=sent.created, supervised=sent.supervised,
+                           evicted=evicted or None, status=str(msg.status), detail=msg.detail,
+                           final=msg.status.terminal)
+
+
+def _evicted_by(svc: Service, new_id: str, session: str, before: int) -> list[m.Evicted]:
+    """The messages the store evicted to make room for ``new_id`` (its events
+    of that commit say so: ``evicted by <id>``)."""
+    out = []
+    for ev in svc.events(before, session, kinds=["message.ended"]):
+        if ev.data.get("status") == Status.EVICTED.value and str(
+            ev.data.get("detail", "")
+        ).startswith(f"evicted by {new_id}"):
+            out.append(m.Evicted(id=ev.subject, source=str(svc.get(ev.subject).source)))
+    return out
+
+
+@api.get("/sessions/{name}/input", response_model=m.InputPeek, responses=ERRORS)
+def peek_input(
+    name: str, svc: Svc,
+    source: Annotated[str | None, Query(description="only this source")] = None,
+    priority: Annotated[m.SenderPriority | None, Query(description="only this priority")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> m.InputPeek:
+    """What waits for the session (never consumes): in-flight first, then
+    pending, highest priority first; expired entries are never shown."""
+    now = time.time()
+    entries = [w for w in svc.peek(name, now).entries
+               if (source is None or str(w.message.source) == source)
+               and (priority is None or str(w.message.priority) == priority)]
+    return m.InputPeek(inputs=[queued_out(w, now) for w in entries[:limit]], total=len(entries))
+
+
+@api.get("/messages/{message_id}", response_model=m.MessageDetail, responses=ERRORS)
+def get_message(message_id: str, svc: Svc) -> m.MessageDetail:
+    """A message (id or unique prefix), its end state and every attempt."""
+    return detail_out(svc.message(message_id))
+
+
+@api.delete(
+    "/messages/{message_id}", response_model=m.MessageOut,
+    responses={**ERRORS, 409: {"model": m.ApiError, "description": "not pending any more"}},
+)
+def cancel_message(message_id: str, svc: Svc) -> m.MessageOut:
+    """Cancel a message while it is pending."""
+    msg = svc.get(message_id)
+    try:
+        return m.MessageOut(**message_out(svc.cancel(msg.id)))
+    except InvalidMessage as exc:
+        now = svc.get(msg.id)
+        if now.status is not Status.PENDING:
+            raise MessageNotPending(exc.message) from None
+        raise
+
+
+# --- sessions and figures -----------------------------------------------------------------
+
+
+@api.get("/sessions", response_model=m.SessionList, responses=ERRORS)
+def list_sessions(
+    svc: Svc, all: Annotated[bool, Query(description="include ended sessions")] = False,
+) -> m.SessionList:
+    """Every running (and stale) session, with its pending count."""
+    return m.SessionList(sessions=[m.SessionSummary(**summary(v.record, v.pending))
+                                   for v in svc.sessions(include_ended=all)])
+
+
+@api.get("/sessions/{name}", response_model=m.SessionDetail, responses=ERRORS)
+def get_session(name: str, svc: Svc) -> m.SessionDetail:
+    """A session's state with its explanation, its queue and its delivery figures."""
+    rec = svc.state(name)
+    view = svc.peek(name)
+    pending = [w.message for w in view.entries if w.message.status is Status.PENDING]
+    by_priority = Counter(str(msg.priority) for msg in pending)
+    return m.SessionDetail(
+        **summary(rec, len(pending)),
+        explanation=m.StateOut(state=rec.state, since=rec.state_since, reason=rec.state_reason,
+                               signal=rec.state_signal, rule=rec.state_rule,
+                               evidence=rec.state_evidence, quietMs=rec.quiet_ms, draft=rec.draft),
+        queueDepth=len(view.entries), pendingByPriority=dict(by_priority),
+        metrics=metrics_out(svc.metrics(name)),
+    )
+
+
+@api.get("/metrics", response_model=m.Metrics, responses=ERRORS)
+def get_metrics(svc: Svc) -> m.Metrics:
+    """Delivery figures over every session (first try, retries, escalations, latency)."""
+    return metrics_out(svc.metrics())
+
+
+@api.get("/debug/input-queue", response_model=m.DebugQueues, responses=ERRORS)
+def debug_queues(svc: Svc) -> m.DebugQueues:
+    """Every session's queue, each entry with its age and the TTL it has left."""
+    now = time.time()
+    out = []
+    for v in svc.sessions():
+        view = svc.peek(v.record.name, now)
+        out.append(m.DebugQueue(session=v.record.name, liveness=v.record.liveness,
+                                state=v.record.state,
+                                entries=[queued_out(w, now) for w in view.entries]))
+    return m.DebugQueues(queues=out)
+
+
+@api.get(
+    "/events", response_class=StreamingResponse,
+    responses={**ERRORS, 200: {
+        "description": "Server-Sent Events: `id`, `event` (the type) and `data`, a JSON"
+                       " StreamEvent; resume with the Last-Event-ID header",
+        "content": {"text/event-stream": {"schema": m.StreamEvent.model_json_schema()}}}},
+)
+async def events(
+    request: Request,
+    session: Annotated[str | None, Query(description="only this session's events")] = None,
+    last_event_id: Annotated[str | None, Header(description="resume after this event")] = None,
+) -> StreamingResponse:
+    """Every change to messages and sessions as it happens (from now on, or
+    after Last-Event-ID)."""
+    cursor = parse_last_event_id(last_event_id)
+    return StreamingResponse(
+        stream(request.app.state.pool, session, cursor), media_type="text/event-stream",
+        headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+    )
+
+
+@public.get("/healthz", response_model=m.Health)
+def healthz(svc: Svc) -> m.Health:
+    """The server runs and can read the store (no token needed; says nothing private)."""
+    return m.Health(status="ok", version=__version__, lastEventId=svc.last_event_id())

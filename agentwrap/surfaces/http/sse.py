@@ -1,0 +1,157 @@
+"""The event stream: the store's events under the API's names, as Server-Sent Events.
+
+The store and the supervisors write events in the same transaction as each
+change (:mod:`agentwrap.events`), so a message sent with the CLI shows up here
+too. :func:`public_events` is the one place their kinds are renamed to the
+names of issue 10; a client never sees the internal ones:
+
+============================  =============================================
+store event                   API event(s), with ``data``
+============================  =============================================
+``message.queued``            ``session.input.queued`` {priority, source, kind}
+``message.phase``             ``message.phase`` {phase, batch}
+``message.retry``             ``message.retry`` {nextAttemptAt, detail, attempts, held}
+``message.ended`` (status S)  ``message.S``: delivered, acknowledged, escalated,
+                              expired, evicted, cancelled, failed {detail}
+``session.state``             ``session.state`` {state, reason, signal, rule},
+                              and ``session.waiting_input`` {reason, rule} when
+                              the state is waiting_input
+``session.ended``             ``session.exited`` {exitCode}
+============================  =============================================
+
+Every API event carries the store event's id, so a client that reconnects with
+``Last-Event-ID`` gets exactly what it missed (as far back as the store keeps
+events: the last 20,000). When one store event N becomes two API events the
+first is ``N.0`` and the last ``N``: a client cut off between them resumes at
+the second. Waiting is the event bus's (:meth:`Service.subscribe`): asleep on
+its socket until a writer announces a commit, looking again every
+:data:`KEEPALIVE_S` (and writing a comment, so a dead client is noticed).
+Not :meth:`Service.follow_events`: that generator blocks a thread until the
+next event, and a stream whose client left must end at once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from starlette.concurrency import run_in_threadpool
+
+from ...events import Event
+from ...service import Service
+from .pool import ServicePool
+
+KEEPALIVE_S = 15.0
+_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class PublicEvent:
+    """One event as the API shows it."""
+
+    id: str
+    type: str
+    at: float
+    session: str
+    messageId: str | None
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "type": self.type, "at": self.at, "session": self.session,
+                "messageId": self.messageId, "data": self.data}
+
+
+def public_events(ev: Event) -> list[PublicEvent]:
+    """The API events for one store event (see the table in this module's doc)."""
+    d = dict(ev.data)
+    named: list[tuple[str, dict[str, Any]]]
+    if ev.kind == "message.queued":
+        named = [("session.input.queued", {k: d.get(k) for k in ("priority", "source", "kind")})]
+    elif ev.kind == "message.phase":
+        named = [("message.phase", {"phase": d.get("phase"), "batch": d.get("batch")})]
+    elif ev.kind == "message.retry":
+        named = [("message.retry", {"nextAttemptAt": d.get("next_attempt_at"),
+                                    "detail": d.get("detail"), "attempts": d.get("attempts"),
+                                    "held": d.get("held")})]
+    elif ev.kind == "message.ended":
+        named = [(f"message.{d.get('status')}", {"detail": d.get("detail")})]
+    elif ev.kind == "session.state":
+        explained = {k: d.get(k) for k in ("state", "reason", "signal", "rule")}
+        named = [("session.state", explained)]
+        if d.get("state") == "waiting_input":
+            named.append(("session.waiting_input", {"reason": d.get("reason"),
+                                                    "rule": d.get("rule")}))
+    elif ev.kind == "session.ended":
+        named = [("session.exited", {"exitCode": d.get("exit_code")})]
+    else:  # a kind newer than this mapping: shown under its own name, not dropped
+        named = [(ev.kind, d)]
+    last = len(named) - 1
+    return [
+        PublicEvent(str(ev.id) if i == last else f"{ev.id}.{i}", kind, ev.at, ev.session,
+                    ev.subject or None, data)
+        for i, (kind, data) in enumerate(named)
+    ]
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a stream resumes: after store event ``after``, or (``part`` set)
+    inside event ``after + 1`` after its API event number ``part``."""
+
+    after: int
+    part: int | None = None
+
+
+def parse_last_event_id(value: str | None) -> Cursor | None:
+    """``N`` or ``N.i`` as sent in ``id:``; None for a missing or foreign value."""
+    if not value:
+        return None
+    head, _, tail = value.strip().partition(".")
+    try:
+        n = int(head)
+        part = int(tail) if tail else None
+    except ValueError:
+        return None
+    if n < 0:
+        return None
+    return Cursor(n - 1, part) if part is not None else Cursor(n)
+
+
+def format_sse(ev: PublicEvent) -> str:
+    return f"id: {ev.id}\nevent: {ev.type}\ndata: {json.dumps(ev.to_json())}\n\n"
+
+
+async def stream(pool: ServicePool, session: str | None, cursor: Cursor | None) -> AsyncIterator[str]:
+    """Every event after ``cursor`` (or from now on), then each new one, until
+    the client leaves."""
+    with pool.lease() as svc, svc.subscribe() as sub:  # subscribed before the first read
+        if cursor is None:
+            cursor = Cursor(await run_in_threadpool(svc.last_event_id))
+        yield "retry: 2000\n\n"
+        after, skip_in = cursor.after, cursor.part
+        while True:
+            batch = await run_in_threadpool(_read, svc, after, session)
+            for ev in batch:
+                parts = public_events(ev)
+                if skip_in is not None and ev.id == cursor.after + 1:
+                    parts = parts[skip_in + 1:]
+                for pub in parts:
+                    yield format_sse(pub)
+                after = ev.id
+            skip_in = None
+            if len(batch) == _BATCH:
+                continue
+            woke = False
+            with anyio.move_on_after(KEEPALIVE_S):
+                await anyio.wait_readable(sub.sock)
+                woke = True
+            sub.drain()
+            if not woke:
+                yield ": keepalive\n\n"
+
+
+def _read(svc: Service, after: int, session: str | None) -> list[Event]:
+    return svc.events(after, session, limit=_BATCH)
