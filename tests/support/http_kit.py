@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -90,7 +90,6 @@ class Served:
     proc: subprocess.Popen[str]
     url: str
     token: str
-    stderr_lines: list[str] = field(default_factory=list)
 
     def client(self, **kw: Any) -> httpx.Client:
         return httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {self.token}"},
@@ -99,14 +98,15 @@ class Served:
 
 def serve(aw: AwEnv) -> Iterator[Served]:
     """``agentwrap serve --port 0`` in the test's environment, until the test ends."""
+    log = (aw.root / "serve.log").open("w", encoding="utf-8")  # a pipe nobody reads would fill
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentwrap", "serve", "--port", "0"], env=aw.env, cwd=aw.project,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE, stderr=log, text=True,
     )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert "listening on http://" in line, line + (proc.stderr.read() if proc.stderr else "")
+        assert "listening on http://" in line, line + (aw.root / "serve.log").read_text()
         url = line.split("listening on ", 1)[1].split()[0]
         token = aw.cli("token", check=True).stdout.strip()
         yield Served(proc, url, token)
@@ -117,6 +117,7 @@ def serve(aw: AwEnv) -> Iterator[Served]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.close()
 
 
 def sse_events(lines: Iterator[str], n: int) -> list[dict[str, Any]]:
