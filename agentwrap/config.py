@@ -26,6 +26,9 @@ Example::
 
     [trust]                     # user config only: who may type raw (shells, send --raw)
     raw_sources = ["user"]
+
+    [sources]                   # user config only: the only ids a source may send as
+    webhook = ["github", "ci"]
 """
 
 from __future__ import annotations
@@ -95,6 +98,9 @@ class Config:
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
     limits: QueueLimits = field(default_factory=QueueLimits)
     trust: TrustConfig = field(default_factory=TrustConfig)
+    # [sources]: per source, the only source ids it may send as (webhook =
+    # ["github", "ci"]); a source not named is not restricted. User config only.
+    source_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     sources: tuple[Path, ...] = ()
     profile_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -109,7 +115,7 @@ class Config:
 _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "trust": TrustConfig,
 }
-USER_ONLY_SECTIONS = ("trust",)  # never from a project's file
+USER_ONLY_SECTIONS = ("trust", "sources")  # never from a project's file
 
 
 def _coerce(value: Any, default: Any, where: str) -> Any:
@@ -141,6 +147,9 @@ def _coerce(value: Any, default: Any, where: str) -> Any:
 def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
     for section, value in data.items():
         if section == "profiles" and where == "":
+            continue
+        if section == "sources":
+            cfg = replace(cfg, source_ids=_source_ids(value, dotted_section(where, section)))
             continue
         if section not in _SECTIONS:
             raise ConfigError(
@@ -185,6 +194,18 @@ def _check_sources(names: tuple[str, ...], where: str) -> None:
     for name in names:
         if name not in known:
             raise ConfigError(f"{where}: unknown source {name!r}", hint=f"one of: {', '.join(known)}")
+
+
+def _source_ids(value: Any, where: str) -> dict[str, tuple[str, ...]]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: must be a table, e.g. webhook = [\"github\", \"ci\"]")
+    _check_sources(tuple(value), where)
+    out: dict[str, tuple[str, ...]] = {}
+    for source, ids in value.items():
+        if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+            raise ConfigError(f"{where}.{source}: must be a list of source ids, got {ids!r}")
+        out[source] = tuple(ids)
+    return out
 
 
 def _user_only(data: Mapping[str, Any], path: Path) -> None:

@@ -177,9 +177,18 @@ class Service:
                 hint="`agentwrap ls` shows running sessions",
             )
         profile = self._profile(rec.profile)
+        cfg = load_config(self.paths, Path(rec.cwd)).for_profile(rec.profile)
+        allowed = cfg.source_ids.get(str(new.source))
+        if allowed is not None and new.source_id not in allowed:
+            raise UntrustedSource(
+                f"source {str(new.source)!r} may send only as {', '.join(allowed)}"
+                f" (not {new.source_id!r})",
+                hint="[sources] in ~/.config/agentwrap/config.toml lists the ids each source"
+                " may use",
+            )
         kind = Kind.CONTENT
         if raw or profile.raw:
-            trusted = load_config(self.paths, Path(rec.cwd)).for_profile(rec.profile).trust
+            trusted = cfg.trust
             what = "runs a shell: messages are commands there" if profile.shell else (
                 "takes messages as typed" if profile.raw else "would get this text as typed (--raw)"
             )

@@ -354,3 +354,11 @@ def test_openapi_module_prints_the_document() -> None:
     done = subprocess.run([sys.executable, "-m", "agentwrap.surfaces.http.openapi"],
                           capture_output=True, text=True, cwd=ROOT, timeout=120, check=True)
     assert json.loads(done.stdout)["info"]["title"] == "agentwrap"
+
+
+def test_a_source_id_not_in_the_users_sources_list_is_403(aw: AwEnv, api: InProcess) -> None:
+    aw.paths.config_file.write_text('[sources]\nwebhook = ["github"]\n')
+    r = api.post("/api/sessions/fake/input", json=body(sourceId="evil"))
+    assert r.status_code == 403 and "may send only as github" in r.json()["detail"], r.text
+    assert stored(aw) == 0
+    assert api.post("/api/sessions/fake/input", json=body(sourceId="github")).status_code == 201

@@ -20,8 +20,8 @@ from conftest import AwEnv
 from support.waiting import wait_for
 
 from agentwrap.detect.states import State
-from agentwrap.errors import InvalidMessage, QueueFull, SessionNotFound
-from agentwrap.message import Kind, NewMessage, Phase, Priority, QueueLimits, Status
+from agentwrap.errors import InvalidMessage, QueueFull, SessionNotFound, UntrustedSource
+from agentwrap.message import Kind, NewMessage, Phase, Priority, QueueLimits, Source, Status
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service import Service
 from agentwrap.sessions.registry import Registry, SessionRecord
@@ -299,3 +299,32 @@ def test_consume_hands_messages_to_a_reader_exactly_once(aw: AwEnv, svc: Service
     assert svc.get(low.id).detail == "delivered: consumed through mcp"
     with pytest.raises(InvalidMessage):
         svc.consume("fake", channel="a b")
+
+
+def test_a_source_sends_only_as_the_ids_the_user_config_lists(aw: AwEnv, svc: Service) -> None:
+    # [sources] webhook = ["github"]: a webhook claiming another id (or none) is
+    # refused before anything is stored; sources not listed are not limited.
+    aw.paths.config_file.write_text('[sources]\nwebhook = ["github", "ci"]\n')
+    ok = svc.send(new("CI failed", source=Source.WEBHOOK, source_id="github")).message
+    assert ok.source_id == "github"
+    for bad in ("evil", ""):
+        with pytest.raises(UntrustedSource, match="may send only as github, ci"):
+            svc.send(new("spoofed", source=Source.WEBHOOK, source_id=bad))
+    assert svc.send(new("from a person")).created
+    res = aw.cli("send", "fake", "x", "--source", "webhook", "--source-id", "evil")
+    assert res.returncode == 77 and "may send only as" in res.stderr
+    assert sorted(e.message.content for e in svc.history("fake")) == ["CI failed", "from a person"]
+
+
+def test_sources_rules_are_the_users_alone(aw: AwEnv) -> None:
+    from agentwrap.config import load_config
+    from agentwrap.errors import ConfigError
+
+    (aw.project / ".agentwrap.toml").write_text('[sources]\nwebhook = ["anything"]\n')
+    with pytest.raises(ConfigError, match="may only be set in your own config file"):
+        load_config(aw.paths, aw.project)
+    (aw.project / ".agentwrap.toml").unlink()
+    for text in ('[sources]\nnobody = ["x"]\n', '[sources]\nwebhook = "github"\n'):
+        aw.paths.config_file.write_text(text)
+        with pytest.raises(ConfigError):
+            load_config(aw.paths, aw.project)
