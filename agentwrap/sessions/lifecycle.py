@@ -240,16 +240,7 @@ def _refuse_orphan(paths: Paths, registry: Registry, name: str) -> None:
 def spawn_supervisor(paths: Paths, name: str, registry: Registry, wait_s: float = 10.0) -> int:
     """Start ``agentwrap _supervise NAME`` detached from this terminal."""
     log = paths.supervisor_log(name)
-    private_dir(log.parent, repair=True)
-    out = open_private_append(log)  # 0600 from the start: logs quote message content
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "agentwrap", "_supervise", name],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
-            env=dict(os.environ), cwd="/",
-        )
-    finally:
-        os.close(out)
+    proc = _spawn_detached(["_supervise", name], log)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         rec = registry.get(name)
@@ -305,12 +296,17 @@ def hand_to_host(paths: Paths, name: str, registry: Registry, wait_s: float = 10
 
 def spawn_host(paths: Paths) -> None:
     """Start ``agentwrap _host`` detached from this terminal (see sessions.host)."""
-    log = host_log(paths)
+    _spawn_detached(["_host"], host_log(paths))
+
+
+def _spawn_detached(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """``agentwrap ARGS`` in a session of its own (closing the terminal does not
+    end it), output to ``log``, 0600 from the start: logs quote message content."""
     private_dir(log.parent, repair=True)
     out = open_private_append(log)
     try:
-        subprocess.Popen(
-            [sys.executable, "-m", "agentwrap", "_host"],
+        return subprocess.Popen(
+            [sys.executable, "-m", "agentwrap", *args],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
             env=dict(os.environ), cwd="/",
         )
