@@ -313,7 +313,7 @@ class Supervisor:
         delivery_due: float | None = time.monotonic()
 
         def settled(now: float) -> bool:
-            if self._pidfd is None and self._pidfd_fired:
+            if self._pidfd_fired:
                 return False  # the agent is exiting: look often until it is recorded
             return not dirty and now - self.detector.last_change >= t.settle_s
 

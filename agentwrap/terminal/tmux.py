@@ -216,20 +216,26 @@ class TmuxTerminal:
 
     # --- state --------------------------------------------------------------------
 
-    def _info(self) -> list[str]:
+    def _info(self, *, judge: bool = True) -> list[str]:
         proc = self.server.cmd("display-message", "-p", "-t", self.target, _INFO_FMT)
+        return self._read_info(proc, judge=judge)
+
+    def _read_info(self, proc: libtmux.common.tmux_cmd, *, judge: bool = True) -> list[str]:
+        """The ``_INFO_FMT`` line of a tmux answer (its first line): who is
+        attached and their last key are kept for :meth:`user_idle_s`, and with
+        ``judge`` whether the agent is gone (:meth:`_judge`), with the time of
+        that judgement, so :meth:`alive` right after needs no call of its own."""
         if proc.returncode != 0 or not proc.stdout:
             self._dead = True
             raise AgentExited(f"tmux session {self.session!r} is gone")
         info = proc.stdout[0].split("\t", _INFO_FIELDS - 1)
-        self._remember(info)
-        return info
-
-    def _remember(self, info: list[str]) -> None:
-        """Keep who is attached and their last key, for :meth:`user_idle_s`."""
         attached, activity = (info + [""] * _INFO_FIELDS)[8:10]
         self._clients = int(attached) if attached.isdigit() else 0
         self._activity = float(activity) if activity.isdigit() else 0.0
+        if judge:
+            self._judge(info)
+            self._judged_at = time.monotonic()
+        return info
 
     def snapshot(self) -> Snapshot:
         # One tmux invocation for both the pane info and its contents.
@@ -237,14 +243,8 @@ class TmuxTerminal:
             "display-message", "-p", "-t", self.target, _INFO_FMT, ";",
             "capture-pane", "-p", "-e", "-t", self.target,
         )
-        if proc.returncode != 0 or not proc.stdout:
-            self._dead = True
-            raise AgentExited(f"tmux session {self.session!r} is gone")
-        info = proc.stdout[0].split("\t", _INFO_FIELDS - 1)
+        info = self._read_info(proc)
         cy, cx, w, h = (info + [""] * _INFO_FIELDS)[:4]
-        self._remember(info)
-        self._judge(info)
-        self._judged_at = time.monotonic()
         return Snapshot.from_ansi(
             "\n".join(proc.stdout[1:]),
             cols=int(w),
@@ -307,10 +307,9 @@ class TmuxTerminal:
         if self._dying_since is None and time.monotonic() - self._judged_at < _FRESH_S:
             return True  # the snapshot just taken judged it (one tmux call, not two)
         try:
-            info = self._info()
+            self._info()
         except AgentExited:
             return False
-        self._judge(info)
         return not self._dead
 
     def exiting(self) -> bool:
@@ -325,7 +324,7 @@ class TmuxTerminal:
 
     def agent_pid(self) -> int | None:
         try:
-            pid = self._info()[6]
+            pid = self._info(judge=False)[6]
         except AgentExited:
             return None
         return int(pid) if pid.isdigit() else None
@@ -338,11 +337,9 @@ class TmuxTerminal:
         if self._dead:
             return None
         try:
-            info = self._info()
+            self._info()
         except AgentExited:
             return None
-        self._judge(info)
-        self._judged_at = time.monotonic()
         if not self._clients:
             return None
         return max(0.0, time.time() - self._activity)
