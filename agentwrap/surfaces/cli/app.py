@@ -225,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     tk = add("token", "print the HTTP API's bearer token (made on first use, kept 0600)")
     tk.add_argument("--new", action="store_true", help="replace it with a new one")
+    tk.add_argument("--link", action="store_true",
+                    help="print a one-time login link for the dashboard instead (valid 10 min)")
+    tk.add_argument("--url", default="http://127.0.0.1:7878", metavar="URL",
+                    help="where `agentwrap serve` listens, for --link (default %(default)s)")
     tk.set_defaults(func=cmd_token)
 
     d = add("doctor", "check tmux, agent CLIs, config and sessions; say how to fix problems")

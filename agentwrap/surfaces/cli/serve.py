@@ -14,10 +14,12 @@ from rich.markup import escape
 from .common import _paths, err, out
 
 SERVE_HELP = """\
-Serve the HTTP API on 127.0.0.1:7878: queue messages, peek at queues, read
-sessions, messages and metrics, and follow events (Server-Sent Events). Every
-/api request needs the bearer token (`agentwrap token`); it is made on first
-use and kept 0600 in the state dir. The OpenAPI document is at /openapi.json.
+Serve the HTTP API and the dashboard on 127.0.0.1:7878: queue messages, peek
+at queues, read sessions, messages and metrics, and follow events (Server-Sent
+Events at /api/events, a WebSocket at /api/ws). Every /api request needs the
+bearer token (`agentwrap token`); it is made on first use and kept 0600 in the
+state dir. The dashboard is at /: open the one-time login link serve prints
+(or `agentwrap token --link`). The OpenAPI document is at /openapi.json.
 """
 
 SERVE_EPILOG = """\
@@ -38,11 +40,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from ..http.auth import load_or_create_token, token_path
+    from ..http.auth import load_or_create_token, login_url, token_path
 
     paths = _paths()
     token = load_or_create_token(paths, renew=args.new)
-    out.file.write(token + "\n")
+    out.file.write((login_url(args.url, token) if args.link else token) + "\n")
     if args.new:
         err.print(f"new token written to {escape(str(token_path(paths)))}; restart `agentwrap serve` to use it")
     return 0

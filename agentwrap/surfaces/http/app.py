@@ -18,6 +18,7 @@ from ...config import load_config
 from ...message import QueueLimits
 from ...paths import Paths
 from . import errors
+from .auth import LoginCodes
 from .middleware import AccessLog, BodyLimit
 from .pool import ServicePool
 from .routes import api, public
@@ -51,6 +52,7 @@ def create_app(
                   lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.pool = pool
     app.state.token = token
+    app.state.logins = LoginCodes(token)
     app.state.limits = limits
     errors.install(app, limits)
     app.include_router(api)

@@ -104,6 +104,26 @@ class MessageDetail(MessageOut):
     attemptLog: list[Attempt] = Field(description="every attempt, with its evidence")
 
 
+class MessageList(_Out):
+    """Newest first, each with its attempts."""
+
+    messages: list[MessageDetail]
+    total: int = Field(description="messages in this answer")
+    more: bool = Field(description="older messages match too (raise ``limit`` to see them)")
+
+
+class LoginRequest(BaseModel):
+    """``POST /api/login``: the code of a one-time login link."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: StrictStr = Field(max_length=200, description="the part after `#login=` in the link")
+
+
+class LoginOut(_Out):
+    token: str = Field(description="a bearer token for this page (kept until the API token is renewed)")
+
+
 class QueuedInput(MessageOut):
     waitingBecause: str
     ageS: float

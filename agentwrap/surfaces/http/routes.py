@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, WebSocket
 from fastapi.responses import StreamingResponse
 
 from ... import __version__
@@ -21,8 +21,9 @@ from ...message import Message, NewMessage, Priority, Status
 from ...queue.store import QueueMetrics
 from ...service import HistoryEntry, Service, SessionRecord, Waiting
 from . import models as m
-from .auth import require_token
-from .errors import MessageNotPending
+from . import ws
+from .auth import LoginCodes, require_token
+from .errors import MessageNotPending, Unauthorized
 from .pool import ServicePool
 from .sse import parse_last_event_id, stream
 
@@ -165,6 +166,18 @@ def get_message(message_id: str, svc: Svc) -> m.MessageDetail:
     return detail_out(svc.message(message_id))
 
 
+@api.get("/messages", response_model=m.MessageList, responses=ERRORS)
+def list_messages(
+    svc: Svc,
+    session: Annotated[str | None, Query(description="only this session's messages")] = None,
+    limit: Annotated[int, Query(ge=1, le=500, description="at most this many")] = 50,
+) -> m.MessageList:
+    """The message history, newest first, each with every attempt and its end state."""
+    entries = svc.history(session, limit=limit + 1)
+    shown = [detail_out(e) for e in entries[:limit]]
+    return m.MessageList(messages=shown, total=len(shown), more=len(entries) > limit)
+
+
 @api.delete(
     "/messages/{message_id}", response_model=m.MessageOut,
     responses={**ERRORS, 409: {"model": m.ApiError, "description": "not pending any more"}},
@@ -248,6 +261,29 @@ async def events(
         stream(request.app.state.pool, session, cursor), media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
+
+
+@public.post(
+    "/api/login", response_model=m.LoginOut,
+    responses={400: ERRORS[400], 401: {"model": m.ApiError,
+                                       "description": "the link was used, expired or is wrong"}},
+)
+def login(body: m.LoginRequest, request: Request) -> m.LoginOut:
+    """Trade the code of a one-time login link (``agentwrap token --link``) for
+    a bearer token the dashboard keeps. No bearer token needed: this is how a
+    page without one gets one."""
+    logins: LoginCodes = request.app.state.logins
+    token = logins.redeem(body.code)
+    if token is None:
+        raise Unauthorized("this login link was used already, has expired or is not this"
+                           " server's", hint="run `agentwrap token --link` for a new one")
+    return m.LoginOut(token=token)
+
+
+@public.websocket("/api/ws")
+async def events_ws(websocket: WebSocket) -> None:
+    """The event stream of ``GET /api/events`` over a WebSocket (see :mod:`.ws`)."""
+    await ws.serve(websocket)
 
 
 @public.get("/healthz", response_model=m.Health)

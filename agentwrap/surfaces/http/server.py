@@ -22,7 +22,7 @@ import uvicorn
 
 from ...paths import Paths
 from .app import create_app
-from .auth import load_or_create_token
+from .auth import LOGIN_TTL_S, load_or_create_token, login_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7878
@@ -90,6 +90,9 @@ def serve(
         timeout_graceful_shutdown=3, lifespan="on",
     )
     print(f"agentwrap API listening on {url} (token: `agentwrap token`)", flush=True)
+    if uds is None:
+        print(f"dashboard: {login_url(url, token)}  (one-time login link, valid"
+              f" {LOGIN_TTL_S // 60} min; `agentwrap token --link` makes another)", flush=True)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:

@@ -124,13 +124,16 @@ def format_sse(ev: PublicEvent) -> str:
     return f"id: {ev.id}\nevent: {ev.type}\ndata: {json.dumps(ev.to_json())}\n\n"
 
 
-async def stream(pool: ServicePool, session: str | None, cursor: Cursor | None) -> AsyncIterator[str]:
-    """Every event after ``cursor`` (or from now on), then each new one, until
-    the client leaves."""
+async def follow(
+    pool: ServicePool, session: str | None, cursor: Cursor | None
+) -> AsyncIterator[PublicEvent | None]:
+    """Every API event after ``cursor`` (or from now on), then each new one as
+    it is committed, forever; ``None`` after each :data:`KEEPALIVE_S` without
+    one (a chance to see whether the client is still there). The SSE stream
+    and the WebSocket (:mod:`.ws`) are both this, framed differently."""
     with pool.lease() as svc, svc.subscribe() as sub:  # subscribed before the first read
         if cursor is None:
             cursor = Cursor(await run_in_threadpool(svc.last_event_id))
-        yield "retry: 2000\n\n"
         after, skip_in = cursor.after, cursor.part
         while True:
             batch = await run_in_threadpool(_read, svc, after, session)
@@ -139,7 +142,7 @@ async def stream(pool: ServicePool, session: str | None, cursor: Cursor | None) 
                 if skip_in is not None and ev.id == cursor.after + 1:
                     parts = parts[skip_in + 1:]
                 for pub in parts:
-                    yield format_sse(pub)
+                    yield pub
                 after = ev.id
             skip_in = None
             if len(batch) == _BATCH:
@@ -150,7 +153,14 @@ async def stream(pool: ServicePool, session: str | None, cursor: Cursor | None) 
                 woke = True
             sub.drain()
             if not woke:
-                yield ": keepalive\n\n"
+                yield None
+
+
+async def stream(pool: ServicePool, session: str | None, cursor: Cursor | None) -> AsyncIterator[str]:
+    """:func:`follow` as Server-Sent Events, with a comment line for each idle tick."""
+    yield "retry: 2000\n\n"
+    async for pub in follow(pool, session, cursor):
+        yield format_sse(pub) if pub is not None else ": keepalive\n\n"
 
 
 def _read(svc: Service, after: int, session: str | None) -> list[Event]:

@@ -1,0 +1,118 @@
+"""The event stream over a WebSocket: ``/api/ws``, the same events as ``/api/events``.
+
+For clients that keep one socket open both ways (a browser tab, a bot), with
+the same event ids, so ``lastEventId`` resumes exactly like SSE's
+``Last-Event-ID``. Each event is one text frame, the JSON ``StreamEvent`` the
+SSE ``data:`` line carries.
+
+A browser cannot set headers on a WebSocket, so a client proves itself either
+with ``Authorization: Bearer`` on the handshake (scripts) or with its first
+frame, ``{"type": "auth", "token": "...", "lastEventId": "..."}``, within
+:data:`AUTH_TIMEOUT_S` (pages). ``?session=`` and ``?lastEventId=`` may
+also be given on the URL. A handshake whose ``Origin`` is not this server's
+own is refused before it is accepted: no page of another site, or of another
+port of this host, can open the stream with a token it found.
+
+Close codes: 4401 missing or wrong token, 4400 a first frame that is not the
+auth frame, 1011 the server failed; a normal 1000 when the server stops.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from .auth import token_accepted
+from .pool import ServicePool
+from .sse import Cursor, follow, parse_last_event_id
+
+AUTH_TIMEOUT_S = 10.0
+UNAUTHORIZED = 4401
+BAD_REQUEST = 4400
+
+
+def same_origin(websocket: WebSocket) -> bool:
+    """No ``Origin`` (not a browser), or one naming the host the client connected to."""
+    origin = websocket.headers.get("origin")
+    if origin is None:
+        return True
+    host = websocket.headers.get("host", "")
+    try:
+        return urlsplit(origin).netloc.lower() == host.lower() and bool(host)
+    except ValueError:
+        return False
+
+
+def _bearer(websocket: WebSocket) -> str | None:
+    scheme, _, value = websocket.headers.get("authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+async def serve(websocket: WebSocket) -> None:
+    """One client: authenticate, then stream until either side leaves."""
+    if not same_origin(websocket):
+        await websocket.close(code=UNAUTHORIZED, reason="another origin")
+        return
+    token: str = websocket.app.state.token
+    await websocket.accept()
+    given = _bearer(websocket)
+    resume = websocket.query_params.get("lastEventId")
+    if given is None:
+        first = await _first_frame(websocket)
+        if first is None:
+            return
+        given = str(first.get("token") or "")
+        resume = str(first["lastEventId"]) if first.get("lastEventId") else resume
+    if not token_accepted(given, token):
+        await websocket.close(code=UNAUTHORIZED, reason="missing or wrong token")
+        return
+    await _stream(websocket, websocket.query_params.get("session") or None,
+                  parse_last_event_id(resume))
+
+
+async def _first_frame(websocket: WebSocket) -> dict[str, Any] | None:
+    """The auth frame, or None once the socket was closed for its absence."""
+    frame: dict[str, Any] | None = None
+    with anyio.move_on_after(AUTH_TIMEOUT_S):
+        try:
+            text = await websocket.receive_text()
+        except (WebSocketDisconnect, KeyError, RuntimeError):
+            return None
+        try:
+            loaded = json.loads(text)
+        except ValueError:
+            loaded = None
+        if isinstance(loaded, dict) and loaded.get("type") == "auth":
+            frame = loaded
+        else:
+            await websocket.close(code=BAD_REQUEST, reason='first frame must be {"type": "auth"}')
+            return None
+    if frame is None:
+        await websocket.close(code=UNAUTHORIZED, reason="no auth frame in time")
+    return frame
+
+
+async def _stream(websocket: WebSocket, session: str | None, cursor: Cursor | None) -> None:
+    pool: ServicePool = websocket.app.state.pool
+    async with anyio.create_task_group() as tg:
+
+        async def until_client_leaves() -> None:
+            try:
+                while True:  # frames from the client after auth mean nothing; a close ends it
+                    await websocket.receive_text()
+            except (WebSocketDisconnect, KeyError, RuntimeError):
+                pass
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(until_client_leaves)
+        try:
+            async for pub in follow(pool, session, cursor):
+                if pub is not None:
+                    await websocket.send_text(json.dumps(pub.to_json()))
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass
+        tg.cancel_scope.cancel()
