@@ -52,6 +52,7 @@ KINDS = (
     "message.ended",  # any terminal status; data: status, detail
     "session.state",  # a state change, not a heartbeat; data: state, reason, signal, rule
     "session.ended",  # data: exit_code
+    "session.consumed",  # a reader took messages itself; data: count, sources, channel, ids
 )
 
 #: Rows kept; older ones are pruned by writers now and then.

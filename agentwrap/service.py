@@ -257,7 +257,7 @@ class Service:
                         f"handed to the agent through {channel}")
             )
         self.store.finish(Status.DELIVERED, f"delivered: consumed through {channel}",
-                          batch_id=token)
+                          batch_id=token, consumed_through=channel)
         self.audit.write(event="consumed", session=session, channel=channel,
                          ids=[m.id for m in batch])
         return [self.store.get(m.id) for m in batch]

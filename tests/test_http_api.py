@@ -330,6 +330,11 @@ def test_store_event_kinds_map_to_the_api_names() -> None:
     assert names("session.state", state="waiting_input") == [
         ("7.0", "session.state"), ("7", "session.waiting_input")]
     assert names("session.ended", exit_code=3) == [("7", "session.exited")]
+    (took,) = public_events(Event(7, 1.0, "s", "session.consumed", "",
+                                  {"count": 2, "sources": ["webhook"], "channel": "mcp",
+                                   "ids": ["a", "b"]}))
+    assert took.type == "session.input.consumed"
+    assert took.data == {"count": 2, "sources": ["webhook"], "channel": "mcp"}
     (ended,) = public_events(Event(7, 1.0, "s", "session.ended", "", {"exit_code": 3}))
     assert ended.data == {"exitCode": 3} and ended.messageId is None
     assert parse_last_event_id("7") == Cursor(7)

@@ -297,6 +297,9 @@ def test_consume_hands_messages_to_a_reader_exactly_once(aw: AwEnv, svc: Service
     assert svc.consume("fake", channel="mcp") == []  # nothing twice
     assert svc.get(cmd.id).status is Status.PENDING
     assert svc.get(low.id).detail == "delivered: consumed through mcp"
+    (taken,) = svc.events(0, "fake", kinds=["session.consumed"])
+    assert {**taken.data, "ids": sorted(taken.data["ids"])} == {
+        "count": 2, "sources": ["user"], "channel": "mcp", "ids": sorted([high.id, low.id])}
     with pytest.raises(InvalidMessage):
         svc.consume("fake", channel="a b")
 

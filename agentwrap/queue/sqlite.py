@@ -204,6 +204,17 @@ class SQLiteMessageStore:
             self._event(conn, now, r["session"], "message.ended", r["id"],
                         status=status.value, detail=detail)
 
+    def _consumed(
+        self, conn: sqlite3.Connection, now: float, rows: Iterable[sqlite3.Row], channel: str,
+    ) -> None:
+        by_session: dict[str, list[sqlite3.Row]] = {}
+        for r in rows:
+            by_session.setdefault(r["session"], []).append(r)
+        for session, taken in by_session.items():
+            self._event(conn, now, session, "session.consumed", "", count=len(taken),
+                        sources=sorted({r["source"] for r in taken}), channel=channel,
+                        ids=[r["id"] for r in taken])
+
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock, db.store_errors(self.path, self._busy_timeout_ms):
             return self._conn.execute(sql, params).fetchall()
@@ -618,12 +629,15 @@ class SQLiteMessageStore:
         *,
         message_ids: Sequence[str] | None = None,
         batch_id: str | None = None,
+        consumed_through: str | None = None,
     ) -> int:
         """Move messages (by ids or by batch) to a terminal status, exactly once.
 
         Rows already terminal are left alone, so a late or repeated finish is a
         no-op; returns how many changed. Finishing a DELIVERING message counts
-        its attempt.
+        its attempt. ``consumed_through``: a reader took them itself (an MCP
+        tool, a hook) through that channel; a ``session.consumed`` event per
+        session says how many and from which sources, in the same transaction.
         """
         status = Status(status)
         if not status.terminal:
@@ -643,7 +657,7 @@ class SQLiteMessageStore:
             rows = conn.execute(
                 "UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ?,"
                 " attempts = attempts + (status = ?)"
-                f" WHERE {target} AND status IN (?, ?) RETURNING id, session",
+                f" WHERE {target} AND status IN (?, ?) RETURNING id, session, source",
                 (
                     status.value,
                     detail,
@@ -655,6 +669,8 @@ class SQLiteMessageStore:
                 ),
             ).fetchall()
             self._ended(conn, now, rows, status, detail)
+            if consumed_through is not None:
+                self._consumed(conn, now, rows, consumed_through)
             return len(rows)
 
     def cancel(self, message_id: str) -> Message:

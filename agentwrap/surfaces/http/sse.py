@@ -17,6 +17,7 @@ store event                   API event(s), with ``data``
                               and ``session.waiting_input`` {reason, rule} when
                               the state is waiting_input
 ``session.ended``             ``session.exited`` {exitCode}
+``session.consumed``          ``session.input.consumed`` {count, sources, channel}
 ============================  =============================================
 
 Every API event carries the store event's id, so a client that reconnects with
@@ -86,6 +87,8 @@ def public_events(ev: Event) -> list[PublicEvent]:
                                                     "rule": d.get("rule")}))
     elif ev.kind == "session.ended":
         named = [("session.exited", {"exitCode": d.get("exit_code")})]
+    elif ev.kind == "session.consumed":
+        named = [("session.input.consumed", {k: d.get(k) for k in ("count", "sources", "channel")})]
     else:  # a kind newer than this mapping: shown under its own name, not dropped
         named = [(ev.kind, d)]
     last = len(named) - 1
