@@ -111,3 +111,35 @@ def _why(aw: AwEnv) -> list[str]:
         return out[:3]
     finally:
         store.close()
+
+
+def test_connections_have_nagle_off() -> None:
+    """The listener says IPPROTO_TCP, so asyncio sets TCP_NODELAY on each
+    connection: with Nagle on, an answer on a kept-alive connection waited for
+    the client's delayed ACK (~40 ms) between its head and its body."""
+    import asyncio
+    import socket
+
+    from agentwrap.surfaces.http.server import bind
+
+    async def check() -> int:
+        sock, url = bind("127.0.0.1", 0, None)
+        accepted: asyncio.Queue[asyncio.BaseTransport] = asyncio.Queue()
+
+        class Keep(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                accepted.put_nowait(transport)
+
+        server = await asyncio.get_running_loop().create_server(Keep, sock=sock)
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", int(url.rsplit(":", 1)[1]))
+            transport = await asyncio.wait_for(accepted.get(), 30)
+            conn = transport.get_extra_info("socket")
+            nodelay = conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            writer.close()
+            transport.close()
+            return int(nodelay)
+        finally:
+            server.close()
+
+    assert asyncio.run(check()) != 0
