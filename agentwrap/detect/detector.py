@@ -32,6 +32,7 @@ from typing import Protocol
 
 from ..terminal.screen import Snapshot
 from .profiles import Profile, Rule
+from .question import Question, parse_question
 from .regions import ScreenRegions
 from .states import Reading, Signal, State
 
@@ -112,6 +113,9 @@ class Detector:
         self.reading = Reading(State.STARTING, Signal.PROCESS, "launch", "just launched", 0, clock())
         self.draft = False
         self.evidence = ""  # the screen line that decided the last verdict
+        # What a waiting agent asks (read once per screen and dialog), else None.
+        self.question: Question | None = None
+        self._question_key: tuple[str, str] = ("", "")
 
     @property
     def state(self) -> State:
@@ -133,6 +137,7 @@ class Detector:
 
     def exited(self, exit_code: int | None) -> Reading:
         code = "unknown" if exit_code is None else str(exit_code)
+        self.question = None
         return self._set(
             State.EXITED, Signal.PROCESS, "process", f"process exited with code {code}", None
         )
@@ -151,11 +156,16 @@ class Detector:
             m = dialog.pattern.search(lines)
             if m:
                 self.draft = False
+                if self._question_key != (snap.digest, dialog.name):
+                    self._question_key = (snap.digest, dialog.name)
+                    self.question = parse_question(text, dialog=dialog.name, kind=dialog.kind,
+                                                   subject=dialog.subject, tool=dialog.tool)
                 return self._set(
                     State.WAITING_INPUT, Signal.SCREEN, f"dialog:{dialog.name}", dialog.message,
                     _line_of(lines, m.start()), quiet, now,
                 )
 
+        self.question, self._question_key = None, ("", "")
         matches = evaluate_rules(self.profile, snap, regions)
         draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
         self.draft = draft_match is not None

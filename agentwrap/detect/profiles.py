@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import ProfileError
 from ..paths import Paths
 from .neutralise import DEFUSE_KINDS, SyntaxRule, SyntaxSpec, check_spec
+from .question import KINDS as QUESTION_KINDS
 from .states import State
 
 if sys.version_info >= (3, 11):
@@ -85,6 +86,12 @@ class Dialog:
     keys: tuple[str, ...] = ()
     opt_in: str | None = None
     region: str = "screen"  # a dialog drawn above the live input box is stale
+    # What it asks (agentwrap.detect.question): its kind, and where the tool and
+    # command it asks about are shown (a regex with named groups tool, command;
+    # ``tool`` names the tool when the screen does not).
+    kind: str = "permission"
+    subject: re.Pattern[str] | None = None
+    tool: str | None = None
 
 
 @dataclass(frozen=True)
@@ -449,7 +456,12 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
         keys=r.strings("keys"),
         opt_in=r.get("opt_in", str, None),
         region=region,
+        kind=r.get("kind", str, "permission"),
+        subject=r.regex("subject", subject) if (subject := r.get("subject", str, None)) else None,
+        tool=r.get("tool", str, None),
     )
+    if dialog.kind not in QUESTION_KINDS:
+        raise r._err("kind", f"must be one of {', '.join(QUESTION_KINDS)}, got {dialog.kind!r}")
     r.done()
     return dialog
 

@@ -1,0 +1,332 @@
+"""What an agent that waits for a person is asking, read off its screen.
+
+``waiting_input`` alone tells a person to go and look. To answer from
+elsewhere (the CLI, the API, a phone) they need the question itself: what is
+asked, the options with their descriptions, which one the cursor is on,
+whether free text is possible, and for a permission the tool and command.
+
+The four agents draw their dialogs differently, but from the same few parts,
+so one reader serves them all and the profile adds only what differs:
+
+* a **numbered option list** (Claude Code, Codex, Gemini): ``1. Yes`` lines,
+  one marked by a cursor (``❯ › ● >``), descriptions on the same line after a
+  wide gap (Codex) or on the indented lines below (Claude, Gemini), a key hint
+  in brackets at the end (``(y)``, ``(esc)``). The list read is the *lowest*
+  run numbered 1..n on the screen: a plan or a diff above it may be numbered too;
+* a **y/n prompt** (Aider): ``Question? (Y)es/(N)o/(D)on't ask again [Yes]:``;
+* the **question**: the nearest paragraph above the options that asks
+  something (has a ``?``), else the nearest paragraph; a ``☐ Header`` line
+  above it names the question (Claude's AskUserQuestion);
+* the **title**: the first line of the dialog (after the rule or box edge that
+  starts it), e.g. ``Bash command``, ``Edit file``, ``Answer Questions``.
+
+The profile's dialog entry (``patterns/*.toml``) says what *kind* of question
+it is (permission, choice, confirm, trust, text) and may give a ``subject``
+regex whose named groups ``tool`` and ``command`` pick those out of the dialog.
+
+Each question has an id made from its content (not from the cursor), so an
+answer can name the question it answers, and a stale answer (the agent moved
+on to another question) is told apart from a current one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+QuestionKind = Literal["permission", "choice", "confirm", "trust", "text"]
+KINDS: tuple[QuestionKind, ...] = ("permission", "choice", "confirm", "trust", "text")
+
+
+@dataclass(frozen=True)
+class Option:
+    label: str
+    description: str = ""
+    number: int | None = None  # as shown: typing it picks the option
+    key: str | None = None  # a key hint the dialog shows, e.g. "y", "esc", "shift+tab"
+    checked: bool | None = None  # multi-select: the box is ticked
+
+
+@dataclass(frozen=True)
+class Item:
+    """One question of a dialog (AskUserQuestion may hold several)."""
+
+    question: str
+    header: str = ""
+    options: tuple[Option, ...] = ()
+    multiSelect: bool = False  # named as in the agents' own question JSON
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    kind: QuestionKind
+    title: str
+    questions: tuple[Item, ...]
+    highlighted: int | None = None  # the number of the option the cursor is on
+    free_text_allowed: bool = False
+    tool: str | None = None
+    command: str | None = None
+    dialog: str = ""  # the profile's dialog that matched
+    source: str = "screen"  # or "hook": where it was read
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: dict[str, Any]) -> Question:
+        items = tuple(
+            Item(question=i["question"], header=i.get("header", ""),
+                 options=tuple(Option(**o) for o in i.get("options", ())),
+                 multiSelect=bool(i.get("multiSelect", False)))
+            for i in data.get("questions", ())
+        )
+        return Question(**{**data, "questions": items})
+
+
+# --- reading the screen -------------------------------------------------------------------
+
+_BOX_EDGE = re.compile(r"^\s*[│┃║]\s?|\s?[│┃║]\s*$")
+_RULE = re.compile(r"^\s*[─━═╌┄╍┈▀▄-]{8,}\s*$")
+_BOX_TOP = re.compile(r"^\s*[╭┌╔]")
+_BOX_BOTTOM = re.compile(r"^\s*[╰└╚]")
+_OPTION = re.compile(
+    r"^(?P<indent>\s*)(?P<cursor>[❯›●>▸→]\s*)?(?P<num>\d{1,2})\.\s+(?P<label>\S.*?)\s*$"
+)
+_KEY_HINT = re.compile(r"\s*\((?P<key>esc|tab|[a-z]|(?:shift|ctrl|alt)\+[a-z]+)\)$")
+_CHECKBOX = re.compile(r"^\[(?P<mark>[ x✔✓×])\]\s*")
+_HEADER = re.compile(r"^\s*(?:[←→]\s*)?(?P<headers>[☐☒✔✓□■].*)$")
+_TRANSCRIPT_ITEM = re.compile(r"^[•●⏺✦❯›>]\s")
+_YES_NO = re.compile(
+    r"^(?P<question>.*?\?)\s+(?P<options>\([A-Z]\)[^/\[]*(?:/\([A-Z]\)[^/\[]*)+)"
+    r"\s*(?:\[(?P<default>[^\]]*)\])?:?\s*$"
+)
+_FREE_TEXT = re.compile(
+    r"type something|custom value|tell \w+ what to do differently|suggest changes"
+    r"|add details|none of the above|chat about this",
+    re.IGNORECASE,
+)
+_PROGRESS = re.compile(r"^Question \d+/\d+\b")  # Codex: "Question 1/2 (2 unanswered)"
+_GAP = re.compile(r"\s{2,}")
+_MAX_ABOVE = 20  # lines above the options searched for the question
+
+
+def _unbox(line: str) -> str:
+    """A line without the box edges Gemini draws around its dialogs (twice when nested)."""
+    for _ in range(2):
+        stripped = _BOX_EDGE.sub("", line)
+        if stripped == line:
+            break
+        line = stripped
+    return line.rstrip()
+
+
+def _is_boundary(line: str) -> bool:
+    return bool(_RULE.match(line) or _BOX_TOP.match(line) or _BOX_BOTTOM.match(line)
+                or _TRANSCRIPT_ITEM.match(line))
+
+
+@dataclass
+class _Draft:
+    options: list[Option] = field(default_factory=list)
+    highlighted: int | None = None
+    first: int = 0  # index of option 1's line
+
+
+def _option_list(lines: Sequence[str]) -> _Draft | None:
+    """The lowest run of options numbered 1..n, read bottom-up."""
+    bottom = None
+    for i in range(len(lines) - 1, -1, -1):
+        if _OPTION.match(lines[i]):
+            bottom = i
+            break
+    if bottom is None:
+        return None
+    found: dict[int, tuple[int, re.Match[str]]] = {}
+    expect: int | None = None
+    i = bottom
+    while i >= 0:
+        line = lines[i]
+        m = _OPTION.match(line)
+        if m and (expect is None or int(m["num"]) == expect):
+            found[int(m["num"])] = (i, m)
+            expect = int(m["num"]) - 1
+            if expect == 0:
+                break
+        elif m:  # numbered, but not the next one up: another list
+            return None
+        i -= 1
+    if expect != 0 or not any(m["cursor"] for _, m in found.values()):
+        return None  # a numbered list nobody can pick from (notes, a plan), not options
+    draft = _Draft(first=found[1][0])
+    width = max(len(line) for line in lines)
+    numbers = sorted(found)
+    for n in numbers:
+        idx, m = found[n]
+        end = found[n + 1][0] if n + 1 in found else min(idx + 4, len(lines))
+        label_col = len(m["indent"]) + len(m["cursor"] or "") + len(m["num"]) + 2
+        label, below = m["label"], list[str]()
+        wrapped = len(lines[idx]) >= width - 12  # the label ran to the edge: it goes on below
+        for extra in lines[idx + 1:end]:
+            if not extra.strip() or _is_boundary(extra) or _OPTION.match(extra):
+                break
+            if len(extra) - len(extra.lstrip()) < label_col:
+                break  # a footer or the next part of the dialog, not this option's text
+            if wrapped and not below:
+                label = f"{label} {extra.strip()}"
+                wrapped = len(extra) >= width - 12
+                continue
+            below.append(extra.strip())
+        draft.options.append(_make_option(n, label, " ".join(below)))
+        if m["cursor"]:
+            draft.highlighted = n
+    return draft
+
+
+def _make_option(number: int, label: str, description: str) -> Option:
+    key = None
+    hint = _KEY_HINT.search(label)
+    if hint:
+        key = hint["key"]
+        label = label[: hint.start()].rstrip()
+    checked = None
+    box = _CHECKBOX.match(label)
+    if box:
+        checked = box["mark"] != " "
+        label = label[box.end():]
+    if not description:
+        parts = _GAP.split(label, maxsplit=1)
+        if len(parts) == 2:  # Codex: "SQLite             One file, no server"
+            label, description = parts
+    return Option(label=label.strip(), description=description.strip(), number=number,
+                  key=key, checked=checked)
+
+
+def _paragraphs_above(lines: Sequence[str], first: int) -> tuple[list[list[str]], str]:
+    """Paragraphs above line ``first``, nearest first, and the dialog's first line."""
+    paragraphs: list[list[str]] = []
+    current: list[str] = []
+    title = ""
+    edge = False
+    for line in reversed(lines[max(0, first - _MAX_ABOVE):first]):
+        if _is_boundary(line):
+            edge = not _TRANSCRIPT_ITEM.match(line)
+            break
+        if not line.strip():
+            if current:
+                paragraphs.append(current)
+                current = []
+            continue
+        current.insert(0, line.strip())
+    if current:
+        paragraphs.append(current)
+    if paragraphs and edge:  # the dialog's own first line ("Bash command", "Edit file")
+        title = next((line for line in paragraphs[-1] if not _HEADER.match(line)), "")
+    return paragraphs, title
+
+
+def _question_text(paragraphs: list[list[str]]) -> tuple[str, str]:
+    """(header, question) from the paragraphs above the options."""
+    header = ""
+    cleaned: list[list[str]] = []
+    for para in paragraphs:
+        kept = []
+        for line in para:
+            if _PROGRESS.match(line):
+                continue
+            h = _HEADER.match(line)
+            if h and not header:
+                marks = re.split(r"\s*[☐☒✔✓□■]\s*", h["headers"])
+                names = [n.strip() for n in marks if n.strip() and n.strip() != "Submit"]
+                header = names[0] if len(names) == 1 else ""
+                continue
+            kept.append(line)
+        if kept:
+            cleaned.append(kept)
+    asking = next((p for p in cleaned if any("?" in line for line in p)), None)
+    if asking is None:
+        return header, " ".join(cleaned[0]) if cleaned else ""
+    if "?" in asking[-1]:  # the sentence that ends the paragraph, not the lines before it
+        start = len(asking) - 1
+        while start > 0 and not re.search(r"[.:?!]$", asking[start - 1]) \
+                and not re.match(r"[-*•]", asking[start - 1]):
+            start -= 1
+        asking = asking[start:]
+    return header, " ".join(asking)
+
+
+def parse_question(
+    screen: str,
+    *,
+    dialog: str,
+    kind: str,
+    subject: re.Pattern[str] | None = None,
+    tool: str | None = None,
+) -> Question | None:
+    """The question on ``screen`` (the agent's visible screen, plain text), as
+    drawn by the dialog the profile matched; None when nothing reads as one."""
+    lines = [_unbox(line) for line in screen.splitlines()]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    draft = _option_list(lines)
+    item: Item
+    highlighted: int | None
+    title: str
+    if draft is not None:
+        paragraphs, title = _paragraphs_above(lines, draft.first)
+        header, question = _question_text(paragraphs)
+        multi = any(o.checked is not None for o in draft.options)
+        item = Item(question=question, header=header, options=tuple(draft.options),
+                    multiSelect=multi)
+        highlighted = draft.highlighted
+        region = "\n".join(lines[max(0, draft.first - _MAX_ABOVE):])
+    else:
+        yn = next((m for line in reversed(lines[-3:]) if (m := _YES_NO.match(line.strip()))),
+                  None)
+        if yn is None:
+            return None
+        options = [Option(label=part[1] + part[3:].rstrip(), key=part[1].lower())
+                   for part in (p.strip() for p in yn["options"].split("/"))]
+        item = Item(question=yn["question"].strip(), options=tuple(options))
+        default = (yn["default"] or "").strip().lower()
+        highlighted = next((n for n, o in enumerate(options, start=1)
+                            if default and o.label.lower().startswith(default)), None)
+        title = item.question
+        region = "\n".join(lines[-6:])
+    footer = "\n".join(lines[-3:]).lower()
+    free = any(_FREE_TEXT.search(o.label) for o in item.options) or "tab to amend" in footer \
+        or "add notes" in footer
+    command = None
+    if subject is not None and (s := subject.search(region)):
+        groups = s.groupdict()
+        tool = (groups.get("tool") or "").strip() or tool
+        command = (groups.get("command") or groups.get("file") or "").strip() or None
+    return Question(
+        id=question_id(dialog, (item,), tool, command), kind=_kind(kind), title=title or item.question,
+        questions=(item,), highlighted=highlighted, free_text_allowed=free, tool=tool,
+        command=command, dialog=dialog,
+    )
+
+
+def _kind(kind: str) -> QuestionKind:
+    for known in KINDS:
+        if kind == known:
+            return known
+    raise ValueError(f"unknown question kind {kind!r}")
+
+
+def question_id(
+    dialog: str, items: Sequence[Item], tool: str | None = None, command: str | None = None,
+) -> str:
+    """Stable for one question whatever the cursor does; new when anything asked changes."""
+    content = {
+        "dialog": dialog, "tool": tool, "command": command,
+        "items": [[i.question, i.header, [o.label for o in i.options], i.multiSelect]
+                  for i in items],
+    }
+    digest = hashlib.sha256(json.dumps(content, ensure_ascii=False).encode("utf-8"))
+    return digest.hexdigest()[:12]

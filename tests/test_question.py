@@ -1,0 +1,195 @@
+"""The question a waiting agent asks, read from the real screens of the four CLIs.
+
+Each waiting_input fixture goes through the profile's detector (the dialog it
+decides on) and the question reader, at every captured size: what is asked,
+the options in order with their descriptions and key hints, where the cursor
+is, whether free text is possible, and the tool and command of a permission.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_profile_screens import NAME_RE, SCREENS, settled, snapshot_of
+
+from agentwrap.detect.question import Question, parse_question, question_id
+from agentwrap.detect.states import State
+
+# (agent, what) -> kind, question, option labels, tool, command (None: not checked)
+EXPECTED: dict[tuple[str, str], tuple[str, str | None, list[str] | None, str | None, str | None]] = {
+    ("claude", "permission"): ("permission", "Do you want to proceed?",
+                               ["Yes", "Yes, and always allow access to project/ from this project",
+                                "No"], "Bash", "touch tool_ran.txt"),
+    ("claude", "ask-user-question"): ("choice", "Which database should I use?",
+                                      ["SQLite", "Postgres", "Type something.", "Chat about this"],
+                                      "AskUserQuestion", None),
+    ("claude", "folder-trust"): ("trust", None, ["Yes, I trust this folder", "No, exit"], None, None),
+    ("claude", "edit-file"): ("permission", "Do you want to make this edit to notes.md?",
+                              ["Yes", "Yes, allow all edits during this session", "No"],
+                              "Edit", "notes.md"),
+    ("claude", "create-file"): ("permission", "Do you want to create hello.txt?",
+                                ["Yes", "Yes, allow all edits during this session", "No"],
+                                "Create", "hello.txt"),
+    ("claude", "web-fetch"): ("permission", "Do you want to allow Claude to fetch this content?",
+                              ["Yes", "Yes, and don't ask again for example.com",
+                               "No, and tell Claude what to do differently"],
+                              "Fetch", "https://example.com/"),
+    ("codex", "permission"): ("permission", "Would you like to run the following command?",
+                              ["Yes, proceed", "Yes, and don't ask again for commands that start"
+                               " with `touch tool_ran.txt`",
+                               "No, and tell Codex what to do differently"],
+                              "shell", "touch tool_ran.txt"),
+    ("codex", "plan-mode-question"): ("choice", "Which database should I use?",
+                                      ["SQLite", "Postgres", "None of the above"],
+                                      "request_user_input", None),
+    ("codex", "implement-plan"): ("choice", "Implement this plan?",
+                                  ["Yes, implement this plan", "Yes, clear context and implement",
+                                   "No, stay in Plan mode"], None, None),
+    ("codex", "folder-trust"): ("trust", None, ["Trust and continue",
+                                                "Back to Agent Command Center"], None, None),
+    ("gemini", "permission"): ("permission", "Allow execution of [Shell]?",
+                               ["Allow once", "Allow for this session", "No, suggest changes"],
+                               "Shell", "touch tool_ran.txt"),
+    ("gemini", "ask-user"): ("choice", "Which database should I use",
+                             ["SQLite", "Postgres", "Enter a custom value"], "ask_user", None),
+    ("gemini", "edit-file"): ("permission", "Apply this change?",
+                              ["Allow once", "Allow for this session",
+                               "Modify with external editor", "No, suggest changes"],
+                              "Edit", None),
+    ("gemini", "web-fetch"): ("permission", "Do you want to proceed?",
+                              ["Allow once", "Allow for this session", "No, suggest changes"],
+                              None, None),
+    ("gemini", "at-file-outside-workspace"): ("permission", "Do you want to allow this read?",
+                                              ["Yes", "No"], "read_file", "/etc/hostname"),
+    ("gemini", "folder-trust"): ("trust", "Do you trust the files in this folder?", None, None,
+                                 None),
+    ("aider", "permission"): ("permission", "Create new file?", ["Yes", "No"], "edit",
+                              "tool_ran.txt"),
+    ("aider", "run-shell-command"): ("permission", "Run shell command?",
+                                     ["Yes", "No", "Don't ask again"], "shell", "ls -la"),
+    ("aider", "add-file-to-chat"): ("confirm", "Add file to the chat?",
+                                    ["Yes", "No", "Don't ask again"], "add_file", "README.md"),
+    ("aider", "edit-file-not-in-chat"): ("permission",
+                                         "Allow edits to file that has not been added to the chat?",
+                                         ["Yes", "No"], "edit", "./README.md"),
+}
+
+
+def waiting_fixtures() -> list[pytest.param]:
+    out = []
+    for f in sorted(SCREENS.glob("*/waiting_input__*.txt")):
+        m = NAME_RE.match(f.name)
+        assert m is not None
+        out.append(pytest.param(f, m, id=f"{f.parent.name}/{f.stem}"))
+    return out
+
+
+def question_of(path: Path, m: re.Match[str]) -> Question | None:
+    det = settled(path.parent.name, snapshot_of(path, m))
+    assert det.reading.state is State.WAITING_INPUT
+    return det.question
+
+
+@pytest.mark.parametrize(("path", "m"), waiting_fixtures())
+def test_every_dialog_reads_as_a_question(path: Path, m: re.Match[str]) -> None:
+    q = question_of(path, m)
+    if m["what"] == "onboarding-step2":  # "Press Enter to continue": nothing to choose
+        assert q is None
+        return
+    assert q is not None, path
+    (item,) = q.questions
+    assert item.question and q.title and len(item.options) >= 2, q
+    assert q.highlighted is not None and 1 <= q.highlighted <= len(item.options), q
+    assert q.dialog and q.kind in ("permission", "choice", "confirm", "trust", "text")
+    want = EXPECTED.get((path.parent.name, m["what"]))
+    if want is None:
+        return
+    kind, question, labels, tool, command = want
+    assert q.kind == kind
+    if question is not None:
+        assert item.question == question
+    if labels is not None:
+        assert [o.label for o in item.options] == labels
+    assert q.tool == tool
+    if command is not None:
+        assert q.command == command
+
+
+def test_descriptions_key_hints_headers_and_free_text() -> None:
+    def read(agent: str, what: str, size: str = "160x45") -> Question:
+        path = SCREENS / agent / f"waiting_input__{what}__{size}.txt"
+        m = NAME_RE.match(path.name)
+        assert m is not None
+        q = question_of(path, m)
+        assert q is not None
+        return q
+
+    claude = read("claude", "ask-user-question")
+    assert claude.questions[0].header == "Database"
+    assert [o.description for o in claude.questions[0].options][:2] == [
+        "One file, no server", "A server"]
+    assert claude.free_text_allowed
+    codex = read("codex", "plan-mode-question", "80x24")
+    assert [o.description for o in codex.questions[0].options][:2] == [
+        "One file, no server", "A server"]
+    plan = read("codex", "implement-plan", "80x24")  # a wrapped option: one label, one description
+    assert plan.questions[0].options[1].description == (
+        "Start a fresh thread (current context: 1% used)")
+    assert [o.key for o in read("codex", "permission").questions[0].options] == ["y", "p", "esc"]
+    aider = read("aider", "run-shell-command")
+    assert [o.key for o in aider.questions[0].options] == ["y", "n", "d"]
+    assert aider.highlighted == 1  # [Yes] is the default
+    assert not read("codex", "folder-trust").free_text_allowed
+    assert not read("claude", "folder-trust").free_text_allowed
+
+
+@pytest.mark.parametrize(("agent", "what"), [
+    ("claude", "permission"), ("codex", "permission"), ("gemini", "permission"),
+    ("aider", "permission"), ("claude", "ask-user-question"),
+])
+def test_the_id_is_the_same_at_every_size_and_wherever_the_cursor_is(agent: str, what: str) -> None:
+    ids = set()
+    for path in sorted((SCREENS / agent).glob(f"waiting_input__{what}__*.txt")):
+        m = NAME_RE.match(path.name)
+        assert m is not None
+        q = question_of(path, m)
+        assert q is not None
+        ids.add(q.id)
+        # the cursor on option 2 instead of 1: the same question
+        text = path.read_text(encoding="utf-8")
+        moved = re.sub(r"^([│\s]*)[❯›●](\s*)1\.", r"\1 \g<2>1.", text, count=1, flags=re.M)
+        moved = re.sub(r"^([│\s]*) (\s*)2\.", r"\1❯\g<2>2.", moved, count=1, flags=re.M)
+        again = parse_question(moved, dialog=q.dialog, kind=q.kind)
+        if again is not None and q.questions[0].options[0].number is not None:
+            assert again.highlighted == 2
+            assert question_id(q.dialog, again.questions, q.tool, q.command) == q.id
+    assert len(ids) == 1, ids
+
+
+def test_a_numbered_list_without_a_cursor_is_not_a_question() -> None:
+    plan = "Plan:\n1. Add a flag\n2. Test it\n\nShall I go on?\n"
+    assert parse_question(plan, dialog="x", kind="choice") is None
+    assert parse_question("", dialog="x", kind="choice") is None
+
+
+def test_the_lowest_list_is_read_not_a_plan_above_it() -> None:
+    screen = ("  1. Add a flag\n  2. Test it\n  3. Ship it\n\n  Implement this plan?\n"
+              "› 1. Yes\n  2. No\n")
+    q = parse_question(screen, dialog="x", kind="choice")
+    assert q is not None
+    assert [o.label for o in q.questions[0].options] == ["Yes", "No"]
+    assert q.questions[0].question == "Implement this plan?"
+
+
+def test_checkboxes_make_a_multi_select() -> None:
+    screen = ("─" * 40 + "\n ☐ Features\nWhich features?\n❯ 1. [ ] Auth\n     Logins\n"
+              "  2. [✔] Search\n  3. Type something.\n")
+    q = parse_question(screen, dialog="question", kind="choice")
+    assert q is not None
+    (item,) = q.questions
+    assert item.multiSelect and item.header == "Features"
+    assert [(o.label, o.checked) for o in item.options] == [
+        ("Auth", False), ("Search", True), ("Type something.", None)]
+    assert Question.from_json(q.to_json()) == q
