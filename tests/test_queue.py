@@ -811,3 +811,43 @@ def test_many_processes_store_once_and_never_claim_twice(tmp_path: Path) -> None
         assert contents == sorted(f"w{i} #{j}" for j in range(50))
     assert total_rows(setup) == 4 * 50 + RACE
     setup.close()
+
+
+def test_writers_of_one_process_take_turns_on_its_lock(tmp_path: Path) -> None:
+    """Two connections of one process to one file share a write lock, held for
+    the whole transaction: a second thread waits its turn on it (and is handed
+    the turn at the commit) instead of retrying in SQLite's busy handler."""
+    import threading
+
+    from agentwrap.queue import db
+
+    a = db.connect(tmp_path / "q.db")
+    b = db.connect(tmp_path / "q.db")
+    other = db.connect(tmp_path / "other.db")
+    try:
+        a.execute("CREATE TABLE t (x)")
+        got: list[bool] = []
+
+        def try_lock(conn: sqlite3.Connection) -> None:
+            assert isinstance(conn, db.Connection)
+            lock = conn.write_lock
+            ok = lock.acquire(blocking=False)
+            got.append(ok)
+            if ok:
+                lock.release()
+
+        with db.transaction(a) as conn:
+            conn.execute("INSERT INTO t VALUES (1)")
+            for c in (b, other):
+                t = threading.Thread(target=try_lock, args=(c,))
+                t.start()
+                t.join()
+        assert got == [False, True]  # b's turn waits for a's commit; another file's does not
+        try_lock(b)
+        assert got[-1] is True
+        with db.transaction(b) as conn:  # and after the commit b writes at once
+            conn.execute("INSERT INTO t VALUES (2)")
+        assert a.execute("SELECT COUNT(*) FROM t").fetchone()[0] == 2
+    finally:
+        for c in (a, b, other):
+            c.close()

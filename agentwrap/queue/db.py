@@ -11,12 +11,22 @@ read a message at any moment. Every SQLite failure passes through
 :func:`store_errors`, the one place that turns ``sqlite3`` errors into the
 :class:`~agentwrap.errors.StoreError` tree: a locked, full, corrupt or
 unreadable store is a one-line error with a hint, never a traceback.
+
+Write transactions of one process take turns on a lock of its own per
+database file (:func:`transaction`) before asking SQLite for the write lock:
+threads of one process (the HTTP server's workers, the supervisor host's
+sessions) queue on it and are handed the turn at once, instead of retrying
+``BEGIN IMMEDIATE`` in SQLite's busy handler, which sleeps longer and longer
+(up to 100 ms a try) while the others commit. Other processes are still
+ordered by SQLite's lock and the busy timeout.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -112,6 +122,26 @@ def store_errors(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> Iterator
         raise mapped from exc
 
 
+class Connection(sqlite3.Connection):
+    """A connection that knows its process's write lock for its file."""
+
+    write_lock: threading.RLock
+    busy_timeout_s: float
+
+
+_write_locks: dict[str, threading.RLock] = {}
+_write_locks_guard = threading.Lock()
+
+
+def _write_lock(path: Path) -> threading.RLock:
+    """This process's lock for write transactions on the database at ``path``
+    (re-entrant: a thread nesting two connections' transactions meets SQLite's
+    busy timeout, as it would without it, not a deadlock)."""
+    key = os.path.realpath(path)
+    with _write_locks_guard:
+        return _write_locks.setdefault(key, threading.RLock())
+
+
 def connect(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Connection:
     """A connection to the store at ``path``, creating the file 0600 if needed.
 
@@ -123,8 +153,10 @@ def connect(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Conne
         create_private(path)
         conn = sqlite3.connect(
             str(path), timeout=busy_timeout_ms / 1000, isolation_level=None,
-            check_same_thread=False,
+            check_same_thread=False, factory=Connection,
         )
+        conn.write_lock = _write_lock(path)
+        conn.busy_timeout_s = busy_timeout_ms / 1000
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
@@ -143,23 +175,32 @@ def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
     On a failure SQLite may already have rolled back (disk full does): the
     ROLLBACK is then skipped, so the original error is the one reported.
+    A connection made by :func:`connect` first waits its turn among this
+    process's writers (see the module's doc), for at most the busy timeout.
     """
-    conn.execute("BEGIN IMMEDIATE")
+    lock = getattr(conn, "write_lock", None)
+    if lock is not None and not lock.acquire(timeout=getattr(conn, "busy_timeout_s", -1)):
+        raise sqlite3.OperationalError("database is locked")  # StoreLocked, as SQLite's would be
     try:
-        yield conn
-    except BaseException:
-        if conn.in_transaction:
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass  # the error being raised says more than this one
-        raise
-    try:
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:  # a failed COMMIT may leave it open: never reuse that
-            try:
-                conn.execute("ROLLBACK")
-            except sqlite3.Error:
-                pass
-        raise
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # the error being raised says more than this one
+            raise
+        try:
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:  # a failed COMMIT may leave it open: never reuse that
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            raise
+    finally:
+        if lock is not None:
+            lock.release()
