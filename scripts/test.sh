@@ -14,6 +14,8 @@ command -v script >/dev/null 2>&1 || need_apt+=(bsdutils)
 command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
 command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# the dashboard's tests: headless Chromium and its WebDriver, from the distribution
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

@@ -17,7 +17,7 @@ from ... import __version__
 from ...config import load_config
 from ...message import QueueLimits
 from ...paths import Paths
-from . import errors
+from . import dashboard, errors
 from .auth import LoginCodes
 from .middleware import AccessLog, BodyLimit
 from .pool import ServicePool
@@ -57,6 +57,7 @@ def create_app(
     errors.install(app, limits)
     app.include_router(api)
     app.include_router(public)
+    app.include_router(dashboard.router)
     app.add_middleware(BodyLimit, max_bytes=body_limit(limits))
     app.add_middleware(AccessLog)  # added last: outermost, sees every answer
     return app

@@ -1,0 +1,74 @@
+"""The web dashboard: one static page, served as files, talking to ``/api`` like any client.
+
+No build step and nothing fetched from elsewhere (it works offline): the page
+is plain HTML, CSS and JavaScript in ``static/``. Only the files named in
+:data:`FILES` are served, so no request path ever reaches the file system.
+
+The page itself needs no token (it holds no data); its script calls ``/api``
+with the person's login and shows a login panel on 401. Message content comes
+from webhooks and other agents, so the page renders every value as text
+(never as HTML) and is served with a Content-Security-Policy that allows
+scripts and styles from this origin only: even markup that slipped through
+could not run. The same headers go with every file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import APIRouter, HTTPException
+from fastapi.responses import Response
+
+CSP = "; ".join((
+    "default-src 'self'",
+    "script-src 'self'",
+    "style-src 'self'",
+    "connect-src 'self'",
+    "img-src 'self' data:",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+))
+
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    # revalidate each time: an upgraded agentwrap serves its new page at once
+    "Cache-Control": "no-cache",
+}
+
+#: What may be served, and as what.
+FILES = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+}
+
+STATIC = Path(__file__).resolve().parent / "static"
+
+router = APIRouter(include_in_schema=False)
+
+
+def read_static(name: str) -> bytes:
+    """A file of the page, from the installed package (a wheel carries ``static/``)."""
+    return (STATIC / name).read_bytes()
+
+
+def _file(name: str) -> Response:
+    return Response(read_static(name), media_type=FILES[name], headers=SECURITY_HEADERS)
+
+
+@router.get("/")
+def page() -> Response:
+    """The dashboard."""
+    return _file("index.html")
+
+
+@router.get("/static/{name}")
+def static(name: str) -> Response:
+    """The page's script and style sheet (only the files in :data:`FILES`)."""
+    if name not in FILES:
+        raise HTTPException(status_code=404)
+    return _file(name)

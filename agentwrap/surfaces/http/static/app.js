@@ -1,0 +1,713 @@
+/* agentwrap dashboard: sessions, their queues and message history, live.
+ *
+ * Plain JavaScript, no build step, nothing loaded from elsewhere.
+ *
+ * Safety: message content, source ids, details and evidence come from
+ * webhooks and other agents. Every value reaches the page through
+ * textContent / createTextNode (never innerHTML), and control characters are
+ * shown as visible symbols, so nothing in a message can become markup, run,
+ * or hide text from the person reading it.
+ *
+ * Login: the link `agentwrap serve` prints (or `agentwrap token --link`)
+ * carries a one-time code in the URL fragment (#login=CODE), which browsers
+ * never send to a server. The page trades it for a bearer token
+ * (POST /api/login), keeps that in localStorage and sends it like any client.
+ *
+ * Updates: one event stream (GET /api/events, Server-Sent Events), never
+ * polling. EventSource cannot send an Authorization header, so the stream is
+ * read with fetch(); it resumes with Last-Event-ID after a drop, as the
+ * server's event ids allow. Each event re-fetches only what it touched.
+ */
+'use strict';
+
+(() => {
+  const TOKEN_KEY = 'agentwrap.dashboard.token';
+  const HISTORY_LIMIT = 50;
+  const QUEUE_LIMIT = 200;
+  const TOAST_MS = 12000;
+  const PRIORITIES = ['startup', 'critical', 'high', 'normal', 'low'];
+
+  const $ = (id) => document.getElementById(id);
+
+  // --- text, made safe and visible ----------------------------------------------------
+
+  /* Characters a person could not see or that would change how the rest
+   * reads: C0 (but newline and tab), DEL, C1, bidi controls, zero-width and
+   * other invisible format characters. */
+  const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\ufff9-\ufffb\uffa0]|[\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/u;
+  const INVISIBLE_ALL = new RegExp(INVISIBLE.source, 'gu');
+
+  function symbolFor(ch) {
+    const cp = ch.codePointAt(0);
+    if (cp < 0x20) return String.fromCodePoint(0x2400 + cp); // ␀ .. ␟ (␛ for ESC)
+    if (cp === 0x7f) return '\u2421'; // ␡
+    return `<U+${cp.toString(16).toUpperCase().padStart(4, '0')}>`;
+  }
+
+  /* A fragment showing `text` exactly, each invisible character as a marked symbol. */
+  function visible(text) {
+    const frag = document.createDocumentFragment();
+    const s = text === null || text === undefined ? '' : String(text);
+    let last = 0;
+    for (const m of s.matchAll(INVISIBLE_ALL)) {
+      if (m.index > last) frag.append(document.createTextNode(s.slice(last, m.index)));
+      const mark = document.createElement('span');
+      mark.className = 'ctl';
+      mark.textContent = symbolFor(m[0]);
+      mark.title = `control character U+${m[0].codePointAt(0).toString(16).toUpperCase().padStart(4, '0')}`;
+      frag.append(mark);
+      last = m.index + m[0].length;
+    }
+    if (last < s.length) frag.append(document.createTextNode(s.slice(last)));
+    return frag;
+  }
+
+  /* el('span', {class: 'x', title: 't'}, child...): children are nodes or text (made visible). */
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === undefined || value === null || value === false) continue;
+      if (key === 'class') node.className = value;
+      else if (key === 'title') node.title = String(value);
+      else if (key.startsWith('data-')) node.setAttribute(key, String(value));
+      else if (key === 'hidden') node.hidden = true;
+      else node.setAttribute(key, String(value));
+    }
+    for (const child of children) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : visible(child));
+    }
+    return node;
+  }
+
+  // --- time and numbers -----------------------------------------------------------------
+
+  function clock(epochS) {
+    if (!epochS) return '–';
+    const d = new Date(epochS * 1000);
+    const today = new Date();
+    const hms = d.toLocaleTimeString([], {hour: '2-digit', minute: '2-digit', second: '2-digit'});
+    return d.toDateString() === today.toDateString() ? hms : `${d.toLocaleDateString()} ${hms}`;
+  }
+
+  function span(seconds) {
+    if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '–';
+    const s = Math.max(0, seconds);
+    if (s < 1) return `${Math.round(s * 1000)} ms`;
+    if (s < 90) return `${s < 10 ? s.toFixed(1) : Math.round(s)} s`;
+    if (s < 5400) return `${Math.round(s / 60)} min`;
+    if (s < 172800) return `${(s / 3600).toFixed(1)} h`;
+    return `${Math.round(s / 86400)} d`;
+  }
+
+  const ago = (epochS) => (epochS ? `${span(Date.now() / 1000 - epochS)} ago` : '–');
+  const shortId = (id) => String(id || '').slice(0, 8);
+  const stateLabel = (state) => String(state || 'unknown').replace(/_/g, ' ');
+
+  // --- the API ----------------------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, body) {
+      const b = body && typeof body === 'object' ? body : {};
+      super(b.error || `HTTP ${status}`);
+      this.status = status;
+      this.body = {error: b.error || `HTTP ${status}`, detail: b.detail || null, hint: b.hint || null};
+    }
+  }
+
+  const token = {
+    get: () => localStorage.getItem(TOKEN_KEY),
+    set: (value) => localStorage.setItem(TOKEN_KEY, value),
+    drop: () => localStorage.removeItem(TOKEN_KEY),
+  };
+
+  function authHeaders(extra) {
+    const headers = Object.assign({Accept: 'application/json'}, extra || {});
+    const t = token.get();
+    if (t) headers.Authorization = `Bearer ${t}`;
+    return headers;
+  }
+
+  async function api(method, path, body) {
+    const init = {method, headers: authHeaders(), cache: 'no-store', credentials: 'same-origin'};
+    if (body !== undefined) {
+      init.headers['Content-Type'] = 'application/json';
+      init.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, init);
+    } catch (e) {
+      throw new ApiError(0, {error: 'Server unreachable', detail: String(e && e.message || e),
+        hint: 'is `agentwrap serve` still running?'});
+    }
+    let data = null;
+    try { data = await res.json(); } catch (e) { data = null; }
+    if (res.status === 401) {
+      loggedOut(data);
+      throw new ApiError(401, data);
+    }
+    if (!res.ok) throw new ApiError(res.status, data);
+    return data;
+  }
+
+  const enc = encodeURIComponent;
+
+  // --- login ---------------------------------------------------------------------------------
+
+  /* #login=CODE in the address: trade it for a token, and take it out of the
+   * address bar and the history at once (it works only once anyway). */
+  async function loginFromFragment() {
+    const m = /^#login=([^&]*)/.exec(location.hash);
+    if (!m) return null;
+    history.replaceState(null, '', location.pathname + location.search);
+    let res;
+    try {
+      res = await fetch('/api/login', {
+        method: 'POST', cache: 'no-store', credentials: 'same-origin',
+        headers: {'Content-Type': 'application/json', Accept: 'application/json'},
+        body: JSON.stringify({code: decodeURIComponent(m[1])}),
+      });
+    } catch (e) {
+      return {error: 'Server unreachable', detail: String(e && e.message || e)};
+    }
+    let data = null;
+    try { data = await res.json(); } catch (e) { data = null; }
+    if (res.ok && data && typeof data.token === 'string') {
+      token.set(data.token);
+      return null;
+    }
+    return data || {error: `login failed (HTTP ${res.status})`};
+  }
+
+  function showLogin(why) {
+    stream.stop();
+    $('main').hidden = true;
+    $('login').hidden = false;
+    setConn('offline', 'not logged in');
+    const box = $('login-why');
+    box.replaceChildren();
+    if (why && why.error) {
+      box.append(el('strong', null, why.error));
+      if (why.detail) box.append(': ', why.detail);
+      if (why.hint) box.append(el('br'), el('span', {class: 'hint'}, why.hint));
+      box.hidden = false;
+    } else {
+      box.hidden = true;
+    }
+  }
+
+  function loggedOut(body) {
+    token.drop();
+    showLogin(body);
+  }
+
+  // --- the event stream (SSE over fetch, so it can carry the token) ------------------------
+
+  function setConn(kind, text) {
+    const c = $('conn');
+    c.dataset.conn = kind;
+    c.textContent = text;
+  }
+
+  const stream = (() => {
+    let lastId = null;
+    let retryMs = 2000;
+    let controller = null;
+    let running = false;
+
+    function stop() {
+      running = false;
+      if (controller) controller.abort();
+      controller = null;
+    }
+
+    /* Reads one connection until it ends; calls onOpen once the server has
+     * subscribed (its first line, "retry:"), so nothing after that is missed. */
+    async function connect(onEvent, onOpen) {
+      controller = new AbortController();
+      const headers = authHeaders({Accept: 'text/event-stream'});
+      if (lastId !== null) headers['Last-Event-ID'] = lastId;
+      const res = await fetch('/api/events', {headers, cache: 'no-store', signal: controller.signal});
+      if (res.status === 401) {
+        let data = null;
+        try { data = await res.json(); } catch (e) { data = null; }
+        loggedOut(data);
+        return;
+      }
+      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = '';
+      let event = {data: [], type: '', id: null};
+      let opened = false;
+      for (;;) {
+        const {value, done} = await reader.read();
+        if (done) return;
+        buffer += value;
+        const lines = buffer.split(/\r\n|\r|\n/);
+        buffer = lines.pop();
+        for (const line of lines) {
+          if (!opened) { opened = true; onOpen(); }
+          if (line === '') {
+            if (event.id !== null) lastId = event.id;
+            if (event.data.length) {
+              let parsed = null;
+              try { parsed = JSON.parse(event.data.join('\n')); } catch (e) { parsed = null; }
+              if (parsed) onEvent(parsed);
+            }
+            event = {data: [], type: '', id: null};
+            continue;
+          }
+          if (line.startsWith(':')) continue;
+          const colon = line.indexOf(':');
+          const field = colon < 0 ? line : line.slice(0, colon);
+          let val = colon < 0 ? '' : line.slice(colon + 1);
+          if (val.startsWith(' ')) val = val.slice(1);
+          if (field === 'data') event.data.push(val);
+          else if (field === 'event') event.type = val;
+          else if (field === 'id' && !val.includes('\0')) event.id = val;
+          else if (field === 'retry' && /^\d+$/.test(val)) retryMs = Number(val);
+        }
+      }
+    }
+
+    /* Connects, and after a drop reconnects (after the server's retry delay)
+     * resuming from the last event id; a reconnect without one reloads all. */
+    async function start(onEvent, onOpen) {
+      if (running) return;
+      running = true;
+      let first = true;
+      while (running) {
+        setConn('connecting', first ? 'connecting…' : 'reconnecting…');
+        const resumed = lastId !== null;
+        try {
+          await connect(onEvent, () => {
+            setConn('live', 'live');
+            onOpen(first || !resumed);
+            first = false;
+          });
+        } catch (e) {
+          if (!running) return;
+        }
+        if (!running) return;
+        setConn('offline', 'disconnected, retrying…');
+        await new Promise((resolve) => setTimeout(resolve, retryMs));
+      }
+    }
+
+    return {start, stop};
+  })();
+
+  // --- what the page knows --------------------------------------------------------------
+
+  const model = {
+    sessions: [], // SessionSummary, as listed
+    details: new Map(), // name -> SessionDetail
+    selected: null,
+    queue: null, // InputPeek of the selected session
+    history: null, // MessageList of the selected session
+  };
+
+  /* Coalesces re-fetches: a burst of events makes one request per thing it
+   * touched, and one more if events arrive while that request runs. */
+  const refresh = (() => {
+    const dirty = new Set();
+    const running = new Set();
+    let scheduled = false;
+
+    function mark(key) {
+      dirty.add(key);
+      if (!scheduled) {
+        scheduled = true;
+        queueMicrotask(flush);
+      }
+    }
+
+    function flush() {
+      scheduled = false;
+      for (const key of [...dirty]) {
+        if (running.has(key)) continue;
+        dirty.delete(key);
+        running.add(key);
+        run(key).catch(reportLoadError).finally(() => {
+          running.delete(key);
+          if (dirty.has(key)) mark(key);
+        });
+      }
+    }
+
+    return {mark};
+  })();
+
+  async function run(key) {
+    const [what, name] = key.split('\u0000');
+    if (what === 'list') return loadList();
+    if (what === 'session') return loadSession(name);
+    if (what === 'queue') return loadQueue(name);
+    if (what === 'history') return loadHistory(name);
+    return undefined;
+  }
+
+  const touch = (what, name) => refresh.mark(name === undefined ? what : `${what}\u0000${name}`);
+
+  function reportLoadError(e) {
+    if (e instanceof ApiError && e.status === 401) return;
+    toast('error', 'Could not load', e instanceof ApiError ? e.body : {error: String(e)});
+  }
+
+  async function loadList() {
+    const data = await api('GET', '/api/sessions');
+    model.sessions = data.sessions;
+    const names = new Set(model.sessions.map((s) => s.name));
+    for (const name of [...model.details.keys()]) if (!names.has(name)) model.details.delete(name);
+    for (const s of model.sessions) if (!model.details.has(s.name)) touch('session', s.name);
+    if (!model.selected || !names.has(model.selected)) {
+      const wanted = wantedSession();
+      select(names.has(wanted) ? wanted : model.sessions.length ? model.sessions[0].name : null);
+    }
+    renderList();
+  }
+
+  async function loadSession(name) {
+    try {
+      model.details.set(name, await api('GET', `/api/sessions/${enc(name)}`));
+    } catch (e) {
+      if (e instanceof ApiError && e.status === 404) {
+        model.details.delete(name);
+        touch('list');
+        return;
+      }
+      throw e;
+    }
+    renderList();
+    if (name === model.selected) renderSession();
+  }
+
+  async function loadQueue(name) {
+    const data = await api('GET', `/api/sessions/${enc(name)}/input?limit=${QUEUE_LIMIT}`);
+    if (name !== model.selected) return;
+    model.queue = data;
+    renderQueue();
+  }
+
+  async function loadHistory(name) {
+    const data = await api('GET', `/api/messages?session=${enc(name)}&limit=${HISTORY_LIMIT}`);
+    if (name !== model.selected) return;
+    model.history = data;
+    renderHistory();
+  }
+
+  function loadAll() {
+    touch('list');
+    for (const s of model.sessions) touch('session', s.name);
+    if (model.selected) {
+      touch('queue', model.selected);
+      touch('history', model.selected);
+    }
+  }
+
+  // --- events ---------------------------------------------------------------------------
+
+  function onEvent(ev) {
+    const name = ev.session;
+    const type = String(ev.type || '');
+    const known = model.sessions.some((s) => s.name === name);
+    if (!known || type === 'session.exited') touch('list');
+    if (name) touch('session', name);
+    if (name && name === model.selected && (type.startsWith('message.') || type.startsWith('session.input'))) {
+      touch('queue', name);
+      touch('history', name);
+    }
+    if (type === 'message.escalated') {
+      toast('escalated', `Escalated in ${name}`, {
+        error: `message ${shortId(ev.messageId)} could not be delivered`,
+        detail: ev.data && ev.data.detail,
+      });
+    } else if (type === 'session.waiting_input') {
+      toast('waiting', `${name} is waiting for input`, {
+        error: ev.data && ev.data.reason || 'the agent asks a question',
+        detail: ev.data && ev.data.rule ? `rule: ${ev.data.rule}` : null,
+      });
+    }
+  }
+
+  // --- choosing a session -----------------------------------------------------------------
+
+  function wantedSession() {
+    const m = /^#session=(.+)$/.exec(location.hash);
+    if (!m) return null;
+    try { return decodeURIComponent(m[1]); } catch (e) { return null; }
+  }
+
+  function select(name) {
+    if (name === model.selected) return;
+    model.selected = name;
+    model.queue = null;
+    model.history = null;
+    if (name) {
+      if (wantedSession() !== name) history.replaceState(null, '', `#session=${enc(name)}`);
+      touch('session', name);
+      touch('queue', name);
+      touch('history', name);
+    }
+    $('send-result').hidden = true;
+    renderList();
+    renderSession();
+    renderQueue();
+    renderHistory();
+  }
+
+  // --- rendering ------------------------------------------------------------------------------
+
+  function priorityBadges(detail, summary) {
+    const box = el('span', {class: 'badges'});
+    const counts = detail ? detail.pendingByPriority || {} : {};
+    let shown = 0;
+    for (const p of PRIORITIES) {
+      const n = counts[p] || 0;
+      if (!n) continue;
+      shown += n;
+      box.append(el('span', {class: `badge prio-${p}`, title: `${n} pending, ${p} priority`,
+        'data-priority': p}, String(n)));
+    }
+    const total = detail ? detail.pending : summary ? summary.pending : 0;
+    if (total > shown) box.append(el('span', {class: 'badge prio-other', title: `${total - shown} pending`}, String(total - shown)));
+    if (detail && detail.queueDepth > total) {
+      const n = detail.queueDepth - total;
+      box.append(el('span', {class: 'badge inflight', title: `${n} being delivered now`}, `${n} ▸`));
+    }
+    return box;
+  }
+
+  function statePill(state) {
+    const s = String(state || 'unknown');
+    return el('span', {class: `pill state state-${s.replace(/[^a-z_]/g, '')}`}, stateLabel(s));
+  }
+
+  function renderList() {
+    const list = $('session-list');
+    const items = model.sessions.map((s) => {
+      const d = model.details.get(s.name);
+      const state = d ? d.state : s.state;
+      const why = d ? d.explanation.reason : '';
+      const button = el('button', {type: 'button', class: 'session-card', 'aria-current': s.name === model.selected ? 'true' : null},
+        el('span', {class: 'card-top'},
+          el('span', {class: `dot state-${String(state).replace(/[^a-z_]/g, '')}`, 'aria-hidden': 'true'}),
+          el('span', {class: 'session-name mono'}, s.name),
+          priorityBadges(d, s)),
+        el('span', {class: 'card-state'}, stateLabel(state),
+          s.liveness !== 'running' ? el('span', {class: 'tag'}, s.liveness) : null,
+          el('span', {class: 'muted'}, ` · ${s.profile}`)),
+        why ? el('span', {class: 'card-why'}, why) : null);
+      button.addEventListener('click', () => select(s.name));
+      return el('li', {'data-session': s.name, 'data-state': state}, button);
+    });
+    list.replaceChildren(...items);
+    $('session-count').textContent = model.sessions.length ? String(model.sessions.length) : '';
+    $('no-sessions').hidden = model.sessions.length > 0;
+  }
+
+  function fact(dl, term, value, cls) {
+    if (value === null || value === undefined || value === '') return;
+    dl.append(el('div', {class: 'fact'}, el('dt', null, term), el('dd', {class: cls || null}, value)));
+  }
+
+  function renderSession() {
+    const name = model.selected;
+    const d = name ? model.details.get(name) : null;
+    $('placeholder').hidden = Boolean(name);
+    $('session-view').hidden = !name;
+    if (!name) return;
+    $('sv-name').textContent = name;
+    const summary = model.sessions.find((s) => s.name === name);
+    $('sv-state').replaceWith(Object.assign(statePill(d ? d.state : summary && summary.state), {id: 'sv-state'}));
+    const live = d ? d.liveness : summary ? summary.liveness : '';
+    $('sv-liveness').textContent = live && live !== 'running' ? live : '';
+    $('sv-liveness').hidden = !live || live === 'running';
+    $('sv-badges').replaceWith(Object.assign(priorityBadges(d, summary), {id: 'sv-badges'}));
+
+    const why = $('sv-why');
+    why.replaceChildren();
+    if (d) {
+      const x = d.explanation;
+      why.append(el('p', {class: 'reason'}, x.reason || 'no explanation recorded'));
+      const how = el('p', {class: 'how muted'});
+      const bits = [];
+      if (x.rule) bits.push(['rule', x.rule]);
+      if (x.signal) bits.push(['signal', x.signal]);
+      bits.push(['since', `${clock(x.since)} (${ago(x.since)})`]);
+      if (x.draft) bits.push(['draft', 'the person is typing']);
+      bits.forEach(([k, v], i) => {
+        if (i) how.append(' · ');
+        how.append(el('span', {class: 'k'}, k), ' ', el('span', {class: 'mono'}, v));
+      });
+      why.append(how);
+      if (x.evidence) why.append(el('pre', {class: 'evidence mono', title: 'what the detector saw'}, x.evidence));
+    }
+
+    const facts = $('sv-facts');
+    facts.replaceChildren();
+    if (d) {
+      const mtr = d.metrics;
+      fact(facts, 'profile', d.profile);
+      fact(facts, 'backend', d.backend);
+      fact(facts, 'started', clock(d.started));
+      if (d.ended) fact(facts, 'ended', `${clock(d.ended)} (exit ${d.exitCode ?? '?'})`);
+      fact(facts, 'queue', `${d.pending} pending · ${d.queueDepth - d.pending} in flight`);
+      fact(facts, 'delivered', `${mtr.succeededFirstTry} first try · ${mtr.succeededAfterRetry} after retry`);
+      if (mtr.escalated) fact(facts, 'escalated', String(mtr.escalated), 'bad');
+      if (mtr.failed) fact(facts, 'failed', String(mtr.failed), 'bad');
+      if (mtr.meanLatencyS !== null) fact(facts, 'latency', `mean ${span(mtr.meanLatencyS)} · p95 ${span(mtr.p95LatencyS)}`);
+    }
+  }
+
+  function contentBlock(text) {
+    return el('pre', {class: 'content mono'}, text);
+  }
+
+  function renderQueue() {
+    const list = $('queue');
+    const q = model.queue;
+    const entries = q ? q.inputs : [];
+    list.replaceChildren(...entries.map((m) => el('li', {class: 'entry', 'data-id': m.id, 'data-status': m.status},
+      el('div', {class: 'entry-head'},
+        el('span', {class: `badge prio-${m.priority}`}, m.priority),
+        el('span', {class: `pill status status-${m.status}`}, m.status),
+        el('span', {class: 'mono source'}, `${m.source}${m.sourceId ? `:${m.sourceId}` : ''}`),
+        el('span', {class: 'muted'}, `${span(m.ageS)} old · expires in ${span(m.ttlLeftS)}`),
+        el('span', {class: 'mono muted id', title: m.id}, shortId(m.id))),
+      m.waitingBecause ? el('p', {class: 'waiting'}, m.waitingBecause) : null,
+      contentBlock(m.content))));
+    $('queue-count').textContent = q ? String(q.total) : '';
+    $('queue-empty').hidden = !q || entries.length > 0;
+  }
+
+  function attemptsTable(attempts) {
+    const rows = attempts.map((a) => el('tr', null,
+      el('td', null, `#${a.number}`),
+      el('td', {class: 'mono'}, a.channel),
+      el('td', null, el('span', {class: `pill outcome outcome-${String(a.outcome).replace(/[^a-z_]/g, '')}`}, a.outcome)),
+      el('td', null, clock(a.started)),
+      el('td', null, a.finished ? span(a.finished - a.started) : 'running'),
+      el('td', {class: 'mono evidence-cell'}, a.evidence)));
+    return el('table', {class: 'attempts'},
+      el('thead', null, el('tr', null, ...['attempt', 'channel', 'outcome', 'started', 'took', 'evidence'].map((h) => el('th', null, h)))),
+      el('tbody', null, ...rows));
+  }
+
+  function renderHistory() {
+    const list = $('history');
+    const h = model.history;
+    const messages = h ? h.messages : [];
+    list.replaceChildren(...messages.map((m) => {
+      const log = m.attemptLog || [];
+      return el('li', {class: 'entry', 'data-id': m.id, 'data-status': m.status},
+        el('div', {class: 'entry-head'},
+          el('span', {class: `pill status status-${m.status}`}, m.status),
+          el('span', {class: `badge prio-${m.priority}`}, m.priority),
+          el('span', {class: 'mono source'}, `${m.source}${m.sourceId ? `:${m.sourceId}` : ''}`),
+          el('span', {class: 'muted'}, clock(m.created)),
+          m.finished ? el('span', {class: 'muted'}, `ended after ${span(m.finished - m.created)}`) : null,
+          el('span', {class: 'mono muted id', title: m.id}, shortId(m.id))),
+        m.detail ? el('p', {class: `msg-detail status-text-${m.status}`}, m.detail) : null,
+        contentBlock(m.content),
+        log.length ? el('details', {class: 'attempt-log'},
+          el('summary', null, `${log.length} attempt${log.length === 1 ? '' : 's'}`),
+          attemptsTable(log)) : null);
+    }));
+    $('history-count').textContent = h ? `${h.total}${h.more ? '+' : ''}` : '';
+    $('history-empty').hidden = !h || messages.length > 0;
+  }
+
+  // --- toasts ---------------------------------------------------------------------------
+
+  function toast(kind, title, body) {
+    const close = el('button', {type: 'button', class: 'toast-close', 'aria-label': 'dismiss'}, '×');
+    const box = el('div', {class: `toast toast-${kind}`, role: kind === 'error' ? 'alert' : 'status', 'data-kind': kind},
+      el('div', {class: 'toast-title'}, title),
+      body && body.error ? el('div', {class: 'toast-body'}, body.error) : null,
+      body && body.detail ? el('div', {class: 'toast-detail mono'}, body.detail) : null,
+      body && body.hint ? el('div', {class: 'toast-hint'}, body.hint) : null,
+      close);
+    const remove = () => box.remove();
+    close.addEventListener('click', remove);
+    setTimeout(remove, TOAST_MS);
+    const stack = $('toasts');
+    stack.append(box);
+    while (stack.children.length > 5) stack.firstElementChild.remove();
+  }
+
+  // --- sending ----------------------------------------------------------------------------
+
+  function showResult(ok, parts) {
+    const box = $('send-result');
+    box.className = `send-result ${ok ? 'ok' : 'error'}`;
+    box.replaceChildren(...parts);
+    box.hidden = false;
+  }
+
+  async function onSubmit(ev) {
+    ev.preventDefault();
+    const name = model.selected;
+    const content = $('send-content').value;
+    if (!name || !content) return;
+    const button = $('send-button');
+    button.disabled = true;
+    try {
+      const r = await api('POST', `/api/sessions/${enc(name)}/input`, {
+        source: 'user', sourceId: 'dashboard', content, priority: $('send-priority').value,
+      });
+      const evicted = r.evicted && r.evicted.length ? ` (made way: evicted ${r.evicted.map((e) => shortId(e.id)).join(', ')})` : '';
+      showResult(true, [el('strong', null, 'Queued '), el('span', {class: 'mono'}, shortId(r.id)),
+        ` (${r.status})${evicted}. `,
+        r.supervised ? 'Its progress shows in the history below.'
+          : 'No supervisor runs for this session: it waits for `agentwrap adopt`.']);
+      $('send-content').value = '';
+      touch('queue', name);
+      touch('history', name);
+    } catch (e) {
+      const b = e instanceof ApiError ? e.body : {error: String(e)};
+      const parts = [el('strong', {class: 'error-title'}, b.error)];
+      if (e.status) parts.push(el('span', {class: 'muted'}, ` (HTTP ${e.status})`));
+      if (b.detail) parts.push(el('div', {class: 'error-detail'}, b.detail));
+      if (b.hint) parts.push(el('div', {class: 'error-hint'}, b.hint));
+      if (e.status !== 401) showResult(false, parts);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  // --- start ------------------------------------------------------------------------------
+
+  async function main() {
+    $('send-form').addEventListener('submit', onSubmit);
+    $('send-content').addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) $('send-form').requestSubmit();
+    });
+    window.addEventListener('hashchange', () => {
+      if (location.hash.startsWith('#login=')) {
+        boot(); // a login link opened in a tab already showing the page
+        return;
+      }
+      const want = wantedSession();
+      if (want && want !== model.selected) select(want);
+    });
+    await boot();
+  }
+
+  /* Log in if the address carries a code, then show the page and follow the stream. */
+  async function boot() {
+    const failed = await loginFromFragment();
+    if (!token.get()) {
+      showLogin(failed);
+      return;
+    }
+    $('login').hidden = true;
+    $('main').hidden = false;
+    stream.start(onEvent, (everything) => {
+      if (everything) loadAll();
+    });
+  }
+
+  main();
+})();

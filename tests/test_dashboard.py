@@ -1,0 +1,261 @@
+"""The web dashboard, in a real headless Chromium against the real server.
+
+`agentwrap serve` runs as a subprocess, a person's browser logs in through
+the one-time link, and what the page shows is checked as a person would see
+it: a message sent with the CLI appears without a reload (the event stream),
+one sent from the page reaches a stand-in agent, hostile content stays text,
+escalations and questions raise a toast, and without a login the page says
+how to get one. Screenshots are kept (tests/support/browser.py says where).
+Waits are deadlines, never thresholds.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from conftest import AwEnv
+from support.browser import Browser, chromium
+from support.delivery_kit import arrivals_of, pane_text, send, write_config
+from support.http_kit import Served, in_process, register, serve
+
+from agentwrap.surfaces.http.dashboard import CSP
+
+HOSTILE = "<img src=x onerror=alert(1)> \x1b[31mred\x1b[0m [bold]rich markup[/] <script>alert(2)</script>"
+HOSTILE_ID = "evil<b>bold</b><img src=y onerror=alert(3)>"
+
+
+@pytest.fixture
+def server(aw: AwEnv) -> Iterator[Served]:
+    write_config(aw)
+    with aw.paths.config_file.open("a", encoding="utf-8") as f:
+        f.write("\n[limits]\nrate_per_minute = 1000\n")
+    yield from serve(aw)
+
+
+@pytest.fixture
+def page(request: pytest.FixtureRequest) -> Iterator[Browser]:
+    yield from chromium(request.node.name)
+
+
+def login(page: Browser, aw: AwEnv, server: Served) -> None:
+    """As a person does: open the link `agentwrap token --link` prints."""
+    link = aw.cli("token", "--link", "--url", server.url, check=True).stdout.strip()
+    assert link.startswith(server.url + "/#login="), link
+    page.open(link)
+    page.wait(lambda: page.shown("#main") and page.text("#conn") == "live",
+              "the dashboard, logged in, its event stream live")
+    assert "#login=" not in page.driver.current_url  # the used code leaves the address bar
+
+
+def card(name: str) -> str:
+    return f'#session-list li[data-session="{name}"]'
+
+
+def problems(page: Browser) -> list[str]:
+    """Console lines that mean the page broke: a script error or a CSP refusal."""
+    return [line for line in page.console()
+            if "Uncaught" in line or "Content Security Policy" in line or "Refused to" in line]
+
+
+# --- serving ----------------------------------------------------------------------------
+
+
+def test_page_and_files_are_served_with_a_strict_policy(aw: AwEnv) -> None:
+    app = in_process(aw)
+    for path, kind in (("/", "text/html"), ("/static/app.js", "text/javascript"),
+                       ("/static/app.css", "text/css")):
+        r = app.get(path, auth=False)
+        assert r.status_code == 200, (path, r.text)
+        assert r.headers["content-type"].startswith(kind)
+        assert r.headers["content-security-policy"] == CSP
+        assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["referrer-policy"] == "no-referrer"
+    html = app.get("/", auth=False).text
+    assert "<script>" not in html and "style=" not in html and "<style" not in html
+    for path in ("/static/nope.js", "/static/..%2Fdashboard.py", "/static/index.html%00"):
+        assert app.get(path, auth=False).status_code == 404, path
+    paths = app.get("/openapi.json", auth=False).json()["paths"]
+    assert "/" not in paths and not any(p.startswith("/static") for p in paths)
+
+
+# --- in the browser --------------------------------------------------------------------------
+
+
+def test_without_login_the_page_says_how_to_log_in(aw: AwEnv, server: Served, page: Browser) -> None:
+    page.open(server.url + "/")
+    page.wait(lambda: page.shown("#login"), "the login panel")
+    assert not page.shown("#main")
+    assert "agentwrap token --link" in page.text("#login")
+    assert "agentwrap serve" in page.text("#login")
+    page.shot("login-panel")
+
+    # the link serve printed works once; opened again it says why it does not
+    assert server.proc.stdout is not None
+    printed = server.proc.stdout.readline()
+    assert "#login=" in printed, printed
+    link = printed.split("dashboard: ", 1)[1].split()[0]
+    page.open(link)
+    page.wait(lambda: page.shown("#main"), "the dashboard after the printed link")
+    page.driver.execute_script("localStorage.clear()")
+    page.open(link)
+    page.wait(lambda: page.shown("#login") and page.shown("#login-why"), "the reused link refused")
+    assert "used already" in page.text("#login-why")
+    page.shot("login-link-reused")
+    assert not problems(page)
+
+
+def test_a_message_sent_with_the_cli_appears_without_a_reload(
+    aw: AwEnv, server: Served, page: Browser
+) -> None:
+    register(aw, "fake")
+    login(page, aw, server)
+    page.wait(lambda: page.one(card("fake")), "the session's card")
+    page.driver.execute_script("window.__sameDocument = 'yes'")
+    mid = send(aw, "fake", "deploy finished: all green\n  second line", "--priority", "high",
+               "--source", "webhook", "--source-id", "ci")
+
+    entry = f'#queue li[data-id="{mid}"]'
+    page.wait(lambda: "deploy finished: all green" in page.text(entry), "the CLI's message queued")
+    page.wait(lambda: page.one(f'#history li[data-id="{mid}"]'), "the CLI's message in the history")
+    page.wait(lambda: page.text(f'{card("fake")} .badge.prio-high') == "1", "a high badge of 1")
+    assert page.text(f"{entry} .source") == "webhook:ci"
+    assert page.driver.execute_script("return window.__sameDocument") == "yes"  # no reload
+    page.shot("cli-message")
+
+    # another, from the CLI while the page watches: the badge counts both
+    send(aw, "fake", "a low one", "--priority", "low")
+    page.wait(lambda: page.text(f'{card("fake")} .badge.prio-low') == "1", "a low badge")
+    page.resize(390, 844)
+    page.shot("phone")
+    page.resize(1280, 900)
+    page.dark()
+    page.shot("dark")
+    assert not problems(page)
+
+
+def test_a_message_sent_from_the_page_reaches_the_agent(
+    aw: AwEnv, server: Served, page: Browser
+) -> None:
+    aw.start_standin()
+    aw.wait_state("sa", "ready")
+    login(page, aw, server)
+    page.wait(lambda: page.one(card("sa")), "the session's card")
+    page.wait(lambda: page.text("#sv-name") == "sa" and page.text("#sv-state") == "ready",
+              "sa selected, ready")
+    page.one("#send-content").send_keys("please run the tests (from the dashboard)")
+    page.one("#send-priority").send_keys("high")
+    page.one("#send-button").click()
+    page.wait(lambda: "Queued" in page.text("#send-result"), "the page's confirmation")
+
+    aw.wait_for(lambda: arrivals_of(aw, "please run the tests (from the dashboard)") == 1, 60,
+                "the message typed into the agent")
+    assert "please run the tests (from the dashboard)" in pane_text(aw)
+    delivered = '#history li[data-status="delivered"]'
+    page.wait(lambda: "from the dashboard" in page.text(delivered), "delivered, on the page")
+    assert page.text(f"{delivered} .source") == "user:dashboard"
+    assert "1 attempt" in page.text(f"{delivered} .attempt-log summary")
+    page.one(f"{delivered} .attempt-log summary").click()
+    page.shot("sent-from-page")
+
+    # an error of the API is shown as it says it (413: over the content limit)
+    page.driver.execute_script(
+        "document.getElementById('send-content').value = 'x'.repeat(20000)")
+    page.one("#send-button").click()
+    page.wait(lambda: "error" in (page.one("#send-result").get_attribute("class") or ""),
+              "the API's error on the page")
+    shown = page.text("#send-result")
+    assert "HTTP 413" in shown, shown
+    page.shot("send-error")
+    assert not problems(page)
+
+
+def test_hostile_content_is_shown_as_inert_text(aw: AwEnv, server: Served, page: Browser) -> None:
+    register(aw, "fake")
+    login(page, aw, server)
+    page.wait(lambda: page.one(card("fake")), "the session's card")
+    with server.client() as c:
+        r = c.post("/api/sessions/fake/input", json={
+            "source": "webhook", "sourceId": HOSTILE_ID, "content": HOSTILE, "priority": "critical"})
+        assert r.status_code == 201, r.text
+        mid = r.json()["id"]
+        stored = c.get(f"/api/messages/{mid}").json()
+    entry = f'#history li[data-id="{mid}"]'
+    page.wait(lambda: page.one(entry), "the hostile message on the page")
+
+    assert page.text(f"{entry} .content") == stored["content"]  # exactly what was stored, as text
+    assert "<img src=x onerror=alert(1)>" in page.text(f"{entry} .content")
+    assert "[bold]rich markup[/]" in page.text(f"{entry} .content")
+    assert page.text(f"{entry} .source") == f"webhook:{HOSTILE_ID}"
+    assert page.alert_text() is None
+    assert page.css("img") == [] and page.css("#main b") == [] and page.css("body script") == []
+    assert len(page.css("script")) == 1  # app.js, nothing the content made
+    page.shot("hostile")
+    assert not problems(page)
+
+
+def test_a_toast_for_an_escalation_and_for_a_question(
+    aw: AwEnv, server: Served, page: Browser
+) -> None:
+    write_config(aw, fallback_after=2)
+    with aw.paths.config_file.open("a", encoding="utf-8") as f:
+        f.write("\n[limits]\nrate_per_minute = 1000\n")
+    aw.start_standin("sa", "--never-ack", "--dialog-on", "OPENDIALOG")
+    aw.wait_state("sa", "ready")
+    login(page, aw, server)
+    page.wait(lambda: page.one(card("sa")), "the session's card")
+
+    send(aw, "sa", "nobody will acknowledge this", "--ack")
+    page.wait(lambda: page.one("#toasts .toast-escalated"), "a toast for the escalation")
+    assert "Escalated in sa" in page.text("#toasts .toast-escalated")
+    page.wait(lambda: page.one('#history li[data-status="escalated"]'), "escalated in the history")
+    page.shot("toast-escalated", full=False)
+
+    send(aw, "sa", "please OPENDIALOG", "--no-ack")
+    page.wait(lambda: page.one("#toasts .toast-waiting"), "a toast for the question")
+    assert "sa is waiting for input" in page.text("#toasts .toast-waiting")
+    page.wait(lambda: page.text("#sv-state") == "waiting input", "the state on the page")
+    assert page.text("#sv-why .reason")  # and why
+    page.shot("toast-waiting", full=False)
+    assert not problems(page)
+
+
+def test_the_stream_resumes_after_the_server_restarts(
+    aw: AwEnv, server: Served, page: Browser
+) -> None:
+    """EventSource-like reconnects: the page resumes with Last-Event-ID and
+    shows what happened while it was cut off."""
+    register(aw, "fake")
+    login(page, aw, server)
+    page.wait(lambda: page.one(card("fake")), "the session's card")
+    first = send(aw, "fake", "before the restart")
+    page.wait(lambda: page.one(f'#queue li[data-id="{first}"]'), "an event seen (an id to resume)")
+    server.proc.terminate()
+    server.proc.wait(timeout=30)
+    page.wait(lambda: page.text("#conn") != "live", "the page noticing the server left")
+    mid = send(aw, "fake", "sent while the server was down")
+    again = serve_again(aw, server.url)
+    try:
+        page.wait(lambda: page.text("#conn") == "live", "the page reconnected")
+        page.wait(lambda: page.one(f'#queue li[data-id="{mid}"]'), "the missed message")
+    finally:
+        again.terminate()
+        again.wait(timeout=30)
+    assert not problems(page)
+
+
+def serve_again(aw: AwEnv, url: str) -> subprocess.Popen[str]:
+    """`agentwrap serve` again on the same port (the page's origin)."""
+    port = url.rsplit(":", 1)[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentwrap", "serve", "--port", port], env=aw.env, cwd=aw.project,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert f"listening on {url}" in line, line
+    assert httpx.get(url + "/healthz").status_code == 200
+    return proc
