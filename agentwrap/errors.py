@@ -143,6 +143,20 @@ class UntrustedSource(QueueError):
     )
 
 
+class FlowLimit(QueueError):
+    """An agent-to-agent message would make its flow too deep or too old.
+
+    Agents answering each other can loop; a flow (the messages sharing a
+    correlation id) ends after a few hops or minutes, whatever the agents say.
+    """
+
+    exit_code = 77  # EX_NOPERM
+    default_hint = (
+        "do not forward this further; report to the user instead (a new message from outside"
+        " starts a new flow)"
+    )
+
+
 class MessageNotFound(QueueError):
     exit_code = 3
     default_hint = "`agentwrap history NAME` lists message ids"

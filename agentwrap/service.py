@@ -19,19 +19,40 @@ holding its own).
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .audit import AuditLog
 from .config import load_config
 from .delivery.framing import new_token
 from .detect.profiles import Profile, load_profile, profile_files
-from .errors import InvalidMessage, SessionNotRunning, UntrustedSource
+from .errors import (
+    FlowLimit,
+    InvalidMessage,
+    MessageNotFound,
+    RateLimited,
+    SessionNotRunning,
+    UntrustedSource,
+)
 from .events import Event, Subscription
-from .message import Attempt, Kind, Message, NewMessage, QueueLimits, Status
+from .message import (
+    Attempt,
+    Kind,
+    Message,
+    NewMessage,
+    Phase,
+    Priority,
+    QueueLimits,
+    Source,
+    Status,
+)
 from .paths import Paths
+from .queue.sanitize import check_text, sanitize
 from .queue.store import MessageStore, QueueMetrics
 from .sessions.registry import Registry, SessionRecord, Transition
 from .sessions.wake import notify
@@ -48,6 +69,19 @@ RECHECK_S = 1.5
 # What a reader that is handed text (not a terminal) may take: a COMMAND is
 # meant to be typed, and a fallback notice is the supervisor's to deliver.
 CONSUMABLE_KINDS = frozenset({Kind.CONTENT})
+#: Most messages one :meth:`Service.consume` or :meth:`Service.inbox` hands over.
+MAX_TAKE = 50
+#: What an agent may send other agents (:meth:`Service.send_as_agent`): a flow
+#: (the messages sharing a correlation id) ends after this many hops ...
+AGENT_MAX_DEPTH = 5
+#: ... or this long after its first message; and each agent sends at most
+#: AGENT_SENDS per AGENT_SEND_WINDOW_S, to all sessions together.
+AGENT_FLOW_MAX_AGE_S = 300.0
+AGENT_SENDS = 20
+AGENT_SEND_WINDOW_S = 60.0
+#: How an agent may acknowledge a message it got (:meth:`Service.acknowledge`).
+ACK_STATUSES = ("done", "seen", "rejected")
+MAX_NOTE_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -97,6 +131,33 @@ class SessionView:
     pending: int
 
 
+def _check_channel(channel: str) -> None:
+    if not channel or not channel.replace("-", "").replace("_", "").isalnum():
+        raise InvalidMessage(f"channel must be a short word, got {channel!r}")
+
+
+def _selection(
+    source: str | None, contains: str | None, limit: int | None
+) -> tuple[list[Source] | None, str | None, int | None]:
+    """The filters of :meth:`Service.inbox` and :meth:`Service.consume`, checked."""
+    sources = None
+    if source is not None:
+        try:
+            sources = [Source(source)]
+        except ValueError:
+            names = ", ".join(s.value for s in Source)
+            raise InvalidMessage(f"unknown source {source!r} (one of: {names})") from None
+    if contains is not None:
+        check_text(contains)
+        contains = contains.strip() or None
+        if contains is not None and len(contains) > 200:
+            raise InvalidMessage("a filter is at most 200 characters")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or not 1 <= limit <= MAX_TAKE):
+        raise InvalidMessage(f"limit must be 1..{MAX_TAKE}, not {limit!r}")
+    return sources, contains, limit
+
+
 class Service:
     """The operations every surface offers, with one set of rules."""
 
@@ -109,6 +170,7 @@ class Service:
         self.registry = registry
         self.audit = audit if audit is not None else AuditLog(paths.audit_log)
         self.recheck_s = RECHECK_S
+        self._agent_sends = threading.Lock()  # send_as_agent: rate check and store together
         self._profiles: dict[str, tuple[tuple[str, int], Profile]] = {}
 
     def _profile(self, name: str) -> Profile:
@@ -214,6 +276,77 @@ class Service:
         notify(self.paths, new.session)
         return Sent(message, created, supervised=rec.liveness != "stale")
 
+    def send_as_agent(
+        self, caller: str, target: str, content: str, *,
+        priority: Priority | str = Priority.NORMAL, metadata: dict[str, Any] | None = None,
+    ) -> Sent:
+        """A message from the agent of session ``caller`` to session ``target``:
+        source ``agent``, source id the caller's session name.
+
+        It carries the caller's flow on: the correlation id of the last message
+        delivered to the caller in the last :data:`AGENT_FLOW_MAX_AGE_S` (that
+        message's own id when it had none), one hop deeper than it; with no
+        such message it starts a new flow at depth 1. Refused before storing
+        (:class:`FlowLimit`) when the flow would go deeper than
+        :data:`AGENT_MAX_DEPTH` or began more than :data:`AGENT_FLOW_MAX_AGE_S`
+        ago, (:class:`RateLimited`) past :data:`AGENT_SENDS` messages from the
+        caller in :data:`AGENT_SEND_WINDOW_S` (to all sessions together), and
+        by everything :meth:`send` checks.
+        """
+        rec = self.registry.get(caller)
+        if rec.ended is not None:
+            raise SessionNotRunning(f"session {caller!r} (the sender) has ended")
+        if target == caller:
+            raise InvalidMessage("an agent cannot send a message to its own session",
+                                 hint="list_sessions shows the other sessions")
+        try:
+            prio = Priority.parse(priority) if isinstance(priority, str) else Priority(priority)
+        except ValueError as exc:
+            raise InvalidMessage(str(exc)) from None
+        now = time.time()
+        correlation_id, depth, started = self._flow_of(caller, now)
+        if depth > AGENT_MAX_DEPTH:
+            raise FlowLimit(
+                f"this message would be hop {depth} of flow {correlation_id}; agent-to-agent"
+                f" flows end after {AGENT_MAX_DEPTH} hops"
+            )
+        if now - started > AGENT_FLOW_MAX_AGE_S:
+            raise FlowLimit(
+                f"flow {correlation_id} began {now - started:.0f} s ago; agent-to-agent flows"
+                f" end after {AGENT_FLOW_MAX_AGE_S:.0f} s"
+            )
+        with self._agent_sends:  # one process's calls: checked and stored in turn
+            sent = self.store.sent_since(Source.AGENT, caller, now - AGENT_SEND_WINDOW_S)
+            if len(sent) >= AGENT_SENDS:
+                retry = max(0.0, sent[len(sent) - AGENT_SENDS] + AGENT_SEND_WINDOW_S - now)
+                raise RateLimited(
+                    f"session {caller!r} sent {len(sent)} messages to other agents in the last"
+                    f" {AGENT_SEND_WINDOW_S:.0f} s (limit {AGENT_SENDS})",
+                    retry_after=retry,
+                    hint=f"wait {retry:.0f} s; send fewer, fuller messages",
+                )
+            return self.send(NewMessage(
+                session=target, content=content, source=Source.AGENT, source_id=caller,
+                priority=prio, metadata=metadata if metadata is not None else {},
+                correlation_id=correlation_id, depth=depth,
+            ))
+
+    def _flow_of(self, session: str, now: float) -> tuple[str, int, float]:
+        """The flow an agent's message continues: (correlation id, depth, when
+        the flow began), from the last message delivered to ``session`` in
+        the last :data:`AGENT_FLOW_MAX_AGE_S`; a new flow if there is none."""
+        recent = [
+            m for m in self.store.history(
+                session, limit=MAX_TAKE, statuses=(Status.DELIVERED, Status.ACKNOWLEDGED))
+            if m.finished is not None and now - m.finished <= AGENT_FLOW_MAX_AGE_S
+        ]
+        if not recent:
+            return str(uuid.uuid4()), 1, now
+        last = max(recent, key=lambda m: (m.finished or 0.0, m.created))
+        correlation_id = last.correlation_id or last.id
+        started = self.store.flow_started(correlation_id)
+        return correlation_id, last.depth + 1, last.created if started is None else started
+
     def get(self, message_id: str) -> Message:
         """A message by its full id or a unique prefix a person typed (4+ characters)."""
         return self.store.get_by_prefix(message_id)
@@ -232,7 +365,8 @@ class Service:
         return msg
 
     def consume(
-        self, session: str, *, channel: str, max_bytes: int = 10 * 1024
+        self, session: str, *, channel: str, max_bytes: int = 10 * 1024,
+        source: str | None = None, contains: str | None = None, limit: int | None = None,
     ) -> list[Message]:
         """Hand the due messages to a reader that delivers them itself (an MCP
         tool the agent calls, a hook whose output the agent reads) instead of
@@ -240,6 +374,8 @@ class Service:
         one step, so the supervisor can never type them as well. Highest
         priority first, up to ``max_bytes`` (at least one). COMMAND messages are
         left for the terminal: they mean something only when typed.
+        ``source``, ``contains`` and ``limit``: see :meth:`inbox`; only what
+        matches is claimed, the rest stays queued.
         """
         rec = self.registry.get(session)
         if rec.ended is not None:
@@ -247,7 +383,9 @@ class Service:
         if not channel or not channel.replace("-", "").replace("_", "").isalnum():
             raise InvalidMessage(f"channel must be a short word, got {channel!r}")
         token = new_token()
-        batch = self.store.claim_batch(session, token, max_bytes, kinds=CONSUMABLE_KINDS)
+        sources, contains, limit = _selection(source, contains, limit)
+        batch = self.store.claim_batch(session, token, max_bytes, kinds=CONSUMABLE_KINDS,
+                                       sources=sources, contains=contains, limit=limit)
         if not batch:
             return []
         now = time.time()
@@ -261,6 +399,75 @@ class Service:
         self.audit.write(event="consumed", session=session, channel=channel,
                          ids=[m.id for m in batch])
         return [self.store.get(m.id) for m in batch]
+
+    def inbox(
+        self, session: str, *, source: str | None = None, contains: str | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """What :meth:`consume` with the same filters would hand over now (by
+        count, not bytes), changing nothing: due content messages, highest
+        priority first, never an expired one.
+
+        ``source``: only messages from that source (webhook, agent, ...);
+        ``contains``: only those with this text in their content or their
+        ``source:source_id`` label (ASCII letters in any case); ``limit``: at
+        most this many (1..:data:`MAX_TAKE`).
+        """
+        self.registry.get(session)
+        sources, contains, limit = _selection(source, contains, limit)
+        return self.store.peek(session, kinds=CONSUMABLE_KINDS, sources=sources,
+                               contains=contains, due=True, limit=limit)
+
+    def acknowledge(
+        self, session: str, message_id: str, status: str, note: str | None = None, *,
+        channel: str,
+    ) -> Message:
+        """The agent of ``session`` acknowledges a message it got, through
+        ``channel`` (an MCP tool): ``status`` is one of :data:`ACK_STATUSES`,
+        ``note`` an optional line kept in the message's detail.
+
+        The message must be the session's and delivered (or typed and
+        submitted, its ACK awaited); it moves to ACKNOWLEDGED exactly once,
+        and a second acknowledgement is an error.
+        """
+        self.registry.get(session)
+        if status not in ACK_STATUSES:
+            raise InvalidMessage(
+                f"status must be one of {', '.join(ACK_STATUSES)}, not {status!r}"
+            )
+        _check_channel(channel)
+        text = ""
+        if note is not None:
+            check_text(note)
+            text = " ".join(sanitize(note).text.split())  # one line, no controls
+            if len(text) > MAX_NOTE_CHARS:
+                raise InvalidMessage(
+                    f"note is {len(text)} characters; the limit is {MAX_NOTE_CHARS}",
+                    hint="keep the note to a line; send a message for more",
+                )
+        m = self.get(message_id)
+        if m.session != session:
+            raise MessageNotFound(
+                f"message {m.id} was not sent to session {session!r}",
+                hint="acknowledge only messages this session received",
+            )
+        if m.status is Status.ACKNOWLEDGED:
+            raise InvalidMessage(f"message {m.id} is already acknowledged ({m.detail})",
+                                 hint="each message is acknowledged once")
+        if not (m.status is Status.DELIVERED
+                or (m.status is Status.DELIVERING and m.phase is Phase.SUBMITTED)):
+            raise InvalidMessage(
+                f"message {m.id} is {m.status}: only a message delivered to the agent can be"
+                " acknowledged",
+                hint="take it first (check_input_queue), then acknowledge it",
+            )
+        detail = f"acknowledged ({status}) through {channel}" + (f": {text}" if text else "")
+        if not self.store.acknowledge(m.id, detail):
+            raise InvalidMessage(f"message {m.id} was acknowledged or ended meanwhile",
+                                 hint="each message is acknowledged once")
+        self.audit.write(event="acknowledged", session=session, message=m.id, channel=channel,
+                         status=status)
+        return self.store.get(m.id)
 
     def peek(self, session: str, now: float | None = None) -> QueueView:
         """What waits for ``session``, never consuming anything: in-flight

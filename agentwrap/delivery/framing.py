@@ -67,13 +67,7 @@ def render(
     spec = syntax or SyntaxSpec()
     n = len(messages)
     noun = "message" if n == 1 else "messages"
-    entries = []
-    for msg in messages:
-        # Sanitized again here: the store may be shared with other writers.
-        body = sanitize(msg.content).text.strip("\n")
-        if tabs_as_spaces:
-            body = body.replace("\t", " " * tabs_as_spaces)
-        entries.append(f"{msg.label} {body}")
+    entries = [entry(msg, tabs_as_spaces=tabs_as_spaces) for msg in messages]
     if ack_wording:
         entries.append(ack_wording.replace("{token}", token))
     cured = defuse("\n".join(entries), spec)
@@ -100,6 +94,19 @@ def render(
         escaped=sum(cured.escaped.values()),
         mark=token,
     )
+
+
+def entry(message: Message, *, tabs_as_spaces: int = 0) -> str:
+    """One message as a block shows it: ``[source:source_id] content``.
+
+    Also what a reader handed text (an MCP tool, a hook) shows each message
+    as, so provenance reads the same on every channel. The content is
+    sanitized again here: the store may be shared with other writers.
+    """
+    body = sanitize(message.content).text.strip("\n")
+    if tabs_as_spaces:
+        body = body.replace("\t", " " * tabs_as_spaces)
+    return f"{message.label} {body}"
 
 
 #: How many characters of a raw text's last line identify it on screen.

@@ -119,6 +119,11 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS messages_session_created ON messages (session, created)",
     # history(None) newest first over all sessions.
     "CREATE INDEX IF NOT EXISTS messages_created ON messages (created)",
+    # flow_started(): the messages of one correlation flow (agent-to-agent limits).
+    """CREATE INDEX IF NOT EXISTS messages_correlation
+       ON messages (correlation_id) WHERE correlation_id IS NOT NULL""",
+    # sent_since(): what one sender (an agent's session) sent to every session.
+    "CREATE INDEX IF NOT EXISTS messages_sender ON messages (source, source_id, created)",
     """
     CREATE TABLE IF NOT EXISTS attempts (
         message_id TEXT NOT NULL REFERENCES messages (id),
@@ -395,12 +400,31 @@ class SQLiteMessageStore:
             )
         return _to_message(rows[0])
 
-    def peek(self, session: str, now: float | None = None) -> list[Message]:
-        """Pending, unexpired messages in delivery order; changes nothing."""
+    def peek(
+        self, session: str, now: float | None = None, *, kinds: Collection[Kind] | None = None,
+        sources: Collection[Source] | None = None, contains: str | None = None,
+        due: bool = False, limit: int | None = None,
+    ) -> list[Message]:
+        """Pending, unexpired messages in delivery order; changes nothing.
+
+        The filters are :meth:`claim_batch`'s (``due``: not waiting for a retry),
+        so a reader can see what a claim with the same filters would take.
+        """
+        t = self._now(now)
         where = "session = ? AND status = ? AND +expires > ?"
-        params = [session, Status.PENDING.value, self._now(now)]
-        rows = self._read(f"SELECT * FROM messages WHERE {where} ORDER BY {_ORDER}", params)
-        if not rows:
+        params: list[Any] = [session, Status.PENDING.value, t]
+        if due:
+            where += " AND next_attempt_at <= ?"
+            params.append(t)
+        extra, extra_params = _selection(kinds, sources, contains)
+        where += extra
+        params += extra_params
+        rows = self._read(
+            f"SELECT * FROM messages WHERE {where} ORDER BY {_ORDER}"
+            + (" LIMIT ?" if limit is not None else ""),
+            [*params, limit] if limit is not None else params,
+        )
+        if not rows and limit != 0:
             self._verify_none(where, params)
         return [_to_message(r) for r in rows]
 
@@ -467,7 +491,8 @@ class SQLiteMessageStore:
 
     def claim_batch(
         self, session: str, batch_id: str, max_bytes: int, now: float | None = None,
-        *, kinds: Collection[Kind] | None = None,
+        *, kinds: Collection[Kind] | None = None, sources: Collection[Source] | None = None,
+        contains: str | None = None, limit: int | None = None,
     ) -> list[Message]:
         """Atomically take the due messages that fit in ``max_bytes``, in delivery order.
 
@@ -476,18 +501,22 @@ class SQLiteMessageStore:
         one message if any is due, so an oversized message cannot block the queue.
         ``kinds``: only messages of these kinds are considered (a reader that
         is handed text, not a terminal, never takes a COMMAND meant to be typed).
+        ``sources``, ``contains`` (text in the content or the ``source:source_id``
+        label, ASCII letters in any case) and ``limit`` (most messages) narrow
+        what a reader that asked for them takes; the rest stays queued.
         """
         if not batch_id:
             raise ValueError("batch_id must not be empty")
         with self._write() as conn:
             t = self._now(now)
             self._expire(conn, t, session)
-            only = sorted(k.value for k in kinds) if kinds is not None else []
-            kind_sql = f" AND kind IN ({','.join('?' * len(only))})" if kinds is not None else ""
+            extra, extra_params = _selection(kinds, sources, contains)
             rows = conn.execute(
                 f"SELECT id, content_bytes, kind FROM messages WHERE session = ? AND status = ?"
-                f" AND next_attempt_at <= ? AND +expires > ?{kind_sql} ORDER BY {_ORDER}",
-                (session, Status.PENDING.value, t, t, *only),
+                f" AND next_attempt_at <= ? AND +expires > ?{extra} ORDER BY {_ORDER}"
+                + (" LIMIT ?" if limit is not None else ""),
+                (session, Status.PENDING.value, t, t, *extra_params,
+                 *((limit,) if limit is not None else ())),
             ).fetchall()
             ids = _fit(rows, max_bytes)
             if not ids:
@@ -696,6 +725,47 @@ class SQLiteMessageStore:
             row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _to_message(row)
 
+    def acknowledge(self, message_id: str, detail: str) -> bool:
+        """Move a message the agent got to ACKNOWLEDGED, exactly once.
+
+        Only a DELIVERED message, or one typed and submitted (DELIVERING in
+        phase SUBMITTED, its ACK awaited), can be acknowledged; returns False
+        for anything else (not delivered yet, acknowledged already, ended
+        otherwise), so of two racing acknowledgements one wins.
+        """
+        with self._write() as conn:
+            now = self._clock()
+            rows = conn.execute(
+                "UPDATE messages SET status = ?, detail = ?, finished = COALESCE(finished, ?),"
+                " updated = ?, attempts = attempts + (status = ?)"
+                " WHERE id = ? AND (status = ? OR (status = ? AND phase = ?)) RETURNING id, session",
+                (Status.ACKNOWLEDGED.value, detail, now, now, Status.DELIVERING.value, message_id,
+                 Status.DELIVERED.value, Status.DELIVERING.value, Phase.SUBMITTED.value),
+            ).fetchall()
+            self._ended(conn, now, rows, Status.ACKNOWLEDGED, detail)
+            return bool(rows)
+
+    def flow_started(self, correlation_id: str) -> float | None:
+        """When the flow ``correlation_id`` began: the oldest message carrying
+        it, or the message whose id it is (a flow rooted in a message that had
+        none); None if no message is left of it."""
+        rows = self._read(
+            "SELECT MIN(created) FROM (SELECT created FROM messages WHERE correlation_id = ?"
+            " UNION ALL SELECT created FROM messages WHERE id = ?)",
+            (correlation_id, correlation_id),
+        )
+        return None if rows[0][0] is None else float(rows[0][0])
+
+    def sent_since(self, source: Source, source_id: str, since: float) -> list[float]:
+        """When ``source:source_id`` sent each message stored after ``since``,
+        to any session, oldest first."""
+        rows = self._read(
+            "SELECT created FROM messages WHERE source = ? AND source_id = ? AND created > ?"
+            " ORDER BY created",
+            (Source(source).value, source_id, since),
+        )
+        return [float(r[0]) for r in rows]
+
     def expire_overdue(self, now: float | None = None) -> int:
         """Expire pending and claimed-but-not-typed messages past their TTL, all sessions."""
         with self._write() as conn:
@@ -799,6 +869,29 @@ def _count_pending(conn: sqlite3.Connection, session: str | None) -> int:
         [Status.PENDING.value, *params],
     ).fetchone()
     return int(row[0])
+
+
+def _selection(
+    kinds: Collection[Kind] | None, sources: Collection[Source] | None, contains: str | None
+) -> tuple[str, list[Any]]:
+    """SQL (`` AND ...``) and parameters narrowing a session's queue, for
+    :meth:`SQLiteMessageStore.claim_batch` and :meth:`SQLiteMessageStore.peek`.
+
+    ``contains`` is looked for in the content and in the ``source:source_id``
+    label; SQLite's ``lower`` folds ASCII letters only, on both sides alike.
+    """
+    sql, params = "", []
+    for column, values in (("kind", kinds), ("source", sources)):
+        if values is not None:
+            only = sorted(str(Kind(v).value if column == "kind" else Source(v).value)
+                          for v in values)
+            sql += f" AND {column} IN ({','.join('?' * len(only))})"
+            params += only
+    if contains:
+        sql += (" AND (instr(lower(content), lower(?)) > 0"
+                " OR instr(lower(source || ':' || source_id), lower(?)) > 0)")
+        params += [contains, contains]
+    return sql, params
 
 
 def _session_filter(session: str | None) -> tuple[str, list[Any]]:
