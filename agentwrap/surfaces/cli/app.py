@@ -28,6 +28,7 @@ from .events import EPILOG as EVENTS_EPILOG
 from .events import HELP as EVENTS_HELP
 from .events import cmd_events
 from .inspection import cmd_doctor, cmd_profiles, cmd_state
+from .mcp import MCP_EPILOG, MCP_HELP, cmd_mcp
 from .messages import cmd_cancel, cmd_history, cmd_metrics, cmd_queue, cmd_send
 from .serve import SERVE_EPILOG, SERVE_HELP, cmd_serve, cmd_token
 from .sessions import (
@@ -230,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     tk.add_argument("--url", default="http://127.0.0.1:7878", metavar="URL",
                     help="where `agentwrap serve` listens, for --link (default %(default)s)")
     tk.set_defaults(func=cmd_token)
+
+    mc = add("mcp", "serve a session's input queue as MCP tools over stdio (for its agent)",
+             MCP_HELP, MCP_EPILOG)
+    mc.add_argument("--print-config", metavar="NAME",
+                    help="print the MCP server entry (mcpServers JSON) for session NAME and exit")
+    mc.set_defaults(func=cmd_mcp)
 
     d = add("doctor", "check tmux, agent CLIs, config and sessions; say how to fix problems")
     d.add_argument("--json", action="store_true")
