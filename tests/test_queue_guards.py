@@ -53,6 +53,19 @@ def test_senders_cannot_claim_what_is_agentwraps(
     assert store.get(stored.id).kind is kind
 
 
+@pytest.mark.parametrize("ttl", [5e-324, 1e-9, 0.0009])
+def test_a_ttl_too_short_to_outlast_its_timestamp_is_refused(
+    store: SQLiteMessageStore, ttl: float
+) -> None:
+    """Found by the HTTP fuzzer: the tiniest positive TTL was accepted and
+    stored as expires == created, a message expired at birth."""
+    with pytest.raises(InvalidMessage, match=r"out of range \[0.001, 3600\]"):
+        store.enqueue(msg(ttl_s=ttl))
+    assert store.history(None) == []
+    m, _ = store.enqueue(msg(ttl_s=0.001))
+    assert m.expires > m.created
+
+
 def test_metadata_is_never_a_flag(store: SQLiteMessageStore) -> None:
     """A sender writing the old marker into metadata gets plain content."""
     m, _ = store.enqueue(msg(metadata={"fallback_notice": True}))

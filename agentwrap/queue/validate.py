@@ -25,6 +25,9 @@ E = TypeVar("E", bound=enum.Enum)
 
 MAX_DEPTH = 16  # agent-to-agent forwarding deeper than this is a loop
 MAX_ID_CHARS = 128  # source_id, correlation_id, idempotency_key
+# A shorter TTL vanishes when added to a timestamp (a float of ~1.8e9 s has a
+# resolution of ~2e-7 s): 5e-324 would be stored as expires == created.
+MIN_TTL_S = 0.001
 
 
 @dataclass(frozen=True)
@@ -149,11 +152,11 @@ def _check_ttl(ttl_s: float | None, limits: QueueLimits) -> float:
     if (
         isinstance(ttl_s, bool)
         or not isinstance(ttl_s, (int, float))
-        or not (math.isfinite(ttl_s) and 0 < ttl_s <= limits.max_ttl_s)
+        or not (math.isfinite(ttl_s) and MIN_TTL_S <= ttl_s <= limits.max_ttl_s)
     ):
         raise InvalidMessage(
-            f"ttl {ttl_s!r} s is out of range (0, {limits.max_ttl_s:g}]",
-            hint="give a positive TTL no longer than limits.max_ttl_s",
+            f"ttl {ttl_s!r} s is out of range [{MIN_TTL_S:g}, {limits.max_ttl_s:g}]",
+            hint="give a TTL of at least 1 ms and no longer than limits.max_ttl_s",
         )
     return float(ttl_s)
 
