@@ -10,6 +10,7 @@ No test asserts how long anything took: waits are generous deadlines only.
 
 from __future__ import annotations
 
+import json
 import itertools
 import os
 import re
@@ -231,6 +232,21 @@ def test_nothing_is_typed_while_a_dialog_is_open(aw: AwEnv) -> None:
     assert res.returncode == 0, (res.stdout, res.stderr)
     rec = aw.wait_state("sa", "waiting_input")
     assert "permission" in rec.state_reason
+    # what it asks, read off the screen: in the record, `state`, and the event
+    q = rec.question
+    assert q is not None and (q["kind"], q["tool"], q["command"]) == ("permission", "Bash", "touch x")
+    assert [o["label"] for o in q["questions"][0]["options"]] == ["Yes", "No"]
+    assert q["questions"][0]["question"] == "Do you want to proceed?" and q["highlighted"] == 1
+    shown = aw.cli("state", "sa", check=True).stdout
+    assert "Do you want to proceed?" in shown and "❯ 1. Yes" in shown and q["id"] in shown
+    assert json.loads(aw.cli("state", "sa", "--json", check=True).stdout)["question"] == q
+    store = aw.store()
+    try:
+        waiting = [e for e in store.events(0, session="sa", kinds=["session.state"])
+                   if e.data["state"] == "waiting_input"]
+    finally:
+        store.close()
+    assert waiting and waiting[-1].data["question"] == q
 
     mid = send(aw, "sa", "second message, after the dialog")
     (row,) = queue_json(aw)
@@ -248,6 +264,11 @@ def test_nothing_is_typed_while_a_dialog_is_open(aw: AwEnv) -> None:
     assert len(got) == 2 and "second message, after the dialog" in got[1]
     assert arrivals_of(aw, "please OPENDIALOG") == 1  # the message that opened it: not retried
     assert pane_text(aw).count("(dialog answered)") == 1
+    reg = aw.registry()
+    try:  # answered: nothing asked any more (the verdict after the dialog closed)
+        assert reg.get("sa").question is None
+    finally:
+        reg.close()
 
 
 # --- 6. batching and priority ----------------------------------------------------------------------

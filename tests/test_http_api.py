@@ -330,6 +330,10 @@ def test_store_event_kinds_map_to_the_api_names() -> None:
     assert names("session.state", state="waiting_input") == [
         ("7.0", "session.state"), ("7", "session.waiting_input")]
     assert names("session.ended", exit_code=3) == [("7", "session.exited")]
+    asked = {"id": "q1", "kind": "permission"}
+    state, waiting = public_events(Event(7, 1.0, "s", "session.state", "",
+                                         {"state": "waiting_input", "question": asked}))
+    assert state.data["question"] == asked and waiting.data["question"] == asked
     (took,) = public_events(Event(7, 1.0, "s", "session.consumed", "",
                                   {"count": 2, "sources": ["webhook"], "channel": "mcp",
                                    "ids": ["a", "b"]}))

@@ -190,3 +190,34 @@ def test_adopt_of_a_gone_agent_fails_cleanly(aw: AwEnv) -> None:
     assert res.returncode == 3
     assert res.stderr.startswith("error: the agent of 'sa' is no longer running")
     assert aw.registry().get("sa").liveness == "ended"
+
+
+def test_a_registry_from_before_questions_gains_the_column(aw: AwEnv) -> None:
+    # An agentwrap upgraded while sessions ran: the old table has no `question`.
+    import sqlite3
+
+    aw.paths.ensure()
+    conn = sqlite3.connect(aw.paths.db_path)
+    conn.execute("CREATE TABLE sessions (name TEXT PRIMARY KEY, profile TEXT NOT NULL,"
+                 " backend TEXT NOT NULL, command TEXT NOT NULL, cwd TEXT NOT NULL,"
+                 " tmux_socket TEXT, agent_pid INTEGER, supervisor_pid INTEGER,"
+                 " supervisor_start TEXT, started REAL NOT NULL, state TEXT NOT NULL,"
+                 " state_signal TEXT NOT NULL DEFAULT '', state_rule TEXT NOT NULL DEFAULT '',"
+                 " state_reason TEXT NOT NULL DEFAULT '', state_evidence TEXT NOT NULL DEFAULT '',"
+                 " state_since REAL NOT NULL, quiet_ms INTEGER NOT NULL DEFAULT 0,"
+                 " draft INTEGER NOT NULL DEFAULT 0, heartbeat REAL NOT NULL, exit_code INTEGER,"
+                 " ended REAL, options TEXT NOT NULL DEFAULT '{}')")
+    conn.execute("INSERT INTO sessions (name, profile, backend, command, cwd, started, state,"
+                 " state_since, heartbeat) VALUES ('old', 'claude', 'tmux', '[\"claude\"]', '/',"
+                 " 1, 'ready', 1, 1)")
+    conn.commit()
+    conn.close()
+    reg = aw.registry()
+    try:
+        assert reg.get("old").question is None
+        reg.update("old", question={"id": "q", "kind": "confirm"})
+        assert reg.get("old").question == {"id": "q", "kind": "confirm"}
+    finally:
+        reg.close()
+    again = aw.registry()  # a second opening finds the column there
+    again.close()

@@ -229,8 +229,9 @@ def _paragraphs_above(lines: Sequence[str], first: int) -> tuple[list[list[str]]
     return paragraphs, title
 
 
-def _question_text(paragraphs: list[list[str]]) -> tuple[str, str]:
-    """(header, question) from the paragraphs above the options."""
+def _question_text(paragraphs: list[list[str]], width: int) -> tuple[str, str]:
+    """(header, question) from the paragraphs above the options; ``width``:
+    the screen's, to tell a line the terminal wrapped from one that ended."""
     header = ""
     cleaned: list[list[str]] = []
     for para in paragraphs:
@@ -250,10 +251,10 @@ def _question_text(paragraphs: list[list[str]]) -> tuple[str, str]:
     asking = next((p for p in cleaned if any("?" in line for line in p)), None)
     if asking is None:
         return header, " ".join(cleaned[0]) if cleaned else ""
-    if "?" in asking[-1]:  # the sentence that ends the paragraph, not the lines before it
+    if "?" in asking[-1]:  # the line that asks (with what wrapped into it), not those before
         start = len(asking) - 1
-        while start > 0 and not re.search(r"[.:?!]$", asking[start - 1]) \
-                and not re.match(r"[-*•]", asking[start - 1]):
+        while start > 0 and len(asking[start - 1]) >= width - 24 \
+                and not re.search(r"[.:?!]$", asking[start - 1]):
             start -= 1
         asking = asking[start:]
     return header, " ".join(asking)
@@ -278,7 +279,7 @@ def parse_question(
     title: str
     if draft is not None:
         paragraphs, title = _paragraphs_above(lines, draft.first)
-        header, question = _question_text(paragraphs)
+        header, question = _question_text(paragraphs, max(len(line) for line in lines))
         multi = any(o.checked is not None for o in draft.options)
         item = Item(question=question, header=header, options=tuple(draft.options),
                     multiSelect=multi)

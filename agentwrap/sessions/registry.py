@@ -56,7 +56,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     heartbeat REAL NOT NULL,
     exit_code INTEGER,
     ended REAL,
-    options TEXT NOT NULL DEFAULT '{}'  -- JSON: run options (trust_folder, require_ack, ...)
+    options TEXT NOT NULL DEFAULT '{}', -- JSON: run options (trust_folder, require_ack, ...)
+    question TEXT                   -- JSON: what a waiting_input agent asks (detect.question)
 );
 -- Every state change, so `state --watch` shows transitions shorter than its
 -- poll interval too. Bounded per session (see _KEEP_TRANSITIONS).
@@ -117,6 +118,7 @@ class SessionRecord:
     exit_code: int | None = None
     ended: float | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    question: dict[str, Any] | None = None  # waiting_input: the parsed question (Question.to_json)
 
     @property
     def supervisor_alive(self) -> bool:
@@ -143,6 +145,7 @@ def _row_to_record(row: sqlite3.Row) -> SessionRecord:
     data = dict(row)
     data["command"] = json.loads(data["command"])
     data["options"] = json.loads(data["options"] or "{}")
+    data["question"] = json.loads(data["question"]) if data.get("question") else None
     data["draft"] = bool(data["draft"])
     return SessionRecord(**data)
 
@@ -164,6 +167,18 @@ class Registry:
         with self._errors():
             self.conn.executescript(_SCHEMA)
             self.conn.executescript(events.SCHEMA)
+            self._add_missing_columns()
+
+    def _add_missing_columns(self) -> None:
+        """A registry made by an older agentwrap gains the columns added since
+        (sessions that ran across the upgrade keep their rows)."""
+        have = {r["name"] for r in self.conn.execute("PRAGMA table_info(sessions)")}
+        if "question" not in have:
+            try:
+                self.conn.execute("ALTER TABLE sessions ADD COLUMN question TEXT")
+            except sqlite3.OperationalError as exc:  # another process added it first
+                if "duplicate column" not in str(exc):
+                    raise
 
     def close(self) -> None:
         self.conn.close()
@@ -216,6 +231,8 @@ class Registry:
             values[_COLUMNS.index("command")] = json.dumps(rec.command)
             values[_COLUMNS.index("options")] = json.dumps(rec.options)
             values[_COLUMNS.index("draft")] = int(rec.draft)
+            values[_COLUMNS.index("question")] = (
+                json.dumps(rec.question) if rec.question is not None else None)
             marks = ",".join("?" * len(_COLUMNS))
             self.conn.execute(f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({marks})", values)
             self.conn.execute(
@@ -258,6 +275,8 @@ class Registry:
         for key in ("command", "options"):
             if key in changes:
                 changes[key] = json.dumps(changes[key])
+        if changes.get("question") is not None:
+            changes["question"] = json.dumps(changes["question"])
         if "draft" in changes:
             changes["draft"] = int(changes["draft"])
         sets = ", ".join(f"{k}=?" for k in changes)
@@ -280,11 +299,15 @@ class Registry:
         quiet_ms: int,
         draft: bool,
         changed: bool,
+        question: dict[str, Any] | None = None,
     ) -> None:
+        """Record the supervisor's verdict. ``changed``: a new state, or a new
+        question while waiting (a transition and an event); else a heartbeat."""
         now = time.time()
         changes: dict[str, Any] = dict(
             state=state.value, state_signal=signal, state_rule=rule, state_reason=reason,
             state_evidence=evidence, quiet_ms=quiet_ms, draft=draft, heartbeat=now,
+            question=question,
         )
         if not changed:  # a heartbeat: one statement, no event
             self.update(name, **changes)
@@ -292,11 +315,12 @@ class Registry:
         changes["state_since"] = now
         with self._write():
             self.conn.execute(*self._update_sql(name, changes))
-            self._transition(name, now, state.value, signal, rule, reason, evidence, quiet_ms, draft)
+            self._transition(name, now, state.value, signal, rule, reason, evidence, quiet_ms,
+                             draft, question)
 
     def _transition(
         self, name: str, at: float, state: str, signal: str, rule: str, reason: str,
-        evidence: str, quiet_ms: int, draft: bool,
+        evidence: str, quiet_ms: int, draft: bool, question: dict[str, Any] | None = None,
     ) -> None:
         """Log a state change and its event; inside the caller's write transaction."""
         self.conn.execute(
@@ -309,8 +333,9 @@ class Registry:
             " FROM state_transitions WHERE session = ?) - ?",
             (name, name, _KEEP_TRANSITIONS),
         )
+        extra = {"question": question} if question is not None else {}
         self._event(at, name, "session.state", state=state, reason=reason, signal=signal,
-                    rule=rule)
+                    rule=rule, **extra)
 
     def transitions(self, name: str, after_id: int = 0) -> builtins.list[Transition]:
         rows = self._read(

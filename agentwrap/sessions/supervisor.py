@@ -96,7 +96,7 @@ class Supervisor:
         self._stop = threading.Event()
         self._last_snap = 0.0
         self._last_beat = 0.0
-        self._published: tuple[str, str] | None = None
+        self._published: tuple[str, str, str] | None = None  # state, rule, question id
         self._answered: set[str] = set()
         self._fifo_fds: tuple[int, int] | None = None
         self._out_fd: int | None = None
@@ -167,8 +167,11 @@ class Supervisor:
         return reading
 
     def _publish(self, reading: Reading) -> None:
-        key = (reading.state.value, reading.rule)
-        changed = self._published is None or self._published[0] != reading.state.value
+        question = self.detector.question
+        key = (reading.state.value, reading.rule, question.id if question else "")
+        # a new state, or the agent asks something else while still waiting
+        changed = self._published is None or self._published[0] != reading.state.value \
+            or self._published[2] != key[2]
         now = time.monotonic()
         if key == self._published and now - self._last_beat < self.timing.heartbeat_s:
             return
@@ -179,6 +182,7 @@ class Supervisor:
             self.name, reading.state, signal=reading.signal.value, rule=reading.rule,
             reason=reading.reason, evidence=self.detector.evidence, quiet_ms=reading.quiet_ms,
             draft=self.detector.draft, changed=changed,
+            question=question.to_json() if question else None,
         )
         if changed:
             log.info("state %s (%s: %s)", reading.state, reading.signal, reading.reason)

@@ -43,8 +43,27 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
         "name": rec.name, "state": rec.state, "signal": rec.state_signal, "rule": rec.state_rule,
         "reason": rec.state_reason, "evidence": rec.state_evidence, "quiet_ms": rec.quiet_ms,
         "draft": rec.draft, "since": rec.state_since, "liveness": rec.liveness,
-        "exit_code": rec.exit_code, "explain": _explain(rec),
+        "exit_code": rec.exit_code, "explain": _explain(rec), "question": rec.question,
     }
+
+
+def _print_question(q: dict[str, Any]) -> None:
+    """The question a waiting agent asks, as the person would read it on its screen.
+    Everything in it was drawn by the agent: escaped, never markup."""
+    what = f" {q['tool']}" + (f": {q['command']}" if q.get("command") else "") if q.get("tool") \
+        else (f" {q['command']}" if q.get("command") else "")
+    out.print(f"  [bold]{escape(q['kind'])}[/]{escape(what)}")
+    for item in q.get("questions", ()):
+        header = f"[{item['header']}] " if item.get("header") else ""
+        out.print(f"  {escape(header + item['question'])}")
+        for o in item.get("options", ()):
+            mark = "❯" if o.get("number") is not None and o.get("number") == q.get("highlighted") \
+                else " "
+            num = f"{o['number']}." if o.get("number") is not None else f"({o.get('key')})"
+            desc = f"  [dim]{escape(o['description'])}[/]" if o.get("description") else ""
+            out.print(f"   {mark} {escape(num)} {escape(o['label'])}{desc}")
+    out.print(f"  [dim]question {escape(q['id'])}; answer it in the terminal"
+              f" (`agentwrap attach`){'; free text allowed' if q.get('free_text_allowed') else ''}[/]")
 
 
 def cmd_state(args: argparse.Namespace) -> int:
@@ -66,8 +85,12 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
             if rec.state_evidence:
                 out.print(escape(f"  evidence:   {rec.state_evidence}"))
             out.print(f"  since:      {_fmt_age(rec.state_since)}; supervisor {rec.liveness}")
+            if rec.question:
+                _print_question(rec.question)
         else:
             out.print(escape(rec.state))
+            if rec.question:
+                _print_question(rec.question)
         return 0
     return _watch_state(svc, args)
 

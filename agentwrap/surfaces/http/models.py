@@ -137,6 +137,36 @@ class InputPeek(_Out):
     total: int = Field(description="entries matching the filters, before ``limit``")
 
 
+class QuestionOption(_Out):
+    label: str
+    description: str = ""
+    number: int | None = Field(None, description="as shown; typing it picks the option")
+    key: str | None = Field(None, description="the key hint the dialog shows (y, esc, ...)")
+    checked: bool | None = Field(None, description="multi-select: the box is ticked")
+
+
+class QuestionItem(_Out):
+    question: str
+    header: str = ""
+    options: list[QuestionOption]
+    multiSelect: bool = False
+
+
+class QuestionOut(_Out):
+    """What a ``waiting_input`` agent asks, read from its screen (or a hook)."""
+
+    id: str = Field(description="from the content: an answer names the question it answers")
+    kind: Literal["permission", "choice", "confirm", "trust", "text"]
+    title: str
+    questions: list[QuestionItem]
+    highlighted: int | None = Field(None, description="the option number the cursor is on")
+    free_text_allowed: bool = False
+    tool: str | None = None
+    command: str | None = None
+    dialog: str = Field("", description="the profile's dialog that matched")
+    source: Literal["screen", "hook"] = "screen"
+
+
 class StateOut(_Out):
     state: str
     since: float
@@ -146,6 +176,7 @@ class StateOut(_Out):
     evidence: str
     quietMs: int
     draft: bool
+    question: QuestionOut | None = Field(None, description="set while waiting_input")
 
 
 class SessionSummary(_Out):

@@ -217,7 +217,8 @@ def get_session(name: str, svc: Svc) -> m.SessionDetail:
         **summary(rec, len(pending)),
         explanation=m.StateOut(state=rec.state, since=rec.state_since, reason=rec.state_reason,
                                signal=rec.state_signal, rule=rec.state_rule,
-                               evidence=rec.state_evidence, quietMs=rec.quiet_ms, draft=rec.draft),
+                               evidence=rec.state_evidence, quietMs=rec.quiet_ms, draft=rec.draft,
+                               question=m.QuestionOut(**rec.question) if rec.question else None),
         queueDepth=len(view.entries), pendingByPriority=dict(by_priority),
         metrics=metrics_out(svc.metrics(name)),
     )

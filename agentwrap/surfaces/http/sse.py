@@ -13,9 +13,10 @@ store event                   API event(s), with ``data``
 ``message.retry``             ``message.retry`` {nextAttemptAt, detail, attempts, held}
 ``message.ended`` (status S)  ``message.S``: delivered, acknowledged, escalated,
                               expired, evicted, cancelled, failed {detail}
-``session.state``             ``session.state`` {state, reason, signal, rule},
-                              and ``session.waiting_input`` {reason, rule} when
-                              the state is waiting_input
+``session.state``             ``session.state`` {state, reason, signal, rule,
+                              question}, and ``session.waiting_input`` {reason,
+                              rule, question} when the state is waiting_input
+                              (question: what it asks, or null)
 ``session.ended``             ``session.exited`` {exitCode}
 ``session.consumed``          ``session.input.consumed`` {count, sources, channel}
 ============================  =============================================
@@ -81,10 +82,12 @@ def public_events(ev: Event) -> list[PublicEvent]:
         named = [(f"message.{d.get('status')}", {"detail": d.get("detail")})]
     elif ev.kind == "session.state":
         explained = {k: d.get(k) for k in ("state", "reason", "signal", "rule")}
+        explained["question"] = d.get("question")
         named = [("session.state", explained)]
         if d.get("state") == "waiting_input":
             named.append(("session.waiting_input", {"reason": d.get("reason"),
-                                                    "rule": d.get("rule")}))
+                                                    "rule": d.get("rule"),
+                                                    "question": d.get("question")}))
     elif ev.kind == "session.ended":
         named = [("session.exited", {"exitCode": d.get("exit_code")})]
     elif ev.kind == "session.consumed":
