@@ -21,7 +21,7 @@ from agentwrap.events import Event
 from agentwrap.message import QueueLimits
 from agentwrap.surfaces.http.app import body_limit
 from agentwrap.surfaces.http.auth import load_or_create_token, token_path
-from agentwrap.surfaces.http.sse import Cursor, parse_last_event_id, public_events
+from agentwrap.surfaces.http.sse import Cursor, format_sse, parse_last_event_id, public_events
 
 OPENAPI = ROOT / "docs" / "openapi.json"
 REGENERATE = ".venv/bin/python -m agentwrap.surfaces.http.openapi > docs/openapi.json"
@@ -371,3 +371,20 @@ def test_a_source_id_not_in_the_users_sources_list_is_403(aw: AwEnv, api: InProc
     assert r.status_code == 403 and "may send only as github" in r.json()["detail"], r.text
     assert stored(aw) == 0
     assert api.post("/api/sessions/fake/input", json=body(sourceId="github")).status_code == 201
+
+
+def test_the_event_stream_is_documented_as_sse_events_with_json_data(api: InProcess) -> None:
+    """Found by the fuzzer: the document gave the StreamEvent as the schema of
+    text/event-stream, which (before OpenAPI 3.2) describes each *event* as a
+    client parses it, {id, event, data}; the StreamEvent is the JSON in data."""
+    doc = api.get("/openapi.json", auth=False).json()
+    ok = doc["paths"]["/api/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]
+    schema = ok["schema"]
+    data = schema["properties"]["data"]
+    assert (data["type"], data["contentMediaType"]) == ("string", "application/json")
+    (pub,) = public_events(Event(7, 1.0, "s", "message.queued", "m1", {"priority": "high"}))
+    event = dict(line.split(": ", 1) for line in format_sse(pub).strip().split("\n"))
+    assert set(schema["required"]) <= set(event) <= set(schema["properties"])
+    payload = json.loads(event["data"])
+    assert set(data["contentSchema"]["required"]) <= set(payload)
+    assert set(payload) <= set(data["contentSchema"]["properties"])
