@@ -388,3 +388,25 @@ def test_the_event_stream_is_documented_as_sse_events_with_json_data(api: InProc
     payload = json.loads(event["data"])
     assert set(data["contentSchema"]["required"]) <= set(payload)
     assert set(payload) <= set(data["contentSchema"]["properties"])
+
+
+def test_the_documented_input_bounds_are_the_stores(aw: AwEnv, api: InProcess) -> None:
+    """The document states the store's fixed bounds (depth, TTL, id length, no
+    'system', some text): a value at a bound is accepted, one past it refused."""
+    doc = api.get("/openapi.json", auth=False).json()
+    props = doc["components"]["schemas"]["InputRequest"]["properties"]
+    assert props["source"]["not"] == {"const": "system"}
+    assert props["content"]["minLength"] == 1
+    depth = {k: int(props["depth"][k]) for k in ("minimum", "maximum")}  # FastAPI writes 16.0
+    ttl = props["ttl"]
+    ids = [props[k]["maxLength"] for k in ("sourceId", "correlationId", "idempotencyKey")]
+    assert len(set(ids)) == 1
+    for fields, status in [
+        ({"depth": depth["maximum"]}, 201), ({"depth": depth["maximum"] + 1}, 400),
+        ({"depth": depth["minimum"] - 1}, 400),
+        ({"ttl": ttl["minimum"]}, 201), ({"ttl": ttl["minimum"] / 2}, 400),
+        ({"correlationId": "c" * ids[0]}, 201), ({"correlationId": "c" * (ids[0] + 1)}, 400),
+        ({"correlationId": ""}, 400), ({"sourceId": "a\x07b"}, 400),
+    ]:
+        r = api.post("/api/sessions/fake/input", json=body(**fields))
+        assert r.status_code == status, (fields, r.text)

@@ -3,7 +3,9 @@
 Field names are the API's (camelCase, as issue 10 writes them). The models
 describe shapes only: whether a content is too long, a TTL out of range or a
 source reserved is decided by the store behind :class:`~agentwrap.service.
-Service`, the same for every surface. Requests refuse unknown fields and
+Service`, the same for every surface (the store's fixed bounds are *stated*
+in the document, through ``json_schema_extra``, so clients and the schema
+fuzzer know them; the store enforces them). Requests refuse unknown fields and
 values of the wrong JSON type (strict types: ``"30"`` is not a number), so a
 typo is a 400, not a default or a conversion.
 """
@@ -15,9 +17,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StrictInt, StrictStr
 
 from ...message import Source
+from ...queue.validate import MAX_DEPTH, MAX_ID_CHARS, MIN_TTL_S
 
 SenderPriority = Literal["low", "normal", "high", "critical"]
 StrictNumber = Annotated[float, Strict()]  # a JSON number (an int too), never "30"
+# Ids end up in labels typed into a terminal: no control characters (the store
+# also refuses other invisible ones, and says which).
+ID_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+ID_SCHEMA: dict[str, Any] = {"minLength": 1, "maxLength": MAX_ID_CHARS, "pattern": ID_PATTERN}
 
 
 class _Out(BaseModel):
@@ -29,18 +36,29 @@ class InputRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    source: Source = Field(description="who sends it; 'system' is agentwrap's own and refused")
-    sourceId: StrictStr = Field("", description="who within the source, e.g. github")
-    content: StrictStr = Field(description="the text for the agent (sanitized; never truncated)")
+    # json_schema_extra: the store's fixed bounds, stated in the document so a
+    # client (or a fuzzer) knows them; the store still enforces them (400).
+    source: Source = Field(description="who sends it; 'system' is agentwrap's own and refused",
+                           json_schema_extra={"not": {"const": Source.SYSTEM.value}})
+    sourceId: StrictStr = Field("", description="who within the source, e.g. github",
+                                json_schema_extra={"maxLength": MAX_ID_CHARS, "pattern": ID_PATTERN})
+    content: StrictStr = Field(
+        description="the text for the agent (sanitized; never truncated; at most"
+                    " limits.max_content_bytes of UTF-8, 10 KiB by default)",
+        json_schema_extra={"minLength": 1, "pattern": r"\S"},
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="data only, a JSON object")
     ttl: StrictNumber | None = Field(
-        None, description="seconds before it expires (default from config)"
+        None, description="seconds before it expires (default from config; at most"
+                          " limits.max_ttl_s)", json_schema_extra={"minimum": MIN_TTL_S},
     )
     priority: SenderPriority = "normal"
-    correlationId: StrictStr | None = None
-    depth: StrictInt = Field(0, description="agent-to-agent hops so far")
+    correlationId: StrictStr | None = Field(None, json_schema_extra=ID_SCHEMA)
+    depth: StrictInt = Field(0, description="agent-to-agent hops so far",
+                             json_schema_extra={"minimum": 0, "maximum": MAX_DEPTH})
     idempotencyKey: StrictStr | None = Field(
-        None, description="a repeated key with the same content returns the first message"
+        None, description="a repeated key with the same content returns the first message",
+        json_schema_extra=ID_SCHEMA,
     )
     ack: StrictBool | None = Field(
         None, description="ask the agent to acknowledge (default: config)"
