@@ -11,17 +11,27 @@ Waits are deadlines, never thresholds.
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
+import anyio
 import httpx
 import pytest
+import uvicorn
 from conftest import AwEnv
+from fastapi import FastAPI, Request
+from fastapi.responses import StreamingResponse
 from support.browser import Browser, chromium
 from support.delivery_kit import arrivals_of, pane_text, send, write_config
 from support.http_kit import Served, in_process, register, serve
 
+from agentwrap.surfaces.http import dashboard
 from agentwrap.surfaces.http.dashboard import CSP
 
 HOSTILE = "<img src=x onerror=alert(1)> \x1b[31mred\x1b[0m [bold]rich markup[/] <script>alert(2)</script>"
@@ -130,9 +140,12 @@ def test_a_message_sent_with_the_cli_appears_without_a_reload(
     # another, from the CLI while the page watches: the badge counts both
     send(aw, "fake", "a low one", "--priority", "low")
     page.wait(lambda: page.text(f'{card("fake")} .badge.prio-low') == "1", "a low badge")
-    page.resize(390, 844)
+    page.phone()
+    widths = page.driver.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"wider than a phone: {widths}"  # no sideways scrolling
     page.shot("phone")
-    page.resize(1280, 900)
+    page.phone(False)
     page.dark()
     page.shot("dark")
     assert not problems(page)
@@ -149,7 +162,7 @@ def test_a_message_sent_from_the_page_reaches_the_agent(
               "sa selected, ready")
     page.one("#send-content").send_keys("please run the tests (from the dashboard)")
     page.one("#send-priority").send_keys("high")
-    page.one("#send-button").click()
+    page.click("#send-button")
     page.wait(lambda: "Queued" in page.text("#send-result"), "the page's confirmation")
 
     aw.wait_for(lambda: arrivals_of(aw, "please run the tests (from the dashboard)") == 1, 60,
@@ -159,13 +172,13 @@ def test_a_message_sent_from_the_page_reaches_the_agent(
     page.wait(lambda: "from the dashboard" in page.text(delivered), "delivered, on the page")
     assert page.text(f"{delivered} .source") == "user:dashboard"
     assert "1 attempt" in page.text(f"{delivered} .attempt-log summary")
-    page.one(f"{delivered} .attempt-log summary").click()
+    page.click(f"{delivered} .attempt-log summary")
     page.shot("sent-from-page")
 
     # an error of the API is shown as it says it (413: over the content limit)
     page.driver.execute_script(
         "document.getElementById('send-content').value = 'x'.repeat(20000)")
-    page.one("#send-button").click()
+    page.click("#send-button")
     page.wait(lambda: "error" in (page.one("#send-result").get_attribute("class") or ""),
               "the API's error on the page")
     shown = page.text("#send-result")
@@ -259,3 +272,100 @@ def serve_again(aw: AwEnv, url: str) -> subprocess.Popen[str]:
     assert f"listening on {url}" in line, line
     assert httpx.get(url + "/healthz").status_code == 200
     return proc
+
+
+# --- every field, whatever the server sends ---------------------------------------------------
+
+EVIL = "<img src=x onerror=alert(1)>\x1b[31m\u202e\x00\x07\x9b[bold]x[/]\u200b<b>b</b>"
+EVIL_SHOWN = "<img src=x onerror=alert(1)><ESC>[31m<U+202E><NUL><BEL><U+009B>[bold]x[/]<U+200B><b>b</b>"
+
+
+def evil_api() -> FastAPI:
+    """The page's routes, and an /api that answers with hostile text in every
+    string field the page shows (the real store sanitizes content and refuses
+    control characters in names and ids: this checks the page on its own)."""
+    app = FastAPI()
+    app.include_router(dashboard.router)
+    now = time.time()
+    msg = {"id": "0123456789abcdef" + EVIL, "session": EVIL, "content": EVIL, "source": EVIL,
+           "sourceId": EVIL, "priority": EVIL, "status": EVIL, "detail": EVIL, "created": now,
+           "expires": now + 300, "updated": now, "finished": None, "attempts": 1, "phase": None,
+           "correlationId": None, "idempotencyKey": None, "depth": 0, "requireAck": None,
+           "metadata": {}, "kind": "message"}
+    summary = {"name": EVIL, "profile": EVIL, "backend": EVIL, "liveness": EVIL, "state": EVIL,
+               "pending": 1, "started": now, "ended": None, "exitCode": None}
+    metrics = {"byStatus": {}, "total": 1, "attempted": 1, "succeededFirstTry": 0,
+               "succeededAfterRetry": 0, "escalated": 1, "failed": 0, "meanAttempts": 1.0,
+               "meanLatencyS": None, "p95LatencyS": None}
+
+    @app.post("/api/login")
+    def login() -> dict[str, Any]:
+        return {"token": "stub"}
+
+    @app.get("/api/sessions")
+    def sessions() -> dict[str, Any]:
+        return {"sessions": [summary]}
+
+    @app.get("/api/sessions/{name:path}/input")  # before the next: a name may hold "/"
+    def peek(name: str) -> dict[str, Any]:
+        return {"inputs": [{**msg, "waitingBecause": EVIL, "ageS": 1.0, "ttlLeftS": 299.0}],
+                "total": 1}
+
+    @app.get("/api/sessions/{name:path}")
+    def session(name: str) -> dict[str, Any]:
+        return {**summary, "queueDepth": 1, "pendingByPriority": {EVIL: 1}, "metrics": metrics,
+                "explanation": {"state": EVIL, "since": now, "reason": EVIL, "signal": EVIL,
+                                "rule": EVIL, "evidence": EVIL, "quietMs": 0, "draft": False}}
+
+    @app.get("/api/messages")
+    def messages() -> dict[str, Any]:
+        attempt = {"number": 1, "batchId": EVIL, "started": now, "finished": now + 1,
+                   "channel": EVIL, "outcome": EVIL, "evidence": EVIL}
+        return {"messages": [{**msg, "attemptLog": [attempt]}], "total": 1, "more": False}
+
+    @app.get("/api/events")
+    async def events(request: Request) -> StreamingResponse:
+        async def gen() -> AsyncIterator[str]:
+            yield "retry: 2000\n\n"
+            for kind in ("session.waiting_input", "message.escalated"):
+                data = {"id": "1", "type": kind, "at": now, "session": EVIL, "messageId": EVIL,
+                        "data": {"reason": EVIL, "rule": EVIL, "detail": EVIL}}
+                yield f"id: 1\nevent: {kind}\ndata: {json.dumps(data)}\n\n"
+            while not await request.is_disconnected():
+                await anyio.sleep(0.2)
+
+        return StreamingResponse(gen(), media_type="text/event-stream")
+
+    return app
+
+
+@pytest.fixture
+def evil_server() -> Iterator[str]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    server = uvicorn.Server(uvicorn.Config(evil_api(), log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+def test_every_field_shows_hostile_text_as_text(evil_server: str, page: Browser) -> None:
+    page.open(evil_server + "/#login=anything")
+    fields = ("#session-list .session-name", "#sv-name", "#sv-why .reason", "#sv-why .evidence",
+              "#queue .content", "#queue .waiting", "#history .content", "#history .msg-detail",
+              "#history .attempts td.evidence-cell", "#toasts .toast-waiting .toast-body")
+    page.wait(lambda: all(page.text(where) for where in fields), "every field rendered")
+    page.click("#history .attempt-log summary")
+    for where in fields:
+        assert page.text(where) == EVIL_SHOWN, (where, page.text(where))
+    assert page.css("img") == [] and page.css("#main b") == [] and page.css("#toasts b") == []
+    assert len(page.css("#history .content .ctl")) == 6
+    assert page.alert_text() is None
+    page.shot("every-field")
+    assert not problems(page)

@@ -80,7 +80,7 @@ class Browser:
         except TimeoutException:
             shot = self.shot(f"timeout-{re.sub(r'[^a-z0-9]+', '-', what.lower())[:40]}")
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}"
-                                 f" (screenshot {shot}); console: {self.console()}") from None
+                                 f" (screenshot {shot}); console: {self.console()[-20:]}") from None
 
     def css(self, selector: str) -> list[Any]:
         from selenium.webdriver.common.by import By
@@ -94,8 +94,26 @@ class Browser:
     def text(self, selector: str) -> str:
         """The textContent of the first match ('' when none): what is on the page,
         hidden parts included."""
-        node = self.one(selector)
-        return str(node.get_attribute("textContent") or "") if node is not None else ""
+        got = self.driver.execute_script(  # one atomic read: no stale element between calls
+            "const n = document.querySelector(arguments[0]); return n ? n.textContent : ''",
+            selector)
+        return str(got or "")
+
+    def click(self, selector: str) -> None:
+        """A real click on the first match; again if a redraw replaced it meanwhile."""
+        from selenium.common.exceptions import StaleElementReferenceException
+
+        def clicked() -> bool:
+            node = self.one(selector)
+            if node is None:
+                return False
+            try:
+                node.click()
+            except StaleElementReferenceException:
+                return False
+            return True
+
+        self.wait(clicked, f"a click on {selector}")
 
     def shown(self, selector: str) -> bool:
         node = self.one(selector)
@@ -132,8 +150,13 @@ class Browser:
         path.write_bytes(base64.b64decode(png["data"]))
         return path
 
-    def resize(self, width: int, height: int) -> None:
-        self.driver.set_window_size(width, height)
+    def phone(self, on: bool = True, width: int = 390, height: int = 844) -> None:
+        """Lay the page out as a phone's screen does (or back to the window)."""
+        if on:
+            self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+                "width": width, "height": height, "deviceScaleFactor": 1, "mobile": True})
+        else:
+            self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
     def dark(self, on: bool = True) -> None:
         """Emulate ``prefers-color-scheme: dark`` (or light)."""

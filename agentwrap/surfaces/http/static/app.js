@@ -33,14 +33,21 @@
 
   /* Characters a person could not see or that would change how the rest
    * reads: C0 (but newline and tab), DEL, C1, bidi controls, zero-width and
-   * other invisible format characters. */
-  const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\ufff9-\ufffb\uffa0]|[\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/u;
+   * other invisible format characters. Joiners (U+200C/D) and emoji variation
+   * selectors stay: they shape visible glyphs and hide nothing. */
+  const INVISIBLE = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u115f\u1160\u180e\u200b\u200e\u200f\u202a-\u202e\u2060-\u206f\u3164\ufeff\ufff9-\ufffb\uffa0]|[\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/u;
   const INVISIBLE_ALL = new RegExp(INVISIBLE.source, 'gu');
+
+  /* C0 controls by their ASCII names (plain text every font has: the
+   * Control Pictures block is missing from many). */
+  const C0_NAMES = ['NUL', 'SOH', 'STX', 'ETX', 'EOT', 'ENQ', 'ACK', 'BEL', 'BS', 'HT', 'LF',
+    'VT', 'FF', 'CR', 'SO', 'SI', 'DLE', 'DC1', 'DC2', 'DC3', 'DC4', 'NAK', 'SYN', 'ETB', 'CAN',
+    'EM', 'SUB', 'ESC', 'FS', 'GS', 'RS', 'US'];
 
   function symbolFor(ch) {
     const cp = ch.codePointAt(0);
-    if (cp < 0x20) return String.fromCodePoint(0x2400 + cp); // ␀ .. ␟ (␛ for ESC)
-    if (cp === 0x7f) return '\u2421'; // ␡
+    if (cp < 0x20) return `<${C0_NAMES[cp]}>`;
+    if (cp === 0x7f) return '<DEL>';
     return `<U+${cp.toString(16).toUpperCase().padStart(4, '0')}>`;
   }
 
@@ -101,6 +108,28 @@
   }
 
   const ago = (epochS) => (epochS ? `${span(Date.now() / 1000 - epochS)} ago` : '–');
+
+  /* A relative time that stays true while the page sits open: kept fresh by
+   * a local clock (tickClocks), not by asking the server again. */
+  function relative(kind, epochS) {
+    const node = el('span', {class: 'rel', 'data-rel': kind, 'data-at': String(epochS)});
+    node.textContent = relativeText(kind, epochS);
+    return node;
+  }
+
+  function relativeText(kind, epochS) {
+    const now = Date.now() / 1000;
+    if (kind === 'ago') return ago(epochS);
+    if (kind === 'age') return `${span(now - epochS)} old`;
+    if (kind === 'expires') return epochS > now ? `expires in ${span(epochS - now)}` : 'expiring';
+    return '';
+  }
+
+  function tickClocks() {
+    for (const node of document.querySelectorAll('.rel')) {
+      node.textContent = relativeText(node.dataset.rel, Number(node.dataset.at));
+    }
+  }
   const shortId = (id) => String(id || '').slice(0, 8);
   const stateLabel = (state) => String(state || 'unknown').replace(/_/g, ' ');
 
@@ -307,6 +336,7 @@
     queue: null, // InputPeek of the selected session
     history: null, // MessageList of the selected session
   };
+  const openLogs = new Set(); // ids of messages whose attempts the person unfolded
 
   /* Coalesces re-fetches: a burst of events makes one request per thing it
    * touched, and one more if events arrive while that request runs. */
@@ -340,7 +370,7 @@
   })();
 
   async function run(key) {
-    const [what, name] = key.split('\u0000');
+    const [what, name] = JSON.parse(key);
     if (what === 'list') return loadList();
     if (what === 'session') return loadSession(name);
     if (what === 'queue') return loadQueue(name);
@@ -348,7 +378,7 @@
     return undefined;
   }
 
-  const touch = (what, name) => refresh.mark(name === undefined ? what : `${what}\u0000${name}`);
+  const touch = (what, name) => refresh.mark(JSON.stringify([what, name === undefined ? null : name]));
 
   function reportLoadError(e) {
     if (e instanceof ApiError && e.status === 401) return;
@@ -373,8 +403,10 @@
       model.details.set(name, await api('GET', `/api/sessions/${enc(name)}`));
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) {
+        // gone (ended and cleaned up): its session.exited event redraws the list;
+        // asking for the list here could ask for this session again, and again
         model.details.delete(name);
-        touch('list');
+        renderList();
         return;
       }
       throw e;
@@ -518,11 +550,11 @@
     $('placeholder').hidden = Boolean(name);
     $('session-view').hidden = !name;
     if (!name) return;
-    $('sv-name').textContent = name;
+    $('sv-name').replaceChildren(visible(name));
     const summary = model.sessions.find((s) => s.name === name);
     $('sv-state').replaceWith(Object.assign(statePill(d ? d.state : summary && summary.state), {id: 'sv-state'}));
     const live = d ? d.liveness : summary ? summary.liveness : '';
-    $('sv-liveness').textContent = live && live !== 'running' ? live : '';
+    $('sv-liveness').replaceChildren(visible(live && live !== 'running' ? live : ''));
     $('sv-liveness').hidden = !live || live === 'running';
     $('sv-badges').replaceWith(Object.assign(priorityBadges(d, summary), {id: 'sv-badges'}));
 
@@ -535,7 +567,7 @@
       const bits = [];
       if (x.rule) bits.push(['rule', x.rule]);
       if (x.signal) bits.push(['signal', x.signal]);
-      bits.push(['since', `${clock(x.since)} (${ago(x.since)})`]);
+      bits.push(['since', el('span', null, `${clock(x.since)} (`, relative('ago', x.since), ')')]);
       if (x.draft) bits.push(['draft', 'the person is typing']);
       bits.forEach(([k, v], i) => {
         if (i) how.append(' · ');
@@ -574,7 +606,7 @@
         el('span', {class: `badge prio-${m.priority}`}, m.priority),
         el('span', {class: `pill status status-${m.status}`}, m.status),
         el('span', {class: 'mono source'}, `${m.source}${m.sourceId ? `:${m.sourceId}` : ''}`),
-        el('span', {class: 'muted'}, `${span(m.ageS)} old · expires in ${span(m.ttlLeftS)}`),
+        el('span', {class: 'muted'}, relative('age', m.created), ' · ', relative('expires', m.expires)),
         el('span', {class: 'mono muted id', title: m.id}, shortId(m.id))),
       m.waitingBecause ? el('p', {class: 'waiting'}, m.waitingBecause) : null,
       contentBlock(m.content))));
@@ -611,12 +643,23 @@
           el('span', {class: 'mono muted id', title: m.id}, shortId(m.id))),
         m.detail ? el('p', {class: `msg-detail status-text-${m.status}`}, m.detail) : null,
         contentBlock(m.content),
-        log.length ? el('details', {class: 'attempt-log'},
-          el('summary', null, `${log.length} attempt${log.length === 1 ? '' : 's'}`),
-          attemptsTable(log)) : null);
+        log.length ? attemptLog(m.id, log) : null);
     }));
     $('history-count').textContent = h ? `${h.total}${h.more ? '+' : ''}` : '';
     $('history-empty').hidden = !h || messages.length > 0;
+  }
+
+  /* The attempts of a message, folded; one the person unfolded stays open
+   * when an event redraws the history. */
+  function attemptLog(id, log) {
+    const box = el('details', {class: 'attempt-log'},
+      el('summary', null, `${log.length} attempt${log.length === 1 ? '' : 's'}`),
+      attemptsTable(log));
+    box.open = openLogs.has(id);
+    box.addEventListener('toggle', () => {
+      if (box.open) openLogs.add(id); else openLogs.delete(id);
+    });
+    return box;
   }
 
   // --- toasts ---------------------------------------------------------------------------
@@ -692,6 +735,7 @@
       const want = wantedSession();
       if (want && want !== model.selected) select(want);
     });
+    setInterval(tickClocks, 5000);
     await boot();
   }
 
