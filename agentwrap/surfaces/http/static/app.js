@@ -243,10 +243,10 @@
     let lastId = null;
     let retryMs = 2000;
     let controller = null;
-    let running = false;
+    let generation = 0; // a stop, or a new start, ends every loop of an older one
 
     function stop() {
-      running = false;
+      generation += 1;
       if (controller) controller.abort();
       controller = null;
     }
@@ -303,10 +303,11 @@
     /* Connects, and after a drop reconnects (after the server's retry delay)
      * resuming from the last event id; a reconnect without one reloads all. */
     async function start(onEvent, onOpen) {
-      if (running) return;
-      running = true;
+      stop();
+      const mine = generation;
+      const running = () => generation === mine;
       let first = true;
-      while (running) {
+      while (running()) {
         setConn('connecting', first ? 'connecting…' : 'reconnecting…');
         const resumed = lastId !== null;
         try {
@@ -316,9 +317,9 @@
             first = false;
           });
         } catch (e) {
-          if (!running) return;
+          if (!running()) return;
         }
-        if (!running) return;
+        if (!running()) return;
         setConn('offline', 'disconnected, retrying…');
         await new Promise((resolve) => setTimeout(resolve, retryMs));
       }
