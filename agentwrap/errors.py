@@ -238,3 +238,38 @@ class DeliveryInterrupted(DeliveryError):
     Not a failure of the batch: it stays in its write-ahead phase and the
     next supervisor resumes it from there.
     """
+
+
+# --- answering a waiting agent's question ----------------------------------------------
+
+
+class AnswerError(AgentwrapError):
+    """An answer to the question a waiting agent shows could not be taken or applied."""
+
+
+class NoOpenQuestion(AnswerError):
+    """The session is not waiting for an answer (or what it shows was not read as a question)."""
+
+    exit_code = 4
+    default_hint = "`agentwrap state NAME` shows what the agent is doing and what it asks"
+
+
+class StaleAnswer(AnswerError):
+    """The answer names a question the agent no longer asks: nothing was typed."""
+
+    exit_code = 5
+    default_hint = "read the question again (`agentwrap state NAME`) and answer that one"
+
+
+class InvalidAnswer(AnswerError):
+    """The answer does not fit the question (no such option, text where none is taken, ...)."""
+
+    exit_code = 65  # EX_DATAERR
+    default_hint = "`agentwrap state NAME` lists the options; `agentwrap answer --help`"
+
+
+class AnswerFailed(AnswerError):
+    """The keys were pressed but the dialog did not close as expected (evidence in the message)."""
+
+    exit_code = 1
+    default_hint = "look at the session (`agentwrap state NAME --screen`) and answer in the terminal"

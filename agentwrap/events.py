@@ -53,6 +53,8 @@ KINDS = (
     "session.state",  # a state change, not a heartbeat; data: state, reason, signal, rule
     "session.ended",  # data: exit_code
     "session.consumed",  # a reader took messages itself; data: count, sources, channel, ids
+    "session.answered",  # an answer to the open question (subject: its id); data: status
+    # (pending, applied, stale, failed), detail, questionId, answer, source
 )
 
 #: Rows kept; older ones are pruned by writers now and then.

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..errors import ProfileError
 from ..paths import Paths
+from ..terminal.base import KEYS
 from .neutralise import DEFUSE_KINDS, SyntaxRule, SyntaxSpec, check_spec
 from .question import KINDS as QUESTION_KINDS
 from .states import State
@@ -92,6 +93,12 @@ class Dialog:
     kind: str = "permission"
     subject: re.Pattern[str] | None = None
     tool: str | None = None
+    # How an answer from elsewhere (``agentwrap answer``) is typed: ``deny_keys``
+    # dismiss the dialog (--deny); ``free_text`` says how free text goes in:
+    # "" (refused: not known for this agent) or "option" (move to the option
+    # that asks for text, press Enter, type the text, press Enter).
+    deny_keys: tuple[str, ...] = ("Escape",)
+    free_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -459,9 +466,16 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
         kind=r.get("kind", str, "permission"),
         subject=r.regex("subject", subject) if (subject := r.get("subject", str, None)) else None,
         tool=r.get("tool", str, None),
+        deny_keys=r.strings("deny_keys", ["Escape"]),
+        free_text=r.get("free_text", str, ""),
     )
     if dialog.kind not in QUESTION_KINDS:
         raise r._err("kind", f"must be one of {', '.join(QUESTION_KINDS)}, got {dialog.kind!r}")
+    unknown = [k for k in dialog.deny_keys if k not in KEYS]
+    if unknown or not dialog.deny_keys:
+        raise r._err("deny_keys", f"must be key names from: {', '.join(sorted(KEYS))}")
+    if dialog.free_text not in ("", "option"):
+        raise r._err("free_text", f'must be "" or "option", got {dialog.free_text!r}')
     r.done()
     return dialog
 

@@ -313,6 +313,12 @@ def parse_question(
     )
 
 
+def free_text_option(item: Item) -> Option | None:
+    """The option that asks for free text ("Type something.", "No, and tell Claude what
+    to do differently"), if the question has one."""
+    return next((o for o in item.options if _FREE_TEXT.search(o.label)), None)
+
+
 def _kind(kind: str) -> QuestionKind:
     for known in KINDS:
         if kind == known:

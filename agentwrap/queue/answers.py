@@ -1,0 +1,162 @@
+"""Answers to the question a waiting agent shows, kept until the supervisor applies them.
+
+A surface (``agentwrap answer``, the HTTP API) checks an answer against the
+question the registry holds and stores it here as ``pending``; the session's
+supervisor reads the live screen again and either types it (``applied``, or
+``failed`` with the evidence when the dialog did not close) or refuses it
+because the agent asks something else by now (``stale``). Every row change
+appends a ``session.answered`` event in the same transaction, so a waiting
+surface is woken by the event bus like ``send --wait``.
+
+The table lives in the one SQLite store, next to the messages.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import events
+from . import db
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS answers (
+    id TEXT PRIMARY KEY,
+    session TEXT NOT NULL,
+    question_id TEXT NOT NULL,      -- the question it answers (detect.question.Question.id)
+    answer TEXT NOT NULL,           -- JSON: {"option": n} | {"text": ...} | {"deny": true}
+    source TEXT NOT NULL DEFAULT '',  -- the surface it came through (cli, http)
+    status TEXT NOT NULL,           -- pending | applied | stale | failed
+    detail TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    finished REAL
+);
+CREATE INDEX IF NOT EXISTS answers_pending ON answers (session, status, created);
+"""
+
+PENDING, APPLIED, STALE, FAILED = "pending", "applied", "stale", "failed"
+END_STATUSES = frozenset({APPLIED, STALE, FAILED})
+
+
+@dataclass(frozen=True)
+class Answer:
+    id: str
+    session: str
+    question_id: str
+    answer: Mapping[str, Any]
+    source: str
+    status: str
+    detail: str
+    created: float
+    finished: float | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in END_STATUSES
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "session": self.session, "questionId": self.question_id,
+                "answer": dict(self.answer), "source": self.source, "status": self.status,
+                "detail": self.detail, "created": self.created, "finished": self.finished}
+
+
+def _row(r: sqlite3.Row) -> Answer:
+    return Answer(r["id"], r["session"], r["question_id"], json.loads(r["answer"]), r["source"],
+                  r["status"], r["detail"], float(r["created"]),
+                  None if r["finished"] is None else float(r["finished"]))
+
+
+class AnswerStore:
+    """The ``answers`` table: one connection, safe to share between threads."""
+
+    def __init__(
+        self, path: Path, *, events_dir: Path | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.path = path
+        self.events_dir = events_dir
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._conn = db.connect(path)
+        with self._lock, db.store_errors(path):
+            names = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master")}
+        if not {"answers", "answers_pending", "events"} <= names:
+            with self._write(announce=False) as conn:
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                events.create(conn)
+
+    @contextmanager
+    def _write(self, *, announce: bool = True) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            with db.store_errors(self.path), db.transaction(self._conn) as conn:
+                yield conn
+            if announce and self.events_dir is not None:
+                events.announce(self.events_dir)
+
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock, db.store_errors(self.path):
+            return self._conn.execute(sql, params).fetchall()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def request(
+        self, session: str, question_id: str, answer: Mapping[str, Any], source: str = "",
+    ) -> Answer:
+        """Store a checked answer as pending (and its event); returns it."""
+        now = self._clock()
+        aid = uuid.uuid4().hex[:16]
+        body = json.dumps(dict(answer), ensure_ascii=False, separators=(",", ":"))
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO answers (id, session, question_id, answer, source, status, created)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (aid, session, question_id, body, source, PENDING, now),
+            )
+            events.record(conn, now, session, "session.answered", aid, status=PENDING,
+                          questionId=question_id, answer=dict(answer), source=source)
+        return self.get(aid)
+
+    def get(self, answer_id: str) -> Answer:
+        rows = self._read("SELECT * FROM answers WHERE id = ?", (answer_id,))
+        if not rows:
+            raise KeyError(answer_id)
+        return _row(rows[0])
+
+    def pending(self, session: str) -> list[Answer]:
+        """The session's pending answers, oldest first."""
+        return [_row(r) for r in self._read(
+            "SELECT * FROM answers WHERE session = ? AND status = ? ORDER BY created, id",
+            (session, PENDING))]
+
+    def recent(self, session: str, limit: int = 20) -> list[Answer]:
+        return [_row(r) for r in self._read(
+            "SELECT * FROM answers WHERE session = ? ORDER BY created DESC, id LIMIT ?",
+            (session, limit))]
+
+    def conclude(self, answer_id: str, status: str, detail: str) -> bool:
+        """End a pending answer (applied, stale or failed); False if it had ended already."""
+        if status not in END_STATUSES:
+            raise ValueError(f"not an end status: {status!r}")
+        now = self._clock()
+        with self._write() as conn:
+            row = conn.execute("SELECT * FROM answers WHERE id = ?", (answer_id,)).fetchone()
+            if row is None or row["status"] != PENDING:
+                return False
+            conn.execute("UPDATE answers SET status = ?, detail = ?, finished = ? WHERE id = ?",
+                         (status, detail, now, answer_id))
+            events.record(conn, now, row["session"], "session.answered", answer_id,
+                          status=status, detail=detail, questionId=row["question_id"],
+                          answer=json.loads(row["answer"]), source=row["source"])
+        return True
