@@ -185,6 +185,41 @@ class QuestionOut(_Out):
     source: Literal["screen", "hook"] = "screen"
 
 
+class AnswerRequest(BaseModel):
+    """Exactly one of option, options, text, deny (see ``agentwrap answer --help``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    option: StrictInt | StrictStr | None = Field(
+        None, description="the option's number as shown, or its label (exact, or a unique prefix)",
+        json_schema_extra={"maxLength": 200})
+    options: list[StrictInt] | None = Field(
+        None, description="multi-select: several option numbers (not supported yet: 400)",
+        json_schema_extra={"maxItems": 20})
+    text: StrictStr | None = Field(None, description="free text, where the question takes it",
+                                   json_schema_extra={"maxLength": 1000})
+    deny: StrictBool = Field(False, description="dismiss the dialog (the profile's deny keys)")
+    questionId: StrictStr | None = Field(
+        None, description="answer only while this question is open (else 409)",
+        json_schema_extra={"maxLength": 64})
+
+
+class AnswerOut(_Out):
+    """An answer and what became of it."""
+
+    id: str
+    session: str
+    questionId: str
+    answer: dict[str, Any] = Field(description="what is typed: how (option, text, deny), ...")
+    source: str
+    status: Literal["pending", "applied", "stale", "failed"]
+    detail: str
+    created: float
+    finished: float | None = None
+    supervised: bool = Field(description="false: no supervisor runs to type it")
+    question: QuestionOut
+
+
 class StateOut(_Out):
     state: str
     since: float

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response, WebSoc
 from fastapi.responses import StreamingResponse
 
 from ... import __version__
-from ...errors import InvalidMessage
+from ...errors import InvalidMessage, StaleAnswer
 from ...message import Message, NewMessage, Priority, Status
 from ...queue.store import QueueMetrics
 from ...service import HistoryEntry, Service, SessionRecord, Waiting
@@ -222,6 +222,29 @@ def get_session(name: str, svc: Svc) -> m.SessionDetail:
         queueDepth=len(view.entries), pendingByPriority=dict(by_priority),
         metrics=metrics_out(svc.metrics(name)),
     )
+
+
+@api.post(
+    "/sessions/{name}/answer", response_model=m.AnswerOut,
+    responses={**ERRORS,
+               409: {"model": m.ApiError, "description": "no open question, the question named"
+                     " is not the open one, the agent moved on before it was typed (stale),"
+                     " or the session has ended"}},
+)
+def post_answer(
+    name: str, body: m.AnswerRequest, svc: Svc,
+    wait: Annotated[float, Query(ge=0, le=60, description=(
+        "block up to this many seconds for the outcome (0: answer once stored, pending)"))] = 10.0,
+) -> m.AnswerOut:
+    """Answer the question the session's agent shows: typed with its own keys while the same
+    question is open, and the dialog closing checked on screen (like `agentwrap answer`)."""
+    result = svc.answer(name, option=body.option, options=body.options, text=body.text,
+                        deny=body.deny, question_id=body.questionId, source="http")
+    a = svc.wait_answer(result.answer.id, wait) if wait else result.answer
+    if a.status == "stale":
+        raise StaleAnswer(a.detail)
+    return m.AnswerOut(**{**a.to_json(), "supervised": result.supervised,
+                          "question": m.QuestionOut(**result.question.to_json())})
 
 
 @api.get("/metrics", response_model=m.Metrics, responses=ERRORS)

@@ -19,6 +19,8 @@ store event                   API event(s), with ``data``
                               (question: what it asks, or null)
 ``session.ended``             ``session.exited`` {exitCode}
 ``session.consumed``          ``session.input.consumed`` {count, sources, channel}
+``session.answered``          ``session.answered`` {answerId, status, detail, questionId,
+                              answer, source}
 ============================  =============================================
 
 Every API event carries the store event's id, so a client that reconnects with
@@ -92,6 +94,9 @@ def public_events(ev: Event) -> list[PublicEvent]:
         named = [("session.exited", {"exitCode": d.get("exit_code")})]
     elif ev.kind == "session.consumed":
         named = [("session.input.consumed", {k: d.get(k) for k in ("count", "sources", "channel")})]
+    elif ev.kind == "session.answered":
+        named = [("session.answered", {"answerId": ev.subject, **{
+            k: d.get(k) for k in ("status", "detail", "questionId", "answer", "source")}})]
     else:  # a kind newer than this mapping: shown under its own name, not dropped
         named = [(ev.kind, d)]
     last = len(named) - 1
