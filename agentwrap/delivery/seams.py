@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ..detect.question import Question
 from ..detect.states import Reading
 from ..terminal.base import Terminal
 from ..terminal.screen import Snapshot
@@ -59,3 +60,31 @@ class SessionInfo(Protocol):
 
     @property
     def options(self) -> Mapping[str, Any]: ...
+
+
+class Asking(Protocol):
+    @property
+    def question(self) -> Question | None:
+        """What the waiting agent asks, read off the last screen (None: nothing read)."""
+
+
+class AnswerDriver(Protocol):
+    """The supervisor, as the answerer (:mod:`.answering`) uses it."""
+
+    term: Terminal
+    snap: Snapshot | None
+
+    @property
+    def detector(self) -> Asking: ...
+
+    @property
+    def reading(self) -> Reading: ...
+
+    @property
+    def stopping(self) -> bool: ...
+
+    def observe(self) -> Reading:
+        """Snapshot, detect, publish; the new reading."""
+
+    def pump(self, timeout: float) -> None:
+        """Wait up to ``timeout`` while draining the agent's output and commands."""

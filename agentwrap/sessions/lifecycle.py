@@ -176,6 +176,7 @@ def build_supervisor(
     paths: Paths, cfg: Config, rec: SessionRecord, term: PtyTerminal | TmuxTerminal,
     profile: Profile, registry: Registry, env: dict[str, str],
 ) -> Supervisor:
+    from ..delivery.answering import Answerer
     from ..delivery.engine import DeliveryEngine
 
     sup = Supervisor(
@@ -184,6 +185,7 @@ def build_supervisor(
         trust_folder=bool(rec.options.get("trust_folder")),
     )
     sup.delivery = DeliveryEngine.for_session(paths, cfg, profile, rec)
+    sup.answering = Answerer.for_session(paths, profile, rec.name)
     return sup
 
 

@@ -51,6 +51,15 @@ class DeliveryStep(Protocol):
     def close(self) -> None: ...
 
 
+class AnswerStep(Protocol):
+    def step(self, sup: Supervisor) -> None:
+        """Type the answers people gave to the open question (agentwrap.delivery.answering)."""
+
+    def abandon(self, reason: str) -> int: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass
 class Timing:
     min_snapshot_s: float = 0.05  # throttle for output-driven snapshots
@@ -91,6 +100,7 @@ class Supervisor:
         self.trust_folder = trust_folder
         self.timing = timing or Timing()
         self.delivery: DeliveryStep | None = None
+        self.answering: AnswerStep | None = None
         self.snap: Snapshot | None = None
         self.exit_code: int | None = None
         self._stop = threading.Event()
@@ -380,6 +390,10 @@ class Supervisor:
                 self._woken = False
                 delivery_due = now
             if self.delivery is not None and delivery_due is not None and now >= delivery_due:
+                if self.answering is not None:  # before delivery: an answer closes a dialog
+                    self.answering.step(self)
+                    if self.reading.state is State.EXITED:
+                        return
                 wait = self.delivery.step(self)
                 delivery_due = None if wait is None else time.monotonic() + wait
                 if self.reading.state is State.EXITED:
@@ -396,6 +410,10 @@ class Supervisor:
             if ended:
                 self.delivery.abandon(f"session ended (agent exit code {self.term.exit_code()})")
             self.delivery.close()
+        if self.answering is not None:
+            if ended:
+                self.answering.abandon("session ended before the answer was typed")
+            self.answering.close()
         self.wake.close()
         if self._pidfd is not None:
             os.close(self._pidfd)

@@ -30,6 +30,18 @@ import tty
 
 ACK_RE = re.compile(r'Reply "ACK ([0-9a-f]+)"')
 
+# The dialogs it can show: (lines above the options, options, footer). The
+# cursor starts on option 1; Up/Down move it, Enter picks it, a digit picks that
+# option, Esc cancels. "yn" is a one-line prompt like Aider's: a letter, then Enter.
+DIALOGS: dict[str, tuple[list[str], list[str], list[str]]] = {
+    "permission": ([" Bash command", "   touch x", " Do you want to proceed?"],
+                   ["Yes", "No"], [" Esc to cancel"]),
+    "choice": ([" ☐ Database", " Which database should it use?"],
+               ["SQLite", "Postgres", "Type something."],
+               [" Enter to select · ↑/↓ to navigate · Esc to cancel"]),
+    "yn": ([], [], ["Run shell command? (Y)es/(N)o/(D)on't ask again [Yes]: "]),
+}
+
 PASTE_START = b"\x1b[200~"
 PASTE_END = b"\x1b[201~"
 # A CSI (ESC [ params intermediates final) or SS3 (ESC O x) sequence: keys,
@@ -55,6 +67,11 @@ def main() -> int:
     ap.add_argument("--startup", type=float, default=0.2)
     ap.add_argument("--never-ack", action="store_true")
     ap.add_argument("--dialog-on", default="", help="a message containing this opens a dialog")
+    ap.add_argument("--dialog-style", default="permission", choices=sorted(DIALOGS),
+                    help="which dialog opens: a numbered permission (Up/Down/Enter, digits,"
+                    " Esc), a numbered choice with a free-text option, or an Aider-like y/n line")
+    ap.add_argument("--answers-log", default="",
+                    help="each answer to a dialog as a JSON line (default: LOG.answers)")
     ap.add_argument("--die-on", default="", help="a message containing this kills the agent")
     ap.add_argument("--ignore-enter", type=int, default=0, help="ignore the first N Enters")
     ap.add_argument("--exit-code", type=int, default=0)
@@ -70,6 +87,18 @@ def main() -> int:
     box = ""
     busy_until = 0.0
     dialog = False
+    cursor = 0  # the option the dialog's cursor is on (0-based)
+    typing: str | None = None  # the free-text option was picked: its text so far
+    yn_key = ""  # the y/n prompt: the letter typed, before Enter
+    answers_log = args.answers_log or args.log + ".answers"
+    above, options, footer = DIALOGS[args.dialog_style]
+
+    def answered(choice: str, **record: object) -> None:
+        nonlocal dialog, typing, yn_key
+        dialog, typing, yn_key = False, None, ""
+        transcript.append(f"  ⎿ (dialog answered) {choice}")
+        with open(answers_log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"t": time.time(), "choice": choice, **record}) + "\n")
     pending_reply: str | None = None
     ignore = args.ignore_enter
     frame = 0
@@ -81,9 +110,15 @@ def main() -> int:
             lines.extend(t.split("\n"))
         busy = time.monotonic() < busy_until
         spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[frame % 10]
-        if dialog:
-            tail = ["─" * cols, " Bash command", "   touch x", " Do you want to proceed?",
-                    " ❯ 1. Yes", "   2. No", " Esc to cancel"]
+        if dialog and args.dialog_style == "yn":
+            tail = ["─" * cols, "   touch x", footer[0] + yn_key]
+        elif dialog and typing is not None:
+            tail = ["─" * cols, *above, f" {len(options)}. {options[-1]}: {typing}▏",
+                    " Enter to submit · Esc to go back"]
+        elif dialog:
+            tail = ["─" * cols, *above,
+                    *(f" {'❯' if i == cursor else ' '} {i + 1}. {label}"
+                      for i, label in enumerate(options)), *footer]
         else:
             box_lines = ("❯ " + box).split("\n")
             working = f"{spinner} Working… ({frame})" if args.spin else "· Working…"
@@ -155,12 +190,51 @@ def main() -> int:
                     if seq is not None:
                         buf = buf[seq.end() :]
                         in_paste = seq.group() == PASTE_START
+                        if dialog and typing is None and options:
+                            if seq.group() == b"\x1b[A":
+                                cursor = max(0, cursor - 1)
+                            elif seq.group() == b"\x1b[B":
+                                cursor = min(len(options) - 1, cursor + 1)
                         continue  # focus in/out, other keys, query replies: not text
                 ch, buf = buf[:1], buf[1:]
                 if dialog:
-                    if ch in (b"1", b"\r", b"\x1b", b"2"):
-                        dialog = False
-                        transcript.append("  ⎿ (dialog answered)")
+                    if ch == b"\x1b":
+                        if typing is not None:
+                            typing = None  # back to the options
+                        else:
+                            answered("cancelled", cancelled=True)
+                    elif args.dialog_style == "yn":
+                        if ch == b"\r":
+                            key = yn_key or "y"
+                            answered(f"chose {key}", key=key)
+                        elif ch in (b"\x7f", b"\x08"):
+                            yn_key = ""
+                        elif ch.isalpha():
+                            yn_key = ch.decode().lower()
+                    elif typing is not None:
+                        if ch == b"\r":
+                            answered(f"chose {len(options)}. {options[-1]}: {typing}",
+                                     option=len(options), text=typing)
+                        elif ch == b"\x7f":
+                            typing = typing[:-1]
+                        elif ch >= b" ":
+                            need = {0xC0: 1, 0xE0: 2, 0xF0: 3}.get(
+                                ch[0] & 0xF0 if ch[0] < 0xF0 else 0xF0, 0)
+                            if ch[0] >= 0xC0 and len(buf) >= need:
+                                ch, buf = ch + buf[:need], buf[need:]
+                            typing += ch.decode("utf-8", "replace")
+                    else:
+                        picked = None
+                        if ch == b"\r":
+                            picked = cursor
+                        elif ch.isdigit() and 1 <= int(ch) <= len(options):
+                            picked = int(ch) - 1
+                        if picked is not None and args.dialog_style == "choice" \
+                                and picked == len(options) - 1:
+                            cursor, typing = picked, ""  # the free-text option: type it
+                        elif picked is not None:
+                            answered(f"chose {picked + 1}. {options[picked]}", option=picked + 1,
+                                     label=options[picked])
                     continue
                 if ch == b"\x04" and not box:
                     return args.exit_code
@@ -180,7 +254,7 @@ def main() -> int:
                     if args.die_on and args.die_on in msg:
                         os._exit(9)
                     if args.dialog_on and args.dialog_on in msg:
-                        dialog = True
+                        dialog, cursor, typing, yn_key = True, 0, None, ""
                     busy_until = time.monotonic() + args.busy
                     m = ACK_RE.findall(msg)
                     pending_reply = f"ACK {m[-1]}" if m and not args.never_ack else "OK, noted."
