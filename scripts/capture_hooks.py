@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""Capture the hook JSON the real agent CLIs send, as test fixtures.
+
+Each real agent (installed by scripts/install_agents.sh) runs in tmux against the
+loopback model server (tests/e2e/model_server.py) in a throwaway HOME, with hooks
+registered for that launch only, the way ``agentwrap run`` will register them:
+
+* Claude Code: ``--settings '<json>'`` (a settings layer of its own; merges with the
+  person's hooks);
+* Codex: ``-c hooks.<Event>=[...]`` overrides (inline ``[hooks]`` tables), plus
+  ``--dangerously-bypass-hook-trust`` when ``--codex-bypass-trust`` is given;
+* Gemini CLI: ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` naming a settings file of ours.
+
+Every hook is ``python3 capture.py EVENT OUT`` (below): it appends its event name
+and its stdin as one JSON line to OUT and prints nothing. The model is scripted to
+call two read-only tools in one turn (``[[script]]``), then a shell command that
+asks for permission (``[[tool]]``); Claude is then left idle long enough for its
+``idle_prompt`` notification when ``--idle`` is given.
+
+Usage (from the repo root; one agent at a time on a busy machine):
+
+    .venv/bin/python scripts/capture_hooks.py --agents claude --idle
+    .venv/bin/python scripts/capture_hooks.py --agents codex --codex-bypass-trust
+    .venv/bin/python scripts/capture_hooks.py --agents gemini --save
+
+``--save`` writes the first payload of each event to
+tests/fixtures/hooks/<agent>/<Event>.json (a Notification as
+``Notification.<type>.json``), the throwaway root replaced by ``/tmp/capture``;
+every run prints all payloads and keeps them in ``<root>/events.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "hooks"
+
+
+def _import_path(name: str, path: Path) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+screens = _import_path("agentwrap_capture_screens", REPO / "scripts" / "capture_screens.py")
+agents_mod = screens.agents_mod
+ms = _import_path("agentwrap_e2e_model_server", REPO / "tests" / "e2e" / "model_server.py")
+
+CAPTURE_PY = """\
+import json, sys, time
+event, out = sys.argv[1], sys.argv[2]
+raw = sys.stdin.read()
+try:
+    payload = json.loads(raw)
+except ValueError:
+    payload = {"_unparsed": raw}
+with open(out, "a", encoding="utf-8") as f:
+    f.write(json.dumps({"event": event, "t": time.time(), "stdin": payload}) + "\\n")
+"""
+
+EVENTS: dict[str, tuple[str, ...]] = {
+    "claude": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolBatch",
+               "Stop", "Notification", "SessionEnd"),
+    "codex": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
+              "PermissionRequest", "Stop"),
+    "gemini": ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent",
+               "Notification", "SessionEnd"),
+}
+TURN_END = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent"}
+READY = {"claude": "? for shortcuts", "codex": "? for shortcuts", "gemini": "Type your message"}
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class ScriptedServer(ms.ModelServer):  # type: ignore[misc]
+    """``[[script]]`` makes the model call each of ``calls`` in turn, one a request,
+    then answer ``done``; everything else is the stock server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self._next = -1
+
+    def _plan(self, api: str, body: Any, turn: Any, tools: list[Any], side: Any) -> Any:
+        if side is None:
+            step = None
+            if "[[script]]" in turn.text:
+                step = 0
+            elif turn.tool_result and 0 < self._next < len(self.calls):
+                step = self._next
+            if step is not None and self.calls:
+                name, args = self.calls[step]
+                tool = next((t for t in tools if t.name == name), None)
+                if tool is None:  # NAME is a command for the agent's shell tool
+                    tool = ms.pick_shell_tool(tools)
+                    args = {k: _swap(v, name)  # a justification asks for escalation
+                            for k, v in ms.build_tool_args(tool, False).items()
+                            if k != "justification"}
+                self._next = step + 1
+                return ms.Plan(tool=tool, tool_args=args)
+        return super()._plan(api, body, turn, tools, side)
+
+
+def _swap(value: Any, command: str) -> Any:
+    if value == ms.TOOL_COMMAND:
+        return command
+    if isinstance(value, list):
+        return [_swap(v, command) for v in value]
+    return value
+
+
+def hook_entry(event: str, capture: Path, out: Path, timeout: int = 10) -> dict[str, Any]:
+    """``timeout``: seconds for Claude and Codex, milliseconds for Gemini."""
+    return {"hooks": [{"type": "command", "command": f"python3 {capture} {event} {out}",
+                       "timeout": timeout}]}
+
+
+def register(agent: str, launch: Any, root: Path, capture: Path, out: Path,
+             bypass_trust: bool) -> None:
+    """Add the capture hooks to ``launch`` for this launch only."""
+    events = EVENTS[agent]
+    if agent == "claude":
+        settings = {"hooks": {e: [hook_entry(e, capture, out)] for e in events}}
+        launch.argv.extend(["--settings", json.dumps(settings)])
+    elif agent == "codex":
+        for e in events:
+            cmd = json.dumps(f"python3 {capture} {e} {out}")
+            launch.argv.extend(["-c", f'hooks.{e}=[{{hooks=[{{type="command",command={cmd},timeout=10}}]}}]'])
+        if bypass_trust:
+            launch.argv.append("--dangerously-bypass-hook-trust")
+    else:
+        # Gemini 0.61 loads a system settings file only if it and every directory
+        # above it are owned by root and not writable by group or others: not
+        # under /tmp (mode 1777). Run as root, the repo's test-artifacts/ fits.
+        secure = REPO / "test-artifacts" / f"hooks-capture-{root.name}"
+        secure.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = secure / "gemini-system-defaults.json"
+        settings = {"hooksConfig": {"enabled": True},
+                    "hooks": {e: [hook_entry(e, capture, out, 10_000)] for e in events}}
+        path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
+        launch.env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"] = str(path)
+
+
+def read_events(out: Path) -> list[dict[str, Any]]:
+    if not out.exists():
+        return []
+    return [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines() if line]
+
+
+def wait_for(cond: Any, timeout: float, step: float = 0.3) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(step)
+    return bool(cond())
+
+
+def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
+    root = Path(tempfile.mkdtemp(prefix=f"awhooks-{agent}-"))
+    home, work = root / "home", root / "work"
+    capture, out = root / "capture.py", root / "events.jsonl"
+    capture.write_text(CAPTURE_PY, encoding="utf-8")
+    server = ScriptedServer().start()
+    pane = None
+    try:
+        launch = agents_mod.prepare_agent(agent, home, work, server.url)
+        (work / "README.md").write_text("# scratch project for agentwrap tests\n", encoding="utf-8")
+        (work / "notes.txt").write_text("hello from notes\n", encoding="utf-8")
+        server.calls = {
+            "claude": [("Read", {"file_path": str(work / "README.md")}),
+                       ("Read", {"file_path": str(work / "notes.txt")})],
+            "codex": [("cat README.md", {"command": "cat README.md"}),
+                      ("ls", {"command": "ls"})],
+            "gemini": [("read_file", {"file_path": "README.md"}),
+                       ("list_directory", {"dir_path": "."})],
+        }[agent]
+        register(agent, launch, root, capture, out, args.codex_bypass_trust)
+        log(f"{agent}: argv {launch.argv}")
+        pane = screens.Pane(launch=launch, cols=160, rows=45, log_path=root / "pane.log")
+        pane.start()
+        if not wait_for(lambda: READY[agent] in pane.capture(), 40):
+            log(f"{agent}: not ready:\n{pane.capture()}")
+        time.sleep(1.0)
+
+        def turn(text: str, wait_event: str, timeout: float) -> bool:
+            n = len(read_events(out))
+            pane.paste(text)
+            time.sleep(0.4)
+            pane.keys("Enter")
+            return wait_for(lambda: any(e["event"] == wait_event
+                                        for e in read_events(out)[n:]), timeout)
+
+        ok = turn("Please look around. [[script]]", TURN_END[agent], 60)
+        log(f"{agent}: scripted turn ended: {ok}")
+        time.sleep(1.0)
+        n = len(read_events(out))
+        pane.paste("Make a file. [[tool]]")
+        time.sleep(0.4)
+        pane.keys("Enter")
+        time.sleep(args.permission_wait)
+        log(f"{agent}: permission screen:\n{pane.capture()}")
+        log(f"{agent}: events since: {[e['event'] for e in read_events(out)[n:]]}")
+        pane.keys("Escape")
+        time.sleep(2.0)
+        if args.idle and agent == "claude":
+            log("claude: idle for 70 s (idle_prompt)")
+            wait_for(lambda: any(e["stdin"].get("notification_type") == "idle_prompt"
+                                 for e in read_events(out)), 75, 1.0)
+        for key in screens_quit(agent):
+            pane.keys(key)
+            time.sleep(0.3)
+        time.sleep(2.0)
+        events = read_events(out)
+    finally:
+        if pane is not None:
+            pane.close()
+        server.stop()
+    for e in events:
+        print(json.dumps(e)[:600])
+    if args.save:
+        save(agent, events, root)
+    if not args.keep:
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(REPO / "test-artifacts" / f"hooks-capture-{root.name}", ignore_errors=True)
+    else:
+        log(f"{agent}: kept {root}")
+    return events
+
+
+def screens_quit(agent: str) -> list[str]:
+    return {"claude": ["C-c", "C-c"], "codex": ["C-c", "C-c"], "gemini": ["C-c", "C-c"]}[agent]
+
+
+def scrub(value: Any, root: str) -> Any:
+    if isinstance(value, str):  # Claude names its project dir after the path, "/" and "_" as "-"
+        dashed = root.replace("/", "-").replace("_", "-")
+        return value.replace(root, "/tmp/capture").replace(dashed, "-tmp-capture")
+    if isinstance(value, list):
+        return [scrub(v, root) for v in value]
+    if isinstance(value, dict):
+        return {k: scrub(v, root) for k, v in value.items()}
+    return value
+
+
+def save(agent: str, events: list[dict[str, Any]], root: Path) -> None:
+    folder = FIXTURES / agent
+    folder.mkdir(parents=True, exist_ok=True)
+    seen: set[str] = set()
+    for e in events:
+        payload = e["stdin"]
+        name = e["event"]
+        if name == "Notification":
+            kind = payload.get("notification_type") or payload.get("notificationType") or "other"
+            name = f"Notification.{kind}"
+        if name in seen:
+            continue
+        seen.add(name)
+        path = folder / f"{name}.json"
+        path.write_text(json.dumps(scrub(payload, str(root)), indent=2) + "\n", encoding="utf-8")
+        log(f"saved {path.relative_to(REPO)}")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--agents", default="claude,codex,gemini")
+    p.add_argument("--save", action="store_true")
+    p.add_argument("--keep", action="store_true", help="keep the throwaway root")
+    p.add_argument("--idle", action="store_true", help="Claude: wait for idle_prompt")
+    p.add_argument("--codex-bypass-trust", action="store_true")
+    p.add_argument("--permission-wait", type=float, default=8.0)
+    args = p.parse_args()
+    for agent in args.agents.split(","):
+        run_agent(agent.strip(), args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
