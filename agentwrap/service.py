@@ -257,16 +257,17 @@ class Service:
         :class:`~agentwrap.errors.StoreLocked` (a hook, which must answer at
         once, waits ~100 ms; by default the store's own timeout).
         """
+        from .queue import db
         from .queue.sqlite import SQLiteMessageStore
 
         paths.ensure()
         if limits is None:
             limits = load_config(paths).limits
-        wait: dict[str, int] = {} if busy_timeout_ms is None else {
-            "busy_timeout_ms": busy_timeout_ms}
-        registry = Registry(paths.db_path, events_dir=paths.events_dir, **wait)
+        wait = db.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
+        registry = Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=wait)
         try:
-            store = SQLiteMessageStore(paths.db_path, limits, events_dir=paths.events_dir, **wait)
+            store = SQLiteMessageStore(paths.db_path, limits, events_dir=paths.events_dir,
+                                       busy_timeout_ms=wait)
         except BaseException:
             registry.close()
             raise

@@ -241,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print the MCP server entry (mcpServers JSON) for session NAME and exit")
     mc.set_defaults(func=cmd_mcp)
 
+    # `hook` never reaches the parser (see main); listed here for --help only
+    add("hook", "the handler an agent's native hooks run (registered by `agentwrap run`)")
+
     d = add("doctor", "check tmux, agent CLIs, config and sessions; say how to fix problems")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_doctor)
@@ -259,6 +262,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = sys.argv[1:] if argv is None else list(argv)
+    if words[:1] == ["hook"]:  # an agent's hook: no parser, never an error exit
+        from ..hooks import main as hook_main
+
+        return hook_main(words[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

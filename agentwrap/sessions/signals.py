@@ -1,0 +1,99 @@
+"""State signals an agent reports about itself, for the detector.
+
+The screen says what an agent shows; some agents also *say* what they do,
+through their native hooks (``agentwrap hook``, :mod:`agentwrap.surfaces.hooks`):
+a prompt was submitted, the turn ended, a permission question is open, the
+prompt sits idle. Such a signal is stronger than the screen and is named as
+such in ``state --explain``.
+
+A signal is one small JSON file per session in the runtime dir,
+``<session>.signal.json``, replaced atomically on every report, so the latest
+signal is all there is (the detector weighs it against the screen by its
+time, ``at``). It is not written to the store on purpose: a hook must answer
+within milliseconds and work while the database is locked, and a supervisor
+can read a file in its loop without a query. The writer nudges the session's
+supervisor (:func:`~agentwrap.sessions.wake.notify`) so it looks at once.
+
+Nothing is created that does not exist: without agentwrap's runtime dir
+there is no supervisor to read a signal, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..paths import Paths, check_session_name
+from .wake import notify
+
+#: What each signal says about the agent's state (the detector's vocabulary).
+SIGNAL_STATES = {
+    "prompt_submitted": "busy",  # a turn started (Claude/Codex UserPromptSubmit, Gemini BeforeAgent)
+    "turn_end": "ready",  # the turn ended (Claude/Codex Stop, Gemini AfterAgent)
+    "permission_prompt": "waiting_input",  # a permission question is open
+    "idle_prompt": "ready",  # the prompt has waited for input a while (Claude)
+}
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One report: ``signal`` (a key of :data:`SIGNAL_STATES`), the ``state``
+    it means, who said it (``source``: ``hook``; ``agent``, ``event``: the
+    agent's own name for it) and when (``at``, epoch seconds)."""
+
+    signal: str
+    state: str
+    source: str
+    agent: str
+    event: str
+    at: float
+    detail: str = ""
+
+
+def signal_file(paths: Paths, session: str) -> Path:
+    return paths.runtime_dir / f"{check_session_name(session)}.signal.json"
+
+
+def write_signal(
+    paths: Paths, session: str, signal: str, *, source: str, agent: str, event: str,
+    detail: str = "", now: float | None = None,
+) -> Signal | None:
+    """Record ``signal`` as the session's latest and wake its supervisor.
+
+    None (nothing written) when the runtime dir does not exist. Raises
+    ValueError for an unknown signal or a bad session name, OSError when the
+    file cannot be written.
+    """
+    if signal not in SIGNAL_STATES:
+        raise ValueError(f"unknown signal {signal!r}")
+    path = signal_file(paths, session)
+    if not path.parent.is_dir():
+        return None
+    sig = Signal(signal, SIGNAL_STATES[signal], source, agent, event,
+                 time.time() if now is None else now, detail[:200])
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(asdict(sig), f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    notify(paths, session)
+    return sig
+
+
+def read_signal(paths: Paths, session: str) -> Signal | None:
+    """The session's latest signal, or None (none yet, or unreadable)."""
+    try:
+        data = json.loads(signal_file(paths, session).read_text(encoding="utf-8"))
+        return Signal(**{k: data[k] for k in Signal.__dataclass_fields__ if k in data})
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+__all__ = ["SIGNAL_STATES", "Signal", "read_signal", "signal_file", "write_signal"]

@@ -1,0 +1,226 @@
+"""``agentwrap hook AGENT EVENT``: one run of a native hook, start to answer.
+
+The agent runs the hook with its event as JSON on stdin and waits for it, so
+the hook does one thing and leaves:
+
+1. read stdin (all of it: the agent writes it whole) and decide from the
+   agent, the event and the payload what to do (:mod:`.protocol`);
+2. a **signal** (turn ended, prompt submitted, permission question open) is
+   kept for the supervisor's detector (:mod:`agentwrap.sessions.signals`: a
+   file, not the store, so it needs neither the store's code nor its lock);
+   nothing is printed;
+3. a **context** event (session start, between tool calls) hands the session's
+   due messages to the model: peeked first to see how many fit in
+   :data:`~.protocol.MAX_CONTEXT_CHARS`, then taken with
+   :meth:`Service.consume` through channel ``hook`` (an atomic claim: a message
+   typed or taken by MCP meanwhile is not taken again), framed as the typed
+   block frames them (:func:`agentwrap.delivery.framing.render`: quoted,
+   ``[source:sourceId]``, the batch token, the ACK request when asked), plus
+   how many still wait. Everything that can fail runs before the claim.
+
+It never fails the agent: a missing or locked database (busy timeout
+:data:`BUSY_TIMEOUT_MS`), an unknown session, bad input or any error means no
+output and exit status 0, with a line in the session's log when it has one.
+The session is ``AGENTWRAP_SESSION`` and the store the one
+:meth:`Paths.from_env` finds, both set by ``agentwrap run`` for the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from ...paths import Paths, check_session_name
+from .protocol import CONTEXT, EVENTS, MAX_CONTEXT_CHARS, action, context_output
+
+if TYPE_CHECKING:  # imported where used: a signal never loads the store's code
+    from ...message import Message
+    from ...service import Service, SessionRecord
+
+SESSION_ENV = "AGENTWRAP_SESSION"
+#: How long a hook waits for a locked database before it gives up (silently).
+BUSY_TIMEOUT_MS = 100
+#: The channel consumed messages are recorded under (``history``, ``metrics``).
+CHANNEL = "hook"
+#: Most stdin read; a bigger payload (a huge tool output) is drained, not parsed.
+MAX_STDIN = 4 * 1024 * 1024
+_DUMMY_TOKEN = "0" * 8  # a token's length, to measure a block before the claim
+
+USAGE = """\
+usage: agentwrap hook AGENT EVENT < hook-input.json
+
+The handler an agent's native hook runs (registered per launch by `agentwrap
+run`): AGENT is claude, codex or gemini, EVENT the hook event. At the session
+start and between tool calls it hands the session's queued messages to the
+model as additional context (delivered once, channel "hook"); at a turn's end,
+a prompt submit or a permission question it records a state signal for the
+supervisor. It prints nothing and exits 0 whenever it has nothing to say or
+anything goes wrong, so it never disturbs the agent.
+"""
+
+
+def main(
+    argv: Sequence[str] | None = None, *, stdin: IO[bytes] | None = None,
+    stdout: IO[str] | None = None, env: Mapping[str, str] | None = None,
+) -> int:
+    """Run one hook; always returns 0."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    out = sys.stdout if stdout is None else stdout
+    if args[:1] in (["-h"], ["--help"]):
+        out.write(USAGE)
+        return 0
+    if len(args) != 2:
+        sys.stderr.write(USAGE)
+        return 0
+    raw = _read_all(sys.stdin.buffer if stdin is None else stdin)
+    answer = handle(args[0], args[1], raw, os.environ if env is None else env)
+    if answer:
+        try:
+            out.write(answer + "\n")
+            out.flush()
+        except OSError:  # the agent went away
+            pass
+    return 0
+
+
+def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> str:
+    """What to print for one hook run ("" for nothing); never raises."""
+    session = env.get(SESSION_ENV, "")
+    paths: Paths | None = None
+    try:
+        payload = json.loads(raw) if raw and len(raw) <= MAX_STDIN else None
+        if not isinstance(payload, dict) or not session or agent not in EVENTS:
+            return ""
+        check_session_name(session)  # it names files: nothing else gets through
+        todo = action(agent, event, payload)
+        if todo is None:
+            return ""
+        paths = Paths.from_env(env)
+        if todo != CONTEXT:
+            from ...sessions.signals import write_signal
+
+            write_signal(paths, session, todo, source="hook", agent=agent, event=event,
+                         detail=str(payload.get("message", "")))
+            return ""
+        if not paths.db_path.is_file():  # agentwrap never ran here: make nothing
+            return ""
+        from ...service import Service
+
+        with Service.open(paths, busy_timeout_ms=BUSY_TIMEOUT_MS) as service:
+            text = drain(service, session, log=lambda m: _log(paths, session, agent, event, m))
+        return json.dumps(context_output(event, text), ensure_ascii=False) if text else ""
+    except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent
+        if paths is not None:
+            _log(paths, session, agent, event, f"failed: {type(exc).__name__}: {exc}")
+        return ""
+
+
+def drain(
+    service: Service, session: str, *, limit: int = MAX_CONTEXT_CHARS,
+    log: Callable[[str], None] = lambda _: None,
+) -> str:
+    """Take the session's due messages that fit in ``limit`` characters and
+    return them framed ("" when none is due or the first alone is too long:
+    that one stays queued for typing)."""
+    from ...service import MAX_TAKE
+
+    waiting = service.inbox(session, limit=MAX_TAKE)
+    if not waiting:
+        return ""
+    rec = service.state(session)
+    if rec.ended is not None:
+        return ""
+    ack_for = _ack_rule(service.paths, rec)
+    fit = 0
+    for n in range(1, len(waiting) + 1):
+        head = waiting[:n]
+        if len(_compose(head, _DUMMY_TOKEN, ack_for(head), 0)) > limit:
+            break
+        fit = n
+    if fit == 0:
+        log(f"{len(waiting)} due; the next ({waiting[0].id}) is too long for a hook, left queued")
+        return ""
+    chosen = waiting[:fit]
+    batch = service.consume(session, channel=CHANNEL, limit=fit,
+                            max_bytes=sum(len(m.content.encode("utf-8")) for m in chosen))
+    if not batch:
+        return ""
+    left = len(service.inbox(session, limit=MAX_TAKE))
+    token = batch[0].batch_id or _DUMMY_TOKEN
+    text = _compose(batch, token, ack_for(batch), left)
+    if len(text) > limit:  # the note pushed it over: say it without the count
+        text = _compose(batch, token, ack_for(batch), 0)
+    if len(text) > limit:  # another writer changed the queue between peek and claim
+        cut = len(text) - limit + 60
+        text = text[: limit - 60] + f"\n[agentwrap: {cut} characters cut]"
+    log(f"handed {len(batch)} message(s) (batch {token}); {left} still wait")
+    return text
+
+
+def _compose(messages: Sequence[Message], token: str, ack: str | None, left: int) -> str:
+    """The typed block's text, and how many messages still wait, if any."""
+    from ...delivery.framing import render
+    from ...service import MAX_TAKE
+
+    text = render(messages, token=token, ack_wording=ack).text
+    if left:
+        more = f"at least {left}" if left >= MAX_TAKE else str(left)
+        noun = "message" if left == 1 else "messages"
+        text += f"\n[agentwrap: {more} more {noun} for this session wait in the queue]"
+    return text
+
+
+def _ack_rule(paths: Paths, rec: SessionRecord) -> Callable[[Sequence[Message]], str | None]:
+    """Whether a batch asks for an ACK, as the typing path decides it: a
+    message's own wish, else the session's ``require_ack`` (run option, then
+    config)."""
+    from ...config import load_config
+
+    cfg = load_config(paths, Path(rec.cwd)).for_profile(rec.profile).delivery
+    option = rec.options.get("require_ack")
+    required = option if isinstance(option, bool) else cfg.require_ack
+
+    def wording(batch: Sequence[Message]) -> str | None:
+        wanted = [m.require_ack for m in batch]
+        ask = any(w for w in wanted) or (required and not all(w is False for w in wanted))
+        return cfg.ack_wording if ask else None
+
+    return wording
+
+
+def _read_all(stream: IO[bytes]) -> bytes:
+    """All of stdin (so the agent's write never meets a closed pipe); more
+    than :data:`MAX_STDIN` is read and dropped."""
+    try:
+        data = stream.read(MAX_STDIN + 1)
+        if len(data) > MAX_STDIN:
+            while stream.read(1 << 16):
+                pass
+        return data
+    except (OSError, ValueError):
+        return b""
+
+
+def _log(paths: Paths, session: str, agent: str, event: str, line: str) -> None:
+    """One line in the session's log, when its log dir exists; never raises."""
+    try:
+        if not session or not paths.logs_dir.is_dir():
+            return
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        text = f"{stamp} hook {agent} {event}: {line}\n".encode("utf-8", "replace")
+        fd = os.open(paths.supervisor_log(session), os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                     0o600)
+        try:
+            os.write(fd, text)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError):
+        pass
+
+
+__all__ = ["BUSY_TIMEOUT_MS", "CHANNEL", "SESSION_ENV", "USAGE", "drain", "handle", "main"]

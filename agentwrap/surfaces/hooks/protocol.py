@@ -1,0 +1,90 @@
+"""What each agent's hook events mean to agentwrap, and the JSON each expects back.
+
+Captured from the real CLIs (tests/fixtures/hooks/, how in its README): Claude
+Code 2.1.197, Codex 0.169.0 and Gemini CLI 0.61.0 send one JSON object on the
+hook's stdin (``hook_event_name``, ``session_id``, ``cwd``, ...) and read the
+hook's stdout. Two kinds of event matter here:
+
+* **context** events let a hook add text to what the model reads next: the
+  session start and the safe point between tool calls (Claude ``PostToolBatch``,
+  or ``PostToolUse`` where that is what is registered; Codex ``PostToolUse``;
+  Gemini ``AfterTool``). All three read the same shape,
+  ``{"hookSpecificOutput": {"hookEventName": E, "additionalContext": TEXT}}``
+  (Claude ignores a top-level ``additionalContext``; Codex's schema requires
+  ``hookEventName`` and refuses other keys; Gemini escapes ``<`` and ``>`` in it
+  and wraps it in ``<hook_context>``).
+* **signal** events say what the agent does (see
+  :data:`agentwrap.sessions.signals.SIGNAL_STATES`); the hook answers nothing.
+
+Pure data and functions: nothing here opens the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CONTEXT = "context"
+#: A notification event: the signal depends on its ``notification_type``.
+NOTIFICATION = "notification"
+
+#: agent -> hook event -> CONTEXT, NOTIFICATION, or the signal it gives.
+EVENTS: dict[str, dict[str, str]] = {
+    "claude": {
+        "SessionStart": CONTEXT,
+        "PostToolBatch": CONTEXT,  # once per batch of tool calls (2.1.197 has it)
+        "PostToolUse": CONTEXT,  # once per tool call: for versions without PostToolBatch
+        "UserPromptSubmit": "prompt_submitted",
+        "Stop": "turn_end",
+        "Notification": NOTIFICATION,
+    },
+    "codex": {
+        "SessionStart": CONTEXT,
+        "PostToolUse": CONTEXT,
+        "UserPromptSubmit": "prompt_submitted",
+        "Stop": "turn_end",
+        "PermissionRequest": "permission_prompt",  # its approval dialog is open
+    },
+    "gemini": {
+        "SessionStart": CONTEXT,
+        "AfterTool": CONTEXT,
+        "BeforeAgent": "prompt_submitted",
+        "AfterAgent": "turn_end",
+        "Notification": NOTIFICATION,
+    },
+}
+
+#: ``notification_type`` -> signal (other notifications are ignored).
+NOTIFICATION_SIGNALS = {
+    "permission_prompt": "permission_prompt",  # Claude
+    "idle_prompt": "idle_prompt",  # Claude
+    "ToolPermission": "permission_prompt",  # Gemini
+}
+
+#: Longest ``additionalContext`` agentwrap hands over (Claude Code moves a
+#: value over 10,000 characters to a file and shows a preview instead).
+MAX_CONTEXT_CHARS = 9_500
+
+
+def action(agent: str, event: str, payload: dict[str, Any]) -> str | None:
+    """CONTEXT, a signal name, or None (an event agentwrap does nothing with,
+    or a payload that names another event than the one registered)."""
+    kind = EVENTS.get(agent, {}).get(event)
+    if kind is None:
+        return None
+    named = payload.get("hook_event_name")
+    if named is not None and named != event:
+        return None
+    if kind == NOTIFICATION:
+        return NOTIFICATION_SIGNALS.get(str(payload.get("notification_type", "")))
+    return kind
+
+
+def context_output(event: str, text: str) -> dict[str, Any]:
+    """The answer that hands ``text`` to the model, in the shape all three read."""
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+__all__ = [
+    "CONTEXT", "EVENTS", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "action",
+    "context_output",
+]
