@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Hook handler wall time: ``python -m agentwrap hook`` against ``python3 -c pass``.
+
+An agent runs a hook in a new process at every event and waits for it, so a
+hook's cost is its whole run: interpreter start, imports, the store, the
+answer. This measures, interleaved in the same run (the machine's load hits
+every case alike), the wall time of:
+
+* ``python3 -c pass`` (the floor the issue names: the base interpreter, and
+  ``python3`` as PATH finds it, which may be a pyenv shim) and ``<venv python> -c pass``;
+* ``hook claude Stop`` (a signal: a file in the runtime dir, no store);
+* ``hook claude PostToolBatch`` with nothing queued (opens the store, answers nothing);
+* ``hook claude PostToolBatch`` with one message queued before each run
+  (peek, claim, record delivered, frame, answer).
+
+Each hook gets the captured payload (tests/fixtures/hooks/claude/) on stdin, in
+an isolated agentwrap environment with one registered session. Prints p50/p99
+per case and each case's ratio to ``python3 -c pass``; ``--json`` for a file.
+
+    .venv/bin/python scripts/bench_hooks.py --runs 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchlib import fmt, json_safe, stats_ms
+
+from agentwrap.message import NewMessage, QueueLimits, Source
+from agentwrap.paths import Paths
+from agentwrap.service import Service
+from agentwrap.sessions.registry import SessionRecord
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures" / "hooks" / "claude"
+
+
+def timed(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[float, bytes]:
+    t = time.perf_counter()
+    proc = subprocess.run(argv, input=data, env=env, capture_output=True, check=True)
+    return time.perf_counter() - t, proc.stdout
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=60, help="runs per case (default 60)")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = p.parse_args()
+
+    root = Path(tempfile.mkdtemp(prefix="awbh-"))
+    try:
+        env = dict(os.environ, HOME=str(root / "home"), XDG_CONFIG_HOME=str(root / "c"),
+                   XDG_STATE_HOME=str(root / "s"), XDG_RUNTIME_DIR=str(root / "r"),
+                   AGENTWRAP_SESSION="bench", PYTHONPATH=str(REPO))
+        (root / "home").mkdir()
+        paths = Paths.from_env(env).ensure()
+        svc = Service.open(paths, limits=QueueLimits(rate_per_minute=1_000_000))
+        svc.registry.register(SessionRecord(name="bench", profile="claude", backend="tmux",
+                                            command=["claude"], cwd=str(root),
+                                            started=time.time()))
+        hook = [sys.executable, "-m", "agentwrap", "hook", "claude"]
+        batch = (FIXTURES / "PostToolBatch.json").read_bytes()
+        stop = (FIXTURES / "Stop.json").read_bytes()
+        # `python3` on PATH may be a pyenv shim (a shell script: ~10x the cost of
+        # the interpreter); the floor is the interpreter itself, the shim shown too
+        python3 = getattr(sys, "_base_executable", "") or shutil.which("python3") or "python3"
+        shim = shutil.which("python3") or "python3"
+
+        def enqueue() -> None:
+            svc.send(NewMessage(session="bench", content="CI failed on main: test_login",
+                                source=Source.WEBHOOK, source_id="ci"))
+
+        cases: dict[str, tuple[list[str], bytes, object]] = {
+            "python3 -c pass": ([python3, "-c", "pass"], b"", None),
+            "python3 -c pass (PATH's python3)": ([shim, "-c", "pass"], b"", None),
+            "venv python -c pass": ([sys.executable, "-c", "pass"], b"", None),
+            "hook Stop (signal)": ([*hook, "Stop"], stop, None),
+            "hook PostToolBatch, empty queue": ([*hook, "PostToolBatch"], batch, None),
+            "hook PostToolBatch, 1 message": ([*hook, "PostToolBatch"], batch, enqueue),
+        }
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for argv, data, _ in cases.values():  # warm the page cache once
+            timed(argv, data, env)
+        for _ in range(args.runs):
+            for name, (argv, data, before) in cases.items():
+                if callable(before):
+                    before()
+                took, out = timed(argv, data, env)
+                if before is not None and b"additionalContext" not in out:
+                    raise SystemExit(f"{name}: no context in {out!r}")
+                times[name].append(took)
+        svc.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    floor = stats_ms(times["python3 -c pass"])
+    results = {}
+    print(f"{'case':36} {'p50 ms':>8} {'p99 ms':>8} {'x p50':>6} {'x p99':>6}   ({args.runs} runs,"
+          f" {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")
+    for name, xs in times.items():
+        s = stats_ms(xs)
+        s["ratio_p50"] = s["p50_ms"] / floor["p50_ms"]
+        s["ratio_p99"] = s["p99_ms"] / floor["p99_ms"]
+        results[name] = s
+        print(f"{name:36} {fmt(s['p50_ms'], '8.1f')} {fmt(s['p99_ms'], '8.1f')}"
+              f" {fmt(s['ratio_p50'], '6.1f')} {fmt(s['ratio_p99'], '6.1f')}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(json_safe(results), indent=2) + "\n",
+                                   encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
