@@ -23,6 +23,12 @@ Usage (from the repo root; one agent at a time on a busy machine):
     .venv/bin/python scripts/capture_hooks.py --agents codex --codex-bypass-trust
     .venv/bin/python scripts/capture_hooks.py --agents gemini --save
 
+``--deliver`` also registers the real handler (``python -m agentwrap hook AGENT
+EVENT``) for the between-tool-calls event, with one message queued in an
+agentwrap store of the throwaway HOME, and checks that the message reached the
+model in the request after the first tool result, delivered once through
+channel ``hook``.
+
 ``--save`` writes the first payload of each event to
 tests/fixtures/hooks/<agent>/<Event>.json (a Notification as
 ``Notification.<type>.json``), the throwaway root replaced by ``/tmp/capture``;
@@ -131,17 +137,31 @@ def hook_entry(event: str, capture: Path, out: Path, timeout: int = 10) -> dict[
                        "timeout": timeout}]}
 
 
+#: The event at the safe point between tool calls, per agent.
+BETWEEN_TOOLS = {"claude": "PostToolBatch", "codex": "PostToolUse", "gemini": "AfterTool"}
+
+
 def register(agent: str, launch: Any, root: Path, capture: Path, out: Path,
-             bypass_trust: bool) -> None:
-    """Add the capture hooks to ``launch`` for this launch only."""
+             bypass_trust: bool, deliver: bool = False) -> None:
+    """Add the capture hooks to ``launch`` for this launch only (and with
+    ``deliver`` agentwrap's own handler for the between-tool-calls event)."""
     events = EVENTS[agent]
+
+    def entries(e: str, timeout: int = 10) -> list[dict[str, Any]]:
+        group = hook_entry(e, capture, out, timeout)
+        if deliver and e == BETWEEN_TOOLS[agent]:
+            group["hooks"].append({"type": "command", "timeout": timeout,
+                                   "command": f"{sys.executable} -m agentwrap hook {agent} {e}"})
+        return [group]
+
     if agent == "claude":
-        settings = {"hooks": {e: [hook_entry(e, capture, out)] for e in events}}
+        settings = {"hooks": {e: entries(e) for e in events}}
         launch.argv.extend(["--settings", json.dumps(settings)])
     elif agent == "codex":
         for e in events:
-            cmd = json.dumps(f"python3 {capture} {e} {out}")
-            launch.argv.extend(["-c", f'hooks.{e}=[{{hooks=[{{type="command",command={cmd},timeout=10}}]}}]'])
+            hooks = ",".join(f'{{type="command",command={json.dumps(h["command"])},timeout=10}}'
+                             for h in entries(e)[0]["hooks"])
+            launch.argv.extend(["-c", f"hooks.{e}=[{{hooks=[{hooks}]}}]"])
         if bypass_trust:
             launch.argv.append("--dangerously-bypass-hook-trust")
     else:
@@ -152,7 +172,7 @@ def register(agent: str, launch: Any, root: Path, capture: Path, out: Path,
         secure.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = secure / "gemini-system-defaults.json"
         settings = {"hooksConfig": {"enabled": True},
-                    "hooks": {e: [hook_entry(e, capture, out, 10_000)] for e in events}}
+                    "hooks": {e: entries(e, 10_000) for e in events}}
         path.write_text(json.dumps(settings, indent=2), encoding="utf-8")
         launch.env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"] = str(path)
 
@@ -191,7 +211,11 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             "gemini": [("read_file", {"file_path": "README.md"}),
                        ("list_directory", {"dir_path": "."})],
         }[agent]
-        register(agent, launch, root, capture, out, args.codex_bypass_trust)
+        register(agent, launch, root, capture, out, args.codex_bypass_trust, args.deliver)
+        probe = f"HOOKPROBE {agent}: the nightly build is green"
+        message_id = ""
+        if args.deliver:
+            message_id = queue_probe(agent, launch, root, work, probe)
         log(f"{agent}: argv {launch.argv}")
         pane = screens.Pane(launch=launch, cols=160, rows=45, log_path=root / "pane.log")
         pane.start()
@@ -209,6 +233,8 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
 
         ok = turn("Please look around. [[script]]", TURN_END[agent], 60)
         log(f"{agent}: scripted turn ended: {ok}")
+        if args.deliver:
+            check_delivery(agent, launch, server, probe, message_id)
         time.sleep(1.0)
         n = len(read_events(out))
         pane.paste("Make a file. [[tool]]")
@@ -242,6 +268,43 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     else:
         log(f"{agent}: kept {root}")
     return events
+
+
+def queue_probe(agent: str, launch: Any, root: Path, work: Path, probe: str) -> str:
+    """An agentwrap store in the agent's HOME with its session and one message,
+    found by the hook through the environment ``agentwrap run`` would give."""
+    from agentwrap.message import NewMessage, Source
+    from agentwrap.paths import Paths
+    from agentwrap.service import Service
+    from agentwrap.sessions.registry import SessionRecord
+
+    runtime = root / "run"
+    runtime.mkdir(mode=0o700)
+    launch.env.update(XDG_RUNTIME_DIR=str(runtime), AGENTWRAP_SESSION=f"cap-{agent}")
+    paths = Paths.from_env(launch.env).ensure()
+    with Service.open(paths) as svc:
+        svc.registry.register(SessionRecord(name=f"cap-{agent}", profile=agent, backend="tmux",
+                                            command=[agent], cwd=str(work),
+                                            started=time.time()))
+        return svc.send(NewMessage(session=f"cap-{agent}", content=probe, source=Source.WEBHOOK,
+                                   source_id="ci")).message.id
+
+
+def check_delivery(agent: str, launch: Any, server: Any, probe: str, message_id: str) -> None:
+    from agentwrap.paths import Paths
+    from agentwrap.service import Service
+
+    bodies = [b for b in server.request_bodies(include_side=False)]
+    first = next((i for i, b in enumerate(bodies) if probe in b), None)
+    with Service.open(Paths.from_env(launch.env)) as svc:
+        entry = svc.message(message_id)
+    log(f"{agent}: DELIVER: message {entry.message.status} via "
+        f"{[a.channel for a in entry.attempts]}; first model request carrying it: "
+        f"#{first} of {len(bodies)}")
+    if first is not None:
+        body = bodies[first]
+        at = body.index(probe)
+        log(f"{agent}: DELIVER: ...{body[max(0, at - 300):at + 200]!r}")
 
 
 def screens_quit(agent: str) -> list[str]:
@@ -284,6 +347,8 @@ def main() -> int:
     p.add_argument("--keep", action="store_true", help="keep the throwaway root")
     p.add_argument("--idle", action="store_true", help="Claude: wait for idle_prompt")
     p.add_argument("--codex-bypass-trust", action="store_true")
+    p.add_argument("--deliver", action="store_true",
+                   help="also run agentwrap's handler between tool calls; check the message")
     p.add_argument("--permission-wait", type=float, default=8.0)
     args = p.parse_args()
     for agent in args.agents.split(","):
