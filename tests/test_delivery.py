@@ -10,8 +10,8 @@ No test asserts how long anything took: waits are generous deadlines only.
 
 from __future__ import annotations
 
-import json
 import itertools
+import json
 import os
 import re
 import signal
