@@ -155,6 +155,33 @@ def test_drained_once_highest_priority_first(aw: AwEnv, svc: Service) -> None:
     assert len(consumed) == 1 and consumed[0].data["channel"] == "hook"
 
 
+@pytest.mark.parametrize(("agent", "between", "end", "field"), [
+    ("claude", "PostToolBatch", "Stop", "last_assistant_message"),
+    ("codex", "PostToolUse", "Stop", "last_assistant_message"),
+    ("gemini", "AfterTool", "AfterAgent", "prompt_response"),
+])
+def test_the_ack_in_the_reply_at_turn_end(aw: AwEnv, svc: Service, agent: str, between: str,
+                                          end: str, field: str) -> None:
+    asked = send(svc, "please confirm", require_ack=True)
+    raw = (FIXTURES / agent / f"{between}.json").read_bytes()
+    text = context_of(handle(agent, between, raw, env_of(aw)), between)
+    token = svc.get(asked).batch_id
+    assert token and f'Reply "ACK {token}"' in text
+    other = send(svc, "typed elsewhere")  # pending: an ACK never touches it
+    reply = {**payload(FIXTURES / agent / f"{end}.json"), field: f"Noted.\n\nACK {token}"}
+    assert handle(agent, end, json.dumps(reply).encode(), env_of(aw)) == ""
+    m = svc.get(asked)
+    assert m.status is Status.ACKNOWLEDGED and m.detail == "acknowledged (seen) through hook"
+    assert svc.get(other).status is Status.PENDING
+    sig = read_signal(aw.paths, "fake")
+    assert sig is not None and sig.signal == "turn_end"
+    # the same reply again, or an ACK of a batch no hook handed over: nothing more happens
+    assert handle(agent, end, json.dumps(reply).encode(), env_of(aw)) == ""
+    stray = {**reply, field: "ACK 0badc0de"}
+    assert handle(agent, end, json.dumps(stray).encode(), env_of(aw)) == ""
+    assert svc.get(other).status is Status.PENDING
+
+
 def test_no_ack_request_unless_asked(aw: AwEnv, svc: Service) -> None:
     send(svc, "plain")
     raw = (FIXTURES / "gemini" / "AfterTool.json").read_bytes()

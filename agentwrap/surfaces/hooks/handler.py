@@ -16,7 +16,12 @@ the hook does one thing and leaves:
    typed or taken by MCP meanwhile is not taken again), framed as the typed
    block frames them (:func:`agentwrap.delivery.framing.render`: quoted,
    ``[source:sourceId]``, the batch token, the ACK request when asked), plus
-   how many still wait. Everything that can fail runs before the claim.
+   how many still wait. Everything that can fail runs before the claim;
+4. at a turn's end the agent's reply (Claude and Codex ``last_assistant_message``,
+   Gemini ``prompt_response``) is searched for ``ACK <token>``: the messages a
+   hook handed over in that batch are acknowledged (``seen``, channel ``hook``),
+   as the typing path does when it finds the ACK on screen. Only then is the
+   store opened at a turn's end.
 
 It never fails the agent: a missing or locked database (busy timeout
 :data:`BUSY_TIMEOUT_MS`), an unknown session, bad input or any error means no
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,6 +56,10 @@ CHANNEL = "hook"
 #: Most stdin read; a bigger payload (a huge tool output) is drained, not parsed.
 MAX_STDIN = 4 * 1024 * 1024
 _DUMMY_TOKEN = "0" * 8  # a token's length, to measure a block before the claim
+#: An ACK in the agent's reply (the profiles' default pattern, any batch token).
+ACK_RE = re.compile(r"\bACK[: ]+([0-9a-f]{8})\b", re.IGNORECASE)
+#: Where a turn-end payload carries the agent's reply.
+REPLY_FIELDS = ("last_assistant_message", "prompt_response")
 
 USAGE = """\
 usage: agentwrap hook AGENT EVENT < hook-input.json
@@ -106,6 +116,13 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> str:
 
             write_signal(paths, session, todo, source="hook", agent=agent, event=event,
                          detail=str(payload.get("message", "")))
+            tokens = acked_tokens(payload) if todo == "turn_end" else set()
+            if tokens and paths.db_path.is_file():
+                from ...service import Service
+
+                with Service.open(paths, busy_timeout_ms=BUSY_TIMEOUT_MS) as service:
+                    acknowledge(service, session, tokens,
+                                log=lambda m: _log(paths, session, agent, event, m))
             return ""
         if not paths.db_path.is_file():  # agentwrap never ran here: make nothing
             return ""
@@ -160,6 +177,42 @@ def drain(
         text = text[: limit - 60] + f"\n[agentwrap: {cut} characters cut]"
     log(f"handed {len(batch)} message(s) (batch {token}); {left} still wait")
     return text
+
+
+def acked_tokens(payload: Mapping[str, object]) -> set[str]:
+    """The batch tokens the agent's reply acknowledges."""
+    found: set[str] = set()
+    for name in REPLY_FIELDS:
+        reply = payload.get(name)
+        if isinstance(reply, str):
+            found.update(t.lower() for t in ACK_RE.findall(reply[-20_000:]))
+    return found
+
+
+def acknowledge(
+    service: Service, session: str, tokens: set[str], *,
+    log: Callable[[str], None] = lambda _: None,
+) -> list[str]:
+    """Acknowledge the delivered messages a hook handed over in the batches
+    ``tokens``; returns their ids (an ACK for another channel's batch is the
+    typing path's to find, and is left alone)."""
+    from ...errors import AgentwrapError
+    from ...message import Status
+
+    done: list[str] = []
+    for entry in service.history(session, limit=200):
+        m = entry.message
+        if (m.batch_id not in tokens or m.status is not Status.DELIVERED
+                or entry.channel != CHANNEL):
+            continue
+        try:
+            service.acknowledge(session, m.id, "seen", channel=CHANNEL)
+            done.append(m.id)
+        except AgentwrapError as exc:  # acknowledged meanwhile
+            log(f"ACK {m.batch_id} for {m.id}: {exc}")
+    if done:
+        log(f"ACK {', '.join(sorted(tokens))}: acknowledged {len(done)} message(s)")
+    return done
 
 
 def _compose(messages: Sequence[Message], token: str, ack: str | None, left: int) -> str:
@@ -223,4 +276,7 @@ def _log(paths: Paths, session: str, agent: str, event: str, line: str) -> None:
         pass
 
 
-__all__ = ["BUSY_TIMEOUT_MS", "CHANNEL", "SESSION_ENV", "USAGE", "drain", "handle", "main"]
+__all__ = [
+    "BUSY_TIMEOUT_MS", "CHANNEL", "SESSION_ENV", "USAGE", "acked_tokens", "acknowledge", "drain",
+    "handle", "main",
+]
