@@ -236,19 +236,20 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         if args.deliver:
             check_delivery(agent, launch, server, probe, message_id)
         time.sleep(1.0)
-        n = len(read_events(out))
-        pane.paste("Make a file. [[tool]]")
-        time.sleep(0.4)
-        pane.keys("Enter")
-        time.sleep(args.permission_wait)
-        log(f"{agent}: permission screen:\n{pane.capture()}")
-        log(f"{agent}: events since: {[e['event'] for e in read_events(out)[n:]]}")
-        pane.keys("Escape")
-        time.sleep(2.0)
+        if args.permission_wait > 0:
+            n = len(read_events(out))
+            pane.paste("Make a file. [[tool]]")
+            time.sleep(0.4)
+            pane.keys("Enter")
+            time.sleep(args.permission_wait)
+            log(f"{agent}: permission screen:\n{pane.capture()}")
+            log(f"{agent}: events since: {[e['event'] for e in read_events(out)[n:]]}")
+            pane.keys("Escape")
+            time.sleep(2.0)
         if args.idle and agent == "claude":
-            log("claude: idle for 70 s (idle_prompt)")
+            log(f"claude: idle for up to {args.idle_wait:.0f} s (idle_prompt)")
             wait_for(lambda: any(e["stdin"].get("notification_type") == "idle_prompt"
-                                 for e in read_events(out)), 75, 1.0)
+                                 for e in read_events(out)), args.idle_wait, 1.0)
         for key in screens_quit(agent):
             pane.keys(key)
             time.sleep(0.3)
@@ -346,10 +347,12 @@ def main() -> int:
     p.add_argument("--save", action="store_true")
     p.add_argument("--keep", action="store_true", help="keep the throwaway root")
     p.add_argument("--idle", action="store_true", help="Claude: wait for idle_prompt")
+    p.add_argument("--idle-wait", type=float, default=75.0, help="seconds (default 75)")
     p.add_argument("--codex-bypass-trust", action="store_true")
     p.add_argument("--deliver", action="store_true",
                    help="also run agentwrap's handler between tool calls; check the message")
-    p.add_argument("--permission-wait", type=float, default=8.0)
+    p.add_argument("--permission-wait", type=float, default=8.0,
+                   help="seconds to leave the permission dialog open; 0: no [[tool]] turn")
     args = p.parse_args()
     for agent in args.agents.split(","):
         run_agent(agent.strip(), args)

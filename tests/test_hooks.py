@@ -124,12 +124,11 @@ def test_signals_say_what_the_agent_does(aw: AwEnv, svc: Service) -> None:
         assert handle(agent, event_of(path), path.read_bytes(), env_of(aw)) == ""
         sig = read_signal(aw.paths, "fake")
         assert sig is not None and sig.state == state, (agent, name)
-    # Claude's idle notification (documented; the capture's 75 s idle did not show one)
-    idle = {**payload(FIXTURES / "claude" / "Notification.permission_prompt.json"),
-            "notification_type": "idle_prompt", "message": "Claude is waiting for your input"}
+    idle = payload(FIXTURES / "claude" / "Notification.idle_prompt.json")
     assert handle("claude", "Notification", json.dumps(idle).encode(), env_of(aw)) == ""
     sig = read_signal(aw.paths, "fake")
     assert sig is not None and (sig.signal, sig.state) == ("idle_prompt", "ready")
+    assert sig.detail == "Claude is waiting for your input"
     # a notification of another kind changes nothing
     other = {**idle, "notification_type": "auth_success"}
     assert handle("claude", "Notification", json.dumps(other).encode(), env_of(aw)) == ""
