@@ -29,10 +29,15 @@ Example::
 
     [sources]                   # user config only: the only ids a source may send as
     webhook = ["github", "ci"]
+
+    [notify]                    # user config only: when an agent waits for you
+    on_waiting_input = "notify-me --json"   # run with the question as JSON on stdin
+    renotify_after_s = 300
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -93,11 +98,24 @@ class TrustConfig:
 
 
 @dataclass(frozen=True)
+class NotifyConfig:
+    """How a person hears that an agent waits for an answer. User config only:
+    ``on_waiting_input`` is a command agentwrap runs, and a cloned project's
+    ``.agentwrap.toml`` must not make it run anything."""
+
+    on_waiting_input: str = ""  # argv (split like a shell, never run by one); question JSON on stdin
+    renotify_after_s: float = 300.0  # the same question still open: tell again (0: never)
+    desktop: bool = True  # notify-send, where there is one
+    tmux_message: bool = True  # a message on the tmux status line of attached clients
+
+
+@dataclass(frozen=True)
 class Config:
     run: RunConfig = field(default_factory=RunConfig)
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
     limits: QueueLimits = field(default_factory=QueueLimits)
     trust: TrustConfig = field(default_factory=TrustConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
     # [sources]: per source, the only source ids it may send as (webhook =
     # ["github", "ci"]); a source not named is not restricted. User config only.
     source_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -114,8 +132,9 @@ class Config:
 
 _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "trust": TrustConfig,
+    "notify": NotifyConfig,
 }
-USER_ONLY_SECTIONS = ("trust", "sources")  # never from a project's file
+USER_ONLY_SECTIONS = ("trust", "sources", "notify")  # never from a project's file
 
 
 def _coerce(value: Any, default: Any, where: str) -> Any:
@@ -170,6 +189,12 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             changes[key] = _coerce(v, getattr(current, key), dotted)
         if section == "run" and changes.get("backend", "tmux") not in ("tmux", "pty"):
             raise ConfigError(f"run.backend: must be 'tmux' or 'pty', got {changes['backend']!r}")
+        if section == "notify" and changes.get("on_waiting_input"):
+            try:
+                shlex.split(changes["on_waiting_input"])
+            except ValueError as exc:
+                raise ConfigError(f"notify.on_waiting_input: cannot split it into words: {exc}",
+                                  hint="quote it like a shell command line") from None
         if section == "trust":
             _check_sources(changes.get("raw_sources", ()), f"{dotted_section(where, section)}.raw_sources")
         if section == "run" and changes.get("supervisor", "host") not in SUPERVISOR_MODES:

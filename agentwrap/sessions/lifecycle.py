@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..audit import AuditLog
 from ..config import Config, load_config
 from ..delivery.fallback import context_file, prepare_context_file
 from ..detect.profiles import Profile, load_profile, profile_for_command
@@ -43,6 +44,7 @@ from ..terminal.proctree import alive, descendants, kill_pids
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
 from .supervisor import Supervisor, log_to
+from .telling import Teller
 from .wake import notify, send
 
 if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
@@ -186,6 +188,8 @@ def build_supervisor(
     )
     sup.delivery = DeliveryEngine.for_session(paths, cfg, profile, rec)
     sup.answering = Answerer.for_session(paths, profile, rec.name)
+    sup.teller = Teller(rec.name, cfg.notify, AuditLog(paths.audit_log),
+                        display=getattr(term, "display", None))
     return sup
 
 

@@ -35,6 +35,7 @@ from ..paths import Paths, open_private_append, private_dir, write_private
 from ..terminal.base import Terminal
 from ..terminal.screen import Snapshot
 from .registry import Registry
+from .telling import Teller
 from .wake import WakeSocket
 
 log = logging.getLogger("agentwrap.supervisor")
@@ -101,6 +102,7 @@ class Supervisor:
         self.timing = timing or Timing()
         self.delivery: DeliveryStep | None = None
         self.answering: AnswerStep | None = None
+        self.teller: Teller | None = None  # tells the person about an open question
         self.snap: Snapshot | None = None
         self.exit_code: int | None = None
         self._stop = threading.Event()
@@ -178,6 +180,8 @@ class Supervisor:
 
     def _publish(self, reading: Reading) -> None:
         question = self.detector.question
+        if self.teller is not None:
+            self.teller.update(question if reading.state is State.WAITING_INPUT else None)
         key = (reading.state.value, reading.rule, question.id if question else "")
         # a new state, or the agent asks something else while still waiting
         changed = self._published is None or self._published[0] != reading.state.value \

@@ -432,7 +432,23 @@ class TmuxTerminal:
             raise BackendError(f"set-option failed: {' '.join(proc.stderr)}")
 
     def display(self, message: str) -> None:
-        self.server.cmd("display-message", "-t", self.target, "-d", "5000", message)
+        """A message on the status line of attached clients for 5 s. tmux reads
+        the message as a format, where ``#(...)`` runs a shell command and
+        ``#{...}`` expands: every ``#`` is doubled, so text from an agent's
+        screen is shown, never run."""
+        try:
+            self.server.cmd("display-message", "-t", self.target, "-d", "5000",
+                            tmux_literal(message))
+        except (OSError, libtmux.exc.LibTmuxException) as exc:
+            raise BackendError(f"display-message failed: {exc}") from None
+
+
+def tmux_literal(text: str) -> str:
+    """``text`` as a tmux format that shows exactly it, on one line: ``#``
+    doubled (no ``#(...)`` command, no ``#{...}`` expansion), white space and
+    control characters folded to single spaces."""
+    flat = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return flat.replace("#", "##")
 
 
 def remove_idle_socket(server: libtmux.Server) -> None:

@@ -1,0 +1,122 @@
+"""Telling the person that an agent waits for them, and again if nobody answers.
+
+The ``session.waiting_input`` event (with the parsed question) reaches every
+surface that listens: the API's streams, the dashboard's toast. The person may
+be in none of them, so the supervisor also tells them where they are, once per
+question (a question's id comes from its content: the cursor moving is not a
+new question), and again every ``renotify_after_s`` while it stays open:
+
+* a message on the tmux status line of any attached client;
+* a desktop notification (``notify-send``), where there is one;
+* the user's own command, ``[notify] on_waiting_input``, with the question as
+  JSON on stdin and ``AGENTWRAP_SESSION`` / ``AGENTWRAP_QUESTION_ID`` in its
+  environment: a phone push, a chat message, a sound. It is split into words
+  like a shell line but never run by a shell, runs detached from the
+  supervisor (a slow command never delays delivery) and is killed after
+  :data:`COMMAND_TIMEOUT_S`.
+
+Every telling is a line in the audit log. Nothing here answers anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+
+from ..audit import AuditLog
+from ..config import NotifyConfig
+from ..delivery.fallback import notify_desktop
+from ..detect.question import Question
+from ..errors import AgentwrapError
+
+log = logging.getLogger("agentwrap.telling")
+
+COMMAND_TIMEOUT_S = 30.0
+
+
+def summary(q: Question) -> str:
+    """One line a person reads at a glance: what is asked, about what."""
+    asked = q.questions[0].question if q.questions else q.title
+    about = " ".join(x for x in (q.tool or "", q.command or "") if x)
+    return f"{asked} [{about}]" if about else asked
+
+
+class Teller:
+    """Tells about the open question of one session; :meth:`update` on every verdict."""
+
+    def __init__(
+        self, session: str, config: NotifyConfig, audit: AuditLog, *,
+        display: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.session = session
+        self.config = config
+        self.audit = audit
+        self.display = display
+        self.clock = clock
+        self._open: str | None = None  # the id of the question told about
+        self._told_at = 0.0
+        self.told = 0  # how many times, for tests and `doctor`
+
+    def update(self, question: Question | None) -> None:
+        """The question on screen now (None: the agent asks nothing)."""
+        if question is None:
+            self._open = None
+            return
+        now = self.clock()
+        if question.id != self._open:
+            self._open, self._told_at = question.id, now
+            self._tell(question, again=False)
+        elif self.config.renotify_after_s > 0 and now - self._told_at >= self.config.renotify_after_s:
+            self._told_at = now
+            self._tell(question, again=True)
+
+    def _tell(self, q: Question, *, again: bool) -> None:
+        self.told += 1
+        line = f"agentwrap: {self.session} waits for you: {summary(q)}"
+        channels: list[str] = []
+        if self.config.tmux_message and self.display is not None:
+            try:
+                self.display(line)
+                channels.append("tmux")
+            except (OSError, AgentwrapError) as exc:  # a courtesy, never a failure
+                log.debug("tmux message failed: %s", exc)
+        if self.config.desktop and notify_desktop(f"{self.session} waits for you", summary(q)):
+            channels.append("desktop")
+        if self.config.on_waiting_input and self._run_command(q, again=again):
+            channels.append("command")
+        self.audit.write(event="told_waiting", session=self.session, question=q.id,
+                         again=again, channels=channels)
+
+    def _run_command(self, q: Question, *, again: bool) -> bool:
+        argv = shlex.split(self.config.on_waiting_input)
+        env = {**os.environ, "AGENTWRAP_SESSION": self.session, "AGENTWRAP_QUESTION_ID": q.id,
+               "AGENTWRAP_RENOTIFY": "1" if again else "0"}
+        payload = json.dumps({"session": self.session, "again": again, "question": q.to_json()})
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+            )
+        except OSError as exc:
+            log.warning("on_waiting_input %r did not start: %s", argv[0] if argv else "", exc)
+            return False
+        threading.Thread(target=_feed_and_reap, args=(proc, payload), daemon=True,
+                         name=f"notify-{self.session}").start()
+        return True
+
+
+def _feed_and_reap(proc: subprocess.Popen[bytes], payload: str) -> None:
+    try:
+        proc.communicate(payload.encode("utf-8"), timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    except OSError:  # it closed stdin early: its business
+        proc.wait()
