@@ -181,6 +181,14 @@ def test_the_ack_in_the_reply_at_turn_end(aw: AwEnv, svc: Service, agent: str, b
     assert svc.get(other).status is Status.PENDING
 
 
+def test_a_subagents_tool_calls_take_nothing(aw: AwEnv, svc: Service) -> None:
+    mid = send(svc, "for the main agent")
+    sub = {**payload(FIXTURES / "claude" / "PostToolBatch.json"), "agent_id": "a1b2c3",
+           "agent_type": "general-purpose"}  # what 2.1.197 adds inside a subagent
+    assert handle("claude", "PostToolBatch", json.dumps(sub).encode(), env_of(aw)) == ""
+    assert svc.get(mid).status is Status.PENDING
+
+
 def test_no_ack_request_unless_asked(aw: AwEnv, svc: Service) -> None:
     send(svc, "plain")
     raw = (FIXTURES / "gemini" / "AfterTool.json").read_bytes()

@@ -76,6 +76,10 @@ def action(agent: str, event: str, payload: dict[str, Any]) -> str | None:
         return None
     if kind == NOTIFICATION:
         return NOTIFICATION_SIGNALS.get(str(payload.get("notification_type", "")))
+    if kind == CONTEXT and payload.get("agent_id"):
+        # Claude fills agent_id in hooks that fire inside a subagent: its context
+        # would go to the subagent, never to the session's own model
+        return None
     return kind
 
 
