@@ -4,8 +4,9 @@
 the one-time link, and what the page shows is checked as a person would see
 it: a message sent with the CLI appears without a reload (the event stream),
 one sent from the page reaches a stand-in agent, hostile content stays text,
-escalations and questions raise a toast, and without a login the page says
-how to get one. Screenshots are kept (tests/support/browser.py says where).
+escalations and questions raise a toast, a question is answered with a click
+(the stand-in records the choice), and without a login the page says how to
+get one. Screenshots are kept (tests/support/browser.py says where).
 Waits are deadlines, never thresholds.
 """
 
@@ -237,6 +238,122 @@ def test_a_toast_for_an_escalation_and_for_a_question(
     assert not problems(page)
 
 
+# --- answering a question ---------------------------------------------------------------
+
+
+def recorded(aw: AwEnv) -> list[dict[str, Any]]:
+    """What the stand-in recorded for each dialog it closed (LOG.answers)."""
+    path = aw.log.with_name(aw.log.name + ".answers")
+    if not path.exists():
+        return []
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def open_dialog(aw: AwEnv, page: Browser, n: int) -> str:
+    """Have the stand-in open its dialog; the card on the page (its question id)."""
+    send(aw, "sa", f"please OPENDIALOG {n}", "--no-ack")
+    page.wait(lambda: page.shown("#question") and page.one("#question .q-option"),
+              "the question card")
+    return str(page.one("#question").get_attribute("data-question"))
+
+
+def test_a_question_is_answered_from_its_card(aw: AwEnv, server: Served, page: Browser) -> None:
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG")
+    aw.wait_state("sa", "ready")
+    login(page, aw, server)
+    page.wait(lambda: page.text("#sv-name") == "sa" and page.text("#sv-state") == "ready",
+              "sa selected, ready")
+    assert not page.shown("#question")
+
+    qid = open_dialog(aw, page, 1)
+    q = aw.registry().get("sa").question
+    assert q is not None and qid == q["id"]
+    assert page.text("#question .q-kind") == q["kind"]
+    assert page.text("#question .q-title") == q["title"]
+    assert page.text("#question .q-command") == q["command"] == "touch x"
+    assert page.text("#question .q-text") == "Do you want to proceed?"
+    labels = page.driver.execute_script(
+        "return [...document.querySelectorAll('#question .q-label')].map((n) => n.textContent)")
+    assert labels == [o["label"] for o in q["questions"][0]["options"]] == ["Yes", "No"]
+    # the agent's cursor is on option 1: marked so
+    assert page.css("#question .q-option.highlighted") == [page.one('.q-option[data-number="1"]')]
+    assert page.shown('.q-option[data-number="1"] .q-cursor')
+    assert not page.shown('.q-option[data-number="2"] .q-cursor')
+    assert page.shown("#question .q-deny") and not page.css("#question .q-free")
+    page.wait(lambda: page.one("#toasts .toast-waiting"), "the question's toast")
+    assert q["title"] in page.text("#toasts .toast-waiting .toast-body")
+    assert "touch x" in page.text("#toasts .toast-waiting .toast-detail")
+    page.shot("question-card")
+    page.phone()
+    widths = page.driver.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"wider than a phone: {widths}"
+    page.shot("question-card-phone")
+    page.phone(False)
+    page.dark()
+    page.shot("question-card-dark")
+    page.dark(False)
+
+    # a click on a card the agent has moved past: refused, shown, nothing typed
+    page.driver.execute_script(
+        "document.getElementById('question').dataset.question = '0123456789ab'")
+    page.click('#question .q-option[data-number="1"]')
+    page.wait(lambda: "Stale answer" in page.text("#answer-result"), "the API's refusal")
+    shown = page.text("#answer-result")
+    assert "HTTP 409" in shown and "asks something else now" in shown, shown
+    assert "error" in (page.one("#answer-result").get_attribute("class") or "")
+    page.shot("question-stale")
+    assert recorded(aw) == [] and page.shown("#question")
+
+    # option 2, as a person clicks it: the agent gets "No", the card goes away
+    page.wait(lambda: page.one("#question").get_attribute("data-question") == qid,
+              "the card redrawn for the open question")
+    page.click('#question .q-option[data-number="2"]')
+    page.wait(lambda: "Answered" in page.text("#answer-result"), "the confirmation")
+    assert "dialog closed" in page.text("#answer-result")
+    assert [c["choice"] for c in recorded(aw)] == ["chose 2. No"]
+    page.wait(lambda: not page.shown("#question"), "the card gone (the agent goes on)")
+    assert page.text("#sv-state") != "waiting input"
+    page.wait(lambda: not page.one("#toasts .toast-waiting"), "its toast gone: nothing to act on")
+    page.shot("question-answered")
+    assert not problems(page)
+
+
+def test_free_text_and_deny_from_the_card(aw: AwEnv, server: Served, page: Browser) -> None:
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG", "--dialog-style", "choice")
+    aw.wait_state("sa", "ready")
+    login(page, aw, server)
+    page.wait(lambda: page.text("#sv-name") == "sa", "sa selected")
+
+    open_dialog(aw, page, 1)
+    assert page.text("#question .q-header") == "Database"
+    assert page.shown("#question .q-free")
+    # text the agent would read as a command: the API's 400, shown as it says it
+    page.one("#q-text-input").send_keys("/etc/passwd")
+    page.click("#question .q-send")
+    page.wait(lambda: "error" in (page.one("#answer-result").get_attribute("class") or ""),
+              "the API's refusal on the page")
+    assert "HTTP 400" in page.text("#answer-result")
+    assert "must not start with '/'" in page.text("#answer-result")
+    assert page.one("#q-text-input").get_attribute("value") == "/etc/passwd"  # kept to fix
+    page.shot("question-free-text-refused")
+    assert recorded(aw) == []
+
+    page.one("#q-text-input").clear()
+    page.one("#q-text-input").send_keys("SQLite, but keep it in memory")
+    page.click("#question .q-send")
+    page.wait(lambda: "Answered" in page.text("#answer-result"), "the confirmation")
+    assert recorded(aw)[-1]["text"] == "SQLite, but keep it in memory"
+    page.wait(lambda: not page.shown("#question"), "the card gone")
+
+    open_dialog(aw, page, 2)
+    page.wait(lambda: page.shown("#answer-result") is False, "the last confirmation cleared")
+    page.click("#question .q-deny")
+    page.wait(lambda: not page.shown("#question"), "the card gone after Deny")
+    assert recorded(aw)[-1]["choice"] == "cancelled"
+    assert not problems(page)
+
+
 def test_the_stream_resumes_after_the_server_restarts(
     aw: AwEnv, server: Served, page: Browser
 ) -> None:
@@ -294,6 +411,12 @@ def evil_api() -> FastAPI:
            "metadata": {}, "kind": "message"}
     summary = {"name": EVIL, "profile": EVIL, "backend": EVIL, "liveness": EVIL, "state": EVIL,
                "pending": 1, "started": now, "ended": None, "exitCode": None}
+    question = {"id": EVIL, "kind": EVIL, "title": EVIL, "highlighted": 1,
+                "free_text_allowed": True, "tool": EVIL, "command": EVIL, "dialog": EVIL,
+                "source": "screen", "questions": [{
+                    "question": EVIL + "?", "header": EVIL, "multiSelect": False,
+                    "options": [{"label": EVIL, "description": EVIL, "number": 1, "key": EVIL,
+                                 "checked": None}]}]}
     metrics = {"byStatus": {}, "total": 1, "attempted": 1, "succeededFirstTry": 0,
                "succeededAfterRetry": 0, "escalated": 1, "failed": 0, "meanAttempts": 1.0,
                "meanLatencyS": None, "p95LatencyS": None}
@@ -313,9 +436,10 @@ def evil_api() -> FastAPI:
 
     @app.get("/api/sessions/{name:path}")
     def session(name: str) -> dict[str, Any]:
-        return {**summary, "queueDepth": 1, "pendingByPriority": {EVIL: 1}, "metrics": metrics,
+        return {**summary, "state": "waiting_input", "queueDepth": 1, "pendingByPriority": {EVIL: 1}, "metrics": metrics,
                 "explanation": {"state": EVIL, "since": now, "reason": EVIL, "signal": EVIL,
-                                "rule": EVIL, "evidence": EVIL, "quietMs": 0, "draft": False}}
+                                "rule": EVIL, "evidence": EVIL, "quietMs": 0, "draft": False,
+                                "question": question}}
 
     @app.get("/api/messages")
     def messages() -> dict[str, Any]:
@@ -329,7 +453,8 @@ def evil_api() -> FastAPI:
             yield "retry: 2000\n\n"
             for kind in ("session.waiting_input", "message.escalated"):
                 data = {"id": "1", "type": kind, "at": now, "session": EVIL, "messageId": EVIL,
-                        "data": {"reason": EVIL, "rule": EVIL, "detail": EVIL}}
+                        "data": {"reason": EVIL, "rule": EVIL, "detail": EVIL,
+                                 "question": question}}
                 yield f"id: 1\nevent: {kind}\ndata: {json.dumps(data)}\n\n"
             while not await request.is_disconnected():
                 await anyio.sleep(0.2)
@@ -359,11 +484,16 @@ def test_every_field_shows_hostile_text_as_text(evil_server: str, page: Browser)
     page.open(evil_server + "/#login=anything")
     fields = ("#session-list .session-name", "#sv-name", "#sv-why .reason", "#sv-why .evidence",
               "#queue .content", "#queue .waiting", "#history .content", "#history .msg-detail",
-              "#history .attempts td.evidence-cell", "#toasts .toast-waiting .toast-body")
+              "#history .attempts td.evidence-cell", "#toasts .toast-waiting .toast-body",
+              "#question .q-kind", "#question .q-tool", "#question .q-id", "#question .q-title",
+              "#question .q-command", "#question .q-header", "#question .q-label",
+              "#question .q-desc")
     page.wait(lambda: all(page.text(where) for where in fields), "every field rendered")
     page.click("#history .attempt-log summary")
     for where in fields:
         assert page.text(where) == EVIL_SHOWN, (where, page.text(where))
+    assert page.text("#question .q-text") == EVIL_SHOWN + "?"
+    assert page.css("#question .q-option.highlighted") and page.shown("#question .q-free")
     assert page.css("img") == [] and page.css("#main b") == [] and page.css("#toasts b") == []
     assert len(page.css("#history .content .ctl")) == 6
     assert page.alert_text() is None

@@ -446,6 +446,7 @@
     const type = String(ev.type || '');
     const known = model.sessions.some((s) => s.name === name);
     if (!known || type === 'session.exited') touch('list');
+    if (type === 'session.state') noteState(name, ev.data);
     if (name) touch('session', name);
     if (name && name === model.selected && (type.startsWith('message.') || type.startsWith('session.input'))) {
       touch('queue', name);
@@ -457,11 +458,37 @@
         detail: ev.data && ev.data.detail,
       });
     } else if (type === 'session.waiting_input') {
-      toast('waiting', `${name} is waiting for input`, {
+      const q = ev.data && ev.data.question;
+      const box = toast('waiting', `${name} is waiting for input`, q ? {
+        error: q.title || questionText(q) || 'the agent asks a question',
+        detail: q.command ? `${q.tool ? `${q.tool}: ` : ''}${q.command}` : null,
+        hint: questionText(q) !== q.title ? questionText(q) : null,
+      } : {
         error: ev.data && ev.data.reason || 'the agent asks a question',
         detail: ev.data && ev.data.rule ? `rule: ${ev.data.rule}` : null,
       });
+      box.dataset.session = name;
     }
+  }
+
+  /* A session.state event says at once what the agent does now (and what it
+   * asks): the question card follows it without waiting for the re-fetch. */
+  function noteState(name, data) {
+    const d = model.details.get(name);
+    if (!d || !data || !data.state) return;
+    const waiting = data.state === 'waiting_input';
+    d.state = data.state;
+    d.explanation = Object.assign({}, d.explanation, {
+      state: data.state, reason: data.reason, signal: data.signal, rule: data.rule,
+      question: waiting ? data.question || null : null,
+    });
+    if (!waiting) {
+      for (const t of document.querySelectorAll('#toasts .toast-waiting')) {
+        if (t.dataset.session === name) t.remove(); // answered: nothing to act on any more
+      }
+    }
+    renderList();
+    if (name === model.selected) renderSession();
   }
 
   // --- choosing a session -----------------------------------------------------------------
@@ -484,6 +511,7 @@
       touch('history', name);
     }
     $('send-result').hidden = true;
+    $('answer-result').hidden = true;
     renderList();
     renderSession();
     renderQueue();
@@ -577,6 +605,7 @@
       why.append(how);
       if (x.evidence) why.append(el('pre', {class: 'evidence mono', title: 'what the detector saw'}, x.evidence));
     }
+    renderQuestion(name, d);
 
     const facts = $('sv-facts');
     facts.replaceChildren();
@@ -679,6 +708,7 @@
     const stack = $('toasts');
     stack.append(box);
     while (stack.children.length > 5) stack.firstElementChild.remove();
+    return box;
   }
 
   // --- sending ----------------------------------------------------------------------------
@@ -718,6 +748,152 @@
       if (e.status !== 401) showResult(false, parts);
     } finally {
       button.disabled = false;
+    }
+  }
+
+  // --- answering the question a waiting agent shows ----------------------------------
+
+  /* The card is drawn anew only for another question (or session): redraws
+   * for other events keep what the person typed and where the focus is. The
+   * answer names the question's id, so a click on a card the agent has moved
+   * past is refused by the server (409) instead of answering something else. */
+  const asking = {shown: null, busy: false}; // shown: "session\nquestion id" on the card
+
+  function questionText(q) {
+    const item = q && q.questions && q.questions[0];
+    return item ? item.question : '';
+  }
+
+  function renderQuestion(name, d) {
+    const card = $('question');
+    const x = d && d.explanation;
+    const q = d && d.state === 'waiting_input' && x && x.question ? x.question : null;
+    if (!q) {
+      card.hidden = true;
+      card.replaceChildren();
+      asking.shown = null;
+      return;
+    }
+    const key = `${name}\n${q.id}`;
+    if (asking.shown !== key) {
+      const last = $('answer-result');
+      if (!last.classList.contains('error')) last.hidden = true; // a new question: the last answer is done
+      card.replaceChildren(...questionCard(name, q));
+      asking.shown = key;
+    }
+    card.dataset.question = q.id; // what an answer from this card names
+    card.dataset.kind = q.kind;
+    for (const b of card.querySelectorAll('.q-option')) {
+      const here = Number(b.dataset.number) === q.highlighted;
+      b.classList.toggle('highlighted', here);
+      b.querySelector('.q-cursor').hidden = !here;
+    }
+    setAnswering(asking.busy);
+    card.hidden = false;
+  }
+
+  function questionCard(name, q) {
+    const parts = [];
+    parts.push(el('div', {class: 'q-head'},
+      el('span', {class: `pill q-kind kind-${String(q.kind).replace(/[^a-z]/g, '')}`}, q.kind),
+      q.tool ? el('span', {class: 'q-tool mono', title: 'tool'}, q.tool) : null,
+      el('span', {class: 'q-id mono muted', title: 'question id: an answer names it'}, q.id)));
+    parts.push(el('h3', {id: 'q-title', class: 'q-title'}, q.title || questionText(q) || 'The agent asks'));
+    if (q.command) parts.push(el('pre', {class: 'q-command mono', title: 'the command it wants to run'}, q.command));
+    const answerable = q.questions.length === 1 && !q.questions[0].multiSelect;
+    q.questions.forEach((item, i) => {
+      const box = el('div', {class: 'q-item'});
+      if (item.header) box.append(el('span', {class: 'q-header'}, item.header));
+      if (item.question && item.question !== q.title) box.append(el('p', {class: 'q-text'}, item.question));
+      box.append(el('ol', {class: 'q-options'}, ...item.options.map((o, j) =>
+        el('li', null, optionButton(name, q, o, j + 1, answerable)))));
+      if (item.multiSelect) box.append(el('p', {class: 'q-note muted'}, 'several choices'));
+      parts.push(box);
+      if (i === 0 && q.questions.length > 1) parts.push(el('hr', {class: 'q-rule'}));
+    });
+    if (!answerable) {
+      parts.push(el('p', {class: 'q-note'}, 'Answer this one in the terminal: ',
+        el('code', null, `agentwrap attach ${name}`), ' (multi-select and several-part questions come next).'));
+    }
+    if (answerable && q.free_text_allowed) parts.push(freeTextForm(name, q));
+    const deny = el('button', {type: 'button', class: 'q-deny', title: 'dismiss the dialog with the agent\u2019s own keys (Esc, n)'}, 'Deny');
+    deny.addEventListener('click', () => sendAnswer(name, {deny: true}, 'deny'));
+    parts.push(el('div', {class: 'q-actions'}, deny,
+      el('span', {class: 'muted q-how'}, 'Typed into the agent with its own keys; the dialog closing is checked on screen.')));
+    return parts;
+  }
+
+  function optionButton(name, q, o, position, answerable) {
+    const number = o.number ?? position;
+    const b = el('button', {type: 'button', class: 'q-option', 'data-number': String(number),
+      'data-inert': answerable ? null : 'yes'},
+      el('span', {class: 'q-num mono'}, o.key && o.number == null ? o.key : String(number)),
+      el('span', {class: 'q-body'},
+        el('span', {class: 'q-line'}, el('span', {class: 'q-label'}, o.label),
+          el('span', {class: 'q-cursor', hidden: true}, 'agent\u2019s current choice')),
+        o.description ? el('span', {class: 'q-desc'}, o.description) : null));
+    if (answerable) b.addEventListener('click', () => sendAnswer(name, {option: number}, `option ${number} (${o.label})`));
+    return b;
+  }
+
+  function freeTextForm(name, q) {
+    const input = el('input', {type: 'text', id: 'q-text-input', class: 'mono', maxlength: '1000',
+      required: 'required', placeholder: 'Your own answer (one line)'});
+    const form = el('form', {class: 'q-free', autocomplete: 'off'},
+      el('label', {for: 'q-text-input'}, 'Or answer in your own words'),
+      el('div', {class: 'q-free-row'}, input, el('button', {type: 'submit', class: 'q-send'}, 'Send')));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      if (input.value) sendAnswer(name, {text: input.value}, 'your text');
+    });
+    return form;
+  }
+
+  function setAnswering(busy) {
+    asking.busy = busy;
+    const card = $('question');
+    card.classList.toggle('busy', busy);
+    for (const b of card.querySelectorAll('button, input')) b.disabled = busy || b.dataset.inert === 'yes';
+  }
+
+  function answerResult(kind, parts) {
+    const box = $('answer-result');
+    box.className = `send-result answer-result ${kind}`;
+    box.replaceChildren(...parts);
+    box.hidden = false;
+  }
+
+  async function sendAnswer(name, body, what) {
+    if (asking.busy) return;
+    const card = $('question');
+    setAnswering(true);
+    answerResult('pending', [`Answering with ${what}\u2026`]);
+    try {
+      const a = await api('POST', `/api/sessions/${enc(name)}/answer`,
+        Object.assign({questionId: card.dataset.question}, body));
+      if (a.status === 'applied') {
+        answerResult('ok', [el('strong', null, 'Answered. '), a.detail]);
+        const input = $('q-text-input');
+        if (input) input.value = '';
+      } else if (a.status === 'pending') {
+        answerResult('pending', [el('strong', null, 'Stored, not typed yet. '),
+          a.supervised ? a.detail : 'No supervisor runs for this session: it waits for `agentwrap adopt`.']);
+      } else {
+        answerResult('error', [el('strong', {class: 'error-title'}, `Not answered (${a.status})`),
+          el('div', {class: 'error-detail'}, a.detail),
+          el('div', {class: 'error-hint'}, `answer in the terminal: agentwrap attach ${name}`)]);
+      }
+    } catch (e) {
+      if (e.status === 401) return;
+      const b = e instanceof ApiError ? e.body : {error: String(e)};
+      const hint = b.hint || (e.status === 409 ? 'The card shows what the agent asks now.' : null);
+      answerResult('error', [el('strong', {class: 'error-title'}, b.error),
+        e.status ? el('span', {class: 'muted'}, ` (HTTP ${e.status})`) : null,
+        b.detail ? el('div', {class: 'error-detail'}, b.detail) : null,
+        hint ? el('div', {class: 'error-hint'}, hint) : null].filter(Boolean));
+      touch('session', name);
+    } finally {
+      setAnswering(false);
     }
   }
 
