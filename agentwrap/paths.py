@@ -76,7 +76,10 @@ class Paths:
         private_dir(self.logs_dir, repair=True)
         private_dir(self.runtime_dir, repair=False)
         for path in self.private_files():
-            check_private_file(path, repair=True)
+            try:
+                check_private_file(path, repair=True)
+            except FileNotFoundError:
+                pass  # gone since listed: SQLite removes -wal/-shm as the last connection closes
         return self
 
     def private_files(self) -> list[Path]:

@@ -195,3 +195,14 @@ def test_doctor_reports_a_wrong_mode(aw: AwEnv) -> None:
     res = aw.cli("doctor", "--json")  # the first run's start repaired them
     problems = json.loads(res.stdout)["problems"]
     assert not any("mode" in p["problem"] for p in problems)
+
+
+def test_ensure_ignores_a_file_gone_since_it_was_listed(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite removes the -wal and -shm files as the last connection closes: a
+    file listed by private_files() may be gone when ensure() checks it (eight
+    `agentwrap send` at once crashed on that)."""
+    paths = Paths.from_env({"HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(tmp_path / "r")})
+    gone = paths.db_path.with_name(paths.db_path.name + "-wal")
+    monkeypatch.setattr(Paths, "private_files", lambda self: [gone])
+    paths.ensure()
