@@ -318,6 +318,14 @@ class SQLiteMessageStore:
             assert checked.internal, "reserved sources are refused in _validate"
             return
         rate = self.limits.rate_per_minute
+        window = (checked.new.session, checked.source.value, now - RATE_WINDOW_S,
+                  Priority.STARTUP)
+        below = conn.execute(  # the common case, at a cost that does not grow with the limit
+            "SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE session = ? AND source = ?"
+            " AND created > ? AND priority != ? LIMIT ?)", (*window, rate),
+        ).fetchone()[0] < rate
+        if below:
+            return
         rows = conn.execute(
             "SELECT created FROM messages WHERE session = ? AND source = ? AND created > ?"
             " AND priority != ? ORDER BY created",

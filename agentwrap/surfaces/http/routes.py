@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, WebSocket
@@ -30,7 +30,10 @@ from .sse import parse_last_event_id, stream
 MAX_WAIT_S = 3600.0
 
 
-def service(request: Request) -> Iterator[Service]:
+async def service(request: Request) -> AsyncIterator[Service]:
+    """A service from the pool for one request. Async on purpose: leasing
+    is a list pop, and a sync dependency would cost two more hand-offs to a
+    worker thread per request (the endpoint itself still runs on one)."""
     pool: ServicePool = request.app.state.pool
     with pool.lease() as svc:
         yield svc
