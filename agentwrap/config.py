@@ -268,6 +268,40 @@ def find_project_file(start: Path) -> Path | None:
     return None
 
 
+def _file_bytes(path: Path | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+class ConfigCache:
+    """:func:`load_config` for a long-lived process that needs the config as
+    it is *now* on every call (the HTTP server checks ``[sources]`` and
+    ``[trust]`` per message), without parsing TOML each time. The files are
+    found and read on every call (small files: microseconds) and parsed again
+    only when their bytes differ from the last parse. Bytes, not mtimes: two
+    edits within one timestamp tick must not leave a stale trust setting."""
+
+    def __init__(self, paths: Paths) -> None:
+        self.paths = paths
+        self._cached: dict[Path, tuple[tuple[object, ...], Config]] = {}
+
+    def load(self, cwd: Path) -> Config:
+        project = find_project_file(cwd)
+        key = (project, _file_bytes(self.paths.config_file), _file_bytes(project))
+        hit = self._cached.get(cwd)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        cfg = load_config(self.paths, cwd)
+        if len(self._cached) > 64:  # many projects: keep it bounded
+            self._cached.clear()
+        self._cached[cwd] = (key, cfg)
+        return cfg
+
+
 def load_config(paths: Paths, cwd: Path | None = None) -> Config:
     cfg = Config()
     overrides: dict[str, dict[str, Any]] = {}

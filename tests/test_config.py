@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import AwEnv
 
 from agentwrap.config import load_config
 from agentwrap.errors import ConfigError
@@ -78,3 +79,21 @@ def test_bad_config_is_an_error_naming_the_file_and_key(
     assert str(paths.config_file) in err.value.message
     if names != "not valid TOML":
         assert err.value.hint
+
+
+def test_config_cache_parses_again_only_when_a_file_changed(aw: AwEnv) -> None:
+    from agentwrap.config import ConfigCache
+
+    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    aw.paths.config_file.write_text("[limits]\nrate_per_minute = 7\n", encoding="utf-8")
+    cache = ConfigCache(aw.paths)
+    first = cache.load(aw.project)
+    assert first.limits.rate_per_minute == 7
+    assert cache.load(aw.project) is first  # nothing changed: not parsed again
+    aw.paths.config_file.write_text("[limits]\nrate_per_minute = 9\n", encoding="utf-8")
+    assert cache.load(aw.project).limits.rate_per_minute == 9  # same size, new content
+    (aw.project / ".agentwrap.toml").write_text("[limits]\nrate_per_minute = 3\n",
+                                                encoding="utf-8")
+    assert cache.load(aw.project).limits.rate_per_minute == 3  # a project file appeared
+    (aw.project / ".agentwrap.toml").unlink()
+    assert cache.load(aw.project).limits.rate_per_minute == 9  # and went away

@@ -14,6 +14,7 @@ line in the transcript from counting as the agent's current state.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -164,6 +165,7 @@ class Profile:
 # --- locating profile files ---------------------------------------------------------
 
 
+@functools.cache
 def builtin_patterns_dir() -> Path:
     """Inside a wheel the profiles live in ``agentwrap/detect/_patterns``; in a
     source checkout (editable install, tests) they are the top-level
