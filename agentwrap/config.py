@@ -12,6 +12,8 @@ Example::
     relay = "auto"              # pty backend: "native" C relay if built, else "python"
     supervisor = "host"         # tmux: one supervisor process for all sessions, or "process"
     trust_folder = false        # answer folder-trust dialogs automatically
+    channels = true             # native hooks + MCP server per launch (run --no-channels)
+    codex_hook_trust = "off"    # user config only; "bypass": see agentwrap.sessions.channels
 
     [delivery]
     require_ack = true
@@ -68,6 +70,11 @@ class RunConfig:
     rows: int = 45
     relay: str = "auto"  # pty backend: "native" (C helper), "python", or "auto" (native if built)
     supervisor: str = "host"  # tmux backend: "host" (one process for all) or "process"
+    channels: bool = True  # register the agent's native hooks and MCP server per launch
+    # "bypass": register Codex's hooks with --dangerously-bypass-hook-trust, which
+    # also runs *every* untrusted hook of that launch (the person's own, a
+    # project's .codex/). "off": Codex gets the MCP server only. User config only.
+    codex_hook_trust: str = "off"
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,8 @@ _SECTIONS = {
     "notify": NotifyConfig,
 }
 USER_ONLY_SECTIONS = ("trust", "sources", "notify")  # never from a project's file
+USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
+CODEX_HOOK_TRUST = ("off", "bypass")
 
 
 def _coerce(value: Any, default: Any, where: str) -> Any:
@@ -202,6 +211,11 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                 f"run.supervisor: must be one of {', '.join(SUPERVISOR_MODES)},"
                 f" got {changes['supervisor']!r}"
             )
+        if section == "run" and changes.get("codex_hook_trust", "off") not in CODEX_HOOK_TRUST:
+            raise ConfigError(
+                f"run.codex_hook_trust: must be one of {', '.join(CODEX_HOOK_TRUST)},"
+                f" got {changes['codex_hook_trust']!r}"
+            )
         if section == "run" and changes.get("relay", "auto") not in RELAY_MODES:
             raise ConfigError(
                 f"run.relay: must be one of {', '.join(RELAY_MODES)}, got {changes['relay']!r}"
@@ -246,6 +260,13 @@ def _user_only(data: Mapping[str, Any], path: Path) -> None:
                     f"{path}: [{prefix}{section}] may only be set in your own config file",
                     hint="a project's .agentwrap.toml cannot grant trust; move it to"
                     " ~/.config/agentwrap/config.toml",
+                )
+        for section, key in USER_ONLY_KEYS:
+            if isinstance(table.get(section), Mapping) and key in table[section]:
+                raise ConfigError(
+                    f"{path}: {prefix}{section}.{key} may only be set in your own config file",
+                    hint="a project's .agentwrap.toml cannot turn off an agent's safeguards;"
+                    " move it to ~/.config/agentwrap/config.toml",
                 )
 
 

@@ -53,6 +53,28 @@ class StructuredReading:
     reason: str
 
 
+@dataclass(frozen=True)
+class HookReading:
+    """A state the agent's own hook reported ``age_s`` seconds ago."""
+
+    state: State  # READY, BUSY or WAITING_INPUT
+    reason: str
+    age_s: float
+
+
+class HookSource(Protocol):
+    """The latest state signal of the agent's hooks, or None (none, or not this launch's)."""
+
+    def read(self) -> HookReading | None: ...
+
+
+#: A hook signal counts while the screen has not changed more than this after it
+#: (the agent's own redraw that follows the event) ...
+HOOK_GRACE_MS = 1500
+#: ... and for at most this long: after that the screen alone decides again.
+HOOK_FRESH_S = 30.0
+
+
 class StructuredSource(Protocol):
     """An agent-published state (file, socket); None when unknown or stale."""
 
@@ -103,9 +125,11 @@ class Detector:
         profile: Profile,
         structured: StructuredSource | None = None,
         clock: Callable[[], float] = time.monotonic,
+        hooks: HookSource | None = None,
     ) -> None:
         self.profile = profile
         self.structured = structured
+        self.hooks = hooks
         self.clock = clock
         self._digest = ""
         self._last_change = clock()
@@ -170,6 +194,11 @@ class Detector:
         draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
         self.draft = draft_match is not None
 
+        hooked = self._hook_reading(quiet, draft_match)
+        if hooked is not None:
+            state, reason = hooked
+            return self._set(state, Signal.HOOK, "hook", reason, None, quiet, now)
+
         if self.structured is not None:
             got = self.structured.read()
             if got is not None:
@@ -211,6 +240,26 @@ class Detector:
             )
         held = State.BUSY if self._seen_ready else State.STARTING
         return self._set(held, Signal.SCREEN, "none", "no rule matched", None, quiet, now)
+
+    def _hook_reading(self, quiet: int, draft_match: Match | None) -> tuple[State, str] | None:
+        """The hook's signal when it is fresh: younger than :data:`HOOK_FRESH_S`
+        and the screen has not changed more than :data:`HOOK_GRACE_MS` after it
+        (a newer screen wins). A dialog on screen was decided before this. A
+        turn's end counts as ready once the screen has been quiet for the
+        profile's ``quiet_ms`` (the agent redraws after it), busy till then."""
+        if self.hooks is None:
+            return None
+        got = self.hooks.read()
+        if got is None or got.age_s > HOOK_FRESH_S or got.age_s * 1000 > quiet + HOOK_GRACE_MS:
+            return None
+        state, reason = got.state, got.reason
+        if state is State.READY:
+            if quiet < self.profile.quiet_ms:
+                return State.BUSY if self._seen_ready else State.STARTING, \
+                    f"{reason}; the screen changed {quiet} ms ago (< {self.profile.quiet_ms} ms)"
+            if draft_match is not None:
+                return State.DRAFT, f"{reason}; {draft_match.rule.explain or 'text in the input box'}"
+        return state, reason
 
     def _set(
         self,

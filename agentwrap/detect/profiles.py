@@ -117,6 +117,30 @@ class InputSpec:
     input_region_fallback: str | None = None  # where to look when input_region is not on screen
 
 
+#: Which agent's native registration a profile's ``[channels]`` names.
+CHANNEL_KINDS = ("claude", "codex", "gemini")
+
+
+@dataclass(frozen=True)
+class ChannelSpec:
+    """``[channels]``: the native channels ``agentwrap run`` registers for the
+    agent (see :mod:`agentwrap.sessions.channels`): ``hooks`` and ``mcp`` name
+    whose registration to use (``claude``, ``codex``, ``gemini``; unset: none),
+    from ``min_version`` of the installed CLI on (probed with ``version_arg``).
+    ``batch_event_since``: Claude's PostToolBatch from this version on (else
+    PostToolUse)."""
+
+    hooks: str | None = None
+    mcp: str | None = None
+    min_version: str = ""
+    batch_event_since: str = ""
+    version_arg: str = "--version"
+
+    @property
+    def any(self) -> bool:
+        return bool(self.hooks or self.mcp)
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -152,6 +176,7 @@ class Profile:
     # "block": messages are quoted in agentwrap's marked block (agents);
     # "raw": each message is typed as is, one at a time (shells, plain REPLs).
     framing: str = "block"
+    channels: ChannelSpec = field(default_factory=ChannelSpec)
 
     @property
     def raw(self) -> bool:
@@ -384,6 +409,7 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         syntax=_parse_syntax(top.sub("syntax")),
         shell=top.get("shell", bool, False),
         framing=top.get("framing", str, "block"),
+        channels=_parse_channels(top.sub("channels")),
     )
     if profile.framing not in FRAMINGS:
         raise top._err("framing", f"must be one of {', '.join(FRAMINGS)}, got {profile.framing!r}")
@@ -393,6 +419,21 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
     det.done()
     top.done()
     return profile
+
+
+def _parse_channels(r: _Reader) -> ChannelSpec:
+    spec = ChannelSpec(
+        hooks=r.get("hooks", str, None), mcp=r.get("mcp", str, None),
+        min_version=r.get("min_version", str, ""),
+        batch_event_since=r.get("batch_event_since", str, ""),
+        version_arg=r.get("version_arg", str, "--version"),
+    )
+    for key in ("hooks", "mcp"):
+        value = getattr(spec, key)
+        if value is not None and value not in CHANNEL_KINDS:
+            raise r._err(key, f"must be one of {', '.join(CHANNEL_KINDS)}, got {value!r}")
+    r.done()
+    return spec
 
 
 def _parse_boundary(r: _Reader, key: str, text: str, anchors: Mapping[str, Any]) -> Boundary:

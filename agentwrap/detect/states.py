@@ -23,6 +23,7 @@ class Signal(str, enum.Enum):
     """Which kind of evidence decided a state, strongest first."""
 
     PROCESS = "process"
+    HOOK = "hook"  # the agent's own hook said it (agentwrap hook: turn end, prompt submit, ...)
     STRUCTURED = "structured"
     TITLE = "title"
     SCREEN = "screen"

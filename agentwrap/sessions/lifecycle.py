@@ -64,6 +64,7 @@ class RunOptions:
     context_files: list[Path] = field(default_factory=list)
     cols: int | None = None
     rows: int | None = None
+    channels: bool = True  # register the agent's native hooks and MCP server (run --no-channels)
 
 
 def resolve_profile(opts: RunOptions, paths: Paths) -> Profile:
@@ -166,6 +167,21 @@ def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> 
     return ids
 
 
+def with_channels(
+    opts: RunOptions, cfg: Config, profile: Profile, paths: Paths, name: str,
+    argv: list[str], env: dict[str, str],
+) -> tuple[list[str], dict[str, object]]:
+    """The launch's argv with the native channels registered (env updated in
+    place), and what to record of them in the session's options."""
+    from .channels import plan
+
+    chans = plan(profile, cfg.run, paths, name, argv, env, enabled=opts.channels)
+    env.update(chans.env)
+    if chans.notes:
+        logging.getLogger("agentwrap.session").info("channels of %s: %s", name, chans.notes)
+    return [argv[0], *chans.argv, *argv[1:]], chans.options()
+
+
 def _options(opts: RunOptions, cfg: Config) -> dict[str, object]:
     return {
         "trust_folder": cfg.run.trust_folder if opts.trust_folder is None else opts.trust_folder,
@@ -181,9 +197,15 @@ def build_supervisor(
     from ..delivery.answering import Answerer
     from ..delivery.engine import DeliveryEngine
 
+    hooks = None
+    if "hooks" in (rec.options.get("channels") or ()):
+        from .signals import HookSignals
+
+        hooks = HookSignals(paths, rec.name, since=rec.started)
     sup = Supervisor(
         rec.name, term, profile, paths, registry,
         structured=structured_source(profile.structured, env, term.agent_pid),
+        hooks=hooks,
         trust_folder=bool(rec.options.get("trust_folder")),
     )
     sup.delivery = DeliveryEngine.for_session(paths, cfg, profile, rec)
@@ -209,12 +231,13 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         _refuse_orphan(paths, registry, name)
         env = agent_env(profile, name, paths)
         argv = agent_argv(opts.argv, profile, env, paths, name)
+        argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
         socket = paths.tmux_socket_for(name)
         registry.register(
             SessionRecord(
                 name=name, profile=profile.name, backend="tmux", command=argv,
                 cwd=str(opts.cwd), started=time.time(), tmux_socket=str(socket),
-                options=_options(opts, cfg),
+                options={**_options(opts, cfg), **channel_opts},
             )
         )
         enqueue_context(paths, cfg, name, opts.context_files)
@@ -422,6 +445,7 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env, paths, name)
+    argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
     from ..terminal.pty import PtyTerminal, terminal_size
 
     size = terminal_size(sys.stdout.fileno()) if interactive else None
@@ -429,7 +453,7 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     rec = registry.register(
         SessionRecord(
             name=name, profile=profile.name, backend="pty", command=argv, cwd=str(opts.cwd),
-            started=time.time(), options=_options(opts, cfg),
+            started=time.time(), options={**_options(opts, cfg), **channel_opts},
         )
     )
     enqueue_context(paths, cfg, name, opts.context_files)

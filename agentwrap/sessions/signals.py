@@ -26,9 +26,13 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..paths import Paths, check_session_name
 from .wake import notify
+
+if TYPE_CHECKING:  # the hook that writes a signal never loads the detector
+    from ..detect.detector import HookReading
 
 #: What each signal says about the agent's state (the detector's vocabulary).
 SIGNAL_STATES = {
@@ -96,4 +100,42 @@ def read_signal(paths: Paths, session: str) -> Signal | None:
         return None
 
 
-__all__ = ["SIGNAL_STATES", "Signal", "read_signal", "signal_file", "write_signal"]
+class HookSignals:
+    """The detector's view of a session's signals (:class:`~agentwrap.detect.detector.HookSource`):
+    the latest one, as a state and its age, ignoring any written before
+    ``since`` (epoch: this launch's start; an earlier session of the same name
+    left it). The file is parsed again only when it changed."""
+
+    def __init__(self, paths: Paths, session: str, since: float = 0.0) -> None:
+        self.path = signal_file(paths, session)
+        self.paths, self.session, self.since = paths, session, since
+        self._key: tuple[int, int] | None = None
+        self._last: Signal | None = None
+
+    def read(self) -> HookReading | None:
+        from ..detect.detector import HookReading
+        from ..detect.states import State
+
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_ino)
+        if key != self._key:
+            self._key = key
+            self._last = read_signal(self.paths, self.session)
+        sig = self._last
+        if sig is None or sig.at < self.since:
+            return None
+        try:
+            state = State(sig.state)
+        except ValueError:
+            return None
+        what = f"{sig.agent} hook {sig.event}" + (f" ({sig.detail})" if sig.detail else "")
+        return HookReading(state, f"{what}: {sig.signal.replace('_', ' ')}",
+                           max(0.0, time.time() - sig.at))
+
+
+__all__ = [
+    "SIGNAL_STATES", "HookSignals", "Signal", "read_signal", "signal_file", "write_signal",
+]

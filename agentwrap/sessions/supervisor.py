@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from ..detect.detector import Detector, StructuredSource
+from ..detect.detector import Detector, HookSource, StructuredSource
 from ..detect.profiles import Profile
 from ..detect.states import Reading, State
 from ..errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
@@ -89,6 +89,7 @@ class Supervisor:
         registry: Registry,
         *,
         structured: StructuredSource | None = None,
+        hooks: HookSource | None = None,
         trust_folder: bool = False,
         timing: Timing | None = None,
     ) -> None:
@@ -97,7 +98,7 @@ class Supervisor:
         self.profile = profile
         self.paths = paths
         self.registry = registry
-        self.detector = Detector(profile, structured)
+        self.detector = Detector(profile, structured, hooks=hooks)
         self.trust_folder = trust_folder
         self.timing = timing or Timing()
         self.delivery: DeliveryStep | None = None
@@ -376,6 +377,7 @@ class Supervisor:
                 if b"stop" in commands:
                     return
                 delivery_due = now
+                dirty = True  # a hook's signal (or a message) came: look at the screen again
             # A pause is output *seen* to stop: the fd was watched and stayed
             # quiet. (Merely not having watched it for pause_s is no pause:
             # that mistake had floods snapshotted every snap_gap.)

@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="answer the agent's folder-trust dialog automatically (opt-in)")
     r.add_argument("--require-ack", action="store_true", default=None,
                    help="ask the agent to acknowledge every delivery")
+    r.add_argument("--no-channels", dest="channels", action="store_false",
+                   help="type messages only: no native hooks or MCP server for this launch")
     r.add_argument("--cwd", help="working directory of the agent (default: here)")
     r.add_argument("--cols", type=int, help="width of a detached session")
     r.add_argument("--rows", type=int, help="height of a detached session")

@@ -44,6 +44,7 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
         "reason": rec.state_reason, "evidence": rec.state_evidence, "quiet_ms": rec.quiet_ms,
         "draft": rec.draft, "since": rec.state_since, "liveness": rec.liveness,
         "exit_code": rec.exit_code, "explain": _explain(rec), "question": rec.question,
+        "channels": rec.options.get("channels"),
     }
 
 
@@ -85,6 +86,9 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
             if rec.state_evidence:
                 out.print(escape(f"  evidence:   {rec.state_evidence}"))
             out.print(f"  since:      {_fmt_age(rec.state_since)}; supervisor {rec.liveness}")
+            from ...sessions.channels import describe
+
+            out.print(escape(f"  channels:   {describe(rec.options)}"))
             if rec.question:
                 _print_question(rec.question)
         else:
@@ -177,6 +181,21 @@ def _version_of(cmd: str) -> str:
     return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else "?"
 
 
+def _channels_of(prof: Any, exe: str, paths: Any) -> dict[str, Any]:
+    """What `agentwrap run` would register for this agent now (nothing written)."""
+    import os
+
+    from ...config import load_config
+    from ...sessions.channels import plan
+
+    try:
+        run = load_config(paths).for_profile(prof.name).run
+        got = plan(prof, run, paths, "doctor", [exe], dict(os.environ), dry_run=True)
+    except AgentwrapError as exc:
+        return {"channels": [], "channel_notes": [exc.message]}
+    return got.options()
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from ...config import load_config
     from ...detect.profiles import load_all_profiles
@@ -225,6 +244,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         exe = next((shutil.which(c) for c in prof.commands if shutil.which(c)), None)
         agents[name] = {"path": exe, "version": _version_of(exe) if exe else None,
                         "profile": str(prof.source)}
+        if exe and prof.channels.any:
+            agents[name]["channels"] = _channels_of(prof, exe, paths)
     report["agents"] = agents
     if not any(a["path"] for a in agents.values()):
         problems.append({"problem": "no agent CLI found on PATH",
@@ -264,6 +285,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         found = Text(a["path"]) if a["path"] else Text("not found", style="red")
         table.add_row(Text(name), found, Text(a["version"] or "-"))
     out.print(table)
+    for name, a in agents.items():
+        if a.get("channels"):
+            from ...sessions.channels import describe
+
+            out.print(escape(f"  {name} channels: {describe(a['channels'])}"))
     for key, value in report["paths"].items():
         out.print(escape(f"  {key:15} {value}"))
     for pid, names in report.get("supervisors", {}).items():

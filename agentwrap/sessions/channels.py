@@ -1,0 +1,415 @@
+"""The native channels an agent gets for one launch: its hooks and the MCP server.
+
+``agentwrap run`` types messages into an agent; three of the four agents also
+offer channels that reach a *running* turn (hooks between tool calls, see
+:mod:`agentwrap.surfaces.hooks`) and a tool the agent can call (``agentwrap
+mcp``). This module works out, per profile (its ``[channels]`` table) and the
+installed version of the agent (probed once with ``--version`` and cached by
+the executable's path, size and mtime), what one launch needs: argv to put
+after the program name, environment, and files agentwrap writes for it.
+
+Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.md):
+
+* **Claude Code** (``hooks = "claude"``): ``--settings FILE``, a settings layer
+  of its own that merges with the person's: PostToolBatch (PostToolUse before
+  ``batch_event_since``), UserPromptSubmit, Stop, Notification; with the MCP
+  server also ``permissions.allow`` for agentwrap's read-only tools (not
+  ``send_message``). ``--mcp-config FILE`` adds the server beside the
+  person's (never ``--strict-mcp-config``).
+* **Codex** (``hooks = "codex"``): ``-c mcp_servers.agentwrap={...}``. Hooks
+  given with ``-c`` are untrusted: the TUI opens its review screen and runs
+  none until a person trusts each (in their own config.toml). So hooks are
+  registered only when the person's *own* config says ``[run]
+  codex_hook_trust = "bypass"``: then ``-c hooks.<Event>=[...]`` and
+  ``--dangerously-bypass-hook-trust``, which runs every enabled hook of that
+  launch without review: **the person's own untrusted hooks and a project's
+  ``.codex/`` hooks too** - the risk that setting accepts. A ``-c`` array
+  also replaces the person's ``hooks.<Event>`` of config.toml for that launch.
+* **Gemini CLI** (``hooks = "gemini"``): ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH``
+  naming a settings file with ``hooks`` (timeouts in milliseconds) and
+  ``mcpServers``. Gemini reads that file only if it and every directory
+  above it are root's and not writable by group or others, so this works
+  only when agentwrap runs as root (the file then goes in the state dir if
+  that chain is root-private, else in ``/run/agentwrap``); otherwise Gemini
+  gets nothing and the session's notes say why. A variable the person set
+  themselves is left alone.
+
+Nothing of the person's is edited (no ``~/.claude``, ``.claude/``,
+``.codex/``, ``.gemini/``): the files live in ``<state>/launch/<session>/``
+(0700, files 0600). The Claude SessionStart hook is not registered: what it
+hands over reaches the model only with the person's first prompt, so a
+startup message would be marked delivered before any model saw it; startup
+context is typed once the agent is ready instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import RunConfig
+from ..detect.profiles import Profile
+from ..paths import Paths, check_session_name, private_dir, write_private
+from .mcp_config import SERVER_NAME, server_env, server_spec
+
+#: Events registered per agent: between tool calls, then the state signals.
+HOOK_EVENTS: dict[str, tuple[str, ...]] = {
+    "claude": ("PostToolBatch", "UserPromptSubmit", "Stop", "Notification"),
+    "codex": ("PostToolUse", "UserPromptSubmit", "Stop", "PermissionRequest"),
+    "gemini": ("AfterTool", "BeforeAgent", "AfterAgent", "Notification"),
+}
+#: Hook timeout: seconds for Claude and Codex, milliseconds for Gemini.
+HOOK_TIMEOUT_S = 10
+#: The MCP tools Claude may call without asking (send_message still asks).
+ALLOWED_MCP_TOOLS = ("check_input_queue", "wait_for_input", "acknowledge", "list_sessions")
+GEMINI_DEFAULTS_ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
+CODEX_BYPASS_FLAG = "--dangerously-bypass-hook-trust"
+#: Where a root-owned Gemini settings file goes when the state dir is not root-private.
+ROOT_RUN_DIR = Path("/run/agentwrap")
+VERSION_TIMEOUT_S = 15.0
+_VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+@dataclass
+class LaunchChannels:
+    """What one launch gets: ``argv`` (after the program name), ``env``, the
+    ``files`` written for it, the ``channels`` registered (``hooks``, ``mcp``)
+    and ``notes`` on what was left out and why."""
+
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+    channels: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    version: str | None = None
+    dry_run: bool = False  # say what a launch would get; write nothing (doctor)
+
+    def options(self) -> dict[str, object]:
+        """For the session record's options (``state --explain``, ``ls --json``)."""
+        opts: dict[str, object] = {"channels": list(self.channels)}
+        if self.notes:
+            opts["channel_notes"] = list(self.notes)
+        if self.version:
+            opts["agent_version"] = self.version
+        return opts
+
+
+# --- versions ---------------------------------------------------------------------------
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    m = _VERSION_RE.search(text)
+    if m is None:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def version_at_least(version: str, floor: str) -> bool:
+    if not floor:
+        return True
+    have, want = parse_version(version), parse_version(floor)
+    if have is None or want is None:
+        return False
+    width = max(len(have), len(want))
+    return have + (0,) * (width - len(have)) >= want + (0,) * (width - len(want))
+
+
+def probe_version(
+    exe: str, arg: str, paths: Paths, env: Mapping[str, str] | None = None,
+    timeout: float = VERSION_TIMEOUT_S,
+) -> str | None:
+    """The installed version of ``exe`` (``x.y.z``), asked once per executable
+    (path, size, mtime) and cached in the state dir; None when it cannot tell."""
+    real = os.path.realpath(exe)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    key = f"{real}|{st.st_size}|{st.st_mtime_ns}|{arg}"
+    cache_file = paths.state_dir / "agent-versions.json"
+    cache: dict[str, str] = {}
+    try:
+        loaded = json.loads(cache_file.read_text(encoding="utf-8"))
+        if isinstance(loaded, dict):
+            cache = {str(k): str(v) for k, v in loaded.items()}
+    except (OSError, ValueError):
+        pass
+    if key in cache:
+        return cache[key] or None
+    try:
+        done = subprocess.run([exe, arg], capture_output=True, text=True, timeout=timeout,
+                              env=dict(env) if env is not None else None,
+                              stdin=subprocess.DEVNULL, check=False)
+        found = parse_version(done.stdout or done.stderr or "")
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # not cached: a slow machine may answer next time
+    version = ".".join(str(n) for n in found) if found else ""
+    cache = {k: v for k, v in cache.items() if not k.startswith(f"{real}|")}
+    cache[key] = version
+    try:
+        private_dir(paths.state_dir, repair=True)
+        write_private(cache_file, json.dumps(cache, indent=1).encode("utf-8"))
+    except OSError:
+        pass
+    return version or None
+
+
+# --- commands and files -------------------------------------------------------------------
+
+
+def _python_args(python: str) -> list[str]:
+    """``-P`` (3.11+): ``-m agentwrap`` must not import an ``agentwrap`` folder
+    from the agent's working directory."""
+    return [python, "-P"] if python == sys.executable and sys.version_info >= (3, 11) \
+        else [python]
+
+
+def hook_command(agent: str, event: str, session: str, paths: Paths, python: str) -> str:
+    """The shell command of one hook: ``env VAR=... python -m agentwrap hook
+    AGENT EVENT``, with the session and the dirs that find this store (so it
+    works whatever environment the agent hands its hooks)."""
+    env_bin = shutil.which("env") or "/usr/bin/env"
+    assigns = [f"{k}={v}" for k, v in server_env(session, paths).items()]
+    parts = [env_bin, *assigns, *_python_args(python), "-m", "agentwrap", "hook", agent, event]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _mcp_spec(session: str, paths: Paths, python: str) -> dict[str, Any]:
+    spec = server_spec(session, paths, python=python)
+    spec["args"] = [*_python_args(python)[1:], *spec["args"]]
+    return spec
+
+
+def launch_dir(paths: Paths, session: str) -> Path:
+    """Where the files for a session's launch live (0700)."""
+    return paths.state_dir / "launch" / check_session_name(session)
+
+
+def _write_json(out: LaunchChannels, path: Path, data: Any) -> Path:
+    if out.dry_run:
+        return path
+    private_dir(path.parent, repair=True)
+    write_private(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
+    return path
+
+
+def root_private_chain(path: Path) -> str | None:
+    """None when ``path`` and every dir above it are root's and not writable
+    by group or others (what Gemini asks of a system settings file), else why not."""
+    p = Path(os.path.realpath(path))
+    for part in [p, *p.parents]:
+        try:
+            st = os.stat(part)
+        except OSError as exc:
+            return f"{part}: {exc.strerror}"
+        if st.st_uid != 0:
+            return f"{part} is owned by uid {st.st_uid}, not root"
+        if stat.S_IMODE(st.st_mode) & 0o022:
+            return f"{part} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def gemini_defaults_dir(paths: Paths, session: str, euid: int | None = None) -> tuple[Path | None, str]:
+    """A dir for Gemini's system-defaults file that Gemini will read, or
+    (None, why not)."""
+    if (os.geteuid() if euid is None else euid) != 0:
+        return None, ("Gemini reads a system-defaults file only if root owns it and every dir"
+                      " above it; agentwrap does not run as root")
+    own = launch_dir(paths, session)
+    why = root_private_chain(paths.state_dir)
+    if why is None:
+        return own, ""
+    digest = hashlib.sha256(str(paths.state_dir).encode()).hexdigest()[:12]
+    alt = ROOT_RUN_DIR / f"{digest}-{session}"
+    why_run = root_private_chain(ROOT_RUN_DIR.parent)
+    if why_run is not None:
+        return None, f"no root-private dir for Gemini's settings file ({why}; {why_run})"
+    return alt, ""
+
+
+# --- per agent --------------------------------------------------------------------------------
+
+
+def _hook_group(command: str, timeout: int) -> list[dict[str, Any]]:
+    return [{"hooks": [{"type": "command", "command": command, "timeout": timeout}]}]
+
+
+def _claude(out: LaunchChannels, profile: Profile, session: str, paths: Paths, python: str,
+            argv: list[str], hooks: bool, mcp: bool) -> None:
+    folder = launch_dir(paths, session)
+    if hooks and any(a == "--settings" or a.startswith("--settings=") for a in argv[1:]):
+        out.notes.append("hooks: not registered: the command line has its own --settings")
+        hooks = False
+    settings: dict[str, Any] = {}
+    if hooks:
+        batch = "PostToolBatch"
+        if out.version and not version_at_least(out.version, profile.channels.batch_event_since):
+            batch = "PostToolUse"
+        events = [batch if e == "PostToolBatch" else e for e in HOOK_EVENTS["claude"]]
+        settings["hooks"] = {
+            e: _hook_group(hook_command("claude", e, session, paths, python), HOOK_TIMEOUT_S)
+            for e in events
+        }
+    if mcp:
+        settings["permissions"] = {
+            "allow": [f"mcp__{SERVER_NAME}__{t}" for t in ALLOWED_MCP_TOOLS]
+        }
+        config = {"mcpServers": {SERVER_NAME: _mcp_spec(session, paths, python)}}
+        path = _write_json(out, folder / "mcp.json", config)
+        out.files.append(path)
+        out.argv += ["--mcp-config", str(path)]
+        out.channels.append("mcp")
+    if settings:
+        path = _write_json(out, folder / "claude-settings.json", settings)
+        out.files.append(path)
+        out.argv[:0] = ["--settings", str(path)]
+    if hooks:
+        out.channels.insert(0, "hooks")
+
+
+def _toml(value: Any) -> str:
+    """A TOML value for ``codex -c`` (strings as JSON strings, which TOML reads)."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ",".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_toml_key(k)}={_toml(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
+
+
+def _codex(out: LaunchChannels, session: str, paths: Paths, python: str, run: RunConfig,
+           hooks: bool, mcp: bool) -> None:
+    if mcp:
+        spec = _mcp_spec(session, paths, python)
+        entry = {"command": spec["command"], "args": spec["args"], "env": spec["env"]}
+        out.argv += ["-c", f"mcp_servers.{SERVER_NAME}={_toml(entry)}"]
+        out.channels.append("mcp")
+    if hooks and run.codex_hook_trust != "bypass":
+        out.notes.append(
+            "hooks: not registered for Codex: hooks given per launch are untrusted and Codex"
+            " runs none of them until a person reviews each; set [run] codex_hook_trust ="
+            ' "bypass" in your own config.toml to register them with'
+            f" {CODEX_BYPASS_FLAG} (which also runs your other untrusted hooks)"
+        )
+        hooks = False
+    if hooks:
+        for e in HOOK_EVENTS["codex"]:
+            command = hook_command("codex", e, session, paths, python)
+            out.argv += ["-c", f"hooks.{e}={_toml(_hook_group(command, HOOK_TIMEOUT_S))}"]
+        out.argv.append(CODEX_BYPASS_FLAG)
+        out.channels.insert(0, "hooks")
+
+
+def _gemini(out: LaunchChannels, session: str, paths: Paths, python: str,
+            env: Mapping[str, str], hooks: bool, mcp: bool, euid: int | None) -> None:
+    if env.get(GEMINI_DEFAULTS_ENV):
+        out.notes.append(f"hooks, mcp: not registered for Gemini: {GEMINI_DEFAULTS_ENV} is"
+                         " already set (your own system defaults are left alone)")
+        return
+    folder, why = gemini_defaults_dir(paths, session, euid)
+    if folder is None:
+        out.notes.append(f"hooks, mcp: not registered for Gemini: {why}")
+        return
+    settings: dict[str, Any] = {}
+    if hooks:
+        settings["hooksConfig"] = {"enabled": True}
+        settings["hooks"] = {
+            e: _hook_group(hook_command("gemini", e, session, paths, python),
+                           HOOK_TIMEOUT_S * 1000)
+            for e in HOOK_EVENTS["gemini"]
+        }
+    if mcp:
+        spec = _mcp_spec(session, paths, python)
+        settings["mcpServers"] = {
+            SERVER_NAME: {"command": spec["command"], "args": spec["args"], "env": spec["env"]}
+        }
+    if not settings:
+        return
+    if folder.parent == ROOT_RUN_DIR and not out.dry_run:
+        private_dir(ROOT_RUN_DIR, repair=True)
+    path = _write_json(out, folder / "gemini-system-defaults.json", settings)
+    unusable = None if out.dry_run else root_private_chain(path)
+    if unusable is not None:  # e.g. a mount made it unusable: say so, register nothing
+        out.notes.append(f"hooks, mcp: not registered for Gemini: {unusable}")
+        return
+    out.files.append(path)
+    out.env[GEMINI_DEFAULTS_ENV] = str(path)
+    out.channels += [c for c, on in (("hooks", hooks), ("mcp", mcp)) if on]
+
+
+def plan(
+    profile: Profile, run: RunConfig, paths: Paths, session: str, argv: list[str],
+    env: Mapping[str, str], *, enabled: bool = True, python: str | None = None,
+    euid: int | None = None, version: str | None = None, dry_run: bool = False,
+) -> LaunchChannels:
+    """What the launch of ``argv`` (the agent command, resolved) gets, and the
+    files for it written (``dry_run``: only said). ``version``: skip the probe."""
+    out = LaunchChannels(dry_run=dry_run)
+    spec = profile.channels
+    if not spec.any:
+        return out
+    if not enabled or not run.channels:
+        out.notes.append("native channels turned off (--no-channels or [run] channels = false)")
+        return out
+    exe = shutil.which(argv[0], path=env.get("PATH")) or argv[0]
+    out.version = version or probe_version(exe, spec.version_arg, paths, env)
+    if out.version is None:
+        out.notes.append(f"hooks, mcp: not registered: `{Path(exe).name} {spec.version_arg}`"
+                         " told no version")
+        return out
+    if not version_at_least(out.version, spec.min_version):
+        out.notes.append(f"hooks, mcp: not registered: {profile.name} {out.version} is older"
+                         f" than {spec.min_version}, the oldest version they are known to work with")
+        return out
+    python = python or sys.executable
+    if not dry_run:
+        private_dir(paths.state_dir, repair=True)
+        private_dir(paths.state_dir / "launch", repair=True)
+    kind = spec.hooks or spec.mcp
+    hooks, mcp = spec.hooks is not None, spec.mcp is not None
+    if kind == "claude":
+        _claude(out, profile, session, paths, python, argv, hooks, mcp)
+    elif kind == "codex":
+        _codex(out, session, paths, python, run, hooks, mcp)
+    elif kind == "gemini":
+        _gemini(out, session, paths, python, env, hooks, mcp, euid)
+    return out
+
+
+def describe(options: Mapping[str, Any]) -> str:
+    """One line for ``state --explain``: which channels a session has, and why not others."""
+    chans = options.get("channels")
+    if chans is None:
+        return "typing only (launched before native channels, or by an older agentwrap)"
+    text = ", ".join(["typing", *chans]) if chans else "typing only"
+    notes = options.get("channel_notes") or []
+    if notes:
+        text += " (" + "; ".join(str(n) for n in notes) + ")"
+    return text
+
+
+__all__ = [
+    "ALLOWED_MCP_TOOLS", "HOOK_EVENTS", "LaunchChannels", "describe", "hook_command",
+    "launch_dir", "parse_version", "plan", "probe_version", "root_private_chain",
+    "version_at_least",
+]

@@ -1,0 +1,315 @@
+"""What each agent gets per launch for its native channels (agentwrap/sessions/channels.py),
+and the supervisor's use of the hooks' state signals. No real CLI is needed: the
+version is given, and the hook commands are run as the agents would run them."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agentwrap.config import RunConfig, load_config
+from agentwrap.detect.detector import HOOK_FRESH_S, Detector, HookReading
+from agentwrap.detect.profiles import load_profile
+from agentwrap.detect.states import Signal, State
+from agentwrap.errors import ConfigError
+from agentwrap.paths import Paths
+from agentwrap.sessions import channels
+from agentwrap.sessions.channels import describe, plan, version_at_least
+from agentwrap.sessions.signals import HookSignals, read_signal, write_signal
+from agentwrap.terminal.screen import Snapshot
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@pytest.fixture
+def paths(tmp_path: Path) -> Paths:
+    env = {"HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_RUNTIME_DIR": str(tmp_path / "run")}
+    (tmp_path / "run").mkdir(mode=0o700)
+    return Paths.from_env(env).ensure()
+
+
+def _plan(agent: str, paths: Paths, *, version: str = "9.9.9", run: RunConfig | None = None,
+          argv: list[str] | None = None, **kw: object) -> channels.LaunchChannels:
+    profile = load_profile(agent, paths)
+    return plan(profile, run or RunConfig(), paths, "s1", argv or [f"/bin/{agent}"],
+                {"PATH": "/bin"}, version=version, **kw)  # type: ignore[arg-type]
+
+
+def _private(path: Path) -> None:
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent
+
+
+def test_claude_gets_a_settings_layer_with_hooks_and_the_mcp_config(paths: Paths) -> None:
+    got = _plan("claude", paths, version="2.1.197")
+    assert got.channels == ["hooks", "mcp"]
+    assert got.argv[0] == "--settings" and got.argv[2] == "--mcp-config"
+    assert "--strict-mcp-config" not in got.argv
+    settings_file, mcp_file = Path(got.argv[1]), Path(got.argv[3])
+    for f in (settings_file, mcp_file):
+        assert f.is_relative_to(paths.state_dir / "launch" / "s1")
+        _private(f)
+    settings = json.loads(settings_file.read_text())
+    assert sorted(settings["hooks"]) == ["Notification", "PostToolBatch", "Stop", "UserPromptSubmit"]
+    assert "SessionStart" not in settings["hooks"]  # see the module: it would claim too early
+    command = settings["hooks"]["PostToolBatch"][0]["hooks"][0]["command"]
+    assert command.endswith("-m agentwrap hook claude PostToolBatch")
+    assert "AGENTWRAP_SESSION=s1" in command and f"XDG_STATE_HOME={paths.state_dir.parent}" in command
+    assert settings["hooks"]["Stop"][0]["hooks"][0]["timeout"] == 10  # seconds
+    allow = settings["permissions"]["allow"]
+    assert "mcp__agentwrap__check_input_queue" in allow
+    assert not any("send_message" in a for a in allow)
+    server = json.loads(mcp_file.read_text())["mcpServers"]["agentwrap"]
+    assert server["args"][-3:] == ["-m", "agentwrap", "mcp"] and server["env"]["AGENTWRAP_SESSION"] == "s1"
+    assert got.env == {}
+    assert got.options() == {"channels": ["hooks", "mcp"], "agent_version": "2.1.197"}
+
+
+def test_claude_before_post_tool_batch_drains_at_post_tool_use(paths: Paths) -> None:
+    got = _plan("claude", paths, version="2.1.150")
+    settings = json.loads(Path(got.argv[1]).read_text())
+    assert "PostToolUse" in settings["hooks"] and "PostToolBatch" not in settings["hooks"]
+
+
+def test_claude_with_its_own_settings_flag_keeps_it_and_gets_mcp_only(paths: Paths) -> None:
+    got = _plan("claude", paths, argv=["/bin/claude", "--settings", "mine.json"])
+    assert got.channels == ["mcp"]
+    assert "hooks" not in json.loads(Path(got.argv[1]).read_text())
+    assert any("--settings" in n for n in got.notes)
+
+
+def test_too_old_unknown_or_turned_off_registers_nothing(paths: Paths) -> None:
+    old = _plan("claude", paths, version="1.0.3")
+    assert old.argv == [] and old.channels == [] and "older than" in old.notes[0]
+    off = _plan("claude", paths, enabled=False)
+    assert off.argv == [] and "--no-channels" in off.notes[0]
+    cfg_off = _plan("claude", paths, run=RunConfig(channels=False))
+    assert cfg_off.argv == []
+    assert _plan("aider", paths).options() == {"channels": []}
+    assert not (paths.state_dir / "launch" / "s1" / "claude-settings.json").exists()
+
+
+def test_codex_default_is_mcp_only_and_says_how_to_enable_hooks(paths: Paths) -> None:
+    got = _plan("codex", paths)
+    assert got.channels == ["mcp"]
+    assert got.argv[0] == "-c" and len(got.argv) == 2
+    assert "--dangerously-bypass-hook-trust" not in got.argv
+    key, _, value = got.argv[1].partition("=")
+    assert key == "mcp_servers.agentwrap"
+    entry = tomllib.loads(f"x = {value}")["x"]  # what codex parses the override as
+    assert entry["args"][-3:] == ["-m", "agentwrap", "mcp"]
+    assert entry["env"]["AGENTWRAP_SESSION"] == "s1"
+    assert 'codex_hook_trust = "bypass"' in got.notes[0]
+
+
+def test_codex_bypass_registers_hooks_with_the_flag(paths: Paths) -> None:
+    got = _plan("codex", paths, run=RunConfig(codex_hook_trust="bypass"))
+    assert got.channels == ["hooks", "mcp"]
+    assert got.argv[-1] == "--dangerously-bypass-hook-trust"
+    hooks = {}
+    for i, a in enumerate(got.argv):
+        if a == "-c" and got.argv[i + 1].startswith("hooks."):
+            key, _, value = got.argv[i + 1].partition("=")
+            hooks[key] = tomllib.loads(f"x = {value}")["x"]
+    assert sorted(hooks) == ["hooks.PermissionRequest", "hooks.PostToolUse", "hooks.Stop",
+                             "hooks.UserPromptSubmit"]
+    h = hooks["hooks.PostToolUse"][0]["hooks"][0]
+    assert h["type"] == "command" and h["timeout"] == 10
+    assert h["command"].endswith("-m agentwrap hook codex PostToolUse")
+
+
+def test_codex_hook_trust_is_the_users_own_decision(tmp_path: Path, paths: Paths) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".git").mkdir()
+    (project / ".agentwrap.toml").write_text('[run]\ncodex_hook_trust = "bypass"\n')
+    with pytest.raises(ConfigError, match="codex_hook_trust may only be set in your own"):
+        load_config(paths, project)
+    (project / ".agentwrap.toml").write_text('[profiles.codex.run]\ncodex_hook_trust = "bypass"\n')
+    with pytest.raises(ConfigError, match="your own config"):
+        load_config(paths, project)
+    (project / ".agentwrap.toml").unlink()
+    paths.config_file.write_text('[run]\ncodex_hook_trust = "yes"\n')
+    with pytest.raises(ConfigError, match="off, bypass"):
+        load_config(paths, project)
+    paths.config_file.write_text('[run]\ncodex_hook_trust = "bypass"\n')
+    assert load_config(paths, project).run.codex_hook_trust == "bypass"
+
+
+def test_gemini_without_root_gets_nothing_and_says_why(paths: Paths) -> None:
+    got = _plan("gemini", paths, euid=1000)
+    assert got.argv == [] and got.env == {} and got.channels == []
+    assert "root" in got.notes[0]
+
+
+def test_gemini_leaves_a_system_defaults_path_of_the_persons_alone(paths: Paths) -> None:
+    profile = load_profile("gemini", paths)
+    got = plan(profile, RunConfig(), paths, "s1", ["/bin/gemini"],
+               {"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": "/etc/mine.json"}, version="0.61.0", euid=0)
+    assert got.env == {} and "already set" in got.notes[0]
+
+
+def test_gemini_as_root_gets_a_root_private_settings_file(
+    paths: Paths, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = tmp_path / "runroot" / "agentwrap"
+    run_dir.parent.mkdir()
+    monkeypatch.setattr(channels, "ROOT_RUN_DIR", run_dir)
+    chain: dict[str, str | None] = {}
+
+    def fake_chain(path: Path) -> str | None:  # the state dir under /tmp is not root-private
+        return chain.get(str(path)) if str(path) != str(paths.state_dir) else "tmp"
+
+    monkeypatch.setattr(channels, "root_private_chain", fake_chain)
+    got = _plan("gemini", paths, euid=0, version="0.61.0")
+    assert got.channels == ["hooks", "mcp"] and got.argv == []
+    path = Path(got.env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"])
+    assert path.parent.parent == run_dir and path.parent.name.endswith("-s1")
+    _private(path)
+    data = json.loads(path.read_text())
+    assert data["hooksConfig"] == {"enabled": True}
+    assert sorted(data["hooks"]) == ["AfterAgent", "AfterTool", "BeforeAgent", "Notification"]
+    assert data["hooks"]["AfterTool"][0]["hooks"][0]["timeout"] == 10_000  # milliseconds
+    assert data["mcpServers"]["agentwrap"]["env"]["AGENTWRAP_SESSION"] == "s1"
+
+
+def test_root_private_chain_refuses_tmp(tmp_path: Path) -> None:
+    assert channels.root_private_chain(tmp_path) is not None
+    assert channels.root_private_chain(Path("/")) in (None, "/ is owned by uid 0, not root")
+
+
+def test_versions() -> None:
+    assert channels.parse_version("2.1.197 (Claude Code)") == (2, 1, 197)
+    assert channels.parse_version("codex-cli 0.169.0") == (0, 169, 0)
+    assert version_at_least("2.1.197", "2.1.197") and version_at_least("2.2", "2.1.197")
+    assert not version_at_least("2.1.9", "2.1.197") and not version_at_least("x", "1.0")
+    assert version_at_least("whatever", "")
+
+
+def test_version_probe_runs_once_per_executable(paths: Paths, tmp_path: Path) -> None:
+    exe = tmp_path / "fakeagent"
+    count = tmp_path / "count"
+    exe.write_text(f"#!/bin/sh\necho x >> {count}\necho 'fakeagent 1.2.3'\n")
+    exe.chmod(0o755)
+    assert channels.probe_version(str(exe), "--version", paths) == "1.2.3"
+    assert channels.probe_version(str(exe), "--version", paths) == "1.2.3"
+    assert count.read_text().count("x") == 1
+    _private(paths.state_dir / "agent-versions.json")
+
+
+def test_registered_hook_command_runs_the_handler(paths: Paths) -> None:
+    """The command string, run by a shell as the agents run it, writes the signal."""
+    got = _plan("claude", paths, version="2.1.197")
+    command = json.loads(Path(got.argv[1]).read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    payload = json.dumps({"hook_event_name": "Stop", "session_id": "x"})
+    done = subprocess.run(["sh", "-c", command], input=payload, env=env, capture_output=True,
+                          text=True, timeout=30, cwd=paths.state_dir)
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    sig = read_signal(paths, "s1")
+    assert sig is not None and sig.signal == "turn_end" and sig.agent == "claude"
+
+
+def test_describe() -> None:
+    assert describe({}).startswith("typing only")
+    assert describe({"channels": ["hooks", "mcp"]}) == "typing, hooks, mcp"
+    assert describe({"channels": ["mcp"], "channel_notes": ["hooks: no"]}) == \
+        "typing, mcp (hooks: no)"
+
+
+# --- the supervisor's side: signals as a state stronger than the screen ------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class FakeHooks:
+    def __init__(self) -> None:
+        self.reading: HookReading | None = None
+
+    def read(self) -> HookReading | None:
+        return self.reading
+
+
+def _claude_screen(box: str = "", busy: bool = False) -> Snapshot:
+    rule = "─" * 60
+    spinner = "✻ Thinking… (esc to interrupt)\n" if busy else ""
+    footer = "esc to interrupt" if busy else "? for shortcuts"
+    return Snapshot.from_text(f"● hi\n{spinner}{rule}\n❯ {box}\n{rule}\n  {footer}\n",
+                              cols=80, rows=12)
+
+
+def test_a_fresh_hook_signal_decides_and_a_newer_screen_wins(tmp_path: Path) -> None:
+    clock, hooks = Clock(), FakeHooks()
+    profile = load_profile("claude", Paths.from_env({"HOME": str(tmp_path)}))
+    det = Detector(profile, clock=clock, hooks=hooks)
+    busy = _claude_screen(busy=True)
+    det.update(busy)
+    clock.t += 2.0
+    assert det.update(busy).signal is Signal.SCREEN
+    # the turn ended (Stop) 0.1 s ago; the screen has been still 2 s: ready, by the hook
+    hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.1)
+    r = det.update(busy)
+    assert (r.state, r.signal, r.rule) == (State.READY, Signal.HOOK, "hook"), r
+    assert "Stop" in r.reason
+    # the screen changes well after the signal: the screen decides again
+    clock.t += 3.0
+    hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 3.1)
+    typed = _claude_screen(box="half a thought")
+    r = det.update(typed)
+    assert r.signal is not Signal.HOOK
+    # a permission question: waiting_input, stronger than a quiet ready screen
+    ready = _claude_screen()
+    det.update(ready)
+    clock.t += 1.0
+    hooks.reading = HookReading(State.WAITING_INPUT, "claude hook Notification", 0.2)
+    assert det.update(ready).state is State.WAITING_INPUT
+    # too old: ignored however still the screen is
+    hooks.reading = HookReading(State.BUSY, "claude hook UserPromptSubmit", HOOK_FRESH_S + 1)
+    clock.t += HOOK_FRESH_S + 2
+    assert det.update(ready).signal is not Signal.HOOK
+
+
+def test_a_turn_end_while_the_screen_still_moves_is_busy_until_quiet(tmp_path: Path) -> None:
+    clock, hooks = Clock(), FakeHooks()
+    profile = load_profile("claude", Paths.from_env({"HOME": str(tmp_path)}))
+    det = Detector(profile, clock=clock, hooks=hooks)
+    det.update(_claude_screen())
+    clock.t += 1.0
+    hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.0)
+    r = det.update(_claude_screen(box="x"))  # changed just now
+    assert (r.state, r.signal) == (State.STARTING, Signal.HOOK)  # never seen ready yet
+    assert "changed 0 ms ago" in r.reason
+    clock.t += profile.quiet_ms / 1000 + 0.05
+    hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.4)
+    r = det.update(_claude_screen(box="x"))
+    assert (r.state, r.signal) == (State.DRAFT, Signal.HOOK)  # the person's text is kept
+
+
+def test_hook_signals_ignore_an_earlier_launch(paths: Paths) -> None:
+    write_signal(paths, "s1", "turn_end", source="hook", agent="claude", event="Stop",
+                 now=time.time() - 5)
+    assert HookSignals(paths, "s1", since=time.time()).read() is None
+    fresh = HookSignals(paths, "s1", since=time.time() - 60)
+    got = fresh.read()
+    assert got is not None and got.state is State.READY and 4 < got.age_s < 30
+    write_signal(paths, "s1", "permission_prompt", source="hook", agent="gemini",
+                 event="Notification", detail="Allow?")
+    got = fresh.read()
+    assert got is not None and got.state is State.WAITING_INPUT and "Allow?" in got.reason
