@@ -30,18 +30,14 @@ from typing import Any
 from .audit import AuditLog
 from .config import load_config
 from .delivery.framing import new_token
-from .detect.neutralise import live_tokens
 from .detect.profiles import Profile, load_profile, profile_files
-from .detect.question import Option, Question, free_text_option
 from .errors import (
     FlowLimit,
     InvalidAnswer,
     InvalidMessage,
     MessageNotFound,
-    NoOpenQuestion,
     RateLimited,
     SessionNotRunning,
-    StaleAnswer,
     UntrustedSource,
 )
 from .events import Event, Subscription
@@ -60,6 +56,7 @@ from .paths import Paths
 from .queue.answers import Answer, AnswerStore
 from .queue.sanitize import check_text, sanitize
 from .queue.store import MessageStore, QueueMetrics
+from .sessions.answer_intake import AnswerIntake, AnswerResult
 from .sessions.registry import Registry, SessionRecord, Transition
 from .sessions.wake import notify
 
@@ -88,21 +85,6 @@ AGENT_SEND_WINDOW_S = 60.0
 #: How an agent may acknowledge a message it got (:meth:`Service.acknowledge`).
 ACK_STATUSES = ("done", "seen", "rejected")
 MAX_NOTE_CHARS = 500
-#: A free-text answer: one line of at most this many characters ...
-MAX_ANSWER_CHARS = 1000
-#: ... that starts with none of these (an agent reads them as its own syntax
-#: at the start of its input: commands, shell mode, mentions, skills, ...).
-ANSWER_LEAD_REFUSED = frozenset("/!@#$%&*~`\\:;|<>=+-?.^")
-
-
-@dataclass(frozen=True)
-class AnswerResult:
-    """What :meth:`Service.answer` stored: the pending answer, the question it
-    answers, and whether a supervisor runs to type it."""
-
-    answer: Answer
-    question: Question
-    supervised: bool
 
 
 @dataclass(frozen=True)
@@ -155,37 +137,6 @@ class SessionView:
 def _check_channel(channel: str) -> None:
     if not channel or not channel.replace("-", "").replace("_", "").isalnum():
         raise InvalidMessage(f"channel must be a short word, got {channel!r}")
-
-
-def _pick(options: tuple[Option, ...], wanted: int | str) -> tuple[Option, int]:
-    """The option a person named, and its 1-based position: a number as shown
-    (for options shown without numbers, their position), else a label: exact,
-    then case-insensitive, then a case-insensitive unique prefix."""
-    shown = ", ".join(f"{o.number or i}. {o.label}" for i, o in enumerate(options, start=1))
-    if isinstance(wanted, str) and wanted.strip().isdigit():
-        wanted = int(wanted.strip())
-    if isinstance(wanted, int) and not isinstance(wanted, bool):
-        for i, o in enumerate(options, start=1):
-            if (o.number if o.number is not None else i) == wanted:
-                return o, i
-        raise InvalidAnswer(f"the question has no option {wanted} (options: {shown})")
-    if not isinstance(wanted, str) or not wanted.strip():
-        raise InvalidAnswer(f"an option is a number or a label, not {wanted!r}")
-    check_text(wanted)
-    name = wanted.strip()
-    for exact in ([(o, i) for i, o in enumerate(options, start=1) if o.label == name],
-                  [(o, i) for i, o in enumerate(options, start=1)
-                   if o.label.casefold() == name.casefold()]):
-        if len(exact) == 1:
-            return exact[0]
-    prefix = [(o, i) for i, o in enumerate(options, start=1)
-              if o.label.casefold().startswith(name.casefold())]
-    if len(prefix) == 1:
-        return prefix[0]
-    if prefix:
-        raise InvalidAnswer(f"{name!r} could be any of: {', '.join(o.label for o, _ in prefix)}",
-                            hint="type more of the label, or its number")
-    raise InvalidAnswer(f"the question has no option {name!r} (options: {shown})")
 
 
 def _selection(
@@ -610,95 +561,17 @@ class Service:
         supervisor, which types it with the agent's own keys only while the same
         question is open (:mod:`agentwrap.delivery.answering`).
 
-        Exactly one of ``option`` (its number as shown, or its label: exact, then
-        a case-insensitive unique prefix), ``options`` (multi-select: not yet),
-        ``text`` (free text, where the question and the profile take it) or
-        ``deny``. ``question_id``: the question this answers; another one open
-        is :class:`StaleAnswer`. Nothing is stored when a check fails; an
-        accepted answer leaves an audit line (never the text).
+        The rules are :meth:`AnswerIntake.answer
+        <agentwrap.sessions.answer_intake.AnswerIntake.answer>`'s, which the
+        answer folder and the answer policy inside the supervisor use too.
         """
-        rec = self.registry.get(session)
-        if rec.ended is not None:
-            raise SessionNotRunning(f"session {session!r} has ended; nobody asks anything")
-        given = [option is not None, options is not None, text is not None, bool(deny)]
-        if sum(given) != 1:
-            raise InvalidAnswer("give exactly one of: an option, options, text, deny",
-                                hint="e.g. `agentwrap answer NAME --option 1`")
-        if rec.state != "waiting_input" or rec.question is None:
-            why = (f"is {rec.state} ({rec.state_reason})" if rec.state != "waiting_input"
-                   else f"waits ({rec.state_reason}), but no question was read off its screen")
-            raise NoOpenQuestion(f"session {session!r} {why}: there is no open question to answer",
-                                 hint="answer in the terminal (`agentwrap attach NAME`) if it"
-                                 " waits for something agentwrap cannot read" if rec.question
-                                 is None and rec.state == "waiting_input" else None)
-        question = Question.from_json(rec.question)
-        if question_id is not None and question_id != question.id:
-            raise StaleAnswer(
-                f"question {question_id} is not open: the agent asks something else now"
-                f" (question {question.id}: {question.questions[0].question if question.questions else question.title!r})")
-        profile = self._profile(rec.profile)
-        dialog = next((d for d in profile.dialogs if d.name == question.dialog), None)
-        if len(question.questions) != 1:
-            raise InvalidAnswer("questions in several parts are answered in the terminal for now",
-                                hint=f"`agentwrap attach {session}`")
-        item = question.questions[0]
-        payload: dict[str, Any]
-        if options is not None or (item.multiSelect and option is not None):
-            raise InvalidAnswer("multi-select answers come next; answer this one in the terminal",
-                                hint=f"`agentwrap attach {session}`")
-        if deny:
-            payload = {"how": "deny"}
-        elif option is not None:
-            chosen, position = _pick(item.options, option)
-            payload = {"how": "option", "option": position, "number": chosen.number,
-                       "label": chosen.label}
-            if chosen.number is None:
-                if not chosen.key or len(chosen.key) != 1:
-                    raise InvalidAnswer(f"option {chosen.label!r} has no number or key to type")
-                payload["key"] = chosen.key
-        else:
-            assert text is not None
-            text = self._answer_text(text, profile)
-            free = free_text_option(item)
-            if not question.free_text_allowed or free is None:
-                raise InvalidAnswer("this question takes no free text: pick one of its options",
-                                    hint="`agentwrap state NAME` lists them")
-            if dialog is None or dialog.free_text != "option" or free.number is None:
-                raise InvalidAnswer(
-                    f"typing free text into {profile.name}'s {question.dialog!r} dialog is not"
-                    " supported yet: answer it in the terminal, or pick an option",
-                    hint=f"`agentwrap attach {session}`")
-            payload = {"how": "text", "text": text, "option": item.options.index(free) + 1,
-                       "number": free.number, "label": free.label}
-        stored = self.answers.request(session, question.id, payload, source)
-        self.audit.write(event="answer_requested", session=session, answer=stored.id,
-                         question=question.id, how=payload["how"], source=source,
-                         bytes=len((text or "").encode("utf-8")))
-        notify(self.paths, session)
-        return AnswerResult(stored, question, supervised=rec.liveness != "stale")
+        return self.intake.answer(session, option=option, options=options, text=text,
+                                  deny=deny, question_id=question_id, source=source)
 
-    def _answer_text(self, text: str, profile: Profile) -> str:
-        """Free text fit to type into a dialog on its own: one plain line that
-        the agent cannot read as its own syntax. Refused otherwise, never changed."""
-        check_text(text)
-        if sanitize(text).text != text or "\n" in text or "\t" in text:
-            raise InvalidAnswer("answer text holds control characters, escape sequences or"
-                                " line breaks; it must be one line of plain text")
-        text = text.strip()
-        if not text:
-            raise InvalidAnswer("answer text is empty")
-        if len(text) > MAX_ANSWER_CHARS:
-            raise InvalidAnswer(f"answer text is {len(text)} characters; at most"
-                                f" {MAX_ANSWER_CHARS}")
-        if text[0] in ANSWER_LEAD_REFUSED:
-            raise InvalidAnswer(f"answer text must not start with {text[0]!r}: the agent could"
-                                " read it as its own syntax (a command, shell mode, a mention)",
-                                hint="start with a word")
-        live = live_tokens(text, profile.syntax)
-        if live:
-            raise InvalidAnswer(f"answer text holds {live[0].text!r}, which {profile.name} reads"
-                                f" as a {live[0].rule.name}", hint="rephrase without it")
-        return text
+    @property
+    def intake(self) -> AnswerIntake:
+        return AnswerIntake(self.paths, self.registry, lambda: self.answers, self.audit,
+                            self._profile)
 
     def answer_status(self, answer_id: str) -> Answer:
         try:
