@@ -35,10 +35,18 @@ Example::
     [notify]                    # user config only: when an agent waits for you
     on_waiting_input = "notify-me --json"   # run with the question as JSON on stdin
     renotify_after_s = 300
+
+    [[answer_rules]]            # user config only: answer some questions automatically
+    name = "tests"              # (agentwrap.delivery.policy says how they are matched)
+    agent = "claude"            # profile name (glob)
+    tool = "Bash"               # glob, or "re:REGEX"
+    command = "npm test*"       # glob (every sub-command must match), or "re:REGEX"
+    answer = { option = 1 }     # or { option = "Yes" }, { deny = true }, or "ask"
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from collections.abc import Mapping
@@ -117,6 +125,30 @@ class NotifyConfig:
 
 
 @dataclass(frozen=True)
+class AnswerRule:
+    """One ``[[answer_rules]]`` entry: which questions it answers, and how.
+
+    Matched by :func:`agentwrap.delivery.policy.decide`. User config only: a
+    cloned project's ``.agentwrap.toml`` must not approve its own commands.
+    """
+
+    name: str  # shown in the audit log and the announcement
+    agent: str = "*"  # profile name: glob, or "re:REGEX"
+    kind: str = "*"  # permission, choice, confirm, trust, text
+    tool: str = "*"
+    command: str = "*"  # "*" also matches a question without a command
+    option: int | str | None = None  # answer: pick this option (number as shown, or label)
+    deny: bool = False  # answer: the dialog's deny keys
+    ask: bool = False  # never answered by a rule: a deny-list entry of the user's own
+    after_s: float = 0.0  # only once the question has been open this long (answer on timeout)
+
+    @property
+    def approves(self) -> bool:
+        """Picks an option (which may say yes): the built-in deny-list can veto it."""
+        return self.option is not None
+
+
+@dataclass(frozen=True)
 class Config:
     run: RunConfig = field(default_factory=RunConfig)
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
@@ -126,6 +158,7 @@ class Config:
     # [sources]: per source, the only source ids it may send as (webhook =
     # ["github", "ci"]); a source not named is not restricted. User config only.
     source_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    answer_rules: tuple[AnswerRule, ...] = ()  # [[answer_rules]], in order; user config only
     sources: tuple[Path, ...] = ()
     profile_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -141,7 +174,7 @@ _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "trust": TrustConfig,
     "notify": NotifyConfig,
 }
-USER_ONLY_SECTIONS = ("trust", "sources", "notify")  # never from a project's file
+USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 
@@ -178,6 +211,12 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             continue
         if section == "sources":
             cfg = replace(cfg, source_ids=_source_ids(value, dotted_section(where, section)))
+            continue
+        if section == "answer_rules":
+            if where:
+                raise ConfigError(f"{where}: [[answer_rules]] are set at the top level",
+                                  hint='name the agent in the rule: agent = "claude"')
+            cfg = replace(cfg, answer_rules=_answer_rules(value))
             continue
         if section not in _SECTIONS:
             raise ConfigError(
@@ -245,6 +284,60 @@ def _source_ids(value: Any, where: str) -> dict[str, tuple[str, ...]]:
             raise ConfigError(f"{where}.{source}: must be a list of source ids, got {ids!r}")
         out[source] = tuple(ids)
     return out
+
+
+_RULE_KEYS = ("name", "agent", "kind", "tool", "command", "answer", "after_s")
+
+
+def check_matcher(value: Any, where: str) -> str:
+    """A glob, or ``re:`` and a regular expression that compiles."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: must be a glob or 're:REGEX', got {value!r}")
+    if value.startswith("re:"):
+        try:
+            re.compile(value[3:])
+        except re.error as exc:
+            raise ConfigError(f"{where}: not a regular expression: {exc}") from None
+    return value
+
+
+def _answer_rules(value: Any) -> tuple[AnswerRule, ...]:
+    if not isinstance(value, list):
+        raise ConfigError("answer_rules: must be an array of tables ([[answer_rules]])")
+    rules = []
+    for i, table in enumerate(value):
+        where = f"answer_rules[{i}]"
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where}: must be a table")
+        unknown = sorted(set(table) - set(_RULE_KEYS))
+        if unknown:
+            raise ConfigError(f"{where}.{unknown[0]}: unknown key",
+                              hint=f"known keys: {', '.join(_RULE_KEYS)}")
+        name = table.get("name", where)
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}.name: must be a string")
+        agent, kind, tool, command = (
+            check_matcher(table.get(k, "*"), f"{where}.{k}")
+            for k in ("agent", "kind", "tool", "command"))
+        after = _coerce(table.get("after_s", 0.0), 0.0, f"{where}.after_s")
+        answer = table.get("answer")
+        rule = AnswerRule(name=name, agent=agent, kind=kind, tool=tool, command=command,
+                          after_s=after)
+        if answer == "ask":
+            rule = replace(rule, ask=True)
+        elif isinstance(answer, Mapping) and len(answer) == 1 and "option" in answer:
+            option = answer["option"]
+            if isinstance(option, bool) or not isinstance(option, (int, str)) or option == "":
+                raise ConfigError(f"{where}.answer.option: a number or a label, got {option!r}")
+            rule = replace(rule, option=option)
+        elif isinstance(answer, Mapping) and dict(answer) == {"deny": True}:
+            rule = replace(rule, deny=True)
+        else:
+            raise ConfigError(
+                f"{where}.answer: must be {{ option = N }}, {{ option = \"label\" }},"
+                f" {{ deny = true }} or \"ask\", got {answer!r}")
+        rules.append(rule)
+    return tuple(rules)
 
 
 def _user_only(data: Mapping[str, Any], path: Path) -> None:

@@ -146,6 +146,18 @@ class Paths:
         server), and checked by ``doctor``; writers only look into it."""
         return self.runtime_dir / "events"
 
+    @property
+    def answers_root(self) -> Path:
+        """The parent of every session's answer folder (see :meth:`answers_dir`)."""
+        return self.runtime_dir / "answers"
+
+    def answers_dir(self, session: str) -> Path:
+        """The session's answer folder: a JSON file dropped here answers the
+        question its agent shows (:mod:`agentwrap.sessions.answer_folder`).
+        0700 and ours, like the runtime dir: whoever may write into it may
+        answer the agent's permission prompts."""
+        return self.answers_root / check_session_name(session)
+
     def wake_socket(self, session: str) -> Path:
         return self.runtime_dir / f"{session}.sock"
 
@@ -237,7 +249,14 @@ def private_problems(paths: Paths) -> list[tuple[str, str]]:
     """``(problem, fix)`` for every private dir or file with a wrong owner or
     mode, changing nothing: what ``agentwrap doctor`` reports."""
     found: list[tuple[str, str]] = []
-    for d in (paths.state_dir, paths.logs_dir, paths.runtime_dir, paths.events_dir):
+    dirs = [paths.state_dir, paths.logs_dir, paths.runtime_dir, paths.events_dir,
+            paths.answers_root]
+    try:  # each session's answer folder too
+        if paths.answers_root.is_dir() and not paths.answers_root.is_symlink():
+            dirs.extend(sorted(paths.answers_root.iterdir()))
+    except OSError:
+        pass
+    for d in dirs:
         if os.path.lexists(d):
             try:
                 check_private_dir(d, repair=False)

@@ -113,8 +113,10 @@ class AnswerStore:
 
     def request(
         self, session: str, question_id: str, answer: Mapping[str, Any], source: str = "",
+        rule: str | None = None,
     ) -> Answer:
-        """Store a checked answer as pending (and its event); returns it."""
+        """Store a checked answer as pending (and its event); returns it. ``rule``:
+        the answer rule that chose it (source ``policy``), named in the event."""
         now = self._clock()
         aid = uuid.uuid4().hex[:16]
         body = json.dumps(dict(answer), ensure_ascii=False, separators=(",", ":"))
@@ -125,7 +127,8 @@ class AnswerStore:
                 (aid, session, question_id, body, source, PENDING, now),
             )
             events.record(conn, now, session, "session.answered", aid, status=PENDING,
-                          questionId=question_id, answer=dict(answer), source=source)
+                          questionId=question_id, answer=dict(answer), source=source,
+                          by=answered_by(source), **({"rule": rule} if rule else {}))
         return self.get(aid)
 
     def get(self, answer_id: str) -> Answer:
@@ -158,5 +161,11 @@ class AnswerStore:
                          (status, detail, now, answer_id))
             events.record(conn, now, row["session"], "session.answered", answer_id,
                           status=status, detail=detail, questionId=row["question_id"],
-                          answer=json.loads(row["answer"]), source=row["source"])
+                          answer=json.loads(row["answer"]), source=row["source"],
+                          by=answered_by(row["source"]))
         return True
+
+
+def answered_by(source: str) -> str:
+    """Who chose the answer: ``policy`` (an answer rule) or ``person`` (every surface)."""
+    return "policy" if source == "policy" else "person"

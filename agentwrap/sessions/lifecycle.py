@@ -37,9 +37,10 @@ from ..config import Config, load_config
 from ..delivery.fallback import context_file, prepare_context_file
 from ..detect.profiles import Profile, load_profile, profile_for_command
 from ..detect.structured import structured_source
-from ..errors import AgentNotFound, ProfileError, SessionNameTaken, SessionNotRunning
+from ..errors import AgentNotFound, ProfileError, SessionNameTaken, SessionNotRunning, UnsafePath
 from ..message import NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
+from ..queue.answers import AnswerStore
 from ..terminal.proctree import alive, descendants, kill_pids
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
@@ -212,7 +213,30 @@ def build_supervisor(
     sup.answering = Answerer.for_session(paths, profile, rec.name)
     sup.teller = Teller(rec.name, cfg.notify, AuditLog(paths.audit_log),
                         display=getattr(term, "display", None))
+    _answer_sources(sup, paths, cfg, profile, registry, sup.answering.store)
     return sup
+
+
+def _answer_sources(
+    sup: Supervisor, paths: Paths, cfg: Config, profile: Profile, registry: Registry,
+    answers: AnswerStore,
+) -> None:
+    """The answers taken inside the supervisor: files dropped in the session's answer
+    folder, and the user's answer rules; both through the intake's checks."""
+    from .answer_folder import AnswerFolder
+    from .answer_intake import AnswerIntake
+    from .autoanswer import AutoAnswer
+
+    audit = AuditLog(paths.audit_log)
+    intake = AnswerIntake(paths, registry, lambda: answers, audit, lambda _name: profile)
+    try:
+        sup.answer_folder = AnswerFolder(paths, sup.name, intake, audit).open()
+    except (OSError, UnsafePath) as exc:  # answers still come through the CLI and the API
+        logging.getLogger("agentwrap.session").warning("no answer folder for %s: %s",
+                                                       sup.name, exc)
+    if cfg.answer_rules:
+        sup.policy = AutoAnswer(sup.name, profile.name, cfg.answer_rules, intake, answers, audit,
+                                announce=sup.teller.announce if sup.teller else None)
 
 
 # --- tmux ----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from ..detect.detector import Detector, HookSource, StructuredSource
 from ..detect.profiles import Profile
+from ..detect.question import Question
 from ..detect.states import Reading, State
 from ..errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
 from ..paths import Paths, open_private_append, private_dir, write_private
@@ -59,6 +60,21 @@ class AnswerStep(Protocol):
     def abandon(self, reason: str) -> int: ...
 
     def close(self) -> None: ...
+
+
+class AnswerFolderStep(Protocol):
+    def step(self) -> object:
+        """Take the answer files dropped in the session's folder (sessions.answer_folder)."""
+
+    def close(self) -> None: ...
+
+
+class PolicyStep(Protocol):
+    note: str  # why the open question was not answered by a rule
+
+    def update(self, question: Question | None) -> bool:
+        """The published question; True while an answer rule's answer to it is
+        under way (sessions.autoanswer)."""
 
 
 @dataclass
@@ -104,6 +120,8 @@ class Supervisor:
         self.delivery: DeliveryStep | None = None
         self.answering: AnswerStep | None = None
         self.teller: Teller | None = None  # tells the person about an open question
+        self.answer_folder: AnswerFolderStep | None = None  # answer files dropped in
+        self.policy: PolicyStep | None = None  # the user's answer rules
         self.snap: Snapshot | None = None
         self.exit_code: int | None = None
         self._stop = threading.Event()
@@ -181,8 +199,16 @@ class Supervisor:
 
     def _publish(self, reading: Reading) -> None:
         question = self.detector.question
+        self._record(reading, question)
+        # after the registry holds the question: an answer rule's answer is checked
+        # against it; a question a rule answers is announced instead of told
+        asked = question if reading.state is State.WAITING_INPUT else None
+        handled = self.policy is not None and self.policy.update(asked)
         if self.teller is not None:
-            self.teller.update(question if reading.state is State.WAITING_INPUT else None)
+            self.teller.update(None if handled else asked,
+                               note=self.policy.note if self.policy is not None else "")
+
+    def _record(self, reading: Reading, question: Question | None) -> None:
         key = (reading.state.value, reading.rule, question.id if question else "")
         # a new state, or the agent asks something else while still waiting
         changed = self._published is None or self._published[0] != reading.state.value \
@@ -396,6 +422,8 @@ class Supervisor:
                 self._woken = False
                 delivery_due = now
             if self.delivery is not None and delivery_due is not None and now >= delivery_due:
+                if self.answer_folder is not None:  # files dropped in: answers, stored
+                    self.answer_folder.step()
                 if self.answering is not None:  # before delivery: an answer closes a dialog
                     self.answering.step(self)
                     if self.reading.state is State.EXITED:
@@ -416,6 +444,8 @@ class Supervisor:
             if ended:
                 self.delivery.abandon(f"session ended (agent exit code {self.term.exit_code()})")
             self.delivery.close()
+        if self.answer_folder is not None:
+            self.answer_folder.close()
         if self.answering is not None:
             if ended:
                 self.answering.abandon("session ended before the answer was typed")

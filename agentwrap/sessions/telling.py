@@ -64,22 +64,36 @@ class Teller:
         self._told_at = 0.0
         self.told = 0  # how many times, for tests and `doctor`
 
-    def update(self, question: Question | None) -> None:
-        """The question on screen now (None: the agent asks nothing)."""
+    def update(self, question: Question | None, note: str = "") -> None:
+        """The question on screen now (None: the agent asks nothing). ``note``:
+        why no rule answered it (the answer policy vetoed or left it), told along."""
         if question is None:
             self._open = None
             return
         now = self.clock()
         if question.id != self._open:
             self._open, self._told_at = question.id, now
-            self._tell(question, again=False)
+            self._tell(question, again=False, note=note)
         elif self.config.renotify_after_s > 0 and now - self._told_at >= self.config.renotify_after_s:
             self._told_at = now
-            self._tell(question, again=True)
+            self._tell(question, again=True, note=note)
 
-    def _tell(self, q: Question, *, again: bool) -> None:
+    def announce(self, line: str) -> None:
+        """Tell the person something an answer rule did (an automatic answer), where
+        they would hear of a question: the tmux status line and the desktop."""
+        if self.config.tmux_message and self.display is not None:
+            try:
+                self.display(line)
+            except (OSError, AgentwrapError) as exc:
+                log.debug("tmux message failed: %s", exc)
+        if self.config.desktop:
+            notify_desktop(f"{self.session}: answered automatically", line)
+
+    def _tell(self, q: Question, *, again: bool, note: str = "") -> None:
         self.told += 1
         line = f"agentwrap: {self.session} waits for you: {summary(q)}"
+        if note:
+            line += f" ({note})"
         channels: list[str] = []
         if self.config.tmux_message and self.display is not None:
             try:

@@ -70,6 +70,8 @@ def main() -> int:
     ap.add_argument("--dialog-style", default="permission", choices=sorted(DIALOGS),
                     help="which dialog opens: a numbered permission (Up/Down/Enter, digits,"
                     " Esc), a numbered choice with a free-text option, or an Aider-like y/n line")
+    ap.add_argument("--dialog-command", default="touch x",
+                    help="the command the permission and y/n dialogs ask about")
     ap.add_argument("--answers-log", default="",
                     help="each answer to a dialog as a JSON line (default: LOG.answers)")
     ap.add_argument("--die-on", default="", help="a message containing this kills the agent")
@@ -92,6 +94,7 @@ def main() -> int:
     yn_key = ""  # the y/n prompt: the letter typed, before Enter
     answers_log = args.answers_log or args.log + ".answers"
     above, options, footer = DIALOGS[args.dialog_style]
+    above = [line.replace("touch x", args.dialog_command) for line in above]
 
     def answered(choice: str, **record: object) -> None:
         nonlocal dialog, typing, yn_key
@@ -111,7 +114,7 @@ def main() -> int:
         busy = time.monotonic() < busy_until
         spinner = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"[frame % 10]
         if dialog and args.dialog_style == "yn":
-            tail = ["─" * cols, "   touch x", footer[0] + yn_key]
+            tail = ["─" * cols, f"   {args.dialog_command}", footer[0] + yn_key]
         elif dialog and typing is not None:
             tail = ["─" * cols, *above, f" {len(options)}. {options[-1]}: {typing}▏",
                     " Enter to submit · Esc to go back"]

@@ -44,6 +44,8 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
         "reason": rec.state_reason, "evidence": rec.state_evidence, "quiet_ms": rec.quiet_ms,
         "draft": rec.draft, "since": rec.state_since, "liveness": rec.liveness,
         "exit_code": rec.exit_code, "explain": _explain(rec), "question": rec.question,
+        # a JSON file dropped here answers the question (agentwrap.sessions.answer_folder)
+        "answer_dir": str(_paths().answers_dir(rec.name)),
         "channels": rec.options.get("channels"),
     }
 
@@ -226,6 +228,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "user_profiles": str(paths.user_patterns_dir), "state": str(paths.state_dir),
         "database": str(paths.db_path), "runtime": str(paths.runtime_dir),
         "tmux_sockets": str(paths.tmux_dir), "audit_log": str(paths.audit_log),
+        "answer_dirs": str(paths.answers_root / "NAME"),
     }
     try:
         cfg = load_config(paths)

@@ -20,7 +20,7 @@ store event                   API event(s), with ``data``
 ``session.ended``             ``session.exited`` {exitCode}
 ``session.consumed``          ``session.input.consumed`` {count, sources, channel}
 ``session.answered``          ``session.answered`` {answerId, status, detail, questionId,
-                              answer, source}
+                              answer, source, by (person|policy), rule?}
 ============================  =============================================
 
 Every API event carries the store event's id, so a client that reconnects with
@@ -96,7 +96,8 @@ def public_events(ev: Event) -> list[PublicEvent]:
         named = [("session.input.consumed", {k: d.get(k) for k in ("count", "sources", "channel")})]
     elif ev.kind == "session.answered":
         named = [("session.answered", {"answerId": ev.subject, **{
-            k: d.get(k) for k in ("status", "detail", "questionId", "answer", "source")}})]
+            k: d.get(k) for k in ("status", "detail", "questionId", "answer", "source", "by")},
+            **({"rule": d["rule"]} if d.get("rule") else {})})]
     else:  # a kind newer than this mapping: shown under its own name, not dropped
         named = [(ev.kind, d)]
     last = len(named) - 1

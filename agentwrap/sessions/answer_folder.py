@@ -1,0 +1,323 @@
+"""The answer folder: a JSON file dropped in it answers the question the agent shows.
+
+The file contract of the container-agent design: whoever can write into the
+session's folder (``agentwrap state NAME --json`` gives it as ``answer_dir``;
+``$XDG_RUNTIME_DIR/agentwrap/answers/NAME``, 0700, ours) can answer without a
+CLI, a socket or a token: a sidecar, a mounted volume, a phone's sync client.
+
+The file (``*.json``, UTF-8, at most :data:`MAX_BYTES`)::
+
+    {"questionId": "3f2a9c0d1b7e", "answers": {"option": 2}}
+    {"answers": {"option": "Yes, and don't ask again"}}
+    {"answers": {"deny": true}}
+    {"answers": {"text": "Use SQLite, in memory"}}
+
+``answers`` holds exactly one of ``option`` (the number shown, or a label:
+exact, then a case-insensitive unique prefix), ``deny`` (true: the dialog's
+own way to say no, usually Esc) or ``text`` (free text, where the question
+offers it). ``questionId`` (``agentwrap state NAME --json``: ``question.id``)
+is optional but recommended: with it, an answer meant for a question the agent
+no longer asks is refused (``StaleAnswer``) instead of answering the next one.
+No other keys are taken: a typo must not go unnoticed.
+
+Write it atomically: to a temporary name first (a dot file, or any name not
+ending in ``.json``), then rename it to ``NAME.json``. A file written in place
+is read once it is closed (inotify tells a file being written from one
+renamed in complete). Each file is checked by the same rules as
+``agentwrap answer`` (:mod:`agentwrap.sessions.answer_intake`), then
+**removed**; the answer's outcome is on the event stream
+(``session.answered``, source ``file``) and in the audit log. A file that is
+refused is moved aside to ``NAME.json.rejected``, with ``NAME.json.error``
+next to it: one line of JSON, ``{"error": "StaleAnswer", "message": ...,
+"hint": ...}``. Nothing is typed for it.
+
+Watched with inotify (watchdog, one observer thread per process): a rename
+into the folder or a file closed after writing wakes the session's supervisor
+through its wake socket, and the supervisor takes the file on its own thread,
+where it reads the screen: picked up in milliseconds, never polled. Where
+inotify cannot be had (watch limit reached), the folder is looked at on the
+supervisor's safety ticks instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver, ObservedWatch
+
+from ..audit import AuditLog
+from ..errors import AgentwrapError, InvalidAnswer, StoreError, UnsafePath
+from ..paths import Paths, private_dir, write_private
+from .answer_intake import AnswerIntake, AnswerResult
+from .wake import notify
+
+log = logging.getLogger("agentwrap.answer_folder")
+
+MAX_BYTES = 64 * 1024
+SUFFIX = ".json"
+REJECTED, ERROR = ".rejected", ".error"
+_TOP_KEYS = frozenset({"questionId", "answers"})
+_ANSWER_KEYS = ("option", "options", "text", "deny")
+
+
+@dataclass(frozen=True)
+class FileAnswer:
+    """An answer file, parsed and checked for shape (the rules come later, in the intake)."""
+
+    answers: dict[str, Any]
+    question_id: str | None = None
+
+
+def parse(data: bytes) -> FileAnswer:
+    """The answer in a file's bytes, or :class:`InvalidAnswer` saying what is wrong."""
+    if len(data) > MAX_BYTES:
+        raise InvalidAnswer(f"the file has {len(data)} bytes; an answer file holds at most"
+                            f" {MAX_BYTES}")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidAnswer(f"not a JSON document: {exc}",
+                            hint='write e.g. {"answers": {"option": 1}}') from None
+    if not isinstance(doc, dict):
+        raise InvalidAnswer("the file must hold a JSON object",
+                            hint='write e.g. {"answers": {"option": 1}}')
+    unknown = sorted(set(doc) - _TOP_KEYS)
+    if unknown:
+        raise InvalidAnswer(f"unknown key {unknown[0]!r} (known: questionId, answers)")
+    qid = doc.get("questionId")
+    if qid is not None and (not isinstance(qid, str) or not qid.strip()):
+        raise InvalidAnswer(f"questionId must be the question's id (a string), not {qid!r}",
+                            hint="`agentwrap state NAME --json` shows question.id")
+    answers = doc.get("answers")
+    if not isinstance(answers, dict):
+        raise InvalidAnswer('the file needs "answers": an object such as {"option": 1},'
+                            ' {"deny": true} or {"text": "..."}')
+    unknown = sorted(set(answers) - set(_ANSWER_KEYS))
+    if unknown:
+        raise InvalidAnswer(f"unknown answer {unknown[0]!r} (one of: option, deny, text)")
+    if len(answers) != 1:
+        raise InvalidAnswer("answers holds exactly one of: option, deny, text")
+    ((key, value),) = answers.items()
+    if key == "option" and (isinstance(value, bool) or not isinstance(value, (int, str))):
+        raise InvalidAnswer(f"option is a number or a label, not {value!r}")
+    if key == "options" and not (isinstance(value, list)
+                                 and all(isinstance(v, int) and not isinstance(v, bool)
+                                         for v in value)):
+        raise InvalidAnswer(f"options is a list of numbers, not {value!r}")
+    if key == "text" and not isinstance(value, str):
+        raise InvalidAnswer(f"text is a string, not {value!r}")
+    if key == "deny" and value is not True:
+        raise InvalidAnswer(f"deny must be true, not {value!r}",
+                            hint="to say yes, pick the option: {\"option\": 1}")
+    return FileAnswer(dict(answers), qid.strip() if isinstance(qid, str) else None)
+
+
+def is_answer_file(name: str) -> bool:
+    """``NAME.json``: not a dot file (a writer's temporary), not one moved aside."""
+    return name.endswith(SUFFIX) and not name.startswith(".") and len(name) > len(SUFFIX)
+
+
+# --- watching ----------------------------------------------------------------------------
+
+_observer_lock = threading.Lock()
+_observers: list[BaseObserver] = []  # at most one, alive
+
+
+def _shared_observer() -> BaseObserver:
+    """One inotify observer thread for every folder of this process (the host
+    supervises many sessions: a thread each would be waste)."""
+    with _observer_lock:
+        if not _observers or not _observers[0].is_alive():
+            observer = Observer()
+            observer.daemon = True
+            observer.name = "answer-folders"
+            observer.start()
+            _observers[:] = [observer]
+        return _observers[0]
+
+
+class _Handler(FileSystemEventHandler):
+    """Runs on the observer's thread: notes what is being written, pokes the folder."""
+
+    def __init__(self, folder: AnswerFolder) -> None:
+        self.folder = folder
+
+    @staticmethod
+    def _name(path: str | bytes) -> str:
+        name = os.path.basename(os.fsdecode(path))
+        return name if is_answer_file(name) else ""
+
+    def on_created(self, event: FileSystemEvent) -> None:  # written in place: not yet
+        if name := self._name(event.src_path):
+            try:  # a symlink or a hard link is complete (and never closed after writing)
+                st = os.lstat(event.src_path)
+                writing = stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+            except OSError:
+                writing = False
+            self.folder._writing(name, writing)
+            if not writing:
+                self.folder._poke()
+
+    def on_closed(self, event: FileSystemEvent) -> None:  # ... now it is complete
+        if name := self._name(event.src_path):
+            self.folder._writing(name, False)
+            self.folder._poke()
+
+    def on_moved(self, event: FileSystemEvent) -> None:  # the atomic writer's rename
+        if name := self._name(event.dest_path):
+            self.folder._writing(name, False)
+            self.folder._poke()
+
+    def on_deleted(self, event: FileSystemEvent) -> None:
+        if name := self._name(event.src_path):
+            self.folder._writing(name, False)
+
+
+class AnswerFolder:
+    """The answer folder of one session, taken from on its supervisor's thread."""
+
+    def __init__(self, paths: Paths, session: str, intake: AnswerIntake, audit: AuditLog) -> None:
+        self.paths = paths
+        self.session = session
+        self.path = paths.answers_dir(session)
+        self.intake = intake
+        self.audit = audit
+        self._due = threading.Event()  # set by the watcher (another thread), taken by step()
+        self._watch: ObservedWatch | None = None
+        self._open_files: set[str] = set()  # created in place and not yet closed
+        self._lock = threading.Lock()
+        self.watched = False  # False: inotify failed; the supervisor's ticks look instead
+
+    def open(self) -> AnswerFolder:
+        """Make the folder (0700, ours: checked like the runtime dir) and watch it;
+        a file left from before is taken on the first :meth:`step`."""
+        private_dir(self.paths.answers_root, repair=False)
+        private_dir(self.path, repair=False)
+        try:
+            self._watch = _shared_observer().schedule(_Handler(self), str(self.path))
+            self.watched = True
+        except OSError as exc:  # inotify watch or instance limit: ticks look instead
+            log.warning("cannot watch %s (%s); answer files are looked for on each tick",
+                        self.path, exc)
+        self._due.set()
+        return self
+
+    def _writing(self, name: str, still: bool) -> None:
+        with self._lock:
+            if still:
+                self._open_files.add(name)
+            else:
+                self._open_files.discard(name)
+
+    def _poke(self) -> None:
+        self._due.set()
+        notify(self.paths, self.session)  # the supervisor's loop wakes and calls step()
+
+    def close(self) -> None:
+        if self._watch is not None:
+            try:
+                _shared_observer().unschedule(self._watch)
+            except (KeyError, OSError):
+                pass
+            self._watch = None
+
+    def step(self) -> list[tuple[str, AnswerResult | AgentwrapError]]:
+        """Take every answer file waiting, oldest first: each is handed to the
+        intake, then removed (or moved aside with its error). What happened to
+        each, by file name."""
+        if self.watched and not self._due.is_set():
+            return []
+        self._due.clear()
+        with self._lock:
+            writing = set(self._open_files)
+        try:
+            entries = [e for e in os.scandir(self.path)
+                       if is_answer_file(e.name) and e.name not in writing
+                       and not e.is_dir(follow_symlinks=False)]
+        except OSError as exc:
+            log.warning("cannot list %s: %s", self.path, exc)
+            return []
+        done: list[tuple[str, AnswerResult | AgentwrapError]] = []
+        for entry in sorted(entries, key=lambda e: (e.stat(follow_symlinks=False).st_mtime_ns,
+                                                     e.name)):
+            done.append((entry.name, self._take(Path(entry.path))))
+        return done
+
+    def _take(self, path: Path) -> AnswerResult | AgentwrapError:
+        try:
+            found = parse(_read(path))
+            result = self.intake.answer(self.session, question_id=found.question_id,
+                                        source="file", **_arguments(found))
+        except StoreError as exc:  # the store, not the file: kept, taken on the next turn
+            log.warning("answer file %s kept for later: %s", path.name, exc.message)
+            self._due.set()
+            return exc
+        except AgentwrapError as exc:
+            self._reject(path, exc)
+            return exc
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        log.info("answer file %s: answer %s to question %s", path.name, result.answer.id,
+                 result.question.id)
+        return result
+
+    def _reject(self, path: Path, exc: AgentwrapError) -> None:
+        log.info("answer file %s refused: %s", path.name, exc.message)
+        error = {"error": type(exc).__name__, "message": exc.message, "hint": exc.hint}
+        try:
+            os.replace(path, path.with_name(path.name + REJECTED))
+        except OSError:
+            try:  # never take the same file again
+                path.unlink()
+            except OSError as gone:
+                log.warning("cannot move %s aside: %s", path, gone)
+        try:
+            write_private(path.with_name(path.name + ERROR),
+                          (json.dumps(error, ensure_ascii=False) + "\n").encode("utf-8"))
+        except (OSError, UnsafePath) as failed:
+            log.warning("cannot write the error next to %s: %s", path, failed)
+        self.audit.write(event="answer_file_rejected", session=self.session, file=path.name,
+                         error=type(exc).__name__)
+
+
+def _arguments(found: FileAnswer) -> dict[str, Any]:
+    """The intake's keyword for the file's one answer."""
+    ((key, value),) = found.answers.items()
+    return {key: True if key == "deny" else value}
+
+
+def _read(path: Path) -> bytes:
+    """The file's bytes: a regular file of ours, never through a symlink, not too big."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UnsafePath(f"cannot open {path.name}: {exc.strerror} (a symlink is never"
+                         " followed)", hint="write a regular file and rename it into place"
+                         ) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+            raise UnsafePath(f"{path.name} is not a regular file of yours",
+                             hint="write a regular file and rename it into place")
+        if st.st_size > MAX_BYTES:
+            raise InvalidAnswer(f"the file has {st.st_size} bytes; an answer file holds at"
+                                f" most {MAX_BYTES}")
+        chunks = []
+        while chunk := os.read(fd, MAX_BYTES + 1):
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > MAX_BYTES:
+                break
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

@@ -1,0 +1,123 @@
+"""Acting on the answer policy: the one place where a rule's decision has effects.
+
+:func:`agentwrap.delivery.policy.decide` says, purely, what the user's
+``[[answer_rules]]`` make of a question. The supervisor calls
+:meth:`AutoAnswer.update` each time it has published what it sees (so the
+registry holds the question the answer is checked against), and here, once
+per question:
+
+* an answer is taken through :class:`~agentwrap.sessions.answer_intake.AnswerIntake`
+  (the rules of ``agentwrap answer``; source ``policy``), audited
+  (``policy_answered`` with the rule) and announced to the person like a question
+  (tmux status line, desktop); its ``session.answered`` events say ``by: policy``;
+* a question the rules leave to the person, or one the built-in deny-list
+  vetoed, is audited (``policy_held``) and the reason goes with the telling;
+* an answer the intake refuses (a label the question does not have) is audited
+  (``policy_failed``) and the person is told as if there were no rule.
+
+Nothing is ever answered because time passed, unless a rule has ``after_s``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..audit import AuditLog
+from ..config import AnswerRule
+from ..delivery.policy import Decision, decide
+from ..detect.question import Question
+from ..errors import AgentwrapError
+from ..queue.answers import APPLIED, PENDING, AnswerStore
+from .answer_intake import AnswerIntake
+from .telling import summary
+
+log = logging.getLogger("agentwrap.policy")
+
+
+class AutoAnswer:
+    """The policy of one session."""
+
+    def __init__(
+        self, session: str, agent: str, rules: Sequence[AnswerRule], intake: AnswerIntake,
+        answers: AnswerStore, audit: AuditLog, *, announce: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.session = session
+        self.agent = agent
+        self.rules = tuple(rules)
+        self.intake = intake
+        self.answers = answers
+        self.audit = audit
+        self.announce = announce
+        self.clock = clock
+        self._timed = any(r.after_s > 0 for r in self.rules)
+        self._open: str | None = None  # the question decided about
+        self._opened_at = 0.0
+        self._done = False
+        self._answer_id: str | None = None
+        self.note = ""  # why the open question was not answered automatically
+        self.decisions: list[Decision] = []  # for tests and the log
+
+    def update(self, question: Question | None) -> bool:
+        """The question published now (None: none open). True while the policy's
+        own answer to it is pending or applied: nobody needs to be told it waits."""
+        if question is None or question.id != self._open:
+            self._open = question.id if question else None
+            self._opened_at = self.clock()
+            self._done, self._answer_id, self.note = False, None, ""
+        if question is None or not self.rules:
+            return False
+        if self._answer_id is not None:
+            try:
+                status = self.answers.get(self._answer_id).status
+            except (KeyError, AgentwrapError):
+                return False
+            return status in (PENDING, APPLIED)
+        if self._done:
+            return False
+        decision = decide(question, self.agent, self.rules,
+                          open_for_s=self.clock() - self._opened_at)
+        if decision is None:
+            self._done = not self._timed  # a rule with after_s may match later
+            return False
+        self._done = True
+        self.decisions.append(decision)
+        if decision.holds:
+            self.note = decision.reason
+            log.info("question %s left to the person: %s", question.id, decision.reason)
+            self.audit.write(event="policy_held", session=self.session, question=question.id,
+                             rule=decision.rule, vetoed=decision.vetoed, reason=decision.reason,
+                             command=question.command or "")
+            return False
+        return self._answer(question, decision)
+
+    def _answer(self, q: Question, decision: Decision) -> bool:
+        assert decision.answer is not None
+        args: dict[str, Any] = dict(decision.answer)
+        try:
+            result = self.intake.answer(self.session, question_id=q.id, source="policy",
+                                        rule=decision.rule, **args)
+        except AgentwrapError as exc:
+            self.note = f"rule {decision.rule!r} could not answer: {exc.message}"
+            log.warning("question %s: %s", q.id, self.note)
+            self.audit.write(event="policy_failed", session=self.session, question=q.id,
+                             rule=decision.rule, error=type(exc).__name__, reason=exc.message)
+            return False
+        self._answer_id = result.answer.id
+        how = ("deny" if args.get("deny") else
+               f"option {result.answer.answer.get('number') or result.answer.answer.get('option')}"
+               f" ({result.answer.answer.get('label')})")
+        log.info("question %s answered by rule %r: %s", q.id, decision.rule, how)
+        self.audit.write(event="policy_answered", session=self.session, question=q.id,
+                         answer=result.answer.id, rule=decision.rule, how=how,
+                         command=q.command or "")
+        if self.announce is not None:
+            try:
+                self.announce(f"agentwrap: {self.session}: answered {how} by rule"
+                              f" {decision.rule!r}: {summary(q)}")
+            except (OSError, AgentwrapError) as exc:  # a courtesy, never a failure
+                log.debug("announcement failed: %s", exc)
+        return True

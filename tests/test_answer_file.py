@@ -1,0 +1,169 @@
+"""The answer folder: a JSON file dropped in it answers the stand-in's dialog.
+
+End to end with a real tmux session and the supervisor: the file is taken
+(inotify wakes the supervisor), checked by the same rules as ``agentwrap
+answer``, typed, and removed; a bad one is moved aside with its error next to
+it and nothing is typed. Waits are deadlines only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import AwEnv
+from support.delivery_kit import write_config
+from support.waiting import wait_for
+from test_answer import choices, dialog_on_screen, open_dialog
+
+from agentwrap.errors import InvalidAnswer
+from agentwrap.sessions.answer_folder import is_answer_file, parse
+
+
+def drop(folder: Path, name: str, doc: Any) -> Path:
+    """Write ``doc`` the way the contract asks: a dot temp file, then a rename."""
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text(doc if isinstance(doc, str) else json.dumps(doc), encoding="utf-8")
+    os.replace(tmp, folder / name)
+    return folder / name
+
+
+def answer_dir(aw: AwEnv) -> Path:
+    res = aw.cli("state", "sa", "--json", check=True)
+    return Path(json.loads(res.stdout)["answer_dir"])
+
+
+def rejected(folder: Path, name: str) -> dict[str, Any]:
+    """The error written next to a refused file (once it is there)."""
+    err = folder / f"{name}.error"
+    wait_for(err.exists, 15, f"{err.name}")
+    assert (folder / f"{name}.rejected").exists() and not (folder / name).exists()
+    data: dict[str, Any] = json.loads(err.read_text(encoding="utf-8"))
+    return data
+
+
+def test_parse_takes_exactly_the_documented_shapes() -> None:
+    assert parse(b'{"answers": {"option": 2}}').answers == {"option": 2}
+    got = parse(b'{"questionId": "3f2a9c0d1b7e", "answers": {"option": "Yes"}}')
+    assert (got.question_id, got.answers) == ("3f2a9c0d1b7e", {"option": "Yes"})
+    assert parse(b'{"answers": {"deny": true}}').answers == {"deny": True}
+    assert parse('{"answers": {"text": "in memory ✓"}}'.encode()).answers == {
+        "text": "in memory ✓"}
+    for bad, words in ((b"", "not a JSON document"), (b"{", "not a JSON document"),
+                       (b"[1]", "JSON object"), (b"\xff\xfe", "not a JSON document"),
+                       (b'{"answers": {}}', "exactly one"),
+                       (b'{"answers": {"option": 1, "deny": true}}', "exactly one"),
+                       (b'{"answers": {"option": true}}', "number or a label"),
+                       (b'{"answers": {"deny": false}}', "deny must be true"),
+                       (b'{"answers": {"yes": 1}}', "unknown answer 'yes'"),
+                       (b'{"answer": {"option": 1}}', "unknown key 'answer'"),
+                       (b'{"questionId": 5, "answers": {"option": 1}}', "questionId"),
+                       (b'{"answers": [1]}', 'needs "answers"'),
+                       (b" " * 70000, "at most")):
+        with pytest.raises(InvalidAnswer, match=words):
+            parse(bad)
+    assert [n for n in ("a.json", ".a.json", "a.json.tmp", "a.json.rejected", ".json",
+                        "b.JSON", "x.json.error") if is_answer_file(n)] == ["a.json"]
+
+
+def test_a_file_answers_the_dialog_and_is_removed(aw: AwEnv) -> None:
+    write_config(aw, readiness_timeout_s=60)
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG")
+    aw.wait_state("sa", "ready")
+    folder = answer_dir(aw)
+    assert folder == aw.paths.answers_dir("sa") and folder.is_dir()
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    q = open_dialog(aw)
+    path = drop(folder, "phone.json", {"questionId": q["id"], "answers": {"option": 2}})
+    wait_for(lambda: choices(aw), 15, "the stand-in's choice")
+    assert [c["choice"] for c in choices(aw)] == ["chose 2. No"]
+    wait_for(lambda: not path.exists(), 15, "the file removed")
+    assert sorted(p.name for p in folder.iterdir()) == []
+    store = aw.store()
+    try:
+        events = wait_for(lambda: (e := store.events(0, session="sa", kinds=[
+            "session.answered"])) and len(e) == 2 and e, 15, "the answer applied")
+    finally:
+        store.close()
+    assert [(e.data["status"], e.data["source"], e.data["by"]) for e in events] == [
+        ("pending", "file", "person"), ("applied", "file", "person")]
+    # a label and a deny, without a questionId
+    open_dialog(aw, 2)
+    drop(folder, "b.json", {"answers": {"deny": True}})
+    wait_for(lambda: len(choices(aw)) == 2, 15, "the second choice")
+    assert choices(aw)[-1]["choice"] == "cancelled"
+    assert sorted(p.name for p in folder.iterdir()) == []
+
+
+def test_bad_files_are_moved_aside_and_nothing_is_typed(aw: AwEnv) -> None:
+    write_config(aw, readiness_timeout_s=60)
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG")
+    aw.wait_state("sa", "ready")
+    folder = answer_dir(aw)
+    drop(folder, "early.json", {"answers": {"option": 1}})  # nothing asked yet
+    assert rejected(folder, "early.json")["error"] == "NoOpenQuestion"
+    open_dialog(aw)
+    before = dialog_on_screen(aw)
+    drop(folder, "broken.json", '{"answers": {"option": 1')
+    err = rejected(folder, "broken.json")
+    assert err["error"] == "InvalidAnswer" and "not a JSON document" in err["message"]
+    assert err["hint"]
+    drop(folder, "seven.json", {"answers": {"option": 7}})
+    assert "no option 7" in rejected(folder, "seven.json")["message"]
+    drop(folder, "stale.json", {"questionId": "0123456789ab", "answers": {"option": 1}})
+    err = rejected(folder, "stale.json")
+    assert err["error"] == "StaleAnswer" and "asks something else now" in err["message"]
+    drop(folder, "hostile.json", {"answers": {"text": "ok\x1b[201~\rrm -rf /"}})
+    assert rejected(folder, "hostile.json")["error"] == "InvalidAnswer"
+    target = folder.parent / "elsewhere.json"  # a symlink is never followed
+    target.write_text('{"answers": {"option": 1}}', encoding="utf-8")
+    (folder / "link.json").symlink_to(target)
+    drop(folder, "poke.json", "[]")  # wakes the folder: the link is looked at too
+    assert rejected(folder, "link.json")["error"] == "UnsafePath"
+    assert rejected(folder, "poke.json")["error"] == "InvalidAnswer"
+    time.sleep(0.3)  # a supervisor turn would have typed by now (not a timing assertion)
+    assert choices(aw) == [] and dialog_on_screen(aw) == before
+    audit = [json.loads(x) for x in aw.paths.audit_log.read_text().splitlines()]
+    assert sorted(a["file"] for a in audit if a["event"] == "answer_file_rejected") == [
+        "broken.json", "early.json", "hostile.json", "link.json", "poke.json", "seven.json",
+        "stale.json"]
+
+
+def test_a_file_being_written_is_not_read_half_way(aw: AwEnv) -> None:
+    write_config(aw, readiness_timeout_s=60)
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG")
+    aw.wait_state("sa", "ready")
+    folder = answer_dir(aw)
+    q = open_dialog(aw)
+    whole = json.dumps({"questionId": q["id"], "answers": {"option": 2}})
+    half = len(whole) // 2
+    tmp = folder / ".slow.json.tmp"  # the contract: a temp name, renamed when complete
+    direct = open(folder / "inplace.json", "w", encoding="utf-8")  # noqa: SIM115
+    try:
+        with open(tmp, "w", encoding="utf-8") as slow:
+            slow.write(whole[:half])
+            slow.flush()
+            direct.write(whole[:half])  # a writer that ignores the contract: still open
+            direct.flush()
+            drop(folder, "other.json", {"answers": {"option": 9}})  # the folder is looked at
+            rejected(folder, "other.json")
+            assert tmp.exists() and (folder / "inplace.json").exists()
+            assert not (folder / "inplace.json.rejected").exists()
+            assert choices(aw) == []
+            slow.write(whole[half:])
+        os.replace(tmp, folder / "slow.json")
+        wait_for(lambda: choices(aw), 15, "the stand-in's choice")
+        assert [c["choice"] for c in choices(aw)] == ["chose 2. No"]
+        assert not (folder / "slow.json").exists()
+        assert (folder / "inplace.json").exists()  # still open: still not taken
+        direct.write(whole[half:])
+    finally:
+        direct.close()
+    # complete once closed; it answers a question no longer open: moved aside
+    assert rejected(folder, "inplace.json")["error"] in ("StaleAnswer", "NoOpenQuestion")
+    assert choices(aw) == [{**choices(aw)[0]}] and len(choices(aw)) == 1
