@@ -25,6 +25,19 @@ EXPECTED: dict[tuple[str, str], tuple[str, str | None, list[str] | None, str | N
     ("claude", "ask-user-question"): ("choice", "Which database should I use?",
                                       ["SQLite", "Postgres", "Type something.", "Chat about this"],
                                       "AskUserQuestion", None),
+    # AskUserQuestion with two questions (tests/e2e/test_answering.py): the first tab
+    # answered, the second (multi-select) open; one box ticked; the review tab
+    ("claude", "ask-two-questions"): ("choice", "Which database should I use?",
+                                      ["SQLite", "Postgres", "Type something.", "Chat about this"],
+                                      "AskUserQuestion", None),
+    ("claude", "ask-multi-select"): ("choice", "Which features do you want?",
+                                     ["Search", "Backups", "Metrics", "Type something",
+                                      "Chat about this"], "AskUserQuestion", None),
+    ("claude", "ask-multi-select-checked"): ("choice", "Which features do you want?",
+                                             ["Search", "Backups", "Metrics", "Type something",
+                                              "Chat about this"], "AskUserQuestion", None),
+    ("claude", "ask-submit-review"): ("choice", "Ready to submit your answers?",
+                                      ["Submit answers", "Cancel"], "AskUserQuestion", None),
     ("claude", "folder-trust"): ("trust", None, ["Yes, I trust this folder", "No, exit"], None, None),
     ("claude", "edit-file"): ("permission", "Do you want to make this edit to notes.md?",
                               ["Yes", "Yes, allow all edits during this session", "No"],
@@ -131,6 +144,12 @@ def test_descriptions_key_hints_headers_and_free_text() -> None:
     assert [o.description for o in claude.questions[0].options][:2] == [
         "One file, no server", "A server"]
     assert claude.free_text_allowed
+    multi = read("claude", "ask-multi-select").questions[0]
+    assert multi.multiSelect and [o.checked for o in multi.options] == [False] * 4 + [None]
+    assert [o.description for o in multi.options][:4] == [
+        "Full-text search", "Nightly copies", "Prometheus", ""]  # "Submit" is a button
+    ticked = read("claude", "ask-multi-select-checked").questions[0]
+    assert [o.checked for o in ticked.options][:3] == [True, False, False]
     codex = read("codex", "plan-mode-question", "80x24")
     assert [o.description for o in codex.questions[0].options][:2] == [
         "One file, no server", "A server"]

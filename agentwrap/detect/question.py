@@ -171,10 +171,15 @@ def _option_list(lines: Sequence[str]) -> _Draft | None:
         label_col = len(m["indent"]) + len(m["cursor"] or "") + len(m["num"]) + 2
         label, below = m["label"], list[str]()
         wrapped = len(lines[idx]) >= width - 12  # the label ran to the edge: it goes on below
+        # Claude's multi-select indents a description by two, under the number, and
+        # draws its "Submit" button right under the last box
+        boxed = bool(_CHECKBOX.match(label))
         for extra in lines[idx + 1:end]:
             if not extra.strip() or _is_boundary(extra) or _OPTION.match(extra):
                 break
-            if len(extra) - len(extra.lstrip()) < label_col:
+            if boxed and extra.strip() == "Submit":
+                break
+            if len(extra) - len(extra.lstrip()) < (1 if boxed else label_col):
                 break  # a footer or the next part of the dialog, not this option's text
             if wrapped and not below:
                 label = f"{label} {extra.strip()}"
