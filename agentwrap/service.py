@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .audit import AuditLog
-from .config import load_config
+from .config import ConfigCache, load_config
 from .delivery.framing import new_token
 from .detect.profiles import Profile, load_profile, profile_files
 from .errors import (
@@ -175,6 +175,7 @@ class Service:
         self.recheck_s = RECHECK_S
         self._agent_sends = threading.Lock()  # send_as_agent: rate check and store together
         self._profiles: dict[str, tuple[tuple[str, int], Profile]] = {}
+        self._configs = ConfigCache(paths)  # [sources] and [trust] as they are now, per send
         self._answers: AnswerStore | None = None
         self._answers_lock = threading.Lock()
 
@@ -263,7 +264,7 @@ class Service:
                 hint="`agentwrap ls` shows running sessions",
             )
         profile = self._profile(rec.profile)
-        cfg = load_config(self.paths, Path(rec.cwd)).for_profile(rec.profile)
+        cfg = self._configs.load(Path(rec.cwd)).for_profile(rec.profile)
         allowed = cfg.source_ids.get(str(new.source))
         if allowed is not None and new.source_id not in allowed:
             raise UntrustedSource(
