@@ -1,0 +1,178 @@
+"""Native channels on the real agents: a message sent while the agent is in a
+multi-step tool loop reaches the model inside the same turn, through the hook
+registered by ``agentwrap run``, in the request that follows the next tool
+result, exactly once, and is never also typed; a hook with the database locked leaves the agent undisturbed.
+
+The model server is scripted (``[[loop]]``): one tool call per request, each
+answer held back ``STEP_DELAY_S`` so the agent is visibly inside the loop.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from .conftest import AgentSession
+from .model_server import ModelServer, Plan, ToolSpec, build_tool_args, pick_shell_tool
+
+pytestmark = pytest.mark.e2e
+
+Make = Callable[..., AgentSession]
+STEPS = 4
+STEP_DELAY_S = 1.5
+MCP_DELAY_S = 3.0
+
+#: Read-only tool calls per agent (a shell command for Codex).
+CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "claude": [("Read", {"file_path": "README.md"})] * STEPS,
+    "codex": [("cat README.md", {})] * STEPS,
+    "gemini": [("read_file", {"file_path": "README.md"})] * STEPS,
+}
+
+
+class LoopServer(ModelServer):
+    """``[[loop]]``: the model calls one tool per request, ``STEPS`` times, each
+    reply held back ``STEP_DELAY_S``; then answers ``done``. ``[[mcp]]``: the model
+    calls agentwrap's ``check_input_queue`` tool (whatever the agent names it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.step = -1
+        self.mcp_pending = False
+
+    def _plan(self, api: str, body: Any, turn: Any, tools: list[ToolSpec], side: Any) -> Plan:
+        if side is None:
+            if "[[mcp]]" in turn.text:
+                tool = next((t for t in tools if t.name.endswith("check_input_queue")), None)
+                if tool is not None:
+                    self.mcp_pending = True
+                    return Plan(tool=tool, tool_args={}, delay=MCP_DELAY_S)
+            if "[[loop]]" in turn.text:
+                self.step = 0
+            if self.step >= 0 and (self.step == 0 or turn.tool_result):
+                if self.step < len(self.calls):
+                    name, args = self.calls[self.step]
+                    self.step += 1
+                    tool = next((t for t in tools if t.name == name), None)
+                    if tool is None:  # a shell command for the agent's shell tool
+                        tool = pick_shell_tool(tools)
+                        assert tool is not None, [t.name for t in tools]
+                        args = {k: (name if k == "command" and isinstance(v, str) else
+                                    ["bash", "-lc", name] if k == "command" else v)
+                                for k, v in build_tool_args(tool, False).items()
+                                if k != "justification"}
+                    return Plan(tool=tool, tool_args=args, delay=STEP_DELAY_S)
+                self.step = -1
+        return super()._plan(api, body, turn, tools, side)
+
+
+def _session(make_session: Make, agent: str) -> AgentSession:
+    s = make_session(agent)
+    server = LoopServer().start()
+    s.server.stop()
+    s.server = server
+    _repoint(s, server)
+    (s.workdir / "README.md").write_text("# scratch project for agentwrap tests\n")
+    server.calls = CALLS[agent]
+    return s
+
+
+def _repoint(s: AgentSession, server: ModelServer) -> None:
+    """The agent's config names the stock server's port: point it at ours."""
+    from .agents import prepare_agent
+
+    launch = prepare_agent(s.agent, s.home, s.workdir, server.url)
+    keep = {k: v for k, v in s.env.items() if k.startswith(("XDG_", "PYTHONPATH", "AGENTWRAP_"))}
+    s.env = {**launch.env, **keep}
+    s.argv = list(launch.argv)
+
+
+def tag() -> str:
+    return f"NC{uuid.uuid4().hex[:8]}"
+
+
+def _bodies(s: AgentSession) -> list[tuple[float, str, bool]]:
+    """(time, body, carries a tool result) of every main model request."""
+    out = []
+    for r in s.server.requests():
+        if r.side or r.body is None or r.api not in ("anthropic", "responses", "gemini", "chat"):
+            continue
+        text = json.dumps(r.body, ensure_ascii=False)
+        out.append((r.time, text, "tool_result" in text or "function_call_output" in text
+                    or "functionResponse" in text))
+    return out
+
+
+def _attempts(s: AgentSession, message_id: str) -> tuple[str, list[str]]:
+    from agentwrap.service import Service
+
+    with Service.open(s._paths()) as svc:
+        entry = svc.message(message_id)
+    return str(entry.message.status), [a.channel for a in entry.attempts]
+
+
+def _start(s: AgentSession) -> None:
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    assert "hooks" in (st.get("channels") or []), st
+
+
+@pytest.mark.parametrize("agent", ["claude", "gemini"])
+def test_message_sent_in_a_tool_loop_reaches_the_next_request_once(
+    make_session: Make, agent: str
+) -> None:
+    s = _session(make_session, agent)
+    _start(s)
+    s.type_keys("Look around please. [[loop]]")
+    time.sleep(0.5)
+    s.press("Enter")
+    # inside the loop: the first tool result has reached the model
+    s.wait_until(lambda: sum(b[2] for b in _bodies(s)) >= 1, 60, "first tool result")
+    marker = tag()
+    t0 = time.time()
+    mid = s.send_id(f"build {marker} is green")
+    s.wait_until(lambda: any(marker in b[1] for b in _bodies(s)), 60, "message at the model")
+    bodies = _bodies(s)
+    first = next(i for i, b in enumerate(bodies) if marker in b[1])
+    sent_at = bodies[first][0]
+    # the request that carries it follows a tool result, and it came while the loop ran
+    assert bodies[first][2], "not in a tool-result request"
+    assert s.server.step != -1 or first < len(bodies) - 1, "the loop had ended"
+    before = [b for b in bodies[:first] if b[0] > t0]
+    assert len(before) <= 1, f"{len(before)} requests passed it by"
+    s.wait_until(lambda: s.server.step == -1, 60, "loop end")
+    time.sleep(1.0)
+    last = _bodies(s)[-1][1]
+    assert last.count(marker) == 1, f"{last.count(marker)} copies in the last request"
+    status, channels_used = _attempts(s, mid)
+    assert status in ("delivered", "acknowledged"), status
+    assert channels_used == ["hook"], channels_used  # one attempt, never typed
+    print(f"{agent}: enqueue -> next model request carrying it: {sent_at - t0:.2f} s"
+          f" (step delay {STEP_DELAY_S} s)")
+
+
+def test_a_locked_database_leaves_the_agent_undisturbed(make_session: Make) -> None:
+    s = _session(make_session, "claude")
+    _start(s)
+    marker = tag()
+    mid = s.send_id(f"held {marker}", "--priority", "low")
+    db = sqlite3.connect(s._paths().db_path, timeout=5, isolation_level=None)
+    try:
+        s.wait_until(lambda: s.message(mid)["status"] != "pending", 30, "typed before the lock")
+        db.execute("BEGIN EXCLUSIVE")
+        s.type_keys("Look around please. [[loop]]")
+        time.sleep(0.5)
+        s.press("Enter")
+        s.wait_until(lambda: s.server.step == -1 and sum(b[2] for b in _bodies(s)) >= STEPS,
+                     90, "the loop ran to its end with the store locked")
+    finally:
+        db.execute("ROLLBACK") if db.in_transaction else None
+        db.close()
+    s.wait_state("ready", timeout=60)
