@@ -79,6 +79,9 @@ class RunConfig:
     relay: str = "auto"  # pty backend: "native" (C helper), "python", or "auto" (native if built)
     supervisor: str = "host"  # tmux backend: "host" (one process for all) or "process"
     channels: bool = True  # register the agent's native hooks and MCP server per launch
+    # agentwrap's MCP server in each launch: off until a real agent's model has
+    # been seen offered and calling its tools (hooks are proven; MCP is not yet)
+    mcp: bool = False
     # "bypass": register Codex's hooks with --dangerously-bypass-hook-trust, which
     # also runs *every* untrusted hook of that launch (the person's own, a
     # project's .codex/). "off": Codex gets the MCP server only. User config only.

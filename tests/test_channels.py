@@ -42,7 +42,7 @@ def paths(tmp_path: Path) -> Paths:
 def _plan(agent: str, paths: Paths, *, version: str = "9.9.9", run: RunConfig | None = None,
           argv: list[str] | None = None, **kw: object) -> channels.LaunchChannels:
     profile = load_profile(agent, paths)
-    return plan(profile, run or RunConfig(), paths, "s1", argv or [f"/bin/{agent}"],
+    return plan(profile, run or RunConfig(mcp=True), paths, "s1", argv or [f"/bin/{agent}"],
                 {"PATH": "/bin"}, version=version, **kw)  # type: ignore[arg-type]
 
 
@@ -114,7 +114,7 @@ def test_codex_default_is_mcp_only_and_says_how_to_enable_hooks(paths: Paths) ->
 
 
 def test_codex_bypass_registers_hooks_with_the_flag(paths: Paths) -> None:
-    got = _plan("codex", paths, run=RunConfig(codex_hook_trust="bypass"))
+    got = _plan("codex", paths, run=RunConfig(codex_hook_trust="bypass", mcp=True))
     assert got.channels == ["hooks", "mcp"]
     assert got.argv[-1] == "--dangerously-bypass-hook-trust"
     hooks = {}
@@ -155,7 +155,7 @@ def test_gemini_without_root_gets_nothing_and_says_why(paths: Paths) -> None:
 
 def test_gemini_leaves_a_system_defaults_path_of_the_persons_alone(paths: Paths) -> None:
     profile = load_profile("gemini", paths)
-    got = plan(profile, RunConfig(), paths, "s1", ["/bin/gemini"],
+    got = plan(profile, RunConfig(mcp=True), paths, "s1", ["/bin/gemini"],
                {"GEMINI_CLI_SYSTEM_DEFAULTS_PATH": "/etc/mine.json"}, version="0.61.0", euid=0)
     assert got.env == {} and "already set" in got.notes[0]
 
@@ -313,3 +313,9 @@ def test_hook_signals_ignore_an_earlier_launch(paths: Paths) -> None:
                  event="Notification", detail="Allow?")
     got = fresh.read()
     assert got is not None and got.state is State.WAITING_INPUT and "Allow?" in got.reason
+
+
+def test_mcp_is_registered_only_when_the_user_turns_it_on(paths: Paths) -> None:
+    got = _plan("claude", paths, version="2.1.197", run=RunConfig())
+    assert got.channels == ["hooks"] and "--mcp-config" not in got.argv
+    assert any("[run] mcp = true" in n for n in got.notes)

@@ -385,8 +385,11 @@ def plan(
     if not dry_run:
         private_dir(paths.state_dir, repair=True)
         private_dir(paths.state_dir / "launch", repair=True)
-    kind = spec.hooks or spec.mcp
-    hooks, mcp = spec.hooks is not None, spec.mcp is not None
+    mcp = spec.mcp is not None and run.mcp
+    hooks = spec.hooks is not None
+    kind = spec.hooks or (spec.mcp if mcp else None)
+    if spec.mcp is not None and not run.mcp:
+        out.notes.append("mcp: not registered ([run] mcp = true registers it)")
     if kind == "claude":
         _claude(out, profile, session, paths, python, argv, hooks, mcp)
     elif kind == "codex":
