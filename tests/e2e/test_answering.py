@@ -1,0 +1,266 @@
+"""Answering a real agent's dialog with `agentwrap answer`, end to end.
+
+The model server scripts a tool call that needs the person's permission
+(Claude Code: Bash; Codex: a shell command asking for escalation; Gemini:
+run_shell_command; Aider: the new file its edit creates). The session must go
+``waiting_input`` with the question parsed (kind, tool, command), and the
+answer typed by the supervisor must close the dialog. What the agent did with
+it is read from the model server's request log (the tool result in the next
+request) and from the project directory (the file the tool creates), never
+from the screen alone. Waits are deadlines, never thresholds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .agents import AGENT_NAMES
+from .conftest import AgentSession
+from .model_server import TOOL_FILE
+
+pytestmark = pytest.mark.e2e
+
+Make = Callable[..., AgentSession]
+
+# The permission dialog [[tool]] opens in each agent: (dialog, tool, command).
+PERMISSION: dict[str, tuple[str, str, str]] = {
+    "claude": ("permission", "Bash", "touch tool_ran.txt"),
+    "codex": ("permission", "shell", "touch tool_ran.txt"),
+    "gemini": ("permission", "Shell", "touch tool_ran.txt"),
+    "aider": ("edit_file", "edit", TOOL_FILE),
+}
+
+
+def tool_results(body: Any) -> list[str]:
+    """Every tool result a model request carries, oldest first, as text (Anthropic
+    tool_result, Responses function_call_output, Gemini functionResponse)."""
+    found: list[str] = []
+
+    def walk(x: Any) -> None:
+        if isinstance(x, dict):
+            kind = x.get("type")
+            if kind == "tool_result":
+                found.append(json.dumps(x.get("content"), ensure_ascii=False))
+                return
+            if kind in ("function_call_output", "custom_tool_call_output"):
+                found.append(json.dumps(x.get("output"), ensure_ascii=False))
+                return
+            if "functionResponse" in x:
+                found.append(json.dumps(x["functionResponse"], ensure_ascii=False))
+                return
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(body)
+    return found
+
+
+def main_requests(s: AgentSession) -> list[Any]:
+    return [r for r in s.server.requests() if not r.side and r.api != "other"]
+
+
+def tool_call_count(s: AgentSession) -> int:
+    return sum(1 for r in main_requests(s) if (r.reply or "").startswith("tool_call:"))
+
+
+def next_tool_result(s: AgentSession, after: int, timeout: float = 60.0) -> str:
+    """The newest tool result of the first main request after request number ``after``
+    that carries more tool results than before."""
+    def arrived() -> str | None:
+        reqs = main_requests(s)
+        before = len(tool_results(reqs[after - 1].body)) if after else 0
+        for r in reqs[after:]:
+            got = tool_results(r.body)
+            if len(got) > before:
+                return got[-1]
+        return None
+
+    result: str = s.wait_until(arrived, timeout, "the tool result at the model")
+    return result
+
+
+def wait_question(s: AgentSession, timeout: float = 90.0) -> dict[str, Any]:
+    s.wait_state("waiting_input", timeout=timeout)
+    q: dict[str, Any] = s.wait_until(
+        lambda: (st := s.state())["state"] == "waiting_input" and st["question"], 30,
+        "the parsed question in the registry",
+    )
+    return q
+
+
+def answer(s: AgentSession, *args: str, timeout: float = 30) -> tuple[int, dict[str, Any]]:
+    res = s.cli("answer", s.name, *args, "--json", "--timeout", str(timeout))
+    data = json.loads(res.stdout) if res.stdout.strip().startswith("{") else {}
+    return res.returncode, data | ({"stderr": res.stderr} if res.stderr else {})
+
+
+def open_permission(s: AgentSession) -> tuple[dict[str, Any], int]:
+    s.start()
+    s.wait_state("ready", timeout=90)
+    res = s.send("[[tool]] please create the file", "--wait", "--timeout", "90")
+    assert res.returncode == 0, res.stderr
+    q = wait_question(s)
+    dialog, tool, command = PERMISSION[s.agent]
+    assert q["kind"] == "permission", q
+    assert (q["dialog"], q["tool"], q["command"]) == (dialog, tool, command), q
+    assert not (s.workdir / TOOL_FILE).exists(), "the tool ran before anyone answered"
+    return q, len(main_requests(s))
+
+
+@pytest.mark.parametrize("agent", AGENT_NAMES)
+def test_permission_approved_runs_the_tool(make_session: Make, agent: str) -> None:
+    s = make_session(agent)
+    q, seen = open_permission(s)
+    started = time.monotonic()
+    code, out = answer(s, "--option", "1", "--question", q["id"])
+    print(f"{agent}: answer applied in {time.monotonic() - started:.2f} s: {out.get('detail')}")
+    assert code == 0 and out["status"] == "applied", (out, s.screen())
+    s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
+    if agent == "aider":  # no tools: the approved edit wrote the file, nothing goes back
+        assert (s.workdir / TOOL_FILE).read_text().strip() == "tool ran"
+    else:
+        result = next_tool_result(s, seen)
+        print(f"{agent}: tool result {result[:300]}")
+        assert "denied" not in result.lower() and "reject" not in result.lower(), result
+    s.wait_state("ready", timeout=60)
+
+
+DENY_AGENTS = ("claude", "codex", "gemini", "aider")
+# What each agent tells its model about the refused call. Esc (their deny key)
+# ends the turn: the refusal goes to the model with the person's next message.
+# Gemini drops the cancelled call from its history: the model never hears of it.
+REFUSAL = {
+    "claude": "doesn't want to proceed",
+    "codex": "aborted",
+}
+
+
+@pytest.mark.parametrize("agent", DENY_AGENTS)
+def test_permission_denied_runs_nothing(make_session: Make, agent: str) -> None:
+    s = make_session(agent)
+    q, _ = open_permission(s)
+    code, out = answer(s, "--deny", "--question", q["id"])
+    print(f"{agent}: deny: {out.get('detail')}")
+    assert code == 0 and out["status"] == "applied", (out, s.screen())
+    s.wait_state("ready", timeout=60)
+    marker = f"after-deny-{time.monotonic_ns()}"
+    assert s.send(f"[[reply: fine]] what now {marker}", "--wait", "--timeout", "90").returncode == 0
+    s.wait_received(marker)
+    req = next(r for r in main_requests(s) if marker in (r.user_text or ""))
+    results = tool_results(req.body)
+    print(f"{agent}: tool results with the next message: {[r[:200] for r in results]}")
+    if agent in REFUSAL:
+        assert results and REFUSAL[agent] in results[-1].lower(), results
+    else:  # Gemini: the call is gone from the history; aider has no tools
+        assert not results, results
+        assert "functionCall" not in json.dumps(req.body)
+    assert not (s.workdir / TOOL_FILE).exists(), "the denied tool ran"
+
+
+def test_stale_answer_is_refused_on_a_real_agent(make_session: Make) -> None:
+    """An answer to a question that closed (denied), given while the agent asks
+    another one (a different command), is refused and nothing is typed."""
+    s = make_session("claude")
+    old, _ = open_permission(s)
+    assert answer(s, "--deny", "--question", old["id"])[0] == 0
+    s.wait_state("ready", timeout=60)
+    call = {"command": "touch other.txt", "description": "Create other.txt"}
+    res = s.send(f"[[call: Bash {json.dumps(call)}]] make another", "--raw", "--wait")
+    assert res.returncode == 0, res.stderr
+    new = wait_question(s)
+    assert new["id"] != old["id"] and new["command"] == "touch other.txt", new
+    code, out = answer(s, "--option", "1", "--question", old["id"])
+    print(f"stale: exit {code}: {out}")
+    assert code == 5, out
+    time.sleep(1.0)
+    assert s.state()["question"]["id"] == new["id"]
+    assert not (s.workdir / "other.txt").exists() and not (s.workdir / TOOL_FILE).exists()
+    code, out = answer(s, "--option", "1", "--question", new["id"])
+    assert code == 0, out
+    s.wait_until(lambda: (s.workdir / "other.txt").exists(), 60, "other.txt created")
+
+
+ASK_TWO = {
+    "questions": [
+        {"question": "Which database should I use?", "header": "Database",
+         "options": [{"label": "SQLite", "description": "One file, no server"},
+                     {"label": "Postgres", "description": "A server"}],
+         "multiSelect": False},
+        {"question": "Which features do you want?", "header": "Features",
+         "options": [{"label": "Search", "description": "Full-text search"},
+                     {"label": "Backups", "description": "Nightly copies"},
+                     {"label": "Metrics", "description": "Prometheus"}],
+         "multiSelect": True},
+    ]
+}
+
+
+def capture(s: AgentSession, desc: str) -> None:
+    """With AW_CAPTURE_DIR set, keep the screen as a fixture (tests/fixtures/screens)."""
+    where = os.environ.get("AW_CAPTURE_DIR")
+    if not where:
+        return
+    for ext, flags in (("txt", ["-p"]), ("ansi", ["-p", "-e"])):
+        text = s.tmux("capture-pane", *flags, "-t", f"={s.name}:0.0").stdout
+        (Path(where) / f"waiting_input__{desc}__160x45.{ext}").write_text(text)
+
+
+def test_claude_ask_user_question_two_questions(make_session: Make) -> None:
+    """AskUserQuestion, two questions, the second multi-select. The single-select
+    tab is answered by label with `agentwrap answer`; the multi-select one takes
+    Space on each option to tick, then Tab to the review tab (`agentwrap answer`
+    refuses multi-select for now, so a person's keys do it here); the review
+    tab's "Submit answers" is answered by label again. The model gets exactly
+    the two answers."""
+    s = make_session("claude")
+    s.start()
+    s.wait_state("ready", timeout=90)
+    prompt = f"[[call: AskUserQuestion {json.dumps(ASK_TWO)}]] Set up storage"
+    assert s.send(prompt, "--raw", "--wait", "--timeout", "90").returncode == 0
+    q = wait_question(s)
+    capture(s, "ask-two-questions")
+    (item,) = q["questions"]
+    assert (q["kind"], q["tool"], item["question"], item["multiSelect"]) == (
+        "choice", "AskUserQuestion", "Which database should I use?", False), q
+    assert [o["label"] for o in item["options"]][:2] == ["SQLite", "Postgres"]
+    seen = len(main_requests(s))
+    code, out = answer(s, "--option", "sqlite", "--question", q["id"])  # a label's prefix
+    assert code == 0 and out["status"] == "applied", out
+
+    second = s.wait_until(lambda: (st := s.state())["question"] and st["question"]["id"] != q["id"]
+                          and st["question"], 30, "the second question")
+    capture(s, "ask-multi-select")
+    (item,) = second["questions"]
+    assert item["question"] == "Which features do you want?" and item["multiSelect"], second
+    assert [(o["label"], o["checked"]) for o in item["options"]][:3] == [
+        ("Search", False), ("Backups", False), ("Metrics", False)], second
+    code, out = answer(s, "--option", "Search", "--question", second["id"])
+    assert code == 65, out  # multi-select: not typed by agentwrap yet
+    assert s.state()["question"]["id"] == second["id"]
+
+    s.press("Space")  # ticks the option under the cursor (1. Search)
+    s.wait_until(lambda: s.state()["question"]["questions"][0]["options"][0]["checked"], 10,
+                 "Search ticked")
+    capture(s, "ask-multi-select-checked")
+    s.press("Tab")  # the next tab: the review of both answers
+    review = s.wait_until(
+        lambda: (st := s.state())["question"] and st["question"]["title"]
+        == "Ready to submit your answers?" and st["question"], 10, "the review tab")
+    capture(s, "ask-submit-review")
+    code, out = answer(s, "--option", "Submit answers", "--question", review["id"])
+    assert code == 0 and out["status"] == "applied", out
+    result = next_tool_result(s, seen)
+    print(f"claude: AskUserQuestion result {result}")
+    assert ('\\"Which database should I use?\\"=\\"SQLite\\", '
+            '\\"Which features do you want?\\"=\\"Search\\".') in result, result
+    s.wait_state("ready", timeout=60)
