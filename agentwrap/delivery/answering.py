@@ -207,7 +207,15 @@ class Answerer:
         return reading.state is not State.WAITING_INPUT or q is None or q.id != a.question_id
 
     def _verify(self, sup: AnswerDriver, a: Answer, typed: str) -> None:
-        if self._wait(sup, lambda: self._question_gone(sup, a), self.verify_s):
+        # Gone on two looks in a row: a frame caught half-redrawn (the dialog's
+        # options not drawn yet) must not pass for a closed dialog.
+        seen = [0]
+
+        def closed() -> bool:
+            seen[0] = seen[0] + 1 if self._question_gone(sup, a) else 0
+            return seen[0] >= 2
+
+        if self._wait(sup, closed, self.verify_s):
             q = sup.detector.question
             now = f"{sup.reading.state}" + (f", asking {q.id}" if q is not None else "")
             raise _Outcome(APPLIED, f"typed {typed}; the dialog closed (now {now})")
