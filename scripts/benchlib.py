@@ -9,14 +9,29 @@ supervisors and agents), which must run even after Ctrl-C or an error.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
+
+
+def import_path(name: str, path: Path) -> ModuleType:
+    """Import a file that is not on the path (the e2e harness's agents.py and
+    model server) as module ``name``, so scripts reuse the tests' own code."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def json_safe(x: Any) -> Any:

@@ -38,33 +38,23 @@ every run prints all payloads and keeps them in ``<root>/events.jsonl``.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+from benchlib import import_path
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "hooks"
 
 
-def _import_path(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-screens = _import_path("agentwrap_capture_screens", REPO / "scripts" / "capture_screens.py")
+screens = import_path("agentwrap_capture_screens", REPO / "scripts" / "capture_screens.py")
 agents_mod = screens.agents_mod
-ms = _import_path("agentwrap_e2e_model_server", REPO / "tests" / "e2e" / "model_server.py")
+ms = import_path("agentwrap_e2e_model_server", REPO / "tests" / "e2e" / "model_server.py")
 
 CAPTURE_PY = """\
 import json, sys, time

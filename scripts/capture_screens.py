@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import os
 import re
@@ -44,8 +43,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+from benchlib import import_path
 
 from agentwrap.terminal.proctree import descendants, kill_pids
 
@@ -53,17 +53,7 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "screens"
 
 
-def _import_path(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-agents_mod = _import_path("agentwrap_e2e_agents", REPO / "tests" / "e2e" / "agents.py")
+agents_mod = import_path("agentwrap_e2e_agents", REPO / "tests" / "e2e" / "agents.py")
 
 SGR_RE = re.compile(r"\x1b\[[0-9;:]*m")
 LOG = print
@@ -868,7 +858,7 @@ def run_agent(
 
 def start_server(module_path: Path | None) -> Any:
     path = module_path or (REPO / "tests" / "e2e" / "model_server.py")
-    mod = _import_path("agentwrap_e2e_model_server", path)
+    mod = import_path("agentwrap_e2e_model_server", path)
     return mod.ModelServer().start()
 
 

@@ -24,14 +24,12 @@ class DraftFlag(Protocol):
         """Text the person typed is in the input box (even if the state says otherwise)."""
 
 
-class Driver(Protocol):
-    """The supervisor that gives the engine its turns and its eyes."""
+class _Turns(Protocol):
+    """The supervisor's loop as the engine and the answerer use it: the
+    terminal, the last screen and verdict, and turns to look again or wait."""
 
     term: Terminal
     snap: Snapshot | None
-
-    @property
-    def detector(self) -> DraftFlag: ...
 
     @property
     def reading(self) -> Reading: ...
@@ -44,6 +42,13 @@ class Driver(Protocol):
 
     def pump(self, timeout: float) -> None:
         """Wait up to ``timeout`` while draining the agent's output and commands."""
+
+
+class Driver(_Turns, Protocol):
+    """The supervisor that gives the engine its turns and its eyes."""
+
+    @property
+    def detector(self) -> DraftFlag: ...
 
 
 class SessionInfo(Protocol):
@@ -68,23 +73,8 @@ class Asking(Protocol):
         """What the waiting agent asks, read off the last screen (None: nothing read)."""
 
 
-class AnswerDriver(Protocol):
+class AnswerDriver(_Turns, Protocol):
     """The supervisor, as the answerer (:mod:`.answering`) uses it."""
-
-    term: Terminal
-    snap: Snapshot | None
 
     @property
     def detector(self) -> Asking: ...
-
-    @property
-    def reading(self) -> Reading: ...
-
-    @property
-    def stopping(self) -> bool: ...
-
-    def observe(self) -> Reading:
-        """Snapshot, detect, publish; the new reading."""
-
-    def pump(self, timeout: float) -> None:
-        """Wait up to ``timeout`` while draining the agent's output and commands."""
