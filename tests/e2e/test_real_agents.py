@@ -176,8 +176,11 @@ def test_permission_prompt_is_waiting_input_and_left_alone(
     s.start()
     s.wait_state("ready", timeout=90)
     assert s.send("[[tool]] please create the file", "--wait", "--timeout", "90").returncode == 0
-    st = s.wait_state("waiting_input", timeout=60)
+    s.wait_state("waiting_input", timeout=60)  # a hook's notification may say so first
+    st = s.wait_until(lambda: (x := s.state())["rule"].startswith("dialog:") and x, 60,
+                      "the dialog on screen decides, with what it asks")
     assert "answer it in the terminal" in st["reason"], st
+    assert st["question"] and st["question"]["kind"] == "permission", st
     marker = tag()
     mid = s.send_id(f"sent while a dialog is open {marker}")
     time.sleep(4.0)
