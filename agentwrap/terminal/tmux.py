@@ -97,6 +97,7 @@ class TmuxTerminal:
         self._dead = False
         self._dying_since: float | None = None
         self._judged_at = -1.0  # when a snapshot last judged the agent alive
+        self._judged_pid: int | None = None  # the agent's pid at that judgement
         self._clients = 0  # attached clients, at the last look
         self._activity = 0.0  # when one of them last pressed a key (epoch s)
 
@@ -269,6 +270,7 @@ class TmuxTerminal:
         if self._dead:
             return
         _, _, _, _, dead, status_s, pid_s, sig_s = (info + [""] * 8)[:8]
+        self._judged_pid = int(pid_s) if pid_s.isdigit() else None
         if status_s.lstrip("-").isdigit():
             self._exit_code = int(status_s)
         elif sig_s.isdigit():
@@ -304,8 +306,10 @@ class TmuxTerminal:
     def alive(self) -> bool:
         if self._dead:
             return False
-        if self._dying_since is None and time.monotonic() - self._judged_at < _FRESH_S:
-            return True  # the snapshot just taken judged it (one tmux call, not two)
+        if (self._dying_since is None and time.monotonic() - self._judged_at < _FRESH_S
+                and (self._judged_pid is None or pid_alive(self._judged_pid))):
+            return True  # the snapshot just taken judged it (one tmux call, not two),
+            # and its process has not gone since (a /proc read, not a tmux call)
         try:
             self._info()
         except AgentExited:
