@@ -39,6 +39,16 @@ def choices(aw: AwEnv) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
+def answered_events(aw: AwEnv, n: int = 2) -> list[Any]:
+    """The session's first ``n`` ``session.answered`` events, once there are that many."""
+    store = aw.store()
+    try:
+        return list(wait_for(lambda: (e := store.events(0, session="sa", kinds=[
+            "session.answered"])) and len(e) >= n and e[:n], 15, "the answer applied"))
+    finally:
+        store.close()
+
+
 def open_dialog(aw: AwEnv, n: int = 1) -> dict[str, Any]:
     """Have the stand-in open its dialog; the question the registry then holds."""
     mid = send(aw, "sa", f"please OPENDIALOG {n}")

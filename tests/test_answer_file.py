@@ -19,7 +19,7 @@ import pytest
 from conftest import AwEnv
 from support.delivery_kit import write_config
 from support.waiting import wait_for
-from test_answer import choices, dialog_on_screen, open_dialog
+from test_answer import answered_events, choices, dialog_on_screen, open_dialog
 
 from agentwrap.errors import InvalidAnswer
 from agentwrap.sessions.answer_folder import is_answer_file, parse
@@ -84,12 +84,7 @@ def test_a_file_answers_the_dialog_and_is_removed(aw: AwEnv) -> None:
     assert [c["choice"] for c in choices(aw)] == ["chose 2. No"]
     wait_for(lambda: not path.exists(), 15, "the file removed")
     assert sorted(p.name for p in folder.iterdir()) == []
-    store = aw.store()
-    try:
-        events = wait_for(lambda: (e := store.events(0, session="sa", kinds=[
-            "session.answered"])) and len(e) == 2 and e, 15, "the answer applied")
-    finally:
-        store.close()
+    events = answered_events(aw)
     assert [(e.data["status"], e.data["source"], e.data["by"]) for e in events] == [
         ("pending", "file", "person"), ("applied", "file", "person")]
     # a label and a deny, without a questionId

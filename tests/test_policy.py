@@ -11,7 +11,7 @@ import pytest
 from conftest import AwEnv
 from support.delivery_kit import write_config
 from support.waiting import wait_for
-from test_answer import choices, dialog_on_screen, open_dialog
+from test_answer import answered_events, choices, dialog_on_screen, open_dialog
 
 from agentwrap.config import AnswerRule, load_config
 from agentwrap.delivery.destructive import destructive, incomplete
@@ -191,12 +191,7 @@ def test_an_allow_rule_answers_the_permission_dialog(aw: AwEnv) -> None:
     aw.cli("send", "sa", "please OPENDIALOG now", check=True)
     wait_for(lambda: choices(aw), 30, "the stand-in's choice")
     assert [c["choice"] for c in choices(aw)] == ["chose 1. Yes"]
-    store = aw.store()
-    try:
-        events = wait_for(lambda: (e := store.events(0, session="sa", kinds=[
-            "session.answered"])) and len(e) == 2 and e, 15, "the answer applied")
-    finally:
-        store.close()
+    events = answered_events(aw)
     assert [(e.data["status"], e.data["source"], e.data["by"]) for e in events] == [
         ("pending", "policy", "policy"), ("applied", "policy", "policy")]
     assert events[0].data["rule"] == "touching"
