@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from support.waiting import wait_for
 
 from agentwrap.paths import Paths
 from agentwrap.queue.sqlite import SQLiteMessageStore
+from agentwrap.service import Service
 from agentwrap.sessions.registry import Registry, SessionRecord
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -156,3 +158,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "aw" in getattr(item, "fixturenames", ()):
             item.add_marker(skip)
+
+
+@pytest.fixture
+def svc(aw: AwEnv) -> Iterator[Service]:
+    """A service over the test's store with one registered session, "fake" (no process)."""
+    s = Service.open(aw.paths)
+    s.registry.register(SessionRecord(name="fake", profile="standin", backend="tmux",
+                                      command=["x"], cwd=str(aw.project), started=time.time()))
+    yield s
+    s.close()

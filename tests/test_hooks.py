@@ -15,8 +15,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,6 @@ from conftest import ROOT, AwEnv
 
 from agentwrap.message import NewMessage, Priority, Source, Status
 from agentwrap.service import Service
-from agentwrap.sessions.registry import SessionRecord
 from agentwrap.sessions.signals import SIGNAL_STATES, read_signal
 from agentwrap.surfaces.hooks.handler import handle
 from agentwrap.surfaces.hooks.protocol import CONTEXT, EVENTS, MAX_CONTEXT_CHARS, action
@@ -44,13 +41,6 @@ def payload(path: Path) -> dict[str, Any]:
     return data
 
 
-@pytest.fixture
-def svc(aw: AwEnv) -> Iterator[Service]:
-    s = Service.open(aw.paths)
-    s.registry.register(SessionRecord(name="fake", profile="standin", backend="tmux",
-                                      command=["x"], cwd=str(aw.project), started=time.time()))
-    yield s
-    s.close()
 
 
 def env_of(aw: AwEnv, session: str | None = "fake") -> dict[str, str]:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 from conftest import AwEnv
@@ -24,16 +23,7 @@ from agentwrap.errors import InvalidMessage, QueueFull, SessionNotFound, Untrust
 from agentwrap.message import Kind, NewMessage, Phase, Priority, QueueLimits, Source, Status
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service import Service
-from agentwrap.sessions.registry import Registry, SessionRecord
-
-
-@pytest.fixture
-def svc(aw: AwEnv) -> Iterator[Service]:
-    s = Service.open(aw.paths)
-    s.registry.register(SessionRecord(name="fake", profile="standin", backend="tmux",
-                                      command=["x"], cwd=str(aw.project), started=time.time()))
-    yield s
-    s.close()
+from agentwrap.sessions.registry import Registry
 
 
 def new(content: str = "hello", **kw: object) -> NewMessage:
