@@ -25,12 +25,11 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .audit import AuditLog
 from .config import ConfigCache, load_config
 from .delivery.framing import new_token
-from .detect.profiles import Profile, load_profile, profile_files
 from .errors import (
     FlowLimit,
     InvalidAnswer,
@@ -53,15 +52,18 @@ from .message import (
     Status,
 )
 from .paths import Paths
-from .queue.answers import Answer, AnswerStore
 from .queue.sanitize import check_text, sanitize
 from .queue.store import MessageStore, QueueMetrics
-from .sessions.answer_intake import AnswerIntake, AnswerResult
 from .sessions.registry import Registry, SessionRecord, Transition
 from .sessions.wake import notify
 
+if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast
+    from .detect.profiles import Profile
+    from .queue.answers import Answer, AnswerStore
+    from .sessions.answer_intake import AnswerIntake, AnswerResult
+
 __all__ = [
-    "RECHECK_S", "Answer", "AnswerResult", "HistoryEntry", "QueueView", "Sent", "Service", "SessionRecord", "SessionView",
+    "RECHECK_S", "HistoryEntry", "QueueView", "Sent", "Service", "SessionRecord", "SessionView",
     "Transition", "Waiting",
 ]
 
@@ -183,6 +185,8 @@ class Service:
         """The session's profile, parsed once per version of its file: a
         long-lived service (the HTTP server) sends many messages, and parsing
         a profile costs more than storing one."""
+        from .detect.profiles import load_profile, profile_files
+
         path = profile_files(self.paths).get(name)
         try:
             key = (str(path), path.stat().st_mtime_ns) if path is not None else ("", 0)
@@ -234,6 +238,8 @@ class Service:
     @property
     def answers(self) -> AnswerStore:
         """The answers table (opened on first use: most commands never need it)."""
+        from .queue.answers import AnswerStore
+
         with self._answers_lock:
             if self._answers is None:
                 self._answers = AnswerStore(self.paths.db_path, events_dir=self.paths.events_dir)
@@ -571,6 +577,8 @@ class Service:
 
     @property
     def intake(self) -> AnswerIntake:
+        from .sessions.answer_intake import AnswerIntake
+
         return AnswerIntake(self.paths, self.registry, lambda: self.answers, self.audit,
                             self._profile)
 
