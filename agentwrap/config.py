@@ -91,6 +91,9 @@ class RunConfig:
 @dataclass(frozen=True)
 class DeliveryConfig:
     readiness_timeout_s: float = 30.0  # no window within this: the attempt failed
+    # ... but an agent busy with a tool while its hooks can take the message at
+    # the next tool call: the attempt fails only after this long
+    busy_channel_timeout_s: float = 600.0
     require_ack: bool = False
     ack_timeout_s: float = 5.0  # after the agent goes quiet
     ack_wording: str = 'Reply "ACK {token}" once you have read this.'

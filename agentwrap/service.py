@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .audit import AuditLog
 from .config import ConfigCache, load_config
+from .delivery.choice import busy_channel_of, busy_reason
 from .delivery.framing import new_token
 from .errors import (
     FlowLimit,
@@ -519,6 +520,8 @@ class Service:
                 return "draft in input box"
             if rec.state == "ready":
                 return "due now"
+            if rec.state == "busy" and (channel := busy_channel_of(rec.options)):
+                return busy_reason(channel)
             return {"busy": "agent busy", "waiting_input": "agent is waiting for an answer",
                     "starting": "agent starting", "exited": "agent exited"}.get(rec.state, rec.state)
 

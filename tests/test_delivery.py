@@ -15,9 +15,11 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from conftest import AwEnv
@@ -51,6 +53,9 @@ from support.delivery_kit import (
     wait_terminal,
     write_config,
 )
+
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _iso(ts: float) -> str:
@@ -621,3 +626,50 @@ def test_generic_repl_after_a_burst_is_ready_not_a_draft(aw: AwEnv) -> None:
     got = lines_log.read_text(encoding="utf-8")
     for i in range(40):
         assert got.count(f"burst message {i:03d}") == 1
+
+
+# --- 12. one delivery per message: the channel that reaches a busy agent -------------------------------
+
+
+def test_busy_agent_with_hooks_is_never_typed_into_and_its_hook_takes_the_message(
+    aw: AwEnv,
+) -> None:
+    """With hooks registered, a busy agent's messages wait for the hook between
+    tool calls (a typed block would become a user turn of its own), even where
+    the agent takes typing while busy, and a busy spell longer than the
+    readiness timeout is not a failed attempt."""
+    write_config(aw, readiness_timeout_s=1)
+    override_profile_input(aw, accepts_input_while_busy=True)
+    aw.start_standin("sa", "--busy", "8")
+    aw.wait_state("sa", "ready")
+    # The launch registered hooks (what `run` records for Claude Code): the
+    # engine is built from the record, so a new supervisor adopts the session.
+    _kill_supervisor(aw)
+    reg = aw.registry()
+    try:
+        reg.update("sa", options={**reg.get("sa").options, "channels": ["hooks"]})
+    finally:
+        reg.close()
+    _adopt(aw)
+    aw.wait_state("sa", "ready")
+    assert aw.cli("send", "sa", "warm up", "--wait", "--timeout", "60").returncode == 0
+    aw.wait_state("sa", "busy")
+    mid = send(aw, "sa", "build broke on main", "--priority", "high")
+    # Busy for three readiness timeouts: no typing, no failed attempt.
+    wait_for(lambda: "agent busy; its hooks" in json.dumps(queue_json(aw, "sa")), 20,
+             "the queue to say the hooks will take it")
+    time.sleep(3)
+    assert get(aw, mid).status.value == "pending" and get(aw, mid).attempts == 0
+    payload = (ROOT / "tests" / "fixtures" / "hooks" / "claude" / "PostToolBatch.json").read_bytes()
+    hook = subprocess.run([sys.executable, "-m", "agentwrap", "hook", "claude", "PostToolBatch"],
+                          input=payload, env={**aw.env, "AGENTWRAP_SESSION": "sa"},
+                          capture_output=True, check=True)
+    context = json.loads(hook.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "[user:cli] build broke on main" in context or "build broke on main" in context
+    done = wait_terminal(aw, mid)
+    assert done.status.value == "delivered"
+    log = history(aw)[mid]["attempt_log"]
+    assert [(a["channel"], a["outcome"]) for a in log] == [("hook", "delivered")]
+    aw.wait_state("sa", "ready")
+    time.sleep(1)
+    assert arrivals_of(aw, "build broke on main") == 0  # never typed as well

@@ -55,6 +55,7 @@ from ..paths import Paths
 from ..queue.sqlite import SQLiteMessageStore
 from ..queue.store import MessageStore
 from ..terminal.screen import Snapshot
+from .choice import busy_channel_of, busy_reason
 from .fallback import (
     FallbackEntry,
     WriteResult,
@@ -111,6 +112,7 @@ class DeliveryEngine:
         require_ack: bool | None = None,
         lock_dir: Path | None = None,
         raw_sources: Callable[[], Iterable[str]] = lambda: ("user",),
+        busy_channel: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -125,6 +127,11 @@ class DeliveryEngine:
         # a raw message is due: checked again here although the service checks
         # at enqueue, since the store may have other writers.
         self.raw_sources = raw_sources
+        # A channel that reaches the agent's running turn between tool calls
+        # (its hooks): while the agent works, that channel is the stronger one,
+        # so nothing is typed then (typed text becomes a user turn of its own),
+        # and a long busy spell is not a failed attempt until busy_channel_timeout_s.
+        self.busy_channel = busy_channel
         self.clock = clock
         self._resumed = False
         self._blocked_since: float | None = None
@@ -152,6 +159,7 @@ class DeliveryEngine:
             require_ack=require_ack if isinstance(require_ack, bool) else None,
             lock_dir=paths.runtime_dir / "locks",
             raw_sources=functools.partial(_trusted_raw_sources, paths, rec),
+            busy_channel=busy_channel_of(rec.options),
         )
 
     def close(self) -> None:
@@ -200,9 +208,12 @@ class DeliveryEngine:
         if reason is not None:
             if sup.reading.state is State.EXITED:
                 return None
+            limit = self.cfg.readiness_timeout_s
+            if self.busy_channel and sup.reading.state is State.BUSY:
+                limit = max(limit, self.cfg.busy_channel_timeout_s)
             if self._blocked_since is None:
                 self._blocked_since = now
-            elif now - self._blocked_since >= self.cfg.readiness_timeout_s:
+            elif now - self._blocked_since >= limit:
                 self._blocked_since = None
                 self._no_window(due, reason)
                 return 0.05
@@ -249,6 +260,8 @@ class DeliveryEngine:
             return "person is typing"
         if reading.state is State.READY:
             return None
+        if reading.state is State.BUSY and self.busy_channel:
+            return busy_reason(self.busy_channel)
         if (
             reading.state is State.BUSY
             and self.profile.input.accepts_input_while_busy
