@@ -30,7 +30,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -139,6 +139,9 @@ class DeliveryEngine:
         self._held: dict[str, float] = {}  # token -> when to press submit again
         self._ack: _AckWait | None = None  # the batch whose ACK is awaited
         self._ack_patterns = [*cfg.ack_patterns, *profile.ack_patterns]
+        # batches in flight through another channel of the supervisor (Aider's
+        # read file): never resumed (typed) here
+        self.foreign_batches: Callable[[], Collection[str]] = frozenset
 
     @classmethod
     def for_session(
@@ -853,6 +856,8 @@ class DeliveryEngine:
         for token, batch in batches.items():
             if token in self._held or (self._ack is not None and self._ack.inj.token == token):
                 continue  # ours, waiting for its next step
+            if token in self.foreign_batches():
+                continue  # another channel's, settled by it
             phase = batch[0].phase or Phase.CLAIMED
             log.info("resuming batch %s from phase %s", token, phase)
             sup.observe()

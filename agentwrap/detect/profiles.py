@@ -128,17 +128,22 @@ class ChannelSpec:
     whose registration to use (``claude``, ``codex``, ``gemini``; unset: none),
     from ``min_version`` of the installed CLI on (probed with ``version_arg``).
     ``batch_event_since``: Claude's PostToolBatch from this version on (else
-    PostToolUse)."""
+    PostToolUse). ``read_file``: the option that makes the agent re-read a
+    file on every model request (Aider's ``--read``): agentwrap's live file
+    (:mod:`agentwrap.delivery.read_channel`); ``reads_per_request``: how
+    often the agent opens it while building one request."""
 
     hooks: str | None = None
     mcp: str | None = None
     min_version: str = ""
     batch_event_since: str = ""
     version_arg: str = "--version"
+    read_file: str | None = None
+    reads_per_request: int = 1
 
     @property
     def any(self) -> bool:
-        return bool(self.hooks or self.mcp)
+        return bool(self.hooks or self.mcp or self.read_file)
 
 
 @dataclass(frozen=True)
@@ -427,7 +432,11 @@ def _parse_channels(r: _Reader) -> ChannelSpec:
         min_version=r.get("min_version", str, ""),
         batch_event_since=r.get("batch_event_since", str, ""),
         version_arg=r.get("version_arg", str, "--version"),
+        read_file=r.get("read_file", str, None),
+        reads_per_request=r.get("reads_per_request", int, 1),
     )
+    if spec.reads_per_request < 1:
+        raise r._err("reads_per_request", "must be 1 or more")
     for key in ("hooks", "mcp"):
         value = getattr(spec, key)
         if value is not None and value not in CHANNEL_KINDS:

@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import RunConfig
+from ..delivery.read_channel import FILE_NAME as READ_FILE_NAME
 from ..detect.profiles import Profile
 from ..paths import Paths, check_session_name, private_dir, write_private
 from .mcp_config import SERVER_NAME, server_env, server_spec
@@ -396,7 +397,26 @@ def plan(
         _codex(out, session, paths, python, run, hooks, mcp)
     elif kind == "gemini":
         _gemini(out, session, paths, python, env, hooks, mcp, euid)
+    if spec.read_file:
+        _read_file(out, spec.read_file, session, paths)
     return out
+
+
+def read_file_path(paths: Paths, session: str) -> Path:
+    """Aider's live file of a session (``--read``; see :mod:`agentwrap.delivery.read_channel`)."""
+    return launch_dir(paths, session) / READ_FILE_NAME
+
+
+def _read_file(out: LaunchChannels, option: str, session: str, paths: Paths) -> None:
+    """The file exists (empty, 0600) before the agent starts: Aider skips a
+    missing ``--read`` file for the whole session."""
+    path = read_file_path(paths, session)
+    if not out.dry_run:
+        private_dir(path.parent, repair=True)
+        write_private(path, b"")
+    out.files.append(path)
+    out.argv += [option, str(path)]
+    out.channels.append("read-file")
 
 
 def describe(options: Mapping[str, Any]) -> str:
@@ -413,6 +433,6 @@ def describe(options: Mapping[str, Any]) -> str:
 
 __all__ = [
     "ALLOWED_MCP_TOOLS", "HOOK_EVENTS", "LaunchChannels", "describe", "hook_command",
-    "launch_dir", "parse_version", "plan", "probe_version", "root_private_chain",
+    "launch_dir", "parse_version", "plan", "probe_version", "read_file_path", "root_private_chain",
     "version_at_least",
 ]

@@ -209,7 +209,14 @@ def build_supervisor(
         hooks=hooks,
         trust_folder=bool(rec.options.get("trust_folder")),
     )
-    sup.delivery = DeliveryEngine.for_session(paths, cfg, profile, rec)
+    sup.delivery = engine = DeliveryEngine.for_session(paths, cfg, profile, rec)
+    if "read-file" in (rec.options.get("channels") or ()):
+        from ..delivery.read_channel import ReadFileChannel
+        from .channels import read_file_path
+
+        reader = ReadFileChannel.for_session(paths, cfg, profile, rec, read_file_path(paths, rec.name))
+        sup.read_channel = reader
+        engine.foreign_batches = reader.batches
     sup.answering = Answerer.for_session(paths, profile, rec.name)
     sup.teller = Teller(rec.name, cfg.notify, AuditLog(paths.audit_log),
                         display=getattr(term, "display", None))

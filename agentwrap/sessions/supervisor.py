@@ -118,6 +118,8 @@ class Supervisor:
         self.trust_folder = trust_folder
         self.timing = timing or Timing()
         self.delivery: DeliveryStep | None = None
+        # a channel of its own that reaches the busy agent (Aider's read file), turned before delivery
+        self.read_channel: DeliveryStep | None = None
         self.answering: AnswerStep | None = None
         self.teller: Teller | None = None  # tells the person about an open question
         self.answer_folder: AnswerFolderStep | None = None  # answer files dropped in
@@ -428,8 +430,9 @@ class Supervisor:
                     self.answering.step(self)
                     if self.reading.state is State.EXITED:
                         return
-                wait = self.delivery.step(self)
-                delivery_due = None if wait is None else time.monotonic() + wait
+                asked = [self.read_channel.step(self)] if self.read_channel is not None else []
+                waits = [w for w in (*asked, self.delivery.step(self)) if w is not None]
+                delivery_due = time.monotonic() + min(waits) if waits else None
                 if self.reading.state is State.EXITED:
                     return
             elif self.delivery is not None and delivery_due is None:
@@ -440,6 +443,10 @@ class Supervisor:
 
     def _cleanup(self) -> None:
         ended = self.reading.state is State.EXITED or not self.term.alive()
+        if self.read_channel is not None:  # first: what it holds is settled, or goes back
+            if ended:
+                self.read_channel.abandon("the session ended")
+            self.read_channel.close()
         if self.delivery is not None:
             if ended:
                 self.delivery.abandon(f"session ended (agent exit code {self.term.exit_code()})")

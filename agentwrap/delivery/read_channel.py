@@ -1,0 +1,444 @@
+"""Aider's live channel: a read-only file agentwrap owns, passed with ``--read``.
+
+Aider has no hooks, but it re-reads every ``--read`` file each time it builds
+a model request (0.86.2: ``Coder.format_chat_chunks`` opens each one twice,
+first to choose a code fence, then to quote it under "Here are some READ ONLY
+files"). A message written there while Aider works reaches the model in the
+*next request of the running turn*: after an edit, a reflection, a lint or
+test round, without waiting for the turn to end. While Aider is idle the file
+is not used: typing makes a turn at once, whereas the file would only ride
+along with whatever request comes next.
+
+One batch at a time, so each message is delivered exactly once:
+
+1. **Claim.** While the agent is busy, the due content messages that fit in
+   :data:`MAX_FILE_BYTES` framed are claimed in the store (an atomic claim:
+   the typing path, a hook or an MCP call can no longer take them) and
+   written to the file, framed as a typed block (``[source:sourceId]``, the
+   batch token, the ACK request when asked) plus how many still wait.
+2. **Seen.** inotify on the file's dir counts the opens of the file after
+   the write (``IN_OPEN``; agentwrap never opens it itself, it replaces it
+   by rename). ``reads_per_request`` opens (the profile's, 2 for Aider) mean a
+   model request was built with it: the batch is ``delivered`` through channel
+   ``read-file`` and the file emptied. The kernel queues every event in order,
+   so no open is missed and an open of the old file is never counted for the
+   new one (our own rename is the dividing line in the queue).
+3. **Not seen.** When the turn ends before any open, the file is emptied and
+   the batch goes back to the queue (for typing: it will not be written to the
+   file again); an open counted just before that emptying makes it delivered
+   instead. Messages whose TTL passes while in the file end ``expired`` and
+   leave it.
+4. **Restart.** The batch token is kept beside the file; a new supervisor
+   settles it from the file's access time (set to before the write, so any
+   read moved it) before the engine resumes anything, and the engine skips
+   the batches this channel holds (:attr:`DeliveryEngine.foreign_batches`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import json
+import logging
+import os
+import struct
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..audit import AuditLog
+from ..config import Config, DeliveryConfig
+from ..detect.profiles import Profile
+from ..detect.states import State
+from ..message import Attempt, Kind, Message, Status
+from ..paths import Paths, write_private
+from ..queue.sqlite import SQLiteMessageStore
+from ..queue.store import MessageStore
+from .framing import new_token, render
+from .seams import Driver, SessionInfo
+
+log = logging.getLogger("agentwrap.delivery.read_file")
+
+#: The channel name in ``history``, ``metrics`` and the session's options.
+CHANNEL = "read-file"
+#: The file Aider reads (in the session's launch dir, never in the project).
+FILE_NAME = "agentwrap-messages.md"
+#: Beside it: the batch in the file, for a restarted supervisor.
+BATCH_FILE = "read-file-batch.json"
+#: Most bytes of framed text in the file (what does not fit stays queued).
+MAX_FILE_BYTES = 10 * 1024
+#: How often a supervisor with a batch in the file looks again.
+POLL_S = 0.05
+_IN_OPEN = 0x20
+_IN_MOVED_TO = 0x80
+_IN_Q_OVERFLOW = 0x4000
+_IN_NONBLOCK = os.O_NONBLOCK
+_IN_CLOEXEC = os.O_CLOEXEC
+_EVENT = struct.Struct("iIII")
+
+
+class Inotify:
+    """The opens and renames in one dir, read without blocking (no thread:
+    the supervisor asks when it has a batch out)."""
+
+    def __init__(self, folder: Path) -> None:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"inotify_init1: {os.strerror(err)}")
+        self.fd: int = fd
+        wd = libc.inotify_add_watch(fd, os.fsencode(folder), _IN_OPEN | _IN_MOVED_TO)
+        if wd < 0:
+            err = ctypes.get_errno()
+            os.close(fd)
+            raise OSError(err, f"inotify_add_watch {folder}: {os.strerror(err)}")
+
+    def events(self) -> list[tuple[int, str]]:
+        """(mask, name) of every event queued since the last call."""
+        out: list[tuple[int, str]] = []
+        while True:
+            try:
+                data = os.read(self.fd, 65536)
+            except BlockingIOError:
+                return out
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            pos = 0
+            while pos + _EVENT.size <= len(data):
+                _wd, mask, _cookie, size = _EVENT.unpack_from(data, pos)
+                raw = data[pos + _EVENT.size: pos + _EVENT.size + size]
+                out.append((mask, os.fsdecode(raw.rstrip(b"\0"))))
+                pos += _EVENT.size + size
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+@dataclass
+class _Batch:
+    token: str
+    ids: list[str]
+    written: float
+
+
+class ReadFileChannel:
+    """The supervisor's component for a session launched with the read file."""
+
+    def __init__(
+        self,
+        store: MessageStore,
+        cfg: DeliveryConfig,
+        profile: Profile,
+        session: str,
+        path: Path,
+        audit: AuditLog,
+        *,
+        require_ack: bool | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.profile = profile
+        self.session = session
+        self.path = path
+        self.audit = audit
+        self.require_ack = cfg.require_ack if require_ack is None else require_ack
+        self.reads_per_request = max(1, profile.channels.reads_per_request)
+        self.clock = clock
+        self._watch: Inotify | None = None
+        self._batch: _Batch | None = None
+        self._opens = 0  # opens of the file's current version
+        self._moving = False  # our rename is on its way through the event queue
+        self._opens_before_move = 0
+        self._overflow = False
+        self._tried: set[str] = set()  # written once and not read: typed instead
+        self._recovered = False
+        self.broken: str | None = None  # why the channel is off (inotify refused)
+        self.owns_store = False  # opened by for_session: closed with the channel
+
+    @classmethod
+    def for_session(
+        cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionInfo, path: Path,
+    ) -> ReadFileChannel:
+        require_ack = rec.options.get("require_ack")
+        chan = cls(
+            SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
+            cfg.delivery, profile, rec.name, path, AuditLog(paths.audit_log),
+            require_ack=require_ack if isinstance(require_ack, bool) else None,
+        )
+        chan.owns_store = True
+        return chan
+
+    # --- the supervisor's turn ----------------------------------------------------------
+
+    def batches(self) -> set[str]:
+        """The batch tokens this channel holds in flight (the engine leaves them alone)."""
+        if not self._recovered:  # before the first turn: whatever the file's record says
+            saved = self._load_batch()
+            return {saved.token} if saved else set()
+        return {self._batch.token} if self._batch else set()
+
+    def step(self, sup: Driver) -> float | None:
+        if self.broken:
+            return None
+        if not self._recovered:
+            self._recover()
+        self._pump()
+        state = sup.reading.state
+        now = self.clock()
+        if self._batch is not None:
+            self._drop_expired(now)
+        if self._batch is not None:
+            if self._opens >= self.reads_per_request or self._overflow:
+                self._delivered(f"aider opened the file {self._opens} time(s) after the write:"
+                                " a model request carried it")
+            elif state is not State.BUSY:
+                self._settle(f"the turn ended ({state})")
+            else:
+                return POLL_S
+        if state is State.BUSY and self._batch is None:
+            self._write_next(now)
+        return POLL_S if self._batch is not None else None
+
+    def abandon(self, reason: str) -> int:
+        """The session ends: settle the batch in the file (the engine's
+        abandon then gives a released message its end state)."""
+        if self._batch is None:
+            return 0
+        n = len(self._batch.ids)
+        self._settle(reason)
+        return n
+
+    def close(self) -> None:
+        """Leave nothing in the file while no supervisor watches it: a read
+        batch is delivered, an unread one goes back to the queue."""
+        try:
+            if self._batch is not None and not self.broken:
+                self._settle("the supervisor stopped")
+        finally:
+            if self._watch is not None:
+                self._watch.close()
+                self._watch = None
+            if self.owns_store:
+                self.store.close()
+
+    # --- writing ------------------------------------------------------------------------
+
+    def _write_next(self, now: float) -> None:
+        due: list[Message] = []
+        for m in self.store.peek(self.session, now, kinds=(Kind.CONTENT,), due=True, limit=50):
+            if m.id in self._tried:  # a claim takes messages in order: stop before it
+                break
+            due.append(m)
+        fit = 0
+        for n in range(1, len(due) + 1):
+            if len(self._compose(due[:n], "0" * 8, 0).encode("utf-8")) > MAX_FILE_BYTES:
+                break
+            fit = n
+        if fit == 0:
+            return  # none due, or the first is too long for the file: typed once idle
+        head = due[:fit]
+        token = new_token()
+        batch = self.store.claim_batch(
+            self.session, token, sum(len(m.content.encode("utf-8")) for m in head),
+            now, kinds=(Kind.CONTENT,), limit=fit,
+        )
+        if not batch:
+            return
+        left = len(self.store.peek(self.session, now, kinds=(Kind.CONTENT,), limit=50))
+        text = self._compose(batch, token, left)
+        self._batch = _Batch(token, [m.id for m in batch], now)
+        self._save_batch()
+        for m in batch:
+            self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, None, CHANNEL,
+                                              "written", f"written to {self.path.name}"))
+        self._replace(text)
+        log.info("wrote %d message(s) to %s (batch %s)", len(batch), self.path, token)
+
+    def _compose(self, batch: Sequence[Message], token: str, left: int) -> str:
+        wanted = [m.require_ack for m in batch]
+        ask = any(w for w in wanted) or (self.require_ack and not all(w is False for w in wanted))
+        text = render(batch, token=token, ack_wording=self.cfg.ack_wording if ask else None,
+                      syntax=self.profile.syntax).text
+        if left:
+            more = f"at least {left}" if left >= 50 else str(left)
+            noun = "message" if left == 1 else "messages"
+            text += f"\n[agentwrap: {more} more {noun} for this session wait in the queue]"
+        return text + "\n"
+
+    def _replace(self, text: str) -> int:
+        """Put ``text`` in the file (atomically, by rename); returns the opens
+        of the version it replaced."""
+        self._pump()
+        self._moving = True
+        self._opens_before_move = self._opens
+        write_private(self.path, text.encode("utf-8"))
+        try:  # evidence for a restarted supervisor: any read moves the access time
+            st = os.stat(self.path)
+            os.utime(self.path, ns=(st.st_mtime_ns - 1_000_000_000, st.st_mtime_ns))
+        except OSError:
+            pass
+        self._pump()
+        if self._moving:  # the event never came (queue overflow): nothing can be told
+            self._moving = False
+            self._overflow = True
+            return 1
+        return self._opens_before_move
+
+    def _pump(self) -> None:
+        if self._watch is None:
+            return
+        for mask, name in self._watch.events():
+            if mask & _IN_Q_OVERFLOW:
+                self._overflow = True
+            if name != self.path.name:
+                continue
+            if mask & _IN_MOVED_TO and self._moving:
+                self._moving = False
+                self._opens_before_move = self._opens
+                self._opens = 0
+                self._overflow = False
+            elif mask & _IN_OPEN:
+                self._opens += 1
+
+    # --- ending a batch ---------------------------------------------------------------------
+
+    def _delivered(self, evidence: str) -> None:
+        b = self._batch
+        assert b is not None
+        self._batch = None
+        self._replace("")
+        self._clear_batch()
+        now = self.clock()
+        for m in self._in_flight(b.token):
+            self.store.record_attempt(Attempt(m.id, b.token, m.attempts + 1, b.written, now,
+                                              CHANNEL, "delivered", evidence))
+        n = self.store.finish(Status.DELIVERED, f"delivered: read through {CHANNEL}",
+                              batch_id=b.token, consumed_through=CHANNEL)
+        self.audit.write(event="consumed", session=self.session, channel=CHANNEL, ids=b.ids)
+        log.info("batch %s delivered through %s (%d message(s)): %s", b.token, CHANNEL, n,
+                 evidence)
+
+    def _settle(self, why: str) -> None:
+        """Empty the file; the batch is delivered if it was opened before
+        that, else it goes back to the queue."""
+        b = self._batch
+        assert b is not None
+        opened = self._replace("") or self._overflow
+        if opened:
+            self._batch = b
+            self._delivered(f"aider opened the file after the write; then {why}")
+            return
+        self._batch = None
+        self._clear_batch()
+        now = self.clock()
+        for m in self._in_flight(b.token):
+            self._tried.add(m.id)
+            self.store.record_attempt(Attempt(m.id, b.token, m.attempts + 1, b.written, now,
+                                              CHANNEL, "not_read", f"not read before {why}"))
+        self.store.retry_later(b.token, now, f"not read from the file before {why}: typed instead")
+        log.info("batch %s taken back from %s: %s", b.token, self.path.name, why)
+
+    def _drop_expired(self, now: float) -> None:
+        b = self._batch
+        assert b is not None
+        flight = self._in_flight(b.token)
+        gone = [m.id for m in flight if m.expires <= now]
+        if not gone and flight:
+            return
+        if gone:
+            self.store.finish(Status.EXPIRED, "expired while in the read file", message_ids=gone)
+        rest = [m for m in flight if m.id not in gone]
+        if not rest:
+            self._batch = None
+            self._replace("")
+            self._clear_batch()
+            return
+        b.ids = [m.id for m in rest]
+        left = len(self.store.peek(self.session, now, kinds=(Kind.CONTENT,), limit=50))
+        self._replace(self._compose(rest, b.token, left))
+
+    def _in_flight(self, token: str) -> list[Message]:
+        return [m for m in self.store.in_flight(self.session) if m.batch_id == token]
+
+    # --- restart ------------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        self._recovered = True
+        try:
+            self._watch = Inotify(self.path.parent)
+        except OSError as exc:
+            self.broken = f"no inotify watch on {self.path.parent}: {exc}"
+            log.warning("read-file channel off: %s", self.broken)
+        saved = self._load_batch()
+        read = False
+        if saved is not None:  # looked at before the watch starts: our own read is no open
+            read = _read_since_write(self.path, saved.token)
+        try:
+            self._watch = Inotify(self.path.parent)
+        except OSError as exc:
+            self.broken = f"no inotify watch on {self.path.parent}: {exc}"
+            log.warning("read-file channel off: %s", self.broken)
+        if saved is None:
+            return
+        flight = self._in_flight(saved.token)
+        if not flight:
+            self._clear_batch()
+            return
+        self._batch = _Batch(saved.token, [m.id for m in flight], saved.written)
+        if read:
+            self._delivered("aider read the file before the supervisor restarted")
+        elif self.broken:
+            self._batch = None
+            self._clear_batch()
+            self.store.retry_later(saved.token, self.clock(), "read-file channel off")
+        else:
+            self._settle("the supervisor restarted")
+
+    def _batch_path(self) -> Path:
+        return self.path.with_name(BATCH_FILE)
+
+    def _save_batch(self) -> None:
+        b = self._batch
+        assert b is not None
+        write_private(self._batch_path(), json.dumps(
+            {"batch": b.token, "ids": b.ids, "written": b.written}).encode("utf-8"))
+
+    def _load_batch(self) -> _Batch | None:
+        try:
+            data = json.loads(self._batch_path().read_text(encoding="utf-8"))
+            return _Batch(str(data["batch"]), [str(i) for i in data["ids"]],
+                          float(data["written"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _clear_batch(self) -> None:
+        try:
+            self._batch_path().unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _read_since_write(path: Path, token: str) -> bool:
+    """The file holds batch ``token`` and was read since it was written (its
+    access time, set to before the write, moved), looked at without moving it."""
+    try:
+        st = os.stat(path)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NOATIME", 0))
+        try:
+            text = os.read(fd, 4 * MAX_FILE_BYTES).decode("utf-8", "replace")
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    return token in text and st.st_atime_ns >= st.st_mtime_ns
+
+
+__all__ = ["CHANNEL", "FILE_NAME", "MAX_FILE_BYTES", "Inotify", "ReadFileChannel"]

@@ -1,0 +1,221 @@
+"""Aider's read-file channel (agentwrap/delivery/read_channel.py) on a real
+store, a real file and real inotify: the "agent" is whatever opens the file
+(this process with open(), as Aider does), the supervisor a stand-in that only
+says which state the agent is in."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from agentwrap.audit import AuditLog
+from agentwrap.config import DeliveryConfig
+from agentwrap.delivery.engine import DeliveryEngine
+from agentwrap.delivery.read_channel import CHANNEL, MAX_FILE_BYTES, ReadFileChannel
+from agentwrap.detect.profiles import load_profile
+from agentwrap.detect.states import Reading, Signal, State
+from agentwrap.message import NewMessage, Phase, Source, Status
+from agentwrap.paths import private_dir
+from agentwrap.service import Service
+from agentwrap.sessions.channels import plan, read_file_path
+
+
+@dataclass
+class Sup:
+    """What the channel reads of the supervisor: the agent's state."""
+
+    state: State = State.BUSY
+    snap: None = None
+    term: None = None
+    stopping: bool = False
+    detector: object = field(default_factory=object)
+
+    @property
+    def reading(self) -> Reading:
+        return Reading(self.state, Signal.SCREEN, "test", "test", 0, time.time())
+
+
+def _aider_reads(path: Path, times: int = 2) -> str:
+    """One model request as Aider 0.86.2 builds it: the file opened twice."""
+    text = ""
+    for _ in range(times):
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    return text
+
+
+def _peek(path: Path) -> str:
+    """The file's text, read as the test's eyes (O_NOATIME; its opens still
+    count for inotify, so only where the channel's count no longer matters)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOATIME)
+    try:
+        return os.read(fd, 1 << 20).decode()
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def chan(svc: Service) -> ReadFileChannel:
+    path = read_file_path(svc.paths, "fake")
+    private_dir(svc.paths.state_dir / "launch", repair=True)
+    private_dir(path.parent, repair=True)
+    path.write_bytes(b"")
+    c = ReadFileChannel(svc.store, DeliveryConfig(), load_profile("aider"), "fake", path,
+                        AuditLog(svc.paths.audit_log))
+    yield c
+    c._watch and c._watch.close()
+
+
+def _send(svc: Service, text: str, **kw: object) -> str:
+    return svc.send(NewMessage(session="fake", content=text, source=Source.WEBHOOK,
+                               source_id="ci", **kw)).message.id  # type: ignore[arg-type]
+
+
+def test_busy_agent_gets_the_message_in_the_file_framed_and_claimed(svc: Service, chan: ReadFileChannel) -> None:
+    mid = _send(svc, "build 42 failed")
+    sup = Sup(State.BUSY)
+    assert chan.step(sup) is not None  # a batch is out: it wants to look again soon
+    text = _peek(chan.path)
+    m = svc.get(mid)
+    assert m.status is Status.DELIVERING and m.batch_id and m.batch_id in text
+    assert "[webhook:ci] build 42 failed" in text
+    assert stat.S_IMODE(chan.path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(chan.path.parent.stat().st_mode) == 0o700
+    assert chan.batches() == {m.batch_id}
+
+
+def test_opened_as_one_request_counts_as_delivered_and_leaves_the_file(svc: Service, chan: ReadFileChannel) -> None:
+    mid = _send(svc, "hello")
+    sup = Sup(State.BUSY)
+    chan.step(sup)
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING  # not read yet
+    assert "hello" in _aider_reads(chan.path, 1)
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING  # one open: the request is being built
+    _aider_reads(chan.path, 1)
+    chan.step(sup)
+    entry = svc.message(mid)
+    assert entry.message.status is Status.DELIVERED
+    assert entry.channel == CHANNEL
+    assert _peek(chan.path) == ""
+    kinds = [e.kind for e in svc.events(after_id=0)]
+    assert "session.consumed" in kinds or "session.input.consumed" in kinds
+
+
+def test_turn_ended_before_any_read_goes_back_to_the_queue_for_typing(svc: Service, chan: ReadFileChannel) -> None:
+    mid = _send(svc, "later")
+    sup = Sup(State.BUSY)
+    chan.step(sup)
+    sup.state = State.READY
+    chan.step(sup)
+    m = svc.get(mid)
+    assert m.status is Status.PENDING and m.batch_id is None
+    assert _peek(chan.path) == ""
+    assert [a.outcome for a in svc.store.attempts(mid)] == ["not_read"]
+    sup.state = State.BUSY  # never written to the file twice: the typing path has it
+    chan.step(sup)
+    assert _peek(chan.path) == "" and svc.get(mid).status is Status.PENDING
+
+
+def test_one_open_then_turn_end_is_delivered(svc: Service, chan: ReadFileChannel) -> None:
+    mid = _send(svc, "x")
+    sup = Sup(State.BUSY)
+    chan.step(sup)
+    _aider_reads(chan.path, 1)
+    sup.state = State.READY
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERED
+
+
+def test_idle_agent_gets_nothing_in_the_file(svc: Service, chan: ReadFileChannel) -> None:
+    mid = _send(svc, "typed instead")
+    for state in (State.READY, State.DRAFT, State.WAITING_INPUT, State.STARTING):
+        assert chan.step(Sup(state)) is None
+    assert _peek(chan.path) == "" and svc.get(mid).status is Status.PENDING
+
+
+def test_the_file_holds_at_most_10_kb_and_says_how_many_wait(svc: Service, chan: ReadFileChannel) -> None:
+    ids = [_send(svc, f"{n} " + "y" * 3000) for n in range(5)]
+    chan.step(Sup(State.BUSY))
+    text = _peek(chan.path)
+    assert len(text.encode()) <= MAX_FILE_BYTES
+    taken = [i for i in ids if svc.get(i).status is Status.DELIVERING]
+    assert 1 <= len(taken) < 5
+    assert f"{5 - len(taken)} more messages for this session wait" in text
+
+
+def test_a_message_that_expires_in_the_file_leaves_it(svc: Service, chan: ReadFileChannel) -> None:
+    mid = _send(svc, "short-lived", ttl_s=1)
+    sup = Sup(State.BUSY)
+    chan.step(sup)
+    assert "short-lived" in _peek(chan.path)
+    chan.clock = lambda: time.time() + 5
+    chan.step(sup)
+    assert svc.get(mid).status is Status.EXPIRED
+    assert _peek(chan.path) == ""
+
+
+def test_a_restarted_supervisor_settles_the_batch_from_the_access_time(svc: Service, chan: ReadFileChannel) -> None:
+    read_id = _send(svc, "read before the crash")
+    chan.step(Sup(State.BUSY))
+    _aider_reads(chan.path, 1)
+    chan._watch.close()  # killed: nothing settled, the batch still in the file
+    chan._watch = None
+    again = ReadFileChannel(svc.store, DeliveryConfig(), chan.profile, "fake", chan.path,
+                            AuditLog(svc.paths.audit_log))
+    assert again.batches() == {svc.get(read_id).batch_id}  # the engine must leave it alone
+    again.step(Sup(State.BUSY))
+    assert svc.get(read_id).status is Status.DELIVERED
+
+    unread = _send(svc, "not read before the crash")
+    again.step(Sup(State.BUSY))
+    assert "not read before" in _peek(chan.path)
+    again._watch.close()
+    again._watch = None
+    third = ReadFileChannel(svc.store, DeliveryConfig(), chan.profile, "fake", chan.path,
+                            AuditLog(svc.paths.audit_log))
+    third.step(Sup(State.READY))
+    assert svc.get(unread).status is Status.PENDING
+    assert _peek(chan.path) == ""
+    third.close()
+
+
+def test_close_takes_an_unread_batch_back(svc: Service, chan: ReadFileChannel) -> None:
+    mid = _send(svc, "bye")
+    chan.step(Sup(State.BUSY))
+    chan.close()
+    assert svc.get(mid).status is Status.PENDING and _peek(chan.path) == ""
+
+
+def test_the_engine_never_resumes_a_batch_the_file_holds(svc: Service, chan: ReadFileChannel, aw) -> None:
+    mid = _send(svc, "in the file")
+    chan.step(Sup(State.BUSY))
+    token = svc.get(mid).batch_id
+    assert svc.get(mid).phase is Phase.CLAIMED
+    engine = DeliveryEngine(svc.store, DeliveryConfig(), chan.profile, "fake", aw.project,
+                            AuditLog(svc.paths.audit_log))
+    engine.foreign_batches = chan.batches
+    engine._resume(Sup(State.READY))  # type: ignore[arg-type]
+    m = svc.get(mid)
+    assert m.status is Status.DELIVERING and m.batch_id == token and m.phase is Phase.CLAIMED
+
+
+def test_run_registers_the_file_for_aider_only_in_the_state_dir(svc: Service, aw) -> None:
+    from agentwrap.config import RunConfig
+
+    profile = load_profile("aider")
+    out = plan(profile, RunConfig(), svc.paths, "ai", ["aider"], dict(os.environ), version="0.86.2")
+    path = read_file_path(svc.paths, "ai")
+    assert out.channels == ["read-file"]
+    assert out.argv == ["--read", str(path)]
+    assert path.read_bytes() == b"" and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert svc.paths.state_dir in path.parents
+    off = plan(profile, RunConfig(), svc.paths, "ai2", ["aider"], dict(os.environ),
+               version="0.86.2", enabled=False)
+    assert off.channels == [] and off.argv == []
