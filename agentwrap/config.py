@@ -131,6 +131,15 @@ class NotifyConfig:
 
 
 @dataclass(frozen=True)
+class ContinuityConfig:
+    """The handoff from one session to the next in a project (agentwrap.continuity)."""
+
+    enabled: bool = True  # deliver the previous session's handoff at `agentwrap run`
+    max_bytes: int = 4096  # bound of the startup context made from it
+    keep: int = 10  # records kept per project
+
+
+@dataclass(frozen=True)
 class AnswerRule:
     """One ``[[answer_rules]]`` entry: which questions it answers, and how.
 
@@ -161,6 +170,7 @@ class Config:
     limits: QueueLimits = field(default_factory=QueueLimits)
     trust: TrustConfig = field(default_factory=TrustConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    continuity: ContinuityConfig = field(default_factory=ContinuityConfig)
     # [sources]: per source, the only source ids it may send as (webhook =
     # ["github", "ci"]); a source not named is not restricted. User config only.
     source_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
@@ -178,7 +188,7 @@ class Config:
 
 _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "trust": TrustConfig,
-    "notify": NotifyConfig,
+    "notify": NotifyConfig, "continuity": ContinuityConfig,
 }
 USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise

@@ -39,7 +39,10 @@ Nothing of the person's is edited (no ``~/.claude``, ``.claude/``,
 (0700, files 0600). The Claude SessionStart hook is not registered: what it
 hands over reaches the model only with the person's first prompt, so a
 startup message would be marked delivered before any model saw it; startup
-context is typed once the agent is ready instead.
+context is typed once the agent is ready instead. The one exception is the
+previous session's handoff (:mod:`agentwrap.continuity`): with one waiting,
+SessionStart is registered and hands over only that, counted as delivered when
+the first prompt is submitted.
 """
 
 from __future__ import annotations
@@ -95,6 +98,9 @@ class LaunchChannels:
     notes: list[str] = field(default_factory=list)
     version: str | None = None
     dry_run: bool = False  # say what a launch would get; write nothing (doctor)
+    # hook events besides HOOK_EVENTS: SessionStart when there is a handoff to hand
+    # over (agentwrap.continuity), as its context reaches the model with the first prompt
+    extra_events: tuple[str, ...] = ()
 
     def options(self) -> dict[str, object]:
         """For the session record's options (``state --explain``, ``ls --json``)."""
@@ -257,7 +263,8 @@ def _claude(out: LaunchChannels, profile: Profile, session: str, paths: Paths, p
         batch = "PostToolBatch"
         if out.version and not version_at_least(out.version, profile.channels.batch_event_since):
             batch = "PostToolUse"
-        events = [batch if e == "PostToolBatch" else e for e in HOOK_EVENTS["claude"]]
+        events = [batch if e == "PostToolBatch" else e
+                  for e in (*HOOK_EVENTS["claude"], *out.extra_events)]
         settings["hooks"] = {
             e: _hook_group(hook_command("claude", e, session, paths, python), HOOK_TIMEOUT_S)
             for e in events
@@ -314,7 +321,7 @@ def _codex(out: LaunchChannels, session: str, paths: Paths, python: str, run: Ru
         )
         hooks = False
     if hooks:
-        for e in HOOK_EVENTS["codex"]:
+        for e in (*HOOK_EVENTS["codex"], *out.extra_events):
             command = hook_command("codex", e, session, paths, python)
             out.argv += ["-c", f"hooks.{e}={_toml(_hook_group(command, HOOK_TIMEOUT_S))}"]
         out.argv.append(CODEX_BYPASS_FLAG)
@@ -337,7 +344,7 @@ def _gemini(out: LaunchChannels, session: str, paths: Paths, python: str,
         settings["hooks"] = {
             e: _hook_group(hook_command("gemini", e, session, paths, python),
                            HOOK_TIMEOUT_S * 1000)
-            for e in HOOK_EVENTS["gemini"]
+            for e in (*HOOK_EVENTS["gemini"], *out.extra_events)
         }
     if mcp:
         spec = _mcp_spec(session, paths, python)
@@ -362,10 +369,12 @@ def plan(
     profile: Profile, run: RunConfig, paths: Paths, session: str, argv: list[str],
     env: Mapping[str, str], *, enabled: bool = True, python: str | None = None,
     euid: int | None = None, version: str | None = None, dry_run: bool = False,
+    session_start: bool = False,
 ) -> LaunchChannels:
     """What the launch of ``argv`` (the agent command, resolved) gets, and the
-    files for it written (``dry_run``: only said). ``version``: skip the probe."""
-    out = LaunchChannels(dry_run=dry_run)
+    files for it written (``dry_run``: only said). ``version``: skip the probe.
+    ``session_start``: also the SessionStart hook (a handoff waits for this launch)."""
+    out = LaunchChannels(dry_run=dry_run, extra_events=("SessionStart",) if session_start else ())
     spec = profile.channels
     if not spec.any:
         return out

@@ -37,8 +37,15 @@ from ..config import Config, load_config
 from ..delivery.fallback import context_file, prepare_context_file
 from ..detect.profiles import Profile, load_profile, profile_for_command
 from ..detect.structured import structured_source
-from ..errors import AgentNotFound, ProfileError, SessionNameTaken, SessionNotRunning, UnsafePath
-from ..message import NewMessage, Priority, Source
+from ..errors import (
+    AgentNotFound,
+    AgentwrapError,
+    ProfileError,
+    SessionNameTaken,
+    SessionNotRunning,
+    UnsafePath,
+)
+from ..message import Message, NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
 from ..queue.answers import AnswerStore
 from ..terminal.proctree import alive, descendants, kill_pids
@@ -49,6 +56,8 @@ from .telling import Teller
 from .wake import notify, send
 
 if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
+    from ..continuity.collect import Collector
+    from ..continuity.launch import Handoff
     from ..terminal.pty import PtyTerminal
 
 
@@ -66,6 +75,7 @@ class RunOptions:
     cols: int | None = None
     rows: int | None = None
     channels: bool = True  # register the agent's native hooks and MCP server (run --no-channels)
+    continuity: bool = True  # hand over the previous session's handoff (run --no-continuity)
 
 
 def resolve_profile(opts: RunOptions, paths: Paths) -> Profile:
@@ -170,17 +180,43 @@ def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> 
 
 def with_channels(
     opts: RunOptions, cfg: Config, profile: Profile, paths: Paths, name: str,
-    argv: list[str], env: dict[str, str],
+    argv: list[str], env: dict[str, str], session_start: bool = False,
 ) -> tuple[list[str], dict[str, object]]:
     """The launch's argv with the native channels registered (env updated in
     place), and what to record of them in the session's options."""
     from .channels import plan
 
-    chans = plan(profile, cfg.run, paths, name, argv, env, enabled=opts.channels)
+    chans = plan(profile, cfg.run, paths, name, argv, env, enabled=opts.channels,
+                 session_start=session_start)
     env.update(chans.env)
     if chans.notes:
         logging.getLogger("agentwrap.session").info("channels of %s: %s", name, chans.notes)
     return [argv[0], *chans.argv, *argv[1:]], chans.options()
+
+
+def _handoff(paths: Paths, cfg: Config, opts: RunOptions) -> Handoff | None:
+    """The previous session's handoff for this project, if any (issue 12)."""
+    from ..continuity.launch import prepare
+
+    try:
+        return prepare(paths, cfg.continuity, opts.cwd, enabled=opts.continuity)
+    except (OSError, AgentwrapError) as exc:  # continuity must never stop a launch
+        logging.getLogger("agentwrap.session").warning("no handoff: %s", exc)
+        return None
+
+
+def _begin_continuity(paths: Paths, cfg: Config, rec: SessionRecord, opts: RunOptions,
+                      handoff: Handoff | None, profile: Profile) -> None:
+    """This launch's handoff record, and the previous one's handoff on its channel
+    (never typed into a shell, where every line would run as a command)."""
+    from ..continuity.launch import begin
+
+    try:
+        begin(paths, cfg.continuity, rec.name, rec.profile, opts.cwd, rec.started, handoff,
+              list(rec.options.get("channels") or []), enabled=opts.continuity,
+              typed=not profile.shell)
+    except (OSError, AgentwrapError) as exc:
+        logging.getLogger("agentwrap.session").warning("no handoff record: %s", exc)
 
 
 def _options(opts: RunOptions, cfg: Config) -> dict[str, object]:
@@ -221,7 +257,23 @@ def build_supervisor(
     sup.teller = Teller(rec.name, cfg.notify, AuditLog(paths.audit_log),
                         display=getattr(term, "display", None))
     _answer_sources(sup, paths, cfg, profile, registry, sup.answering.store)
+    sup.continuity = _collector(paths, cfg, rec, hooks=hooks is not None)
     return sup
+
+
+def _collector(paths: Paths, cfg: Config, rec: SessionRecord, hooks: bool) -> Collector | None:
+    """The updater of this launch's handoff record (None: continuity is off for it)."""
+    from ..continuity.launch import collector
+    from ..queue.sqlite import SQLiteMessageStore
+
+    def messages() -> list[Message]:
+        store = SQLiteMessageStore(paths.db_path, cfg.limits)
+        try:
+            return store.history(rec.name, limit=100)
+        finally:
+            store.close()
+
+    return collector(paths, cfg.continuity, rec.name, Path(rec.cwd), rec.started, messages, hooks)
 
 
 def _answer_sources(
@@ -262,7 +314,9 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         _refuse_orphan(paths, registry, name)
         env = agent_env(profile, name, paths)
         argv = agent_argv(opts.argv, profile, env, paths, name)
-        argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
+        handoff = _handoff(paths, cfg, opts)
+        argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env,
+                                           session_start=handoff is not None)
         socket = paths.tmux_socket_for(name)
         registry.register(
             SessionRecord(
@@ -272,6 +326,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
             )
         )
         enqueue_context(paths, cfg, name, opts.context_files)
+        _begin_continuity(paths, cfg, registry.get(name), opts, handoff, profile)
         try:
             TmuxTerminal.launch(
                 socket, name, argv, env=env, cwd=opts.cwd,
@@ -476,7 +531,9 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env, paths, name)
-    argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
+    handoff = _handoff(paths, cfg, opts)
+    argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env,
+                                       session_start=handoff is not None)
     from ..terminal.pty import PtyTerminal, terminal_size
 
     size = terminal_size(sys.stdout.fileno()) if interactive else None
@@ -488,6 +545,7 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
         )
     )
     enqueue_context(paths, cfg, name, opts.context_files)
+    _begin_continuity(paths, cfg, rec, opts, handoff, profile)
     term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows, relay=cfg.run.relay)
     sup = build_supervisor(paths, cfg, rec, term, profile, Registry(paths.db_path, events_dir=paths.events_dir), env)
     log_to(paths.supervisor_log(name))

@@ -23,6 +23,7 @@ import os
 import select
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -77,6 +78,13 @@ class PolicyStep(Protocol):
         under way (sessions.autoanswer)."""
 
 
+class ContinuityStep(Protocol):
+    def tick(self, state: str, changed: bool, screen: Callable[[], str] | None = None) -> None:
+        """A state was published: keep the handoff record current (agentwrap.continuity)."""
+
+    def finish(self, exit_code: int | None) -> None: ...
+
+
 @dataclass
 class Timing:
     min_snapshot_s: float = 0.05  # throttle for output-driven snapshots
@@ -124,6 +132,7 @@ class Supervisor:
         self.teller: Teller | None = None  # tells the person about an open question
         self.answer_folder: AnswerFolderStep | None = None  # answer files dropped in
         self.policy: PolicyStep | None = None  # the user's answer rules
+        self.continuity: ContinuityStep | None = None  # the project's handoff record
         self.snap: Snapshot | None = None
         self.exit_code: int | None = None
         self._stop = threading.Event()
@@ -227,6 +236,9 @@ class Supervisor:
             draft=self.detector.draft, changed=changed,
             question=question.to_json() if question else None,
         )
+        if self.continuity is not None:
+            self.continuity.tick(reading.state.value, changed,
+                                 self.snap.text if self.snap is not None else None)
         if changed:
             log.info("state %s (%s: %s)", reading.state, reading.signal, reading.reason)
             set_status = getattr(self.term, "set_status", None)
@@ -471,6 +483,8 @@ class Supervisor:
         if ended:
             self.exit_code = self.term.exit_code()
             self.registry.mark_ended(self.name, self.exit_code)
+            if self.continuity is not None:
+                self.continuity.finish(self.exit_code)
             kill = getattr(self.term, "kill", None)
             if kill is not None:  # tmux: drop the dead pane, detaching clients
                 kill()

@@ -25,6 +25,7 @@ from ...errors import AgentwrapError
 from ...message import Source
 from .answer import add_parser as add_answer_parser
 from .common import err
+from .context import add_parser as add_context_parser
 from .events import EPILOG as EVENTS_EPILOG
 from .events import HELP as EVENTS_HELP
 from .events import cmd_events
@@ -109,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ask the agent to acknowledge every delivery")
     r.add_argument("--no-channels", dest="channels", action="store_false",
                    help="type messages only: no native hooks or MCP server for this launch")
+    r.add_argument("--no-continuity", dest="continuity", action="store_false",
+                   help="do not hand over the previous session's handoff in this project"
+                   " (`agentwrap context show` prints it)")
     r.add_argument("--cwd", help="working directory of the agent (default: here)")
     r.add_argument("--cols", type=int, help="width of a detached session")
     r.add_argument("--rows", type=int, help="height of a detached session")
@@ -187,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.set_defaults(func=cmd_send)
 
     add_answer_parser(sub)
+    add_context_parser(sub)
 
     q = add("queue", "what is pending for a session, and why it waits")
     q.add_argument("name")

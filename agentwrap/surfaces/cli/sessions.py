@@ -32,6 +32,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         trust_folder=args.trust_folder, require_ack=args.require_ack,
         context_files=[Path(p) for p in args.context], cols=args.cols, rows=args.rows,
         channels=getattr(args, "channels", True),
+        continuity=getattr(args, "continuity", True),
     )
     for f in opts.context_files:
         if not f.is_file():

@@ -111,6 +111,11 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> str:
         if todo is None:
             return ""
         paths = Paths.from_env(env)
+        from ...continuity.hooks import on_hook  # the handoff record's notes (issue 12)
+
+        handoff = on_hook(paths, session, agent, event, todo, payload)
+        if handoff is not None:  # a session start: only the previous session's handoff
+            return json.dumps(context_output(event, handoff), ensure_ascii=False) if handoff else ""
         if todo != CONTEXT:
             from ...sessions.signals import write_signal
 

@@ -1,0 +1,158 @@
+"""At ``agentwrap run``: the handoff for the new session, and its own record.
+
+:func:`prepare` (before the agent starts) renders the newest record of the
+project (or the person's edited ``next.md``) and says whether there is one, so
+the launch can register the agent's session-start hook for it.
+:func:`begin` (once the session is registered) writes the new session's first
+record and puts the handoff on its channel:
+
+* ``hook``: the agent's session-start hook (Claude Code, Codex, Gemini CLI
+  with hooks registered) returns it as ``additionalContext`` (see :mod:`.hooks`);
+* ``typed``: otherwise it is queued as startup context (priority ``startup``,
+  source ``system``, ACK requested), typed first once the agent is ready, and
+  written to the instruction file if typing keeps failing, like any message.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..audit import AuditLog
+from ..config import ContinuityConfig
+from ..message import Message
+from ..paths import Paths
+from ..queue.sanitize import sanitize
+from ..terminal.proctree import alive
+from .collect import Collector, git_start, settle
+from .hooks import notes_file
+from .record import HandoffRecord
+from .render import render
+from .store import ContinuityStore, project_path
+
+
+@dataclass
+class Handoff:
+    """The context prepared for a launch: its ``text`` and where it came from."""
+
+    project: str
+    text: str
+    record: str  # the record id it was made from ("edited" for next.md)
+
+
+def store_for(paths: Paths, cfg: ContinuityConfig) -> ContinuityStore:
+    return ContinuityStore(paths, keep=max(1, cfg.keep))
+
+
+def previous(store: ContinuityStore, project: str) -> HandoffRecord | None:
+    rec = store.latest(project)
+    return settle(rec, alive) if rec is not None else None
+
+
+def prepare(paths: Paths, cfg: ContinuityConfig, cwd: Path, *, enabled: bool = True
+            ) -> Handoff | None:
+    """The handoff for a new session in ``cwd``, or None (off, or nothing to hand)."""
+    if not (enabled and cfg.enabled):
+        return None
+    store = store_for(paths, cfg)
+    project = project_path(cwd)
+    edited = store.edited(project)
+    if edited is not None and edited.strip():
+        text = sanitize(edited).text
+        data = text.encode("utf-8")[: cfg.max_bytes]
+        return Handoff(project, data.decode("utf-8", "ignore"), "edited")
+    rec = previous(store, project)
+    if rec is None:
+        return None
+    return Handoff(project, render(rec, cfg.max_bytes), rec.id)
+
+
+def begin(paths: Paths, cfg: ContinuityConfig, session: str, agent: str, cwd: Path,
+          started: float, handoff: Handoff | None, channels: list[str], *,
+          enabled: bool = True, typed: bool = True) -> HandoffRecord | None:
+    """The new session's first record; its handoff put on its channel (``typed``:
+    typing it is allowed; else without hooks it is only kept for ``context show``)."""
+    if not (enabled and cfg.enabled):
+        return None
+    store = store_for(paths, cfg)
+    project = project_path(cwd)
+    head, branch, untracked = git_start(project)
+    rec = HandoffRecord(project=project, session=session, agent=agent, started=started,
+                        git_base=head, git_branch=branch, git_untracked=untracked[:500],
+                        writer_pid=os.getpid(),
+                        handoff_from=handoff.record if handoff else "")
+    notes_file(paths, session).unlink(missing_ok=True)  # an earlier launch's notes
+    store.drop_handoff(session)
+    store.save(rec)
+    if handoff is not None:
+        channel = "hook" if "hooks" in channels else "typed" if typed else "none"
+        data: dict[str, Any] = {"text": handoff.text, "record": handoff.record,
+                                "project": project, "channel": channel, "at": time.time()}
+        if channel == "typed":
+            data["message"] = enqueue_typed(paths, session, handoff)
+        store.write_handoff(session, data)
+        if handoff.record == "edited":
+            store.drop_edited(project)  # used once
+        AuditLog(paths.audit_log).write(event="continuity_prepared", session=session,
+                                        channel=channel, record=handoff.record,
+                                        size=len(handoff.text.encode("utf-8")))
+    return rec
+
+
+def enqueue_typed(paths: Paths, session: str, handoff: Handoff) -> str:
+    """Queue the handoff as startup context, typed first, with an ACK asked."""
+    from ..config import load_config
+    from ..message import NewMessage, Priority, Source
+    from ..queue.sqlite import SQLiteMessageStore
+
+    cfg = load_config(paths, Path(handoff.project))
+    store = SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir)
+    try:
+        msg, _ = store.enqueue(
+            NewMessage(session=session, content=handoff.text, source=Source.SYSTEM,
+                       source_id=f"continuity:{handoff.record}", priority=Priority.STARTUP,
+                       ttl_s=cfg.limits.max_ttl_s, require_ack=True,
+                       metadata={"continuity": handoff.record}),
+            internal=True,
+        )
+    finally:
+        store.close()
+    return msg.id
+
+
+def collector(paths: Paths, cfg: ContinuityConfig, session: str, cwd: Path, started: float,
+              messages: Callable[[], list[Message]] | None, hooks: bool) -> Collector | None:
+    """The updater of the record ``begin`` wrote for this launch (None: there is none,
+    continuity being off for it)."""
+    if not cfg.enabled:
+        return None
+    store = store_for(paths, cfg)
+    probe = HandoffRecord(project=project_path(cwd), session=session, agent="", started=started)
+    rec = next((r for r in reversed(store.records(probe.project)) if r.id == probe.id), None)
+    if rec is None:
+        return None
+    return Collector(paths, store, rec, messages=messages, hooks=hooks,
+                     on_ready=lambda: type_if_not_handed(paths, store, session))
+
+
+def type_if_not_handed(paths: Paths, store: ContinuityStore, session: str) -> None:
+    """The agent is ready and its session-start hook never took the handoff (a hook
+    that did not run, an agent version without the event): type it instead."""
+    data = store.read_handoff(session)
+    if not data or data.get("channel") != "hook" or data.get("handed_at"):
+        return
+    handoff = Handoff(str(data.get("project", "")), str(data.get("text", "")),
+                      str(data.get("record", "")))
+    data["channel"] = "typed"
+    data["message"] = enqueue_typed(paths, session, handoff)
+    store.write_handoff(session, data)
+    AuditLog(paths.audit_log).write(event="continuity_prepared", session=session,
+                                    channel="typed", record=handoff.record,
+                                    note="the session-start hook did not take it")
+
+
+__all__ = ["Handoff", "begin", "collector", "enqueue_typed", "prepare", "previous", "store_for"]
