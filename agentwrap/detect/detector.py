@@ -75,6 +75,14 @@ HOOK_GRACE_MS = 1500
 HOOK_FRESH_S = 30.0
 
 
+class QuestionSource(Protocol):
+    """Exact text for the question read off the screen, where the agent's own hook
+    told it (:class:`agentwrap.sessions.hook_questions.HookQuestions`): the screen
+    still says a dialog is open and where the cursor is."""
+
+    def refine(self, question: Question) -> Question: ...
+
+
 class StructuredSource(Protocol):
     """An agent-published state (file, socket); None when unknown or stale."""
 
@@ -126,8 +134,10 @@ class Detector:
         structured: StructuredSource | None = None,
         clock: Callable[[], float] = time.monotonic,
         hooks: HookSource | None = None,
+        questions: QuestionSource | None = None,
     ) -> None:
         self.profile = profile
+        self.questions = questions
         self.structured = structured
         self.hooks = hooks
         self.clock = clock
@@ -139,6 +149,7 @@ class Detector:
         self.evidence = ""  # the screen line that decided the last verdict
         # What a waiting agent asks (read once per screen and dialog), else None.
         self.question: Question | None = None
+        self._screen_question: Question | None = None  # as read off the screen
         self._question_key: tuple[str, str] = ("", "")
 
     @property
@@ -182,8 +193,12 @@ class Detector:
                 self.draft = False
                 if self._question_key != (snap.digest, dialog.name):
                     self._question_key = (snap.digest, dialog.name)
-                    self.question = parse_question(text, dialog=dialog.name, kind=dialog.kind,
-                                                   subject=dialog.subject, tool=dialog.tool)
+                    self._screen_question = parse_question(
+                        text, dialog=dialog.name, kind=dialog.kind, subject=dialog.subject,
+                        tool=dialog.tool)
+                self.question = self._screen_question
+                if self.question is not None and self.questions is not None:
+                    self.question = self.questions.refine(self.question)
                 return self._set(
                     State.WAITING_INPUT, Signal.SCREEN, f"dialog:{dialog.name}", dialog.message,
                     _line_of(lines, m.start()), quiet, now,
