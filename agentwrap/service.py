@@ -22,7 +22,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -563,9 +563,10 @@ class Service:
     # --- answering the question a waiting agent shows ------------------------------------
 
     def answer(
-        self, session: str, *, option: int | str | None = None, options: list[int] | None = None,
-        text: str | None = None, deny: bool = False, question_id: str | None = None,
-        source: str = "cli",
+        self, session: str, *, option: int | str | None = None,
+        options: Sequence[int | str] | None = None, text: str | None = None,
+        deny: bool = False, question_id: str | None = None, source: str = "cli",
+        answers: Mapping[str, Any] | None = None,
     ) -> AnswerResult:
         """Store an answer to the question ``session``'s agent shows, and wake its
         supervisor, which types it with the agent's own keys only while the same
@@ -576,7 +577,8 @@ class Service:
         answer folder and the answer policy inside the supervisor use too.
         """
         return self.intake.answer(session, option=option, options=options, text=text,
-                                  deny=deny, question_id=question_id, source=source)
+                                  deny=deny, question_id=question_id, source=source,
+                                  answers=answers)
 
     @property
     def intake(self) -> AnswerIntake:

@@ -126,10 +126,11 @@ def test_labels_refusals_deny_and_free_text_on_a_choice(aw: AwEnv) -> None:
     refused(aw, ("--text", "ok\x1b[201~\rrm -rf /"), 65, "control characters")
     refused(aw, ("--text", "!rm -rf ~"), 65, "must not start with '!'")
     refused(aw, ("--text", "yes\nrm -rf ~"), 65, "line breaks")
-    refused(aw, ("--options", "1,2"), 65, "multi-select answers come next")
+    refused(aw, ("--options", "1,2"), 65, "answer only a multi-select question")
+    refused(aw, ("--answer", "Colour=1"), 65, "the question open is 'Database'")
     refused(aw, ("--option", "1", "--deny"), 2, "not allowed with")  # argparse: one of them
-    # a label by case-insensitive unique prefix
-    code, data, err = answer(aw, "--option", "post")
+    # a label by case-insensitive unique prefix; --answer HEADER=... for a question alone
+    code, data, err = answer(aw, "--answer", "database=post")
     assert code == 0 and data is not None and data["status"] == "applied", (data, err)
     assert choices(aw)[-1]["choice"] == "chose 2. Postgres"
     # deny: Esc
@@ -191,12 +192,12 @@ def test_the_supervisor_types_nothing_for_another_question(aw: AwEnv) -> None:
 # --- the HTTP endpoint, in process (no agent: the question is put in the registry) ----------
 
 
-def _waiting(paths: Paths, name: str) -> Question:
+def _waiting(paths: Paths, name: str, q: Question | None = None) -> Question:
     item = Item(question="Do you want to proceed?",
                 options=(Option("Yes", number=1), Option("No", number=2)))
-    q = Question(id=question_id("permission", (item,), "Bash", "touch x"), kind="permission",
-                 title="Bash command", questions=(item,), highlighted=1, tool="Bash",
-                 command="touch x", dialog="permission")
+    q = q or Question(id=question_id("permission", (item,), "Bash", "touch x"),
+                      kind="permission", title="Bash command", questions=(item,), highlighted=1,
+                      tool="Bash", command="touch x", dialog="permission")
     from agentwrap.sessions.registry import Registry
 
     reg = Registry(paths.db_path)
@@ -250,3 +251,51 @@ def test_http_answer_codes(aw: AwEnv, api: InProcess) -> None:
     (pub,) = public_events(ev)
     assert pub.type == "session.answered" and pub.data["answerId"] == out["id"]
     assert pub.data["status"] == "pending" and pub.data["source"] == "http"
+
+
+def _features_tab() -> Question:
+    """Claude's AskUserQuestion, two questions as tabs, the multi-select one open
+    (as read from tests/fixtures/screens/claude/waiting_input__ask-multi-select)."""
+    item = Item(question="Which features do you want?", multiSelect=True, options=(
+        Option("Search", number=1, checked=False), Option("Backups", number=2, checked=True),
+        Option("Metrics", number=3, checked=False), Option("Type something", number=4,
+                                                           checked=False),
+        Option("Chat about this", number=5)))
+    tabs = ("Database", "Features")
+    return Question(id=question_id("question", (item,), "AskUserQuestion", None, tabs),
+                    kind="choice", title="Which features do you want?", questions=(item,),
+                    highlighted=1, tool="AskUserQuestion", dialog="question", tabs=tabs)
+
+
+def test_http_multi_select_and_several_questions(aw: AwEnv, api: InProcess) -> None:
+    """What is stored for --options and --answer (the supervisor types it: see
+    tests/e2e/test_answering.py on the real Claude Code), and what is refused."""
+    register(aw, "cc", profile="claude")
+    q = _waiting(aw.paths, "cc", _features_tab())
+    url = "/api/sessions/cc/answer?wait=0"
+    r = api.post(url, json={"options": ["search", 3], "questionId": q.id})
+    assert r.status_code == 200, r.text
+    assert r.json()["answer"] == {"how": "options", "numbers": [1, 3],
+                                  "labels": ["Search", "Metrics"]}
+    assert r.json()["question"]["tabs"] == ["Database", "Features"]
+    r = api.post(url, json={"option": "Backups"})  # one option of a multi-select: tick only it
+    assert r.json()["answer"]["numbers"] == [2], r.text
+    r = api.post(url, json={"answers": {"database": "SQLite", "2": ["Search", 3]}})
+    assert r.status_code == 200, r.text
+    assert r.json()["answer"] == {"how": "answers", "tabs": ["Database", "Features"], "answers": [
+        {"tab": 0, "header": "Database", "values": ["SQLite"]},
+        {"tab": 1, "header": "Features", "values": ["Search", "3"]}]}
+    for bad, words in (
+            ({"options": [4]}, "not an option to tick"),  # "Type something": a text field
+            ({"options": [5]}, "not an option to tick"),
+            ({"options": [9]}, "no option 9"),
+            ({"options": []}, "no options given"),
+            ({"answers": {"Database": "SQLite"}}, "missing: Features"),
+            ({"answers": {"Database": 1, "Colour": 2}}, "no question 'Colour'"),
+            ({"answers": {"1": 1, "database": 2, "2": 1}}, "answered twice"),
+            ({"answers": {"Database": True, "Features": 1}}, ""),
+            ({"answers": {"Database": "ok\x1b[2J", "Features": 1}}, "")):
+        r = api.post(url, json=bad)
+        assert r.status_code == 400 and words in r.text, (bad, r.text)
+    r = api.post(url, json={"options": [1], "questionId": "0123456789ab"})
+    assert r.status_code == 409 and r.json()["error"] == "Stale answer", r.text

@@ -54,6 +54,11 @@ def test_parse_takes_exactly_the_documented_shapes() -> None:
     assert parse(b'{"answers": {"deny": true}}').answers == {"deny": True}
     assert parse('{"answers": {"text": "in memory ✓"}}'.encode()).answers == {
         "text": "in memory ✓"}
+    assert parse(b'{"answers": {"options": [1, "Metrics"]}}').answers == {
+        "options": [1, "Metrics"]}
+    several = b'{"answers": {"questions": {"Database": "SQLite", "Features": ["Search", 3]}}}'
+    assert parse(several).answers == {"questions": {"Database": "SQLite",
+                                                    "Features": ["Search", 3]}}
     for bad, words in ((b"", "not a JSON document"), (b"{", "not a JSON document"),
                        (b"[1]", "JSON object"), (b"\xff\xfe", "not a JSON document"),
                        (b'{"answers": {}}', "exactly one"),
@@ -61,6 +66,11 @@ def test_parse_takes_exactly_the_documented_shapes() -> None:
                        (b'{"answers": {"option": true}}', "number or a label"),
                        (b'{"answers": {"deny": false}}', "deny must be true"),
                        (b'{"answers": {"yes": 1}}', "unknown answer 'yes'"),
+                       (b'{"answers": {"options": []}}', "list of numbers or labels"),
+                       (b'{"answers": {"options": [true]}}', "list of numbers or labels"),
+                       (b'{"answers": {"questions": {}}}', "maps each question"),
+                       (b'{"answers": {"questions": {"A": [[1]]}}}', "maps each question"),
+                       (b'{"answers": {"questions": ["A"]}}', "maps each question"),
                        (b'{"answer": {"option": 1}}', "unknown key 'answer'"),
                        (b'{"questionId": 5, "answers": {"option": 1}}', "questionId"),
                        (b'{"answers": [1]}', 'needs "answers"'),

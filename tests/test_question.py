@@ -150,6 +150,13 @@ def test_descriptions_key_hints_headers_and_free_text() -> None:
         "Full-text search", "Nightly copies", "Prometheus", ""]  # "Submit" is a button
     ticked = read("claude", "ask-multi-select-checked").questions[0]
     assert [o.checked for o in ticked.options][:3] == [True, False, False]
+    # several questions as tabs: every header in order (the current tab shows only in
+    # colour); a box ticked is the same question; one question alone has no tab bar
+    tabbed = [read("claude", w) for w in ("ask-two-questions", "ask-multi-select",
+                                          "ask-multi-select-checked", "ask-submit-review")]
+    assert {q.tabs for q in tabbed} == {("Database", "Features")}
+    assert tabbed[1].id == tabbed[2].id and len({q.id for q in tabbed}) == 3
+    assert read("claude", "ask-user-question").tabs == ()
     codex = read("codex", "plan-mode-question", "80x24")
     assert [o.description for o in codex.questions[0].options][:2] == [
         "One file, no server", "A server"]

@@ -12,7 +12,14 @@ turn the supervisor hands it to :class:`Answerer`, which:
    y/n prompt (options with a key letter and no number, Aider) the letter and
    Enter; for ``deny`` the dialog's ``deny_keys``; for free text (only where
    the profile declares ``free_text = "option"``) the option that asks for
-   text, Enter, the text, Enter;
+   text, Enter, the text, Enter; for a multi-select question (``options``)
+   the dialog's ``toggle_key`` on each option whose box is not as wanted,
+   seeing the box change before going on, then ``next_key``; for every question
+   of a dialog shown as tabs (``answers``) first a look at every tab (``prev_key``
+   back to the first, ``next_key`` through them) so that each answer is matched
+   to the options its tab shows before anything is picked, then the same
+   again answering each tab, and on the review tab its ``submit_option``
+   (the key sequence is in ``patterns/claude.toml``);
 3. verifies: the dialog closed (the state leaves ``waiting_input`` or the agent
    asks something else) within ``verify_s`` -> ``applied``; else ``failed``
    with the screen's last lines as evidence.
@@ -29,9 +36,9 @@ from collections.abc import Callable
 
 from ..audit import AuditLog
 from ..detect.profiles import Dialog, Profile
-from ..detect.question import Question
+from ..detect.question import Item, Question, free_text_option, pick
 from ..detect.states import State
-from ..errors import AgentwrapError
+from ..errors import AgentwrapError, InvalidAnswer
 from ..paths import Paths
 from ..queue.answers import APPLIED, FAILED, STALE, Answer, AnswerStore
 from .seams import AnswerDriver
@@ -40,6 +47,7 @@ log = logging.getLogger("agentwrap.answering")
 
 POLL_S = 0.03
 KEY_GAP_S = 0.02  # between two key presses: a TUI reads each as its own event
+STEADY_S = 0.3  # the dialog unchanged this long: keys that change nothing have been read
 
 
 class _Outcome(Exception):
@@ -147,6 +155,12 @@ class Answerer:
             typed = f"{key!r} + Enter ({a.answer.get('label')})"
         elif how == "text" and dialog.free_text == "option":
             typed = self._free_text(sup, a, q)
+        elif how == "options" and dialog.toggle_key and dialog.next_key:
+            self._options_here(sup, a, q, dialog)
+            return
+        elif how == "answers" and dialog.toggle_key and dialog.next_key and dialog.prev_key:
+            self._every_tab(sup, a, q, dialog)
+            return
         else:
             raise _Outcome(FAILED, f"cannot type answer {dict(a.answer)!r} into dialog"
                            f" {dialog.name!r}")
@@ -158,10 +172,13 @@ class Answerer:
                 self._pause(sup, KEY_GAP_S * 2)
             sup.term.send_key(key)
 
-    def _move_to(self, sup: AnswerDriver, a: Answer, number: int) -> None:
-        """Arrows from the option under the cursor to ``number``, until the screen shows it."""
+    def _move_to(self, sup: AnswerDriver, a: Answer, number: int,
+                 look: Callable[[], Question] | None = None) -> None:
+        """Arrows from the option under the cursor to ``number``, until the screen shows it.
+        ``look``: the question on screen now (default: the one answered, else stale)."""
+        look = look or (lambda: self._live(sup, a))
         for _ in range(3):
-            q = self._live(sup, a)
+            q = look()
             if q.highlighted is None:
                 raise _Outcome(FAILED, "no cursor seen on the options; nothing was pressed")
             if q.highlighted == number:
@@ -172,7 +189,7 @@ class Answerer:
                 self._pause(sup, KEY_GAP_S)
             deadline = time.monotonic() + self.cursor_s
             while time.monotonic() < deadline:
-                q = self._live(sup, a)
+                q = look()
                 if q.highlighted == number:
                     return
                 sup.pump(POLL_S)
@@ -197,29 +214,234 @@ class Answerer:
         sup.term.send_key("Enter")
         return f"option {number} + Enter, {len(text)} characters of text + Enter"
 
+    # --- multi-select, and several questions as tabs --------------------------------------
+
+    def _options_here(self, sup: AnswerDriver, a: Answer, q: Question, dialog: Dialog) -> None:
+        """Tick exactly ``numbers`` on the multi-select question open, then go on
+        (``next_key``); a question shown alone is then submitted on the review."""
+        numbers = {int(n) for n in a.answer.get("numbers", ())}
+        self._tick(sup, a, lambda: self._live(sup, a), numbers, dialog)
+        typed = f"{dialog.toggle_key} on options {sorted(numbers)}, {dialog.next_key}"
+        self._live(sup, a)
+        sup.term.send_key(dialog.next_key)
+        if len(q.tabs) <= 1 and dialog.submit_option:  # one question: the review is next
+            review = self._next_tab(sup, a, q, dialog, typed)
+            if not self._is_review(review, dialog):
+                raise _Outcome(FAILED, f"typed {typed}, but no review followed:"
+                               f" {self._tail(sup)}")
+            self._submit(sup, a, review, dialog, typed)
+            self._verify(sup, a, f"{typed}; {dialog.submit_option} + Enter",
+                         question_id=review.id)
+            return
+        self._verify(sup, a, typed)
+
+    def _every_tab(self, sup: AnswerDriver, a: Answer, q: Question, dialog: Dialog) -> None:
+        """Answer every tab of the dialog, then submit on its review tab."""
+        tabs = q.tabs
+        given = {int(x["tab"]): [str(v) for v in x["values"]] for x in a.answer["answers"]}
+        if tuple(a.answer.get("tabs", ())) != tabs or sorted(given) != list(range(len(tabs))):
+            raise _Outcome(STALE, f"the dialog's questions are {list(tabs)} now, not"
+                           f" {a.answer.get('tabs')}; nothing was typed")
+        # 1. look at every tab: each answer matched to the options it shows
+        first = self._first_tab(sup, a, q, dialog, "")
+        plan: list[tuple[str, Item, list[int]]] = []
+        here = first
+        for i, header in enumerate(tabs):
+            if self._is_review(here, dialog):
+                raise _Outcome(FAILED, f"the review came after {i} of {len(tabs)} questions;"
+                               " nothing was answered")
+            item = here.questions[0]
+            plan.append((here.id, item, self._resolve(item, given[i], header)))
+            here = self._next_tab(sup, a, here, dialog, "", key=dialog.next_key)
+        if not self._is_review(here, dialog):
+            raise _Outcome(FAILED, "no review tab after the last question; nothing was"
+                           f" answered: {self._tail(sup)}")
+        # 2. back to the first tab, and answer each
+        here = self._first_tab(sup, a, here, dialog, "")
+        done: list[str] = []
+        for (qid, item, numbers), header in zip(plan, tabs, strict=True):
+            typed = "; ".join(done) or "nothing"
+            if here.id != qid:
+                raise _Outcome(FAILED, f"question {header!r} changed on screen after {typed}")
+            look = self._tab_look(sup, a, here.id, dialog, typed)
+            if item.multiSelect:
+                self._tick(sup, a, look, set(numbers), dialog)
+                key = dialog.next_key
+                done.append(f"{header}: {dialog.toggle_key} on {numbers}, {key}")
+            else:  # Enter answers a single-select tab and goes on by itself
+                self._move_to(sup, a, numbers[0], look)
+                look()
+                key = "Enter"
+                done.append(f"{header}: option {numbers[0]} + Enter")
+            here = self._next_tab(sup, a, here, dialog, "; ".join(done), key=key)
+        typed = "; ".join(done)
+        if not self._is_review(here, dialog):
+            raise _Outcome(FAILED, f"typed {typed}, but no review tab followed:"
+                           f" {self._tail(sup)}")
+        self._submit(sup, a, here, dialog, typed)
+        self._verify(sup, a, f"{typed}; {dialog.submit_option} + Enter", question_id=here.id)
+
+    def _resolve(self, item: Item, values: list[str], header: str) -> list[int]:
+        """The option numbers ``values`` name on this tab, or failed (nothing answered)."""
+        try:
+            chosen = [pick(item.options, v)[0] for v in values]
+        except InvalidAnswer as exc:
+            raise _Outcome(FAILED, f"question {header!r}: {exc.message}; nothing was"
+                           " answered") from None
+        if not item.multiSelect and len(chosen) != 1:
+            raise _Outcome(FAILED, f"question {header!r} takes one option, not {len(chosen)};"
+                           " nothing was answered")
+        for o in chosen:
+            if o.number is None or free_text_option(Item(item.question, options=(o,))) or (
+                    item.multiSelect and o.checked is None):
+                raise _Outcome(FAILED, f"question {header!r}: {o.label!r} cannot be picked"
+                               " from here; nothing was answered")
+        return sorted({o.number for o in chosen if o.number is not None})
+
+    def _is_review(self, q: Question, dialog: Dialog) -> bool:
+        return any(o.label == dialog.submit_option for o in q.questions[0].options)
+
+    def _in_dialog(self, sup: AnswerDriver, a: Answer, dialog: Dialog, tabs: tuple[str, ...],
+                   typed: str) -> Question:
+        """The question on screen, still a tab of the same dialog; else stale (nothing
+        typed yet) or failed (part of the answer was typed)."""
+        reading = sup.observe()
+        q = sup.detector.question
+        if reading.state is State.WAITING_INPUT and q is not None and q.dialog == dialog.name \
+                and q.tabs == tabs:
+            return q
+        now = f"{reading.state}" + (f", asking {q.id}" if q is not None else "")
+        if typed:
+            raise _Outcome(FAILED, f"typed {typed}, then the dialog went away (now {now})")
+        raise _Outcome(STALE, f"the dialog of question {a.question_id} went away (now {now});"
+                       " nothing was answered")
+
+    def _tab_look(self, sup: AnswerDriver, a: Answer, qid: str, dialog: Dialog,
+                  typed: str) -> Callable[[], Question]:
+        """A look that insists on one tab (question ``qid``) of the dialog."""
+        tabs = self._in_dialog(sup, a, dialog, tuple(a.answer.get("tabs", ())) or
+                               (sup.detector.question.tabs if sup.detector.question else ()),
+                               typed).tabs
+
+        def look() -> Question:
+            q = self._in_dialog(sup, a, dialog, tabs, typed)
+            if q.id != qid:
+                raise _Outcome(FAILED, f"typed {typed or 'nothing'}, then the question on"
+                               f" screen changed ({q.id}, not {qid})")
+            return q
+
+        return look
+
+    def _tick(self, sup: AnswerDriver, a: Answer, look: Callable[[], Question],
+              numbers: set[int], dialog: Dialog) -> None:
+        """Make exactly ``numbers`` ticked: the toggle key on each box that differs,
+        each change seen on screen before the next."""
+        for option in look().questions[0].options:
+            if option.checked is None or option.number is None:
+                continue
+            want = option.number in numbers
+            if option.checked == want:
+                continue
+            self._move_to(sup, a, option.number, look)
+            look()
+            sup.term.send_key(dialog.toggle_key)
+            n = option.number
+
+            def marked(n: int = n, want: bool = want) -> bool:
+                box = next((o for o in look().questions[0].options if o.number == n), None)
+                return box is not None and box.checked == want
+
+            if not self._wait(sup, marked, self.cursor_s):
+                raise _Outcome(FAILED, f"pressed {dialog.toggle_key} on option {n}, but its box"
+                               f" did not become {'ticked' if want else 'empty'}:"
+                               f" {self._tail(sup)}")
+
+    def _next_tab(self, sup: AnswerDriver, a: Answer, q: Question, dialog: Dialog, typed: str,
+                  *, key: str | None = None) -> Question:
+        """Press ``key`` (None: already pressed) and wait for the next tab of the same
+        dialog (another question id) to show."""
+        if key is not None:
+            sup.term.send_key(key)
+        seen: list[Question] = []
+
+        def moved() -> bool:
+            now = self._in_dialog(sup, a, dialog, q.tabs, typed)
+            if now.id != q.id:
+                seen.append(now)
+                return True
+            return False
+
+        if not self._wait(sup, moved, self.cursor_s * 2):
+            raise _Outcome(FAILED, f"typed {typed or 'nothing'}, but the dialog did not move"
+                           f" on from question {q.id}: {self._tail(sup)}")
+        return seen[-1]
+
+    def _first_tab(self, sup: AnswerDriver, a: Answer, q: Question, dialog: Dialog,
+                   typed: str) -> Question:
+        """``prev_key`` once per tab: from anywhere, the first question (the key does
+        nothing there), then the screen held still for a few looks."""
+        for i in range(len(q.tabs)):
+            if i:
+                self._pause(sup, KEY_GAP_S)
+            sup.term.send_key(dialog.prev_key)
+        last: list[str] = []
+        steady = time.monotonic()
+
+        def still() -> bool:
+            nonlocal steady
+            now = self._in_dialog(sup, a, dialog, q.tabs, typed)
+            if not last or last[-1] != now.id:
+                last.append(now.id)
+                steady = time.monotonic()
+            return time.monotonic() - steady >= STEADY_S
+
+        if not self._wait(sup, still, self.cursor_s * 2):
+            raise _Outcome(FAILED, f"the dialog kept changing after {dialog.prev_key}:"
+                           f" {self._tail(sup)}")
+        here = self._in_dialog(sup, a, dialog, q.tabs, typed)
+        if self._is_review(here, dialog):
+            raise _Outcome(FAILED, f"{dialog.prev_key} did not leave the review tab")
+        return here
+
+    def _submit(self, sup: AnswerDriver, a: Answer, review: Question, dialog: Dialog,
+                typed: str) -> None:
+        """On the review tab, the submit option + Enter."""
+        option = next((o for o in review.questions[0].options
+                       if o.label == dialog.submit_option), None)
+        if option is None or option.number is None:
+            raise _Outcome(FAILED, f"typed {typed}, but no {dialog.submit_option!r} on the"
+                           f" review: {self._tail(sup)}")
+        look = self._tab_look(sup, a, review.id, dialog, typed)
+        self._move_to(sup, a, option.number, look)
+        look()
+        sup.term.send_key("Enter")
+
     def _shows(self, sup: AnswerDriver, text: str) -> bool:
         sup.observe()
         return sup.snap is not None and text in sup.snap.text()
 
-    def _question_gone(self, sup: AnswerDriver, a: Answer) -> bool:
+    def _question_gone(self, sup: AnswerDriver, a: Answer, question_id: str | None = None) -> bool:
         reading = sup.observe()
         q = sup.detector.question
-        return reading.state is not State.WAITING_INPUT or q is None or q.id != a.question_id
+        return reading.state is not State.WAITING_INPUT or q is None \
+            or q.id != (question_id or a.question_id)
 
-    def _verify(self, sup: AnswerDriver, a: Answer, typed: str) -> None:
+    def _verify(self, sup: AnswerDriver, a: Answer, typed: str,
+                question_id: str | None = None) -> None:
         # Gone on two looks in a row: a frame caught half-redrawn (the dialog's
         # options not drawn yet) must not pass for a closed dialog.
         seen = [0]
 
         def closed() -> bool:
-            seen[0] = seen[0] + 1 if self._question_gone(sup, a) else 0
+            seen[0] = seen[0] + 1 if self._question_gone(sup, a, question_id) else 0
             return seen[0] >= 2
 
         if self._wait(sup, closed, self.verify_s):
             q = sup.detector.question
             now = f"{sup.reading.state}" + (f", asking {q.id}" if q is not None else "")
             raise _Outcome(APPLIED, f"typed {typed}; the dialog closed (now {now})")
-        raise _Outcome(FAILED, f"typed {typed}, but question {a.question_id} is still open after"
+        raise _Outcome(FAILED, f"typed {typed}, but question {question_id or a.question_id} is"
+                       " still open after"
                        f" {self.verify_s:.0f} s: {self._tail(sup)}")
 
     def _wait(self, sup: AnswerDriver, cond: Callable[[], bool], timeout: float = 2.0) -> bool:

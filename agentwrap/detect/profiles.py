@@ -100,6 +100,15 @@ class Dialog:
     # that asks for text, press Enter, type the text, press Enter).
     deny_keys: tuple[str, ...] = ("Escape",)
     free_text: str = ""
+    # Multi-select and several questions shown as tabs (Claude's AskUserQuestion):
+    # ``toggle_key`` ticks or unticks the option under the cursor, ``next_key`` /
+    # ``prev_key`` go to the next / previous tab (the one after the last question
+    # is a review), and the review's ``submit_option`` (a label) sends every
+    # answer. Empty: such answers are refused for this dialog.
+    toggle_key: str = ""
+    next_key: str = ""
+    prev_key: str = ""
+    submit_option: str = ""
 
 
 @dataclass(frozen=True)
@@ -520,6 +529,10 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
         tool=r.get("tool", str, None),
         deny_keys=r.strings("deny_keys", ["Escape"]),
         free_text=r.get("free_text", str, ""),
+        toggle_key=r.get("toggle_key", str, ""),
+        next_key=r.get("next_key", str, ""),
+        prev_key=r.get("prev_key", str, ""),
+        submit_option=r.get("submit_option", str, ""),
     )
     if dialog.kind not in QUESTION_KINDS:
         raise r._err("kind", f"must be one of {', '.join(QUESTION_KINDS)}, got {dialog.kind!r}")
@@ -528,6 +541,9 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
         raise r._err("deny_keys", f"must be key names from: {', '.join(sorted(KEYS))}")
     if dialog.free_text not in ("", "option"):
         raise r._err("free_text", f'must be "" or "option", got {dialog.free_text!r}')
+    for name in ("toggle_key", "next_key", "prev_key"):
+        if getattr(dialog, name) not in ("", *KEYS):
+            raise r._err(name, f"must be a key name from: {', '.join(sorted(KEYS))}")
     r.done()
     return dialog
 

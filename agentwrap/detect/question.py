@@ -38,6 +38,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from ..errors import InvalidAnswer
+
 QuestionKind = Literal["permission", "choice", "confirm", "trust", "text"]
 KINDS: tuple[QuestionKind, ...] = ("permission", "choice", "confirm", "trust", "text")
 
@@ -73,6 +75,11 @@ class Question:
     command: str | None = None
     dialog: str = ""  # the profile's dialog that matched
     source: str = "screen"  # or "hook": where it was read
+    # A dialog of several questions shown one tab at a time (Claude's
+    # AskUserQuestion: ``←  ☐ Database  ☐ Features  ✔ Submit  →``): every tab's
+    # header, in order, without the review tab. The tab on screen is the one in
+    # ``questions``; which of them it is shows only in colour, so it is not read.
+    tabs: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,7 +92,8 @@ class Question:
                  multiSelect=bool(i.get("multiSelect", False)))
             for i in data.get("questions", ())
         )
-        return Question(**{**data, "questions": items})
+        return Question(**{**data, "questions": items,
+                            "tabs": tuple(data.get("tabs", ()))})
 
 
 # --- reading the screen -------------------------------------------------------------------
@@ -234,10 +242,13 @@ def _paragraphs_above(lines: Sequence[str], first: int) -> tuple[list[list[str]]
     return paragraphs, title
 
 
-def _question_text(paragraphs: list[list[str]], width: int) -> tuple[str, str]:
-    """(header, question) from the paragraphs above the options; ``width``:
+def _question_text(
+    paragraphs: list[list[str]], width: int,
+) -> tuple[str, str, tuple[str, ...]]:
+    """(header, question, tabs) from the paragraphs above the options; ``width``:
     the screen's, to tell a line the terminal wrapped from one that ended."""
     header = ""
+    tabs: tuple[str, ...] = ()
     cleaned: list[list[str]] = []
     for para in paragraphs:
         kept = []
@@ -247,22 +258,25 @@ def _question_text(paragraphs: list[list[str]], width: int) -> tuple[str, str]:
             h = _HEADER.match(line)
             if h and not header:
                 marks = re.split(r"\s*[☐☒✔✓□■]\s*", h["headers"])
-                names = [n.strip() for n in marks if n.strip() and n.strip() != "Submit"]
+                names = [n.strip(" →") for n in marks]
+                names = [n for n in names if n and n != "Submit"]
                 header = names[0] if len(names) == 1 else ""
+                if "Submit" in h["headers"] or line.lstrip().startswith("←"):
+                    tabs = tuple(names)  # a tab bar, not one question's header
                 continue
             kept.append(line)
         if kept:
             cleaned.append(kept)
     asking = next((p for p in cleaned if any("?" in line for line in p)), None)
     if asking is None:
-        return header, " ".join(cleaned[0]) if cleaned else ""
+        return header, " ".join(cleaned[0]) if cleaned else "", tabs
     if "?" in asking[-1]:  # the line that asks (with what wrapped into it), not those before
         start = len(asking) - 1
         while start > 0 and len(asking[start - 1]) >= width - 24 \
                 and not re.search(r"[.:?!]$", asking[start - 1]):
             start -= 1
         asking = asking[start:]
-    return header, " ".join(asking)
+    return header, " ".join(asking), tabs
 
 
 def parse_question(
@@ -282,9 +296,10 @@ def parse_question(
     item: Item
     highlighted: int | None
     title: str
+    tabs: tuple[str, ...] = ()
     if draft is not None:
         paragraphs, title = _paragraphs_above(lines, draft.first)
-        header, question = _question_text(paragraphs, max(len(line) for line in lines))
+        header, question, tabs = _question_text(paragraphs, max(len(line) for line in lines))
         multi = any(o.checked is not None for o in draft.options)
         item = Item(question=question, header=header, options=tuple(draft.options),
                     multiSelect=multi)
@@ -312,9 +327,9 @@ def parse_question(
         tool = (groups.get("tool") or "").strip() or tool
         command = (groups.get("command") or groups.get("file") or "").strip() or None
     return Question(
-        id=question_id(dialog, (item,), tool, command), kind=_kind(kind), title=title or item.question,
-        questions=(item,), highlighted=highlighted, free_text_allowed=free, tool=tool,
-        command=command, dialog=dialog,
+        id=question_id(dialog, (item,), tool, command, tabs), kind=_kind(kind),
+        title=title or item.question, questions=(item,), highlighted=highlighted,
+        free_text_allowed=free, tool=tool, command=command, dialog=dialog, tabs=tabs,
     )
 
 
@@ -322,6 +337,36 @@ def free_text_option(item: Item) -> Option | None:
     """The option that asks for free text ("Type something.", "No, and tell Claude what
     to do differently"), if the question has one."""
     return next((o for o in item.options if _FREE_TEXT.search(o.label)), None)
+
+
+def pick(options: tuple[Option, ...], wanted: int | str) -> tuple[Option, int]:
+    """The option a person named, and its 1-based position: a number as shown
+    (for options shown without numbers, their position), else a label: exact,
+    then case-insensitive, then a case-insensitive unique prefix."""
+    shown = ", ".join(f"{o.number or i}. {o.label}" for i, o in enumerate(options, start=1))
+    if isinstance(wanted, str) and wanted.strip().isdigit():
+        wanted = int(wanted.strip())
+    if isinstance(wanted, int) and not isinstance(wanted, bool):
+        for i, o in enumerate(options, start=1):
+            if (o.number if o.number is not None else i) == wanted:
+                return o, i
+        raise InvalidAnswer(f"the question has no option {wanted} (options: {shown})")
+    if not isinstance(wanted, str) or not wanted.strip():
+        raise InvalidAnswer(f"an option is a number or a label, not {wanted!r}")
+    name = wanted.strip()
+    for exact in ([(o, i) for i, o in enumerate(options, start=1) if o.label == name],
+                  [(o, i) for i, o in enumerate(options, start=1)
+                   if o.label.casefold() == name.casefold()]):
+        if len(exact) == 1:
+            return exact[0]
+    prefix = [(o, i) for i, o in enumerate(options, start=1)
+              if o.label.casefold().startswith(name.casefold())]
+    if len(prefix) == 1:
+        return prefix[0]
+    if prefix:
+        raise InvalidAnswer(f"{name!r} could be any of: {', '.join(o.label for o, _ in prefix)}",
+                            hint="type more of the label, or its number")
+    raise InvalidAnswer(f"the question has no option {name!r} (options: {shown})")
 
 
 def _kind(kind: str) -> QuestionKind:
@@ -333,12 +378,16 @@ def _kind(kind: str) -> QuestionKind:
 
 def question_id(
     dialog: str, items: Sequence[Item], tool: str | None = None, command: str | None = None,
+    tabs: Sequence[str] = (),
 ) -> str:
-    """Stable for one question whatever the cursor does; new when anything asked changes."""
-    content = {
+    """Stable for one question whatever the cursor does (or which boxes are ticked);
+    new when anything asked changes."""
+    content: dict[str, Any] = {
         "dialog": dialog, "tool": tool, "command": command,
         "items": [[i.question, i.header, [o.label for o in i.options], i.multiSelect]
                   for i in items],
     }
+    if tabs:
+        content["tabs"] = list(tabs)
     digest = hashlib.sha256(json.dumps(content, ensure_ascii=False).encode("utf-8"))
     return digest.hexdigest()[:12]

@@ -11,11 +11,16 @@ The file (``*.json``, UTF-8, at most :data:`MAX_BYTES`)::
     {"answers": {"option": "Yes, and don't ask again"}}
     {"answers": {"deny": true}}
     {"answers": {"text": "Use SQLite, in memory"}}
+    {"answers": {"options": [1, "Metrics"]}}
+    {"answers": {"questions": {"Database": "SQLite", "Features": ["Search", 3]}}}
 
 ``answers`` holds exactly one of ``option`` (the number shown, or a label:
-exact, then a case-insensitive unique prefix), ``deny`` (true: the dialog's
-own way to say no, usually Esc) or ``text`` (free text, where the question
-offers it). ``questionId`` (``agentwrap state NAME --json``: ``question.id``)
+exact, then a case-insensitive unique prefix), ``options`` (a multi-select
+question: the options to tick, numbers or labels), ``questions`` (a dialog of
+several questions: each question's header or number -> its option, or a list
+of options where it is multi-select; like ``agentwrap answer --answer``),
+``deny`` (true: the dialog's own way to say no, usually Esc) or ``text`` (free
+text, where the question offers it). ``questionId`` (``agentwrap state NAME --json``: ``question.id``)
 is optional but recommended: with it, an answer meant for a question the agent
 no longer asks is refused (``StaleAnswer``) instead of answering the next one.
 No other keys are taken: a typo must not go unnoticed.
@@ -66,7 +71,8 @@ MAX_BYTES = 64 * 1024
 SUFFIX = ".json"
 REJECTED, ERROR = ".rejected", ".error"
 _TOP_KEYS = frozenset({"questionId", "answers"})
-_ANSWER_KEYS = ("option", "options", "text", "deny")
+_ANSWER_KEYS = ("option", "options", "questions", "text", "deny")
+_KNOWN = ", ".join(_ANSWER_KEYS)
 
 
 @dataclass(frozen=True)
@@ -103,22 +109,31 @@ def parse(data: bytes) -> FileAnswer:
                             ' {"deny": true} or {"text": "..."}')
     unknown = sorted(set(answers) - set(_ANSWER_KEYS))
     if unknown:
-        raise InvalidAnswer(f"unknown answer {unknown[0]!r} (one of: option, deny, text)")
+        raise InvalidAnswer(f"unknown answer {unknown[0]!r} (one of: {_KNOWN})")
     if len(answers) != 1:
-        raise InvalidAnswer("answers holds exactly one of: option, deny, text")
+        raise InvalidAnswer(f"answers holds exactly one of: {_KNOWN}")
     ((key, value),) = answers.items()
     if key == "option" and (isinstance(value, bool) or not isinstance(value, (int, str))):
         raise InvalidAnswer(f"option is a number or a label, not {value!r}")
-    if key == "options" and not (isinstance(value, list)
-                                 and all(isinstance(v, int) and not isinstance(v, bool)
-                                         for v in value)):
-        raise InvalidAnswer(f"options is a list of numbers, not {value!r}")
+    if key == "options" and not _choices(value):
+        raise InvalidAnswer(f"options is a list of numbers or labels, not {value!r}")
+    if key == "questions" and not (isinstance(value, dict) and value and all(
+            isinstance(k, str) and (_choices(v) or _choices([v])) for k, v in value.items())):
+        raise InvalidAnswer(f"questions maps each question (its header or number) to an option"
+                            f" or a list of options, not {value!r}",
+                            hint='e.g. {"questions": {"Database": "SQLite", "Features": [1, 3]}}')
     if key == "text" and not isinstance(value, str):
         raise InvalidAnswer(f"text is a string, not {value!r}")
     if key == "deny" and value is not True:
         raise InvalidAnswer(f"deny must be true, not {value!r}",
                             hint="to say yes, pick the option: {\"option\": 1}")
     return FileAnswer(dict(answers), qid.strip() if isinstance(qid, str) else None)
+
+
+def _choices(value: Any) -> bool:
+    """A non-empty list of option numbers or labels."""
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(v, (int, str)) and not isinstance(v, bool) for v in value)
 
 
 def is_answer_file(name: str) -> bool:
@@ -294,6 +309,8 @@ class AnswerFolder:
 def _arguments(found: FileAnswer) -> dict[str, Any]:
     """The intake's keyword for the file's one answer."""
     ((key, value),) = found.answers.items()
+    if key == "questions":
+        return {"answers": value}
     return {key: True if key == "deny" else value}
 
 

@@ -13,14 +13,15 @@ or a policy can never get an answer through that the CLI would refuse.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..audit import AuditLog
 from ..detect.neutralise import live_tokens
-from ..detect.profiles import Profile
-from ..detect.question import Option, Question, free_text_option
+from ..detect.profiles import Dialog, Profile
+from ..detect.question import Item, Option, Question, free_text_option
+from ..detect.question import pick as pick_option
 from ..errors import InvalidAnswer, NoOpenQuestion, SessionNotRunning, StaleAnswer
 from ..paths import Paths
 from ..queue.answers import Answer, AnswerStore
@@ -59,18 +60,25 @@ class AnswerIntake:
         self._profile = profile
 
     def answer(
-        self, session: str, *, option: int | str | None = None, options: list[int] | None = None,
-        text: str | None = None, deny: bool = False, question_id: str | None = None,
-        source: str = "cli", rule: str | None = None,
+        self, session: str, *, option: int | str | None = None,
+        options: Sequence[int | str] | None = None, text: str | None = None,
+        deny: bool = False, question_id: str | None = None, source: str = "cli",
+        rule: str | None = None, answers: Mapping[str, Any] | None = None,
     ) -> AnswerResult:
         """Store an answer to the question ``session``'s agent shows, and wake its
         supervisor, which types it with the agent's own keys only while the same
         question is open.
 
         Exactly one of ``option`` (its number as shown, or its label: exact, then
-        a case-insensitive unique prefix), ``options`` (multi-select: not yet),
-        ``text`` (free text, where the question and the profile take it) or
-        ``deny``. ``question_id``: the question this answers; another one open
+        a case-insensitive unique prefix), ``options`` (several of a multi-select
+        question's options, each a number or a label: exactly these end up ticked,
+        then the dialog moves on), ``answers`` (every question of a dialog of
+        several, shown as tabs: tab header or 1-based number -> an option, or a list
+        of options for a multi-select tab; the review's submit is pressed at the
+        end), ``text`` (free text, where the question and the profile take it) or
+        ``deny``. The options of the tabs not on screen are only known once the
+        supervisor has looked at each tab: a label none of them has fails there,
+        before anything is ticked or picked. ``question_id``: the question this answers; another one open
         is :class:`StaleAnswer`. ``rule``: the policy rule that chose it (source
         ``policy``), kept in the audit line. Nothing is stored when a check
         fails; an accepted answer leaves an audit line (never the text).
@@ -78,9 +86,10 @@ class AnswerIntake:
         rec = self.registry.get(session)
         if rec.ended is not None:
             raise SessionNotRunning(f"session {session!r} has ended; nobody asks anything")
-        given = [option is not None, options is not None, text is not None, bool(deny)]
+        given = [option is not None, options is not None, text is not None, bool(deny),
+                 answers is not None]
         if sum(given) != 1:
-            raise InvalidAnswer("give exactly one of: an option, options, text, deny",
+            raise InvalidAnswer("give exactly one of: an option, options, answers, text, deny",
                                 hint="e.g. `agentwrap answer NAME --option 1`")
         if rec.state != "waiting_input" or rec.question is None:
             why = (f"is {rec.state} ({rec.state_reason})" if rec.state != "waiting_input"
@@ -102,10 +111,15 @@ class AnswerIntake:
                                 hint=f"`agentwrap attach {session}`")
         item = question.questions[0]
         payload: dict[str, Any]
-        if options is not None or (item.multiSelect and option is not None):
-            raise InvalidAnswer("multi-select answers come next; answer this one in the terminal",
-                                hint=f"`agentwrap attach {session}`")
-        if deny:
+        if answers is not None and not question.tabs:  # one question: its own answer
+            (option, options), answers = self._single(question, answers), None
+        if item.multiSelect and option is not None:
+            options, option = [option], None
+        if options is not None:
+            payload = multi_select(question, list(options), dialog, session)
+        elif answers is not None:
+            payload = tabbed(question, answers, dialog, session)
+        elif deny:
             payload = {"how": "deny"}
         elif option is not None:
             chosen, position = pick(item.options, option)
@@ -137,36 +151,104 @@ class AnswerIntake:
         notify(self.paths, session)
         return AnswerResult(stored, question, supervised=rec.liveness != "stale")
 
+    @staticmethod
+    def _single(question: Question, answers: Mapping[str, Any]) -> tuple[Any, Any]:
+        """``answers`` for a question shown alone: (option, options) of its one answer."""
+        item = question.questions[0]
+        if len(answers) != 1:
+            raise InvalidAnswer(f"the agent asks one question; answers names {len(answers)}",
+                                hint="answer it with an option (--option N)")
+        ((key, value),) = answers.items()
+        if str(key).strip() not in ("1", item.header) and str(key).strip().casefold() not in (
+                item.header.casefold(), item.question.casefold()):
+            raise InvalidAnswer(f"the question open is {item.header or item.question!r},"
+                                f" not {key!r}")
+        if isinstance(value, list):
+            return (value[0], None) if len(value) == 1 and not item.multiSelect else (None, value)
+        return value, None
+
+
+def _dialog_keys(dialog: Dialog | None, session: str, *, tabs: bool) -> Dialog:
+    if dialog is None or not dialog.toggle_key or (tabs and not (
+            dialog.next_key and dialog.prev_key and dialog.submit_option)):
+        raise InvalidAnswer("agentwrap does not know this dialog's keys for multi-select or"
+                            " several questions: answer it in the terminal",
+                            hint=f"`agentwrap attach {session}`")
+    return dialog
+
+
+def multi_select(
+    question: Question, wanted: list[int | str], dialog: Dialog | None, session: str,
+) -> dict[str, Any]:
+    """The payload that ticks exactly ``wanted`` on the multi-select question open."""
+    item = question.questions[0]
+    if not item.multiSelect:
+        raise InvalidAnswer("several options answer only a multi-select question; this one"
+                            " takes one (--option)")
+    _dialog_keys(dialog, session, tabs=True)
+    if not wanted:
+        raise InvalidAnswer("no options given", hint="e.g. --options 1,3")
+    chosen = [pick(item.options, w)[0] for w in wanted]
+    for o in chosen:
+        if o.checked is None or free_text_option(Item(item.question, options=(o,))):
+            raise InvalidAnswer(f"{o.label!r} is not an option to tick here")
+    numbers = sorted({o.number for o in chosen if o.number is not None})
+    return {"how": "options", "numbers": numbers,
+            "labels": [o.label for o in item.options if o.number in numbers]}
+
+
+def tabbed(
+    question: Question, answers: Mapping[str, Any], dialog: Dialog | None, session: str,
+) -> dict[str, Any]:
+    """The payload that answers every tab of a dialog of several questions: each
+    tab's answer kept as given (its options are read once its tab is on screen)."""
+    _dialog_keys(dialog, session, tabs=True)
+    tabs = question.tabs
+    found: dict[int, list[str]] = {}
+    for key, value in answers.items():
+        name = _label_text(str(key)).strip()
+        if name.isdigit() and 1 <= int(name) <= len(tabs):
+            index = int(name) - 1
+        else:
+            same = [i for i, t in enumerate(tabs) if t.casefold() == name.casefold()]
+            if len(same) != 1:
+                raise InvalidAnswer(f"the dialog has no question {name!r} (its questions:"
+                                    f" {', '.join(f'{i}. {t}' for i, t in enumerate(tabs, 1))})",
+                                    hint="name a question by its header or its number")
+            index = same[0]
+        if index in found:
+            raise InvalidAnswer(f"question {tabs[index]!r} is answered twice")
+        values = value if isinstance(value, list) else [value]
+        if not values or any(isinstance(v, bool) or not isinstance(v, (int, str))
+                             or not str(v).strip() for v in values):
+            raise InvalidAnswer(f"the answer to {tabs[index]!r} is an option's number or"
+                                f" label, or a list of them, not {value!r}")
+        for v in values:
+            _label_text(str(v))
+        found[index] = [str(v).strip() for v in values]
+    missing = [t for i, t in enumerate(tabs) if i not in found]
+    if missing:
+        raise InvalidAnswer(f"every question needs an answer; missing: {', '.join(missing)}",
+                            hint="e.g. --answer 'Database=SQLite' --answer 'Features=1,3'")
+    return {"how": "answers", "tabs": list(tabs),
+            "answers": [{"tab": i, "header": tabs[i], "values": found[i]} for i in sorted(found)]}
+
 
 def pick(options: tuple[Option, ...], wanted: int | str) -> tuple[Option, int]:
-    """The option a person named, and its 1-based position: a number as shown
-    (for options shown without numbers, their position), else a label: exact,
-    then case-insensitive, then a case-insensitive unique prefix."""
-    shown = ", ".join(f"{o.number or i}. {o.label}" for i, o in enumerate(options, start=1))
-    if isinstance(wanted, str) and wanted.strip().isdigit():
-        wanted = int(wanted.strip())
-    if isinstance(wanted, int) and not isinstance(wanted, bool):
-        for i, o in enumerate(options, start=1):
-            if (o.number if o.number is not None else i) == wanted:
-                return o, i
-        raise InvalidAnswer(f"the question has no option {wanted} (options: {shown})")
-    if not isinstance(wanted, str) or not wanted.strip():
-        raise InvalidAnswer(f"an option is a number or a label, not {wanted!r}")
-    check_text(wanted)
-    name = wanted.strip()
-    for exact in ([(o, i) for i, o in enumerate(options, start=1) if o.label == name],
-                  [(o, i) for i, o in enumerate(options, start=1)
-                   if o.label.casefold() == name.casefold()]):
-        if len(exact) == 1:
-            return exact[0]
-    prefix = [(o, i) for i, o in enumerate(options, start=1)
-              if o.label.casefold().startswith(name.casefold())]
-    if len(prefix) == 1:
-        return prefix[0]
-    if prefix:
-        raise InvalidAnswer(f"{name!r} could be any of: {', '.join(o.label for o, _ in prefix)}",
-                            hint="type more of the label, or its number")
-    raise InvalidAnswer(f"the question has no option {name!r} (options: {shown})")
+    """:func:`agentwrap.detect.question.pick`, after the label is checked as text."""
+    if isinstance(wanted, str) and not wanted.strip().isdigit():
+        _label_text(wanted)
+    return pick_option(options, wanted)
+
+
+def _label_text(text: str) -> str:
+    """An option's label or a question's header as a person names it: plain text
+    on one line (it is only compared, never typed, but it is shown and logged)."""
+    check_text(text)
+    if sanitize(text).text != text or "\n" in text or "\r" in text or len(text) > 200:
+        raise InvalidAnswer("an option or question is named with at most 200 characters of"
+                            " plain text on one line")
+    return text
 
 
 def answer_text(text: str, profile: Profile) -> str:

@@ -15,6 +15,7 @@ KEYS: dict[str, bytes] = {
     "C-m": b"\r",
     "C-j": b"\n",
     "Tab": b"\t",
+    "Space": b" ",
     "BTab": b"\x1b[Z",
     "Escape": b"\x1b",
     "M-Enter": b"\x1b\r",

@@ -215,13 +215,22 @@ def capture(s: AgentSession, desc: str) -> None:
         (Path(where) / f"waiting_input__{desc}__160x45.{ext}").write_text(text)
 
 
+def answered_by_claude(result: str) -> str:
+    """The answers part of Claude's AskUserQuestion tool result, unescaped:
+    'Your questions have been answered: "Q1"="A", "Q2"="B, C". ...'."""
+    text = json.loads(result) if result.startswith('"') else result
+    text = text if isinstance(text, str) else json.dumps(text, ensure_ascii=False)
+    return text.replace('\\"', '"')
+
+
 def test_claude_ask_user_question_two_questions(make_session: Make) -> None:
-    """AskUserQuestion, two questions, the second multi-select. The single-select
-    tab is answered by label with `agentwrap answer`; the multi-select one takes
-    Space on each option to tick, then Tab to the review tab (`agentwrap answer`
-    refuses multi-select for now, so a person's keys do it here); the review
-    tab's "Submit answers" is answered by label again. The model gets exactly
-    the two answers."""
+    """AskUserQuestion, two questions shown as tabs, the second multi-select,
+    answered in one `agentwrap answer --answer ... --answer ...`. Before that, a
+    person ticked "Backups" on the second tab by hand and left the dialog there:
+    agentwrap goes back to the first tab, looks at both, picks SQLite, ticks
+    exactly Search and Metrics (unticking Backups), and submits the review. An
+    answer naming an old question id is refused first, and nothing is typed. The
+    model's next request carries exactly the chosen answers."""
     s = make_session("claude")
     s.start()
     s.wait_state("ready", timeout=90)
@@ -230,37 +239,67 @@ def test_claude_ask_user_question_two_questions(make_session: Make) -> None:
     q = wait_question(s)
     capture(s, "ask-two-questions")
     (item,) = q["questions"]
-    assert (q["kind"], q["tool"], item["question"], item["multiSelect"]) == (
-        "choice", "AskUserQuestion", "Which database should I use?", False), q
+    assert (q["kind"], q["tool"], item["question"], item["multiSelect"], q["tabs"]) == (
+        "choice", "AskUserQuestion", "Which database should I use?", False,
+        ["Database", "Features"]), q
     assert [o["label"] for o in item["options"]][:2] == ["SQLite", "Postgres"]
     seen = len(main_requests(s))
-    code, out = answer(s, "--option", "sqlite", "--question", q["id"])  # a label's prefix
-    assert code == 0 and out["status"] == "applied", out
 
-    second = s.wait_until(lambda: (st := s.state())["question"] and st["question"]["id"] != q["id"]
-                          and st["question"], 30, "the second question")
-    capture(s, "ask-multi-select")
+    s.press("Tab", "Down", "Space")  # a person: to Features, ticks 2. Backups
+    second = s.wait_until(
+        lambda: (st := s.state())["question"] and st["question"]["id"] != q["id"]
+        and st["question"]["questions"][0]["options"][1]["checked"] and st["question"],
+        30, "Backups ticked on the second tab")
     (item,) = second["questions"]
     assert item["question"] == "Which features do you want?" and item["multiSelect"], second
-    assert [(o["label"], o["checked"]) for o in item["options"]][:3] == [
-        ("Search", False), ("Backups", False), ("Metrics", False)], second
-    code, out = answer(s, "--option", "Search", "--question", second["id"])
-    assert code == 65, out  # multi-select: not typed by agentwrap yet
+    assert second["tabs"] == ["Database", "Features"]
+
+    code, out = answer(s, "--answer", "Database=SQLite", "--answer", "Features=1,3",
+                       "--question", q["id"])  # the first tab's id: not the one open now
+    assert code == 5, out
     assert s.state()["question"]["id"] == second["id"]
 
-    s.press("Space")  # ticks the option under the cursor (1. Search)
-    s.wait_until(lambda: s.state()["question"]["questions"][0]["options"][0]["checked"], 10,
-                 "Search ticked")
-    capture(s, "ask-multi-select-checked")
-    s.press("Tab")  # the next tab: the review of both answers
-    review = s.wait_until(
-        lambda: (st := s.state())["question"] and st["question"]["title"]
-        == "Ready to submit your answers?" and st["question"], 10, "the review tab")
-    capture(s, "ask-submit-review")
-    code, out = answer(s, "--option", "Submit answers", "--question", review["id"])
-    assert code == 0 and out["status"] == "applied", out
-    result = next_tool_result(s, seen)
+    started = time.monotonic()
+    code, out = answer(s, "--answer", "database=sql", "--answer", "Features=Search,3",
+                       "--question", second["id"], timeout=60)
+    print(f"claude: both questions answered in {time.monotonic() - started:.2f} s:"
+          f" {out.get('detail')}")
+    assert code == 0 and out["status"] == "applied", (out, s.screen())
+    assert out["answer"]["answers"] == [
+        {"tab": 0, "header": "Database", "values": ["sql"]},
+        {"tab": 1, "header": "Features", "values": ["Search", "3"]}], out
+    result = answered_by_claude(next_tool_result(s, seen))
     print(f"claude: AskUserQuestion result {result}")
-    assert ('\\"Which database should I use?\\"=\\"SQLite\\", '
-            '\\"Which features do you want?\\"=\\"Search\\".') in result, result
+    assert ('"Which database should I use?"="SQLite", '
+            '"Which features do you want?"="Search, Metrics".') in result, result
+    s.wait_state("ready", timeout=60)
+
+
+ASK_FEATURES = {"questions": [ASK_TWO["questions"][1]]}
+
+
+def test_claude_multi_select_through_the_answer_folder(make_session: Make) -> None:
+    """One multi-select question (Claude still shows a tab bar and a review):
+    the options to tick, by label and number, in a file dropped in the
+    session's answer folder. agentwrap ticks them, goes on to the review and
+    submits it; the model gets exactly those options."""
+    s = make_session("claude")
+    s.start()
+    s.wait_state("ready", timeout=90)
+    prompt = f"[[call: AskUserQuestion {json.dumps(ASK_FEATURES)}]] Pick features"
+    assert s.send(prompt, "--raw", "--wait", "--timeout", "90").returncode == 0
+    q = wait_question(s)
+    (item,) = q["questions"]
+    assert item["multiSelect"] and q["tabs"] == ["Features"], q
+    seen = len(main_requests(s))
+    folder = Path(s.cli_json("state", s.name)["answer_dir"])
+    doc = {"questionId": q["id"], "answers": {"options": ["Backups", 3]}}
+    tmp = folder / ".answer.tmp"
+    tmp.write_text(json.dumps(doc))
+    tmp.rename(folder / "answer.json")
+    s.wait_until(lambda: not (folder / "answer.json").exists(), 30, "the file taken")
+    assert not list(folder.glob("*.rejected")), list(folder.iterdir())
+    result = answered_by_claude(next_tool_result(s, seen))
+    print(f"claude (file): AskUserQuestion result {result}")
+    assert '"Which features do you want?"="Backups, Metrics".' in result, result
     s.wait_state("ready", timeout=60)

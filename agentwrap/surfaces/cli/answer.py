@@ -18,12 +18,21 @@ from .common import _emit_json, _service, err, out
 
 EXIT_TIMEOUT = 124
 
-HELP = "answer the question a waiting agent shows (an option, text, or deny)"
+HELP = "answer the question a waiting agent shows (options, several questions, text, deny)"
 DESCRIPTION = (
     "Answer the question the session's agent is waiting on (`agentwrap state NAME`\n"
     "shows it, with its options and id). The answer is typed with the agent's own\n"
     "keys, only while that same question is open, and the dialog closing is checked\n"
-    "on screen. Give exactly one of --option, --options, --text, --deny."
+    "on screen. Give exactly one of --option, --options, --answer (repeated), --text,\n"
+    "--deny.\n"
+    "\n"
+    "Several questions in one dialog (Claude Code's AskUserQuestion shows them as\n"
+    "tabs: `state` lists their headers under tabs) are answered together, one\n"
+    "--answer QUESTION=CHOICE per question: QUESTION is the header or its number\n"
+    "(1 = first tab), CHOICE an option's number or label, or for a multi-select\n"
+    "question several separated by commas (exactly those end up ticked). Every\n"
+    "question needs one. agentwrap first looks at every tab, so a label no tab has\n"
+    "fails before anything is picked, then answers each and submits the review."
 )
 EPILOG = """\
 exit status:
@@ -40,6 +49,10 @@ examples:
   agentwrap answer api --option 2
   agentwrap answer api --option "Yes, and don't ask again"   # a label, or a unique prefix
   agentwrap answer api --option yes --question 3f2a9c0d1e4b  # only if still that question
+  agentwrap answer api --options 1,3           # a multi-select question: tick 1 and 3
+  agentwrap answer api --options Search,Metrics
+  agentwrap answer api --answer Database=SQLite --answer Features=1,3
+  agentwrap answer api --answer 1=2 --answer 2=Search,Metrics   # questions by number
   agentwrap answer api --deny                  # Esc (the profile's deny keys)
   agentwrap answer api --text "use SQLite" --json"""
 
@@ -52,7 +65,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     what.add_argument("--option", metavar="N|LABEL",
                       help="the option's number as shown, or its label (exact, or a unique prefix)")
     what.add_argument("--options", metavar="N,M",
-                      help="several options of a multi-select question (not supported yet)")
+                      help="a multi-select question: the options to tick (numbers or labels,"
+                      " comma-separated); the others end up unticked")
+    what.add_argument("--answer", metavar="QUESTION=CHOICE", action="append", dest="answers",
+                      help="a dialog of several questions: one per question (header or number ="
+                      " option, or options comma-separated for a multi-select one); repeat")
     what.add_argument("--text", help="free text, where the question takes it (one plain line)")
     what.add_argument("--deny", action="store_true", help="dismiss the dialog (Esc, or the"
                       " profile's deny keys: Aider 'n')")
@@ -64,12 +81,28 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=cmd_answer)
 
 
-def _options(value: str) -> list[int]:
-    try:
-        return [int(x) for x in value.split(",") if x.strip()]
-    except ValueError:
-        raise InvalidAnswer(f"--options takes numbers separated by commas, not {value!r}",
-                            hint="e.g. --options 1,3") from None
+def _options(value: str) -> list[int | str]:
+    """``1,3`` or ``Search,Metrics``: numbers stay numbers, labels stay text."""
+    got: list[int | str] = [int(x) if x.strip().isdigit() else x.strip()
+                            for x in value.split(",") if x.strip()]
+    if not got:
+        raise InvalidAnswer(f"--options takes numbers or labels separated by commas, not"
+                            f" {value!r}", hint="e.g. --options 1,3")
+    return got
+
+
+def _answers(values: list[str]) -> dict[str, list[int | str]]:
+    """``--answer Database=SQLite --answer Features=1,3`` as {question: [choices]}."""
+    found: dict[str, list[int | str]] = {}
+    for value in values:
+        question, eq, choice = value.partition("=")
+        if not eq or not question.strip() or not choice.strip():
+            raise InvalidAnswer(f"--answer takes QUESTION=CHOICE, not {value!r}",
+                                hint="e.g. --answer Database=SQLite --answer Features=1,3")
+        if question.strip() in found:
+            raise InvalidAnswer(f"question {question.strip()!r} is answered twice")
+        found[question.strip()] = _options(choice)
+    return found
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
@@ -77,7 +110,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
         result = svc.answer(
             args.name, option=args.option,
             options=_options(args.options) if args.options is not None else None,
-            text=args.text, deny=args.deny, question_id=args.question, source="cli",
+            answers=_answers(args.answers) if args.answers is not None else None, text=args.text, deny=args.deny, question_id=args.question, source="cli",
         )
         a = result.answer
         if not result.supervised:

@@ -183,19 +183,26 @@ class QuestionOut(_Out):
     command: str | None = None
     dialog: str = Field("", description="the profile's dialog that matched")
     source: Literal["screen", "hook"] = "screen"
+    tabs: list[str] = Field(
+        default_factory=list, description="a dialog of several questions shown as tabs: every"
+        " question's header, in order (answer them all at once with `answers`)")
 
 
 class AnswerRequest(BaseModel):
-    """Exactly one of option, options, text, deny (see ``agentwrap answer --help``)."""
+    """Exactly one of option, options, answers, text, deny (see ``agentwrap answer --help``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     option: StrictInt | StrictStr | None = Field(
         None, description="the option's number as shown, or its label (exact, or a unique prefix)",
         json_schema_extra={"maxLength": 200})
-    options: list[StrictInt] | None = Field(
-        None, description="multi-select: several option numbers (not supported yet: 400)",
-        json_schema_extra={"maxItems": 20})
+    options: list[StrictInt | StrictStr] | None = Field(
+        None, description="a multi-select question: the options to tick (numbers or labels);"
+        " the others end up unticked", json_schema_extra={"maxItems": 20})
+    answers: dict[StrictStr, StrictInt | StrictStr | list[StrictInt | StrictStr]] | None = Field(
+        None, description="a dialog of several questions (tabs): each question's header or"
+        " number -> its option, or a list of options for a multi-select one; every question"
+        " needs one", json_schema_extra={"maxProperties": 20})
     text: StrictStr | None = Field(None, description="free text, where the question takes it",
                                    json_schema_extra={"maxLength": 1000})
     deny: StrictBool = Field(False, description="dismiss the dialog (the profile's deny keys)")
@@ -248,6 +255,17 @@ class SessionList(_Out):
     sessions: list[SessionSummary]
 
 
+class ChannelMetrics(_Out):
+    attempts: int = Field(description="attempts made through this channel")
+    failedAttempts: int = Field(description="of those, the ones that did not get the message there")
+    delivered: int = Field(description="messages delivered or acknowledged through it"
+                           " (a message counts for the channel of its last attempt)")
+    firstTry: int
+    firstTryRate: float | None
+    p50LatencyS: float | None = Field(description="created -> delivered")
+    p95LatencyS: float | None
+
+
 class Metrics(_Out):
     byStatus: dict[str, int]
     total: int
@@ -259,6 +277,8 @@ class Metrics(_Out):
     meanAttempts: float | None
     meanLatencyS: float | None
     p95LatencyS: float | None
+    byChannel: dict[str, ChannelMetrics] = Field(
+        description="per channel: tmux-paste, pty-paste, hook, mcp, read-file, fallback-file, ...")
 
 
 class SessionDetail(SessionSummary):

@@ -94,6 +94,13 @@ def metrics_out(q: QueueMetrics) -> m.Metrics:
         attempted=q.attempted, succeededFirstTry=q.succeeded_first_try,
         succeededAfterRetry=q.succeeded_after_retry, escalated=q.escalated, failed=q.failed,
         meanAttempts=q.mean_attempts, meanLatencyS=q.mean_latency_s, p95LatencyS=q.p95_latency_s,
+        byChannel={
+            name: m.ChannelMetrics(
+                attempts=c.attempts, failedAttempts=c.failed_attempts, delivered=c.delivered,
+                firstTry=c.first_try, firstTryRate=c.first_try_rate,
+                p50LatencyS=c.p50_latency_s, p95LatencyS=c.p95_latency_s)
+            for name, c in q.by_channel.items()
+        },
     )
 
 
@@ -242,7 +249,8 @@ def post_answer(
     """Answer the question the session's agent shows: typed with its own keys while the same
     question is open, and the dialog closing checked on screen (like `agentwrap answer`)."""
     result = svc.answer(name, option=body.option, options=body.options, text=body.text,
-                        deny=body.deny, question_id=body.questionId, source="http")
+                        deny=body.deny, question_id=body.questionId, source="http",
+                        answers=body.answers)
     a = svc.wait_answer(result.answer.id, wait) if wait else result.answer
     if a.status == "stale":
         raise StaleAnswer(a.detail)
