@@ -29,7 +29,7 @@ from agentwrap.message import (
     Status,
 )
 from agentwrap.queue.sqlite import SQLiteMessageStore
-from agentwrap.queue.store import MessageStore, QueueMetrics
+from agentwrap.queue.store import ChannelMetrics, MessageStore, QueueMetrics
 
 T0 = 1_700_000_000.0
 ROOMY = QueueLimits(
@@ -746,6 +746,56 @@ def test_metrics_p95_uses_nearest_rank(store: SQLiteMessageStore, clock: Clock) 
     metrics = store.metrics(None)
     assert metrics.p95_latency_s == 19.0  # ceil(0.95 * 20) = 19th of 20
     assert metrics.mean_latency_s == pytest.approx(10.5)
+
+
+def _attempt(store: SQLiteMessageStore, session: str, token: str, channel: str,
+             outcome: str, status: Status | None, clock: Clock) -> None:
+    """One attempt the way a channel makes it: claim, record, then end or retry."""
+    (m,) = store.claim_batch(session, token, max_bytes=10_000)
+    store.record_attempt(Attempt(m.id, token, m.attempts + 1, clock.t, clock.t, channel,
+                                 outcome, "test"))
+    if status is None:
+        store.retry_later(token, next_attempt_at=clock.t, detail=outcome)
+    else:
+        store.finish(status, outcome, batch_id=token)
+
+
+def test_metrics_by_channel_count_each_message_for_the_channel_that_ended_it(
+    store: SQLiteMessageStore, clock: Clock,
+) -> None:
+    # a: typed first try after 1 s; b: typing failed twice, then a hook took it
+    # after 5 s; c: one failed paste, still pending; d: mcp, acknowledged after 2 s;
+    # e: typed, its batch still in flight
+    for name in "abcde":
+        store.enqueue(msg(name, session=name))
+    clock.advance(1)
+    _attempt(store, "a", "ta", "tmux-paste", "submitted", Status.DELIVERED, clock)
+    _attempt(store, "b", "tb1", "tmux-paste", "paste_not_seen", None, clock)
+    _attempt(store, "b", "tb2", "tmux-paste", "no_window", None, clock)
+    _attempt(store, "c", "tc", "tmux-paste", "submit_not_confirmed", None, clock)
+    clock.advance(1)
+    _attempt(store, "d", "td", "mcp", "delivered", Status.ACKNOWLEDGED, clock)
+    (e,) = store.claim_batch("e", "te", max_bytes=10_000)
+    store.record_attempt(Attempt(e.id, "te", e.attempts + 1, clock.t, None, "tmux-paste",
+                                 "awaiting_ack", "typed"))
+    clock.advance(3)
+    _attempt(store, "b", "tb3", "hook", "delivered", Status.DELIVERED, clock)
+
+    by = store.metrics(None).by_channel
+    assert by == {
+        "hook": ChannelMetrics(attempts=1, failed_attempts=0, delivered=1, first_try=0,
+                               first_try_rate=0.0, p50_latency_s=5.0, p95_latency_s=5.0),
+        "mcp": ChannelMetrics(attempts=1, failed_attempts=0, delivered=1, first_try=1,
+                              first_try_rate=1.0, p50_latency_s=2.0, p95_latency_s=2.0),
+        "tmux-paste": ChannelMetrics(attempts=5, failed_attempts=3, delivered=1, first_try=1,
+                                     first_try_rate=1.0, p50_latency_s=1.0, p95_latency_s=1.0),
+    }
+    assert store.metrics("b").by_channel == {
+        "hook": ChannelMetrics(attempts=1, failed_attempts=0, delivered=1, first_try=0,
+                               first_try_rate=0.0, p50_latency_s=5.0, p95_latency_s=5.0),
+        "tmux-paste": ChannelMetrics(attempts=2, failed_attempts=2, delivered=0),
+    }
+    assert store.metrics("nobody").by_channel == {}
 
 
 # --- many processes -----------------------------------------------------------------

@@ -58,7 +58,7 @@ from ..message import (
     Status,
 )
 from . import db
-from .store import QueueMetrics
+from .store import ChannelMetrics, QueueMetrics
 from .validate import _check_same, _Checked, _validate
 
 DEFAULT_LIMITS = QueueLimits()  # frozen: safe to share as a default
@@ -958,7 +958,49 @@ def _metrics(conn: sqlite3.Connection, where: str, params: list[Any]) -> QueueMe
         mean_attempts=None if row[3] is None else float(row[3]),
         mean_latency_s=None if row[4] is None else float(row[4]),
         p95_latency_s=_p95(conn, where, params, success, n_success),
+        by_channel=_by_channel(conn, where, params, success),
     )
+
+
+def _by_channel(
+    conn: sqlite3.Connection, where: str, params: list[Any], success: list[str]
+) -> dict[str, ChannelMetrics]:
+    """Per channel: its attempts, and the messages its attempt ended (a message
+    counts for the channel of its last attempt). An attempt neither ended a
+    message successfully nor is still open failed."""
+    counts = conn.execute(
+        "SELECT a.channel, COUNT(*),"
+        " SUM(a.number = m.attempts AND m.status IN (?, ?)),"
+        " SUM(a.number = m.attempts + 1 AND m.status = ?)"  # counted once it ends
+        f" FROM attempts a JOIN messages m ON m.id = a.message_id WHERE {where}"
+        " GROUP BY a.channel",
+        [*success, Status.DELIVERING.value, *params],
+    ).fetchall()
+    latencies: dict[str, list[float]] = {}
+    first: dict[str, int] = {}
+    for channel, attempts, latency in conn.execute(
+        "SELECT a.channel, m.attempts, m.finished - m.created"
+        " FROM messages m JOIN attempts a ON a.message_id = m.id AND a.number = m.attempts"
+        f" WHERE m.status IN (?, ?) AND {where}",
+        [*success, *params],
+    ):
+        latencies.setdefault(channel, []).append(float(latency))
+        first[channel] = first.get(channel, 0) + (attempts == 1)
+    out: dict[str, ChannelMetrics] = {}
+    for channel, n, ok, open_ in counts:
+        lat = sorted(latencies.get(channel, ()))
+        done = int(ok or 0)
+        out[channel] = ChannelMetrics(
+            attempts=int(n), failed_attempts=int(n) - done - int(open_ or 0), delivered=done,
+            first_try=first.get(channel, 0),
+            first_try_rate=first.get(channel, 0) / done if done else None,
+            p50_latency_s=_nearest_rank(lat, 0.50), p95_latency_s=_nearest_rank(lat, 0.95),
+        )
+    return dict(sorted(out.items()))
+
+
+def _nearest_rank(ordered: list[float], q: float) -> float | None:
+    return ordered[math.ceil(q * len(ordered)) - 1] if ordered else None
 
 
 def _p95(

@@ -20,6 +20,21 @@ from ..message import Attempt, Kind, Message, NewMessage, Phase, Source, Status
 
 
 @dataclass(frozen=True)
+class ChannelMetrics:
+    """The figures of one channel (``tmux-paste``, ``hook``, ``mcp``,
+    ``fallback-file``, ...): what was tried through it and what it delivered.
+    A message counts for the channel of its last attempt (the one that ended it)."""
+
+    attempts: int = 0  # attempts made through this channel, whatever their outcome
+    failed_attempts: int = 0  # of those, the ones that did not get the message there
+    delivered: int = 0  # messages delivered or acknowledged through it
+    first_try: int = 0  # of those, delivered by the message's first attempt
+    first_try_rate: float | None = None
+    p50_latency_s: float | None = None  # created -> delivered
+    p95_latency_s: float | None = None
+
+
+@dataclass(frozen=True)
 class QueueMetrics:
     """Delivery figures computed from the persisted rows (they survive restarts)."""
 
@@ -33,6 +48,7 @@ class QueueMetrics:
     mean_attempts: float | None = None  # over finished (terminal) messages
     mean_latency_s: float | None = None  # created -> success
     p95_latency_s: float | None = None  # nearest-rank 95th percentile
+    by_channel: dict[str, ChannelMetrics] = field(default_factory=dict)
 
 
 class MessageStore(Protocol):

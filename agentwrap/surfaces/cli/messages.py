@@ -192,12 +192,29 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json({"session": args.name, **data})
         return 0
+    channels = data.pop("by_channel")
     table = Table(box=None, show_header=False)
     for key, value in data.items():
-        shown = f"{value:.3f}" if isinstance(value, float) else str(value)
-        table.add_row(Text(key.replace("_", " ")), Text(shown))
+        table.add_row(Text(key.replace("_", " ")), Text(_figure(value)))
     out.print(table)
+    if channels:
+        per = Table(title="by channel (a message counts for the channel that ended it)",
+                    title_justify="left")
+        heads = ["attempts", "failed_attempts", "delivered", "first_try_rate",
+                 "p50_latency_s", "p95_latency_s"]
+        per.add_column("channel")
+        for head in heads:
+            per.add_column(head.replace("_", " "), justify="right")
+        for channel, figures in channels.items():
+            per.add_row(Text(channel), *(Text(_figure(figures[h])) for h in heads))
+        out.print(per)
     return 0
+
+
+def _figure(value: object) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
