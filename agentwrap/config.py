@@ -116,6 +116,9 @@ class TrustConfig:
     ``.agentwrap.toml``: a cloned repository must not grant itself a shell."""
 
     raw_sources: tuple[str, ...] = ("user",)  # message sources; "user" = a local `send`
+    # projects (dirs, ~ allowed) whose [[feedback]] and [[schedule]] may run their
+    # commands: a cloned repository's .agentwrap.toml must not run anything unasked
+    feedback_projects: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,24 @@ class ContinuityConfig:
     enabled: bool = True  # deliver the previous session's handoff at `agentwrap run`
     max_bytes: int = 4096  # bound of the startup context made from it
     keep: int = 10  # records kept per project
+
+
+@dataclass(frozen=True)
+class FeedbackOptions:
+    """``[feedback_options]``: how much feedback one turn may take (agentwrap.feedback)."""
+
+    budget_tokens: int = 1000  # per turn, all sources together (~4 characters a token)
+    debounce_ms: int = 300  # a burst of file changes ends after this much quiet
+
+
+@dataclass(frozen=True)
+class CommandTable:
+    """One ``[[feedback]]`` or ``[[schedule]]`` table as written, and the file it
+    came from; :mod:`agentwrap.feedback.sources` checks and applies it."""
+
+    origin: Path
+    user: bool  # from the person's own config file (else a project's)
+    data: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -175,6 +196,9 @@ class Config:
     # ["github", "ci"]); a source not named is not restricted. User config only.
     source_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answer_rules: tuple[AnswerRule, ...] = ()  # [[answer_rules]], in order; user config only
+    feedback_options: FeedbackOptions = field(default_factory=FeedbackOptions)
+    feedback: tuple[CommandTable, ...] = ()  # [[feedback]] of both files, user's first
+    schedules: tuple[CommandTable, ...] = ()  # [[schedule]], likewise
     sources: tuple[Path, ...] = ()
     profile_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -188,8 +212,9 @@ class Config:
 
 _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "trust": TrustConfig,
-    "notify": NotifyConfig, "continuity": ContinuityConfig,
+    "notify": NotifyConfig, "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
 }
+COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
 USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
@@ -228,6 +253,12 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
         if section == "sources":
             cfg = replace(cfg, source_ids=_source_ids(value, dotted_section(where, section)))
             continue
+        if section in COMMAND_TABLES:
+            if where:
+                raise ConfigError(f"{where}: [[{section}]] is set at the top level")
+            if not isinstance(value, list) or not all(isinstance(t, Mapping) for t in value):
+                raise ConfigError(f"{section}: must be an array of tables ([[{section}]])")
+            continue  # kept with their file by load_config
         if section == "answer_rules":
             if where:
                 raise ConfigError(f"{where}: [[answer_rules]] are set at the top level",
@@ -436,6 +467,7 @@ def load_config(paths: Paths, cwd: Path | None = None) -> Config:
     cfg = Config()
     overrides: dict[str, dict[str, Any]] = {}
     sources: list[Path] = []
+    tables: dict[str, list[CommandTable]] = {k: [] for k in COMMAND_TABLES}
     files = [paths.config_file]
     project = find_project_file(cwd or Path.cwd())
     if project is not None:
@@ -459,5 +491,9 @@ def load_config(paths: Paths, cwd: Path | None = None) -> Config:
             except ConfigError as exc:
                 raise ConfigError(f"{path}: {exc.message}", hint=exc.hint) from None
             overrides.setdefault(name, {}).update(table)
+        for key in COMMAND_TABLES:
+            tables[key] += [CommandTable(path, path == paths.config_file, t)
+                            for t in data.get(key, ())]
         sources.append(path)
-    return replace(cfg, sources=tuple(sources), profile_overrides=overrides)
+    return replace(cfg, sources=tuple(sources), profile_overrides=overrides,
+                   feedback=tuple(tables["feedback"]), schedules=tuple(tables["schedule"]))

@@ -38,6 +38,7 @@ class Source(str, enum.Enum):
     WEBHOOK = "webhook"
     SCHEDULER = "scheduler"
     FILESYSTEM = "filesystem"
+    HOOK = "hook"  # a check run by an agent's own hook after its edit (agentwrap.feedback)
     AGENT = "agent"
     APPLET = "applet"
     MONITORING = "monitoring"
