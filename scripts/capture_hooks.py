@@ -29,6 +29,10 @@ agentwrap store of the throwaway HOME, and checks that the message reached the
 model in the request after the first tool result, delivered once through
 channel ``hook``.
 
+``--ask`` (Claude) adds a turn that calls AskUserQuestion with two questions (the
+second multi-select); its payloads are saved as ``<Event>.AskUserQuestion.json``.
+``--only NAMES`` saves just those fixtures (the others stay as captured before).
+
 ``--save`` writes the first payload of each event to
 tests/fixtures/hooks/<agent>/<Event>.json (a Notification as
 ``Notification.<type>.json``), the throwaway root replaced by ``/tmp/capture``;
@@ -69,8 +73,8 @@ with open(out, "a", encoding="utf-8") as f:
 """
 
 EVENTS: dict[str, tuple[str, ...]] = {
-    "claude": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PostToolBatch",
-               "Stop", "Notification", "SessionEnd"),
+    "claude": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
+               "PostToolUse", "PostToolBatch", "Stop", "Notification", "SessionEnd"),
     "codex": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
               "PermissionRequest", "Stop"),
     "gemini": ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent",
@@ -119,6 +123,20 @@ def _swap(value: Any, command: str) -> Any:
     if isinstance(value, list):
         return [_swap(v, command) for v in value]
     return value
+
+
+#: The AskUserQuestion call ``--ask`` scripts: two questions, the second multi-select.
+ASK = {"questions": [
+    {"question": "Which database should the service use?", "header": "Database",
+     "multiSelect": False,
+     "options": [{"label": "SQLite", "description": "One file, no server to run"},
+                 {"label": "Postgres", "description": "A server; what production runs"}]},
+    {"question": "Which checks should run before each commit?", "header": "Checks",
+     "multiSelect": True,
+     "options": [{"label": "Lint", "description": "ruff over the whole tree"},
+                 {"label": "Types", "description": "mypy --strict"},
+                 {"label": "Tests", "description": "the fast unit tests"}]},
+]}
 
 
 def hook_entry(event: str, capture: Path, out: Path, timeout: int = 10) -> dict[str, Any]:
@@ -236,6 +254,16 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             log(f"{agent}: events since: {[e['event'] for e in read_events(out)[n:]]}")
             pane.keys("Escape")
             time.sleep(2.0)
+        if args.ask and agent == "claude":
+            n = len(read_events(out))
+            pane.paste(f"Ask me. [[call: AskUserQuestion {json.dumps(ASK)}]]")
+            time.sleep(0.4)
+            pane.keys("Enter")
+            time.sleep(args.permission_wait or 8.0)
+            log(f"{agent}: question screen:\n{pane.capture()}")
+            log(f"{agent}: events since: {[e['event'] for e in read_events(out)[n:]]}")
+            pane.keys("Escape")
+            time.sleep(2.0)
         if args.idle and agent == "claude":
             log(f"claude: idle for up to {args.idle_wait:.0f} s (idle_prompt)")
             wait_for(lambda: any(e["stdin"].get("notification_type") == "idle_prompt"
@@ -252,7 +280,7 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     for e in events:
         print(json.dumps(e)[:600])
     if args.save:
-        save(agent, events, root)
+        save(agent, events, root, frozenset(filter(None, args.only.split(","))))
     if not args.keep:
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(REPO / "test-artifacts" / f"hooks-capture-{root.name}", ignore_errors=True)
@@ -313,7 +341,8 @@ def scrub(value: Any, root: str) -> Any:
     return value
 
 
-def save(agent: str, events: list[dict[str, Any]], root: Path) -> None:
+def save(agent: str, events: list[dict[str, Any]], root: Path,
+         only: frozenset[str] = frozenset()) -> None:
     folder = FIXTURES / agent
     folder.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()
@@ -323,7 +352,9 @@ def save(agent: str, events: list[dict[str, Any]], root: Path) -> None:
         if name == "Notification":
             kind = payload.get("notification_type") or payload.get("notificationType") or "other"
             name = f"Notification.{kind}"
-        if name in seen:
+        elif payload.get("tool_name") == "AskUserQuestion":  # beside the event's other tools
+            name = f"{name}.AskUserQuestion"
+        if name in seen or (only and name not in only):
             continue
         seen.add(name)
         path = folder / f"{name}.json"
@@ -343,6 +374,11 @@ def main() -> int:
                    help="also run agentwrap's handler between tool calls; check the message")
     p.add_argument("--permission-wait", type=float, default=8.0,
                    help="seconds to leave the permission dialog open; 0: no [[tool]] turn")
+    p.add_argument("--ask", action="store_true",
+                   help="Claude: a turn that calls AskUserQuestion (two questions)")
+    p.add_argument("--only", default="",
+                   help="with --save: write only these fixture names (e.g."
+                        " PermissionRequest,PreToolUse.AskUserQuestion); default all")
     args = p.parse_args()
     for agent in args.agents.split(","):
         run_agent(agent.strip(), args)

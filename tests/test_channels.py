@@ -61,7 +61,10 @@ def test_claude_gets_a_settings_layer_with_hooks_and_the_mcp_config(paths: Paths
         assert f.is_relative_to(paths.state_dir / "launch" / "s1")
         _private(f)
     settings = json.loads(settings_file.read_text())
-    assert sorted(settings["hooks"]) == ["Notification", "PostToolBatch", "Stop", "UserPromptSubmit"]
+    assert sorted(settings["hooks"]) == ["Notification", "PermissionRequest", "PostToolBatch", "Stop",
+                                         "UserPromptSubmit"]
+    asks = settings["hooks"]["PermissionRequest"][0]["hooks"][0]["command"]
+    assert "AGENTWRAP_PROFILE=claude" in asks  # answer rules match the session's profile
     assert "SessionStart" not in settings["hooks"]  # see the module: it would claim too early
     command = settings["hooks"]["PostToolBatch"][0]["hooks"][0]["command"]
     assert command.endswith("-m agentwrap hook claude PostToolBatch")

@@ -25,7 +25,7 @@ from agentwrap.message import NewMessage, Priority, Source, Status
 from agentwrap.service import Service
 from agentwrap.sessions.signals import SIGNAL_STATES, read_signal
 from agentwrap.surfaces.hooks.handler import handle
-from agentwrap.surfaces.hooks.protocol import CONTEXT, EVENTS, MAX_CONTEXT_CHARS, action
+from agentwrap.surfaces.hooks.protocol import CONTEXT, EVENTS, MAX_CONTEXT_CHARS, QUESTION, action
 
 FIXTURES = ROOT / "tests" / "fixtures" / "hooks"
 CASES = sorted((p.parent.name, p) for p in FIXTURES.glob("*/*.json"))
@@ -72,7 +72,8 @@ def test_fixtures_cover_the_events_we_use() -> None:
     have = {(agent, event_of(p)) for agent, p in CASES}
     for agent, events in EVENTS.items():
         for event, kind in events.items():
-            if (agent, event) == ("claude", "PostToolUse") or kind == CONTEXT or kind in SIGNAL_STATES:
+            if (agent, event) == ("claude", "PostToolUse") or kind in (CONTEXT, QUESTION) \
+                    or kind in SIGNAL_STATES:
                 assert (agent, event) in have, f"no captured {agent} {event}"
 
 
@@ -94,9 +95,10 @@ def test_every_captured_event(aw: AwEnv, svc: Service, agent: str, path: Path) -
     sig = read_signal(aw.paths, "fake")
     if todo is None:
         assert sig is None
-    else:
-        assert sig is not None and (sig.signal, sig.agent, sig.event) == (todo, agent, event)
-        assert sig.state == SIGNAL_STATES[todo] and sig.source == "hook"
+    else:  # a question no rule answers is a permission prompt (tests/test_hook_questions.py)
+        want = "permission_prompt" if todo == QUESTION else todo
+        assert sig is not None and (sig.signal, sig.agent, sig.event) == (want, agent, event)
+        assert sig.state == SIGNAL_STATES[want] and sig.source == "hook"
 
 
 def test_signals_say_what_the_agent_does(aw: AwEnv, svc: Service) -> None:

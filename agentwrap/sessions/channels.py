@@ -12,7 +12,8 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
 
 * **Claude Code** (``hooks = "claude"``): ``--settings FILE``, a settings layer
   of its own that merges with the person's: PostToolBatch (PostToolUse before
-  ``batch_event_since``), UserPromptSubmit, Stop, Notification; with the MCP
+  ``batch_event_since``), UserPromptSubmit, Stop, Notification, PermissionRequest
+  (the exact request, answered by an answer rule: sessions/hook_questions); with the MCP
   server also ``permissions.allow`` for agentwrap's read-only tools (not
   ``send_message``). ``--mcp-config FILE`` adds the server beside the
   person's (never ``--strict-mcp-config``).
@@ -69,7 +70,7 @@ from .mcp_config import SERVER_NAME, server_env, server_spec
 
 #: Events registered per agent: between tool calls, then the state signals.
 HOOK_EVENTS: dict[str, tuple[str, ...]] = {
-    "claude": ("PostToolBatch", "UserPromptSubmit", "Stop", "Notification"),
+    "claude": ("PostToolBatch", "UserPromptSubmit", "Stop", "Notification", "PermissionRequest"),
     "codex": ("PostToolUse", "UserPromptSubmit", "Stop", "PermissionRequest"),
     "gemini": ("AfterTool", "BeforeAgent", "AfterAgent", "Notification"),
 }
@@ -182,12 +183,15 @@ def _python_args(python: str) -> list[str]:
         else [python]
 
 
-def hook_command(agent: str, event: str, session: str, paths: Paths, python: str) -> str:
+def hook_command(agent: str, event: str, session: str, paths: Paths, python: str,
+                 profile: str = "") -> str:
     """The shell command of one hook: ``env VAR=... python -m agentwrap hook
     AGENT EVENT``, with the session and the dirs that find this store (so it
-    works whatever environment the agent hands its hooks)."""
+    works whatever environment the agent hands its hooks), and the profile
+    (answer rules match it)."""
     env_bin = shutil.which("env") or "/usr/bin/env"
     assigns = [f"{k}={v}" for k, v in server_env(session, paths).items()]
+    assigns += [f"AGENTWRAP_PROFILE={profile}"] if profile else []
     parts = [env_bin, *assigns, *_python_args(python), "-m", "agentwrap", "hook", agent, event]
     return " ".join(shlex.quote(p) for p in parts)
 
@@ -266,7 +270,8 @@ def _claude(out: LaunchChannels, profile: Profile, session: str, paths: Paths, p
         events = [batch if e == "PostToolBatch" else e
                   for e in (*HOOK_EVENTS["claude"], *out.extra_events)]
         settings["hooks"] = {
-            e: _hook_group(hook_command("claude", e, session, paths, python), HOOK_TIMEOUT_S)
+            e: _hook_group(hook_command("claude", e, session, paths, python, profile.name),
+                           HOOK_TIMEOUT_S)
             for e in events
         }
     if mcp:
@@ -306,7 +311,7 @@ def _toml_key(key: str) -> str:
 
 
 def _codex(out: LaunchChannels, session: str, paths: Paths, python: str, run: RunConfig,
-           hooks: bool, mcp: bool) -> None:
+           hooks: bool, mcp: bool, profile: str = "codex") -> None:
     if mcp:
         spec = _mcp_spec(session, paths, python)
         entry = {"command": spec["command"], "args": spec["args"], "env": spec["env"]}
@@ -322,7 +327,7 @@ def _codex(out: LaunchChannels, session: str, paths: Paths, python: str, run: Ru
         hooks = False
     if hooks:
         for e in (*HOOK_EVENTS["codex"], *out.extra_events):
-            command = hook_command("codex", e, session, paths, python)
+            command = hook_command("codex", e, session, paths, python, profile)
             out.argv += ["-c", f"hooks.{e}={_toml(_hook_group(command, HOOK_TIMEOUT_S))}"]
         out.argv.append(CODEX_BYPASS_FLAG)
         out.channels.insert(0, "hooks")
@@ -403,7 +408,7 @@ def plan(
     if kind == "claude":
         _claude(out, profile, session, paths, python, argv, hooks, mcp)
     elif kind == "codex":
-        _codex(out, session, paths, python, run, hooks, mcp)
+        _codex(out, session, paths, python, run, hooks, mcp, profile.name)
     elif kind == "gemini":
         _gemini(out, session, paths, python, env, hooks, mcp, euid)
     if spec.read_file:

@@ -234,15 +234,17 @@ def build_supervisor(
     from ..delivery.answering import Answerer
     from ..delivery.engine import DeliveryEngine
 
-    hooks = None
+    hooks = questions = None
     if "hooks" in (rec.options.get("channels") or ()):
+        from .hook_questions import HookQuestions
         from .signals import HookSignals
 
         hooks = HookSignals(paths, rec.name, since=rec.started)
+        questions = HookQuestions(paths, rec.name, since=rec.started)
     sup = Supervisor(
         rec.name, term, profile, paths, registry,
         structured=structured_source(profile.structured, env, term.agent_pid),
-        hooks=hooks,
+        hooks=hooks, hook_questions=questions,
         trust_folder=bool(rec.options.get("trust_folder")),
     )
     sup.delivery = engine = DeliveryEngine.for_session(paths, cfg, profile, rec)

@@ -36,6 +36,7 @@ from ..errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
 from ..paths import Paths, open_private_append, private_dir, write_private
 from ..terminal.base import Terminal
 from ..terminal.screen import Snapshot
+from .hook_questions import HookQuestions, announcement
 from .registry import Registry
 from .telling import Teller
 from .wake import WakeSocket
@@ -114,6 +115,7 @@ class Supervisor:
         *,
         structured: StructuredSource | None = None,
         hooks: HookSource | None = None,
+        hook_questions: HookQuestions | None = None,
         trust_folder: bool = False,
         timing: Timing | None = None,
     ) -> None:
@@ -122,7 +124,8 @@ class Supervisor:
         self.profile = profile
         self.paths = paths
         self.registry = registry
-        self.detector = Detector(profile, structured, hooks=hooks)
+        self.detector = Detector(profile, structured, hooks=hooks, questions=hook_questions)
+        self.hook_questions = hook_questions  # the exact requests the agent's hook told
         self.trust_folder = trust_folder
         self.timing = timing or Timing()
         self.delivery: DeliveryStep | None = None
@@ -218,6 +221,11 @@ class Supervisor:
         if self.teller is not None:
             self.teller.update(None if handled else asked,
                                note=self.policy.note if self.policy is not None else "")
+        hooked = self.hook_questions.take_decided() if self.hook_questions is not None else None
+        if hooked is not None:  # a rule answered through the hook: no dialog, but announced
+            log.info("%s", announcement(self.name, hooked))
+            if self.teller is not None:
+                self.teller.announce(announcement(self.name, hooked))
 
     def _record(self, reading: Reading, question: Question | None) -> None:
         key = (reading.state.value, reading.rule, question.id if question else "")

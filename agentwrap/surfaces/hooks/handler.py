@@ -17,7 +17,10 @@ the hook does one thing and leaves:
    block frames them (:func:`agentwrap.delivery.framing.render`: quoted,
    ``[source:sourceId]``, the batch token, the ACK request when asked), plus
    how many still wait. Everything that can fail runs before the claim;
-4. at a turn's end the agent's reply (Claude and Codex ``last_assistant_message``,
+4. a **question** (Claude and Codex ``PermissionRequest``) is kept for the
+   supervisor with its exact text and, when one of the user's answer rules
+   decides it, answered here (:mod:`agentwrap.sessions.hook_questions`);
+5. at a turn's end the agent's reply (Claude and Codex ``last_assistant_message``,
    Gemini ``prompt_response``) is searched for ``ACK <token>``: the messages a
    hook handed over in that batch are acknowledged (``seen``, channel ``hook``),
    as the typing path does when it finds the ACK on screen. Only then is the
@@ -38,17 +41,28 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 from ...paths import Paths, check_session_name
-from .protocol import CONTEXT, EVENTS, MAX_CONTEXT_CHARS, action, context_output
+from .protocol import (
+    CONTEXT,
+    EVENTS,
+    MAX_CONTEXT_CHARS,
+    QUESTION,
+    action,
+    context_output,
+    permission_output,
+)
 
 if TYPE_CHECKING:  # imported where used: a signal never loads the store's code
     from ...message import Message
     from ...service import Service, SessionRecord
 
 SESSION_ENV = "AGENTWRAP_SESSION"
+#: The session's profile (set in the hook's command: answer rules match it).
+PROFILE_ENV = "AGENTWRAP_PROFILE"
 #: How long a hook waits for a locked database before it gives up (silently).
 BUSY_TIMEOUT_MS = 100
 #: The channel consumed messages are recorded under (``history``, ``metrics``).
@@ -68,8 +82,11 @@ The handler an agent's native hook runs (registered per launch by `agentwrap
 run`): AGENT is claude, codex or gemini, EVENT the hook event. At the session
 start and between tool calls it hands the session's queued messages to the
 model as additional context (delivered once, channel "hook"); at a turn's end,
-a prompt submit or a permission question it records a state signal for the
-supervisor. It prints nothing and exits 0 whenever it has nothing to say or
+a prompt submit or a notification it records a state signal for the
+supervisor; at a permission request (PermissionRequest) it keeps the exact
+request for the supervisor and answers it when one of your [[answer_rules]]
+decides it (the built-in deny-list still wins: such a command is never
+approved). It prints nothing and exits 0 whenever it has nothing to say or
 anything goes wrong, so it never disturbs the agent.
 """
 
@@ -98,6 +115,21 @@ def main(
     return 0
 
 
+@dataclass(frozen=True)
+class HookRun:
+    """One hook run, as an action sees it: who, what, and where to write."""
+
+    agent: str
+    event: str
+    payload: dict[str, Any]
+    session: str
+    paths: Paths
+    action: str  # what :func:`~.protocol.action` made of the event
+
+    def log(self, line: str) -> None:
+        _log(self.paths, self.session, self.agent, self.event, line)
+
+
 def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> str:
     """What to print for one hook run ("" for nothing); never raises."""
     session = env.get(SESSION_ENV, "")
@@ -116,30 +148,85 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> str:
         handoff = on_hook(paths, session, agent, event, todo, payload)
         if handoff is not None:  # a session start: only the previous session's handoff
             return json.dumps(context_output(event, handoff), ensure_ascii=False) if handoff else ""
-        if todo != CONTEXT:
-            from ...sessions.signals import write_signal
-
-            write_signal(paths, session, todo, source="hook", agent=agent, event=event,
-                         detail=str(payload.get("message", "")))
-            tokens = acked_tokens(payload) if todo == "turn_end" else set()
-            if tokens and paths.db_path.is_file():
-                from ...service import Service
-
-                with Service.open(paths, busy_timeout_ms=BUSY_TIMEOUT_MS) as service:
-                    acknowledge(service, session, tokens,
-                                log=lambda m: _log(paths, session, agent, event, m))
-            return ""
-        if not paths.db_path.is_file():  # agentwrap never ran here: make nothing
-            return ""
-        from ...service import Service
-
-        with Service.open(paths, busy_timeout_ms=BUSY_TIMEOUT_MS) as service:
-            text = drain(service, session, log=lambda m: _log(paths, session, agent, event, m))
-        return json.dumps(context_output(event, text), ensure_ascii=False) if text else ""
+        run = HookRun(agent, event, payload, session, paths, todo)
+        act = ACTIONS.get(todo, _signal)
+        return act(run, env)
     except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent
         if paths is not None:
             _log(paths, session, agent, event, f"failed: {type(exc).__name__}: {exc}")
         return ""
+
+
+def _signal(run: HookRun, env: Mapping[str, str]) -> str:
+    """A state signal for the detector; at a turn's end, the ACKs in the reply."""
+    from ...sessions.signals import write_signal
+
+    write_signal(run.paths, run.session, run.action, source="hook", agent=run.agent,
+                 event=run.event, detail=str(run.payload.get("message", "")))
+    tokens = acked_tokens(run.payload) if run.action == "turn_end" else set()
+    if tokens and run.paths.db_path.is_file():
+        from ...service import Service
+
+        with Service.open(run.paths, busy_timeout_ms=BUSY_TIMEOUT_MS) as service:
+            acknowledge(service, run.session, tokens, log=run.log)
+    return ""
+
+
+def _context(run: HookRun, env: Mapping[str, str]) -> str:
+    """The session's due messages, handed to the model as additional context."""
+    from ...feedback.edit_hook import after_tool  # checks after an edit tool (issue 12)
+
+    after_tool(run.paths, run.session, run.agent, run.payload, log=run.log)
+    if not run.paths.db_path.is_file():  # agentwrap never ran here: make nothing
+        return ""
+    from ...service import Service
+
+    with Service.open(run.paths, busy_timeout_ms=BUSY_TIMEOUT_MS) as service:
+        text = drain(service, run.session, log=run.log)
+    return json.dumps(context_output(run.event, text), ensure_ascii=False) if text else ""
+
+
+def _question(run: HookRun, env: Mapping[str, str]) -> str:
+    """A permission request or AskUserQuestion about to be asked: kept for the
+    supervisor (exact text); answered here when an answer rule decides it (the
+    dialog then never opens: audited, and announced by the supervisor); else a
+    permission_prompt signal and nothing printed, and the dialog opens."""
+    from ...sessions import hook_questions as hq_mod
+    from ...sessions.signals import write_signal
+
+    hq = hq_mod.from_payload(run.agent, run.event, run.payload)
+    if hq is None:
+        return ""
+    profile = env.get(PROFILE_ENV) or run.agent
+    cwd = Path(str(run.payload.get("cwd") or "/"))
+    behavior, decision = hq_mod.hook_decision(hq, profile,
+                                              hq_mod.rules_for(run.paths, profile, cwd))
+    if not behavior or decision is None:
+        hq_mod.write_question(run.paths, run.session, hq)
+        write_signal(run.paths, run.session, "permission_prompt", source="hook",
+                     agent=run.agent, event=run.event, detail=hq.tool)
+        if decision is not None:
+            run.log(f"{hq.tool} {hq.command!r} left to the person: {decision.reason}")
+        return ""
+    hq = hq_mod.decided(hq, behavior, decision)
+    from ...audit import AuditLog
+
+    how = "allow" if behavior == "allow" else "deny"
+    AuditLog(run.paths.audit_log).write(
+        event="policy_answered", session=run.session, question=hq.id, rule=decision.rule,
+        how=how, via="hook", tool=hq.tool, command=hq.command or "")
+    hq_mod.write_question(run.paths, run.session, hq)
+    run.log(f"{how} {hq.tool} {hq.command!r} by rule {decision.rule!r}")
+    message = f"agentwrap: {decision.reason}" if behavior == "deny" else ""
+    return json.dumps(permission_output(run.event, behavior, message), ensure_ascii=False)
+
+
+#: What each action does (a signal name not listed here: :func:`_signal`). Add an
+#: event's action here and in :data:`.protocol.EVENTS`.
+ACTIONS: dict[str, Callable[[HookRun, Mapping[str, str]], str]] = {
+    CONTEXT: _context,
+    QUESTION: _question,
+}
 
 
 def drain(
@@ -282,6 +369,6 @@ def _log(paths: Paths, session: str, agent: str, event: str, line: str) -> None:
 
 
 __all__ = [
-    "BUSY_TIMEOUT_MS", "CHANNEL", "SESSION_ENV", "USAGE", "acked_tokens", "acknowledge", "drain",
-    "handle", "main",
+    "ACTIONS", "BUSY_TIMEOUT_MS", "CHANNEL", "PROFILE_ENV", "SESSION_ENV", "USAGE", "HookRun",
+    "acked_tokens", "acknowledge", "drain", "handle", "main",
 ]

@@ -15,6 +15,11 @@ hook's stdout. Two kinds of event matter here:
   and wraps it in ``<hook_context>``).
 * **signal** events say what the agent does (see
   :data:`agentwrap.sessions.signals.SIGNAL_STATES`); the hook answers nothing.
+* **question** events (Claude and Codex ``PermissionRequest``, just before the
+  agent opens a permission dialog or AskUserQuestion's) carry the exact
+  request; the hook keeps it for the supervisor and, when an answer rule
+  decides it, answers in the shape both read (:func:`permission_output`;
+  Codex's schema: tests/fixtures/hooks/codex/PermissionRequest.output.jsonschema).
 
 Pure data and functions: nothing here opens the store.
 """
@@ -24,6 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 CONTEXT = "context"
+#: A request the agent is about to ask the person (:mod:`agentwrap.sessions.hook_questions`).
+QUESTION = "question"
 #: A notification event: the signal depends on its ``notification_type``.
 NOTIFICATION = "notification"
 
@@ -36,13 +43,14 @@ EVENTS: dict[str, dict[str, str]] = {
         "UserPromptSubmit": "prompt_submitted",
         "Stop": "turn_end",
         "Notification": NOTIFICATION,
+        "PermissionRequest": QUESTION,  # a permission dialog or AskUserQuestion is to open
     },
     "codex": {
         "SessionStart": CONTEXT,
         "PostToolUse": CONTEXT,
         "UserPromptSubmit": "prompt_submitted",
         "Stop": "turn_end",
-        "PermissionRequest": "permission_prompt",  # its approval dialog is open
+        "PermissionRequest": QUESTION,  # its approval dialog is to open
     },
     "gemini": {
         "SessionStart": CONTEXT,
@@ -83,12 +91,23 @@ def action(agent: str, event: str, payload: dict[str, Any]) -> str | None:
     return kind
 
 
+def permission_output(event: str, behavior: str, message: str = "") -> dict[str, Any]:
+    """A ``PermissionRequest`` answer: ``behavior`` "allow" or "deny" (with
+    ``message``, which the model reads). Claude Code and Codex read the same
+    shape; Codex refuses any other key (and fails closed on ``updatedInput``,
+    ``updatedPermissions`` or ``interrupt``), so none is sent."""
+    decision: dict[str, Any] = {"behavior": behavior}
+    if behavior == "deny" and message:
+        decision["message"] = message
+    return {"hookSpecificOutput": {"hookEventName": event, "decision": decision}}
+
+
 def context_output(event: str, text: str) -> dict[str, Any]:
     """The answer that hands ``text`` to the model, in the shape all three read."""
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 __all__ = [
-    "CONTEXT", "EVENTS", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "action",
-    "context_output",
+    "CONTEXT", "EVENTS", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "QUESTION", "action",
+    "context_output", "permission_output",
 ]

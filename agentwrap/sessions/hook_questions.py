@@ -1,0 +1,351 @@
+"""Questions an agent's own hook reported: the exact text, and a rule's decision.
+
+The screen shows a permission dialog or an AskUserQuestion cut to the
+terminal's width: a long command ends at the edge, an option's description
+wraps or is dropped. Claude Code and Codex run a ``PermissionRequest`` hook
+just before they open such a dialog, with the exact request as JSON
+(``tool_name``, ``tool_input``: the command, the file, AskUserQuestion's
+``questions`` with headers, options, descriptions, ``multiSelect``). So:
+
+* the hook (``agentwrap hook AGENT PermissionRequest``) keeps what it was told
+  in ``<runtime>/<session>.question.json`` (0600, replaced atomically: the
+  latest request is all there is) with :func:`write_question`, and wakes the
+  supervisor;
+* when an ``[[answer_rules]]`` rule decides a permission request (the same pure
+  :func:`~agentwrap.delivery.policy.decide` the supervisor uses, the built-in
+  deny-list included), the hook answers it itself (:func:`hook_decision`): the
+  dialog never opens. A veto of the built-in deny-list, an ``ask`` rule, or an
+  option that says neither yes nor no leave it to the person: the hook says
+  nothing and the dialog opens as usual;
+* the supervisor's detector still decides from the screen that a dialog is
+  open and where the cursor is; :class:`HookQuestions` only swaps in the exact
+  fields when the hook's request is the dialog on screen (same tool, the
+  screen's command a cut of the hook's, the same question texts), and keeps
+  the screen's question id, so an answer given before the hook's text arrived
+  is not made stale. A request no dialog followed, or one for another dialog,
+  is ignored. The supervisor announces the hook's own answers
+  (:meth:`HookQuestions.take_decided`) like a typed automatic answer.
+
+A hook never waits for a remote answer: an agent held by its hook shows no
+dialog at all, so the person at the terminal could not answer either. (A
+``hook_wait_s`` would have to give up before the agent's hook timeout and
+then let the dialog open; it is not built.)
+
+Nothing here is imported by a hook that does not need it: this module loads
+only the question's dataclasses; the config and the policy are imported when
+the user's config has answer rules at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..detect.question import Item, Option, Question, question_id
+from ..paths import Paths, check_session_name
+from .wake import notify
+
+if TYPE_CHECKING:  # the hook imports these only when rules exist
+    from ..config import AnswerRule
+    from ..delivery.policy import Decision
+
+#: The tool a hook names, as the profile's dialog names it on screen (answer rules
+#: match ``tool`` against one name, whichever way the question was read).
+TOOL_NAMES: dict[str, dict[str, str]] = {
+    "claude": {"Write": "Create", "MultiEdit": "Edit", "NotebookEdit": "Edit", "WebFetch": "Fetch"},
+    "codex": {},  # every Codex approval is the "shell" dialog (patterns/codex.toml)
+}
+#: A profile whose permission dialog gives one tool name for every request.
+ONE_TOOL = {"codex": "shell"}
+ASK_TOOL = "AskUserQuestion"
+#: A hook's request counts for a dialog first seen at most this long after it.
+FRESH_S = 60.0
+#: What a hook's output may say to the model when it refuses (one short line).
+MAX_REASON = 300
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class HookQuestion:
+    """One request as a hook reported it (see the module doc)."""
+
+    agent: str
+    event: str
+    kind: str  # "permission" or "choice" (AskUserQuestion)
+    tool: str  # as the screen names it
+    tool_name: str  # as the hook named it
+    command: str | None
+    items: tuple[Item, ...]
+    at: float
+    tool_input: Mapping[str, Any] = field(default_factory=dict)
+    decision: str = ""  # "allow" | "deny" | "" (left to the person)
+    rule: str = ""
+    reason: str = ""
+
+    @property
+    def id(self) -> str:
+        return question_id(f"hook:{self.event}", self.items, self.tool, self.command)
+
+    def question(self) -> Question:
+        """As a :class:`Question` (for the policy, and to show)."""
+        return Question(id=self.id, kind="choice" if self.kind == "choice" else "permission",
+                        title=self.tool, questions=self.items, tool=self.tool,
+                        command=self.command, dialog=f"hook:{self.event}", source="hook")
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tool_input"] = dict(self.tool_input)
+        return data
+
+    @staticmethod
+    def from_json(data: Mapping[str, Any]) -> HookQuestion:
+        q = Question.from_json({"id": "", "kind": "permission", "title": "",
+                                "questions": data.get("items", [])})
+        fields = {k: data[k] for k in HookQuestion.__dataclass_fields__ if k in data}
+        return HookQuestion(**{**fields, "items": q.questions})
+
+
+# --- from a hook's payload -----------------------------------------------------------------
+
+
+def from_payload(agent: str, event: str, payload: Mapping[str, Any],
+                 now: float | None = None) -> HookQuestion | None:
+    """The request in a ``PermissionRequest`` payload, or None (nothing usable)."""
+    name = payload.get("tool_name")
+    tool_input = payload.get("tool_input")
+    if not isinstance(name, str) or not name or not isinstance(tool_input, dict):
+        return None
+    at = time.time() if now is None else now
+    if name == ASK_TOOL:
+        items = _items(tool_input.get("questions"))
+        if not items:
+            return None
+        return HookQuestion(agent, event, "choice", ASK_TOOL, name, None, items, at, tool_input)
+    tool = ONE_TOOL.get(agent) or TOOL_NAMES.get(agent, {}).get(name, name)
+    command = _command(tool_input)
+    asked = Item(question=str(tool_input.get("description") or f"Allow {name}?")[:500])
+    return HookQuestion(agent, event, "permission", tool, name, command, (asked,), at, tool_input)
+
+
+def _command(tool_input: Mapping[str, Any]) -> str | None:
+    for key in ("command", "file_path", "notebook_path", "url", "path"):
+        value = tool_input.get(key)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return shlex.join(value)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _items(raw: Any) -> tuple[Item, ...]:
+    if not isinstance(raw, list):
+        return ()
+    items = []
+    for q in raw:
+        if not isinstance(q, dict) or not isinstance(q.get("question"), str):
+            return ()
+        options = tuple(
+            Option(label=str(o.get("label", "")), description=str(o.get("description", "")),
+                   number=n)
+            for n, o in enumerate(q.get("options") or [], start=1) if isinstance(o, dict)
+        )
+        items.append(Item(question=q["question"], header=str(q.get("header", "")),
+                          options=options, multiSelect=bool(q.get("multiSelect", False))))
+    return tuple(items)
+
+
+# --- the file ----------------------------------------------------------------------------
+
+
+def question_file(paths: Paths, session: str) -> Path:
+    return paths.runtime_dir / f"{check_session_name(session)}.question.json"
+
+
+def write_question(paths: Paths, session: str, hq: HookQuestion) -> Path | None:
+    """Keep ``hq`` as the session's latest hook question (0600, atomic) and wake
+    its supervisor; None when there is no runtime dir (no supervisor to read it)."""
+    path = question_file(paths, session)
+    if not path.parent.is_dir():
+        return None
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(hq.to_json(), f, ensure_ascii=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    notify(paths, session)
+    return path
+
+
+def read_question(paths: Paths, session: str) -> HookQuestion | None:
+    try:
+        data = json.loads(question_file(paths, session).read_text(encoding="utf-8"))
+        return HookQuestion.from_json(data) if isinstance(data, dict) else None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+# --- the hook's decision -------------------------------------------------------------------
+
+
+def rules_for(paths: Paths, profile: str, cwd: Path) -> tuple[AnswerRule, ...]:
+    """The user's answer rules for ``profile`` (none without a user config that
+    names them: then neither the config's code nor TOML is loaded)."""
+    try:
+        if b"answer_rules" not in paths.config_file.read_bytes():
+            return ()
+    except OSError:
+        return ()
+    from ..config import load_config
+
+    return load_config(paths, cwd).for_profile(profile).answer_rules
+
+
+def hook_decision(hq: HookQuestion, profile: str,
+                  rules: Sequence[AnswerRule]) -> tuple[str, Decision | None]:
+    """``("allow" | "deny" | "", decision)`` for a permission request: what the
+    hook answers (``""``: nothing, the dialog opens). An option is "allow" when it
+    is the first one or its label starts with "yes", "deny" when it starts with
+    "no"; any other option is left to the screen, where it can be picked."""
+    if hq.kind != "permission" or not rules:
+        return "", None
+    from ..delivery.policy import decide
+
+    decision = decide(hq.question(), profile, rules)
+    if decision is None or decision.answer is None:
+        return "", decision
+    if decision.answer.get("deny"):
+        return "deny", decision
+    option = decision.answer.get("option")
+    label = str(option).strip().lower()
+    if option == 1 or label == "1" or label.startswith("yes"):
+        return "allow", decision
+    if label.startswith("no"):
+        return "deny", decision
+    return "", decision
+
+
+def decided(hq: HookQuestion, behavior: str, decision: Decision) -> HookQuestion:
+    return replace(hq, decision=behavior, rule=decision.rule,
+                   reason=decision.reason[:MAX_REASON])
+
+
+# --- the supervisor's side -------------------------------------------------------------
+
+
+def _norm(text: str) -> str:
+    return _SPACE.sub(" ", text).strip().rstrip("…").rstrip(".").strip()
+
+
+def matches(hq: HookQuestion, q: Question) -> bool:
+    """Whether the dialog on screen (``q``) shows the hook's request ``hq``."""
+    if hq.kind == "choice":
+        if q.tool != ASK_TOOL:
+            return False
+        asked = {_norm(i.question) for i in hq.items}
+        return any(_norm(i.question) in asked for i in q.questions if i.question)
+    if q.kind != "permission" or (q.tool and q.tool != hq.tool):
+        return False
+    if not q.command:
+        return True
+    if not hq.command:
+        return False
+    shown, exact = _norm(q.command), _norm(hq.command)
+    return bool(shown) and (exact.startswith(shown) or exact.endswith(shown))
+
+
+def merged(q: Question, hq: HookQuestion) -> Question:
+    """``q`` with the hook's exact fields; the screen's id, cursor and numbering kept."""
+    if hq.kind != "choice":
+        return replace(q, command=hq.command or q.command, tool=q.tool or hq.tool,
+                       source="hook")
+    by_text = {_norm(i.question): i for i in hq.items}
+    items = []
+    for item in q.questions:
+        exact = by_text.get(_norm(item.question))
+        if exact is None:
+            items.append(item)
+            continue
+        descriptions = {_norm(o.label): o.description for o in exact.options}
+        options = tuple(replace(o, description=descriptions.get(_norm(o.label), o.description))
+                        for o in item.options)
+        items.append(replace(item, question=exact.question, header=exact.header or item.header,
+                             multiSelect=exact.multiSelect, options=options))
+    return replace(q, questions=tuple(items), source="hook")
+
+
+class HookQuestions:
+    """The supervisor's view of a session's hook questions: :meth:`refine` for
+    the detector (:class:`~agentwrap.detect.detector.QuestionSource`),
+    :meth:`take_decided` for the announcements. Requests written before
+    ``since`` (this launch's start) are another session's."""
+
+    def __init__(self, paths: Paths, session: str, since: float = 0.0) -> None:
+        self.path = question_file(paths, session)
+        self.paths, self.session, self.since = paths, session, since
+        self._key: tuple[int, int] | None = None
+        self._last: HookQuestion | None = None
+        self._paired: dict[str, float] = {}  # screen question id -> its hook request's "at"
+        self._announced: tuple[float, str] | None = None
+
+    def latest(self) -> HookQuestion | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_ino)
+        if key != self._key:
+            self._key = key
+            self._last = read_question(self.paths, self.session)
+        hq = self._last
+        return hq if hq is not None and hq.at >= self.since else None
+
+    def refine(self, q: Question) -> Question:
+        """``q`` (read off the screen) with the exact fields of the hook's request,
+        when that request is this dialog. A request pairs with a dialog only within
+        :data:`FRESH_S` of being written (one no dialog followed goes stale), then
+        stays paired while the dialog is open, however long."""
+        hq = self.latest()
+        if hq is None or q.source == "hook":
+            return q
+        if self._paired.get(q.id) != hq.at:
+            if time.time() - hq.at > FRESH_S or not matches(hq, q):
+                return q
+            if len(self._paired) > 64:
+                self._paired.clear()
+            self._paired[q.id] = hq.at
+        return merged(q, hq)
+
+    def take_decided(self) -> HookQuestion | None:
+        """The hook's latest own answer, once (None: none new)."""
+        hq = self.latest()
+        if hq is None or not hq.decision:
+            return None
+        key = (hq.at, hq.id)
+        if key == self._announced:
+            return None
+        self._announced = key
+        return hq
+
+
+def announcement(session: str, hq: HookQuestion) -> str:
+    what = " ".join(x for x in (hq.tool, hq.command or "") if x)
+    verb = "approved" if hq.decision == "allow" else "refused"
+    return f"agentwrap: {session}: {verb} {what} by rule {hq.rule!r} (through the agent's hook)"
+
+
+__all__ = [
+    "FRESH_S", "HookQuestion", "HookQuestions", "announcement", "decided", "from_payload",
+    "hook_decision", "matches", "merged", "question_file", "read_question", "rules_for",
+    "write_question",
+]
