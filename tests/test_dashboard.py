@@ -499,3 +499,41 @@ def test_every_field_shows_hostile_text_as_text(evil_server: str, page: Browser)
     assert page.alert_text() is None
     page.shot("every-field")
     assert not problems(page)
+
+
+def test_a_multi_select_card_sends_the_ticked_choices(
+    aw: AwEnv, server: Served, page: Browser,
+) -> None:
+    """Claude's AskUserQuestion, the multi-select tab of two: one checkbox per box
+    the agent shows (ticked as it shows them; "Type something" is a text field, not
+    a box), and "Submit choices" posts exactly the ticked numbers. No supervisor
+    runs for this registered session, so the answer is stored, not typed (the
+    typing is proven on the real Claude Code in tests/e2e/test_answering.py)."""
+    from test_answer import _features_tab, _waiting
+
+    register(aw, "cc", profile="claude")
+    q = _waiting(aw.paths, "cc", _features_tab())
+    login(page, aw, server)
+    page.click(card("cc"))
+    page.wait(lambda: page.shown("#question") and page.one("#question .q-check"),
+              "the multi-select card")
+    assert "One of 2 questions" in page.text("#question .q-tabs")
+    ticked = page.driver.execute_script(
+        "return [...document.querySelectorAll('#question .q-check')]"
+        ".map((b) => [b.dataset.number, b.checked, b.disabled])")
+    assert ticked == [["1", False, False], ["2", True, False], ["3", False, False],
+                      ["4", False, True]], ticked
+    assert not page.css("#question .q-free")  # no free text beside the boxes
+    page.click('#question label[for="q-box-1"]')  # tick Search
+    page.click('#question label[for="q-box-2"]')  # untick Backups
+    page.shot("question-multi-select")
+    page.click("#question .q-send")
+    page.wait(lambda: "Stored" in page.text("#answer-result"), "the answer stored")
+    store = aw.store()
+    try:
+        (ev,) = store.events(0, session="cc", kinds=["session.answered"])
+    finally:
+        store.close()
+    assert ev.data["answer"] == {"how": "options", "numbers": [1], "labels": ["Search"]}
+    assert ev.data["questionId"] == q.id and ev.data["source"] == "http"
+    assert not problems(page)

@@ -786,7 +786,8 @@
     for (const b of card.querySelectorAll('.q-option')) {
       const here = Number(b.dataset.number) === q.highlighted;
       b.classList.toggle('highlighted', here);
-      b.querySelector('.q-cursor').hidden = !here;
+      const cursor = b.querySelector('.q-cursor'); // a multi-select row has none
+      if (cursor) cursor.hidden = !here;
     }
     setAnswering(asking.busy);
     card.hidden = false;
@@ -800,22 +801,33 @@
       el('span', {class: 'q-id mono muted', title: 'question id: an answer names it'}, q.id)));
     parts.push(el('h3', {id: 'q-title', class: 'q-title'}, q.title || questionText(q) || 'The agent asks'));
     if (q.command) parts.push(el('pre', {class: 'q-command mono', title: 'the command it wants to run'}, q.command));
-    const answerable = q.questions.length === 1 && !q.questions[0].multiSelect;
+    const answerable = q.questions.length === 1;
+    const tabs = q.tabs || [];
+    if (tabs.length) {
+      // several questions, one tab at a time: this card answers the tab on screen, and
+      // the agent shows the next one (then a review to submit)
+      parts.push(el('p', {class: 'q-tabs muted'}, `One of ${tabs.length} question${tabs.length > 1 ? 's' : ''}: `,
+        ...tabs.flatMap((t, i) => [i ? ' \u00b7 ' : '', el('span', {class: 'q-tab'}, `${i + 1}. ${t}`)]),
+        ' \u2014 each is answered in turn, then a review to submit.'));
+    }
     q.questions.forEach((item, i) => {
       const box = el('div', {class: 'q-item'});
       if (item.header) box.append(el('span', {class: 'q-header'}, item.header));
       if (item.question && item.question !== q.title) box.append(el('p', {class: 'q-text'}, item.question));
-      box.append(el('ol', {class: 'q-options'}, ...item.options.map((o, j) =>
-        el('li', null, optionButton(name, q, o, j + 1, answerable)))));
-      if (item.multiSelect) box.append(el('p', {class: 'q-note muted'}, 'several choices'));
+      if (item.multiSelect && answerable) {
+        box.append(multiSelectForm(name, item));
+      } else {
+        box.append(el('ol', {class: 'q-options'}, ...item.options.map((o, j) =>
+          el('li', null, optionButton(name, q, o, j + 1, answerable)))));
+      }
       parts.push(box);
       if (i === 0 && q.questions.length > 1) parts.push(el('hr', {class: 'q-rule'}));
     });
     if (!answerable) {
       parts.push(el('p', {class: 'q-note'}, 'Answer this one in the terminal: ',
-        el('code', null, `agentwrap attach ${name}`), ' (multi-select and several-part questions come next).'));
+        el('code', null, `agentwrap attach ${name}`), ' (several questions read from a hook come next).'));
     }
-    if (answerable && q.free_text_allowed) parts.push(freeTextForm(name, q));
+    if (answerable && q.free_text_allowed && !q.questions[0].multiSelect) parts.push(freeTextForm(name, q));
     const deny = el('button', {type: 'button', class: 'q-deny', title: 'dismiss the dialog with the agent\u2019s own keys (Esc, n)'}, 'Deny');
     deny.addEventListener('click', () => sendAnswer(name, {deny: true}, 'deny'));
     parts.push(el('div', {class: 'q-actions'}, deny,
@@ -834,6 +846,44 @@
         o.description ? el('span', {class: 'q-desc'}, o.description) : null));
     if (answerable) b.addEventListener('click', () => sendAnswer(name, {option: number}, `option ${number} (${o.label})`));
     return b;
+  }
+
+  /* A multi-select question: a checkbox per option that has a box on screen (ticked as
+   * the agent shows it now), and one button that has the agent tick exactly those. */
+  function multiSelectForm(name, item) {
+    const boxes = [];
+    const rows = item.options.map((o, j) => {
+      const number = o.number ?? j + 1;
+      if (o.checked == null) { // "Chat about this": not a box to tick
+        return el('li', null, el('div', {class: 'q-option', 'data-inert': 'yes'},
+          el('span', {class: 'q-num mono'}, String(number)),
+          el('span', {class: 'q-body'}, el('span', {class: 'q-label'}, o.label))));
+      }
+      const id = `q-box-${number}`;
+      const box = el('input', {type: 'checkbox', id, class: 'q-check', 'data-number': String(number)});
+      box.checked = Boolean(o.checked);
+      if (/^type something/i.test(o.label)) box.dataset.inert = 'yes'; // a text field, not a box
+      boxes.push(box);
+      return el('li', null, el('label', {class: 'q-option q-multi', for: id}, box,
+        el('span', {class: 'q-num mono'}, String(number)),
+        el('span', {class: 'q-body'}, el('span', {class: 'q-label'}, o.label),
+          o.description ? el('span', {class: 'q-desc'}, o.description) : null)));
+    });
+    const form = el('form', {class: 'q-multi-form', autocomplete: 'off'},
+      el('ol', {class: 'q-options'}, ...rows),
+      el('div', {class: 'q-free-row'}, el('span', {class: 'muted'}, 'Tick every choice, then'),
+        el('button', {type: 'submit', class: 'q-send'}, 'Submit choices')));
+    form.addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const numbers = boxes.filter((b) => b.checked && b.dataset.inert !== 'yes').map((b) => Number(b.dataset.number));
+      if (!numbers.length) {
+        answerResult('error', [el('strong', {class: 'error-title'}, 'Tick at least one choice')]);
+        return;
+      }
+      sendAnswer(name, {options: numbers}, `options ${numbers.join(', ')}`);
+    });
+    queueMicrotask(() => { for (const b of boxes) if (b.dataset.inert === 'yes') b.disabled = true; });
+    return form;
   }
 
   function freeTextForm(name, q) {
