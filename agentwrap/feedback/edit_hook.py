@@ -1,0 +1,98 @@
+"""Checks after the agent's own edit tools, answered in the same turn.
+
+The between-tool-calls hook (Claude ``PostToolBatch``/``PostToolUse``, Codex
+``PostToolUse``, Gemini ``AfterTool``) calls :func:`after_tool` before it
+drains the queue: when the tool was an edit, the ``edit`` sources whose paths
+match the touched files run now, synchronously (each bounded by its
+timeout), their news is queued, and the same hook run hands it to the model.
+
+This module is imported by every between-tool-calls hook, so it imports
+nothing heavy until it knows the tool edited files.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..paths import Paths
+
+#: The edit tools, per agent, and the tool_input fields naming the file.
+EDIT_TOOLS: dict[str, dict[str, tuple[str, ...]]] = {
+    "claude": {"Edit": ("file_path",), "Write": ("file_path",), "MultiEdit": ("file_path",),
+               "NotebookEdit": ("notebook_path",)},
+    "gemini": {"write_file": ("file_path", "absolute_path"),
+               "replace": ("file_path", "absolute_path")},
+    "codex": {"apply_patch": ()},  # the paths are in the patch text
+}
+_PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$",
+                         re.MULTILINE)
+MAX_FILES = 200
+
+
+def _calls(payload: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    batch = payload.get("tool_calls")
+    if isinstance(batch, list):  # Claude's PostToolBatch
+        for call in batch:
+            if isinstance(call, Mapping) and isinstance(call.get("tool_input"), Mapping):
+                yield str(call.get("tool_name", "")), call["tool_input"]
+    elif isinstance(payload.get("tool_input"), Mapping):
+        yield str(payload.get("tool_name", "")), payload["tool_input"]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def edited_paths(agent: str, payload: Mapping[str, Any]) -> list[Path]:
+    """The files the payload's edit tools touched, absolute (relative ones
+    taken from the payload's ``cwd``); [] for any other tool."""
+    tools = EDIT_TOOLS.get(agent, {})
+    cwd = Path(str(payload.get("cwd") or "."))
+    found: list[Path] = []
+    for name, tool_input in _calls(payload):
+        if name not in tools:
+            continue
+        names: list[str] = []
+        if tools[name]:
+            names = [str(tool_input[k]) for k in tools[name] if isinstance(tool_input.get(k), str)]
+        else:
+            for text in _strings(tool_input):
+                names += [a or b for a, b in _PATCH_FILE.findall(text)]
+        for raw in names[:MAX_FILES]:
+            n = raw.strip()
+            if n and "\x00" not in n:
+                found.append(cwd / n if not n.startswith("/") else Path(n))
+    return list(dict.fromkeys(found))[:MAX_FILES]
+
+
+def after_tool(
+    paths: Paths, session: str, agent: str, payload: Mapping[str, Any],
+    log: Callable[[str], None] = lambda _: None,
+) -> None:
+    """Run the session's ``edit`` sources on the files the tool edited and
+    queue what is new; nothing when the tool was not an edit. Never raises:
+    the hook must still hand over what waits (a failure goes to ``log``)."""
+    try:
+        edited = edited_paths(agent, payload)
+        if not edited:
+            return
+        from .checks import run_edit_checks
+
+        turn = payload.get("prompt_id") or payload.get("turn_id") or payload.get("session_id")
+        sent = run_edit_checks(paths, session, edited, turn=str(turn) if turn else None,
+                               channel="hook")
+        if sent:
+            log(f"feedback: {len(sent)} message(s) after editing {len(edited)} file(s)")
+    except Exception as exc:  # noqa: BLE001 - a check must never fail the agent's hook
+        log(f"feedback failed: {type(exc).__name__}: {exc}")
