@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import stat
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,8 @@ from agentwrap.detect.question import Question
 from agentwrap.detect.states import State
 from agentwrap.sessions.hook_questions import (
     FRESH_S,
+    HOOK_START_S,
+    PENDING,
     HookQuestions,
     from_payload,
     question_file,
@@ -285,3 +288,31 @@ def test_written_files_are_private_and_replaced_whole(aw: AwEnv) -> None:
     assert not [p for p in folder.iterdir() if p.name.startswith(".fake.question.json")]
     hq = read_question(aw.paths, "fake")
     assert hq is not None and hq.command == "make test"
+
+
+def test_the_supervisors_rules_wait_for_the_hooks_word(aw: AwEnv) -> None:
+    """Claude Code draws the dialog while its hook runs: the supervisor's answer rules
+    leave a permission dialog alone while the hook decides or has decided, and
+    take it over once the hook left it to the person (or never said anything)."""
+    screen = "waiting_input__permission__160x45.txt"
+    hooks = HookQuestions(aw.paths, "fake")
+    q = screen_question("claude", screen, hooks)
+    assert hooks.holds(q)  # no word from the hook yet: it may still be starting
+    hooks._opened = {q.id: time.monotonic() - HOOK_START_S - 1}
+    assert not hooks.holds(q)  # it never came: the screen's rules act
+    rules(aw, ALLOW_TOUCH)
+    data = fixture("claude", "PermissionRequest.json")
+    pending = from_payload("claude", "PermissionRequest", data)
+    assert pending is not None
+    write_question(aw.paths, "fake", replace(pending, decision=PENDING))
+    assert hooks.holds(q) and hooks.take_decided() is None
+    assert check_output("claude", run_hook(aw, "claude", data))["behavior"] == "allow"
+    assert hooks.holds(q)  # approved by the hook: never typed into as well
+    done = hooks.take_decided()
+    assert done is not None and done.decision == "allow" and hooks.take_decided() is None
+    rules(aw, ALLOW_ALL)
+    write_question(aw.paths, "fake", pending)  # the hook left it to the person
+    assert not hooks.holds(q)
+    asked = screen_question("codex", screen, hooks)  # another dialog: not this request
+    hooks._opened[asked.id] = time.monotonic() - HOOK_START_S - 1
+    assert not hooks.holds(asked)

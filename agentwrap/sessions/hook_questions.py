@@ -68,6 +68,11 @@ ONE_TOOL = {"codex": "shell"}
 ASK_TOOL = "AskUserQuestion"
 #: A hook's request counts for a dialog first seen at most this long after it.
 FRESH_S = 60.0
+#: A dialog the hook has not (yet) told about is left to the hook this long (it may
+#: still be starting: the agent draws the dialog while its hook runs) ...
+HOOK_START_S = 3.0
+#: ... and what the hook writes while it decides (its rules exist).
+PENDING = "pending"
 #: What a hook's output may say to the model when it refuses (one short line).
 MAX_REASON = 300
 _SPACE = re.compile(r"\s+")
@@ -86,7 +91,7 @@ class HookQuestion:
     items: tuple[Item, ...]
     at: float
     tool_input: Mapping[str, Any] = field(default_factory=dict)
-    decision: str = ""  # "allow" | "deny" | "" (left to the person)
+    decision: str = ""  # "allow" | "deny" | PENDING | "" (left to the person)
     rule: str = ""
     reason: str = ""
 
@@ -297,6 +302,7 @@ class HookQuestions:
         self._last: HookQuestion | None = None
         self._paired: dict[str, float] = {}  # screen question id -> its hook request's "at"
         self._announced: tuple[float, str] | None = None
+        self._opened: dict[str, float] = {}  # dialog id -> first asked about (monotonic)
 
     def latest(self) -> HookQuestion | None:
         try:
@@ -326,10 +332,28 @@ class HookQuestions:
             self._paired[q.id] = hq.at
         return merged(q, hq)
 
+    def holds(self, q: Question) -> bool:
+        """Whether the agent's hook may still answer the permission dialog ``q``
+        itself, so the supervisor's own answer rules must not type into it yet:
+        the hook said it decides (PENDING) or decided, or has not told about this
+        dialog yet and it opened less than :data:`HOOK_START_S` ago. Claude Code
+        draws the dialog while its PermissionRequest hook runs: whoever answers
+        first wins, and a rule's answer must come through one of them only."""
+        if q.kind != "permission":
+            return False
+        hq = self.latest()
+        if hq is not None and (self._paired.get(q.id) == hq.at
+                               or (time.time() - hq.at <= FRESH_S and matches(hq, q))):
+            return hq.decision != ""
+        now = time.monotonic()
+        if len(self._opened) > 64:
+            self._opened.clear()
+        return now - self._opened.setdefault(q.id, now) < HOOK_START_S
+
     def take_decided(self) -> HookQuestion | None:
         """The hook's latest own answer, once (None: none new)."""
         hq = self.latest()
-        if hq is None or not hq.decision:
+        if hq is None or hq.decision not in ("allow", "deny"):
             return None
         key = (hq.at, hq.id)
         if key == self._announced:

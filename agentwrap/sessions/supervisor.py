@@ -217,6 +217,9 @@ class Supervisor:
         # after the registry holds the question: an answer rule's answer is checked
         # against it; a question a rule answers is announced instead of told
         asked = question if reading.state is State.WAITING_INPUT else None
+        if asked is not None and self.policy is not None and self.hook_questions is not None \
+                and self.hook_questions.holds(asked):
+            asked = None  # the agent's hook answers it by the same rules, or says it will not
         handled = self.policy is not None and self.policy.update(asked)
         if self.teller is not None:
             self.teller.update(None if handled else asked,

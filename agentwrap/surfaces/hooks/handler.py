@@ -41,7 +41,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -199,8 +199,10 @@ def _question(run: HookRun, env: Mapping[str, str]) -> str:
         return ""
     profile = env.get(PROFILE_ENV) or run.agent
     cwd = Path(str(run.payload.get("cwd") or "/"))
-    behavior, decision = hq_mod.hook_decision(hq, profile,
-                                              hq_mod.rules_for(run.paths, profile, cwd))
+    rules = hq_mod.rules_for(run.paths, profile, cwd)
+    if rules and hq.kind == "permission":  # the supervisor waits for this hook's word
+        hq_mod.write_question(run.paths, run.session, replace(hq, decision=hq_mod.PENDING))
+    behavior, decision = hq_mod.hook_decision(hq, profile, rules)
     if not behavior or decision is None:
         hq_mod.write_question(run.paths, run.session, hq)
         write_signal(run.paths, run.session, "permission_prompt", source="hook",
