@@ -16,6 +16,10 @@ per question:
   (``policy_failed``) and the person is told as if there were no rule.
 
 Nothing is ever answered because time passed, unless a rule has ``after_s``.
+Such a rule must fire when its time comes, not when the supervisor next happens
+to look (a settled screen is looked at only every ``idle_tick_s``, 10 s): so
+:meth:`AutoAnswer.due` tells the supervisor when the next ``after_s`` of the
+open question falls due, and it looks then.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class AutoAnswer:
         self._timed = any(r.after_s > 0 for r in self.rules)
         self._open: str | None = None  # the question decided about
         self._opened_at = 0.0
+        self._looked_at = 0.0  # when the rules were last read for the open question
         self._done = False
         self._answer_id: str | None = None
         self.note = ""  # why the open question was not answered automatically
@@ -78,8 +83,9 @@ class AutoAnswer:
             return status in (PENDING, APPLIED)
         if self._done:
             return False
+        self._looked_at = self.clock()
         decision = decide(question, self.agent, self.rules,
-                          open_for_s=self.clock() - self._opened_at)
+                          open_for_s=self._looked_at - self._opened_at)
         if decision is None:
             self._done = not self._timed  # a rule with after_s may match later
             return False
@@ -93,6 +99,15 @@ class AutoAnswer:
                              command=question.command or "")
             return False
         return self._answer(question, decision)
+
+    def due(self) -> float | None:
+        """When (on :attr:`clock`) a rule's ``after_s`` next falls due for the open
+        question, if the rules are still to be read again then; None: nothing to wait for."""
+        if self._open is None or self._done or self._answer_id is not None or not self._timed:
+            return None
+        times = [self._opened_at + r.after_s for r in self.rules if r.after_s > 0]
+        later = [t for t in times if t > self._looked_at]
+        return min(later) if later else None
 
     def _answer(self, q: Question, decision: Decision) -> bool:
         assert decision.answer is not None

@@ -78,6 +78,9 @@ class PolicyStep(Protocol):
         """The published question; True while an answer rule's answer to it is
         under way (sessions.autoanswer)."""
 
+    def due(self) -> float | None:
+        """Monotonic time an answer rule's after_s falls due: look at the screen then."""
+
 
 class ContinuityStep(Protocol):
     def tick(self, state: str, changed: bool, screen: Callable[[], str] | None = None) -> None:
@@ -402,6 +405,9 @@ class Supervisor:
                 deadlines.append(quiet_at)
             if delivery_due is not None:
                 deadlines.append(delivery_due)
+            rule_due = self.policy.due() if self.policy is not None else None
+            if rule_due is not None:  # an answer rule's after_s: on time, not at the next tick
+                deadlines.append(rule_due)
             watching = out_fd is not None and now >= watch_out_at
             if out_fd is not None and not watching:
                 deadlines.append(watch_out_at)
@@ -435,7 +441,8 @@ class Supervisor:
             quiet_seen = out_fd is None or (watching and out_fd not in ready)
             paused = (dirty and quiet_seen and now - last_output >= t.pause_s
                       and now - self._last_snap >= snap_gap)
-            if paused or now - self._last_snap >= tick() or self._last_snap < quiet_at <= now:
+            if paused or now - self._last_snap >= tick() or self._last_snap < quiet_at <= now \
+                    or (rule_due is not None and now >= rule_due):
                 dirty = False
                 started = time.monotonic()
                 reading = self.observe()
