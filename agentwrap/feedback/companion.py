@@ -45,6 +45,7 @@ class LoopOptions:
     max_wait_s: float = 3.0
     changes_as: str | None = None  # no watch source: report the changes, as this source id
     on_event: Callable[[dict[str, Any]], None] | None = None  # --json lines, tests
+    first_schedule_after_s: float | None = None  # None: a full period after the start
 
 
 @dataclass
@@ -76,7 +77,8 @@ class FeedbackLoop:
                                     max_wait_s=self.options.max_wait_s).start()
         if self.start_sources:
             threading.Thread(target=self._run_start, name="feedback:start", daemon=True).start()
-        self._scheduler = Scheduler(self.schedules, self._run_schedule).start()
+        self._scheduler = Scheduler(self.schedules, self._run_schedule,
+                                    first_after_s=self.options.first_schedule_after_s).start()
         return self
 
     def stop(self) -> None:
@@ -90,6 +92,10 @@ class FeedbackLoop:
             if self._service is not None:
                 self._service.close()
                 self._service = None
+
+    @property
+    def scheduled_runs(self) -> int:
+        return self._scheduler.runs if self._scheduler is not None else 0
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         return self._worker.wait_idle(timeout) if self._worker is not None else True

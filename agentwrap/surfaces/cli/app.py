@@ -29,6 +29,7 @@ from .context import add_parser as add_context_parser
 from .events import EPILOG as EVENTS_EPILOG
 from .events import HELP as EVENTS_HELP
 from .events import cmd_events
+from .feedback import add_parser as add_feedback_parser
 from .inspection import cmd_doctor, cmd_profiles, cmd_state
 from .mcp import MCP_EPILOG, MCP_HELP, cmd_mcp
 from .messages import cmd_cancel, cmd_history, cmd_metrics, cmd_queue, cmd_send
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_answer_parser(sub)
     add_context_parser(sub)
+    add_feedback_parser(sub)
 
     q = add("queue", "what is pending for a session, and why it waits")
     q.add_argument("name")
@@ -201,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     h = add("history", "every message and how it ended")
     h.add_argument("name", nargs="?")
     h.add_argument("--limit", type=int, default=50)
+    h.add_argument("--source", help="only messages from this source (webhook, filesystem, ...)"
+                   " or feedback source (ruff, pytest, ...)")
     h.add_argument("--json", action="store_true")
     h.set_defaults(func=cmd_history)
 

@@ -167,9 +167,18 @@ def history_row(m: Message, channel: str) -> list[str]:
     ]
 
 
+def _from_source(m: Message, name: str) -> bool:
+    fb = m.metadata.get("feedback") if isinstance(m.metadata, dict) else None
+    names = fb.get("sources", []) if isinstance(fb, dict) else []
+    return str(m.source) == name or name in m.source_id.split("+") or name in names
+
+
 def cmd_history(args: argparse.Namespace) -> int:
     with _service() as svc:
-        entries = svc.history(args.name or None, limit=args.limit)
+        entries = svc.history(args.name or None, limit=args.limit if not getattr(
+            args, "source", None) else 1000)
+    if getattr(args, "source", None):  # a message source, or a feedback source's name
+        entries = [e for e in entries if _from_source(e.message, args.source)][:args.limit]
     if args.json:
         _emit_json([
             {**_message_json(e.message), "attempt_log": [asdict(a) for a in e.attempts]}
