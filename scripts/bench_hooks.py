@@ -11,7 +11,11 @@ every case alike), the wall time of:
 * ``hook claude Stop`` (a signal: a file in the runtime dir, no store);
 * ``hook claude PostToolBatch`` with nothing queued (opens the store, answers nothing);
 * ``hook claude PostToolBatch`` with one message queued before each run
-  (peek, claim, record delivered, frame, answer).
+  (peek, claim, record delivered, frame, answer);
+* ``hook claude PermissionRequest`` without answer rules (the exact request
+  kept for the supervisor, a signal; no config loaded) and with a rule that
+  approves it (config and policy loaded, the request kept twice, an audit
+  line, the decision printed).
 
 Each hook gets the captured payload (tests/fixtures/hooks/claude/) on stdin, in
 an isolated agentwrap environment with one registered session. Prints p50/p99
@@ -70,6 +74,12 @@ def main() -> int:
         hook = [sys.executable, "-m", "agentwrap", "hook", "claude"]
         batch = (FIXTURES / "PostToolBatch.json").read_bytes()
         stop = (FIXTURES / "Stop.json").read_bytes()
+        asks = (FIXTURES / "PermissionRequest.json").read_bytes()
+        ruled = dict(env, XDG_CONFIG_HOME=str(root / "c-rules"))  # same store, one rule
+        (root / "c-rules" / "agentwrap").mkdir(parents=True)
+        (root / "c-rules" / "agentwrap" / "config.toml").write_text(
+            '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n',
+            encoding="utf-8")
         # `python3` on PATH may be a pyenv shim (a shell script: ~10x the cost of
         # the interpreter); the floor is the interpreter itself, the shim shown too
         python3 = getattr(sys, "_base_executable", "") or shutil.which("python3") or "python3"
@@ -79,24 +89,29 @@ def main() -> int:
             svc.send(NewMessage(session="bench", content="CI failed on main: test_login",
                                 source=Source.WEBHOOK, source_id="ci"))
 
-        cases: dict[str, tuple[list[str], bytes, object]] = {
-            "python3 -c pass": ([python3, "-c", "pass"], b"", None),
-            "python3 -c pass (PATH's python3)": ([shim, "-c", "pass"], b"", None),
-            "venv python -c pass": ([sys.executable, "-c", "pass"], b"", None),
-            "hook Stop (signal)": ([*hook, "Stop"], stop, None),
-            "hook PostToolBatch, empty queue": ([*hook, "PostToolBatch"], batch, None),
-            "hook PostToolBatch, 1 message": ([*hook, "PostToolBatch"], batch, enqueue),
+        cases: dict[str, tuple[list[str], bytes, object, dict[str, str]]] = {
+            "python3 -c pass": ([python3, "-c", "pass"], b"", None, env),
+            "python3 -c pass (PATH's python3)": ([shim, "-c", "pass"], b"", None, env),
+            "venv python -c pass": ([sys.executable, "-c", "pass"], b"", None, env),
+            "hook Stop (signal)": ([*hook, "Stop"], stop, None, env),
+            "hook PostToolBatch, empty queue": ([*hook, "PostToolBatch"], batch, None, env),
+            "hook PostToolBatch, 1 message": ([*hook, "PostToolBatch"], batch, enqueue, env),
+            "hook PermissionRequest, no rules": ([*hook, "PermissionRequest"], asks, None, env),
+            "hook PermissionRequest, rule allows": ([*hook, "PermissionRequest"], asks, "allow",
+                                                    ruled),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
-        for argv, data, _ in cases.values():  # warm the page cache once
-            timed(argv, data, env)
+        for argv, data, _, case_env in cases.values():  # warm the page cache once
+            timed(argv, data, case_env)
         for _ in range(args.runs):
-            for name, (argv, data, before) in cases.items():
+            for name, (argv, data, before, case_env) in cases.items():
                 if callable(before):
                     before()
-                took, out = timed(argv, data, env)
-                if before is not None and b"additionalContext" not in out:
+                took, out = timed(argv, data, case_env)
+                if callable(before) and b"additionalContext" not in out:
                     raise SystemExit(f"{name}: no context in {out!r}")
+                if before == "allow" and b'"behavior": "allow"' not in out:
+                    raise SystemExit(f"{name}: not approved: {out!r}")
                 times[name].append(took)
         svc.close()
     finally:

@@ -316,3 +316,22 @@ def test_the_supervisors_rules_wait_for_the_hooks_word(aw: AwEnv) -> None:
     asked = screen_question("codex", screen, hooks)  # another dialog: not this request
     hooks._opened[asked.id] = time.monotonic() - HOOK_START_S - 1
     assert not hooks.holds(asked)
+
+
+def test_a_locked_or_missing_store_changes_nothing(aw: AwEnv) -> None:
+    """The question path never opens the store: a database held by another writer
+    (or none at all) neither slows nor changes the hook's answer."""
+    import sqlite3
+
+    rules(aw, ALLOW_TOUCH)
+    data = fixture("claude", "PermissionRequest.json")
+    assert not aw.paths.db_path.exists()
+    assert check_output("claude", run_hook(aw, "claude", data))["behavior"] == "allow"
+    db = sqlite3.connect(aw.paths.db_path, isolation_level=None)
+    try:
+        db.execute("CREATE TABLE IF NOT EXISTS x (a)")
+        db.execute("BEGIN EXCLUSIVE")
+        assert check_output("claude", run_hook(aw, "claude", data))["behavior"] == "allow"
+    finally:
+        db.execute("ROLLBACK")
+        db.close()

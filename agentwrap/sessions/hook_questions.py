@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -144,6 +143,8 @@ def _command(tool_input: Mapping[str, Any]) -> str | None:
     for key in ("command", "file_path", "notebook_path", "url", "path"):
         value = tool_input.get(key)
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            import shlex  # an argv list (rare): not every hook run pays for it
+
             return shlex.join(value)
         if isinstance(value, str) and value:
             return value
