@@ -31,8 +31,9 @@ import select
 import signal
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from ..errors import AgentwrapError
 from ..paths import Paths, open_private_append, private_dir
@@ -47,11 +48,23 @@ log = logging.getLogger("agentwrap.host")
 _THREAD_PREFIX = "session:"
 
 
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+#: Something started beside a session's supervisor and stopped with it (the
+#: project's feedback watchers and schedules, agentwrap.feedback). The caller
+#: hands these in, so this layer depends on none of them.
+Companion = Callable[[Paths, str], "Stoppable | None"]
+
+
 class SupervisorHost:
     def __init__(
-        self, paths: Paths, *, idle_exit_s: float = 30.0, logs: SessionLogs | None = None
+        self, paths: Paths, *, idle_exit_s: float = 30.0, logs: SessionLogs | None = None,
+        companions: Sequence[Companion] = (),
     ) -> None:
         self.paths = paths
+        self.companions = tuple(companions)
         self.idle_exit_s = idle_exit_s
         self.logs = logs
         self._threads: dict[str, threading.Thread] = {}
@@ -127,7 +140,12 @@ class SupervisorHost:
             sup = tmux_supervisor(self.paths, name, registry)
             with self._lock:
                 self._sups[name] = sup
-            sup.run()
+            started = start_companions(self.companions, self.paths, name)
+            try:
+                sup.run()
+            finally:
+                for c in started:
+                    c.stop()
         except AgentwrapError as exc:
             log.warning("cannot supervise %s: %s", name, exc)
         except Exception:
@@ -176,6 +194,21 @@ class SupervisorHost:
             thread.join(timeout=5.0)
 
 
+def start_companions(companions: Sequence[Companion], paths: Paths, name: str) -> list[Stoppable]:
+    """Each companion of session ``name`` that has something to do; one that
+    fails is logged and left out (the session is supervised all the same)."""
+    started: list[Stoppable] = []
+    for make in companions:
+        try:
+            c = make(paths, name)
+        except Exception:
+            log.exception("a companion of %s did not start", name)
+            continue
+        if c is not None:
+            started.append(c)
+    return started
+
+
 class SessionLogs(logging.Handler):
     """Each session's lines in its own log file (``logs/NAME.log``, as with a
     process per session), chosen by the thread that logs; the host's own lines
@@ -219,8 +252,8 @@ class SessionLogs(logging.Handler):
         super().close()
 
 
-def serve(paths: Paths) -> int:
+def serve(paths: Paths, companions: Sequence[Companion] = ()) -> int:
     """Entry point of ``agentwrap _host``."""
     logs = SessionLogs(paths)
     logging.basicConfig(handlers=[logs], level=logging.INFO)
-    return SupervisorHost(paths, logs=logs).serve()
+    return SupervisorHost(paths, logs=logs, companions=companions).serve()

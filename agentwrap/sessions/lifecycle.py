@@ -56,9 +56,12 @@ from .telling import Teller
 from .wake import notify, send
 
 if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
+    from collections.abc import Sequence
+
     from ..continuity.collect import Collector
     from ..continuity.launch import Handoff
     from ..terminal.pty import PtyTerminal
+    from .host import Companion
 
 
 @dataclass
@@ -442,12 +445,20 @@ def tmux_supervisor(paths: Paths, name: str, registry: Registry) -> Supervisor:
     return build_supervisor(paths, cfg, rec, term, profile, registry, env)
 
 
-def supervise(paths: Paths, name: str) -> int:
-    """Entry point of the detached supervisor process (also re-adoption)."""
+def supervise(paths: Paths, name: str, companions: Sequence[Companion] = ()) -> int:
+    """Entry point of the detached supervisor process (also re-adoption);
+    ``companions`` run beside it (see :data:`agentwrap.sessions.host.Companion`)."""
+    from .host import start_companions
+
     log_to(paths.supervisor_log(name))
     sup = tmux_supervisor(paths, name, Registry(paths.db_path, events_dir=paths.events_dir))
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
-    sup.run()
+    started = start_companions(companions, paths, name)
+    try:
+        sup.run()
+    finally:
+        for c in started:
+            c.stop()
     return 0
 
 

@@ -98,15 +98,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_supervise(args: argparse.Namespace) -> int:
+    from ...feedback.companion import for_session
     from ...sessions.lifecycle import supervise
 
-    return supervise(_paths(), args.name)
+    return supervise(_paths(), args.name, companions=[for_session])
 
 
 def cmd_host(args: argparse.Namespace) -> int:
+    from ...feedback.companion import for_session  # the project's watchers and schedules
     from ...sessions.host import serve
 
-    return serve(_paths())
+    return serve(_paths(), companions=[for_session])
 
 
 def _liveness_label(rec: SessionRecord) -> str:

@@ -1,0 +1,62 @@
+"""A session started by ``agentwrap run`` gets its project's feedback: the
+supervisor host starts the trusted ``[[feedback]]`` watchers, ``start``
+sources and ``[[schedule]]`` tables with the session, and stops them with it
+(the stand-in agent, real tmux, a real host)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+from conftest import AwEnv
+from support.waiting import wait_for
+
+PY = sys.executable
+
+
+def test_the_projects_watch_and_start_sources_run_with_the_session(aw: AwEnv) -> None:
+    check = aw.root / "check.py"
+    check.write_text("import sys, pathlib\nbad = [f for f in sys.argv[1:] if 'bad' in "
+                     "pathlib.Path(f).read_text()]\nprint('BROKEN:', bad) if bad else None\n"
+                     "sys.exit(1 if bad else 0)\n")
+    (aw.project / ".agentwrap.toml").write_text(textwrap.dedent(f"""\
+        [[feedback]]
+        name = "lint"
+        run = "{PY} {check} {{files}}"
+        on = ["watch"]
+        paths = ["*.py"]
+
+        [[feedback]]
+        name = "hello"
+        run = "{PY} -c \\"print('HELLO FROM START')\\""
+        on = ["start"]
+
+        [feedback_options]
+        debounce_ms = 100
+        """))
+    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    aw.paths.config_file.write_text(f'[trust]\nfeedback_projects = ["{aw.project}"]\n')
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    wait_for(lambda: any("HELLO FROM START" in t for t in aw.received()), timeout=30,
+             what="the start source's output typed into the agent")
+    (aw.project / "a.py").write_text("bad")
+    wait_for(lambda: any("BROKEN: ['a.py']" in t for t in aw.received()), timeout=30,
+             what="the watch source's failure typed into the agent")
+    typed = next(t for t in aw.received() if "BROKEN" in t)
+    assert "[filesystem:lint]" in typed and "not a request from the person" in typed
+    aw.cli("stop", "sa", check=True)
+    log = aw.paths.supervisor_log("sa").read_text()
+    assert "feedback for sa: watch ['lint'], start ['hello']" in log
+
+
+def test_an_untrusted_projects_sources_do_not_start(aw: AwEnv) -> None:
+    (aw.project / ".agentwrap.toml").write_text(
+        f'[[feedback]]\nname = "x"\nrun = "{PY} -c \\"open(\'ran\', \'w\')\\""\non = ["start"]\n')
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    log = aw.paths.supervisor_log("sa")
+    wait_for(lambda: log.exists() and "not run: the project is not trusted" in log.read_text(),
+             timeout=30, what="the host saying why")
+    assert not (aw.project / "ran").exists()
+    aw.cli("stop", "sa", check=True)
