@@ -402,7 +402,8 @@ class DialogCase:
     ``files`` are written into the project before the agent starts; ``paste`` sends the
     prompt as one bracketed paste (aider submits every typed line on its own);
     ``args`` are added to the agent's command line, ``keys`` pressed once it is ready
-    (Codex: Shift+Tab for Plan mode). ``expect`` is text of the dialog:
+    (Codex: Shift+Tab for Plan mode), ``after`` once the dialog shows (Claude's
+    question tabs: Tab to the next, Space to tick). ``expect`` is text of the dialog:
     seeing it ends the wait (some dialogs animate, and a question's ``❯ 1.`` looks
     like Claude's prompt to this script's crude ready test).
     """
@@ -415,6 +416,7 @@ class DialogCase:
     args: tuple[str, ...] = ()
     keys: tuple[str, ...] = ()
     expect: str = ""
+    after: tuple[str, ...] = ()  # keys pressed once the dialog shows (another tab, a tick)
 
 
 NOTES = ("notes.md", "# Notes\n\nfirst line\n")
@@ -423,6 +425,14 @@ ASK = (
     ' "options": [{"label": "SQLite", "description": "One file, no server"},'
     ' {"label": "Postgres", "description": "A server"}]%s}]}'
 )
+ASK_TWO = json.dumps({"questions": [
+    {"question": "Which database should I use?", "header": "Database",
+     "options": [{"label": "SQLite", "description": "One file, no server"},
+                 {"label": "Postgres", "description": "A server"}], "multiSelect": False},
+    {"question": "Which features do you want?", "header": "Features",
+     "options": [{"label": "Search", "description": "Full-text search"},
+                 {"label": "Backups", "description": "Nightly copies"},
+                 {"label": "Metrics", "description": "Prometheus"}], "multiSelect": True}]})
 OUTSIDE_PATCH = (
     "*** Begin Patch\n*** Add File: /var/tmp/agentwrap-capture-never/notes.txt\n+hello\n"
     "*** End Patch\n"
@@ -452,6 +462,13 @@ DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
             "[[call: AskUserQuestion " + ASK % ', "multiSelect": false' + "]] Set up storage",
             expect="Enter to select",
         ),
+        # two questions as tabs, the second multi-select (tests/e2e/test_answering.py):
+        # the first tab; the multi-select tab; one box ticked; the review tab
+        *(DialogCase(desc, "[[call: AskUserQuestion " + ASK_TWO + "]] Set up storage",
+                     expect="Tab/Arrow keys to navigate", after=after)
+          for desc, after in (("ask-two-questions", ()), ("ask-multi-select", ("Tab",)),
+                              ("ask-multi-select-checked", ("Tab", "Space")),
+                              ("ask-submit-review", ("Tab", "Space", "Tab")))),
         DialogCase(
             "web-fetch",
             '[[call: WebFetch {"url": "https://example.com/", "prompt": "Summarise it"}]]'
@@ -774,6 +791,11 @@ class Scenarios:
                 if case.expect:
                     scr = wait_for(p, lambda s, want=case.expect: want in s, 30)
                     if scr is not None:  # settle, but save an animated dialog anyway
+                        scr = wait_stable(p, lambda s: True, 6, quiet=2.0) or p.capture()
+                    if scr is not None and case.after:
+                        for key in case.after:
+                            p.keys(key)
+                            time.sleep(1.0)
                         scr = wait_stable(p, lambda s: True, 6, quiet=2.0) or p.capture()
                 else:
                     scr = wait_stable(

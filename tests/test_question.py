@@ -8,6 +8,7 @@ is, whether free text is possible, and the tool and command of a permission.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -219,3 +220,27 @@ def test_checkboxes_make_a_multi_select() -> None:
     assert [(o.label, o.checked) for o in item.options] == [
         ("Auth", False), ("Search", True), ("Type something.", None)]
     assert Question.from_json(q.to_json()) == q
+
+
+def _wide_pairs() -> list[pytest.param]:
+    out = []
+    for wide in sorted(SCREENS.glob("*/waiting_input__*__200x50.txt")):
+        narrow = wide.with_name(wide.name.replace("200x50", "160x45"))
+        if narrow.exists():
+            out.append(pytest.param(wide, narrow, id=f"{wide.parent.name}/{wide.stem}"))
+    return out
+
+
+@pytest.mark.parametrize(("wide", "narrow"), _wide_pairs())
+def test_200_columns_read_as_160(wide: Path, narrow: Path) -> None:
+    """The same dialog captured at 200 and 160 columns is the same question (only the
+    capture's temporary directory names, which carry the size, may differ)."""
+    def read(path: Path) -> str:
+        m = NAME_RE.match(path.name)
+        assert m is not None
+        q = question_of(path, m)
+        assert q is not None, path
+        text = json.dumps({**q.to_json(), "id": ""}, ensure_ascii=False)
+        return re.sub(r"\b(\w+)-(?:200x50|160x45)-\w+", r"\1-SIZE-DIR", text)
+
+    assert read(wide) == read(narrow)
