@@ -44,7 +44,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchlib import fmt, import_path, json_safe, stats_ms, teardown_agentwrap, wait_until
+from benchlib import fmt, import_path, stats_ms, teardown_agentwrap, wait_until, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 agents_mod = import_path("agentwrap_bench_agents", ROOT / "tests" / "e2e" / "agents.py")
@@ -236,8 +236,7 @@ def main() -> int:
     print(f"(loop: {args.steps} tool calls, replies held {args.step} s; 'x typed': hooks"
           " against typed delivery after the turn, same agent, same run)")
     if args.json:
-        Path(args.json).write_text(json.dumps(json_safe(results), indent=2) + "\n",
-                                   encoding="utf-8")
+        write_json(args.json, results)
     return 0
 
 

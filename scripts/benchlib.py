@@ -10,6 +10,7 @@ supervisors and agents), which must run even after Ctrl-C or an error.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import statistics
@@ -43,6 +44,11 @@ def json_safe(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [json_safe(v) for v in x]
     return x
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """A benchmark's figures as a strict JSON file (``--json FILE``)."""
+    Path(path).write_text(json.dumps(json_safe(data), indent=2) + "\n", encoding="utf-8")
 
 
 def fmt(x: object, spec: str = ".2f") -> str:
