@@ -89,7 +89,9 @@ def after_tool(
             return
         from .checks import run_edit_checks
 
-        turn = payload.get("prompt_id") or payload.get("turn_id") or payload.get("session_id")
+        # the budget is per turn where the payload names the turn (Claude, Codex);
+        # Gemini's does not: each hook run has a budget of its own
+        turn = payload.get("prompt_id") or payload.get("turn_id")
         sent = run_edit_checks(paths, session, edited, turn=str(turn) if turn else None,
                                channel="hook")
         if sent:

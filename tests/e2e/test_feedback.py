@@ -44,7 +44,14 @@ def _project(s: AgentSession) -> None:
     cfg.write_text(f'[trust]\nfeedback_projects = ["{s.workdir}"]\n')
 
 
-@pytest.mark.parametrize("agent", ["claude"])
+#: Per agent: how its edits go without a dialog, and its read and write tools.
+AGENTS = {
+    "claude": (["--permission-mode", "acceptEdits"], "Read", "Write"),
+    "gemini": (["--approval-mode", "auto_edit"], "read_file", "write_file"),
+}
+
+
+@pytest.mark.parametrize("agent", list(AGENTS))
 def test_a_broken_test_reaches_the_model_in_the_same_turn_and_recovery_once(
     make_session: Make, agent: str
 ) -> None:
@@ -53,12 +60,13 @@ def test_a_broken_test_reaches_the_model_in_the_same_turn_and_recovery_once(
     s.server.stop()
     s.server = server
     _repoint(s, server)
-    s.argv += ["--permission-mode", "acceptEdits"]  # the edits are the point, not the dialog
+    flags, read, write = AGENTS[agent]
+    s.argv += flags  # the edits are the point, not the dialog
     _project(s)
     path = str(s.workdir / "calc.py")
-    server.calls = [("Read", {"file_path": path}),  # Claude writes only a file it has read
-                    ("Write", {"file_path": path, "content": BROKEN}),
-                    ("Write", {"file_path": path, "content": FIXED})]
+    server.calls = [(read, {"file_path": path}),  # Claude writes only a file it has read
+                    (write, {"file_path": path, "content": BROKEN}),
+                    (write, {"file_path": path, "content": FIXED})]
     s.start()
     st = s.wait_state("ready", timeout=90)
     assert "hooks" in (st.get("channels") or []), st
