@@ -114,6 +114,9 @@ def test_codex_default_is_mcp_only_and_says_how_to_enable_hooks(paths: Paths) ->
     entry = tomllib.loads(f"x = {value}")["x"]  # what codex parses the override as
     assert entry["args"][-3:] == ["-m", "agentwrap", "mcp"]
     assert entry["env"]["AGENTWRAP_SESSION"] == "s1"
+    # the read-only tools run without Codex's approval dialog; send_message still asks
+    assert entry["tools"]["check_input_queue"] == {"approval_mode": "approve"}
+    assert "send_message" not in entry["tools"]
     assert 'codex_hook_trust = "bypass"' in got.notes[0]
 
 
@@ -186,6 +189,8 @@ def test_gemini_as_root_gets_a_root_private_settings_file(
     assert sorted(data["hooks"]) == ["AfterAgent", "AfterTool", "BeforeAgent", "Notification"]
     assert data["hooks"]["AfterTool"][0]["hooks"][0]["timeout"] == 10_000  # milliseconds
     assert data["mcpServers"]["agentwrap"]["env"]["AGENTWRAP_SESSION"] == "s1"
+    assert "mcp_agentwrap_check_input_queue" in data["tools"]["allowed"]
+    assert "mcp_agentwrap_send_message" not in data["tools"]["allowed"]
 
 
 def test_root_private_chain_refuses_tmp(tmp_path: Path) -> None:

@@ -314,7 +314,10 @@ def _codex(out: LaunchChannels, session: str, paths: Paths, python: str, run: Ru
            hooks: bool, mcp: bool, profile: str = "codex") -> None:
     if mcp:
         spec = _mcp_spec(session, paths, python)
-        entry = {"command": spec["command"], "args": spec["args"], "env": spec["env"]}
+        entry = {"command": spec["command"], "args": spec["args"], "env": spec["env"],
+                 # the read-only tools run without Codex's per-call approval dialog
+                 # (send_message still asks), as Claude's permissions.allow does
+                 "tools": {t: {"approval_mode": "approve"} for t in ALLOWED_MCP_TOOLS}}
         out.argv += ["-c", f"mcp_servers.{SERVER_NAME}={_toml(entry)}"]
         out.channels.append("mcp")
     if hooks and run.codex_hook_trust != "bypass":
@@ -356,6 +359,8 @@ def _gemini(out: LaunchChannels, session: str, paths: Paths, python: str,
         settings["mcpServers"] = {
             SERVER_NAME: {"command": spec["command"], "args": spec["args"], "env": spec["env"]}
         }
+        # the read-only tools run without Gemini's confirmation (send_message still asks)
+        settings["tools"] = {"allowed": [f"mcp_{SERVER_NAME}_{t}" for t in ALLOWED_MCP_TOOLS]}
     if not settings:
         return
     if folder.parent == ROOT_RUN_DIR and not out.dry_run:

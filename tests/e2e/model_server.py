@@ -206,6 +206,7 @@ class ToolSpec:
     name: str
     schema: JSON
     kind: str = "function"
+    namespace: str = ""  # Responses ``namespace`` tools (Codex's MCP servers): the call names it
 
 
 @dataclass
@@ -454,6 +455,11 @@ def responses_tools(body: JSON) -> list[ToolSpec]:
             tools.append(ToolSpec("local_shell", {}, "local_shell"))
         elif tool.get("type") == "function" and isinstance(tool.get("name"), str):
             tools.append(ToolSpec(tool["name"], _as_dict(tool.get("parameters"))))
+        elif tool.get("type") == "namespace" and isinstance(tool.get("name"), str):
+            for sub in _as_list(tool.get("tools")):  # e.g. Codex's mcp__agentwrap
+                if isinstance(sub, dict) and isinstance(sub.get("name"), str):
+                    tools.append(ToolSpec(sub["name"], _as_dict(sub.get("parameters")),
+                                          namespace=tool["name"]))
     return tools
 
 
@@ -1170,6 +1176,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "name": plan.tool.name,
                 "arguments": json.dumps(plan.tool_args),
                 "status": "completed",
+                **({"namespace": plan.tool.namespace} if plan.tool.namespace else {}),
             }
         else:
             final_item = {

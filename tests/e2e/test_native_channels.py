@@ -46,14 +46,24 @@ class LoopServer(ModelServer):
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.step = -1
         self.mcp_pending = False
+        self.mcp_waiting = False  # asked the agent to wait for its MCP servers
+        self.mcp_waits = 0
 
     def _plan(self, api: str, body: Any, turn: Any, tools: list[ToolSpec], side: Any) -> Plan:
         if side is None:
-            if "[[mcp]]" in turn.text:
+            if "[[mcp]]" in turn.text or (self.mcp_waiting and turn.tool_result):
                 tool = next((t for t in tools if t.name.endswith("check_input_queue")), None)
                 if tool is not None:
+                    self.mcp_waiting = False
                     self.mcp_pending = True
                     return Plan(tool=tool, tool_args={}, delay=MCP_DELAY_S)
+                # Claude Code sends its first request while MCP servers still
+                # connect, offering WaitForMcpServers: a model would call it first
+                wait = next((t for t in tools if t.name == "WaitForMcpServers"), None)
+                if wait is not None and self.mcp_waits < 3:
+                    self.mcp_waiting = True
+                    self.mcp_waits += 1
+                    return Plan(tool=wait, tool_args={"servers": ["agentwrap"]})
             if "[[loop]]" in turn.text:
                 self.step = 0
             if self.step >= 0 and (self.step == 0 or turn.tool_result):

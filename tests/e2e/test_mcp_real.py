@@ -1,0 +1,81 @@
+"""agentwrap's MCP server on the real agents: the model server scripts a call
+of ``check_input_queue`` (whatever name the agent gives the tool), the agent
+calls agentwrap's server, and the queued message reaches the model in the tool
+result: ``delivered`` through channel ``mcp`` with a ``session.consumed``
+event (``session.input.consumed`` on the HTTP stream), never also typed or
+handed over by a hook.
+
+The message is sent while the agent waits on its first model request (held
+``MCP_DELAY_S``), before any tool ran: no hook has had a chance at it, and the
+engine types nothing into a busy agent whose hooks take messages.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+
+import pytest
+
+from .conftest import AgentSession
+from .test_native_channels import MCP_DELAY_S, LoopServer, _attempts, _bodies, _repoint
+
+pytestmark = pytest.mark.e2e
+
+Make = Callable[..., AgentSession]
+
+
+def _session(make_session: Make, agent: str) -> AgentSession:
+    s = make_session(agent)
+    server = LoopServer().start()
+    s.server.stop()
+    s.server = server
+    _repoint(s, server)
+    s.write_config("[run]\nmcp = true\n")
+    return s
+
+
+def _tool_names(s: AgentSession) -> list[str]:
+    names: list[str] = []
+    for r in s.server.requests():
+        if r.side or not isinstance(r.body, dict):
+            continue
+        for t in r.body.get("tools") or []:
+            if isinstance(t, dict):
+                names.append(str(t.get("name") or (t.get("function") or {}).get("name")))
+                for decl in t.get("functionDeclarations") or []:
+                    names.append(str(decl.get("name")))
+    return names
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_the_agent_calls_check_input_queue_and_gets_the_message(make_session: Make, agent: str) -> None:
+    s = _session(make_session, agent)
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    assert "mcp" in (st.get("channels") or []), st
+    s.type_keys("Anything for me? [[mcp]]")
+    time.sleep(0.5)
+    s.press("Enter")
+    s.wait_until(lambda: s.server.mcp_pending, 60, "the scripted check_input_queue call")
+    marker = f"MC{uuid.uuid4().hex[:8]}"
+    t0 = time.time()
+    mid = s.send_id(f"deploy {marker} finished")
+    offered = sorted({n for n in _tool_names(s) if "agentwrap" in n or "input_queue" in n})
+    s.wait_until(lambda: any(marker in b[1] and b[2] for b in _bodies(s)), 60,
+                 "the tool result at the model")
+    s.wait_state("ready", timeout=60)
+    status, channels_used = _attempts(s, mid)
+    assert status in ("delivered", "acknowledged"), status
+    assert channels_used == ["mcp"], channels_used
+    carrying = [b for b in _bodies(s) if marker in b[1]]
+    first = carrying[0]
+    assert all(b[2] for b in carrying)  # only ever inside the tool result, never a user turn
+    from agentwrap.service import Service
+
+    with Service.open(s._paths()) as svc:
+        consumed = [e for e in svc.events(after_id=0) if e.kind == "session.consumed"]
+    assert any(e.data.get("channel") == "mcp" and mid in e.data.get("ids", []) for e in consumed)
+    print(f"{agent}: enqueue -> tool result at the model: {first[0] - t0:.2f} s"
+          f" (first reply held {MCP_DELAY_S} s); tools offered: {offered}")
