@@ -221,7 +221,8 @@ class Answerer:
         (``next_key``); a question shown alone is then submitted on the review."""
         numbers = {int(n) for n in a.answer.get("numbers", ())}
         self._tick(sup, a, lambda: self._live(sup, a), numbers, dialog)
-        typed = f"{dialog.toggle_key} on options {sorted(numbers)}, {dialog.next_key}"
+        typed = (f"options {sorted(numbers)} ticked ({dialog.toggle_key} on each box that"
+                 f" differed), {dialog.next_key}")
         self._live(sup, a)
         sup.term.send_key(dialog.next_key)
         if len(q.tabs) <= 1 and dialog.submit_option:  # one question: the review is next
@@ -267,7 +268,8 @@ class Answerer:
             if item.multiSelect:
                 self._tick(sup, a, look, set(numbers), dialog)
                 key = dialog.next_key
-                done.append(f"{header}: {dialog.toggle_key} on {numbers}, {key}")
+                done.append(f"{header}: {numbers} ticked ({dialog.toggle_key} on each box that"
+                            f" differed), {key}")
             else:  # Enter answers a single-select tab and goes on by itself
                 self._move_to(sup, a, numbers[0], look)
                 look()
