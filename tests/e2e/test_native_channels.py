@@ -1,7 +1,9 @@
 """Native channels on the real agents: a message sent while the agent is in a
 multi-step tool loop reaches the model inside the same turn, through the hook
 registered by ``agentwrap run``, in the request that follows the next tool
-result, exactly once, and is never also typed; a hook with the database locked leaves the agent undisturbed.
+result, exactly once, and is never also typed (Claude Code, Gemini CLI, and
+Codex with the user's ``[run] codex_hook_trust = "bypass"``); a hook with the
+database locked leaves the agent undisturbed.
 
 The model server is scripted (``[[loop]]``): one tool call per request, each
 answer held back ``STEP_DELAY_S`` so the agent is visibly inside the loop.
@@ -134,11 +136,13 @@ def _start(s: AgentSession) -> None:
     assert "hooks" in (st.get("channels") or []), st
 
 
-@pytest.mark.parametrize("agent", ["claude", "gemini"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
 def test_message_sent_in_a_tool_loop_reaches_the_next_request_once(
     make_session: Make, agent: str
 ) -> None:
     s = _session(make_session, agent)
+    if agent == "codex":  # Codex runs per-launch hooks only with the person's own opt-in
+        s.write_config('[run]\ncodex_hook_trust = "bypass"\n')
     _start(s)
     s.type_keys("Look around please. [[loop]]")
     time.sleep(0.5)
