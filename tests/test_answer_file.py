@@ -172,3 +172,50 @@ def test_a_file_being_written_is_not_read_half_way(aw: AwEnv) -> None:
     # complete once closed; it answers a question no longer open: moved aside
     assert rejected(folder, "inplace.json")["error"] in ("StaleAnswer", "NoOpenQuestion")
     assert choices(aw) == [{**choices(aw)[0]}] and len(choices(aw)) == 1
+
+
+def test_a_file_answers_every_question_of_a_tabbed_dialog(aw: AwEnv) -> None:
+    """``{"answers": {"questions": {...}}}`` is `agentwrap answer --answer ...` in a
+    file: taken by the intake (every question answered, by header or number) and
+    removed; one naming a question the dialog does not have is moved aside. No
+    supervisor runs here, so the answer is stored, not typed (the typing is proven on
+    the real Claude Code in tests/e2e/test_answering.py)."""
+    from support.http_kit import register
+    from test_answer import _features_tab, _waiting
+
+    from agentwrap.audit import AuditLog
+    from agentwrap.detect.profiles import load_profile
+    from agentwrap.queue.answers import AnswerStore
+    from agentwrap.sessions.answer_folder import AnswerFolder
+    from agentwrap.sessions.answer_intake import AnswerIntake
+    from agentwrap.sessions.registry import Registry
+
+    register(aw, "cc", profile="claude")
+    q = _waiting(aw.paths, "cc", _features_tab())
+    store, registry = AnswerStore(aw.paths.db_path), Registry(aw.paths.db_path)
+    audit = AuditLog(aw.paths.audit_log)
+    intake = AnswerIntake(aw.paths, registry, lambda: store, audit,
+                          lambda _name: load_profile("claude", aw.paths))
+    folder = AnswerFolder(aw.paths, "cc", intake, audit).open()
+    try:
+        good = {"questionId": q.id,
+                "answers": {"questions": {"Database": "SQLite", "2": [1, "Metrics"]}}}
+        bad = {"answers": {"questions": {"Database": 1, "Colour": 2}}}
+        for name, doc in (("a.json", good), ("b.json", bad)):
+            (folder.path / ".tmp").write_text(json.dumps(doc), encoding="utf-8")
+            (folder.path / ".tmp").rename(folder.path / name)  # atomically, as documented
+        taken: dict[str, Any] = {}
+        wait_for(lambda: taken.update(folder.step()) or len(taken) == 2, 15, "both files taken")
+        a, b = taken["a.json"], taken["b.json"]
+        assert not isinstance(a, Exception), a
+        assert a.answer.source == "file" and a.answer.answer == {
+            "how": "answers", "tabs": ["Database", "Features"], "answers": [
+                {"tab": 0, "header": "Database", "values": ["SQLite"]},
+                {"tab": 1, "header": "Features", "values": ["1", "Metrics"]}]}
+        assert isinstance(b, InvalidAnswer) and "no question 'Colour'" in b.message
+        assert sorted(p.name for p in folder.path.iterdir()) == [
+            "b.json.error", "b.json.rejected"]
+    finally:
+        folder.close()
+        store.close()
+        registry.close()
