@@ -335,3 +335,26 @@ def test_a_locked_or_missing_store_changes_nothing(aw: AwEnv) -> None:
     finally:
         db.execute("ROLLBACK")
         db.close()
+
+
+def test_gemini_tells_the_exact_command_but_never_answers(aw: AwEnv) -> None:
+    """Gemini CLI's ToolPermission notification (sent as its dialog opens) carries the
+    exact command: kept for the screen's question; no rule is ever applied to it
+    in the hook (a notification cannot answer)."""
+    rules(aw, ALLOW_ALL)
+    data = fixture("gemini", "Notification.ToolPermission.json")
+    long = "touch tool_ran.txt && echo " + "y" * 200
+    data["details"]["command"] = long
+    assert handle("gemini", "Notification", json.dumps(data).encode(), env_of(aw)) == ""
+    sig = read_signal(aw.paths, "fake")
+    assert sig is not None and sig.signal == "permission_prompt"
+    hq = read_question(aw.paths, "fake")
+    assert hq is not None and (hq.tool, hq.command, hq.decision) == ("Shell", long, "")
+    for screen in ("waiting_input__permission__80x24.txt", "waiting_input__permission__160x45.txt"):
+        plain = screen_question("gemini", screen, None)
+        q = screen_question("gemini", screen, HookQuestions(aw.paths, "fake"))
+        assert (q.source, q.command, q.id) == ("hook", long, plain.id), (plain, q)
+    idle = {**data, "notification_type": "idle"}  # other notifications keep nothing
+    question_file(aw.paths, "fake").unlink()
+    assert handle("gemini", "Notification", json.dumps(idle).encode(), env_of(aw)) == ""
+    assert read_question(aw.paths, "fake") is None

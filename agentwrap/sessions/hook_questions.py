@@ -5,7 +5,9 @@ terminal's width: a long command ends at the edge, an option's description
 wraps or is dropped. Claude Code and Codex run a ``PermissionRequest`` hook
 just before they open such a dialog, with the exact request as JSON
 (``tool_name``, ``tool_input``: the command, the file, AskUserQuestion's
-``questions`` with headers, options, descriptions, ``multiSelect``). So:
+``questions`` with headers, options, descriptions, ``multiSelect``); Gemini
+CLI only notifies (``Notification`` ``ToolPermission``, ``details.command``), which
+gives the exact text but can never answer. So:
 
 * the hook (``agentwrap hook AGENT PermissionRequest``) keeps what it was told
   in ``<runtime>/<session>.question.json`` (0600, replaced atomically: the
@@ -122,7 +124,10 @@ class HookQuestion:
 
 def from_payload(agent: str, event: str, payload: Mapping[str, Any],
                  now: float | None = None) -> HookQuestion | None:
-    """The request in a ``PermissionRequest`` payload, or None (nothing usable)."""
+    """The request in a ``PermissionRequest`` payload (or Gemini's ``ToolPermission``
+    notification), or None (nothing usable)."""
+    if agent == "gemini":
+        return _gemini(event, payload, now)
     name = payload.get("tool_name")
     tool_input = payload.get("tool_input")
     if not isinstance(name, str) or not name or not isinstance(tool_input, dict):
@@ -137,6 +142,28 @@ def from_payload(agent: str, event: str, payload: Mapping[str, Any],
     command = _command(tool_input)
     asked = Item(question=str(tool_input.get("description") or f"Allow {name}?")[:500])
     return HookQuestion(agent, event, "permission", tool, name, command, (asked,), at, tool_input)
+
+
+#: Gemini's confirmation ``details.type`` -> the tool its dialog names, and the field
+#: that holds what the screen shows after it.
+GEMINI_DETAILS = {"exec": ("Shell", "command"), "edit": ("Edit", "filePath")}
+
+
+def _gemini(event: str, payload: Mapping[str, Any], now: float | None) -> HookQuestion | None:
+    """Gemini CLI tells its confirmation only as a ``ToolPermission`` notification, sent
+    as its dialog opens (``details``: the exact command or file). A notification
+    cannot answer, so this is text only: no decision is ever taken from it."""
+    details = payload.get("details")
+    if payload.get("notification_type") != "ToolPermission" or not isinstance(details, dict):
+        return None
+    tool, key = GEMINI_DETAILS.get(str(details.get("type")), ("", ""))
+    command = details.get(key) if key else None
+    if not tool or not isinstance(command, str) or not command:
+        return None
+    asked = Item(question=str(details.get("title") or payload.get("message") or "")[:500])
+    at = time.time() if now is None else now
+    return HookQuestion("gemini", event, "permission", tool, tool, command, (asked,), at,
+                        {k: v for k, v in details.items() if isinstance(v, (str, int, bool))})
 
 
 def _command(tool_input: Mapping[str, Any]) -> str | None:

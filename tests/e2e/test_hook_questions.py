@@ -12,7 +12,8 @@ scripts a shell call that needs permission. Three cases:
     and the policy's veto is audited; the person's ``--deny`` closes it;
 (c) no rule, a command longer than the screen is wide: the dialog opens and
     ``state --json`` shows the hook's exact command (source ``hook``, the
-    screen's id); ``answer --option 1`` runs it.
+    screen's id); ``answer --option 1`` runs it. Gemini CLI too: it only
+    notifies (``ToolPermission``), which gives the exact command but no answer.
 
 What happened is read from the model server's requests, the project dir, the
 audit log and the answers table, never from the screen alone. Waits are
@@ -58,7 +59,7 @@ def stored_answers(s: AgentSession) -> int:
 #: Codex runs hooks given per launch only with this in the person's own config.
 CODEX_TRUST = '[run]\ncodex_hook_trust = "bypass"\n\n'
 #: The tool the permission dialog names, per agent (as the screen and the rules name it).
-TOOL = {"claude": "Bash", "codex": "shell"}
+TOOL = {"claude": "Bash", "codex": "shell", "gemini": "Shell"}
 
 
 def hook_question(s: AgentSession) -> dict[str, Any]:
@@ -89,6 +90,8 @@ def call_bash(s: AgentSession, command: str) -> None:
         directive = "exec_command " + json.dumps({
             "cmd": command, "sandbox_permissions": "require_escalated",
             "justification": "scripted by the test"})
+    elif s.agent == "gemini":  # (with a description, its dialog shows that, not the command)
+        directive = "run_shell_command " + json.dumps({"command": command})
     else:
         directive = "Bash " + json.dumps({"command": command, "description": "scripted by the test"})
     res = s.send(f"[[call: {directive}]] please", "--wait", "--timeout", "90")
@@ -136,7 +139,7 @@ def test_a_deny_listed_command_is_never_approved(make_session: Make, agent: str)
     s.wait_state("ready", timeout=60)
 
 
-@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("agent", [*AGENTS, "gemini"])  # Gemini: its ToolPermission notification
 def test_without_a_rule_the_dialog_shows_the_hooks_exact_command(
     make_session: Make, agent: str
 ) -> None:

@@ -163,6 +163,12 @@ def _signal(run: HookRun, env: Mapping[str, str]) -> str:
 
     write_signal(run.paths, run.session, run.action, source="hook", agent=run.agent,
                  event=run.event, detail=str(run.payload.get("message", "")))
+    if run.action == "permission_prompt" and isinstance(run.payload.get("details"), dict):
+        from ...sessions import hook_questions as hq_mod  # Gemini: the exact text, no answer
+
+        hq = hq_mod.from_payload(run.agent, run.event, run.payload)
+        if hq is not None:
+            hq_mod.write_question(run.paths, run.session, hq)
     tokens = acked_tokens(run.payload) if run.action == "turn_end" else set()
     if tokens and run.paths.db_path.is_file():
         from ...service import Service
