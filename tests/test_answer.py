@@ -272,6 +272,10 @@ def test_http_multi_select_and_several_questions(aw: AwEnv, api: InProcess) -> N
     tests/e2e/test_answering.py on the real Claude Code), and what is refused."""
     register(aw, "cc", profile="claude")
     q = _waiting(aw.paths, "cc", _features_tab())
+    shown = aw.cli("state", "cc", check=True).stdout  # what a person reads to answer it
+    for line in ("questions: 1. Database, 2. Features", "(several: --options)", "2. [x] Backups",
+                 "--answer QUESTION=CHOICE"):
+        assert line in shown, shown
     url = "/api/sessions/cc/answer?wait=0"
     r = api.post(url, json={"options": ["search", 3], "questionId": q.id})
     assert r.status_code == 200, r.text

@@ -56,17 +56,24 @@ def _print_question(q: dict[str, Any]) -> None:
     what = f" {q['tool']}" + (f": {q['command']}" if q.get("command") else "") if q.get("tool") \
         else (f" {q['command']}" if q.get("command") else "")
     out.print(f"  [bold]{escape(q['kind'])}[/]{escape(what)}")
+    tabs = q.get("tabs") or []
+    if tabs:  # several questions, one tab at a time: --answer names them
+        out.print(f"  [dim]questions:[/] {escape(', '.join(f'{i}. {t}' for i, t in enumerate(tabs, 1)))}")
     for item in q.get("questions", ()):
         header = f"[{item['header']}] " if item.get("header") else ""
-        out.print(f"  {escape(header + item['question'])}")
+        several = " (several: --options)" if item.get("multiSelect") else ""
+        out.print(f"  {escape(header + item['question'] + several)}")
         for o in item.get("options", ()):
             mark = "❯" if o.get("number") is not None and o.get("number") == q.get("highlighted") \
                 else " "
             num = f"{o['number']}." if o.get("number") is not None else f"({o.get('key')})"
+            box = "" if o.get("checked") is None else ("[x] " if o["checked"] else "[ ] ")
             desc = f"  [dim]{escape(o['description'])}[/]" if o.get("description") else ""
-            out.print(f"   {mark} {escape(num)} {escape(o['label'])}{desc}")
-    out.print(f"  [dim]question {escape(q['id'])}; answer it in the terminal"
-              f" (`agentwrap attach`){'; free text allowed' if q.get('free_text_allowed') else ''}[/]")
+            out.print(f"   {mark} {escape(num)} {escape(box + o['label'])}{desc}")
+    how = "--answer QUESTION=CHOICE for each" if tabs else "--option N"
+    out.print(f"  [dim]question {escape(q['id'])}; answer: `agentwrap answer NAME {how}`"
+              f" (or in the terminal: `agentwrap attach`)"
+              f"{'; free text allowed' if q.get('free_text_allowed') else ''}[/]")
 
 
 def cmd_state(args: argparse.Namespace) -> int:
