@@ -27,7 +27,8 @@ DESCRIPTION = (
     "--deny.\n"
     "\n"
     "Several questions in one dialog (Claude Code's AskUserQuestion shows them as\n"
-    "tabs: `state` lists their headers under tabs) are answered together, one\n"
+    "tabs; `state` lists them: `questions: 1. Database, 2. Features`) are answered\n"
+    "together, one\n"
     "--answer QUESTION=CHOICE per question: QUESTION is the header or its number\n"
     "(1 = first tab), CHOICE an option's number or label, or for a multi-select\n"
     "question several separated by commas (exactly those end up ticked). Every\n"
@@ -66,7 +67,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                       help="the option's number as shown, or its label (exact, or a unique prefix)")
     what.add_argument("--options", metavar="N,M",
                       help="a multi-select question: the options to tick (numbers or labels,"
-                      " comma-separated); the others end up unticked")
+                      " comma-separated); the others end up unticked. Then the dialog goes on"
+                      " to its next question, or, for a question alone, its review is"
+                      " submitted")
     what.add_argument("--answer", metavar="QUESTION=CHOICE", action="append", dest="answers",
                       help="a dialog of several questions: one per question (header or number ="
                       " option, or options comma-separated for a multi-select one); repeat")
