@@ -28,12 +28,12 @@ DESCRIPTION = (
     "\n"
     "Several questions in one dialog (Claude Code's AskUserQuestion shows them as\n"
     "tabs; `state` lists them: `questions: 1. Database, 2. Features`) are answered\n"
-    "together, one\n"
-    "--answer QUESTION=CHOICE per question: QUESTION is the header or its number\n"
-    "(1 = first tab), CHOICE an option's number or label, or for a multi-select\n"
-    "question several separated by commas (exactly those end up ticked). Every\n"
-    "question needs one. agentwrap first looks at every tab, so a label no tab has\n"
-    "fails before anything is picked, then answers each and submits the review."
+    "together, one --answer QUESTION=CHOICE per question: QUESTION is the header or\n"
+    "its number (1 = first tab), CHOICE an option's number or label, or for a\n"
+    "multi-select question several separated by commas (exactly those end up\n"
+    "ticked). Every question needs one. agentwrap first looks at every tab, so a\n"
+    "label no tab has fails before anything is picked, then answers each and\n"
+    "submits the review."
 )
 EPILOG = """\
 exit status:
