@@ -75,6 +75,10 @@ class Answerer:
         self.cursor_s = cursor_s  # the cursor must be seen on the option within this (per try)
         self.max_age_s = max_age_s  # an answer nobody applied for this long is not typed
         self.clock = clock
+        # True while keys are typed: the supervisor neither tells the person about
+        # nor applies answer rules to the screens an answer goes through (the next
+        # tab of a dialog of several questions is no new question to them)
+        self.applying = False
 
     @classmethod
     def for_session(cls, paths: Paths, profile: Profile, session: str) -> Answerer:
@@ -100,11 +104,14 @@ class Answerer:
                 if self.clock() - a.created > self.max_age_s:
                     raise _Outcome(FAILED, f"not applied within {self.max_age_s:.0f} s of the"
                                    " request (no supervisor turn); nothing was typed")
+                self.applying = True
                 self._apply(sup, a)
             except _Outcome as out:
                 self._conclude(a, out.status, out.detail)
             except AgentwrapError as exc:  # the backend failed, the agent exited
                 self._conclude(a, FAILED, f"{type(exc).__name__}: {exc.message}")
+            finally:
+                self.applying = False
 
     def _conclude(self, a: Answer, status: str, detail: str) -> None:
         if self.store.conclude(a.id, status, detail):

@@ -56,6 +56,8 @@ class DeliveryStep(Protocol):
 
 
 class AnswerStep(Protocol):
+    applying: bool  # typing an answer now: the screens it goes through are its own doing
+
     def step(self, sup: Supervisor) -> None:
         """Type the answers people gave to the open question (agentwrap.delivery.answering)."""
 
@@ -217,6 +219,8 @@ class Supervisor:
     def _publish(self, reading: Reading) -> None:
         question = self.detector.question
         self._record(reading, question)
+        if self.answering is not None and self.answering.applying:
+            return  # the tabs an answer walks through: no new question to tell or to rule on
         # after the registry holds the question: an answer rule's answer is checked
         # against it; a question a rule answers is announced instead of told
         asked = question if reading.state is State.WAITING_INPUT else None

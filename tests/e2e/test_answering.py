@@ -273,6 +273,10 @@ def test_claude_ask_user_question_two_questions(make_session: Make) -> None:
     assert ('"Which database should I use?"="SQLite", '
             '"Which features do you want?"="Search, Metrics".') in result, result
     s.wait_state("ready", timeout=60)
+    # the person was told about the tabs they saw, never about those agentwrap walked through
+    audit = [json.loads(x) for x in s._paths().audit_log.read_text().splitlines()]
+    told = {a["question"] for a in audit if a["event"] == "told_waiting"}
+    assert told <= {q["id"], second["id"]}, (told, q["id"], second["id"])
 
 
 ASK_FEATURES = {"questions": [ASK_TWO["questions"][1]]}
