@@ -20,6 +20,9 @@ file?``) and, while this script polls the pane (``tmux capture-pane`` every
   when the question is published, with its event);
 * **model reply -> question**: the model server's tool-call request -> the
   same (includes the agent's own time to draw the dialog);
+* Claude only, a dialog of two questions (AskUserQuestion, the second
+  multi-select) answered with ``answers`` (``agentwrap answer --answer ...``):
+  **answer -> tabs gone** and **-> applied**, in the notes;
 * **answer -> dialog gone**: ``Service.answer`` called in process (what
   ``agentwrap answer`` and the HTTP API call) -> the first poll without the
   dialog's line; and **-> applied**: -> the answer's ``finished`` time (the
@@ -77,7 +80,16 @@ DIALOG = {
     "aider": re.compile(r"Create new file\? \(Y\)es/\(N\)o \[Yes\]:\Z"),
 }
 HOW = {"claude": "option 1", "codex": "option 1", "gemini": "option 1", "aider": "deny"}
-STATES = ("draft", "question", "reply", "gone", "applied")
+STATES = ("draft", "question", "reply", "gone", "applied", "tabs_gone", "tabs_applied")
+TABS = re.compile(r"Tab/Arrow keys to navigate|Ready to submit your answers\?")
+ASK_TWO = {"questions": [
+    {"question": "Which database?", "header": "Database", "multiSelect": False,
+     "options": [{"label": "SQLite", "description": "a file"},
+                 {"label": "Postgres", "description": "a server"}]},
+    {"question": "Which features?", "header": "Features", "multiSelect": True,
+     "options": [{"label": "Search", "description": "full text"},
+                 {"label": "Backups", "description": "nightly"},
+                 {"label": "Metrics", "description": "Prometheus"}]}]}
 
 
 class Poller:
@@ -202,6 +214,38 @@ def bench_agent(agent: str, work: Path, runs: int, delay: float, poll: float,
             (project / server_mod.TOOL_FILE).unlink(missing_ok=True)
             print(f"  {agent} run {i}: question {1000 * samples['question'][-1]:.0f} ms,"
                   f" applied {1000 * samples['applied'][-1]:.0f} ms", file=sys.stderr)
+        if agent == "claude":  # a dialog of two questions, the second multi-select
+            for i in range(runs):
+                wait_until(lambda: rec().state == "ready", timeout, f"{agent} ready", poll=0.05)
+                time.sleep(0.5)
+                t0 = time.time()
+                res = subprocess.run(
+                    [sys.executable, "-m", "agentwrap", "send", name, "--raw",
+                     f"[[call: AskUserQuestion {json.dumps(ASK_TWO)}]] run {i}"], env=env,
+                    capture_output=True, text=True, timeout=60, check=False)
+                if res.returncode != 0:
+                    raise RuntimeError(f"{agent}: send failed: {res.stderr}")
+                q_rec = wait_until(lambda: (r := rec()).state == "waiting_input" and r.question
+                                   and r.question.get("tabs") and r, timeout,
+                                   f"{agent} two questions (run {i})", poll=0.01)
+                wait_until(lambda t0=t0: poller is not None and poller.first(t0, TABS), 5,
+                           "the tabs in a poll")
+                time.sleep(0.3)
+                a0 = time.time()
+                result = svc.answer(name, answers={"Database": "SQLite", "Features": [1, 3]},
+                                    question_id=q_rec.question["id"], source="bench")
+                done = svc.wait_answer(result.answer.id, timeout)
+                if done.status != "applied" or done.finished is None:
+                    raise RuntimeError(f"{agent}: answers {done.status}: {done.detail}")
+                gone = wait_until(lambda a0=a0: poller is not None
+                                  and poller.first(a0, TABS, present=False), 5,
+                                  "the tabs gone in a poll")
+                samples["tabs_gone"].append(gone - a0)
+                samples["tabs_applied"].append(done.finished - a0)
+            notes.append("two questions as tabs (--answer for each): answer->gone"
+                         f" {fmt(stats_ms(samples['tabs_gone'])['p50_ms'], '.0f')} ms,"
+                         f" ->applied {fmt(stats_ms(samples['tabs_applied'])['p50_ms'], '.0f')}"
+                         " ms p50 (each tab looked at, then answered, then the review)")
         reg.close()
         svc.close()
     finally:
