@@ -342,3 +342,27 @@ def test_an_untrusted_projects_checks_do_not_run_from_the_hook(aw: AwEnv, svc: S
     assert handle("claude", "PostToolUse", json.dumps(p).encode(), env) == ""
     time.sleep(0.2)
     assert not (aw.project / "ran").exists()
+
+
+def test_checks_longer_than_the_hook_may_wait_report_when_they_end(
+        aw: AwEnv, svc: Service) -> None:
+    from support.waiting import wait_for
+
+    from agentwrap.feedback.edit_hook import after_tool
+
+    gate = aw.root / "go"
+    slow = aw.root / "slow.py"
+    slow.write_text(f"import pathlib, time\nwhile not pathlib.Path({str(gate)!r}).exists():\n"
+                    "    time.sleep(0.05)\nprint('SLOW SUITE FAILED'); raise SystemExit(1)\n")
+    write(aw.project / ".agentwrap.toml",
+          f'[[feedback]]\nname = "slow"\nrun = "{PY} {slow}"\non = ["edit"]\n')
+    write(aw.paths.config_file, f'[trust]\nfeedback_projects = ["{aw.project}"]\n')
+    notes: list[str] = []
+    p = payload("claude", "PostToolUse", tool_name="Edit", cwd=str(aw.project),
+                tool_input={"file_path": str(aw.project / "app.py")})
+    after_tool(aw.paths, "fake", "claude", p, notes.append, wait_s=0.5, env=aw.env)
+    assert any("still run" in n for n in notes), notes
+    assert svc.history("fake") == []  # the hook has left; the check waits for the gate
+    gate.write_text("x")
+    m = wait_for(lambda: svc.history("fake"), timeout=30, what="the late result")[0].message
+    assert "SLOW SUITE FAILED" in m.content and m.source_id == "slow"

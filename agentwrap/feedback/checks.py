@@ -3,6 +3,8 @@ hook, a session's watcher and ``agentwrap watch`` share."""
 
 from __future__ import annotations
 
+import argparse
+import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -77,3 +79,22 @@ def run_edit_checks(
         runs = run_all(paths, cwd, sources, files, "edit")
         return report(service, session, runs, budget_tokens=cfg.feedback_options.budget_tokens,
                       turn=turn, channel=channel)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m agentwrap.feedback.checks --session S [--turn T] FILE...``:
+    the edit hook's checks in a process of their own (see
+    :func:`agentwrap.feedback.edit_hook.after_tool`)."""
+    ap = argparse.ArgumentParser(prog="agentwrap.feedback.checks")
+    ap.add_argument("--session", required=True)
+    ap.add_argument("--turn")
+    ap.add_argument("--channel", default="hook")
+    ap.add_argument("files", nargs="*")
+    args = ap.parse_args(argv)
+    run_edit_checks(Paths.from_env(), args.session, [Path(f) for f in args.files],
+                    turn=args.turn, channel=args.channel)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,6 +6,14 @@ drains the queue: when the tool was an edit, the ``edit`` sources whose paths
 match the touched files run now, synchronously (each bounded by its
 timeout), their news is queued, and the same hook run hands it to the model.
 
+The agent kills a hook that outlives its timeout (agentwrap registers 10 s),
+and a test suite may take longer. So the checks run in a process of their own
+(a session of its own: the agent's kill does not reach it), which the hook
+waits for at most :data:`SYNC_WAIT_S`: done by then, their news is in this
+turn; still running, the hook hands over what waits and leaves, and the
+result, queued when the checks end, goes in at the next tool call or is
+typed once the agent is idle.
+
 This module is imported by every between-tool-calls hook, so it imports
 nothing heavy until it knows the tool edited files.
 """
@@ -31,6 +39,9 @@ EDIT_TOOLS: dict[str, dict[str, tuple[str, ...]]] = {
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$",
                          re.MULTILINE)
 MAX_FILES = 200
+#: How long the hook waits for the checks (the hooks' 10 s timeout, less time
+#: to start, hand over the queue and answer).
+SYNC_WAIT_S = 7.0
 
 
 def _calls(payload: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -78,23 +89,39 @@ def edited_paths(agent: str, payload: Mapping[str, Any]) -> list[Path]:
 
 def after_tool(
     paths: Paths, session: str, agent: str, payload: Mapping[str, Any],
-    log: Callable[[str], None] = lambda _: None,
+    log: Callable[[str], None] = lambda _: None, *, wait_s: float = SYNC_WAIT_S,
+    env: Mapping[str, str] | None = None,
 ) -> None:
-    """Run the session's ``edit`` sources on the files the tool edited and
-    queue what is new; nothing when the tool was not an edit. Never raises:
-    the hook must still hand over what waits (a failure goes to ``log``)."""
+    """Run the session's ``edit`` sources on the files the tool edited, in a
+    process of their own, and wait for it at most ``wait_s``; nothing when the
+    tool was not an edit. Never raises: the hook must still hand over what
+    waits (a failure goes to ``log``)."""
     try:
         edited = edited_paths(agent, payload)
         if not edited:
             return
-        from .checks import run_edit_checks
+        import os
+        import subprocess
+        import sys
 
         # the budget is per turn where the payload names the turn (Claude, Codex);
         # Gemini's does not: each hook run has a budget of its own
         turn = payload.get("prompt_id") or payload.get("turn_id")
-        sent = run_edit_checks(paths, session, edited, turn=str(turn) if turn else None,
-                               channel="hook")
-        if sent:
-            log(f"feedback: {len(sent)} message(s) after editing {len(edited)} file(s)")
+        argv = [sys.executable, "-m", "agentwrap.feedback.checks", "--session", session]
+        if turn:
+            argv += ["--turn", str(turn)]
+        proc = subprocess.Popen(
+            [*argv, "--", *(str(p) for p in edited)], stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            env=dict(os.environ if env is None else env), cwd="/",
+        )
+        try:
+            code = proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            log(f"feedback: checks of {len(edited)} edited file(s) still run after {wait_s:g} s;"
+                " their result follows when they end")
+            return
+        if code != 0:
+            log(f"feedback: the checks exited {code}")
     except Exception as exc:  # noqa: BLE001 - a check must never fail the agent's hook
         log(f"feedback failed: {type(exc).__name__}: {exc}")

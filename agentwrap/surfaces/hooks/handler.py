@@ -182,7 +182,7 @@ def _context(run: HookRun, env: Mapping[str, str]) -> str:
     """The session's due messages, handed to the model as additional context."""
     from ...feedback.edit_hook import after_tool  # checks after an edit tool (issue 12)
 
-    after_tool(run.paths, run.session, run.agent, run.payload, log=run.log)
+    after_tool(run.paths, run.session, run.agent, run.payload, log=run.log, env=env)
     if not run.paths.db_path.is_file():  # agentwrap never ran here: make nothing
         return ""
     from ...service import Service
