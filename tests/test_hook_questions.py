@@ -358,3 +358,25 @@ def test_gemini_tells_the_exact_command_but_never_answers(aw: AwEnv) -> None:
     question_file(aw.paths, "fake").unlink()
     assert handle("gemini", "Notification", json.dumps(idle).encode(), env_of(aw)) == ""
     assert read_question(aw.paths, "fake") is None
+
+
+def test_a_permission_signal_ends_with_the_dialog_it_announced(aw: AwEnv) -> None:
+    """The hook's permission_prompt signal says a dialog is open; once the screen has
+    shown a dialog after it and the dialog is gone, it was answered (Codex fires no
+    Stop after a refusal: the signal kept the session waiting_input for 30 s)."""
+    from agentwrap.sessions.signals import HookSignals
+
+    path = SCREENS / "claude" / "waiting_input__permission__160x45.txt"
+    ready = next((SCREENS / "claude").glob("ready__*__160x45.txt"))
+    m, r = NAME_RE.match(path.name), NAME_RE.match(ready.name)
+    assert m is not None and r is not None
+    det = Detector(load_profile("claude"), hooks=HookSignals(aw.paths, "fake"))
+    det._seen_ready = True
+    assert run_hook(aw, "claude", fixture("claude", "PermissionRequest.json")) == ""
+    assert det.update(snapshot_of(path, m)).state is State.WAITING_INPUT  # the dialog
+    reading = det.update(snapshot_of(ready, r))  # answered: the dialog is gone
+    assert reading.state is not State.WAITING_INPUT, reading
+    # a signal for a dialog the screen never showed still counts
+    det2 = Detector(load_profile("claude"), hooks=HookSignals(aw.paths, "fake"))
+    assert run_hook(aw, "claude", fixture("claude", "PermissionRequest.json")) == ""
+    assert det2.update(snapshot_of(ready, r)).state is State.WAITING_INPUT

@@ -151,6 +151,7 @@ class Detector:
         self.question: Question | None = None
         self._screen_question: Question | None = None  # as read off the screen
         self._question_key: tuple[str, str] = ("", "")
+        self._dialog_at: float | None = None  # last time a dialog was on screen
 
     @property
     def state(self) -> State:
@@ -191,6 +192,7 @@ class Detector:
             m = dialog.pattern.search(lines)
             if m:
                 self.draft = False
+                self._dialog_at = now
                 if self._question_key != (snap.digest, dialog.name):
                     self._question_key = (snap.digest, dialog.name)
                     self._screen_question = parse_question(
@@ -267,6 +269,9 @@ class Detector:
         got = self.hooks.read()
         if got is None or got.age_s > HOOK_FRESH_S or got.age_s * 1000 > quiet + HOOK_GRACE_MS:
             return None
+        if got.state is State.WAITING_INPUT and self._dialog_at is not None \
+                and self.clock() - got.age_s <= self._dialog_at:
+            return None  # the dialog it announced was drawn since, and is gone: answered
         state, reason = got.state, got.reason
         if state is State.READY:
             if quiet < self.profile.quiet_ms:
