@@ -219,3 +219,39 @@ def test_run_registers_the_file_for_aider_only_in_the_state_dir(svc: Service, aw
     off = plan(profile, RunConfig(), svc.paths, "ai2", ["aider"], dict(os.environ),
                version="0.86.2", enabled=False)
     assert off.channels == [] and off.argv == []
+
+
+@dataclass
+class _Snap:
+    screen: str
+
+    def text(self) -> str:
+        return self.screen
+
+
+def test_an_ack_in_the_reply_on_screen_acknowledges_the_batch(svc: Service, chan: ReadFileChannel) -> None:
+    mid = _send(svc, "ack me", require_ack=True)
+    sup = Sup(State.BUSY)
+    chan.step(sup)
+    token = svc.get(mid).batch_id
+    assert f'"ACK {token}"' in _peek(chan.path)
+    _aider_reads(chan.path, 2)
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERED
+    sup.snap = _Snap(f"some reply\nACK {token}\n> ")  # type: ignore[assignment]
+    chan.step(sup)
+    assert svc.get(mid).status is Status.ACKNOWLEDGED
+    assert chan.step(sup) is None  # nothing left to watch
+
+
+def test_two_opens_in_a_row_are_two_opens(svc: Service, chan: ReadFileChannel) -> None:
+    """The kernel merges an inotify event identical to the unread one before it:
+    two reads between two turns of the supervisor must still count twice."""
+    mid = _send(svc, "twice")
+    sup = Sup(State.BUSY)
+    chan.step(sup)
+    _aider_reads(chan.path, 2)
+    chan.step(sup)
+    entry = svc.message(mid)
+    assert entry.message.status is Status.DELIVERED
+    assert "2 time(s)" in entry.attempts[-1].evidence

@@ -42,6 +42,7 @@ import errno
 import json
 import logging
 import os
+import re
 import struct
 import time
 from collections.abc import Callable, Sequence
@@ -71,6 +72,7 @@ BATCH_FILE = "read-file-batch.json"
 MAX_FILE_BYTES = 10 * 1024
 #: How often a supervisor with a batch in the file looks again.
 POLL_S = 0.05
+_IN_CLOSE_NOWRITE = 0x10
 _IN_OPEN = 0x20
 _IN_MOVED_TO = 0x80
 _IN_Q_OVERFLOW = 0x4000
@@ -90,7 +92,11 @@ class Inotify:
             err = ctypes.get_errno()
             raise OSError(err, f"inotify_init1: {os.strerror(err)}")
         self.fd: int = fd
-        wd = libc.inotify_add_watch(fd, os.fsencode(folder), _IN_OPEN | _IN_MOVED_TO)
+        # IN_CLOSE_NOWRITE only separates the opens: the kernel merges an event
+        # identical to the unread one before it, so two reads in a row would
+        # otherwise count once
+        wd = libc.inotify_add_watch(fd, os.fsencode(folder),
+                                    _IN_OPEN | _IN_CLOSE_NOWRITE | _IN_MOVED_TO)
         if wd < 0:
             err = ctypes.get_errno()
             os.close(fd)
@@ -160,6 +166,8 @@ class ReadFileChannel:
         self._overflow = False
         self._tried: set[str] = set()  # written once and not read: typed instead
         self._recovered = False
+        # batches delivered that asked for an ACK: token -> (ids, patterns, give up at)
+        self._acks: dict[str, tuple[list[str], list[re.Pattern[str]], float | None]] = {}
         self.broken: str | None = None  # why the channel is off (inotify refused)
         self.owns_store = False  # opened by for_session: closed with the channel
 
@@ -205,7 +213,9 @@ class ReadFileChannel:
                 return POLL_S
         if state is State.BUSY and self._batch is None:
             self._write_next(now)
-        return POLL_S if self._batch is not None else None
+        if self._acks:
+            self._look_for_acks(sup, state, now)
+        return POLL_S if self._batch is not None or self._acks else None
 
     def abandon(self, reason: str) -> int:
         """The session ends: settle the batch in the file (the engine's
@@ -262,9 +272,13 @@ class ReadFileChannel:
         self._replace(text)
         log.info("wrote %d message(s) to %s (batch %s)", len(batch), self.path, token)
 
-    def _compose(self, batch: Sequence[Message], token: str, left: int) -> str:
+    def _asks_ack(self, batch: Sequence[Message]) -> bool:
+        """As the typed block decides it: a message's own wish, else the session's."""
         wanted = [m.require_ack for m in batch]
-        ask = any(w for w in wanted) or (self.require_ack and not all(w is False for w in wanted))
+        return any(w for w in wanted) or (self.require_ack and not all(w is False for w in wanted))
+
+    def _compose(self, batch: Sequence[Message], token: str, left: int) -> str:
+        ask = self._asks_ack(batch)
         text = render(batch, token=token, ack_wording=self.cfg.ack_wording if ask else None,
                       syntax=self.profile.syntax).text
         if left:
@@ -317,14 +331,41 @@ class ReadFileChannel:
         self._replace("")
         self._clear_batch()
         now = self.clock()
-        for m in self._in_flight(b.token):
+        flight = self._in_flight(b.token)
+        for m in flight:
             self.store.record_attempt(Attempt(m.id, b.token, m.attempts + 1, b.written, now,
                                               CHANNEL, "delivered", evidence))
+        if flight and self._asks_ack(flight):
+            patterns = [re.compile(p.replace("{token}", re.escape(b.token)), re.IGNORECASE)
+                        for p in [*self.cfg.ack_patterns, *self.profile.ack_patterns]]
+            self._acks[b.token] = ([m.id for m in flight], patterns, None)
         n = self.store.finish(Status.DELIVERED, f"delivered: read through {CHANNEL}",
                               batch_id=b.token, consumed_through=CHANNEL)
         self.audit.write(event="consumed", session=self.session, channel=CHANNEL, ids=b.ids)
         log.info("batch %s delivered through %s (%d message(s)): %s", b.token, CHANNEL, n,
                  evidence)
+
+    def _look_for_acks(self, sup: Driver, state: State, now: float) -> None:
+        """The model's reply on screen says ``ACK <token>`` for a batch read
+        from the file (the block itself is never on screen, so any match is
+        the reply's): its messages are acknowledged. Looked for while the
+        agent works and ``ack_timeout_s`` after."""
+        text = sup.snap.text() if sup.snap is not None else ""
+        for token, (ids, patterns, until) in list(self._acks.items()):
+            line = next((ln.strip() for ln in text.split("\n")
+                         if any(p.search(ln) for p in patterns)), "")
+            if line:
+                del self._acks[token]
+                for mid in ids:
+                    self.store.acknowledge(mid, f"acknowledged: {line[:200]} (through {CHANNEL})")
+                self.audit.write(event="acknowledged", session=self.session, channel=CHANNEL,
+                                 ids=ids)
+            elif state is State.BUSY:
+                self._acks[token] = (ids, patterns, None)
+            elif until is None:
+                self._acks[token] = (ids, patterns, now + self.cfg.ack_timeout_s)
+            elif now >= until:
+                del self._acks[token]  # delivered, not acknowledged (as a hook's batch may be)
 
     def _settle(self, why: str) -> None:
         """Empty the file; the batch is delivered if it was opened before

@@ -2,16 +2,17 @@
 the model reaches the model in Aider's *next request of the same turn*
 through the ``--read`` file agentwrap owns, exactly once, and is never typed.
 
-The model server scripts a two-request turn: the first reply (held back
-``FIRST_DELAY_S``) is an edit whose SEARCH block matches nothing in the file in
+The model server scripts a two-request turn: the first reply is an edit whose SEARCH block matches nothing in the file in
 the chat, so Aider reflects the error to the model at once (no dialog), which
-is the request that must carry the message.
+is the request that must carry the message. The first reply is held until the
+message is in the file, so no timing decides the outcome.
 """
 
 from __future__ import annotations
 
 import json
 import stat
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -26,7 +27,8 @@ from .model_server import ModelServer, Plan, ToolSpec
 pytestmark = pytest.mark.e2e
 
 Make = Callable[..., AgentSession]
-FIRST_DELAY_S = 4.0
+FIRST_DELAY_S = 0.5
+HOLD_MAX_S = 60.0
 BAD_EDIT = (
     "Updating the readme.\n\nREADME.md\n```\n<<<<<<< SEARCH\nthis line is not in the file\n"
     "=======\nreplacement\n>>>>>>> REPLACE\n```\n"
@@ -34,16 +36,19 @@ BAD_EDIT = (
 
 
 class ReflectServer(ModelServer):
-    """``[[reflect]]``: a failing edit (held back), then a plain answer to the reflection."""
+    """``[[reflect]]``: a failing edit, held back until the test says (at most
+    ``HOLD_MAX_S``), then a plain answer to the reflection."""
 
     def __init__(self) -> None:
         super().__init__()
         self.stage = 0
+        self.release = threading.Event()
 
     def _plan(self, api: str, body: Any, turn: Any, tools: list[ToolSpec], side: Any) -> Plan:
         if side is None and api == "chat":
             if self.stage == 0 and "[[reflect]]" in turn.text:
                 self.stage = 1
+                self.release.wait(HOLD_MAX_S)  # aider waits on the model meanwhile
                 return Plan(text=BAD_EDIT, delay=FIRST_DELAY_S)
             if self.stage == 1:
                 self.stage = 2
@@ -73,6 +78,15 @@ def _bodies(s: AgentSession) -> list[tuple[float, str]]:
 
 def test_message_sent_while_aider_waits_reaches_its_next_request_once(make_session: Make) -> None:
     s = _session(make_session)
+    try:
+        _run(s)
+    except AssertionError:
+        log = s._paths().supervisor_log(s.name)
+        print("supervisor log:\n", log.read_text()[-6000:] if log.exists() else "(none)")
+        raise
+
+
+def _run(s: AgentSession) -> None:
     s.start()
     st = s.wait_state("ready", timeout=90)
     assert "read-file" in (st.get("channels") or []), st
@@ -87,8 +101,14 @@ def test_message_sent_while_aider_waits_reaches_its_next_request_once(make_sessi
     s.wait_until(lambda: s.server.stage >= 1, 60, "the first request at the model")
     s.wait_state("busy", timeout=30)
     marker = f"RF{uuid.uuid4().hex[:8]}"
-    t0 = time.time()
+    sent = time.time()
     mid = s.send_id(f"build {marker} is green")
+    # in the file (claimed through read-file) while aider still waits on the model
+    s.wait_until(lambda: s.message(mid)["status"] == "delivering", 30, "the message in the file")
+    in_file = time.time() - sent  # includes the `agentwrap send` process start
+    assert s.server.stage == 1  # (the test never opens the file: every open counts)
+    t0 = time.time()
+    s.server.release.set()
     s.wait_until(lambda: any(marker in b for _, b in _bodies(s)), 60, "message at the model")
     s.wait_until(lambda: s.message(mid)["status"] in ("delivered", "acknowledged"), 30,
                  "delivered")
@@ -107,7 +127,12 @@ def test_message_sent_while_aider_waits_reaches_its_next_request_once(make_sessi
         entry = svc.message(mid)
     assert [a.channel for a in entry.attempts] == ["read-file"], entry.attempts
     assert entry.attempts[0].outcome == "delivered"
+    print("evidence:", entry.attempts[0].evidence)
     assert marker not in s.screen()  # never typed into the prompt
     assert live.read_text() == ""  # taken out once read
-    print(f"aider: enqueue -> next model request carrying it: {bodies[first][0] - t0:.2f} s"
-          f" (first reply held {FIRST_DELAY_S} s)")
+    body = bodies[first][1]
+    at = body.index(marker)
+    print("aider framed it:", body[max(0, at - 700): at + 200])
+    print(f"aider: send -> claimed into the file (polled): {in_file:.2f} s;"
+          f" first reply released -> next model request carrying it:"
+          f" {bodies[first][0] - t0:.2f} s")
