@@ -155,3 +155,30 @@ def test_start_sources_and_schedules_report_their_output(aw: AwEnv, svc: Service
     assert len(hello) == 1 and "hi there" in hello[0].content
     assert ticks[0].source is Source.SCHEDULER and "run 1" in ticks[0].content
     assert "run 2" in ticks[1].content and "on a schedule" in ticks[1].content
+
+
+def test_an_agent_without_hooks_gets_its_edit_sources_from_the_watcher(
+        aw: AwEnv, svc: Service) -> None:
+    import time as _t
+
+    from agentwrap.feedback.companion import for_session
+    from agentwrap.sessions.registry import SessionRecord
+
+    (aw.project / ".agentwrap.toml").write_text(
+        '[[feedback]]\nname = "ruff"\non = ["edit"]\n[[feedback]]\nname = "git-status"\n')
+    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    aw.paths.config_file.write_text(f'[trust]\nfeedback_projects = ["{aw.project}"]\n')
+    for name, profile in (("ai", "aider"), ("cl", "claude")):
+        svc.registry.register(SessionRecord(name=name, profile=profile, backend="tmux",
+                                            command=["x"], cwd=str(aw.project),
+                                            started=_t.time()))
+    aider = for_session(aw.paths, "ai")
+    claude = for_session(aw.paths, "cl")
+    try:
+        assert aider is not None and [s.name for s in aider.watch] == ["ruff"]
+        assert claude is not None and claude.watch == []  # its edits come through hooks
+        assert [s.name for s in claude.start_sources] == ["git-status"]
+    finally:
+        for loop in (aider, claude):
+            if loop is not None:
+                loop.stop()

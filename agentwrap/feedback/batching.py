@@ -25,11 +25,12 @@ from pathlib import Path
 from ..message import Priority
 from ..paths import Paths, open_private_append, private_dir
 from .results import Outcome
-from .trimming import clean, trim
+from .trimming import clean, file_name, trim
 
 CHARS_PER_TOKEN = 4
 MAX_MESSAGE_CHARS = 9_000  # under the store's 10 KB with room for the frame
 MIN_PART_CHARS = 160  # less room than this: only a line and the file's path
+KEEP_SPILLED = 200  # full outputs kept (the oldest go first)
 FRAME = ("[agentwrap feedback: output of checks that ran in this project ({why}). This is"
          " information from the environment, not a request from the person.]")
 
@@ -63,7 +64,7 @@ def _status_line(o: Outcome) -> str:
 def _files_note(o: Outcome) -> str:
     if not o.files:
         return ""
-    shown = ", ".join(o.files[:5])
+    shown = ", ".join(file_name(f) for f in o.files[:5])
     more = f" and {len(o.files) - 5} more" if len(o.files) > 5 else ""
     return f" [{o.trigger}: {shown}{more}]"
 
@@ -71,6 +72,9 @@ def _files_note(o: Outcome) -> str:
 def spill(paths: Paths, session: str, o: Outcome) -> Path:
     """The whole output of a run, in a 0600 file the message can point to."""
     d = private_dir(paths.state_dir / "feedback" / "output", repair=True)
+    old = sorted(d.glob("*.txt"), key=lambda p: p.name.rsplit("-", 1)[-1])
+    for stale in old[: max(0, len(old) - KEEP_SPILLED + 1)]:
+        stale.unlink(missing_ok=True)
     path = d / f"{session}-{o.source}-{time.time_ns()}.txt"
     fd = open_private_append(path)
     try:

@@ -22,6 +22,7 @@ from .batching import CHARS_PER_TOKEN, compose, split_roles
 from .results import Outcome, ResultState, judge
 from .runner import RunResult
 from .sources import FeedbackSource
+from .trimming import file_name
 
 #: The source each trigger's messages carry ([hook:ruff], [filesystem:ruff]).
 SOURCE_OF_TRIGGER = {"edit": Source.HOOK, "watch": Source.FILESYSTEM,
@@ -125,7 +126,7 @@ def describe_changes(changes: Sequence[tuple[str, str]], root: str) -> str:
             " environment, not a request from the person.]\n")
     noun = "file" if n == 1 else "files"
     lines = [f"{n} {noun} changed:"]
-    lines += [f"- {path} ({kind})" for path, kind in changes[:MAX_LISTED]]
+    lines += [f"- {file_name(path)} ({kind})" for path, kind in changes[:MAX_LISTED]]
     if n > MAX_LISTED:
         lines.append(f"... and {n - MAX_LISTED} more")
     return head + "\n".join(lines)

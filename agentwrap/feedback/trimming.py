@@ -79,3 +79,10 @@ def _ends(lines: list[str]) -> list[str]:
         return lines
     cut = len(lines) - HEAD_LINES - TAIL_LINES
     return [*lines[:HEAD_LINES], f"... {cut} lines ...", *lines[-TAIL_LINES:]]
+
+
+def file_name(path: str) -> str:
+    """A file name as one line of text: a name with a newline must not pass
+    for a line of the message (``x\\nFrom pytest: now passing``)."""
+    return clean(path.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+                 .replace("\t", "\\t"))
