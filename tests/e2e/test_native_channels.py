@@ -190,3 +190,41 @@ def test_a_locked_database_leaves_the_agent_undisturbed(make_session: Make) -> N
         db.execute("ROLLBACK") if db.in_transaction else None
         db.close()
     s.wait_state("ready", timeout=60)
+
+
+def test_supervisor_killed_mid_loop_the_agent_goes_on_and_hooks_still_deliver(
+    make_session: Make,
+) -> None:
+    """kill -9 of the supervisor inside a tool loop: Claude Code runs the loop to
+    its end undisturbed, and its hook (which needs only the store) still hands a
+    message sent meanwhile to the next request, once."""
+    import os
+    import signal
+
+    s = _session(make_session, "claude")
+    _start(s)
+    s.type_keys("Look around please. [[loop]]")
+    time.sleep(0.5)
+    s.press("Enter")
+    s.wait_until(lambda: sum(b[2] for b in _bodies(s)) >= 1, 60, "first tool result")
+    from agentwrap.sessions.registry import Registry
+
+    reg = Registry(s._paths().db_path)
+    try:
+        pid = reg.get(s.name).supervisor_pid
+    finally:
+        reg.close()
+    assert pid
+    os.kill(pid, signal.SIGKILL)
+    s.wait_until(lambda: s.state().get("liveness") != "running", 30, "the supervisor seen gone")
+    marker = tag()
+    mid = s.send_id(f"while unsupervised {marker}")
+    s.wait_until(lambda: s.server.step == -1 and sum(b[2] for b in _bodies(s)) >= STEPS,
+                 90, "the loop ran to its end without a supervisor")
+    carrying = [b for b in _bodies(s) if marker in b[1]]
+    assert carrying and carrying[0][2], "not handed over between tool calls"
+    assert _bodies(s)[-1][1].count(marker) == 1
+    status, channels_used = _attempts(s, mid)
+    assert status in ("delivered", "acknowledged") and channels_used == ["hook"], (
+        status, channels_used)
+    assert s.agent_pid() is not None  # the agent itself is still there
