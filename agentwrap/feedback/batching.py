@@ -28,7 +28,7 @@ from .results import Outcome
 from .trimming import clean, file_name, trim
 
 CHARS_PER_TOKEN = 4
-MAX_MESSAGE_CHARS = 9_000  # under the store's 10 KB with room for the frame
+MAX_MESSAGE_CHARS = 8_000  # under the store's 10 KB, and a hook's 9,500 characters with its frame
 MIN_PART_CHARS = 160  # less room than this: only a line and the file's path
 KEEP_SPILLED = 200  # full outputs kept (the oldest go first)
 FRAME = ("[agentwrap feedback: output of checks that ran in this project ({why}). This is"
