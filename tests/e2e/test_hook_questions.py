@@ -159,3 +159,32 @@ def test_without_a_rule_the_dialog_shows_the_hooks_exact_command(
     assert code == 0 and out["status"] == "applied", out
     s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
     assert "part39" in next_tool_result(s, seen)
+
+
+def test_ask_user_question_takes_the_hooks_texts(make_session: Make) -> None:
+    """Claude Code's AskUserQuestion: its PermissionRequest hook carries the questions,
+    headers, options with their descriptions and multiSelect; the published question
+    (the tab on screen) takes them exactly, however the screen wrapped them."""
+    s = make_session("claude")
+    start(s)
+    long = ("One file next to the code, no server to run, backed up by copying it; "
+            "enough for a single writer and a few thousand requests a minute, which is "
+            "what this service sees on its busiest day, with room to spare for growth")
+    asked = {"questions": [
+        {"question": "Which database should I use?", "header": "Database", "multiSelect": False,
+         "options": [{"label": "SQLite", "description": long},
+                     {"label": "Postgres", "description": "A server"}]},
+        {"question": "Which features do you want?", "header": "Features", "multiSelect": True,
+         "options": [{"label": "Search", "description": "Full-text search"},
+                     {"label": "Metrics", "description": "Prometheus"}]},
+    ]}
+    prompt = f"[[call: AskUserQuestion {json.dumps(asked)}]] Set up storage"
+    assert s.send(prompt, "--raw", "--wait", "--timeout", "90").returncode == 0
+    q = hook_question(s)
+    (item,) = q["questions"]
+    assert (q["kind"], q["tool"], item["question"], item["header"], item["multiSelect"]) == (
+        "choice", "AskUserQuestion", "Which database should I use?", "Database", False), q
+    assert [(o["label"], o["description"]) for o in item["options"][:2]] == [
+        ("SQLite", long), ("Postgres", "A server")], item
+    code, out = answer(s, "--deny", "--question", q["id"])
+    assert code == 0 and out["status"] == "applied", out
