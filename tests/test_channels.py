@@ -328,3 +328,12 @@ def test_mcp_is_registered_only_when_the_user_turns_it_on(paths: Paths) -> None:
     got = _plan("claude", paths, version="2.1.197", run=RunConfig())
     assert got.channels == ["hooks"] and "--mcp-config" not in got.argv
     assert any("[run] mcp = true" in n for n in got.notes)
+
+
+def test_an_ended_sessions_launch_files_are_removed(paths: Paths) -> None:
+    got = _plan("claude", paths)
+    folder = channels.launch_dir(paths, "s1")
+    assert got.files and all(f.parent == folder for f in got.files)
+    assert channels.remove_launch_files(paths, "s1") == [folder]
+    assert not folder.exists()
+    assert channels.remove_launch_files(paths, "s1") == []  # nothing left: nothing to do

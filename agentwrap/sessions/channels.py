@@ -421,6 +421,20 @@ def plan(
     return out
 
 
+def remove_launch_files(paths: Paths, session: str) -> list[Path]:
+    """The session ended: its launch dir (settings, MCP config, Aider's read
+    file) and a root-run Gemini dir go, so no stale file names a session that
+    is gone. Returns the dirs removed; a failure is left for the next launch."""
+    digest = hashlib.sha256(str(paths.state_dir).encode()).hexdigest()[:12]
+    gone: list[Path] = []
+    for folder in (launch_dir(paths, session), ROOT_RUN_DIR / f"{digest}-{session}"):
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+            if not folder.exists():
+                gone.append(folder)
+    return gone
+
+
 def read_file_path(paths: Paths, session: str) -> Path:
     """Aider's live file of a session (``--read``; see :mod:`agentwrap.delivery.read_channel`)."""
     return launch_dir(paths, session) / READ_FILE_NAME
@@ -452,6 +466,7 @@ def describe(options: Mapping[str, Any]) -> str:
 
 __all__ = [
     "ALLOWED_MCP_TOOLS", "HOOK_EVENTS", "LaunchChannels", "describe", "hook_command",
-    "launch_dir", "parse_version", "plan", "probe_version", "read_file_path", "root_private_chain",
+    "launch_dir", "parse_version", "plan", "probe_version", "read_file_path",
+    "remove_launch_files", "root_private_chain",
     "version_at_least",
 ]

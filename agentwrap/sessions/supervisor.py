@@ -505,6 +505,9 @@ class Supervisor:
         if ended:
             self.exit_code = self.term.exit_code()
             self.registry.mark_ended(self.name, self.exit_code)
+            from .channels import remove_launch_files  # the launch's hook/MCP/read files
+
+            remove_launch_files(self.paths, self.name)
             if self.continuity is not None:
                 self.continuity.finish(self.exit_code)
             kill = getattr(self.term, "kill", None)

@@ -133,6 +133,10 @@ def _run(s: AgentSession) -> None:
     body = bodies[first][1]
     at = body.index(marker)
     print("aider framed it:", body[max(0, at - 700): at + 200])
+    s.press("C-d")  # aider quits: the session ends and its launch files go
+    s.wait_until(lambda: s.state().get("liveness") == "ended", 60,
+                 "the session ended")
+    s.wait_until(lambda: not live.parent.exists(), 30, "the launch dir removed")
     print(f"aider: send -> claimed into the file (polled): {in_file:.2f} s;"
           f" first reply released -> next model request carrying it:"
           f" {bodies[first][0] - t0:.2f} s")
