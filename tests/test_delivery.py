@@ -54,7 +54,6 @@ from support.delivery_kit import (
     write_config,
 )
 
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
