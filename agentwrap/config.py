@@ -86,6 +86,9 @@ class RunConfig:
     # also runs *every* untrusted hook of that launch (the person's own, a
     # project's .codex/). "off": Codex gets the MCP server only. User config only.
     codex_hook_trust: str = "off"
+    # how often a settled, silent screen is looked at anyway (output, exits and
+    # wake-ups are seen at once): higher costs idle sessions less CPU
+    idle_tick_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -302,6 +305,8 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                 f"run.codex_hook_trust: must be one of {', '.join(CODEX_HOOK_TRUST)},"
                 f" got {changes['codex_hook_trust']!r}"
             )
+        if section == "run" and changes.get("idle_tick_s", 1.0) < 0.5:
+            raise ConfigError(f"run.idle_tick_s: must be at least 0.5, got {changes['idle_tick_s']!r}")
         if section == "run" and changes.get("relay", "auto") not in RELAY_MODES:
             raise ConfigError(
                 f"run.relay: must be one of {', '.join(RELAY_MODES)}, got {changes['relay']!r}"

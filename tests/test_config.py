@@ -64,6 +64,7 @@ def test_project_search_stops_at_the_repository_root(tmp_path: Path) -> None:
         ("[limits]\nrate_per_minute = 1.5\n", "limits.rate_per_minute"),
         ("[run]\nbackend = \"screen\"\n", "run.backend"),
         ("[run]\nrelay = \"turbo\"\n", "run.relay"),
+        ("[run]\nidle_tick_s = 0\n", "run.idle_tick_s"),
         ("[profiles.codex.delivery]\nack_timeout = 3\n", "profiles.codex.delivery.ack_timeout"),
         ("[delivery\n", "not valid TOML"),
     ],

@@ -51,7 +51,7 @@ from ..queue.answers import AnswerStore
 from ..terminal.proctree import alive, descendants, kill_pids
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
-from .supervisor import Supervisor, log_to
+from .supervisor import Supervisor, Timing, log_to
 from .telling import Teller
 from .wake import notify, send
 
@@ -249,6 +249,7 @@ def build_supervisor(
         structured=structured_source(profile.structured, env, term.agent_pid),
         hooks=hooks, hook_questions=questions,
         trust_folder=bool(rec.options.get("trust_folder")),
+        timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
     )
     sup.delivery = engine = DeliveryEngine.for_session(paths, cfg, profile, rec)
     if "read-file" in (rec.options.get("channels") or ()):
