@@ -31,6 +31,7 @@ from agentwrap.detect.question import Question
 from agentwrap.detect.states import State
 from agentwrap.sessions.hook_questions import (
     FRESH_S,
+    HOLD_MAX_S,
     HOOK_START_S,
     PENDING,
     HookQuestions,
@@ -311,6 +312,9 @@ def test_the_supervisors_rules_wait_for_the_hooks_word(aw: AwEnv) -> None:
     done = hooks.take_decided()
     assert done is not None and done.decision == "allow" and hooks.take_decided() is None
     rules(aw, ALLOW_ALL)
+    write_question(aw.paths, "fake", replace(pending, decision=PENDING,
+                                             at=time.time() - HOLD_MAX_S - 1))
+    assert not hooks.holds(q)  # a hook that died deciding: the person is not kept waiting
     write_question(aw.paths, "fake", pending)  # the hook left it to the person
     assert not hooks.holds(q)
     asked = screen_question("codex", screen, hooks)  # another dialog: not this request

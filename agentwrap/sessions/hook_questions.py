@@ -72,8 +72,11 @@ FRESH_S = 60.0
 #: A dialog the hook has not (yet) told about is left to the hook this long (it may
 #: still be starting: the agent draws the dialog while its hook runs) ...
 HOOK_START_S = 3.0
-#: ... and what the hook writes while it decides (its rules exist).
+#: ... and what the hook writes while it decides (its rules exist). A hook that said
+#: it decides (or decided) holds the dialog at most this long: one that died
+#: half-way, or an agent that ignored its answer, leaves it to the person again.
 PENDING = "pending"
+HOLD_MAX_S = 10.0
 #: What a hook's output may say to the model when it refuses (one short line).
 MAX_REASON = 300
 _SPACE = re.compile(r"\s+")
@@ -363,8 +366,9 @@ class HookQuestions:
     def holds(self, q: Question) -> bool:
         """Whether the agent's hook may still answer the permission dialog ``q``
         itself, so the supervisor's own answer rules must not type into it yet:
-        the hook said it decides (PENDING) or decided, or has not told about this
-        dialog yet and it opened less than :data:`HOOK_START_S` ago. Claude Code
+        the hook said it decides (PENDING) or decided, less than :data:`HOLD_MAX_S`
+        ago, or has not told about this dialog yet and it opened less than
+        :data:`HOOK_START_S` ago. Claude Code
         draws the dialog while its PermissionRequest hook runs: whoever answers
         first wins, and a rule's answer must come through one of them only."""
         if q.kind != "permission":
@@ -372,7 +376,7 @@ class HookQuestions:
         hq = self.latest()
         if hq is not None and (self._paired.get(q.id) == hq.at
                                or (time.time() - hq.at <= FRESH_S and matches(hq, q))):
-            return hq.decision != ""
+            return hq.decision != "" and time.time() - hq.at < HOLD_MAX_S
         now = time.monotonic()
         if len(self._opened) > 64:
             self._opened.clear()
