@@ -27,9 +27,12 @@ def test_watch_queues_changes_and_a_checks_result_until_ctrl_c(aw: AwEnv, svc: S
          "--run", f"{PY} {check} {{files}}", "--name", "lint", "--debounce-ms", "100"],
         cwd=aw.project, env=aw.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.5)  # the observer is up (a change before it would be missed)
-        (aw.project / "src" / "a.py").write_text("x")
-        wait_for(lambda: any(e.message.source_id == "lint" for e in svc.history("fake")),
+        def saved_and_reported() -> bool:  # saved again until the watcher is up and reports
+            (aw.project / "src" / "a.py").write_text("x")
+            time.sleep(0.5)
+            return any(e.message.source_id == "lint" for e in svc.history("fake"))
+
+        wait_for(saved_and_reported,
                  timeout=30, what="the check's failure queued",
                  on_timeout=lambda: (proc.poll() is not None and proc.communicate()[1]) or "")
     finally:

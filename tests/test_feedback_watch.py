@@ -45,9 +45,9 @@ def watch(root: Path, debounce_s: float = 0.2) -> tuple[Watcher, Bursts]:
 def test_create_modify_delete_and_rename_are_seen(tmp_path: Path) -> None:
     (tmp_path / "old.py").write_text("x")
     (tmp_path / "gone.py").write_text("x")
+    (tmp_path / "sub").mkdir()  # a dir made while watching gets its watch a moment later
     w, b = watch(tmp_path)
     try:
-        (tmp_path / "sub").mkdir()
         (tmp_path / "sub" / "new.py").write_text("a")
         with open(tmp_path / "old.py", "a") as f:
             f.write("more")
@@ -58,6 +58,9 @@ def test_create_modify_delete_and_rename_are_seen(tmp_path: Path) -> None:
                        what="all four changes")
         assert got["old.py"] == "modified" and got["gone.py"] == "deleted"
         assert got["sub/renamed.py"] == "moved" and got["sub/new.py"] == "deleted"
+        (tmp_path / "later" / "deep").mkdir(parents=True)  # a new tree: its files are seen too
+        (tmp_path / "later" / "deep" / "x.py").write_text("x")
+        wait_for(lambda: "later/deep/x.py" in b.changes(), timeout=20, what="a file in a new dir")
     finally:
         w.stop()
 
@@ -182,3 +185,11 @@ def test_an_agent_without_hooks_gets_its_edit_sources_from_the_watcher(
         for loop in (aider, claude):
             if loop is not None:
                 loop.stop()
+
+
+def test_a_virtualenv_made_while_watching_is_ignored_once_it_is_one(tmp_path: Path) -> None:
+    rules = IgnoreRules(tmp_path)
+    (tmp_path / "env2" / "bin").mkdir(parents=True)
+    assert not rules.ignored("env2/bin/python")  # no pyvenv.cfg yet: an ordinary dir
+    (tmp_path / "env2" / "pyvenv.cfg").write_text("home = /usr\n")
+    assert rules.ignored("env2/lib/site.py") and rules.ignored("env2/bin/python")

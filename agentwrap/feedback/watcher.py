@@ -72,7 +72,7 @@ class IgnoreRules:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self._specs: dict[str, pathspec.GitIgnoreSpec | None] = {}
-        self._venvs: dict[str, bool] = {}
+        self._venvs: dict[str, bool] = {}  # dirs known to be virtualenvs
         self._lock = threading.Lock()
 
     def forget(self, rel_dir: str) -> None:
@@ -98,11 +98,14 @@ class IgnoreRules:
         return spec
 
     def _is_venv(self, rel_dir: str) -> bool:
-        hit = self._venvs.get(rel_dir)
-        if hit is None:
-            hit = (self.root / rel_dir / "pyvenv.cfg").is_file()
-            self._venvs[rel_dir] = hit
-        return hit
+        """A virtualenv stays one, so a yes is kept; a no is asked again (a
+        venv being created has its dirs before its ``pyvenv.cfg``)."""
+        if rel_dir in self._venvs:
+            return True
+        if (self.root / rel_dir / "pyvenv.cfg").is_file():
+            self._venvs[rel_dir] = True
+            return True
+        return False
 
     def ignored(self, rel: str, is_dir: bool = False) -> bool:
         parts = rel.split("/")
