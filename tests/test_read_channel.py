@@ -123,12 +123,28 @@ def test_turn_ended_before_any_read_goes_back_to_the_queue_for_typing(svc: Servi
     assert _peek(chan.path) == "" and svc.get(mid).status is Status.PENDING
 
 
-def test_one_open_then_turn_end_is_delivered(svc: Service, chan: ReadFileChannel) -> None:
+def test_one_open_is_not_a_request_and_the_turn_end_gives_it_back(svc: Service, chan: ReadFileChannel) -> None:
+    """Aider's prompt completer opens each read file once when the person
+    starts typing; a request opens it twice in one go."""
     mid = _send(svc, "x")
     sup = Sup(State.BUSY)
     chan.step(sup)
     _aider_reads(chan.path, 1)
-    sup.state = State.READY
+    sup.state = State.DRAFT
+    chan.step(sup)
+    assert svc.get(mid).status is Status.PENDING
+
+
+def test_a_dialog_mid_turn_keeps_the_batch_in_the_file(svc: Service, chan: ReadFileChannel) -> None:
+    mid = _send(svc, "through the dialog")
+    sup = Sup(State.BUSY)
+    chan.step(sup)
+    for state in (State.WAITING_INPUT, State.UNKNOWN, State.BUSY):
+        sup.state = state
+        chan.step(sup)
+        assert svc.get(mid).status is Status.DELIVERING
+    _aider_reads(chan.path, 2)
+    sup.state = State.READY  # the request and the turn's end seen in the same turn
     chan.step(sup)
     assert svc.get(mid).status is Status.DELIVERED
 

@@ -23,10 +23,11 @@ One batch at a time, so each message is delivered exactly once:
    ``read-file`` and the file emptied. The kernel queues every event in order,
    so no open is missed and an open of the old file is never counted for the
    new one (our own rename is the dividing line in the queue).
-3. **Not seen.** When the turn ends before any open, the file is emptied and
-   the batch goes back to the queue (for typing: it will not be written to the
-   file again); an open counted just before that emptying makes it delivered
-   instead. Messages whose TTL passes while in the file end ``expired`` and
+3. **Not seen.** When the turn ends (the agent ready, a draft, exited; a
+   dialog mid-turn keeps it) before a request's worth of opens, the file is
+   emptied and the batch goes back to the queue (for typing: it is not written
+   to the file again); a single open is no request (Aider's prompt completer
+   opens read files once when the person starts typing). Messages whose TTL passes while in the file end ``expired`` and
    leave it.
 4. **Restart.** The batch token is kept beside the file; a new supervisor
    settles it from the file's access time (set to before the write, so any
@@ -72,6 +73,10 @@ BATCH_FILE = "read-file-batch.json"
 MAX_FILE_BYTES = 10 * 1024
 #: How often a supervisor with a batch in the file looks again.
 POLL_S = 0.05
+#: States in which a batch stays in the file: the turn goes on (a dialog answered
+#: mid-turn leads to the next request) or the screen cannot tell. Anything else
+#: (ready, a draft, exited) ends the turn: what was not read goes back to typing.
+_KEEP_STATES = (State.BUSY, State.WAITING_INPUT, State.UNKNOWN, State.STARTING)
 _IN_CLOSE_NOWRITE = 0x10
 _IN_OPEN = 0x20
 _IN_MOVED_TO = 0x80
@@ -207,7 +212,7 @@ class ReadFileChannel:
             if self._opens >= self.reads_per_request or self._overflow:
                 self._delivered(f"aider opened the file {self._opens} time(s) after the write:"
                                 " a model request carried it")
-            elif state is not State.BUSY:
+            elif state not in _KEEP_STATES:
                 self._settle(f"the turn ended ({state})")
             else:
                 return POLL_S
@@ -368,14 +373,17 @@ class ReadFileChannel:
                 del self._acks[token]  # delivered, not acknowledged (as a hook's batch may be)
 
     def _settle(self, why: str) -> None:
-        """Empty the file; the batch is delivered if it was opened before
-        that, else it goes back to the queue."""
+        """Empty the file; the batch is delivered if a request's worth of opens
+        came before that, else it goes back to the queue. Fewer opens are not a
+        request: Aider's prompt completer opens every read file once when the
+        person starts typing, and a request opens it ``reads_per_request`` times
+        in one go."""
         b = self._batch
         assert b is not None
-        opened = self._replace("") or self._overflow
-        if opened:
+        opened = self._replace("")
+        if opened >= self.reads_per_request or self._overflow:
             self._batch = b
-            self._delivered(f"aider opened the file after the write; then {why}")
+            self._delivered(f"aider opened the file {opened} time(s) after the write; then {why}")
             return
         self._batch = None
         self._clear_batch()
