@@ -384,3 +384,36 @@ def test_a_permission_signal_ends_with_the_dialog_it_announced(aw: AwEnv) -> Non
     det2 = Detector(load_profile("claude"), hooks=HookSignals(aw.paths, "fake"))
     assert run_hook(aw, "claude", fixture("claude", "PermissionRequest.json")) == ""
     assert det2.update(snapshot_of(ready, r)).state is State.WAITING_INPUT
+
+
+def test_an_answer_given_through_the_hook_is_kept_like_any_other(aw: AwEnv) -> None:
+    """The supervisor records a rule's hook answer in the answers table, so its
+    ``session.answered`` events (by policy, applied) reach the API and the page."""
+    from agentwrap.audit import AuditLog
+    from agentwrap.delivery.answering import Answerer
+    from agentwrap.detect.profiles import load_profile
+    from agentwrap.queue.answers import AnswerStore
+
+    store = AnswerStore(aw.paths.db_path, events_dir=aw.paths.events_dir)
+    answerer = Answerer(store, load_profile("claude", aw.paths), "sa", AuditLog(aw.paths.audit_log))
+    try:
+        answerer.record_applied("q123", {"decision": "allow", "via": "hook"}, "safe-reads",
+                                "allow through the agent's hook by rule 'safe-reads'")
+        (kept,) = store.recent("sa")
+        assert (kept.status, kept.source, kept.question_id) == ("applied", "policy", "q123")
+        assert kept.answer == {"decision": "allow", "via": "hook"}
+        events = [e.data for e in _answered_events(aw)]
+        assert [(e["status"], e["by"], e.get("rule")) for e in events] == [
+            ("pending", "policy", "safe-reads"), ("applied", "policy", None)]
+    finally:
+        answerer.close()
+
+
+def _answered_events(aw: AwEnv) -> list[Any]:
+    from agentwrap.queue.sqlite import SQLiteMessageStore
+
+    s = SQLiteMessageStore(aw.paths.db_path)
+    try:
+        return s.events(0, session="sa", kinds=["session.answered"])
+    finally:
+        s.close()

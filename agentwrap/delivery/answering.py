@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ..audit import AuditLog
 from ..detect.profiles import Dialog, Profile
@@ -87,6 +88,15 @@ class Answerer:
 
     def close(self) -> None:
         self.store.close()
+
+    def record_applied(
+        self, question_id: str, answer: Mapping[str, Any], rule: str, detail: str
+    ) -> None:
+        """An answer a rule gave outside the keys (through the agent's hook), kept
+        like every other: its ``session.answered`` events (pending, applied; by
+        policy) reach ``state``, the API and the dashboard."""
+        a = self.store.request(self.session, question_id, answer, source="policy", rule=rule)
+        self.store.conclude(a.id, APPLIED, detail)
 
     def abandon(self, reason: str) -> int:
         """The agent is gone: every pending answer fails."""

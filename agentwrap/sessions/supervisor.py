@@ -23,20 +23,20 @@ import os
 import select
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..detect.detector import Detector, HookSource, StructuredSource
 from ..detect.profiles import Profile
 from ..detect.question import Question
 from ..detect.states import Reading, State
-from ..errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
+from ..errors import AgentExited, AgentwrapError, BackendError, DeliveryInterrupted, UnsafePath
 from ..paths import Paths, open_private_append, private_dir, write_private
 from ..terminal.base import Terminal
 from ..terminal.screen import Snapshot
-from .hook_questions import HookQuestions, announcement
+from .hook_questions import HookQuestion, HookQuestions, announcement
 from .registry import Registry
 from .telling import Teller
 from .wake import WakeSocket
@@ -62,6 +62,11 @@ class AnswerStep(Protocol):
         """Type the answers people gave to the open question (agentwrap.delivery.answering)."""
 
     def abandon(self, reason: str) -> int: ...
+
+    def record_applied(
+        self, question_id: str, answer: Mapping[str, Any], rule: str, detail: str
+    ) -> None:
+        """Keep an answer a rule gave through the agent's hook."""
 
     def close(self) -> None: ...
 
@@ -236,6 +241,20 @@ class Supervisor:
             log.info("%s", announcement(self.name, hooked))
             if self.teller is not None:
                 self.teller.announce(announcement(self.name, hooked))
+            self._record_hook_answer(hooked)
+
+    def _record_hook_answer(self, hooked: HookQuestion) -> None:
+        """A rule's answer given through the agent's hook, in the answers table like
+        every other answer: its ``session.answered`` events (by policy, via hook)
+        reach ``state``, the API and the dashboard, not only the audit log."""
+        if self.answering is None:
+            return
+        try:
+            self.answering.record_applied(
+                hooked.id, {"decision": hooked.decision, "via": "hook"}, hooked.rule,
+                f"{hooked.decision} through the agent's hook by rule {hooked.rule!r}")
+        except AgentwrapError as exc:  # the answer was given; only its record failed
+            log.warning("hook answer to %s not recorded: %s", hooked.id, exc.message)
 
     def _record(self, reading: Reading, question: Question | None) -> None:
         key = (reading.state.value, reading.rule, question.id if question else "")

@@ -44,14 +44,16 @@ def audit(s: AgentSession) -> list[dict[str, Any]]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-def stored_answers(s: AgentSession) -> int:
+def stored_answers(s: AgentSession) -> list[tuple[str, str, Any]]:
+    """(status, source, answer) of every answer kept for the session."""
     import sqlite3
 
     db = sqlite3.connect(s._paths().db_path)
     try:
-        return int(db.execute("SELECT count(*) FROM answers").fetchone()[0])
+        return [(r[0], r[1], json.loads(r[2])) for r in
+                db.execute("SELECT status, source, answer FROM answers ORDER BY created")]
     except sqlite3.OperationalError:  # no answers table yet: nothing was ever answered
-        return 0
+        return []
     finally:
         db.close()
 
@@ -116,7 +118,8 @@ def test_a_rule_approves_through_the_hook(make_session: Make, agent: str) -> Non
     log = s._paths().supervisor_log(s.name).read_text()
     assert [(a.get("via"), a["rule"], a["how"], a["command"]) for a in lines] == [
         ("hook", "touch", "allow", "touch tool_ran.txt")], (lines, log[-3000:])
-    assert stored_answers(s) == 0  # nothing was typed into a dialog
+    # kept like any answer (its events reach the API and the page), given through the hook
+    assert stored_answers(s) == [("applied", "policy", {"decision": "allow", "via": "hook"})]
     assert not [a for a in audit(s) if a["event"] in ("answer_requested", "answer_applied")]
     assert f"approved {TOOL[agent]} touch tool_ran.txt by rule 'touch'" in log  # announced
 
