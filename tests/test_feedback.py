@@ -304,6 +304,10 @@ def test_edited_paths_from_each_agents_edit_tools() -> None:
                     tool_input={"command": patch})
     assert edited_paths("codex", codex) == [Path(f"/w/{n}") for n in (
         "src/x.py", "new.py", "old.py", "mv.py", "moved.py")]
+    shell = payload("codex", "PostToolUse", tool_name="Bash", cwd="/w",
+                    tool_input={"command": f"apply_patch <<'EOF'\n{patch}EOF\n"})
+    assert edited_paths("codex", shell)[0] == Path("/w/src/x.py")
+    assert edited_paths("codex", payload("codex", "PostToolUse")) == []  # cat README.md
     gemini = payload("gemini", "AfterTool", tool_name="replace", cwd="/w",
                      tool_input={"file_path": "pkg/m.py", "old_string": "a", "new_string": "b"})
     assert edited_paths("gemini", gemini) == [Path("/w/pkg/m.py")]

@@ -7,8 +7,8 @@ and stops when the session's supervision ends. Bursts go to one
 message for all of them), never two at once, and a burst arriving while
 another's checks wait replaces the waiting one.
 
-For agents without hooks (Aider) there is no edit tool to hear from, so the
-watcher's changes also trigger the ``edit`` sources.
+For agents whose edits no hook reports (Aider: no hooks; Codex: none for
+``apply_patch``) the watcher's changes also trigger the ``edit`` sources.
 """
 
 from __future__ import annotations
@@ -34,8 +34,10 @@ from .watcher import Burst, Watcher
 log = logging.getLogger("agentwrap.feedback")
 
 #: Profiles whose edits agentwrap hears through hooks; the others' edits are
-#: seen by the watcher only.
-HOOKED_AGENTS = ("claude", "codex", "gemini")
+#: seen by the watcher only. Codex 0.169 runs no PostToolUse hook for
+#: apply_patch (seen end to end: only its shell calls fire one), so its edits
+#: are the watcher's, and the result goes in at its next tool call.
+HOOKED_AGENTS = ("claude", "gemini")
 
 
 @dataclass

@@ -72,10 +72,11 @@ def edited_paths(agent: str, payload: Mapping[str, Any]) -> list[Path]:
     cwd = Path(str(payload.get("cwd") or "."))
     found: list[Path] = []
     for name, tool_input in _calls(payload):
-        if name not in tools:
+        patch = agent == "codex" and any("*** Begin Patch" in t for t in _strings(tool_input))
+        if name not in tools and not patch:  # Codex runs apply_patch from its shell tool too
             continue
         names: list[str] = []
-        if tools[name]:
+        if tools.get(name) and not patch:
             names = [str(tool_input[k]) for k in tools[name] if isinstance(tool_input.get(k), str)]
         else:
             for text in _strings(tool_input):

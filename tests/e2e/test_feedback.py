@@ -14,10 +14,12 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from .conftest import AgentSession
+from .model_server import Plan, ToolSpec
 from .test_native_channels import LoopServer, _bodies, _repoint
 
 pytestmark = pytest.mark.e2e
@@ -48,7 +50,31 @@ def _project(s: AgentSession) -> None:
 AGENTS = {
     "claude": (["--permission-mode", "acceptEdits"], "Read", "Write"),
     "gemini": (["--approval-mode", "auto_edit"], "read_file", "write_file"),
+    "codex": ([], "", ""),  # edits with apply_patch, run from its shell tool
 }
+
+
+class ShellLoopServer(LoopServer):
+    """:class:`LoopServer` whose shell calls run *our* command (Codex's
+    ``exec_command`` takes it as ``cmd``, which the loop leaves at its default)."""
+
+    def _plan(self, api: str, body: Any, turn: Any, tools: list[ToolSpec], side: Any) -> Plan:
+        step = self.step
+        plan = super()._plan(api, body, turn, tools, side)
+        if side is None and self.step > max(step, 0) and plan.tool is not None:
+            command = self.calls[self.step - 1][0]
+            if plan.tool.name not in (t[0] for t in self.calls):  # the shell tool
+                for key in ("cmd", "command"):
+                    if isinstance(plan.tool_args.get(key), str):
+                        plan.tool_args[key] = command
+                    elif isinstance(plan.tool_args.get(key), list):
+                        plan.tool_args[key] = ["bash", "-lc", command]
+        return plan
+
+
+def _patch(path: str, old: str, new: str) -> str:
+    return (f"apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: {path}\n@@\n-{old}\n"
+            f"+{new}\n*** End Patch\nEOF\n")
 
 
 @pytest.mark.parametrize("agent", list(AGENTS))
@@ -56,7 +82,7 @@ def test_a_broken_test_reaches_the_model_in_the_same_turn_and_recovery_once(
     make_session: Make, agent: str
 ) -> None:
     s = make_session(agent)
-    server = LoopServer().start()
+    server = ShellLoopServer().start()
     s.server.stop()
     s.server = server
     _repoint(s, server)
@@ -67,6 +93,16 @@ def test_a_broken_test_reaches_the_model_in_the_same_turn_and_recovery_once(
     server.calls = [(read, {"file_path": path}),  # Claude writes only a file it has read
                     (write, {"file_path": path, "content": BROKEN}),
                     (write, {"file_path": path, "content": FIXED})]
+    if agent == "codex":  # per-launch hooks only with the person's own opt-in
+        s.write_config(f'[run]\ncodex_hook_trust = "bypass"\n[trust]\n'
+                       f'feedback_projects = ["{s.workdir}"]\n')
+        # Codex runs no hook for apply_patch: the session's watcher runs the check, and
+        # the next shell call's PostToolUse hook hands the result over
+        server.calls = [("cat calc.py", {}),
+                        (_patch("calc.py", "    return a + b", "    return a - b"), {}),
+                        ("sleep 3; cat calc.py", {}),
+                        (_patch("calc.py", "    return a - b", "    return a + b"), {}),
+                        ("sleep 3; cat calc.py", {})]
     s.start()
     st = s.wait_state("ready", timeout=90)
     assert "hooks" in (st.get("channels") or []), st
@@ -78,10 +114,13 @@ def test_a_broken_test_reaches_the_model_in_the_same_turn_and_recovery_once(
                  "both edits made and their results sent")
     bodies = [b for b in _bodies(s) if b[0] > t0]
     results = [b for b in bodies if b[2]]
-    # the request carrying the breaking edit's result carries the failure, trimmed
-    first = results[1][1]
+    # the request carrying the breaking edit's result carries the failure, trimmed (Codex:
+    # the one after its next shell call, whose hook hands over what the watcher queued)
+    at_edit = agent != "codex"
+    label = "[hook:pytest]" if at_edit else "[filesystem:pytest]"
+    first = results[1 if at_edit else 2][1]
     assert "FAILED test_calc.py::test_add" in first, first[-3000:]
-    assert "assert 0 == 4" in first and "[hook:pytest]" in first
+    assert "assert 0 == 4" in first and label in first
     assert "not a request from the person" in first
     assert "now passing" not in first
     # the next one (after the fix) says it passes, once; the failure is not repeated
@@ -91,6 +130,7 @@ def test_a_broken_test_reaches_the_model_in_the_same_turn_and_recovery_once(
     assert (s.workdir / "calc.py").read_text() == FIXED
     hist = s.cli_json("history", agent, "--source", "pytest")
     assert [h["status"] for h in hist] == ["delivered", "delivered"]
-    at = first.index("[hook:pytest]")
+    at = first.index(label)
     print(first[at - 200: at + 900].encode().decode("unicode_escape", "replace"))
-    print(f"{agent}: edit -> failure in the next request; fix -> 'now passing' once")
+    print(f"{agent}: edit -> failure in the {'next' if at_edit else 'next but one'} request;"
+          " fix -> 'now passing' once")
