@@ -137,6 +137,7 @@ class _Batch:
     token: str
     ids: list[str]
     written: float
+    expires: float = 0.0  # the first TTL among them: looked at again from then on
 
 
 class ReadFileChannel:
@@ -206,7 +207,7 @@ class ReadFileChannel:
         self._pump()
         state = sup.reading.state
         now = self.clock()
-        if self._batch is not None:
+        if self._batch is not None and now >= self._batch.expires:
             self._drop_expired(now)
         if self._batch is not None:
             if self._opens >= self.reads_per_request or self._overflow:
@@ -269,7 +270,7 @@ class ReadFileChannel:
             return
         left = len(self.store.peek(self.session, now, kinds=(Kind.CONTENT,), limit=50))
         text = self._compose(batch, token, left)
-        self._batch = _Batch(token, [m.id for m in batch], now)
+        self._batch = _Batch(token, [m.id for m in batch], now, min(m.expires for m in batch))
         self._save_batch()
         for m in batch:
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, None, CHANNEL,
@@ -401,6 +402,7 @@ class ReadFileChannel:
         flight = self._in_flight(b.token)
         gone = [m.id for m in flight if m.expires <= now]
         if not gone and flight:
+            b.expires = min(m.expires for m in flight)
             return
         if gone:
             self.store.finish(Status.EXPIRED, "expired while in the read file", message_ids=gone)
@@ -411,6 +413,7 @@ class ReadFileChannel:
             self._clear_batch()
             return
         b.ids = [m.id for m in rest]
+        b.expires = min(m.expires for m in rest)
         left = len(self.store.peek(self.session, now, kinds=(Kind.CONTENT,), limit=50))
         self._replace(self._compose(rest, b.token, left))
 
