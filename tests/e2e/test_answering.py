@@ -307,3 +307,45 @@ def test_claude_multi_select_through_the_answer_folder(make_session: Make) -> No
     print(f"claude (file): AskUserQuestion result {result}")
     assert '"Which features do you want?"="Backups, Metrics".' in result, result
     s.wait_state("ready", timeout=60)
+
+
+class _ServeEnv:
+    """What tests/support/http_kit.serve needs of a test environment, for a real
+    agent's session (its env, project and a CLI that checks)."""
+
+    def __init__(self, s: AgentSession) -> None:
+        self.s, self.env, self.root, self.project = s, s.env, s.root, s.workdir
+
+    def cli(self, *args: str, check: bool = False) -> Any:
+        res = self.s.cli(*args)
+        assert not check or res.returncode == 0, res.stderr
+        return res
+
+
+def test_permission_approved_through_the_http_api(make_session: Make) -> None:
+    """The API's answer, on a real agent: `agentwrap serve` on 127.0.0.1 takes
+    POST /api/sessions/{name}/answer, a stale id gets 409 and changes nothing,
+    the right one is typed, the tool runs and its result reaches the model."""
+    from support.http_kit import serve
+
+    s = make_session("claude")
+    q, seen = open_permission(s)
+    server = serve(_ServeEnv(s))  # type: ignore[arg-type]
+    served = next(server)
+    try:
+        with served.client() as c:
+            url = f"/api/sessions/{s.name}/answer"
+            stale = c.post(url, json={"option": 1, "questionId": "0" * 16})
+            assert stale.status_code == 409, stale.text
+            assert not (s.workdir / TOOL_FILE).exists()
+            assert s.state()["question"]["id"] == q["id"]  # still open, untouched
+            res = c.post(url, params={"wait": 30}, json={"option": 1, "questionId": q["id"]})
+            assert res.status_code == 200, res.text
+            out = res.json()
+            assert (out["status"], out["source"]) == ("applied", "http"), out
+    finally:
+        server.close()
+    s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
+    result = next_tool_result(s, seen)
+    assert "denied" not in result.lower() and "reject" not in result.lower(), result
+    s.wait_state("ready", timeout=60)
