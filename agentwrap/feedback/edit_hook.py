@@ -88,6 +88,16 @@ def edited_paths(agent: str, payload: Mapping[str, Any]) -> list[Path]:
     return list(dict.fromkeys(found))[:MAX_FILES]
 
 
+def _has_edit_sources(paths: Paths, payload: Mapping[str, Any]) -> bool:
+    """Whether the project the agent works in has ``edit`` sources that may
+    run: most have none, and they should not pay for a process per edit."""
+    from ..config import load_config
+    from .sources import select
+
+    cwd = Path(str(payload.get("cwd") or "/"))
+    return bool(select(load_config(paths, cwd)).on("edit"))
+
+
 def after_tool(
     paths: Paths, session: str, agent: str, payload: Mapping[str, Any],
     log: Callable[[str], None] = lambda _: None, *, wait_s: float = SYNC_WAIT_S,
@@ -99,7 +109,7 @@ def after_tool(
     waits (a failure goes to ``log``)."""
     try:
         edited = edited_paths(agent, payload)
-        if not edited:
+        if not edited or not _has_edit_sources(paths, payload):
             return
         import os
         import subprocess
