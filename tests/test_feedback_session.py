@@ -60,3 +60,46 @@ def test_an_untrusted_projects_sources_do_not_start(aw: AwEnv) -> None:
              timeout=30, what="the host saying why")
     assert not (aw.project / "ran").exists()
     aw.cli("stop", "sa", check=True)
+
+
+def test_a_pty_session_gets_its_projects_watchers_too(aw: AwEnv) -> None:
+    """`run --backend pty` supervises in the person's own process: the feedback
+    companions start there with the session and stop when the agent exits."""
+    import pexpect
+
+    check = aw.root / "check.py"
+    check.write_text("import sys, pathlib\nbad = [f for f in sys.argv[1:] if 'bad' in "
+                     "pathlib.Path(f).read_text()]\nprint('BROKEN:', bad) if bad else None\n"
+                     "sys.exit(1 if bad else 0)\n")
+    (aw.project / ".agentwrap.toml").write_text(textwrap.dedent(f"""\
+        [[feedback]]
+        name = "lint"
+        run = "{PY} {check} {{files}}"
+        on = ["watch"]
+        paths = ["*.py"]
+
+        [feedback_options]
+        debounce_ms = 100
+        """))
+    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    aw.paths.config_file.write_text(f'[trust]\nfeedback_projects = ["{aw.project}"]\n')
+    child = pexpect.spawn(
+        PY, ["-m", "agentwrap", "run", "--backend", "pty", "--name", "pt", "--profile",
+             "standin", "--", *aw.standin()],
+        env=aw.env, cwd=str(aw.project), dimensions=(30, 100), timeout=60,
+    )
+    try:
+        aw.wait_state("pt", "ready")
+        log = aw.paths.supervisor_log("pt")
+        wait_for(lambda: log.exists() and "feedback for pt: watch ['lint']" in log.read_text(),
+                 timeout=30, what="the watcher started with the pty session")
+        (aw.project / "b.py").write_text("bad")
+        wait_for(lambda: any("BROKEN: ['b.py']" in t for t in aw.received()), timeout=30,
+                 what="the watch source's failure typed into the agent")
+        aw.wait_state("pt", "ready")
+        child.send("\x04")  # Ctrl-D on an empty box: the stand-in exits
+        child.expect(pexpect.EOF, timeout=30)
+    finally:
+        child.close()
+    typed = next(t for t in aw.received() if "BROKEN" in t)
+    assert "[filesystem:lint]" in typed

@@ -535,8 +535,15 @@ def wait_for_end(paths: Paths, name: str, grace_s: float) -> int:
 # --- pty -------------------------------------------------------------------------------
 
 
-def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
-    """Relay the person's terminal to the agent; supervise in a thread."""
+def run_pty(
+    paths: Paths, opts: RunOptions, interactive: bool = True,
+    companions: Sequence[Companion] = (),
+) -> int:
+    """Relay the person's terminal to the agent; supervise in a thread, with
+    ``companions`` beside it as a tmux session has them in its supervisor
+    (:data:`agentwrap.sessions.host.Companion`: the project's feedback sources)."""
+    from .host import start_companions
+
     paths.ensure()
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
@@ -566,6 +573,7 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     logging.getLogger("agentwrap.session").info("pty relay: %s", term.relay_kind)
     thread = threading.Thread(target=sup.run, name=f"supervisor-{name}", daemon=True)
     thread.start()
+    started = start_companions(companions, paths, name)
     try:
         code = term.relay(
             sys.stdin.fileno() if interactive else None,
@@ -574,6 +582,8 @@ def run_pty(paths: Paths, opts: RunOptions, interactive: bool = True) -> int:
     finally:
         # The relay returns when the agent is gone: tell the supervisor now
         # rather than let it notice on its next tick (it records the exit).
+        for c in started:
+            c.stop()
         sup.stop()
         thread.join(timeout=5.0)
         term.close()

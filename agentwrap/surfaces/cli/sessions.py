@@ -47,7 +47,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise InvalidMessage(
                 "the pty backend cannot run detached", hint="use --backend tmux for --detach"
             )
-        return run_pty(paths, opts, interactive=sys.stdin.isatty())
+        from ...feedback.companion import for_session  # the project's watchers and schedules
+
+        return run_pty(paths, opts, interactive=sys.stdin.isatty(), companions=[for_session])
     rec = start_tmux(paths, opts)
     if opts.detach or not sys.stdin.isatty():
         if args.json:
