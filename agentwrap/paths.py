@@ -164,6 +164,12 @@ class Paths:
     def supervisor_log(self, session: str) -> Path:
         return self.logs_dir / f"{session}.log"
 
+    def feedback_memory(self, session: str) -> Path:
+        """What each feedback source last told the session
+        (:mod:`agentwrap.feedback.results`); here so the supervisor that records
+        the session's end can remove it without knowing about feedback."""
+        return self.state_dir / "feedback" / f"{check_session_name(session)}.json"
+
 
 # --- privacy -------------------------------------------------------------------------
 

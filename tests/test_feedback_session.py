@@ -45,7 +45,11 @@ def test_the_projects_watch_and_start_sources_run_with_the_session(aw: AwEnv) ->
              what="the watch source's failure typed into the agent")
     typed = next(t for t in aw.received() if "BROKEN" in t)
     assert "[filesystem:lint]" in typed and "not a request from the person" in typed
+    memory = aw.paths.feedback_memory("sa")  # what was said, so it is not said twice
+    assert memory.is_file()
     aw.cli("stop", "sa", check=True)
+    # the session ended: its memory goes with its launch files (a new "sa" starts afresh)
+    wait_for(lambda: not memory.exists(), timeout=30, what="the session's feedback memory gone")
     log = aw.paths.supervisor_log("sa").read_text()
     assert "feedback for sa: watch ['lint'], start ['hello']" in log
 

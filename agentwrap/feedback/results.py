@@ -24,10 +24,9 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ..paths import Paths, check_session_name, private_dir
+from ..paths import Paths, private_dir
 from .runner import RunResult
 
 _TIMINGS = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds)\b")
@@ -56,8 +55,8 @@ class ResultState:
     """One session's per-source memory, and its per-turn budget use."""
 
     def __init__(self, paths: Paths, session: str) -> None:
-        check_session_name(session)
-        self.path = private_dir(paths.state_dir / "feedback", repair=True) / f"{session}.json"
+        self.path = paths.feedback_memory(session)
+        private_dir(self.path.parent, repair=True)
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[dict[str, Any]]:
@@ -108,6 +107,7 @@ def judge(data: dict[str, Any], result: RunResult, trigger: str, files: list[str
 
 
 def forget(paths: Paths, session: str) -> None:
-    """Drop a session's memory (its session ended)."""
+    """Drop a session's memory (its session ended; the supervisor does the same
+    through :meth:`Paths.feedback_memory`)."""
     with contextlib.suppress(OSError):
-        Path(ResultState(paths, session).path).unlink()
+        paths.feedback_memory(session).unlink()

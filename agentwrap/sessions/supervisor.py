@@ -18,6 +18,7 @@ For the pty backend it is a thread of the relay process.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
@@ -527,6 +528,8 @@ class Supervisor:
             from .channels import remove_launch_files  # the launch's hook/MCP/read files
 
             remove_launch_files(self.paths, self.name)
+            with contextlib.suppress(OSError):  # what its feedback sources last said
+                self.paths.feedback_memory(self.name).unlink()
             if self.continuity is not None:
                 self.continuity.finish(self.exit_code)
             kill = getattr(self.term, "kill", None)
