@@ -67,6 +67,7 @@ def chan(svc: Service) -> ReadFileChannel:
     path.write_bytes(b"")
     c = ReadFileChannel(svc.store, DeliveryConfig(), load_profile("aider"), "fake", path,
                         AuditLog(svc.paths.audit_log))
+    c.settle_s = 0  # the turn's end taken at its first reading (see the glitch test)
     yield c
     c._watch and c._watch.close()
 
@@ -271,3 +272,27 @@ def test_two_opens_in_a_row_are_two_opens(svc: Service, chan: ReadFileChannel) -
     entry = svc.message(mid)
     assert entry.message.status is Status.DELIVERED
     assert "2 time(s)" in entry.attempts[-1].evidence
+
+
+def test_a_passing_glance_of_a_draft_mid_turn_keeps_the_batch(svc: Service, chan: ReadFileChannel) -> None:
+    """Aider's spinner redrawn away while it waits on the model reads as a
+    draft for a moment (seen on the real aider): the batch stays in the file
+    unless the turn looks ended for settle_s."""
+    now = [time.time()]
+    chan.clock = lambda: now[0]
+    chan.settle_s = 1.0
+    mid = _send(svc, "stay")
+    sup = Sup(State.BUSY)
+    chan.step(sup)
+    sup.state = State.DRAFT
+    chan.step(sup)
+    now[0] += 0.5
+    chan.step(sup)
+    sup.state = State.BUSY
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING
+    sup.state = State.READY
+    chan.step(sup)
+    now[0] += 1.1
+    chan.step(sup)
+    assert svc.get(mid).status is Status.PENDING  # the turn really ended

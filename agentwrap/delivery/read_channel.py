@@ -73,6 +73,9 @@ BATCH_FILE = "read-file-batch.json"
 MAX_FILE_BYTES = 10 * 1024
 #: How often a supervisor with a batch in the file looks again.
 POLL_S = 0.05
+#: How long the screen must say the turn ended before an unread batch goes back
+#: to typing (a transient reading mid-turn must not take it out of the request).
+SETTLE_S = 1.0
 #: States in which a batch stays in the file: the turn goes on (a dialog answered
 #: mid-turn leads to the next request) or the screen cannot tell. Anything else
 #: (ready, a draft, exited) ends the turn: what was not read goes back to typing.
@@ -176,6 +179,8 @@ class ReadFileChannel:
         self._acks: dict[str, tuple[list[str], list[re.Pattern[str]], float | None]] = {}
         self.broken: str | None = None  # why the channel is off (inotify refused)
         self.owns_store = False  # opened by for_session: closed with the channel
+        self.settle_s = SETTLE_S
+        self._idle_since: float | None = None  # the turn looked ended since
 
     @classmethod
     def for_session(
@@ -214,8 +219,15 @@ class ReadFileChannel:
                 self._delivered(f"aider opened the file {self._opens} time(s) after the write:"
                                 " a model request carried it")
             elif state not in _KEEP_STATES:
+                # the screen says the turn ended; a glance while Aider waits on the
+                # model can say so too (its spinner redrawn away: a "draft"), so only
+                # a reading that lasts settle_s gives the batch back
+                self._idle_since = self._idle_since if self._idle_since is not None else now
+                if now - self._idle_since < self.settle_s:
+                    return POLL_S
                 self._settle(f"the turn ended ({state})")
             else:
+                self._idle_since = None
                 return POLL_S
         if state is State.BUSY and self._batch is None:
             self._write_next(now)
@@ -271,6 +283,7 @@ class ReadFileChannel:
         left = len(self.store.peek(self.session, now, kinds=(Kind.CONTENT,), limit=50))
         text = self._compose(batch, token, left)
         self._batch = _Batch(token, [m.id for m in batch], now, min(m.expires for m in batch))
+        self._idle_since = None
         self._save_batch()
         for m in batch:
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, None, CHANNEL,

@@ -71,6 +71,13 @@ def _session(make_session: Make) -> AgentSession:
     return s
 
 
+def _channels(s: AgentSession, mid: str) -> list[str]:
+    from agentwrap.service import Service
+
+    with Service.open(s._paths()) as svc:
+        return [a.channel for a in svc.message(mid).attempts]
+
+
 def _bodies(s: AgentSession) -> list[tuple[float, str]]:
     return [(r.time, json.dumps(r.body, ensure_ascii=False)) for r in s.server.requests()
             if not r.side and r.body is not None and r.api == "chat"]
@@ -104,7 +111,9 @@ def _run(s: AgentSession) -> None:
     sent = time.time()
     mid = s.send_id(f"build {marker} is green")
     # in the file (claimed through read-file) while aider still waits on the model
-    s.wait_until(lambda: s.message(mid)["status"] == "delivering", 30, "the message in the file")
+    s.wait_until(lambda: s.message(mid)["status"] != "pending", 30, "the message taken")
+    assert _channels(s, mid) == ["read-file"], (  # written to the file, not typed
+        f"taken by {_channels(s, mid)} while aider waited on the model; screen:\n{s.screen()}")
     in_file = time.time() - sent  # includes the `agentwrap send` process start
     assert s.server.stage == 1  # (the test never opens the file: every open counts)
     t0 = time.time()
