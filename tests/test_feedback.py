@@ -396,3 +396,17 @@ def test_the_git_status_preset_reports_the_branch_at_the_start(aw: AwEnv, svc: S
     assert "?? new.py" in m.content and "at the session's start" in m.content
     assert report(svc, "fake", run_all(aw.paths, aw.project, [gs], [], "start"),
                   budget_tokens=1000) == []  # unchanged: not said again
+
+
+def test_a_watch_run_names_only_the_files_its_paths_matched(aw: AwEnv, svc: Service) -> None:
+    """Aider writes its tags cache beside the edit in one burst: the message
+    names the edited .py file, not the cache."""
+    from agentwrap.feedback.checks import run_all
+
+    src = feedback_source({"name": "fails", "run": f"{sys.executable} -c 'raise SystemExit(1)'",
+                           "on": ["watch"], "paths": ["*.py"]}, "t")
+    files = ["calc.py", ".aider.tags.cache.v4/cache.db-wal"]
+    [ran] = run_all(aw.paths, aw.project, [src], files, "watch")
+    assert ran.files == ("calc.py",)
+    [m] = report(svc, "fake", [ran], budget_tokens=1000)
+    assert "calc.py" in m.content and ".aider.tags" not in m.content

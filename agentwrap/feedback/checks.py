@@ -43,12 +43,13 @@ def run_all(
         mine = [f for f in files if src.matches(f)]
         if files and not mine:
             continue
-        todo.append((src, mine if src.per_file else []))
+        todo.append((src, mine))
     results: list[Ran | None] = [None] * len(todo)
 
     def one(i: int, src: FeedbackSource, mine: list[str]) -> None:
-        res = run_source(src, mine, cwd, lock_path(paths, cwd, src.name))
-        results[i] = Ran(src, res, trigger, tuple(mine or files))
+        res = run_source(src, mine if src.per_file else [], cwd, lock_path(paths, cwd, src.name))
+        # the files named are the ones that made it run (not Aider's cache in the same burst)
+        results[i] = Ran(src, res, trigger, tuple(mine))
 
     threads = [threading.Thread(target=one, args=(i, s, m), daemon=True)
                for i, (s, m) in enumerate(todo)]
