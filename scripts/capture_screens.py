@@ -317,6 +317,7 @@ class Capturer:
         self.dry = dry
         self.saved: list[Path] = []
         self.notes: dict[str, Any] = {}
+        self.dialog: str | None = None  # only this dialog case (--dialog)
 
     @contextmanager
     def run(
@@ -496,6 +497,13 @@ DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
         DialogCase(
             "web-fetch",
             '[[call: web_fetch {"prompt": "Summarise https://example.com/"}]] Summarise it',
+        ),
+        # a shell call with a description (as real models write): past 150 characters
+        # of command, the dialog's title line shows the description, not the command
+        DialogCase(
+            "shell-described",
+            "[[tool-described]] Please list the files in this project.",
+            expect="Allow execution of",
         ),
     ),
     "codex": (
@@ -769,6 +777,8 @@ class Scenarios:
     def dialogs(self) -> None:
         """Open each of ``DIALOG_CASES[agent]`` in a fresh agent and save the dialog."""
         for case in DIALOG_CASES.get(self.agent, ()):
+            if self.c.dialog and case.desc != self.c.dialog:
+                continue
             with self.run(extra_args=case.args) as p:
                 for name, content in case.files:
                     (p.launch.cwd / name).write_text(content, encoding="utf-8")
@@ -889,6 +899,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agents", default=",".join(agents_mod.AGENT_NAMES))
     ap.add_argument("--sizes", default="160x45,80x24,200x50")
     ap.add_argument("--only", default=None, help="run only scenarios whose name contains this")
+    ap.add_argument("--dialog", default=None,
+                    help="with the dialogs scenario: capture only the dialog case of this name")
     ap.add_argument("--out", type=Path, default=FIXTURES)
     ap.add_argument(
         "--server-module",
@@ -911,6 +923,7 @@ def main(argv: list[str] | None = None) -> int:
         url = srv.url
     workroot = Path(tempfile.mkdtemp(prefix="awcap-"))
     cap = Capturer(args.out, url, workroot)
+    cap.dialog = args.dialog
     errors: list[str] = []
     try:
         for agent in args.agents.split(","):

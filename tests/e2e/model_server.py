@@ -20,6 +20,11 @@ test decides what the "model" does:
                        request offers, else the reply says so and lists them. The
                        request carrying the tool result is answered ``done``, like
                        ``[[tool]]``.
+* ``[[tool-described]]`` like ``[[tool]]``, but with :data:`TOOL_LONG_COMMAND` (harmless,
+                       longer than 150 characters) and a ``description`` argument
+                       (:data:`TOOL_DESCRIPTION`) that says something else, as real
+                       models write one: Gemini CLI then shows the description where
+                       its dialog shows a short command.
 * ``Reply "ACK <token>"`` (or with backticks) answer ``ACK <token>`` when
   ``auto_ack`` is on; the last such phrase wins.
 
@@ -98,12 +103,20 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["TOOL_COMMAND", "ModelServer", "RecordedRequest", "fill_schema"]
+__all__ = ["TOOL_COMMAND", "TOOL_DESCRIPTION", "TOOL_LONG_COMMAND", "ModelServer", "RecordedRequest", "fill_schema"]
 
 log = logging.getLogger("agentwrap.e2e.model_server")
 
 #: The shell command a ``[[tool]]`` reply asks the agent to run.
 TOOL_COMMAND = "touch tool_ran.txt"
+#: The command of a ``[[tool-described]]`` call: past Gemini CLI 0.61's 150-character
+#: ``SHOW_NL_DESCRIPTION_THRESHOLD``, so its dialog shows the description instead.
+TOOL_LONG_COMMAND = (
+    "touch tool_ran.txt && echo 'agentwrap e2e: a command longer than 150 characters,"
+    " so that Gemini CLI titles its dialog with the description' > /dev/null"
+)
+#: The description a ``[[tool-described]]`` call gives: innocent, and not the command.
+TOOL_DESCRIPTION = "List the files in this project."
 #: The file a ``[[tool]]`` reply creates (aider edit or shell command).
 TOOL_FILE = "tool_ran.txt"
 #: Answer to the request that carries a tool result.
@@ -120,6 +133,7 @@ _RE_REPLY = re.compile(r"\[\[\s*reply\s*:\s*(.*?)\s*\]\]", re.IGNORECASE | re.DO
 _RE_DELAY = re.compile(r"\[\[\s*delay\s*:\s*" + _FLOAT + r"\s*\]\]", re.IGNORECASE)
 _RE_SLOW = re.compile(r"\[\[\s*slow\s*:\s*" + _FLOAT + r"\s*\]\]", re.IGNORECASE)
 _RE_TOOL = re.compile(r"\[\[\s*tool\s*\]\]", re.IGNORECASE)
+_RE_TOOL_DESCRIBED = re.compile(r"\[\[\s*tool-described\s*\]\]", re.IGNORECASE)
 _RE_CALL = re.compile(r"\[\[\s*call\s*:\s*([A-Za-z0-9_.-]+)\s*", re.IGNORECASE)
 # Reply "ACK tok" / Reply `ACK tok` (curly quotes too, since people paste them).
 _RE_ACK = re.compile(
@@ -616,7 +630,9 @@ def pick_shell_tool(tools: list[ToolSpec]) -> ToolSpec | None:
     return None
 
 
-def build_tool_args(tool: ToolSpec, escalate: bool) -> JSON:
+def build_tool_args(
+    tool: ToolSpec, escalate: bool, command: str = TOOL_COMMAND, description: str | None = None,
+) -> JSON:
     """Arguments for ``touch tool_ran.txt``, shaped by the tool's own JSON schema.
 
     The command goes into ``command``/``cmd`` (a ``bash -lc`` argv when the schema
@@ -627,18 +643,18 @@ def build_tool_args(tool: ToolSpec, escalate: bool) -> JSON:
     props = _as_dict(tool.schema.get("properties"))
     required = [r for r in _as_list(tool.schema.get("required")) if isinstance(r, str)]
     if not props:
-        return {"command": TOOL_COMMAND}
+        return {"command": command}
     args: JSON = {}
     for name, prop_any in props.items():
         prop = _as_dict(prop_any)
         low = name.lower()
         if low in ("command", "cmd", "script"):
             if _schema_type(prop) == "array":
-                args[name] = ["bash", "-lc", TOOL_COMMAND]
+                args[name] = ["bash", "-lc", command]
             else:
-                args[name] = TOOL_COMMAND
+                args[name] = command
         elif low in ("description", "justification", "reason"):
-            args[name] = f"Create {TOOL_FILE} (test fixture)"
+            args[name] = description or f"Create {TOOL_FILE} (test fixture)"
         elif low == "sandbox_permissions" and escalate:
             options = _as_list(prop.get("enum"))
             if "require_escalated" in options:
@@ -1590,6 +1606,12 @@ class ModelServer:
                 return plan
             offered = ", ".join(t.name for t in tools) or "none"
             final = f"[[call]] asked for {name}, but the request offered no such tool ({offered})."
+        elif _RE_TOOL_DESCRIBED.search(text) and pick_shell_tool(tools) is not None:
+            plan.tool = pick_shell_tool(tools)
+            assert plan.tool is not None
+            plan.tool_args = build_tool_args(plan.tool, self.escalate_tool,
+                                             TOOL_LONG_COMMAND, TOOL_DESCRIPTION)
+            return plan
         elif _RE_TOOL.search(text):
             tool = pick_shell_tool(tools)
             if tool is not None:

@@ -19,7 +19,14 @@ from typing import Any
 
 import pytest
 
-from .model_server import TOOL_COMMAND, ModelServer, fill_schema, find_call
+from .model_server import (
+    TOOL_COMMAND,
+    TOOL_DESCRIPTION,
+    TOOL_LONG_COMMAND,
+    ModelServer,
+    fill_schema,
+    find_call,
+)
 
 BASH_TOOL = {
     "name": "Bash",
@@ -548,6 +555,18 @@ def test_gemini_tool_then_done(server: ModelServer) -> None:
     ]
     assert gemini_text(call(server, GEMINI_STREAM, follow)) == "done"
 
+
+
+def test_gemini_described_tool_call(server: ModelServer) -> None:
+    """[[tool-described]]: the long command and a description that is not the command;
+    [[tool]] still gives the short one."""
+    reply = call(server, GEMINI_STREAM, gemini_body("[[tool-described]] list the files"))
+    args = reply.events()[-1][1]["candidates"][0]["content"]["parts"][0]["functionCall"]["args"]
+    assert args["command"] == TOOL_LONG_COMMAND and len(TOOL_LONG_COMMAND) > 150
+    assert args["description"] == TOOL_DESCRIPTION != TOOL_LONG_COMMAND
+    plain = call(server, GEMINI_STREAM, gemini_body("[[tool]]"))
+    args = plain.events()[-1][1]["candidates"][0]["content"]["parts"][0]["functionCall"]["args"]
+    assert args["command"] == TOOL_COMMAND
 
 
 def test_call_directive_parses_json_arguments() -> None:
