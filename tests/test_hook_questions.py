@@ -364,6 +364,55 @@ def test_gemini_tells_the_exact_command_but_never_answers(aw: AwEnv) -> None:
     assert read_question(aw.paths, "fake") is None
 
 
+def test_gemini_the_exact_command_of_a_described_call(aw: AwEnv) -> None:
+    """A run_shell_command with a description (longer than 150 characters): the dialog
+    titles it with the description and wraps the command in its box. The screen's
+    command is then a guess (unsure) that still pairs with the hook's request, which
+    makes it exact: the merge is what it is without a description."""
+    from test_question import LONG_COMMAND
+    data = fixture("gemini", "Notification.ToolPermission.json")
+    data["details"]["command"] = LONG_COMMAND
+    assert handle("gemini", "Notification", json.dumps(data).encode(), env_of(aw)) == ""
+    for size in ("80x24", "160x45", "200x50"):
+        screen = f"waiting_input__shell-described__{size}.txt"
+        plain = screen_question("gemini", screen, None)
+        assert plain.description == "List the files in this project."
+        q = screen_question("gemini", screen, HookQuestions(aw.paths, "fake"))
+        assert (q.source, q.command, q.id, q.command_unsure) == (
+            "hook", LONG_COMMAND, plain.id, ""), (plain, q)
+        assert q.description == plain.description
+
+
+def test_a_command_wrapped_inside_a_word_still_pairs_with_its_request() -> None:
+    """Gemini's box breaks a long word anywhere ("par" / "t21"): joined with a space,
+    the screen's guess differs from the command only in whitespace, which a wrapped
+    reading cannot tell; a command that differs in anything else does not pair."""
+    from agentwrap.detect.question import parse_question
+    from agentwrap.sessions.hook_questions import HookQuestion, matches, merged
+    command = "touch x && echo " + "-".join(f"part{i:02d}" for i in range(12))
+    lines = [command[:26], command[26:57], command[57:]]  # "par" + "t05": inside a word
+    screen = "\n".join([
+        "╭" + "─" * 60 + "╮",
+        "│ ? Shell  touch x && echo part00-part01-…" + " " * 18 + "│",
+        "│ ╭" + "─" * 56 + "╮ │",
+        *(f"│ │ {line:<54} │ │" for line in lines),
+        "│ ╰" + "─" * 56 + "╯ │",
+        "│ Allow execution of [Shell]?" + " " * 31 + "│",
+        "│ ● 1. Allow once" + " " * 43 + "│",
+        "│   2. No, suggest changes (esc)" + " " * 28 + "│",
+        "╰" + "─" * 60 + "╯",
+    ])
+    dialog = next(d for d in load_profile("gemini").dialogs if d.name == "permission")
+    q = parse_question(screen, dialog="permission", kind="permission", subject=dialog.subject)
+    assert q is not None and q.command_unsure and q.command != command, q
+    assert q.description is None  # the title line is a cut of the command, not a description
+    hq = HookQuestion("gemini", "Notification", "permission", "Shell", "Shell", command,
+                      (), time.time(), {})
+    assert matches(hq, q)
+    assert merged(q, hq).command == command and merged(q, hq).command_unsure == ""
+    assert not matches(replace(hq, command=command.replace("part05", "part55")), q)
+
+
 def test_a_permission_signal_ends_with_the_dialog_it_announced(aw: AwEnv) -> None:
     """The hook's permission_prompt signal says a dialog is open; once the screen has
     shown a dialog after it and the dialog is gone, it was answered (Codex fires no

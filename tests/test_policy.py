@@ -134,6 +134,25 @@ def test_a_command_cut_off_on_screen_is_not_approved() -> None:
         assert d is not None and d.holds and "cut off" in d.reason, cmd
 
 
+def test_a_command_the_screen_could_not_read_for_sure_is_not_approved() -> None:
+    """Gemini titles a long command's dialog with the model's description; the command
+    itself wraps in the box below, so the screen's text is a guess: an allow rule must
+    not judge the guess (nor the description). Told by a hook, it is exact again."""
+    from dataclasses import replace
+    guessed = replace(q("touch tool_ran.txt"), description="List the files",
+                      command_unsure="the command wraps over 3 lines of the dialog")
+    rule = AnswerRule(name="touch-ok", option=1, command="touch *")
+    for rules in ([ALLOW_ALL], [rule]):
+        d = decide(guessed, "gemini", rules)
+        assert d is not None and d.holds and d.rule == BUILTIN, d
+        assert "wraps over 3 lines" in d.reason and d.vetoed == rules[0].name
+    deny = AnswerRule(name="no", deny=True)  # refusing a guess is safe
+    assert decide(guessed, "gemini", [deny]) == decide(q(), "gemini", [deny])
+    told = replace(guessed, command_unsure="", source="hook")
+    d = decide(told, "gemini", [ALLOW_ALL])
+    assert d is not None and d.answer == {"option": 1}
+
+
 def test_only_on_timeout_when_a_rule_says_so() -> None:
     later = AnswerRule(name="deny-after-10m", deny=True, after_s=600)
     assert decide(q(), "claude", [later], open_for_s=599) is None

@@ -66,6 +66,11 @@ EXPECTED: dict[tuple[str, str], tuple[str, str | None, list[str] | None, str | N
     ("gemini", "permission"): ("permission", "Allow execution of [Shell]?",
                                ["Allow once", "Allow for this session", "No, suggest changes"],
                                "Shell", "touch tool_ran.txt"),
+    # a described run_shell_command (longer than 150 characters): the command, not the
+    # description its dialog titles the call with
+    ("gemini", "shell-described"): ("permission", "Allow execution of [Shell]?",
+                                    ["Allow once", "Allow for this session",
+                                     "No, suggest changes"], "Shell", None),
     ("gemini", "ask-user"): ("choice", "Which database should I use",
                              ["SQLite", "Postgres", "Enter a custom value"], "ask_user", None),
     ("gemini", "edit-file"): ("permission", "Apply this change?",
@@ -195,6 +200,63 @@ def test_the_id_is_the_same_at_every_size_and_wherever_the_cursor_is(agent: str,
     assert len(ids) == 1, ids
 
 
+# tests/e2e/model_server.py's TOOL_LONG_COMMAND and TOOL_DESCRIPTION
+LONG_COMMAND = ("touch tool_ran.txt && echo 'agentwrap e2e: a command longer than 150 characters,"
+                " so that Gemini CLI titles its dialog with the description' > /dev/null")
+
+
+@pytest.mark.parametrize("size", ["80x24", "160x45", "200x50"])
+def test_a_gemini_shell_call_with_a_description_reads_the_command_from_its_box(
+        size: str) -> None:
+    """Gemini titles a long command's dialog with the model's description: the command
+    is read from the box below, the description kept apart; a command the box wraps
+    is a guess (a wrap may have eaten a space or stood for a newline): marked unsure."""
+    path = SCREENS / "gemini" / f"waiting_input__shell-described__{size}.txt"
+    m = NAME_RE.match(path.name)
+    assert m is not None
+    q = question_of(path, m)
+    assert q is not None and q.dialog == "permission" and q.tool == "Shell"
+    assert q.description == "List the files in this project."
+    assert q.command == LONG_COMMAND  # each wrap here ate one space
+    wrapped = size != "200x50"  # 200 columns hold it on one line
+    assert bool(q.command_unsure) is wrapped, q.command_unsure
+    assert Question.from_json(json.loads(json.dumps(q.to_json()))) == q
+
+
+@pytest.mark.parametrize("size", ["80x24", "160x45", "200x50"])
+def test_a_gemini_shell_call_without_a_description_is_read_as_before(size: str) -> None:
+    path = SCREENS / "gemini" / f"waiting_input__permission__{size}.txt"
+    m = NAME_RE.match(path.name)
+    assert m is not None
+    q = question_of(path, m)
+    assert q is not None
+    assert (q.command, q.description, q.command_unsure) == ("touch tool_ran.txt", None, "")
+
+
+def test_a_command_box_with_hidden_lines_is_unsure() -> None:
+    screen = "\n".join([
+        "╭────────────────────────────────────────╮",
+        "│ ? Shell  Clean up the build directory  │",
+        "│ ╭────────────────────────────────────╮ │",
+        "│ │ ... first 4 lines hidden (ctrl+o to show) ... │ │",
+        "│ │ rm -rf build                       │ │",
+        "│ ╰────────────────────────────────────╯ │",
+        "│ Allow execution of [Shell]?            │",
+        "│                                        │",
+        "│ ● 1. Allow once                        │",
+        "│   2. Allow for this session            │",
+        "│   3. No, suggest changes (esc)         │",
+        "╰────────────────────────────────────────╯",
+    ])
+    from agentwrap.detect.profiles import load_profile
+    dialog = next(d for d in load_profile("gemini").dialogs if d.name == "permission")
+    q = parse_question(screen, dialog="permission", kind="permission", subject=dialog.subject)
+    assert q is not None
+    assert (q.tool, q.command, q.description) == ("Shell", "rm -rf build",
+                                                   "Clean up the build directory")
+    assert "hidden" in q.command_unsure
+
+
 def test_a_numbered_list_without_a_cursor_is_not_a_question() -> None:
     plan = "Plan:\n1. Add a flag\n2. Test it\n\nShall I go on?\n"
     assert parse_question(plan, dialog="x", kind="choice") is None
@@ -240,7 +302,8 @@ def test_200_columns_read_as_160(wide: Path, narrow: Path) -> None:
         assert m is not None
         q = question_of(path, m)
         assert q is not None, path
-        text = json.dumps({**q.to_json(), "id": ""}, ensure_ascii=False)
+        # (a long command's box may wrap at 160 and not at 200: sure only at 200)
+        text = json.dumps({**q.to_json(), "id": "", "command_unsure": ""}, ensure_ascii=False)
         return re.sub(r"\b(\w+)-(?:200x50|160x45)-\w+", r"\1-SIZE-DIR", text)
 
     assert read(wide) == read(narrow)

@@ -31,7 +31,9 @@ Order of precedence:
 2. otherwise the *first* matching rule that answers (``option`` or ``deny``);
 3. an ``option`` answer is then vetoed by the built-in deny-list
    (:mod:`agentwrap.delivery.destructive`: ``rm -rf /``, ``mkfs``, ``curl | sh``,
-   force-push to main, ...), and by a command that may be cut off on screen.
+   force-push to main, ...), by a command that may be cut off on screen, and by
+   one the screen could not read for sure (``Question.command_unsure``: wrapped
+   or partly hidden in its dialog's box, and no hook told the exact text).
    A veto is a decision too (``answer`` None): it is logged and the person told.
 """
 
@@ -81,6 +83,9 @@ def decide(
         return None
     if rule.deny:
         return Decision(rule.name, {"deny": True}, f"rule {rule.name!r}: deny")
+    if question.command_unsure:  # a guess at the command: the rule would judge the guess
+        return Decision(BUILTIN, None, f"not approved: {question.command_unsure}"
+                        f" (rule {rule.name!r} would have)", vetoed=rule.name)
     why = destructive(question.command)
     if why is not None:
         return Decision(BUILTIN, None, f"not approved: {why} ({BUILTIN}; rule {rule.name!r}"

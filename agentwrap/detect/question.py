@@ -23,6 +23,12 @@ so one reader serves them all and the profile adds only what differs:
 The profile's dialog entry (``patterns/*.toml``) says what *kind* of question
 it is (permission, choice, confirm, trust, text) and may give a ``subject``
 regex whose named groups ``tool`` and ``command`` pick those out of the dialog.
+A group ``box`` is the code box a dialog draws the command in (Gemini CLI): the
+line the ``command`` group read may then be the model's *description* of the
+call instead (Gemini shows it for a command longer than 150 characters), so the
+command is read from the box, the description kept apart, and a command the box
+wraps or hides is marked ``command_unsure``: nobody may approve it by rule on
+the screen's word alone (:mod:`agentwrap.delivery.policy`).
 
 Each question has an id made from its content (not from the cursor), so an
 answer can name the question it answers, and a stale answer (the agent moved
@@ -80,6 +86,12 @@ class Question:
     # header, in order, without the review tab. The tab on screen is the one in
     # ``questions``; which of them it is shows only in colour, so it is not read.
     tabs: tuple[str, ...] = ()
+    # What the agent says the call does, where its dialog shows that apart from the
+    # command (Gemini CLI's run_shell_command ``description``): never the command.
+    description: str | None = None
+    # Why ``command`` as read off the screen may not be exactly what runs ("" when
+    # it was read whole, or a hook told it): an answer rule must not approve it.
+    command_unsure: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -120,6 +132,9 @@ _FREE_TEXT = re.compile(
 )
 _PROGRESS = re.compile(r"^Question \d+/\d+\b")  # Codex: "Question 1/2 (2 unanswered)"
 _GAP = re.compile(r"\s{2,}")
+# Gemini's MaxSizedBox: "... first 3 lines hidden (ctrl+o to show) ...", "... 3 hidden (...) ..."
+_HIDDEN = re.compile(r"^\.\.\. .*\bhidden\b.*\.\.\.$")
+_SPACE = re.compile(r"\s+")
 _MAX_ABOVE = 20  # lines above the options searched for the question
 
 
@@ -270,6 +285,9 @@ def _question_text(
     asking = next((p for p in cleaned if any("?" in line for line in p)), None)
     if asking is None:
         return header, " ".join(cleaned[0]) if cleaned else "", tabs
+    ends = [i for i, line in enumerate(asking) if line.endswith("?")]
+    if ends and ends[-1] < len(asking) - 1:  # a note after the question ("Redirection
+        asking = asking[:ends[-1] + 1]  # detected. To auto-accept, press Shift+Tab")
     if "?" in asking[-1]:  # the line that asks (with what wrapped into it), not those before
         start = len(asking) - 1
         while start > 0 and len(asking[start - 1]) >= width - 24 \
@@ -321,16 +339,45 @@ def parse_question(
     footer = "\n".join(lines[-3:]).lower()
     free = any(_FREE_TEXT.search(o.label) for o in item.options) or "tab to amend" in footer \
         or "add notes" in footer
-    command = None
+    command = description = None
+    unsure = ""
     if subject is not None and (s := subject.search(region)):
         groups = s.groupdict()
         tool = (groups.get("tool") or "").strip() or tool
         command = (groups.get("command") or groups.get("file") or "").strip() or None
+        if groups.get("box") is not None:
+            command, description, unsure = _boxed_command(command, groups["box"])
     return Question(
         id=question_id(dialog, (item,), tool, command, tabs), kind=_kind(kind),
         title=title or item.question, questions=(item,), highlighted=highlighted,
         free_text_allowed=free, tool=tool, command=command, dialog=dialog, tabs=tabs,
+        description=description, command_unsure=unsure,
     )
+
+
+def _boxed_command(shown: str | None, box: str) -> tuple[str | None, str | None, str]:
+    """(command, description, why unsure) from the line a dialog names the call on
+    (``shown``) and the box it draws the command in. The line is the command when it
+    says what the box says; otherwise it is a description (or a cut), and the command
+    is the box's text: exact on one line, a guess when wrapped (a wrap may have eaten
+    a space, or stood for a newline) or when lines of it are hidden."""
+    lines = [line.strip() for line in box.splitlines() if line.strip()]
+    visible = [line for line in lines if not _HIDDEN.match(line)]
+    if not visible:
+        return shown, None, ""
+    text = " ".join(visible)
+    squashed = _SPACE.sub("", text)
+    if shown and len(visible) == len(lines) and _SPACE.sub("", shown) == squashed:
+        return shown, None, ""
+    unsure = ""
+    if len(visible) < len(lines):
+        unsure = "part of the command is hidden in the dialog"
+    elif len(visible) > 1:
+        unsure = f"the command wraps over {len(visible)} lines of the dialog: its exact text" \
+            " is not known"
+    cut = _SPACE.sub("", shown or "").rstrip(".…")
+    described = bool(shown) and not (cut and squashed.startswith(cut))
+    return text, shown if described else None, unsure
 
 
 def free_text_option(item: Item) -> Option | None:

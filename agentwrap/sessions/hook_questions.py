@@ -297,6 +297,8 @@ def matches(hq: HookQuestion, q: Question) -> bool:
     if not hq.command:
         return False
     shown, exact = _norm(q.command), _norm(hq.command)
+    if q.command_unsure:  # read from wrapped lines: where its spaces were is not known
+        shown, exact = _SPACE.sub("", shown), _SPACE.sub("", exact)
     return bool(shown) and (exact.startswith(shown) or exact.endswith(shown))
 
 
@@ -304,7 +306,7 @@ def merged(q: Question, hq: HookQuestion) -> Question:
     """``q`` with the hook's exact fields; the screen's id, cursor and numbering kept."""
     if hq.kind != "choice":
         return replace(q, command=hq.command or q.command, tool=q.tool or hq.tool,
-                       source="hook")
+                       source="hook", command_unsure="" if hq.command else q.command_unsure)
     by_text = {_norm(i.question): i for i in hq.items}
     items = []
     for item in q.questions:

@@ -13,7 +13,13 @@ scripts a shell call that needs permission. Three cases:
 (c) no rule, a command longer than the screen is wide: the dialog opens and
     ``state --json`` shows the hook's exact command (source ``hook``, the
     screen's id); ``answer --option 1`` runs it. Gemini CLI too: it only
-    notifies (``ToolPermission``), which gives the exact command but no answer.
+    notifies (``ToolPermission``), which gives the exact command but no answer;
+(d) Gemini CLI, a shell call with a ``description`` (as real models write one)
+    and a command longer than 150 characters: its dialog shows the description
+    where it shows a short command. The question's ``command`` is still the
+    command (the hook's), the description apart, and a rule matching the
+    description approves nothing; without hooks, the command the pane wraps is a
+    guess, which no rule approves either (the veto is audited).
 
 What happened is read from the model server's requests, the project dir, the
 audit log and the answers table, never from the screen alone. Waits are
@@ -29,7 +35,7 @@ from typing import Any
 import pytest
 
 from .conftest import AgentSession
-from .model_server import TOOL_FILE
+from .model_server import TOOL_DESCRIPTION, TOOL_FILE, TOOL_LONG_COMMAND
 from .test_answering import answer, main_requests, next_tool_result, wait_question
 
 pytestmark = pytest.mark.e2e
@@ -191,3 +197,50 @@ def test_ask_user_question_takes_the_hooks_texts(make_session: Make) -> None:
         ("SQLite", long), ("Postgres", "A server")], item
     code, out = answer(s, "--deny", "--question", q["id"])
     assert code == 0 and out["status"] == "applied", out
+
+
+#: (d) a rule that would approve the call if the description were taken for the command
+DESCRIPTION_RULE = (f'[[answer_rules]]\nname = "listing"\ncommand = "{TOOL_DESCRIPTION[:14]}*"\n'
+                    'answer = { option = 1 }\n')
+
+
+def test_gemini_a_described_call_shows_the_command_not_the_description(
+    make_session: Make,
+) -> None:
+    s = make_session("gemini")
+    start(s, DESCRIPTION_RULE)
+    s.send("[[tool-described]] please list the files", "--wait", "--timeout", "90")
+    q = hook_question(s)
+    assert (q["kind"], q["tool"], q["command"], q["description"], q["command_unsure"]) == (
+        "permission", "Shell", TOOL_LONG_COMMAND, TOOL_DESCRIPTION, ""), q
+    st = json.loads(s.cli("state", s.name, "--json").stdout)
+    assert st["question"]["command"] == TOOL_LONG_COMMAND and st["question"]["id"] == q["id"]
+    shown = s.cli("state", s.name).stdout  # the person sees both, told apart
+    assert f"described as: {TOOL_DESCRIPTION}" in shown and "touch tool_ran.txt" in shown, shown
+    # the description-shaped rule matched nothing: nothing answered, the dialog waits
+    assert not [a for a in audit(s) if a["event"].startswith("policy_")], audit(s)
+    assert not (s.workdir / TOOL_FILE).exists()
+    seen = len(main_requests(s))
+    code, out = answer(s, "--option", "1", "--question", q["id"])
+    assert code == 0 and out["status"] == "applied", out
+    s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
+    assert "denied" not in next_tool_result(s, seen).lower()
+
+
+def test_gemini_without_hooks_a_wrapped_command_is_never_approved(make_session: Make) -> None:
+    s = make_session("gemini")
+    s.write_config('[[answer_rules]]\nname = "everything"\nanswer = { option = 1 }\n')
+    s.start("--no-channels", "--cols", "120", "--rows", "40")  # the box wraps the command
+    s.wait_state("ready", timeout=90)
+    s.send("[[tool-described]] please list the files", "--wait", "--timeout", "90")
+    q = wait_question(s)
+    assert (q["tool"], q["source"], q["description"]) == ("Shell", "screen", TOOL_DESCRIPTION), q
+    assert q["command"] == TOOL_LONG_COMMAND and "wraps over" in q["command_unsure"], q
+    held = s.wait_until(lambda: [a for a in audit(s) if a["event"] == "policy_held"], 30,
+                        "the policy's veto in the audit log")
+    assert held[0]["vetoed"] == "everything" and "wraps over" in held[0]["reason"], held
+    assert not [a for a in audit(s) if a["event"] == "policy_answered"]
+    code, out = answer(s, "--deny", "--question", q["id"])
+    assert code == 0 and out["status"] == "applied", out
+    s.wait_state("ready", timeout=60)
+    assert not (s.workdir / TOOL_FILE).exists()

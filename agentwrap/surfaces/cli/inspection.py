@@ -56,6 +56,11 @@ def _print_question(q: dict[str, Any]) -> None:
     what = f" {q['tool']}" + (f": {q['command']}" if q.get("command") else "") if q.get("tool") \
         else (f" {q['command']}" if q.get("command") else "")
     out.print(f"  [bold]{escape(q['kind'])}[/]{escape(what)}")
+    if q.get("description"):  # the agent's own words for the call: not what runs
+        out.print(f"  [dim]described as:[/] {escape(q['description'])}")
+    if q.get("command_unsure"):
+        out.print(f"  [dim]command read off the screen, not for sure: {escape(q['command_unsure'])};"
+                  " no rule approves it[/]")
     tabs = q.get("tabs") or []
     if tabs:  # several questions, one tab at a time: --answer names them
         out.print(f"  [dim]questions:[/] {escape(', '.join(f'{i}. {t}' for i, t in enumerate(tabs, 1)))}")

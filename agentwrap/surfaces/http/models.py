@@ -186,6 +186,12 @@ class QuestionOut(_Out):
     tabs: list[str] = Field(
         default_factory=list, description="a dialog of several questions shown as tabs: every"
         " question's header, in order (answer them all at once with `answers`)")
+    description: str | None = Field(
+        None, description="what the agent says the call does, where its dialog shows that"
+        " apart from the command (never the command)")
+    command_unsure: str = Field(
+        "", description="why `command`, read off the screen, may not be exactly what runs"
+        " (empty: read whole, or told by the agent's hook); answer rules never approve it")
 
 
 class AnswerRequest(BaseModel):
