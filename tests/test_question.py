@@ -257,6 +257,18 @@ def test_a_command_box_with_hidden_lines_is_unsure() -> None:
     assert "hidden" in q.command_unsure
 
 
+def test_a_gemini_shell_dialog_without_its_box_is_unsure() -> None:
+    """Should Gemini draw the box otherwise, the title line may be the description:
+    it is read, but marked unsure (no rule approves it)."""
+    from agentwrap.detect.profiles import load_profile
+    screen = (SCREENS / "gemini" / "waiting_input__shell-described__200x50.txt").read_text()
+    screen = screen.replace("╭", "┌").replace("╰", "└")
+    dialog = next(d for d in load_profile("gemini").dialogs if d.name == "permission")
+    q = parse_question(screen, dialog="permission", kind="permission", subject=dialog.subject)
+    assert q is not None and q.command == "List the files in this project."
+    assert "box was not found" in q.command_unsure
+
+
 def test_a_numbered_list_without_a_cursor_is_not_a_question() -> None:
     plan = "Plan:\n1. Add a flag\n2. Test it\n\nShall I go on?\n"
     assert parse_question(plan, dialog="x", kind="choice") is None

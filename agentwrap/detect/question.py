@@ -28,7 +28,8 @@ line the ``command`` group read may then be the model's *description* of the
 call instead (Gemini shows it for a command longer than 150 characters), so the
 command is read from the box, the description kept apart, and a command the box
 wraps or hides is marked ``command_unsure``: nobody may approve it by rule on
-the screen's word alone (:mod:`agentwrap.delivery.policy`).
+the screen's word alone (:mod:`agentwrap.delivery.policy`); so is the line
+read when a group ``unboxed`` says the box should have been there and was not.
 
 Each question has an id made from its content (not from the cursor), so an
 answer can name the question it answers, and a stale answer (the agent moved
@@ -347,6 +348,9 @@ def parse_question(
         command = (groups.get("command") or groups.get("file") or "").strip() or None
         if groups.get("box") is not None:
             command, description, unsure = _boxed_command(command, groups["box"])
+        elif groups.get("unboxed"):  # the box the command should be in is not there
+            unsure = "the dialog's command box was not found: the line read may describe" \
+                " the command instead of showing it"
     return Question(
         id=question_id(dialog, (item,), tool, command, tabs), kind=_kind(kind),
         title=title or item.question, questions=(item,), highlighted=highlighted,
