@@ -193,3 +193,18 @@ def test_a_virtualenv_made_while_watching_is_ignored_once_it_is_one(tmp_path: Pa
     assert not rules.ignored("env2/bin/python")  # no pyvenv.cfg yet: an ordinary dir
     (tmp_path / "env2" / "pyvenv.cfg").write_text("home = /usr\n")
     assert rules.ignored("env2/lib/site.py") and rules.ignored("env2/bin/python")
+
+
+def test_stopping_the_loop_of_an_ended_session_removes_its_memory(aw: AwEnv, svc: Service) -> None:
+    """A check still running when the supervisor removed an ended session's
+    memory writes it again: the loop, stopped after it, removes it for good
+    (and leaves a live session's memory alone)."""
+    memory = aw.paths.feedback_memory("fake")
+    memory.parent.mkdir(parents=True, exist_ok=True)
+    memory.write_text("{}")
+    FeedbackLoop(aw.paths, "fake", aw.project).start().stop()
+    assert memory.exists()  # the session lives on (a host restart): kept
+    svc.registry.mark_ended("fake", 0)
+    FeedbackLoop(aw.paths, "fake", aw.project).start().stop()
+    assert not memory.exists()
+    FeedbackLoop(aw.paths, "nosuch", aw.project).start().stop()  # `watch` for no session

@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import load_config
+from ..errors import AgentwrapError
 from ..paths import Paths
 from ..service import Service
 from .checks import run_all
 from .emit import Ran, report, report_changes
+from .results import forget
 from .runner import Job, SourceWorker, lock_path, run_source
 from .scheduler import Scheduler
 from .sources import FeedbackSource, ScheduleSource, select
@@ -92,8 +94,19 @@ class FeedbackLoop:
             self._worker.stop()
         with self._lock:
             if self._service is not None:
+                # a check that ended after the supervisor removed an ended session's memory
+                # wrote it again; nothing reports from here on, so it goes for good
+                if self._ended():
+                    forget(self.paths, self.session)
                 self._service.close()
                 self._service = None
+
+    def _ended(self) -> bool:
+        assert self._service is not None
+        try:
+            return self._service.state(self.session).ended is not None
+        except AgentwrapError:  # `agentwrap watch` for a name no session has
+            return False
 
     @property
     def scheduled_runs(self) -> int:
