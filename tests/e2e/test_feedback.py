@@ -274,6 +274,11 @@ def _aider_loop(s: AgentSession, server: AiderLoopServer) -> None:
     # Aider's screen still showed it waiting on the model; unread, it went back to typing)
     assert channels[1][-1] == "tmux-paste" and set(channels[1]) <= {"read-file", "tmux-paste"}, \
         channels
+    memory = s._paths().feedback_memory(s.name)  # what pytest last said: "passing"
+    assert memory.is_file()
+    s.press("C-d")  # aider quits: the session ends, and its feedback memory goes
+    s.wait_until(lambda: s.state().get("liveness") == "ended", 60, "the session ended")
+    s.wait_until(lambda: not memory.exists(), 30, "the session's feedback memory removed")
     at = c.index("[filesystem:pytest]")
     print(c[at - 300: at + 900].encode().decode("unicode_escape", "replace"))
     print(f"aider: edit (A) -> failure in request C (the next built after the watcher's"
