@@ -134,32 +134,34 @@ class Collector:
     messages: Callable[[], list[Message]] | None = None  # the session's, newest first
     hooks: bool = False  # the agent reports its replies through hooks
     min_interval_s: float = 5.0
-    on_ready: Callable[[], None] | None = None  # once, at the first ready state
+    # once, when the agent has been ready ready_grace_s: the session-start hook runs
+    # while the agent starts, but may finish after its prompt is drawn
+    on_ready: Callable[[], None] | None = None
+    ready_grace_s: float = 5.0
     _last: float = 0.0
+    _ready_at: float | None = None
 
     def tick(self, state: str, changed: bool, screen: Callable[[], str] | None = None) -> None:
         """A state was published: update now if it changed, else now and then mid-turn."""
         now = time.monotonic()
+        if self.on_ready is not None and state == "ready":
+            self._ready(now)
         if not changed and (state not in _MID_TURN or now - self._last < self.min_interval_s):
             return
         self._last = now
         self.update(state, screen)
 
-    def update(self, state: str, screen: Callable[[], str] | None = None) -> None:
+    def update(self, state: str, screen: Callable[[], str] | None = None, *,
+               queue: bool = True) -> None:
         rec = self.record
         rec.state = state
         rec.writer_pid = os.getpid()
-        if state == "ready" and self.on_ready is not None:
-            once, self.on_ready = self.on_ready, None
-            try:
-                once()
-            except (OSError, AgentwrapError) as exc:
-                log.warning("handoff not queued for typing: %s", exc)
         self._from_notes(rec)
         files = changed_files(rec.project, rec.git_base, set(rec.git_untracked))
         if files is not None:
             rec.files_changed = files[:200]
-        self._from_queue(rec)
+        if queue:
+            self._from_queue(rec)
         rec.checks = checks_from_audit(self.paths.audit_log, rec.session, rec.started)
         if not self.hooks and screen is not None and state == "ready":
             reply = screen_reply(screen())
@@ -167,10 +169,23 @@ class Collector:
                 rec.last_reply, rec.reply_source = clip(reply), "screen"
         self.save()
 
+    def _ready(self, now: float) -> None:
+        if self._ready_at is None:
+            self._ready_at = now
+        if now - self._ready_at < self.ready_grace_s or self.on_ready is None:
+            return
+        once, self.on_ready = self.on_ready, None
+        try:
+            once()
+        except (OSError, AgentwrapError) as exc:
+            log.warning("handoff not queued for typing: %s", exc)
+
     def finish(self, exit_code: int | None) -> None:
-        """The agent exited: the record's last word."""
+        """The agent exited: the record's last word. The queue as last seen running
+        stays: its pending messages have just been given up with the session,
+        and they are what the next session should hear of."""
         rec = self.record
-        self.update(rec.state)
+        self.update(rec.state, queue=False)
         rec.end_state, rec.exit_code, rec.ended = "exited", exit_code, time.time()
         self.save()
 
