@@ -135,6 +135,28 @@ def test_store_writes_private_files_keyed_by_the_real_path_and_keeps_the_newest(
     assert len(store.records(str(real))) == 3  # still listed
 
 
+def test_a_session_still_running_beside_the_new_one_is_not_handed_over(tmp_path: Path) -> None:
+    """Two agents at work in one project: the newest record whose session is over
+    (ended, or its writer gone: crashed) is the previous session, not one that
+    still runs next to the new one."""
+    from agentwrap.continuity.launch import previous
+
+    paths = Paths(config_dir=tmp_path / "c", state_dir=tmp_path / "s", runtime_dir=tmp_path / "r")
+    project = str(tmp_path)
+    store = ContinuityStore(paths, keep=5)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    store.save(HandoffRecord(project=project, session="done", agent="claude", started=1000.0,
+                             goal="finished one", ended=1100.0, end_state="exited"))
+    store.save(HandoffRecord(project=project, session="dead", agent="claude", started=2000.0,
+                             goal="crashed one", writer_pid=gone.pid))
+    assert previous(store, project).goal == "crashed one"  # type: ignore[union-attr]
+    store.save(HandoffRecord(project=project, session="live", agent="claude", started=3000.0,
+                             goal="still at work", writer_pid=os.getpid()))
+    got = previous(store, project)
+    assert got is not None and got.goal == "crashed one" and got.end_state == "crashed"
+
+
 # --- the hooks' notes -----------------------------------------------------------------------
 
 

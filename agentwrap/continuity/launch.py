@@ -49,8 +49,10 @@ def store_for(paths: Paths, cfg: ContinuityConfig) -> ContinuityStore:
 
 
 def previous(store: ContinuityStore, project: str) -> HandoffRecord | None:
-    rec = store.latest(project)
-    return settle(rec, alive) if rec is not None else None
+    """The newest session in ``project`` that is over (exited, or crashed: its
+    writer gone). One still running beside the new one is no *previous* session:
+    two agents at work in one project do not hand each other their records."""
+    return store.latest(project, accept=lambda r: settle(r, alive).end_state != "running")
 
 
 def prepare(paths: Paths, cfg: ContinuityConfig, cwd: Path, *, enabled: bool = True

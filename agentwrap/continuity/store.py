@@ -22,6 +22,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,14 +120,18 @@ class ContinuityStore:
         for name in names[: max(0, len(names) - max(1, self.keep))]:
             (folder / name).unlink(missing_ok=True)
 
-    def latest(self, project: str, *, exclude: str = "") -> HandoffRecord | None:
+    def latest(
+        self, project: str, *, exclude: str = "",
+        accept: Callable[[HandoffRecord], bool] = lambda _: True,
+    ) -> HandoffRecord | None:
         """The newest record worth handing over that is not ``exclude`` (the
-        starting session's own) and not older than a ``clear``."""
+        starting session's own), not older than a ``clear``, and ``accept``-ed."""
         cleared = self.cleared_at(project)
         for rec in reversed(self.records(project)):
             if rec.id == exclude or rec.started < cleared or not rec.substantial:
                 continue
-            return rec
+            if accept(rec):
+                return rec
         return None
 
     # --- what a person did to the next handoff -------------------------------------
