@@ -43,7 +43,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..detect.question import Item, Option, Question, question_id
-from ..paths import Paths, check_session_name
+from ..paths import Paths, check_session_name, write_private
 from .wake import notify
 
 if TYPE_CHECKING:  # the hook imports these only when rules exist
@@ -211,14 +210,7 @@ def write_question(paths: Paths, session: str, hq: HookQuestion) -> Path | None:
     path = question_file(paths, session)
     if not path.parent.is_dir():
         return None
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(hq.to_json(), f, ensure_ascii=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_private(path, json.dumps(hq.to_json(), ensure_ascii=False).encode("utf-8"))
     notify(paths, session)
     return path
 

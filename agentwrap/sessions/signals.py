@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..paths import Paths, check_session_name
+from ..paths import Paths, check_session_name, write_private
 from .wake import notify
 
 if TYPE_CHECKING:  # the hook that writes a signal never loads the detector
@@ -79,14 +78,7 @@ def write_signal(
         return None
     sig = Signal(signal, SIGNAL_STATES[signal], source, agent, event,
                  time.time() if now is None else now, detail[:200])
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(asdict(sig), f)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_private(path, json.dumps(asdict(sig)).encode("utf-8"))
     notify(paths, session)
     return sig
 
