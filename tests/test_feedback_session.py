@@ -14,7 +14,9 @@ from support.waiting import wait_for
 PY = sys.executable
 
 
-def test_the_projects_watch_and_start_sources_run_with_the_session(aw: AwEnv) -> None:
+def _lint_source(aw: AwEnv, more: str) -> None:
+    """A trusted project whose "lint" source (watch, *.py) fails on the files
+    that say 'bad', then ``more`` of its .agentwrap.toml."""
     check = aw.root / "check.py"
     check.write_text("import sys, pathlib\nbad = [f for f in sys.argv[1:] if 'bad' in "
                      "pathlib.Path(f).read_text()]\nprint('BROKEN:', bad) if bad else None\n"
@@ -25,7 +27,13 @@ def test_the_projects_watch_and_start_sources_run_with_the_session(aw: AwEnv) ->
         run = "{PY} {check} {{files}}"
         on = ["watch"]
         paths = ["*.py"]
+        """) + textwrap.dedent(more))
+    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    aw.paths.config_file.write_text(f'[trust]\nfeedback_projects = ["{aw.project}"]\n')
 
+
+def test_the_projects_watch_and_start_sources_run_with_the_session(aw: AwEnv) -> None:
+    _lint_source(aw, f"""
         [[feedback]]
         name = "hello"
         run = "{PY} -c \\"print('HELLO FROM START')\\""
@@ -33,9 +41,7 @@ def test_the_projects_watch_and_start_sources_run_with_the_session(aw: AwEnv) ->
 
         [feedback_options]
         debounce_ms = 100
-        """))
-    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-    aw.paths.config_file.write_text(f'[trust]\nfeedback_projects = ["{aw.project}"]\n')
+        """)
     aw.start_standin("sa")
     aw.wait_state("sa", "ready")
     wait_for(lambda: any("HELLO FROM START" in t for t in aw.received()), timeout=30,
@@ -71,22 +77,10 @@ def test_a_pty_session_gets_its_projects_watchers_too(aw: AwEnv) -> None:
     companions start there with the session and stop when the agent exits."""
     import pexpect
 
-    check = aw.root / "check.py"
-    check.write_text("import sys, pathlib\nbad = [f for f in sys.argv[1:] if 'bad' in "
-                     "pathlib.Path(f).read_text()]\nprint('BROKEN:', bad) if bad else None\n"
-                     "sys.exit(1 if bad else 0)\n")
-    (aw.project / ".agentwrap.toml").write_text(textwrap.dedent(f"""\
-        [[feedback]]
-        name = "lint"
-        run = "{PY} {check} {{files}}"
-        on = ["watch"]
-        paths = ["*.py"]
-
+    _lint_source(aw, """
         [feedback_options]
         debounce_ms = 100
-        """))
-    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-    aw.paths.config_file.write_text(f'[trust]\nfeedback_projects = ["{aw.project}"]\n')
+        """)
     child = pexpect.spawn(
         PY, ["-m", "agentwrap", "run", "--backend", "pty", "--name", "pt", "--profile",
              "standin", "--", *aw.standin()],
