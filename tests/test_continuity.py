@@ -246,10 +246,15 @@ def test_collector_reads_git_the_queue_the_audit_log_and_the_notes(tmp_path: Pat
         history = q.history("api")
     finally:
         q.close()
-    AuditLog(paths.audit_log).write(event="feedback", session="api", source_name="pytest",
-                                    trigger="edit", outcome="failed", summary="1 failed")
-    AuditLog(paths.audit_log).write(event="feedback", session="other", source_name="ruff",
-                                    trigger="edit", outcome="failed")
+    # the lines agentwrap.feedback.emit writes: one per message, {source: status}
+    AuditLog(paths.audit_log).write(
+        event="feedback", session="api", message="m1", source="hook", source_id="pytest+ruff",
+        sources=["pytest", "ruff"], trigger=["edit"], files=["a.py"], file_count=1, bytes=90,
+        role="environment", channel="hook", ts=time.time(),
+        status={"pytest": "failing", "ruff": "passing"})
+    AuditLog(paths.audit_log).write(
+        event="feedback", session="other", message="m2", source="hook", source_id="ruff",
+        sources=["ruff"], trigger=["edit"], ts=time.time(), status={"ruff": "failing"})
     on_hook(paths, "api", "claude", "UserPromptSubmit", "prompt_submitted",
             payload("claude", "UserPromptSubmit", prompt="the goal"))
     (proj / "a.py").write_text("a = 2\n")
@@ -262,7 +267,7 @@ def test_collector_reads_git_the_queue_the_audit_log_and_the_notes(tmp_path: Pat
     assert rec.files_changed == ["a.py", "new.py"]  # not the file untracked before the start
     assert [m.preview for m in rec.pending] == ["second, still queued"]
     assert [m.preview for m in rec.delivered] == ["first, delivered"]
-    assert [(c.name, c.ok) for c in rec.checks] == [("pytest", False)]
+    assert [(c.name, c.ok) for c in rec.checks] == [("pytest", False), ("ruff", True)]
     col.finish(0)
     rec = ContinuityStore(paths).records(project_path(proj))[-1]
     assert rec.end_state == "exited" and rec.exit_code == 0 and rec.ended

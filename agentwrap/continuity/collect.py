@@ -96,19 +96,15 @@ def checks_from_audit(path: Path, session: str, since: float) -> list[CheckNote]
             continue
         if float(ev.get("ts") or 0) < since or not ev.get("trigger"):
             continue
-        name = ev.get("source_name") or ev.get("name") or ev.get("source")
-        if not isinstance(name, str):
-            continue
-        ok: bool | None = ev["ok"] if isinstance(ev.get("ok"), bool) else None
-        for key in ("outcome", "result", "status"):
-            word = str(ev.get(key, "")).lower()
-            if word in _PASS:
-                ok = True
-            elif word in _FAIL:
-                ok = False
-        summary = ev.get("summary") or ev.get("detail") or ""
-        out.append(CheckNote(name=name[:80], ok=ok, summary=str(summary)[:500],
-                             at=float(ev.get("ts") or 0)))
+        statuses = ev.get("status")
+        if ev.get("event") != "feedback" or not isinstance(statuses, dict):
+            continue  # only agentwrap.feedback's lines report checks: {source name: status}
+        for src, status in statuses.items():
+            word = str(status).lower()
+            out.append(CheckNote(
+                name=str(src)[:80], ok=True if word in _PASS else False if word in _FAIL
+                else None, summary=f"{word} ({', '.join(map(str, ev.get('trigger') or []))})",
+                at=float(ev.get("ts") or 0)))
     return newest(out)
 
 
