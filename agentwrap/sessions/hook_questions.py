@@ -41,7 +41,6 @@ the user's config has answer rules at all.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -51,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..detect.question import Item, Option, Question, question_id
 from ..paths import Paths, check_session_name, write_private
+from .signals import ReplacedFile
 from .wake import notify
 
 if TYPE_CHECKING:  # the hook imports these only when rules exist
@@ -323,22 +323,13 @@ class HookQuestions:
     def __init__(self, paths: Paths, session: str, since: float = 0.0) -> None:
         self.path = question_file(paths, session)
         self.paths, self.session, self.since = paths, session, since
-        self._key: tuple[int, int] | None = None
-        self._last: HookQuestion | None = None
+        self._file = ReplacedFile(self.path, lambda: read_question(paths, session))
         self._paired: dict[str, float] = {}  # screen question id -> its hook request's "at"
         self._announced: tuple[float, str] | None = None
         self._opened: dict[str, float] = {}  # dialog id -> first asked about (monotonic)
 
     def latest(self) -> HookQuestion | None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        key = (st.st_mtime_ns, st.st_ino)
-        if key != self._key:
-            self._key = key
-            self._last = read_question(self.paths, self.session)
-        hq = self._last
+        hq = self._file.read()
         return hq if hq is not None and hq.at >= self.since else None
 
     def refine(self, q: Question) -> Question:

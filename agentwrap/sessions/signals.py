@@ -23,12 +23,15 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ..paths import Paths, check_session_name, write_private
 from .wake import notify
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # the hook that writes a signal never loads the detector
     from ..detect.detector import HookReading
@@ -92,6 +95,29 @@ def read_signal(paths: Paths, session: str) -> Signal | None:
         return None
 
 
+class ReplacedFile(Generic[T]):
+    """What a file holds that another process (a hook) replaces whole, parsed
+    again only when it was replaced (its mtime or inode changed): the
+    supervisor looks at it on every turn and most turns nothing changed."""
+
+    def __init__(self, path: Path, parse: Callable[[], T | None]) -> None:
+        self.path, self.parse = path, parse
+        self._key: tuple[int, int] | None = None
+        self._last: T | None = None
+
+    def read(self) -> T | None:
+        """The parsed content, or None while there is no file (or it is unreadable)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_ino)
+        if key != self._key:
+            self._key = key
+            self._last = self.parse()
+        return self._last
+
+
 class HookSignals:
     """The detector's view of a session's signals (:class:`~agentwrap.detect.detector.HookSource`):
     the latest one, as a state and its age, ignoring any written before
@@ -101,22 +127,13 @@ class HookSignals:
     def __init__(self, paths: Paths, session: str, since: float = 0.0) -> None:
         self.path = signal_file(paths, session)
         self.paths, self.session, self.since = paths, session, since
-        self._key: tuple[int, int] | None = None
-        self._last: Signal | None = None
+        self._file = ReplacedFile(self.path, lambda: read_signal(paths, session))
 
     def read(self) -> HookReading | None:
         from ..detect.detector import HookReading
         from ..detect.states import State
 
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        key = (st.st_mtime_ns, st.st_ino)
-        if key != self._key:
-            self._key = key
-            self._last = read_signal(self.paths, self.session)
-        sig = self._last
+        sig = self._file.read()
         if sig is None or sig.at < self.since:
             return None
         try:
@@ -129,5 +146,5 @@ class HookSignals:
 
 
 __all__ = [
-    "SIGNAL_STATES", "HookSignals", "Signal", "read_signal", "signal_file", "write_signal",
+    "SIGNAL_STATES", "HookSignals", "ReplacedFile", "Signal", "read_signal", "signal_file", "write_signal",
 ]
