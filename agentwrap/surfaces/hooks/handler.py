@@ -185,6 +185,10 @@ def _context(run: HookRun, env: Mapping[str, str]) -> str:
     after_tool(run.paths, run.session, run.agent, run.payload, log=run.log, env=env)
     if not run.paths.db_path.is_file():  # agentwrap never ran here: make nothing
         return ""
+    from ...queue.due import anything_due
+
+    if not anything_due(run.paths.db_path, run.session, busy_timeout_ms=BUSY_TIMEOUT_MS):
+        return ""  # the usual case: the service (most of agentwrap) is not even imported
     from ...service import Service
 
     with Service.open(run.paths, busy_timeout_ms=BUSY_TIMEOUT_MS) as service:

@@ -1,0 +1,45 @@
+"""Is anything due for a session? One read, for callers that must be quick.
+
+An agent runs its between-tool-calls hook after every tool call, and waits for
+it; nearly always nothing is queued for the session. Opening the store
+through :class:`agentwrap.service.Service` costs the import of most of
+agentwrap (~50 ms of a hook's ~130); this asks SQLite alone, read-only, the
+question :meth:`agentwrap.service.Service.inbox` answers (a pending content
+message, not waiting for a retry, not expired), so only a hook that has
+something to hand over pays for the service. Any doubt (no database, a lock, a
+damaged file) answers True: the full path then decides, and says why.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+#: Kept equal to the store's words (tests/test_queue_due.py compares this with
+#: Service.inbox on the same rows).
+_SQL = (
+    "SELECT 1 FROM messages WHERE session = ? AND status = 'pending' AND kind = 'content'"
+    " AND +expires > ? AND next_attempt_at <= ? LIMIT 1"
+)
+
+
+def anything_due(db_path: Path, session: str, now: float | None = None,
+                 busy_timeout_ms: int = 100) -> bool:
+    """Whether a reader of ``session``'s queue would get something now."""
+    t = time.time() if now is None else now
+    if not db_path.is_file():  # connecting would make an empty one
+        return True
+    try:
+        conn = sqlite3.connect(db_path, timeout=busy_timeout_ms / 1000, isolation_level=None)
+    except sqlite3.Error:
+        return True
+    try:
+        return conn.execute(_SQL, (session, t, t)).fetchone() is not None
+    except sqlite3.Error:
+        return True
+    finally:
+        conn.close()
+
+
+__all__ = ["anything_due"]

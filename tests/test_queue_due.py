@@ -1,0 +1,50 @@
+"""The hook's quick question (agentwrap.queue.due) agrees with the service's
+answer (Service.inbox) on the same rows, whatever state the queue is in."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from agentwrap.message import Kind, NewMessage, Status
+from agentwrap.queue.due import anything_due
+from agentwrap.service import Service
+
+
+def _agree(svc: Service, session: str = "fake") -> bool:
+    quick = anything_due(svc.paths.db_path, session)
+    assert quick == bool(svc.inbox(session)), (quick, svc.inbox(session))
+    return quick
+
+
+def test_the_quick_answer_is_the_inbox_answer(svc: Service) -> None:
+    store = svc.store
+    assert _agree(svc) is False  # nothing queued
+    store.enqueue(NewMessage(session="fake", content="for the hook"))
+    assert _agree(svc) is True
+    (m,) = store.claim_batch("fake", "b1", 10_000)
+    assert _agree(svc) is False  # claimed by another reader: in flight
+    store.retry_later("b1", next_attempt_at=time.time() + 600, detail="busy")
+    assert _agree(svc) is False  # back in the queue, but waiting for its retry
+    store.cancel(m.id)
+    store.enqueue(NewMessage(session="fake", content="a command"), kind=Kind.COMMAND)
+    assert _agree(svc) is False  # typed only: never handed to a reader
+    store.enqueue(NewMessage(session="fake", content="short lived", ttl_s=0.001))
+    time.sleep(0.01)
+    assert _agree(svc) is False  # expired
+    svc.registry.register(type(svc.registry.get("fake"))(
+        name="other", profile="standin", backend="tmux", command=["x"], cwd="/",
+        started=time.time()))
+    store.enqueue(NewMessage(session="other", content="not yours"))
+    assert _agree(svc) is False and _agree(svc, "other") is True
+    store.claim_batch("other", "b2", 10_000)
+    store.finish(Status.DELIVERED, "typed", batch_id="b2")
+    assert _agree(svc, "other") is False  # delivered
+
+
+def test_in_doubt_it_says_yes(tmp_path: Path) -> None:
+    """No database, or one that is not a database: the full path decides."""
+    assert anything_due(tmp_path / "missing.db", "fake") is True
+    (tmp_path / "junk.db").write_bytes(b"not sqlite at all" * 100)
+    assert anything_due(tmp_path / "junk.db", "fake") is True
+    assert not (tmp_path / "missing.db").exists()  # nothing made
