@@ -296,3 +296,204 @@ def test_a_passing_glance_of_a_draft_mid_turn_keeps_the_batch(svc: Service, chan
     now[0] += 1.1
     chan.step(sup)
     assert svc.get(mid).status is Status.PENDING  # the turn really ended
+
+
+class AiderPair:
+    """One model request as Aider 0.86.2's ``format_chat_chunks`` builds it,
+    in its two steps: ``choose_fence`` opens the read file (its text only picks
+    a fence), then ``get_read_only_files_content`` opens it again and that
+    text is what the request quotes. The prompt completer's ``tokenize`` opens
+    it once, while the person types."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _open(self) -> str:
+        with open(self.path, encoding="utf-8") as f:
+            return f.read()
+
+    def choose_fence(self) -> None:
+        self._open()
+
+    def quote(self) -> str:
+        return self._open()
+
+    def completer(self) -> None:
+        self._open()
+
+
+def test_a_write_between_a_requests_two_opens_is_delivered_by_the_open_that_quotes_it(
+        svc: Service, chan: ReadFileChannel) -> None:
+    """The write lands after choose_fence opened the (empty) file and before
+    the quoting open: that one open after the write carried the message, so
+    the turn's end must not take it back (it would be typed a second time)."""
+    aider = AiderPair(chan.path)
+    sup = Sup(State.READY)
+    chan.step(sup)  # the turn before ended: the pairs of the next one count from 0
+    sup.state = State.BUSY
+    aider.choose_fence()  # the request's first open: the file still empty
+    mid = _send(svc, "mid-pair")
+    chan.step(sup)  # written now, between the two opens
+    assert svc.get(mid).status is Status.DELIVERING
+    assert "mid-pair" in aider.quote()  # the open that quotes it: the model has it
+    chan.step(sup)
+    entry = svc.message(mid)
+    assert entry.message.status is Status.DELIVERED and entry.channel == CHANNEL
+    assert "1 time(s)" in entry.attempts[-1].evidence
+    assert _peek(chan.path) == ""
+    sup.state = State.READY  # the turn ends with no other request: nothing goes back
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERED
+    assert [a.outcome for a in svc.store.attempts(mid)] == ["delivered"]
+
+
+def test_a_mid_pair_write_whose_turn_ends_at_once_is_delivered_at_the_settle(
+        svc: Service, chan: ReadFileChannel) -> None:
+    """The quoting open taken in while the turn runs, the turn's end seen in
+    the very next look: settled as delivered, not given back."""
+    later = [0.0]  # the clock moved on by hand (settle_s), never waited for
+    chan.clock = lambda: time.time() + later[0]
+    chan.settle_s = 1.0
+    aider = AiderPair(chan.path)
+    sup = Sup(State.READY)
+    chan.step(sup)
+    sup.state = State.BUSY
+    aider.choose_fence()
+    chan.step(sup)  # the first open taken in (phase odd), nothing queued yet
+    mid = _send(svc, "quoted then over")
+    chan.step(sup)
+    assert "quoted then over" in aider.quote()
+    chan._pump()  # taken in while the turn runs (as a close() would)
+    sup.state = State.READY
+    chan.step(sup)
+    later[0] += 1.1
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERED
+
+
+def test_a_write_before_a_request_is_delivered_by_its_second_open_only(
+        svc: Service, chan: ReadFileChannel) -> None:
+    aider = AiderPair(chan.path)
+    sup = Sup(State.READY)
+    chan.step(sup)
+    sup.state = State.BUSY
+    aider.choose_fence()
+    aider.quote()  # a whole request before the message: the phase is even again
+    mid = _send(svc, "next request")
+    chan.step(sup)
+    aider.choose_fence()  # the next request's first open: it only picks a fence
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING
+    assert "next request" in aider.quote()
+    chan.step(sup)
+    entry = svc.message(mid)
+    assert entry.message.status is Status.DELIVERED
+    assert "2 time(s)" in entry.attempts[-1].evidence
+
+
+def test_a_completer_open_before_the_turn_shifts_no_phase(
+        svc: Service, chan: ReadFileChannel) -> None:
+    """The completer opens the file once as the person types at the idle
+    prompt: counted, it would put the turn's pairs out of phase and a
+    request's first open (which only picks a fence) would pass for the
+    quoting one."""
+    aider = AiderPair(chan.path)
+    sup = Sup(State.READY)
+    chan.step(sup)
+    aider.completer()  # typing at the idle prompt
+    chan.step(sup)
+    sup.state = State.BUSY  # the turn starts: no request yet
+    mid = _send(svc, "not yet read")
+    chan.step(sup)
+    aider.choose_fence()
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING  # one open of a request: not quoted yet
+    assert "not yet read" in aider.quote()
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERED
+
+
+def test_a_lone_completer_open_after_the_turn_is_no_request(
+        svc: Service, chan: ReadFileChannel) -> None:
+    """Written after the turn's last request; the turn ends and the person
+    types at the prompt: that one open after the write is no request."""
+    later = [0.0]  # the clock moved on by hand (settle_s), never waited for
+    chan.clock = lambda: time.time() + later[0]
+    chan.settle_s = 1.0
+    aider = AiderPair(chan.path)
+    sup = Sup(State.READY)
+    chan.step(sup)
+    sup.state = State.BUSY
+    aider.choose_fence()
+    aider.quote()  # the turn's last request
+    chan.step(sup)
+    mid = _send(svc, "after the last request")
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING
+    sup.state = State.READY
+    chan.step(sup)
+    aider.completer()
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING
+    later[0] += 1.1
+    chan.step(sup)
+    assert svc.get(mid).status is Status.PENDING  # given back to typing: no request quoted it
+    assert [a.outcome for a in svc.store.attempts(mid)] == ["not_read"]
+
+
+def test_a_quoting_open_first_seen_after_the_turn_ended_is_given_back(
+        svc: Service, chan: ReadFileChannel) -> None:
+    """The case left as a duplicate: the write fell mid-pair, but the look that
+    first takes in the quoting open already says the turn ended, and an open
+    seen then may as well be the completer's. Typed again rather than lost."""
+    aider = AiderPair(chan.path)
+    sup = Sup(State.READY)
+    chan.step(sup)
+    sup.state = State.BUSY
+    aider.choose_fence()
+    mid = _send(svc, "too quick")
+    chan.step(sup)
+    assert "too quick" in aider.quote()
+    sup.state = State.READY
+    chan.step(sup)
+    assert svc.get(mid).status is Status.PENDING
+
+
+def test_the_phase_is_unknown_until_a_turn_is_seen_to_end(
+        svc: Service, chan: ReadFileChannel) -> None:
+    """A supervisor that starts mid-turn cannot know where Aider is in a pair:
+    one open after the write is no request then."""
+    aider = AiderPair(chan.path)
+    sup = Sup(State.BUSY)
+    aider.choose_fence()
+    mid = _send(svc, "unknown phase")
+    chan.step(sup)
+    aider.quote()
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING
+    aider.choose_fence()
+    aider.quote()
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERED
+
+
+def test_a_quoting_open_that_read_nothing_new_is_no_delivery(
+        svc: Service, chan: ReadFileChannel) -> None:
+    """The quoting open must have read the new version (its access time moved):
+    an open that resolved the old version just before our rename can have its
+    event queued after the rename. Here the open reads without moving the
+    access time (O_NOATIME), as such an open leaves the new version: one open
+    after the write, not shown to be of it, is no request."""
+    aider = AiderPair(chan.path)
+    sup = Sup(State.READY)
+    chan.step(sup)
+    sup.state = State.BUSY
+    aider.choose_fence()
+    mid = _send(svc, "old version read")
+    chan.step(sup)
+    assert "old version read" in _peek(chan.path)  # an open, but the access time stays
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING
+    sup.state = State.READY
+    chan.step(sup)
+    assert svc.get(mid).status is Status.PENDING

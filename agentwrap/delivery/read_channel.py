@@ -1,13 +1,26 @@
 """Aider's live channel: a read-only file agentwrap owns, passed with ``--read``.
 
 Aider has no hooks, but it re-reads every ``--read`` file each time it builds
-a model request (0.86.2: ``Coder.format_chat_chunks`` opens each one twice,
-first to choose a code fence, then to quote it under "Here are some READ ONLY
-files"). A message written there while Aider works reaches the model in the
-*next request of the running turn*: after an edit, a reflection, a lint or
-test round, without waiting for the turn to end. While Aider is idle the file
-is not used: typing makes a turn at once, whereas the file would only ride
-along with whatever request comes next.
+a model request. A message written there while Aider works reaches the model
+in the *next request of the running turn*: after an edit, a reflection, a
+lint or test round, without waiting for the turn to end. While Aider is idle
+the file is not used: typing makes a turn at once, whereas the file would only
+ride along with whatever request comes next.
+
+What Aider 0.86.2 does (``aider/coders/base_coder.py``, ``aider/io.py``):
+``send_message`` -> ``format_messages`` -> ``format_chat_chunks`` opens each
+read file twice, in one go: first ``choose_fence()`` (``io.read_text``, only
+to pick a fence that its text does not contain), then, after the system
+prompt, the summary and the repo map, ``get_read_only_files_content()``
+(``io.read_text`` again): *that second open's text is what the request
+quotes*. An empty file is still opened twice (``read_text`` gives ``""``,
+not ``None``). The "Waiting for <model>" spinner starts only after both.
+Other opens: the prompt's ``AutoCompleter.tokenize`` opens it once per
+prompt, when completion first runs as the person types (idle; a dialog's
+prompt has ``complete_while_typing=False``); ``/tokens`` and
+``/copy-context`` open it twice (idle, typed by a person);
+``show_exhausted_error`` builds the messages again after a context overflow
+(a pair that is sent nowhere).
 
 One batch at a time, so each message is delivered exactly once:
 
@@ -16,19 +29,48 @@ One batch at a time, so each message is delivered exactly once:
    the typing path, a hook or an MCP call can no longer take them) and
    written to the file, framed as a typed block (``[source:sourceId]``, the
    batch token, the ACK request when asked) plus how many still wait.
-2. **Seen.** inotify on the file's dir counts the opens of the file after
-   the write (``IN_OPEN``; agentwrap never opens it itself, it replaces it
-   by rename). ``reads_per_request`` opens (the profile's, 2 for Aider) mean a
-   model request was built with it: the batch is ``delivered`` through channel
-   ``read-file`` and the file emptied. The kernel queues every event in order,
-   so no open is missed and an open of the old file is never counted for the
-   new one (our own rename is the dividing line in the queue).
+2. **Seen.** inotify on the file's dir counts the opens of the file
+   (``IN_OPEN``; agentwrap never opens it itself, it replaces it by rename;
+   the kernel queues every event in order and our own rename, ``IN_MOVED_TO``,
+   divides the versions). A batch is ``delivered`` (channel ``read-file``)
+   and the file emptied when a request quoted it:
+
+   * ``reads_per_request`` opens (the profile's, 2 for Aider) after the write:
+     whatever the pairs' phase, the last of them quotes it; or
+   * the *phase*: the opens of every version (the empty one before the write
+     too) counted since the turn began, i.e. since the last supervisor turn
+     whose screen said the turn had ended (ready, a draft, exited: counting
+     restarts at 0 there, which drops the prompt completer's lone opens). If
+     the write came after an odd count it fell *between* the two opens of one
+     request, and the next open, the one that quotes (an even count), carries
+     it: one open after the write is enough. Only opens taken in while the
+     turn still runs (busy, a dialog, unknown, starting) move the phase or
+     count as that quoting open, and the file's access time must say the new
+     version was read (set to before the write: an open that resolved the old
+     version just before our rename can have its event queued after it).
 3. **Not seen.** When the turn ends (the agent ready, a draft, exited; a
-   dialog mid-turn keeps it) before a request's worth of opens, the file is
-   emptied and the batch goes back to the queue (for typing: it is not written
-   to the file again); a single open is no request (Aider's prompt completer
-   opens read files once when the person starts typing). Messages whose TTL passes while in the file end ``expired`` and
-   leave it.
+   dialog mid-turn keeps it) for ``settle_s`` before a request's worth of
+   opens, the file is emptied and the batch goes back to the queue (for
+   typing: it is not written to the file again). A single open after the
+   write with the phase even is no request: Aider's prompt completer opens
+   read files once when the person starts typing. Messages whose TTL passes
+   while in the file end ``expired`` and leave it.
+
+   Left as a duplicate (read, then typed again: the behaviour before the
+   phase was counted, kept wherever it cannot tell): the write fell
+   mid-pair but the quoting open was first taken in by a
+   supervisor turn whose screen already said the turn ended (a request
+   answered and the turn over within one look), or the phase was unknown
+   (the first turn a supervisor sees), or the access time cannot tell
+   (``noatime``). Counted delivered though no request carried it (a loss),
+   only if a pair is cut: when the count is one too high (the first
+   request's first open dropped by a look that still said ready, or the
+   completer's open at the turn's start taken in by a look that already said
+   busy) the first open of a pair counts as the quoting one, which is right
+   as long as its second open follows (same function, nothing of ours
+   between), so a person's Ctrl-C between the two loses the batch; and, as
+   for any pair, a request Aider builds but does not send (a context
+   overflow, a declined token warning).
 4. **Restart.** The batch token is kept beside the file; a new supervisor
    settles it from the file's access time (set to before the write, so any
    read moved it) before the engine resumes anything, and the engine skips
@@ -172,6 +214,13 @@ class ReadFileChannel:
         self._opens = 0  # opens of the file's current version
         self._moving = False  # our rename is on its way through the event queue
         self._opens_before_move = 0
+        # the phase of Aider's open pairs: opens of any version taken in while the
+        # turn runs, counted from the last look that said the turn ended (None:
+        # no such look yet, the count could start mid-pair)
+        self._phase: int | None = None
+        self._in_turn = False  # the state of this supervisor turn keeps the turn going
+        self._quoted = False  # an open of the current version ended a pair (quoted it)
+        self._quoted_before_move = False
         self._overflow = False
         self._tried: set[str] = set()  # written once and not read: typed instead
         self._recovered = False
@@ -209,8 +258,11 @@ class ReadFileChannel:
             return None
         if not self._recovered:
             self._recover()
-        self._pump()
         state = sup.reading.state
+        self._in_turn = state in _KEEP_STATES
+        self._pump()
+        if not self._in_turn:  # the turn ended: the next one starts its pairs at 0
+            self._phase = 0
         now = self.clock()
         if self._batch is not None and now >= self._batch.expires:
             self._drop_expired(now)
@@ -218,6 +270,10 @@ class ReadFileChannel:
             if self._opens >= self.reads_per_request or self._overflow:
                 self._delivered(f"aider opened the file {self._opens} time(s) after the write:"
                                 " a model request carried it")
+            elif self._quoted and _read_since_written(self.path):
+                self._delivered(f"aider opened the file {self._opens} time(s) after the write,"
+                                " the open that quotes it: the write fell between the two"
+                                " opens of one model request")
             elif state not in _KEEP_STATES:
                 # the screen says the turn ended; a glance while Aider waits on the
                 # model can say so too (its spinner redrawn away: a "draft"), so only
@@ -312,6 +368,7 @@ class ReadFileChannel:
         self._pump()
         self._moving = True
         self._opens_before_move = self._opens
+        self._quoted_before_move = self._quoted
         write_private(self.path, text.encode("utf-8"))
         try:  # evidence for a restarted supervisor: any read moves the access time
             st = os.stat(self.path)
@@ -331,15 +388,22 @@ class ReadFileChannel:
         for mask, name in self._watch.events():
             if mask & _IN_Q_OVERFLOW:
                 self._overflow = True
+                self._phase = None  # opens were lost: the pairs' phase is unknown
             if name != self.path.name:
                 continue
             if mask & _IN_MOVED_TO and self._moving:
                 self._moving = False
                 self._opens_before_move = self._opens
+                self._quoted_before_move = self._quoted
                 self._opens = 0
+                self._quoted = False
                 self._overflow = False
             elif mask & _IN_OPEN:
                 self._opens += 1
+                if self._in_turn and self._phase is not None:
+                    self._phase += 1
+                    # the open that ends a request's group is the one that quotes
+                    self._quoted = self._quoted or self._phase % self.reads_per_request == 0
 
     # --- ending a batch ---------------------------------------------------------------------
 
@@ -388,16 +452,23 @@ class ReadFileChannel:
 
     def _settle(self, why: str) -> None:
         """Empty the file; the batch is delivered if a request's worth of opens
-        came before that, else it goes back to the queue. Fewer opens are not a
-        request: Aider's prompt completer opens every read file once when the
-        person starts typing, and a request opens it ``reads_per_request`` times
-        in one go."""
+        came before that, or the open that ends a request's group while the
+        turn ran (the write fell mid-request), else it goes back to the queue.
+        Other single opens are not a request: Aider's prompt completer opens
+        every read file once when the person starts typing, and a request
+        opens it ``reads_per_request`` times in one go."""
         b = self._batch
         assert b is not None
+        read = _read_since_written(self.path)  # before the rename: of the batch's version
         opened = self._replace("")
         if opened >= self.reads_per_request or self._overflow:
             self._batch = b
             self._delivered(f"aider opened the file {opened} time(s) after the write; then {why}")
+            return
+        if self._quoted_before_move and read:
+            self._batch = b
+            self._delivered(f"aider opened the file {opened} time(s) after the write, the open"
+                            f" that quotes it (the write fell mid-request); then {why}")
             return
         self._batch = None
         self._clear_batch()
@@ -437,11 +508,6 @@ class ReadFileChannel:
 
     def _recover(self) -> None:
         self._recovered = True
-        try:
-            self._watch = Inotify(self.path.parent)
-        except OSError as exc:
-            self.broken = f"no inotify watch on {self.path.parent}: {exc}"
-            log.warning("read-file channel off: %s", self.broken)
         saved = self._load_batch()
         read = False
         if saved is not None:  # looked at before the watch starts: our own read is no open
@@ -489,6 +555,16 @@ class ReadFileChannel:
             self._batch_path().unlink()
         except FileNotFoundError:
             pass
+
+
+def _read_since_written(path: Path) -> bool:
+    """The file's current version was read since we wrote it (its access
+    time, set to before the write, moved). A stat only: an open would count."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return st.st_atime_ns >= st.st_mtime_ns
 
 
 def _read_since_write(path: Path, token: str) -> bool:
