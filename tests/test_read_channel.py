@@ -35,9 +35,16 @@ class Sup:
     stopping: bool = False
     detector: object = field(default_factory=object)
 
+    then: State | None = None  # what a fresh look sees, when the last reading is stale
+
     @property
     def reading(self) -> Reading:
         return Reading(self.state, Signal.SCREEN, "test", "test", 0, time.time())
+
+    def observe(self) -> Reading:
+        if self.then is not None:
+            self.state, self.then = self.then, None
+        return self.reading
 
 
 def _aider_reads(path: Path, times: int = 2) -> str:
@@ -495,5 +502,50 @@ def test_a_quoting_open_that_read_nothing_new_is_no_delivery(
     chan.step(sup)
     assert svc.get(mid).status is Status.DELIVERING
     sup.state = State.READY
+    chan.step(sup)
+    assert svc.get(mid).status is Status.PENDING
+
+
+def test_a_request_made_under_a_stale_reading_counts_for_the_phase(
+        svc: Service, chan: ReadFileChannel) -> None:
+    """Seen on the real aider: the person's Enter, a whole quick request and
+    the next one's first open all came while the last reading still said
+    "draft". The opens are put down to a fresh look (busy): the phase stays
+    right, and the write that follows falls mid-pair."""
+    aider = AiderPair(chan.path)
+    sup = Sup(State.READY)
+    chan.step(sup)
+    sup.state = State.DRAFT  # the person typed
+    aider.completer()
+    chan.step(sup)  # a fresh look still says draft: the completer's open counts for nothing
+    aider.choose_fence()
+    aider.quote()  # the first request
+    aider.choose_fence()  # the reflection's first open: aider waits on its summarizer here
+    mid = _send(svc, "under a stale reading")
+    sup.then = State.BUSY  # the last reading says draft; a look now says busy
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING
+    assert "under a stale reading" in aider.quote()
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERED
+    sup.state = State.READY
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERED
+
+
+def test_an_open_whose_fresh_look_says_the_turn_ended_is_no_quoting_open(
+        svc: Service, chan: ReadFileChannel) -> None:
+    """A batch out at an odd count and the last reading still busy, but the
+    screen read after the open shows the prompt: it may be the completer's
+    open, so it delivers nothing (given back, typed: the duplicate left)."""
+    aider = AiderPair(chan.path)
+    sup = Sup(State.READY)
+    chan.step(sup)
+    sup.state = State.BUSY
+    aider.choose_fence()
+    mid = _send(svc, "stale busy")
+    chan.step(sup)  # written mid-pair
+    aider.completer()
+    sup.then = State.READY
     chan.step(sup)
     assert svc.get(mid).status is Status.PENDING

@@ -43,11 +43,14 @@ One batch at a time, so each message is delivered exactly once:
      restarts at 0 there, which drops the prompt completer's lone opens). If
      the write came after an odd count it fell *between* the two opens of one
      request, and the next open, the one that quotes (an even count), carries
-     it: one open after the write is enough. Only opens taken in while the
-     turn still runs (busy, a dialog, unknown, starting) move the phase or
-     count as that quoting open, and the file's access time must say the new
-     version was read (set to before the write: an open that resolved the old
-     version just before our rename can have its event queued after it).
+     it: one open after the write is enough. Opens are put down to a screen
+     read *after* them (a fresh look whenever a supervisor turn takes any in:
+     the last reading can be older, e.g. a whole quick request made while it
+     still said "draft"); only those whose look says the turn runs (busy, a
+     dialog, unknown, starting) move the phase or count as that quoting open.
+     And the file's access time must say the new version was read (set to
+     before the write: an open that resolved the old version just before our
+     rename can have its event queued after it).
 3. **Not seen.** When the turn ends (the agent ready, a draft, exited; a
    dialog mid-turn keeps it) for ``settle_s`` before a request's worth of
    opens, the file is emptied and the batch goes back to the queue (for
@@ -58,19 +61,19 @@ One batch at a time, so each message is delivered exactly once:
 
    Left as a duplicate (read, then typed again: the behaviour before the
    phase was counted, kept wherever it cannot tell): the write fell
-   mid-pair but the quoting open was first taken in by a
-   supervisor turn whose screen already said the turn ended (a request
-   answered and the turn over within one look), or the phase was unknown
-   (the first turn a supervisor sees), or the access time cannot tell
-   (``noatime``). Counted delivered though no request carried it (a loss),
-   only if a pair is cut: when the count is one too high (the first
-   request's first open dropped by a look that still said ready, or the
-   completer's open at the turn's start taken in by a look that already said
-   busy) the first open of a pair counts as the quoting one, which is right
-   as long as its second open follows (same function, nothing of ours
-   between), so a person's Ctrl-C between the two loses the batch; and, as
-   for any pair, a request Aider builds but does not send (a context
-   overflow, a declined token warning).
+   mid-pair but the look after the quoting open already shows the turn over
+   (the supervisor took it in more than ``quiet_ms`` late), or the phase
+   was unknown (no turn seen to end since the supervisor started), or the
+   access time cannot tell (``noatime``). Counted delivered though no
+   request carried it (a loss), only if a pair is cut: when the count is off
+   by one (a completer open, then Enter and the request's first open, all
+   taken in by one supervisor turn that looks busy; or a request's first
+   open taken in by a look made before the screen showed the Enter) the
+   first open of a pair can count as the quoting one, which is right as long
+   as its second open
+   follows (same function, nothing of ours between), so a person's Ctrl-C
+   between the two loses the batch; and, as for any pair, a request Aider
+   builds but does not send (a context overflow, a declined token warning).
 4. **Restart.** The batch token is kept beside the file; a new supervisor
    settles it from the file's access time (set to before the write, so any
    read moved it) before the engine resumes anything, and the engine skips
@@ -221,6 +224,7 @@ class ReadFileChannel:
         self._in_turn = False  # the state of this supervisor turn keeps the turn going
         self._quoted = False  # an open of the current version ended a pair (quoted it)
         self._quoted_before_move = False
+        self._phase_at_move: int | None = None  # for the log
         self._overflow = False
         self._tried: set[str] = set()  # written once and not read: typed instead
         self._recovered = False
@@ -259,8 +263,15 @@ class ReadFileChannel:
         if not self._recovered:
             self._recover()
         state = sup.reading.state
+        events = self._watch.events() if self._watch is not None else []
+        if any(mask & _IN_OPEN and name == self.path.name for mask, name in events):
+            # opens came since the last turn: whose were they? The last reading
+            # can be older than they are (a whole quick request read as the
+            # draft typed before it), so they are put down to a screen read
+            # after them: a turn that runs now had them, or will read the file
+            state = sup.observe().state
         self._in_turn = state in _KEEP_STATES
-        self._pump()
+        self._take(events)
         if not self._in_turn:  # the turn ended: the next one starts its pairs at 0
             self._phase = 0
         now = self.clock()
@@ -345,7 +356,8 @@ class ReadFileChannel:
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, None, CHANNEL,
                                               "written", f"written to {self.path.name}"))
         self._replace(text)
-        log.info("wrote %d message(s) to %s (batch %s)", len(batch), self.path, token)
+        log.info("wrote %d message(s) to %s (batch %s; opens since the turn began: %s)",
+                 len(batch), self.path, token, self._phase_at_move)
 
     def _asks_ack(self, batch: Sequence[Message]) -> bool:
         """As the typed block decides it: a message's own wish, else the session's."""
@@ -383,9 +395,11 @@ class ReadFileChannel:
         return self._opens_before_move
 
     def _pump(self) -> None:
-        if self._watch is None:
-            return
-        for mask, name in self._watch.events():
+        if self._watch is not None:
+            self._take(self._watch.events())
+
+    def _take(self, events: list[tuple[int, str]]) -> None:
+        for mask, name in events:
             if mask & _IN_Q_OVERFLOW:
                 self._overflow = True
                 self._phase = None  # opens were lost: the pairs' phase is unknown
@@ -395,6 +409,7 @@ class ReadFileChannel:
                 self._moving = False
                 self._opens_before_move = self._opens
                 self._quoted_before_move = self._quoted
+                self._phase_at_move = self._phase
                 self._opens = 0
                 self._quoted = False
                 self._overflow = False
@@ -478,7 +493,9 @@ class ReadFileChannel:
             self.store.record_attempt(Attempt(m.id, b.token, m.attempts + 1, b.written, now,
                                               CHANNEL, "not_read", f"not read before {why}"))
         self.store.retry_later(b.token, now, f"not read from the file before {why}: typed instead")
-        log.info("batch %s taken back from %s: %s", b.token, self.path.name, why)
+        log.info("batch %s taken back from %s: %s (%d open(s) after the write, the quoting"
+                 " one %s, read since written: %s)", b.token, self.path.name, why, opened,
+                 "seen" if self._quoted_before_move else "not seen", read)
 
     def _drop_expired(self, now: float) -> None:
         b = self._batch
