@@ -5,8 +5,28 @@ state it is in), the backends (how to drive its terminal) and the message
 store (what to deliver). The ``agentwrap`` command is built on these.
 """
 
-from .detect.states import Reading, State
-from .errors import AgentwrapError
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .detect.states import Reading, State
+    from .errors import AgentwrapError
 
 __all__ = ["AgentwrapError", "Reading", "State", "__version__"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported when first used: every process of agentwrap
+    imports this package first, and an agent's hook (a new process at every
+    tool call, which the agent waits for) uses none of them."""
+    if name in ("Reading", "State"):
+        from .detect import states
+
+        return getattr(states, name)
+    if name == "AgentwrapError":
+        from .errors import AgentwrapError
+
+        return AgentwrapError
+    raise AttributeError(f"module 'agentwrap' has no attribute {name!r}")

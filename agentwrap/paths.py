@@ -18,10 +18,8 @@ followed.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import secrets
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -134,6 +132,8 @@ class Paths:
         """
         path = self.tmux_dir / f"{session}.sock"
         if len(os.fsencode(path)) > _SOCKET_PATH_MAX:
+            import hashlib  # here: every hook imports this module, and needs no digest
+
             digest = hashlib.sha256(session.encode("utf-8")).hexdigest()[:16]
             path = self.tmux_dir / f"{digest}.sock"
         return path
@@ -163,6 +163,19 @@ class Paths:
 
     def supervisor_log(self, session: str) -> Path:
         return self.logs_dir / f"{session}.log"
+
+    def started_batches(self, session: str) -> Path:
+        """The batches a session's SessionStart hook handed over, in flight
+        until the session's first model turn takes them
+        (:mod:`agentwrap.delivery.handover`); beside the launch's other files,
+        removed with them at the session's end."""
+        return self.state_dir / "launch" / check_session_name(session) / "session-start.json"
+
+    def session_started(self, session: str) -> Path:
+        """Made by the agent's SessionStart hook once it has handed the queue
+        over: until then the supervisor does not type (it would race the hook
+        for the startup context)."""
+        return self.state_dir / "launch" / check_session_name(session) / "session-start.seen"
 
     def feedback_memory(self, session: str) -> Path:
         """What each feedback source last told the session
@@ -315,7 +328,7 @@ def write_private(path: Path, data: bytes) -> None:
                 f" mode {_mode(st)}); not writing {path.name} there",
                 hint=f"remove {path.parent} and run agentwrap again",
             )
-        tmp = f".{path.name}.{secrets.token_hex(8)}.tmp"
+        tmp = f".{path.name}.{os.urandom(8).hex()}.tmp"  # what secrets.token_hex does
         fd = os.open(
             tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
             PRIVATE_FILE_MODE, dir_fd=dir_fd,

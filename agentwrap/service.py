@@ -22,15 +22,16 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .audit import AuditLog
 from .config import ConfigCache, load_config
+from .delivery import handover
 from .delivery.choice import busy_channel_of, busy_reason
-from .delivery.framing import new_token
+from .delivery.handover import CONSUMABLE_KINDS, MAX_TAKE
 from .errors import (
     FlowLimit,
     InvalidAnswer,
@@ -72,11 +73,6 @@ __all__ = [
 #: can be lost (a full socket queue, a writer without an events dir), never
 #: the row itself.
 RECHECK_S = 1.5
-# What a reader that is handed text (not a terminal) may take: a COMMAND is
-# meant to be typed, and a fallback notice is the supervisor's to deliver.
-CONSUMABLE_KINDS = frozenset({Kind.CONTENT})
-#: Most messages one :meth:`Service.consume` or :meth:`Service.inbox` hands over.
-MAX_TAKE = 50
 #: What an agent may send other agents (:meth:`Service.send_as_agent`): a flow
 #: (the messages sharing a correlation id) ends after this many hops ...
 AGENT_MAX_DEPTH = 5
@@ -412,25 +408,58 @@ class Service:
         rec = self.registry.get(session)
         if rec.ended is not None:
             raise SessionNotRunning(f"session {session!r} has ended")
-        if not channel or not channel.replace("-", "").replace("_", "").isalnum():
-            raise InvalidMessage(f"channel must be a short word, got {channel!r}")
-        token = new_token()
+        _check_channel(channel)
         sources, contains, limit = _selection(source, contains, limit)
-        batch = self.store.claim_batch(session, token, max_bytes, kinds=CONSUMABLE_KINDS,
-                                       sources=sources, contains=contains, limit=limit)
-        if not batch:
-            return []
-        now = time.time()
-        for m in batch:
-            self.store.record_attempt(
-                Attempt(m.id, token, m.attempts + 1, now, now, channel, "delivered",
-                        f"handed to the agent through {channel}")
-            )
-        self.store.finish(Status.DELIVERED, f"delivered: consumed through {channel}",
-                          batch_id=token, consumed_through=channel)
-        self.audit.write(event="consumed", session=session, channel=channel,
-                         ids=[m.id for m in batch])
-        return [self.store.get(m.id) for m in batch]
+        got = handover.take(self.store, session, channel=channel, max_bytes=max_bytes,
+                            sources=sources, contains=contains, limit=limit)
+        return got.delivered(self.audit) if got is not None else []
+
+    def hand_over(self, session: str, *, channel: str, limit_chars: int, at_start: bool = False,
+                  log: Callable[[str], None] = lambda _: None) -> str:
+        """The session's due messages that fit in ``limit_chars``, framed as
+        the typed block frames them, for a reader that shows the text to the
+        model itself (a hook's additional context), recorded ``delivered``
+        through ``channel``: "" when none is due, the session has ended, or the
+        first alone is too long (that one stays queued for typing). The
+        session's supervisor does the same when a hook asks it
+        (:mod:`agentwrap.sessions.handover`).
+
+        ``at_start``: a SessionStart hook's context, which reaches the model
+        with the session's first prompt (the agent does not start a turn for
+        it): the batch stays in flight (never typed) until :meth:`first_turn`
+        records it delivered, or the session's end fails it."""
+        _check_channel(channel)
+        rec = self.registry.get(session)
+        if rec.ended is not None:
+            return ""
+        got = handover.claim(self.store, session, channel=channel, limit_chars=limit_chars,
+                             ack_for=self._ack_rule(rec), log=log)
+        if got is None:
+            return ""
+        if at_start:
+            got.handed("handed at the session start; it goes to the model in the first turn")
+            handover.note_started(self.paths.started_batches(session), got.token)
+        else:
+            got.delivered(self.audit)
+        log(f"handed {len(got.messages)} message(s) (batch {got.token}); {got.left} still wait")
+        return got.text
+
+    def first_turn(self, session: str, channel: str) -> list[str]:
+        """A model turn has run since the session started (a prompt, a tool
+        call, a turn's end, as the agent's hooks tell it): what its
+        SessionStart hook handed over went to the model in it (ids of the
+        messages now ``delivered``)."""
+        _check_channel(channel)
+        return handover.deliver_started(self.store, self.audit, session,
+                                        self.paths.started_batches(session), channel,
+                                        "went to the model in the session's first turn")
+
+    def _ack_rule(self, rec: SessionRecord) -> handover.AckRule:
+        """As the session's supervisor decides it: the run option, else the config."""
+        cfg = load_config(self.paths, Path(rec.cwd)).for_profile(rec.profile).delivery
+        option = rec.options.get("require_ack")
+        return handover.ack_rule(option if isinstance(option, bool) else cfg.require_ack,
+                                 cfg.ack_wording)
 
     def inbox(
         self, session: str, *, source: str | None = None, contains: str | None = None,
@@ -525,7 +554,14 @@ class Service:
             return {"busy": "agent busy", "waiting_input": "agent is waiting for an answer",
                     "starting": "agent starting", "exited": "agent exited"}.get(rec.state, rec.state)
 
-        entries = [Waiting(m, "delivering" + (f" ({m.phase})" if m.phase else "")) for m in flight]
+        at_start = set(handover.started(self.paths.started_batches(session)))
+
+        def going(m: Message) -> str:
+            if m.batch_id in at_start:
+                return "handed at the session start: goes to the model in the first turn"
+            return "delivering" + (f" ({m.phase})" if m.phase else "")
+
+        entries = [Waiting(m, going(m)) for m in flight]
         entries += [Waiting(m, why(m)) for m in pending]
         return QueueView(rec, entries)
 

@@ -61,11 +61,10 @@ def test_claude_gets_a_settings_layer_with_hooks_and_the_mcp_config(paths: Paths
         assert f.is_relative_to(paths.state_dir / "launch" / "s1")
         _private(f)
     settings = json.loads(settings_file.read_text())
-    assert sorted(settings["hooks"]) == ["Notification", "PermissionRequest", "PostToolBatch", "Stop",
-                                         "UserPromptSubmit"]
+    assert sorted(settings["hooks"]) == ["Notification", "PermissionRequest", "PostToolBatch",
+                                         "SessionStart", "Stop", "UserPromptSubmit"]
     asks = settings["hooks"]["PermissionRequest"][0]["hooks"][0]["command"]
     assert "AGENTWRAP_PROFILE=claude" in asks  # answer rules match the session's profile
-    assert "SessionStart" not in settings["hooks"]  # see the module: it would claim too early
     command = settings["hooks"]["PostToolBatch"][0]["hooks"][0]["command"]
     assert command.endswith("-m agentwrap hook claude PostToolBatch")
     assert "AGENTWRAP_SESSION=s1" in command and f"XDG_STATE_HOME={paths.state_dir.parent}" in command
@@ -129,8 +128,8 @@ def test_codex_bypass_registers_hooks_with_the_flag(paths: Paths) -> None:
         if a == "-c" and got.argv[i + 1].startswith("hooks."):
             key, _, value = got.argv[i + 1].partition("=")
             hooks[key] = tomllib.loads(f"x = {value}")["x"]
-    assert sorted(hooks) == ["hooks.PermissionRequest", "hooks.PostToolUse", "hooks.Stop",
-                             "hooks.UserPromptSubmit"]
+    assert sorted(hooks) == ["hooks.PermissionRequest", "hooks.PostToolUse",
+                             "hooks.SessionStart", "hooks.Stop", "hooks.UserPromptSubmit"]
     h = hooks["hooks.PostToolUse"][0]["hooks"][0]
     assert h["type"] == "command" and h["timeout"] == 10
     assert h["command"].endswith("-m agentwrap hook codex PostToolUse")
@@ -186,7 +185,8 @@ def test_gemini_as_root_gets_a_root_private_settings_file(
     _private(path)
     data = json.loads(path.read_text())
     assert data["hooksConfig"] == {"enabled": True}
-    assert sorted(data["hooks"]) == ["AfterAgent", "AfterTool", "BeforeAgent", "Notification"]
+    assert sorted(data["hooks"]) == ["AfterAgent", "AfterTool", "BeforeAgent", "Notification",
+                                     "SessionStart"]
     assert data["hooks"]["AfterTool"][0]["hooks"][0]["timeout"] == 10_000  # milliseconds
     assert data["mcpServers"]["agentwrap"]["env"]["AGENTWRAP_SESSION"] == "s1"
     assert "mcp_agentwrap_check_input_queue" in data["tools"]["allowed"]

@@ -84,8 +84,13 @@ def test_every_captured_event(aw: AwEnv, svc: Service, agent: str, path: Path) -
     mid = send(svc, "CI failed on main")
     todo = action(agent, event, payload(path))
     out = handle(agent, event, raw, env_of(aw))
-    if event == "SessionStart":  # the previous session's handoff only (issue 12): none here
-        assert out == "" and svc.get(mid).status is Status.PENDING
+    if event == "SessionStart":  # handed now, delivered with the first prompt
+        assert "[webhook:ci] CI failed on main" in context_of(out, event)
+        entry = svc.message(mid)
+        assert entry.message.status is Status.DELIVERING
+        assert (entry.channel, entry.attempts[-1].outcome) == ("hook", "handed")
+        assert svc.first_turn("fake", "hook") == [mid]
+        assert svc.get(mid).status is Status.DELIVERED
         return
     if todo == CONTEXT:
         text = context_of(out, event)
@@ -209,7 +214,7 @@ def test_a_message_too_long_for_a_hook_waits_for_typing(aw: AwEnv, svc: Service)
     assert handle("claude", "PostToolBatch", raw, env_of(aw)) == ""
     assert svc.get(big).status is Status.PENDING
     log = aw.paths.supervisor_log("fake").read_text(encoding="utf-8")
-    assert "too long for a hook, left queued" in log
+    assert "too long for channel 'hook', left queued" in log
 
 
 def run_hook(aw: AwEnv, agent: str, event: str, data: bytes,
@@ -303,3 +308,75 @@ def test_hook_start_up_imports_only_what_it_uses(aw: AwEnv, svc: Service, agent:
     assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
     if event == "Stop":  # a signal never loads the store's code
         assert "agentwrap.queue.sqlite" not in proc.stderr.decode()
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_session_start_hands_the_queue_over_until_the_first_turn(
+        aw: AwEnv, svc: Service, agent: str) -> None:
+    """What is queued when the agent starts goes into its SessionStart context
+    (the model reads it with the first prompt), is never typed meanwhile, and
+    is delivered when the first prompt is submitted (each agent's own prompt
+    event); an ACK in the reply to that prompt acknowledges it."""
+    low = send(svc, "notes from the CI", Priority.LOW)
+    high = send(svc, "main is red", Priority.HIGH, require_ack=True)
+    start = FIXTURES / agent / "SessionStart.json"
+    text = context_of(handle(agent, "SessionStart", start.read_bytes(), env_of(aw)),
+                      "SessionStart")
+    assert text.index("main is red") < text.index("notes from the CI")
+    assert 'Reply "ACK' in text
+    view = svc.peek("fake")
+    assert [w.message.id for w in view.entries] == [high, low]
+    assert all(w.waiting_because.startswith("handed at the session start") for w in view.entries)
+    again = handle(agent, "SessionStart", start.read_bytes(), env_of(aw))
+    assert again == ""  # nothing handed twice (a second start hands only what is new)
+    prompt_event = "BeforeAgent" if agent == "gemini" else "UserPromptSubmit"
+    assert handle(agent, prompt_event, (FIXTURES / agent / f"{prompt_event}.json").read_bytes(),
+                  env_of(aw)) == ""
+    for mid in (high, low):
+        entry = svc.message(mid)
+        assert entry.message.status is Status.DELIVERED and entry.channel == "hook"
+        assert [a.outcome for a in entry.attempts] == ["delivered"]  # the handed one, ended
+        assert entry.attempts[0].evidence == "went to the model in the session's first turn"
+    assert not aw.paths.started_batches("fake").exists()
+    token = svc.get(high).batch_id
+    end = "AfterAgent" if agent == "gemini" else "Stop"
+    reply = payload(FIXTURES / agent / f"{end}.json")
+    reply["prompt_response" if agent == "gemini" else "last_assistant_message"] = f"ACK {token}"
+    handle(agent, end, json.dumps(reply).encode(), env_of(aw))
+    assert svc.get(high).status is Status.ACKNOWLEDGED
+
+
+@pytest.mark.parametrize("source", ["resume", "clear", "compact"])
+def test_only_a_fresh_start_hands_the_queue_over(aw: AwEnv, svc: Service, source: str) -> None:
+    mid = send(svc, "waits for the next safe point")
+    data = payload(FIXTURES / "claude" / "SessionStart.json")
+    data["source"] = source
+    assert handle("claude", "SessionStart", json.dumps(data).encode(), env_of(aw)) == ""
+    assert svc.get(mid).status is Status.PENDING
+
+
+def test_what_the_start_handed_is_never_typed_and_fails_at_the_end(
+        aw: AwEnv, svc: Service) -> None:
+    """The supervisor's engine leaves a batch handed at the start alone (it is
+    the first prompt's to deliver), and a session that ends before any prompt
+    fails it: no model ever read it."""
+    from agentwrap.config import load_config
+    from agentwrap.delivery.engine import DeliveryEngine
+    from agentwrap.detect.profiles import load_profile
+    from agentwrap.sessions.lifecycle import _foreign_batches
+
+    mid = send(svc, "never prompted")
+    start = (FIXTURES / "claude" / "SessionStart.json").read_bytes()
+    assert "never prompted" in handle("claude", "SessionStart", start, env_of(aw))
+    rec = svc.state("fake")
+    engine = DeliveryEngine.for_session(aw.paths, load_config(aw.paths), load_profile(
+        "standin", aw.paths), rec)
+    try:
+        engine.foreign_batches = _foreign_batches(aw.paths, "fake", None)
+        assert engine.foreign_batches() == {svc.get(mid).batch_id}
+        engine.abandon("session ended (agent exit code 0)")
+    finally:
+        engine.close()
+    entry = svc.message(mid)
+    assert entry.message.status is Status.FAILED
+    assert [a.outcome for a in entry.attempts] == ["handed"]

@@ -11,9 +11,11 @@ once per run. Two jobs, both cheap (json and a rename; nothing of the store):
   per session that the supervisor folds into the record (:mod:`.collect`).
 * **session start**: at ``SessionStart`` (``source: startup``) the handoff
   prepared by ``agentwrap run`` is returned once, for the hook's
-  ``additionalContext``. Claude Code hands that context to the model only with
-  the first prompt, so it counts as *delivered* (audit ``continuity_delivered``,
-  channel ``hook``) only when the first prompt is submitted, not when handed.
+  ``additionalContext``. It reaches the model with the session's first
+  prompt (no agent starts a turn for it), so it counts as *delivered* (audit
+  ``continuity_delivered``, channel ``hook``) at the first hook that shows a
+  turn (the prompt's; a tool call's or the turn end's should that be missed),
+  not when handed.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ from ..paths import Paths, check_session_name, private_dir, write_private
 PROMPT_SIGNAL = "prompt_submitted"
 TURN_END_SIGNAL = "turn_end"
 CONTEXT = "context"
+#: Hook actions that mean a model turn has run since the start (the prompt's;
+#: a tool call's or a turn end's should that one be missed): the context the
+#: session start handed over has then reached the model.
+TURN_SIGNS = frozenset({PROMPT_SIGNAL, TURN_END_SIGNAL, CONTEXT, "question"})
 #: The events that carry tool calls, per agent.
 TOOL_EVENTS = ("PostToolUse", "PostToolBatch", "AfterTool")
 REPLY_FIELDS = ("last_assistant_message", "prompt_response")
@@ -146,7 +152,7 @@ def session_start(paths: Paths, session: str, payload: dict[str, Any]) -> str:
 
 
 def first_prompt(paths: Paths, session: str) -> None:
-    """A handoff handed at the start has now gone to the model with the first prompt."""
+    """A handoff handed at the start has now gone to the model in the first turn."""
     path = handoff_file(paths, session)
     data = read_json(path)
     if data.get("channel") != "hook" or not data.get("handed_at") or data.get("delivered_at"):
@@ -166,7 +172,7 @@ def on_hook(paths: Paths, session: str, agent: str, event: str, todo: str,
         if event == "SessionStart":
             return session_start(paths, session, payload)
         note(paths, session, event, todo, payload)
-        if todo == PROMPT_SIGNAL:
+        if todo in TURN_SIGNS:
             first_prompt(paths, session)
     except Exception as exc:  # noqa: BLE001 - a hook never fails the agent
         try:

@@ -66,6 +66,7 @@ from .fallback import (
     write_section,
 )
 from .framing import Injection, new_token, render, render_raw
+from .handover import ack_rule
 from .seams import Driver, SessionInfo
 
 log = logging.getLogger("agentwrap.delivery")
@@ -142,6 +143,9 @@ class DeliveryEngine:
         # batches in flight through another channel of the supervisor (Aider's
         # read file): never resumed (typed) here
         self.foreign_batches: Callable[[], Collection[str]] = frozenset
+        # True while the agent's SessionStart hook, which hands the queue over
+        # as startup context, has yet to run: typing then would race it
+        self.awaits_start_hook: Callable[[], bool] = lambda: False
 
     @classmethod
     def for_session(
@@ -211,6 +215,8 @@ class DeliveryEngine:
         if reason is not None:
             if sup.reading.state is State.EXITED:
                 return None
+            if self.awaits_start_hook():
+                return 0.1  # a short wait of its own (bounded), not a failed attempt
             limit = self.cfg.readiness_timeout_s
             if self.busy_channel and sup.reading.state is State.BUSY:
                 limit = max(limit, self.cfg.busy_channel_timeout_s)
@@ -256,6 +262,8 @@ class DeliveryEngine:
             return f"agent is waiting for an answer ({reading.reason})"
         if reading.state is State.UNKNOWN:
             return f"agent state unknown ({reading.reason})"
+        if self.awaits_start_hook():
+            return "waiting for the agent's SessionStart hook (it hands the queue over)"
         if reading.state is State.DRAFT or sup.detector.draft:
             return "draft in input box"
         idle = sup.term.user_idle_s()
@@ -275,12 +283,11 @@ class DeliveryEngine:
 
     # --- one batch -----------------------------------------------------------------------
 
-    def _ack_wording(self, batch: Sequence[Message]) -> str | None:
+    def ack_wording(self, batch: Sequence[Message]) -> str | None:
+        """The ACK request a batch carries (None: none), whichever channel hands it over."""
         if any(m.kind is Kind.FALLBACK_NOTICE for m in batch):
             return None
-        wanted = [m.require_ack for m in batch]
-        ack = any(w for w in wanted) or (self.require_ack and not all(w is False for w in wanted))
-        return self.cfg.ack_wording if ack else None
+        return ack_rule(self.require_ack, self.cfg.ack_wording)(batch)
 
     def _claim(self, token: str, now: float | None = None) -> list[Message]:
         """The next batch; a raw session types one message at a time."""
@@ -294,7 +301,7 @@ class DeliveryEngine:
         if self._is_raw(batch):
             return render_raw(batch[0], token=token, tabs_as_spaces=self.profile.input.tabs_as_spaces)
         return render(
-            batch, token=token, ack_wording=self._ack_wording(batch),
+            batch, token=token, ack_wording=self.ack_wording(batch),
             tabs_as_spaces=self.profile.input.tabs_as_spaces, syntax=self.profile.syntax,
         )
 

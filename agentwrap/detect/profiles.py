@@ -140,7 +140,11 @@ class ChannelSpec:
     PostToolUse). ``read_file``: the option that makes the agent re-read a
     file on every model request (Aider's ``--read``): agentwrap's live file
     (:mod:`agentwrap.delivery.read_channel`); ``reads_per_request``: how
-    often the agent opens it while building one request."""
+    often the agent opens it while building one request.
+    ``session_start_at_launch``: the agent runs its SessionStart hook when it
+    starts (Claude Code, Gemini CLI), so the supervisor waits for it before
+    typing the queue; Codex 0.169.0 runs it only when the first prompt is
+    submitted, so its queue is typed once ready as ever."""
 
     hooks: str | None = None
     mcp: str | None = None
@@ -149,6 +153,7 @@ class ChannelSpec:
     version_arg: str = "--version"
     read_file: str | None = None
     reads_per_request: int = 1
+    session_start_at_launch: bool = True
 
     @property
     def any(self) -> bool:
@@ -443,6 +448,7 @@ def _parse_channels(r: _Reader) -> ChannelSpec:
         version_arg=r.get("version_arg", str, "--version"),
         read_file=r.get("read_file", str, None),
         reads_per_request=r.get("reads_per_request", int, 1),
+        session_start_at_launch=r.get("session_start_at_launch", bool, True),
     )
     if spec.reads_per_request < 1:
         raise r._err("reads_per_request", "must be 1 or more")

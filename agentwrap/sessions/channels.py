@@ -37,13 +37,16 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
 
 Nothing of the person's is edited (no ``~/.claude``, ``.claude/``,
 ``.codex/``, ``.gemini/``): the files live in ``<state>/launch/<session>/``
-(0700, files 0600). The Claude SessionStart hook is not registered: what it
-hands over reaches the model only with the person's first prompt, so a
-startup message would be marked delivered before any model saw it; startup
-context is typed once the agent is ready instead. The one exception is the
-previous session's handoff (:mod:`agentwrap.continuity`): with one waiting,
-SessionStart is registered and hands over only that, counted as delivered when
-the first prompt is submitted.
+(0700, files 0600). The SessionStart hook hands over the startup context: the
+previous session's handoff (:mod:`agentwrap.continuity`) and what is queued
+for the session when the agent starts (``run --context`` files, messages sent
+before it). Its context reaches the model with the first prompt (no agent
+starts a turn for it), so it counts as delivered at the first hook that shows
+a turn, not when handed (:mod:`agentwrap.delivery.handover`). Claude Code and
+Gemini CLI run it at launch, so the supervisor types nothing until it has run
+(at most :data:`agentwrap.sessions.handover.START_HOOK_WAIT_S`); Codex 0.169.0
+runs it only once the first prompt is submitted, so there the queue is typed
+as ever and the hook hands over only what came meanwhile.
 """
 
 from __future__ import annotations
@@ -70,9 +73,10 @@ from .mcp_config import SERVER_NAME, server_env, server_spec
 
 #: Events registered per agent: between tool calls, then the state signals.
 HOOK_EVENTS: dict[str, tuple[str, ...]] = {
-    "claude": ("PostToolBatch", "UserPromptSubmit", "Stop", "Notification", "PermissionRequest"),
-    "codex": ("PostToolUse", "UserPromptSubmit", "Stop", "PermissionRequest"),
-    "gemini": ("AfterTool", "BeforeAgent", "AfterAgent", "Notification"),
+    "claude": ("SessionStart", "PostToolBatch", "UserPromptSubmit", "Stop", "Notification",
+               "PermissionRequest"),
+    "codex": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "PermissionRequest"),
+    "gemini": ("SessionStart", "AfterTool", "BeforeAgent", "AfterAgent", "Notification"),
 }
 #: Hook timeout: seconds for Claude and Codex, milliseconds for Gemini.
 HOOK_TIMEOUT_S = 10
@@ -99,9 +103,6 @@ class LaunchChannels:
     notes: list[str] = field(default_factory=list)
     version: str | None = None
     dry_run: bool = False  # say what a launch would get; write nothing (doctor)
-    # hook events besides HOOK_EVENTS: SessionStart when there is a handoff to hand
-    # over (agentwrap.continuity), as its context reaches the model with the first prompt
-    extra_events: tuple[str, ...] = ()
 
     def options(self) -> dict[str, object]:
         """For the session record's options (``state --explain``, ``ls --json``)."""
@@ -267,8 +268,7 @@ def _claude(out: LaunchChannels, profile: Profile, session: str, paths: Paths, p
         batch = "PostToolBatch"
         if out.version and not version_at_least(out.version, profile.channels.batch_event_since):
             batch = "PostToolUse"
-        events = [batch if e == "PostToolBatch" else e
-                  for e in (*HOOK_EVENTS["claude"], *out.extra_events)]
+        events = [batch if e == "PostToolBatch" else e for e in HOOK_EVENTS["claude"]]
         settings["hooks"] = {
             e: _hook_group(hook_command("claude", e, session, paths, python, profile.name),
                            HOOK_TIMEOUT_S)
@@ -329,7 +329,7 @@ def _codex(out: LaunchChannels, session: str, paths: Paths, python: str, run: Ru
         )
         hooks = False
     if hooks:
-        for e in (*HOOK_EVENTS["codex"], *out.extra_events):
+        for e in HOOK_EVENTS["codex"]:
             command = hook_command("codex", e, session, paths, python, profile)
             out.argv += ["-c", f"hooks.{e}={_toml(_hook_group(command, HOOK_TIMEOUT_S))}"]
         out.argv.append(CODEX_BYPASS_FLAG)
@@ -352,7 +352,7 @@ def _gemini(out: LaunchChannels, session: str, paths: Paths, python: str,
         settings["hooks"] = {
             e: _hook_group(hook_command("gemini", e, session, paths, python),
                            HOOK_TIMEOUT_S * 1000)
-            for e in (*HOOK_EVENTS["gemini"], *out.extra_events)
+            for e in HOOK_EVENTS["gemini"]
         }
     if mcp:
         spec = _mcp_spec(session, paths, python)
@@ -379,12 +379,10 @@ def plan(
     profile: Profile, run: RunConfig, paths: Paths, session: str, argv: list[str],
     env: Mapping[str, str], *, enabled: bool = True, python: str | None = None,
     euid: int | None = None, version: str | None = None, dry_run: bool = False,
-    session_start: bool = False,
 ) -> LaunchChannels:
     """What the launch of ``argv`` (the agent command, resolved) gets, and the
-    files for it written (``dry_run``: only said). ``version``: skip the probe.
-    ``session_start``: also the SessionStart hook (a handoff waits for this launch)."""
-    out = LaunchChannels(dry_run=dry_run, extra_events=("SessionStart",) if session_start else ())
+    files for it written (``dry_run``: only said). ``version``: skip the probe."""
+    out = LaunchChannels(dry_run=dry_run)
     spec = profile.channels
     if not spec.any:
         return out

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -183,14 +184,15 @@ def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> 
 
 def with_channels(
     opts: RunOptions, cfg: Config, profile: Profile, paths: Paths, name: str,
-    argv: list[str], env: dict[str, str], session_start: bool = False,
+    argv: list[str], env: dict[str, str],
 ) -> tuple[list[str], dict[str, object]]:
     """The launch's argv with the native channels registered (env updated in
     place), and what to record of them in the session's options."""
     from .channels import plan
 
-    chans = plan(profile, cfg.run, paths, name, argv, env, enabled=opts.channels,
-                 session_start=session_start)
+    for stale in (paths.session_started(name), paths.started_batches(name)):
+        stale.unlink(missing_ok=True)  # a killed session's: this launch's hook has not run
+    chans = plan(profile, cfg.run, paths, name, argv, env, enabled=opts.channels)
     env.update(chans.env)
     if chans.notes:
         logging.getLogger("agentwrap.session").info("channels of %s: %s", name, chans.notes)
@@ -252,19 +254,44 @@ def build_supervisor(
         timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
     )
     sup.delivery = engine = DeliveryEngine.for_session(paths, cfg, profile, rec)
+    held: Callable[[], Collection[str]] | None = None
     if "read-file" in (rec.options.get("channels") or ()):
         from ..delivery.read_channel import ReadFileChannel
         from .channels import read_file_path
 
         reader = ReadFileChannel.for_session(paths, cfg, profile, rec, read_file_path(paths, rec.name))
         sup.read_channel = reader
-        engine.foreign_batches = reader.batches
+        held = reader.batches
+    engine.foreign_batches = _foreign_batches(paths, rec.name, held)
+    if hooks is not None:  # the hooks ask the supervisor for what to hand over (fast)
+        from .handover import HandoverServer, awaits_start_hook
+
+        if profile.channels.session_start_at_launch:
+            engine.awaits_start_hook = awaits_start_hook(paths, rec.name, rec.started)
+        sup.handover = HandoverServer(paths, rec.name, engine.store, engine.audit,
+                                      engine.ack_wording,
+                                      log=logging.getLogger("agentwrap.handover").info)
     sup.answering = Answerer.for_session(paths, profile, rec.name)
     sup.teller = Teller(rec.name, cfg.notify, AuditLog(paths.audit_log),
                         display=getattr(term, "display", None))
     _answer_sources(sup, paths, cfg, profile, registry, sup.answering.store)
     sup.continuity = _collector(paths, cfg, rec, hooks=hooks is not None)
     return sup
+
+
+def _foreign_batches(paths: Paths, session: str,
+                     held: Callable[[], Collection[str]] | None) -> Callable[[], set[str]]:
+    """The batches in flight through a channel other than typing, which the
+    engine must never resume (type): Aider's read file's, and what the
+    SessionStart hook handed over, which goes to the model in the first turn."""
+    from ..delivery.handover import started
+
+    path = paths.started_batches(session)
+
+    def batches() -> set[str]:
+        return {*started(path), *(held() if held is not None else ())}
+
+    return batches
 
 
 def _collector(paths: Paths, cfg: Config, rec: SessionRecord, hooks: bool) -> Collector | None:
@@ -321,8 +348,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         env = agent_env(profile, name, paths)
         argv = agent_argv(opts.argv, profile, env, paths, name)
         handoff = _handoff(paths, cfg, opts)
-        argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env,
-                                           session_start=handoff is not None)
+        argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
         socket = paths.tmux_socket_for(name)
         registry.register(
             SessionRecord(
@@ -553,8 +579,7 @@ def run_pty(
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env, paths, name)
     handoff = _handoff(paths, cfg, opts)
-    argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env,
-                                       session_start=handoff is not None)
+    argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
     from ..terminal.pty import PtyTerminal, terminal_size
 
     size = terminal_size(sys.stdout.fileno()) if interactive else None

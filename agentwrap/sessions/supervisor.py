@@ -97,6 +97,12 @@ class ContinuityStep(Protocol):
     def finish(self, exit_code: int | None) -> None: ...
 
 
+class HandoverStep(Protocol):
+    def serve(self, datagrams: list[bytes]) -> list[bytes]:
+        """Answer the hooks' hand-over requests among the wake datagrams;
+        return the others (agentwrap.sessions.handover)."""
+
+
 @dataclass
 class Timing:
     min_snapshot_s: float = 0.05  # throttle for output-driven snapshots
@@ -147,6 +153,8 @@ class Supervisor:
         self.answer_folder: AnswerFolderStep | None = None  # answer files dropped in
         self.policy: PolicyStep | None = None  # the user's answer rules
         self.continuity: ContinuityStep | None = None  # the project's handoff record
+        # hands queued messages to the agent's hooks that ask (sessions.handover)
+        self.handover: HandoverStep | None = None
         self.snap: Snapshot | None = None
         self.exit_code: int | None = None
         self._stop = threading.Event()
@@ -207,10 +215,22 @@ class Supervisor:
             self._drain_output(self._out_fd)
             self.detector.note_output(time.monotonic())
         if self.wake.fileno() in ready:
-            commands = self.wake.drain()
+            commands = self._serve(self.wake.drain())
             if b"stop" in commands:
                 self._stop.set()
-            self._woken = True
+            if commands:
+                self._woken = True
+
+    def _serve(self, commands: list[bytes]) -> list[bytes]:
+        """Answer the hooks' hand-over requests among ``commands`` at once
+        (the agent waits for its hook); the other commands are the loop's."""
+        if self.handover is None:
+            return commands
+        try:
+            return self.handover.serve(commands)
+        except Exception:  # a store hiccup: the hook times out and takes its own path
+            log.exception("hand-over to a hook failed")
+            return [c for c in commands if not c.startswith(b"handover ")]
 
     @property
     def stopping(self) -> bool:
@@ -453,8 +473,8 @@ class Supervisor:
                 last_output = now
                 watch_out_at = now + t.pause_s
                 dirty = True
-            if self.wake.fileno() in ready:
-                commands = self.wake.drain()
+            commands = self._serve(self.wake.drain()) if self.wake.fileno() in ready else []
+            if commands:
                 if b"stop" in commands:
                     return
                 delivery_due = now

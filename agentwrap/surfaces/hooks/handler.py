@@ -10,13 +10,15 @@ the hook does one thing and leaves:
    file, not the store, so it needs neither the store's code nor its lock);
    nothing is printed;
 3. a **context** event (session start, between tool calls) hands the session's
-   due messages to the model: peeked first to see how many fit in
-   :data:`~.protocol.MAX_CONTEXT_CHARS`, then taken with
-   :meth:`Service.consume` through channel ``hook`` (an atomic claim: a message
-   typed or taken by MCP meanwhile is not taken again), framed as the typed
-   block frames them (:func:`agentwrap.delivery.framing.render`: quoted,
-   ``[source:sourceId]``, the batch token, the ACK request when asked), plus
-   how many still wait. Everything that can fail runs before the claim;
+   due messages that fit in :data:`~.protocol.MAX_CONTEXT_CHARS` to the model
+   through channel ``hook`` (an atomic claim: a message typed or taken by MCP
+   meanwhile is not taken again), framed as the typed block frames them
+   (:mod:`agentwrap.delivery.handover`: quoted, ``[source:sourceId]``, the
+   batch token, the ACK request when asked), plus how many still wait. The
+   session's running supervisor is asked first (:mod:`agentwrap.sessions.handover`:
+   its store is open, so this process imports no more than a socket); only
+   when none answers does the hook open the store itself, and then only if
+   SQLite says something is due (:mod:`agentwrap.queue.due`);
 4. a **question** (Claude and Codex ``PermissionRequest``) is kept for the
    supervisor with its exact text and, when one of the user's answer rules
    decides it, answered here (:mod:`agentwrap.sessions.hook_questions`);
@@ -45,7 +47,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ...paths import Paths, check_session_name
+from ...paths import Paths, check_session_name, write_private
 from .protocol import (
     CONTEXT,
     EVENTS,
@@ -57,21 +59,26 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:  # imported where used: a signal never loads the store's code
-    from ...message import Message
-    from ...service import Service, SessionRecord
+    from ...service import Service
 
 SESSION_ENV = "AGENTWRAP_SESSION"
 #: The session's profile (set in the hook's command: answer rules match it).
 PROFILE_ENV = "AGENTWRAP_PROFILE"
 #: How long a hook waits for a locked database before it gives up (silently).
 BUSY_TIMEOUT_MS = 100
+#: The same at a session start: once a session, while the supervisor, the
+#: host and the registry write their first rows, and the agent waits for it anyway.
+START_BUSY_TIMEOUT_MS = 2000
 #: The channel consumed messages are recorded under (``history``, ``metrics``).
 CHANNEL = "hook"
 #: Most stdin read; a bigger payload (a huge tool output) is drained, not parsed.
 MAX_STDIN = 4 * 1024 * 1024
-_DUMMY_TOKEN = "0" * 8  # a token's length, to measure a block before the claim
 #: An ACK in the agent's reply (the profiles' default pattern, any batch token).
 ACK_RE = re.compile(r"\bACK[: ]+([0-9a-f]{8})\b", re.IGNORECASE)
+#: Hook actions that mean a model turn has run (a prompt went in, a tool was
+#: called or asked for, a turn ended): after them, what the session start
+#: handed over has reached the model.
+TURN_SIGNS = frozenset({"prompt_submitted", "turn_end", CONTEXT, QUESTION})  # as continuity's
 #: Where a turn-end payload carries the agent's reply.
 REPLY_FIELDS = ("last_assistant_message", "prompt_response")
 
@@ -146,9 +153,12 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> str:
         from ...continuity.hooks import on_hook  # the handoff record's notes (issue 12)
 
         handoff = on_hook(paths, session, agent, event, todo, payload)
-        if handoff is not None:  # a session start: only the previous session's handoff
-            return json.dumps(context_output(event, handoff), ensure_ascii=False) if handoff else ""
         run = HookRun(agent, event, payload, session, paths, todo)
+        if handoff is not None:  # a session start
+            text = "\n\n".join(t for t in (handoff, _at_start(run, len(handoff))) if t)
+            return json.dumps(context_output(event, text), ensure_ascii=False) if text else ""
+        if todo in TURN_SIGNS and paths.started_batches(session).is_file():
+            _first_turn(run)
         act = ACTIONS.get(todo, _signal)
         return act(run, env)
     except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent
@@ -185,6 +195,23 @@ def _context(run: HookRun, env: Mapping[str, str]) -> str:
     after_tool(run.paths, run.session, run.agent, run.payload, log=run.log, env=env)
     if not run.paths.db_path.is_file():  # agentwrap never ran here: make nothing
         return ""
+    text = _from_supervisor(run)
+    if text is None:
+        text = _from_store(run)
+    return json.dumps(context_output(run.event, text), ensure_ascii=False) if text else ""
+
+
+def _from_supervisor(run: HookRun) -> str | None:
+    """What the session's supervisor hands over ("" for nothing), None when it
+    did not answer: it has the store open, so this hook loads none of it."""
+    from ...sessions.handover import ask
+
+    return ask(run.paths, run.session)
+
+
+def _from_store(run: HookRun) -> str:
+    """The hook's own hand-over, when no supervisor answers (not started yet,
+    killed, stopped): the store, opened here."""
     from ...queue.due import anything_due
 
     if not anything_due(run.paths.db_path, run.session, busy_timeout_ms=BUSY_TIMEOUT_MS):
@@ -192,8 +219,45 @@ def _context(run: HookRun, env: Mapping[str, str]) -> str:
     from ...service import Service
 
     with Service.open(run.paths, busy_timeout_ms=BUSY_TIMEOUT_MS) as service:
-        text = drain(service, run.session, log=run.log)
-    return json.dumps(context_output(run.event, text), ensure_ascii=False) if text else ""
+        return service.hand_over(run.session, channel=CHANNEL, limit_chars=MAX_CONTEXT_CHARS,
+                                 log=run.log)
+
+
+def _at_start(run: HookRun, used: int) -> str:
+    """At an agent's start (not a resume, /clear or compaction: the queue
+    then waits for the next safe point), what is queued for the session
+    (``run --context`` files, messages sent before the agent started) after
+    the previous session's handoff. The agent gives it to the model with the
+    first prompt (no agent starts a turn for it); it counts as delivered then
+    (:meth:`Service.first_turn`, from the next hook that shows a turn).
+    The supervisor is not asked: it may not run yet, and it would count the
+    messages delivered at once."""
+    text = ""
+    if run.payload.get("source") in (None, "startup") and run.paths.db_path.is_file():
+        from ...service import Service
+
+        # once a session, and the supervisor waits for it: the store may be busy
+        with Service.open(run.paths, busy_timeout_ms=START_BUSY_TIMEOUT_MS) as service:
+            text = service.hand_over(run.session, channel=CHANNEL, at_start=True, log=run.log,
+                                     limit_chars=MAX_CONTEXT_CHARS - used - 2)
+    seen = run.paths.session_started(run.session)  # after the claim: typing may go on now
+    if seen.parent.is_dir():
+        write_private(seen, b"")
+    run.log(f"session start ({run.payload.get('source')}):"
+            f" {'queue handed over' if text else 'nothing queued to hand over'}")
+    return text
+
+
+def _first_turn(run: HookRun) -> None:
+    """A model turn has run since the session start (a prompt, a tool call,
+    a turn's end): what the SessionStart hook handed over went to the model
+    with it (the prompt's hook, or a tool call's or the turn end's should
+    that one be missed)."""
+    from ...service import Service
+
+    with Service.open(run.paths, busy_timeout_ms=BUSY_TIMEOUT_MS) as service:
+        ids = service.first_turn(run.session, CHANNEL)
+    run.log(f"{len(ids)} message(s) handed at the start went to the model ({run.event})")
 
 
 def _question(run: HookRun, env: Mapping[str, str]) -> str:
@@ -241,48 +305,6 @@ ACTIONS: dict[str, Callable[[HookRun, Mapping[str, str]], str]] = {
 }
 
 
-def drain(
-    service: Service, session: str, *, limit: int = MAX_CONTEXT_CHARS,
-    log: Callable[[str], None] = lambda _: None,
-) -> str:
-    """Take the session's due messages that fit in ``limit`` characters and
-    return them framed ("" when none is due or the first alone is too long:
-    that one stays queued for typing)."""
-    from ...service import MAX_TAKE
-
-    waiting = service.inbox(session, limit=MAX_TAKE)
-    if not waiting:
-        return ""
-    rec = service.state(session)
-    if rec.ended is not None:
-        return ""
-    ack_for = _ack_rule(service.paths, rec)
-    fit = 0
-    for n in range(1, len(waiting) + 1):
-        head = waiting[:n]
-        if len(_compose(head, _DUMMY_TOKEN, ack_for(head), 0)) > limit:
-            break
-        fit = n
-    if fit == 0:
-        log(f"{len(waiting)} due; the next ({waiting[0].id}) is too long for a hook, left queued")
-        return ""
-    chosen = waiting[:fit]
-    batch = service.consume(session, channel=CHANNEL, limit=fit,
-                            max_bytes=sum(len(m.content.encode("utf-8")) for m in chosen))
-    if not batch:
-        return ""
-    left = len(service.inbox(session, limit=MAX_TAKE))
-    token = batch[0].batch_id or _DUMMY_TOKEN
-    text = _compose(batch, token, ack_for(batch), left)
-    if len(text) > limit:  # the note pushed it over: say it without the count
-        text = _compose(batch, token, ack_for(batch), 0)
-    if len(text) > limit:  # another writer changed the queue between peek and claim
-        cut = len(text) - limit + 60
-        text = text[: limit - 60] + f"\n[agentwrap: {cut} characters cut]"
-    log(f"handed {len(batch)} message(s) (batch {token}); {left} still wait")
-    return text
-
-
 def acked_tokens(payload: Mapping[str, object]) -> set[str]:
     """The batch tokens the agent's reply acknowledges."""
     found: set[str] = set()
@@ -319,37 +341,6 @@ def acknowledge(
     return done
 
 
-def _compose(messages: Sequence[Message], token: str, ack: str | None, left: int) -> str:
-    """The typed block's text, and how many messages still wait, if any."""
-    from ...delivery.framing import render
-    from ...service import MAX_TAKE
-
-    text = render(messages, token=token, ack_wording=ack).text
-    if left:
-        more = f"at least {left}" if left >= MAX_TAKE else str(left)
-        noun = "message" if left == 1 else "messages"
-        text += f"\n[agentwrap: {more} more {noun} for this session wait in the queue]"
-    return text
-
-
-def _ack_rule(paths: Paths, rec: SessionRecord) -> Callable[[Sequence[Message]], str | None]:
-    """Whether a batch asks for an ACK, as the typing path decides it: a
-    message's own wish, else the session's ``require_ack`` (run option, then
-    config)."""
-    from ...config import load_config
-
-    cfg = load_config(paths, Path(rec.cwd)).for_profile(rec.profile).delivery
-    option = rec.options.get("require_ack")
-    required = option if isinstance(option, bool) else cfg.require_ack
-
-    def wording(batch: Sequence[Message]) -> str | None:
-        wanted = [m.require_ack for m in batch]
-        ask = any(w for w in wanted) or (required and not all(w is False for w in wanted))
-        return cfg.ack_wording if ask else None
-
-    return wording
-
-
 def _read_all(stream: IO[bytes]) -> bytes:
     """All of stdin (so the agent's write never meets a closed pipe); more
     than :data:`MAX_STDIN` is read and dropped."""
@@ -382,5 +373,5 @@ def _log(paths: Paths, session: str, agent: str, event: str, line: str) -> None:
 
 __all__ = [
     "ACTIONS", "BUSY_TIMEOUT_MS", "CHANNEL", "PROFILE_ENV", "SESSION_ENV", "USAGE", "HookRun",
-    "acked_tokens", "acknowledge", "drain", "handle", "main",
+    "acked_tokens", "acknowledge", "handle", "main",
 ]

@@ -45,11 +45,12 @@ from pydantic import BaseModel, Field
 
 from ... import __version__
 from ...delivery.framing import entry
+from ...delivery.handover import MAX_TAKE
 from ...errors import AgentwrapError
 from ...events import Event
 from ...message import Message, Source
 from ...paths import Paths
-from ...service import MAX_TAKE, Service
+from ...service import Service
 
 T = TypeVar("T")
 
