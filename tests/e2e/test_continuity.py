@@ -167,7 +167,15 @@ def test_a_killed_session_hands_over_to_the_next_run(make_session: Make, agent: 
     s.start()
     st = s.wait_state("ready", "busy", timeout=90)
     assert "hooks" in (st.get("channels") or []), st
-    # the queued message is typed (the session's first prompt); its request carries the handoff
+    # the handoff and the queued message are handed over by the SessionStart
+    # hook; they go to the model with the person's first prompt (never typed)
+    s.wait_until(lambda: s.message(mid)["status"] == "delivering", 30,
+                 "the queued message handed at the start")
+    s.wait_state("ready", timeout=60)
+    assert not _bodies(s, restart)
+    s.type_keys("Carry on.")
+    time.sleep(0.5)
+    s.press("Enter")
     s.wait_until(lambda: _bodies(s, restart), 90, "the first model request of the new session")
     first = _bodies(s, restart)[0]
     assert "handoff from the previous session" in first, first[:3000]
@@ -189,4 +197,11 @@ def test_a_killed_session_hands_over_to_the_next_run(make_session: Make, agent: 
     assert first.count("handoff from the previous session") == 1  # never also typed
     s.wait_until(lambda: s.message(mid)["status"] in ("delivered", "acknowledged"), 60,
                  "the pending message delivered")
+    from agentwrap.queue.sqlite import SQLiteMessageStore
+
+    store = SQLiteMessageStore(s._paths().db_path)
+    try:  # handed with the handoff at the start, never also typed
+        assert [a.channel for a in store.attempts(mid)] == ["hook"]
+    finally:
+        store.close()
     print(f"{agent}: handoff {len(handed['text'].encode())} bytes, in the first request")

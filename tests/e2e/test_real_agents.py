@@ -41,19 +41,61 @@ def test_start_ready_and_acknowledged_delivery(make_session: Make, agent_name: s
 
 
 def test_startup_context_reaches_model_once(make_session: Make, agent_name: str) -> None:
-    s = make_session(agent_name)
+    _startup_context(make_session(agent_name), agent_name)
+
+
+def test_startup_context_with_codex_hooks(make_session: Make) -> None:
+    """Codex gets hooks only with the person's own codex_hook_trust = "bypass";
+    its SessionStart hook runs when the first prompt is submitted (the typed
+    context), and hands nothing over twice."""
+    s = make_session("codex")
+    s.write_config('[run]\ncodex_hook_trust = "bypass"\n')
+    _startup_context(s, "codex", hooks=True)
+
+
+def _startup_context(s: AgentSession, agent_name: str, hooks: bool | None = None) -> None:
+    """``run --context``: through the SessionStart hook where the agent has
+    hooks (in flight until the session's first model turn, then delivered,
+    then acknowledged from the reply), else typed once the agent is ready."""
     marker = tag()
     handoff = s.root / "handoff.md"
     handoff.write_text(f"Last session: refactored the parser. Marker {marker}.\nNext: tests.\n")
     s.start("--context", str(handoff), "--require-ack")
+    st = s.wait_state("ready", "busy", timeout=90)
+    hooked = "hooks" in (st.get("channels") or [])
+    assert hooks is None or hooked == hooks, st
+    # Codex runs SessionStart only at the first prompt: there the context is typed
+    hooked = hooked and load_profile(agent_name).channels.session_start_at_launch
+    by = "typing"
+    if hooked:
+        # handed over by the SessionStart hook; the model reads it with the
+        # person's first prompt, never typed meanwhile
+        s.wait_until(lambda: s.history() and s.history()[0]["status"] != "pending", 30,
+                     "startup context handed at the start")
+        s.wait_state("ready", timeout=60)
+        time.sleep(2.0)
+        assert not s.received_with(marker) and s.history()[0]["status"] == "delivering"
+        by = "the person's first prompt"
+        s.type_keys("What do you know so far?")
+        time.sleep(0.5)
+        s.press("Enter")
     s.wait_until(lambda: s.received_with(marker), 90, "startup context at the model")
-    msgs = s.wait_until(
-        lambda: [m for m in s.history() if m["status"] in ("acknowledged", "delivered")], 60,
-        "startup context end state",
+    msgs = s.wait_until(  # the reply's ACK, found on screen or by the turn-end hook
+        lambda: [m for m in s.history() if m["status"] == "acknowledged"], 60,
+        "startup context acknowledged",
     )
-    assert msgs[0]["status"] == "acknowledged", msgs
     time.sleep(1.0)
     assert len(s.received_with(marker)) == 1
+    from agentwrap.queue.sqlite import SQLiteMessageStore
+
+    store = SQLiteMessageStore(s._paths().db_path)
+    try:
+        through = [a.channel for a in store.attempts(msgs[0]["id"])]
+    finally:
+        store.close()
+    assert (through == ["hook"]) == hooked, (
+        through, s._paths().supervisor_log(s.name).read_text()[-3000:])  # handed once, never typed
+    print(f"{agent_name}: startup context through {through}, at the model with {by}")
 
 
 BIG_LINE = 'quotes "double" \'single\' back\\slash $(whoami) `tick` ${HOME} tab\tend ü ñ 中文 🚀'
