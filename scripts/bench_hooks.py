@@ -10,8 +10,12 @@ every case alike), the wall time of:
   ``python3`` as PATH finds it, which may be a pyenv shim) and ``<venv python> -c pass``;
 * ``hook claude Stop`` (a signal: a file in the runtime dir, no store);
 * ``hook claude PostToolBatch`` with nothing queued (opens the store, answers nothing);
-* ``hook claude PostToolBatch`` with one message queued before each run
-  (peek, claim, record delivered, frame, answer);
+* ``hook claude PostToolBatch`` with one message queued before each run,
+  handed over by the session's supervisor (the hook asks it over the wake
+  socket: :mod:`agentwrap.sessions.handover`; here its server runs in a thread
+  of this process, answering as the supervisor's loop does), and by the hook
+  itself when no supervisor listens (it opens the store: peek, claim, record
+  delivered, frame, answer);
 * ``hook claude PermissionRequest`` without answer rules (the exact request
   kept for the supervisor, a signal; no config loaded) and with a rule that
   approves it (config and policy loaded, the request kept twice, an audit
@@ -29,19 +33,28 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from benchlib import fmt, json_safe, stats_ms
 
+from agentwrap.audit import AuditLog
+from agentwrap.delivery.handover import ack_rule
 from agentwrap.message import NewMessage, QueueLimits, Source
 from agentwrap.paths import Paths
+from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service import Service
+from agentwrap.sessions.handover import HandoverServer
 from agentwrap.sessions.registry import SessionRecord
+from agentwrap.sessions.wake import WakeSocket
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "hooks" / "claude"
@@ -51,6 +64,50 @@ def timed(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[float, byt
     t = time.perf_counter()
     proc = subprocess.run(argv, input=data, env=env, capture_output=True, check=True)
     return time.perf_counter() - t, proc.stdout
+
+
+Case = tuple[list[str], bytes, object, dict[str, str]]
+
+
+def run_cases(cases: dict[str, Case], times: dict[str, list[float]], runs: int) -> None:
+    """Every case once per round, ``runs`` rounds: interleaved, so the
+    machine's load hits each case alike."""
+    for _ in range(runs):
+        for name, (argv, data, before, case_env) in cases.items():
+            if callable(before):
+                before()
+            took, out = timed(argv, data, case_env)
+            if callable(before) and b"additionalContext" not in out:
+                raise SystemExit(f"{name}: no context in {out!r}")
+            if before == "allow" and b'"behavior": "allow"' not in out:
+                raise SystemExit(f"{name}: not approved: {out!r}")
+            times[name].append(took)
+
+
+@contextmanager
+def supervisor(paths: Paths, session: str) -> Iterator[None]:
+    """``session``'s wake socket answered from a thread as the supervisor's
+    loop answers it (the same server, store and socket; only the screen
+    watching around it is missing)."""
+    store = SQLiteMessageStore(paths.db_path, QueueLimits(rate_per_minute=1_000_000))
+    server = HandoverServer(paths, session, store, AuditLog(paths.audit_log),
+                            ack_rule(False, "ACK {token}"))
+    stop = threading.Event()
+    with WakeSocket(paths.wake_socket(session)) as wake:
+        def loop() -> None:
+            while not stop.is_set():
+                ready, _, _ = select.select([wake], [], [], 0.05)
+                if ready:
+                    server.serve(wake.drain())
+
+        t = threading.Thread(target=loop, daemon=True)
+        t.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            t.join(5)
+            store.close()
 
 
 def main() -> int:
@@ -68,9 +125,11 @@ def main() -> int:
         (root / "home").mkdir()
         paths = Paths.from_env(env).ensure()
         svc = Service.open(paths, limits=QueueLimits(rate_per_minute=1_000_000))
-        svc.registry.register(SessionRecord(name="bench", profile="claude", backend="tmux",
-                                            command=["claude"], cwd=str(root),
-                                            started=time.time()))
+        for name in ("bench", "alone"):  # "alone": no supervisor listens for it
+            svc.registry.register(SessionRecord(name=name, profile="claude", backend="tmux",
+                                                command=["claude"], cwd=str(root),
+                                                started=time.time()))
+        alone = dict(env, AGENTWRAP_SESSION="alone")
         hook = [sys.executable, "-m", "agentwrap", "hook", "claude"]
         batch = (FIXTURES / "PostToolBatch.json").read_bytes()
         stop = (FIXTURES / "Stop.json").read_bytes()
@@ -85,17 +144,23 @@ def main() -> int:
         python3 = getattr(sys, "_base_executable", "") or shutil.which("python3") or "python3"
         shim = shutil.which("python3") or "python3"
 
-        def enqueue() -> None:
-            svc.send(NewMessage(session="bench", content="CI failed on main: test_login",
-                                source=Source.WEBHOOK, source_id="ci"))
+        def enqueue(session: str) -> Callable[[], None]:
+            def one() -> None:
+                svc.send(NewMessage(session=session, content="CI failed on main: test_login",
+                                    source=Source.WEBHOOK, source_id="ci"))
+            return one
 
-        cases: dict[str, tuple[list[str], bytes, object, dict[str, str]]] = {
+        cases: dict[str, Case] = {
             "python3 -c pass": ([python3, "-c", "pass"], b"", None, env),
             "python3 -c pass (PATH's python3)": ([shim, "-c", "pass"], b"", None, env),
             "venv python -c pass": ([sys.executable, "-c", "pass"], b"", None, env),
             "hook Stop (signal)": ([*hook, "Stop"], stop, None, env),
             "hook PostToolBatch, empty queue": ([*hook, "PostToolBatch"], batch, None, env),
-            "hook PostToolBatch, 1 message": ([*hook, "PostToolBatch"], batch, enqueue, env),
+            "hook PostToolBatch, 1 message": ([*hook, "PostToolBatch"], batch,
+                                              enqueue("bench"), env),
+            "  empty queue, no supervisor": ([*hook, "PostToolBatch"], batch, None, alone),
+            "  1 message, no supervisor": ([*hook, "PostToolBatch"], batch, enqueue("alone"),
+                                           alone),
             "hook PermissionRequest, no rules": ([*hook, "PermissionRequest"], asks, None, env),
             "hook PermissionRequest, rule allows": ([*hook, "PermissionRequest"], asks, "allow",
                                                     ruled),
@@ -103,16 +168,8 @@ def main() -> int:
         times: dict[str, list[float]] = {name: [] for name in cases}
         for argv, data, _, case_env in cases.values():  # warm the page cache once
             timed(argv, data, case_env)
-        for _ in range(args.runs):
-            for name, (argv, data, before, case_env) in cases.items():
-                if callable(before):
-                    before()
-                took, out = timed(argv, data, case_env)
-                if callable(before) and b"additionalContext" not in out:
-                    raise SystemExit(f"{name}: no context in {out!r}")
-                if before == "allow" and b'"behavior": "allow"' not in out:
-                    raise SystemExit(f"{name}: not approved: {out!r}")
-                times[name].append(took)
+        with supervisor(paths, "bench"):
+            run_cases(cases, times, args.runs)
         svc.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
