@@ -786,6 +786,20 @@ def test_notify_desktop_runs_notify_send(tmp_path: Path, monkeypatch: pytest.Mon
     )
 
 
+def test_notify_desktop_body_is_text_not_markup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Servers with body markup would show a link or fetch an image a message
+    or an agent's command carried: the body is escaped, the title is plain text anyway."""
+    out = tmp_path / "args"
+    _fake_notify(tmp_path / "bin", f'printf "%s" "$4" > {out}\n')
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    body = 'run <img src="http://x/y.png"> & <a href="http://evil">here</a>'
+    assert notify_desktop("t", body) is True
+    assert out.read_text() == ('run &lt;img src="http://x/y.png"&gt; &amp; '
+                               '&lt;a href="http://evil"&gt;here&lt;/a&gt;')
+
+
 def test_notify_desktop_never_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_notify(tmp_path / "bin", "exit 1\n")
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))

@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import html
 import os
 import re
 import secrets
@@ -364,13 +365,16 @@ def notify_desktop(title: str, body: str) -> bool:
     so the person at the desk should know. This is best effort: it never
     raises and returns whether ``notify-send`` ran and succeeded. ``--`` stops
     option parsing so a title starting with ``-`` is shown, not interpreted.
+    The body is escaped as text: notification servers that support body
+    markup read ``<a href>``, ``<img src>`` and entities in it, and a body
+    can quote what an agent or a message said.
     """
     exe = shutil.which("notify-send")
     if exe is None:
         return False
     try:
         proc = subprocess.run(
-            [exe, "--app-name=agentwrap", "--", title, body],
+            [exe, "--app-name=agentwrap", "--", title, html.escape(body, quote=False)],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
