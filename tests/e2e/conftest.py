@@ -192,6 +192,20 @@ class AgentSession:
         return int(out.strip()) if out.strip().isdigit() else None
 
 
+def aider_against(s: AgentSession, server: ModelServer, *args: str) -> AgentSession:
+    """``s`` (an Aider session not started yet) against ``server`` (a scripted
+    ModelServer of the test's), on a scratch README.md it may edit."""
+    server.start()
+    s.server.stop()
+    s.server = server
+    launch = prepare_agent(s.agent, s.home, s.workdir, server.url)
+    keep = {k: v for k, v in s.env.items() if k.startswith(("XDG_", "PYTHONPATH", "AGENTWRAP_"))}
+    s.env = {**launch.env, **keep}
+    (s.workdir / "README.md").write_text("# scratch project for agentwrap tests\n")
+    s.argv = [*launch.argv, "--edit-format", "diff", *args, "README.md"]
+    return s
+
+
 def _stop(sess: AgentSession) -> None:
     try:
         for rec in json.loads(sess.cli("ls", "--all", "--json").stdout or "[]"):
@@ -249,7 +263,9 @@ def make_session() -> Iterator[Callable[..., AgentSession]]:
     yield make
     for sess in made:
         _stop(sess)
-    for server in servers:
+    # and the scripted server a test swapped in: a request it holds would keep
+    # pytest from exiting (its handler threads are joined) until the hold ends
+    for server in [*servers, *(sess.server for sess in made)]:
         server.stop()
     for root in roots:
         shutil.rmtree(root, ignore_errors=True)

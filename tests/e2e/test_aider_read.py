@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import AgentSession
+from .conftest import AgentSession, aider_against
 from .model_server import ModelServer, Plan, ToolSpec
 
 pytestmark = pytest.mark.e2e
@@ -57,18 +57,7 @@ class ReflectServer(ModelServer):
 
 
 def _session(make_session: Make) -> AgentSession:
-    from .agents import prepare_agent
-
-    s = make_session("aider")
-    server = ReflectServer().start()
-    s.server.stop()
-    s.server = server
-    launch = prepare_agent(s.agent, s.home, s.workdir, server.url)
-    keep = {k: v for k, v in s.env.items() if k.startswith(("XDG_", "PYTHONPATH", "AGENTWRAP_"))}
-    s.env = {**launch.env, **keep}
-    (s.workdir / "README.md").write_text("# scratch project for agentwrap tests\n")
-    s.argv = [*launch.argv, "--edit-format", "diff", "README.md"]
-    return s
+    return aider_against(make_session("aider"), ReflectServer())
 
 
 def _channels(s: AgentSession, mid: str) -> list[str]:

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import AgentSession
+from .conftest import AgentSession, aider_against
 from .model_server import ModelServer, Plan, ToolSpec
 
 pytestmark = pytest.mark.e2e
@@ -71,19 +71,7 @@ class MidPairServer(ModelServer):
 
 
 def _session(make_session: Make) -> AgentSession:
-    from .agents import prepare_agent
-
-    s = make_session("aider")
-    server = MidPairServer().start()
-    s.server.stop()
-    s.server = server
-    launch = prepare_agent(s.agent, s.home, s.workdir, server.url)
-    keep = {k: v for k, v in s.env.items() if k.startswith(("XDG_", "PYTHONPATH", "AGENTWRAP_"))}
-    s.env = {**launch.env, **keep}
-    (s.workdir / "README.md").write_text("# scratch project for agentwrap tests\n")
-    s.argv = [*launch.argv, "--edit-format", "diff", "--max-chat-history-tokens", "1",
-              "README.md"]
-    return s
+    return aider_against(make_session("aider"), MidPairServer(), "--max-chat-history-tokens", "1")
 
 
 def _bodies(s: AgentSession) -> list[str]:
