@@ -153,6 +153,21 @@ def test_a_command_the_screen_could_not_read_for_sure_is_not_approved() -> None:
     assert d is not None and d.answer == {"option": 1}
 
 
+def test_a_command_permission_whose_command_was_not_read_is_not_approved() -> None:
+    """An allow-all rule approves what it is shown; a shell tool's permission
+    whose command the screen did not give is not shown: the deny-list could
+    not look at it. Other tools' permissions (a file write) carry no command."""
+    for tool in ("Bash", "run_shell_command", "shell", None):
+        d = decide(q(None, tool=tool), "claude", [ALLOW_ALL])
+        assert d is not None and d.holds and d.rule == BUILTIN, (tool, d)
+        assert "could not be read" in d.reason and d.vetoed == "allow-all"
+    d = decide(q(None, tool="Write"), "claude", [ALLOW_ALL])
+    assert d is not None and d.answer == {"option": 1}
+    deny = AnswerRule(name="no", deny=True)  # refusing it is safe
+    d = decide(q(None), "claude", [deny])
+    assert d is not None and d.answer == {"deny": True}
+
+
 def test_only_on_timeout_when_a_rule_says_so() -> None:
     later = AnswerRule(name="deny-after-10m", deny=True, after_s=600)
     assert decide(q(), "claude", [later], open_for_s=599) is None

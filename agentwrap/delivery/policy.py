@@ -86,6 +86,9 @@ def decide(
     if question.command_unsure:  # a guess at the command: the rule would judge the guess
         return Decision(BUILTIN, None, f"not approved: {question.command_unsure}"
                         f" (rule {rule.name!r} would have)", vetoed=rule.name)
+    if question.kind == "permission" and not question.command and _runs_commands(question.tool):
+        return Decision(BUILTIN, None, "not approved: the command it would run could not be read"
+                        f" (rule {rule.name!r} would have)", vetoed=rule.name)
     why = destructive(question.command)
     if why is not None:
         return Decision(BUILTIN, None, f"not approved: {why} ({BUILTIN}; rule {rule.name!r}"
@@ -95,6 +98,17 @@ def decide(
                         f" (rule {rule.name!r} would have)", vetoed=rule.name)
     return Decision(rule.name, {"option": rule.option},
                     f"rule {rule.name!r}: option {rule.option!r}")
+
+
+#: Tools that run a command (Claude Bash, Codex's shell/exec, Gemini
+#: run_shell_command): a permission for one whose command was not read is
+#: never approved by a rule, since the deny-list could not look at it.
+_COMMAND_TOOL = re.compile(r"bash|shell|exec|command|terminal|run", re.IGNORECASE)
+
+
+def _runs_commands(tool: str | None) -> bool:
+    """Whether a permission for ``tool`` may run a command (an unknown tool may)."""
+    return tool is None or _COMMAND_TOOL.search(tool) is not None
 
 
 def match(pattern: str, value: str) -> bool:
