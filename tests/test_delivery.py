@@ -672,3 +672,30 @@ def test_busy_agent_with_hooks_is_never_typed_into_and_its_hook_takes_the_messag
     aw.wait_state("sa", "ready")
     time.sleep(1)
     assert arrivals_of(aw, "build broke on main") == 0  # never typed as well
+
+
+def test_a_block_never_outgrows_the_screen_of_an_agent_that_shows_pastes_line_by_line(
+    aw: AwEnv,
+) -> None:
+    """The stand-in shows a paste line by line, as Aider does (no "[Pasted
+    text]" placeholder): 40 one-line messages queued while it works would make
+    a block taller than its 30 rows, whose input box then has no edges on
+    screen (state unknown, paste not seen, everything to the fallback file).
+    Batches stay within half the screen instead; each message arrives once."""
+    from agentwrap.message import NewMessage, QueueLimits, Source
+    from agentwrap.service import Service
+
+    aw.start_standin("sa", "--busy", "3")
+    aw.wait_state("sa", "ready")
+    send(aw, "sa", "start working")
+    aw.wait_state("sa", "busy")
+    with Service.open(aw.paths, limits=QueueLimits(rate_per_minute=1000)) as svc:
+        ids = [svc.send(NewMessage(session="sa", content=f"line message {i:02d}",
+                                   source=Source.WEBHOOK, source_id="ci")).message.id
+               for i in range(40)]
+    for mid in ids:
+        assert wait_terminal(aw, mid, timeout=120).status.value == "delivered", mid
+    tokens = {get(aw, mid).batch_id for mid in ids}
+    assert len(tokens) >= 3  # 40 lines in blocks of at most 13
+    for i in range(40):
+        assert arrivals_of(aw, f"line message {i:02d}") == 1

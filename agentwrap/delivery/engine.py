@@ -229,7 +229,7 @@ class DeliveryEngine:
             return 0.1
         self._blocked_since = None
         token = new_token()
-        batch = self._claim(token, now)
+        batch = self._claim(token, now, rows=sup.snap.rows if sup.snap is not None else None)
         if batch:
             self._deliver(sup, token, batch, Phase.CLAIMED)
         return 0.05
@@ -289,10 +289,30 @@ class DeliveryEngine:
             return None
         return ack_rule(self.require_ack, self.cfg.ack_wording)(batch)
 
-    def _claim(self, token: str, now: float | None = None) -> list[Message]:
-        """The next batch; a raw session types one message at a time."""
+    def _claim(self, token: str, now: float | None = None, rows: int | None = None) -> list[Message]:
+        """The next batch; a raw session types one message at a time. ``rows``:
+        the screen's height, which a block must stay well within (:meth:`_fit`)."""
         max_bytes = 0 if self.profile.raw else self.cfg.max_injection_bytes
-        return self.store.claim_batch(self.session, token, max_bytes, now)
+        limit = self._fit(rows, now) if rows and not self.profile.raw else None
+        return self.store.claim_batch(self.session, token, max_bytes, now, limit=limit)
+
+    def _fit(self, rows: int, now: float | None) -> int | None:
+        """How many due messages make a block of at most half the screen's
+        rows (at least one): an agent that shows a paste line by line (no
+        ``[Pasted text]`` placeholder) grows its input box with it, and a box
+        taller than the screen pushes its own edges off it: neither the paste
+        nor the submit can be seen, the screen reads as unknown, and every
+        message behind it ends in the fallback file. None: no limit."""
+        if self.profile.input.paste_placeholders:
+            return None  # a long paste collapses into one line
+        budget = max(2, rows // 2 - 2)  # the block's first and last lines aside
+        used = n = 0
+        for m in self.store.peek(self.session, now, due=True, limit=500):
+            used += m.content.count("\n") + 1
+            if n and used > budget:
+                break
+            n += 1
+        return n or None
 
     def _is_raw(self, batch: Sequence[Message]) -> bool:
         return self.profile.raw or any(m.kind is Kind.COMMAND for m in batch)
