@@ -522,8 +522,9 @@ class DeliveryEngine:
         elif reading.state is State.EXITED:
             # It was submitted (that was proven before the wait began): the
             # message reached the agent, which died before it could answer.
+            # (The same words as abandon()'s, which may see the exit first.)
             result = Outcome(
-                True, "delivered", f"{w.submitted}; the agent exited before acknowledging"
+                True, "delivered", f"{w.submitted}; not acknowledged: the agent exited first"
             )
         elif reading.state in (State.READY, State.DRAFT, State.UNKNOWN):
             w.quiet_since = w.quiet_since or now
