@@ -189,4 +189,5 @@ def on_hook(paths: Paths, session: str, agent: str, event: str, todo: str,
     return None
 
 
-__all__ = ["HANDOFF_MARK", "handoff_file", "notes_file", "on_hook", "session_start", "tool_calls"]
+__all__ = ["HANDOFF_MARK", "TURN_SIGNS", "handoff_file", "notes_file", "on_hook", "session_start",
+           "tool_calls"]

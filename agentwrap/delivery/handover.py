@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..audit import AuditLog
+from ..detect.neutralise import SyntaxSpec
 from ..message import Attempt, Kind, Message, Source, Status
 from ..paths import private_dir, write_private
 from ..queue.store import MessageStore
@@ -148,9 +149,12 @@ def claim(
     return Claimed(store, session, channel, got.token, got.messages, text, left, got.claimed_at)
 
 
-def compose(messages: Sequence[Message], token: str, ack: str | None, left: int) -> str:
-    """The typed block's text, and how many messages still wait, if any."""
-    text = render(messages, token=token, ack_wording=ack).text
+def compose(messages: Sequence[Message], token: str, ack: str | None, left: int,
+            syntax: SyntaxSpec | None = None) -> str:
+    """The typed block's text, and how many messages still wait, if any.
+    ``syntax``: the agent's own syntax to defuse, where it parses the text
+    (Aider's read file); a hook's context is never parsed as a command."""
+    text = render(messages, token=token, ack_wording=ack, syntax=syntax).text
     if left:
         more = f"at least {left}" if left >= MAX_TAKE else str(left)
         noun = "message" if left == 1 else "messages"

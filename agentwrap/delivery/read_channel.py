@@ -103,7 +103,8 @@ from ..message import Attempt, Kind, Message, Status
 from ..paths import Paths, write_private
 from ..queue.sqlite import SQLiteMessageStore
 from ..queue.store import MessageStore
-from .framing import new_token, render
+from .framing import new_token
+from .handover import ack_rule, compose
 from .seams import Driver, SessionInfo
 
 log = logging.getLogger("agentwrap.delivery.read_file")
@@ -361,18 +362,11 @@ class ReadFileChannel:
 
     def _asks_ack(self, batch: Sequence[Message]) -> bool:
         """As the typed block decides it: a message's own wish, else the session's."""
-        wanted = [m.require_ack for m in batch]
-        return any(w for w in wanted) or (self.require_ack and not all(w is False for w in wanted))
+        return ack_rule(self.require_ack, self.cfg.ack_wording)(batch) is not None
 
     def _compose(self, batch: Sequence[Message], token: str, left: int) -> str:
-        ask = self._asks_ack(batch)
-        text = render(batch, token=token, ack_wording=self.cfg.ack_wording if ask else None,
-                      syntax=self.profile.syntax).text
-        if left:
-            more = f"at least {left}" if left >= 50 else str(left)
-            noun = "message" if left == 1 else "messages"
-            text += f"\n[agentwrap: {more} more {noun} for this session wait in the queue]"
-        return text + "\n"
+        ack = ack_rule(self.require_ack, self.cfg.ack_wording)(batch)
+        return compose(batch, token, ack, left, syntax=self.profile.syntax) + "\n"
 
     def _replace(self, text: str) -> int:
         """Put ``text`` in the file (atomically, by rename); returns the opens

@@ -75,10 +75,6 @@ CHANNEL = "hook"
 MAX_STDIN = 4 * 1024 * 1024
 #: An ACK in the agent's reply (the profiles' default pattern, any batch token).
 ACK_RE = re.compile(r"\bACK[: ]+([0-9a-f]{8})\b", re.IGNORECASE)
-#: Hook actions that mean a model turn has run (a prompt went in, a tool was
-#: called or asked for, a turn ended): after them, what the session start
-#: handed over has reached the model.
-TURN_SIGNS = frozenset({"prompt_submitted", "turn_end", CONTEXT, QUESTION})  # as continuity's
 #: Where a turn-end payload carries the agent's reply.
 REPLY_FIELDS = ("last_assistant_message", "prompt_response")
 
@@ -150,7 +146,8 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> str:
         if todo is None:
             return ""
         paths = Paths.from_env(env)
-        from ...continuity.hooks import on_hook  # the handoff record's notes (issue 12)
+        # the handoff record's notes (issue 12); TURN_SIGNS: a model turn has run
+        from ...continuity.hooks import TURN_SIGNS, on_hook
 
         handoff = on_hook(paths, session, agent, event, todo, payload)
         run = HookRun(agent, event, payload, session, paths, todo)
