@@ -139,6 +139,53 @@ def test_bad_files_are_moved_aside_and_nothing_is_typed(aw: AwEnv) -> None:
         "stale.json"]
 
 
+def test_a_file_moved_in_from_another_folder_is_taken(aw: AwEnv) -> None:
+    # Issue 25.6: inotify reports a file moved in from an unwatched folder as
+    # created, and no close follows: it stayed in the folder forever, neither
+    # taken nor refused. Now a complete file is taken however it appeared.
+    write_config(aw, readiness_timeout_s=60)
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG")
+    aw.wait_state("sa", "ready")
+    folder = answer_dir(aw)
+    staging = folder.parent.parent / "staging"  # elsewhere, on the same file system
+    staging.mkdir(mode=0o700)
+    assert staging.stat().st_dev == folder.stat().st_dev
+    broken = staging / "broken.json"
+    broken.write_text('{"answers": {"option": 1', encoding="utf-8")
+    os.rename(broken, folder / "broken.json")
+    err = rejected(folder, "broken.json")
+    assert err["error"] == "InvalidAnswer" and "not a JSON document" in err["message"]
+    q = open_dialog(aw)
+    good = staging / "phone.json"
+    good.write_text(json.dumps({"questionId": q["id"], "answers": {"option": 2}}),
+                    encoding="utf-8")
+    os.rename(good, folder / "phone.json")
+    wait_for(lambda: choices(aw), 15, "the stand-in's choice")
+    assert [c["choice"] for c in choices(aw)] == ["chose 2. No"]
+    wait_for(lambda: not (folder / "phone.json").exists(), 15, "the file removed")
+    assert sorted(p.name for p in folder.iterdir()) == ["broken.json.error",
+                                                        "broken.json.rejected"]
+
+
+def test_held_open_tells_a_file_being_written(tmp_path: Path) -> None:
+    """What tells a file moved in (complete) from one being written in place."""
+    from agentwrap.sessions.answer_folder import _held_open
+
+    path = tmp_path / "a.json"
+    with open(path, "w", encoding="utf-8") as writer:
+        writer.write("{")
+        writer.flush()
+        assert _held_open(str(path)) is True
+        with open(path, encoding="utf-8"):  # a reader is no writer
+            assert _held_open(str(path)) is True
+    assert _held_open(str(path)) is False
+    with open(path, encoding="utf-8"):
+        assert _held_open(str(path)) is False
+    (tmp_path / "link.json").symlink_to(path)
+    assert _held_open(str(tmp_path / "link.json")) is None  # never followed
+    assert _held_open(str(tmp_path / "gone.json")) is None
+
+
 def test_a_file_being_written_is_not_read_half_way(aw: AwEnv) -> None:
     write_config(aw, readiness_timeout_s=60)
     aw.start_standin("sa", "--dialog-on", "OPENDIALOG")

@@ -27,8 +27,11 @@ No other keys are taken: a typo must not go unnoticed.
 
 Write it atomically: to a temporary name first (a dot file, or any name not
 ending in ``.json``), then rename it to ``NAME.json``. A file written in place
-is read once it is closed (inotify tells a file being written from one
-renamed in complete). Each file is checked by the same rules as
+is read once it is closed; one moved in from another folder, copied or linked
+is read at once. Inotify reports a file moved in from an unwatched folder as
+*created*, like one being written, and no close follows: so a created file is
+taken as complete when no process holds it open for writing (Linux cannot
+grant a read lease then: :func:`_held_open`). Each file is checked by the same rules as
 ``agentwrap answer`` (:mod:`agentwrap.sessions.answer_intake`), then
 **removed**; the answer's outcome is on the event stream
 (``session.answered``, source ``file``) and in the audit log. A file that is
@@ -39,18 +42,23 @@ next to it: one line of JSON, ``{"error": "StaleAnswer", "message": ...,
 Watched with inotify (watchdog, one observer thread per process): a rename
 into the folder or a file closed after writing wakes the session's supervisor
 through its wake socket, and the supervisor takes the file on its own thread,
-where it reads the screen: picked up in milliseconds, never polled. Where
-inotify cannot be had (watch limit reached), the folder is looked at on the
-supervisor's safety ticks instead.
+where it reads the screen: picked up in milliseconds. The folder is also
+looked at every :data:`RESCAN_S` on the supervisor's ticks, as a safety net
+(an event lost to a full inotify queue, a writer's close that never came), and
+only on those ticks where inotify cannot be had (watch limit reached).
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import logging
 import os
+import signal
 import stat
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +81,11 @@ REJECTED, ERROR = ".rejected", ".error"
 _TOP_KEYS = frozenset({"questionId", "answers"})
 _ANSWER_KEYS = ("option", "options", "questions", "text", "deny")
 _KNOWN = ", ".join(_ANSWER_KEYS)
+#: The folder is looked at this often without an event (a lost one never leaves a file).
+RESCAN_S = 2.0
+#: Where leases cannot tell (another file system): a file created in place is
+#: taken once its size and time have not changed for this long.
+SETTLE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -171,11 +184,14 @@ class _Handler(FileSystemEventHandler):
         name = os.path.basename(os.fsdecode(path))
         return name if is_answer_file(name) else ""
 
-    def on_created(self, event: FileSystemEvent) -> None:  # written in place: not yet
+    def on_created(self, event: FileSystemEvent) -> None:  # written in place, or moved in
         if name := self._name(event.src_path):
             try:  # a symlink or a hard link is complete (and never closed after writing)
                 st = os.lstat(event.src_path)
-                writing = stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+                # moved in from elsewhere (no close will come): complete, unless still
+                # open for writing; empty, it may be a writer's open not yet counted
+                writing = stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and (
+                    st.st_size == 0 or _held_open(os.fsdecode(event.src_path)) is not False)
             except OSError:
                 writing = False
             self.folder._writing(name, writing)
@@ -209,6 +225,8 @@ class AnswerFolder:
         self._due = threading.Event()  # set by the watcher (another thread), taken by step()
         self._watch: ObservedWatch | None = None
         self._open_files: set[str] = set()  # created in place and not yet closed
+        self._seen: dict[str, tuple[tuple[int, int], float]] = {}  # (size, mtime), since
+        self._next_scan = 0.0  # monotonic: the safety net's next look
         self._lock = threading.Lock()
         self.watched = False  # False: inotify failed; the supervisor's ticks look instead
 
@@ -249,11 +267,12 @@ class AnswerFolder:
         """Take every answer file waiting, oldest first: each is handed to the
         intake, then removed (or moved aside with its error). What happened to
         each, by file name."""
-        if self.watched and not self._due.is_set():
+        now = time.monotonic()
+        if self.watched and not self._due.is_set() and now < self._next_scan:
             return []
         self._due.clear()
-        with self._lock:
-            writing = set(self._open_files)
+        self._next_scan = now + RESCAN_S
+        writing = self._still_writing(now)
         try:
             entries = [e for e in os.scandir(self.path)
                        if is_answer_file(e.name) and e.name not in writing
@@ -266,6 +285,33 @@ class AnswerFolder:
                                                      e.name)):
             done.append((entry.name, self._take(Path(entry.path))))
         return done
+
+    def _still_writing(self, now: float) -> set[str]:
+        """The files created in place that a process still writes: one no
+        process holds open for writing any more is complete, whether its
+        close was seen or not (a file moved in, a lost event)."""
+        with self._lock:
+            names = set(self._open_files)
+        still = set()
+        for name in names:
+            path = self.path / name
+            held = _held_open(str(path))
+            if held is None:  # no lease here (or gone): unchanged for SETTLE_S
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    held = False
+                else:
+                    sig = (st.st_size, st.st_mtime_ns)
+                    before, since = self._seen.get(name, (None, now))
+                    self._seen[name] = (sig, since if before == sig else now)
+                    held = before != sig or now - since < SETTLE_S
+            if held:
+                still.add(name)
+            else:
+                self._writing(name, False)
+                self._seen.pop(name, None)
+        return still
 
     def _take(self, path: Path) -> AnswerResult | AgentwrapError:
         try:
@@ -312,6 +358,28 @@ def _arguments(found: FileAnswer) -> dict[str, Any]:
     if key == "questions":
         return {"answers": value}
     return {key: True if key == "deny" else value}
+
+
+def _held_open(path: str) -> bool | None:
+    """Whether some process has the file open for writing: Linux grants no
+    read lease on such a file (EAGAIN). None where that cannot be told (a file
+    system without leases, a file not ours, gone). The lease lives for two
+    system calls; a writer opening the file meanwhile breaks it with SIGURG,
+    which is ignored, instead of the default SIGIO, which would end the process."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+    except OSError as exc:
+        return True if exc.errno in (errno.EAGAIN, errno.EWOULDBLOCK) else None
+    else:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        return False
+    finally:
+        os.close(fd)
 
 
 def _read(path: Path) -> bytes:
