@@ -5,6 +5,7 @@ end to end with the stand-in. Waits are deadlines only."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +15,7 @@ from support.waiting import wait_for
 from test_answer import answered_events, choices, dialog_on_screen, open_dialog
 
 from agentwrap.config import AnswerRule, load_config
-from agentwrap.delivery.destructive import destructive, incomplete
+from agentwrap.delivery.destructive import Where, destructive, incomplete
 from agentwrap.delivery.policy import BUILTIN, decide, segments
 from agentwrap.detect.question import Item, Option, Question
 from agentwrap.errors import ConfigError
@@ -55,7 +56,7 @@ DESTRUCTIVE = [
 ]
 
 HARMLESS = [
-    "touch x", "ls -la", "rm -rf build/", "rm -rf node_modules dist", "rm x.txt", "rm -f /tmp/x",
+    "touch x", "ls -la", "rm -rf build/", "rm -rf node_modules dist", "rm x.txt",
     "npm test && echo ok", "git push origin main", "git push -f origin feature/x",
     "git push --force origin my-branch", "cat x > /dev/null", "echo hi 2>&1 | tee log",
     "curl -s https://api/x | jq .", "curl -s x | python -m json.tool", "chmod -R 755 build",
@@ -73,9 +74,10 @@ def test_the_deny_list_beats_an_allow_all_rule(command: str) -> None:
 
 
 @pytest.mark.parametrize("command", HARMLESS)
-def test_everyday_commands_are_not_on_it(command: str) -> None:
-    assert destructive(command) is None, command
-    d = decide(q(command), "claude", [ALLOW_ALL])
+def test_everyday_commands_are_not_on_it(command: str, tmp_path: Path) -> None:
+    where = Where.of(tmp_path)  # the session's project (tests/test_destructive.py: outside it)
+    assert destructive(command, where=where) is None, command
+    d = decide(q(command), "claude", [ALLOW_ALL], where=where)
     assert d is not None and d.answer == {"option": 1} and d.rule == "allow-all"
 
 

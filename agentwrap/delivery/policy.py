@@ -31,7 +31,9 @@ Order of precedence:
 2. otherwise the *first* matching rule that answers (``option`` or ``deny``);
 3. an ``option`` answer is then vetoed by the built-in deny-list
    (:mod:`agentwrap.delivery.destructive`: ``rm -rf /``, ``mkfs``, ``curl | sh``,
-   force-push to main, ...), by a command that may be cut off on screen, and by
+   force-push to main, deleting or moving anything outside the session's project
+   (``where``), overwriting a file that exists there, ``git reset --hard`` over
+   uncommitted work, ...), by a command that may be cut off on screen, and by
    one the screen could not read for sure (``Question.command_unsure``: wrapped
    or partly hidden in its dialog's box, and no hook told the exact text).
    A veto is a decision too (``answer`` None): it is logged and the person told.
@@ -47,7 +49,7 @@ from typing import Any
 
 from ..config import AnswerRule
 from ..detect.question import Question
-from .destructive import destructive, incomplete
+from .destructive import Where, destructive, incomplete
 
 BUILTIN = "built-in deny-list"
 
@@ -69,9 +71,12 @@ class Decision:
 
 def decide(
     question: Question, agent: str, rules: Sequence[AnswerRule], *, open_for_s: float = 0.0,
+    where: Where | None = None,
 ) -> Decision | None:
     """The decision for ``question`` shown by a session of profile ``agent``,
-    open for ``open_for_s``; None when no rule matches (the person answers)."""
+    open for ``open_for_s``; None when no rule matches (the person answers).
+    ``where``: the session's project, for the deny-list (without it, every
+    path a command deletes or moves counts as outside the project)."""
     matching = [r for r in rules if _matches(r, question, agent, open_for_s)]
     if not matching:
         return None
@@ -89,7 +94,7 @@ def decide(
     if question.kind == "permission" and not question.command and _runs_commands(question.tool):
         return Decision(BUILTIN, None, "not approved: the command it would run could not be read"
                         f" (rule {rule.name!r} would have)", vetoed=rule.name)
-    why = destructive(question.command)
+    why = destructive(question.command, where=where)
     if why is not None:
         return Decision(BUILTIN, None, f"not approved: {why} ({BUILTIN}; rule {rule.name!r}"
                         " would have)", vetoed=rule.name)

@@ -31,6 +31,7 @@ from typing import Any
 
 from ..audit import AuditLog
 from ..config import AnswerRule
+from ..delivery.destructive import Where
 from ..delivery.policy import Decision, decide
 from ..detect.question import Question
 from ..errors import AgentwrapError
@@ -47,9 +48,11 @@ class AutoAnswer:
     def __init__(
         self, session: str, agent: str, rules: Sequence[AnswerRule], intake: AnswerIntake,
         answers: AnswerStore, audit: AuditLog, *, announce: Callable[[str], None] | None = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.monotonic, project: str = "",
     ) -> None:
         self.session = session
+        # the session's folder: the deny-list holds what deletes or moves outside it
+        self.where = Where.of(project) if project else None
         self.agent = agent
         self.rules = tuple(rules)
         self.intake = intake
@@ -85,7 +88,7 @@ class AutoAnswer:
             return False
         self._looked_at = self.clock()
         decision = decide(question, self.agent, self.rules,
-                          open_for_s=self._looked_at - self._opened_at)
+                          open_for_s=self._looked_at - self._opened_at, where=self.where)
         if decision is None:
             self._done = not self._timed  # a rule with after_s may match later
             return False

@@ -97,6 +97,7 @@ class HookQuestion:
     decision: str = ""  # "allow" | "deny" | PENDING | "" (left to the person)
     rule: str = ""
     reason: str = ""
+    cwd: str = ""  # the agent's directory (the payload's): the project, for the deny-list
 
     @property
     def id(self) -> str:
@@ -143,7 +144,9 @@ def from_payload(agent: str, event: str, payload: Mapping[str, Any],
     tool = ONE_TOOL.get(agent) or TOOL_NAMES.get(agent, {}).get(name, name)
     command = _command(tool_input)
     asked = Item(question=str(tool_input.get("description") or f"Allow {name}?")[:500])
-    return HookQuestion(agent, event, "permission", tool, name, command, (asked,), at, tool_input)
+    cwd = payload.get("cwd")
+    return HookQuestion(agent, event, "permission", tool, name, command, (asked,), at, tool_input,
+                        cwd=cwd if isinstance(cwd, str) else "")
 
 
 #: Gemini's confirmation ``details.type`` -> the tool its dialog names, and the field
@@ -247,9 +250,13 @@ def hook_decision(hq: HookQuestion, profile: str,
     "no"; any other option is left to the screen, where it can be picked."""
     if hq.kind != "permission" or not rules:
         return "", None
+    from ..delivery.destructive import Where
     from ..delivery.policy import decide
 
-    decision = decide(hq.question(), profile, rules)
+    # the command runs where the agent is (a "workdir" it names, from there)
+    workdir = hq.tool_input.get("workdir")
+    where = Where.of(hq.cwd, workdir if isinstance(workdir, str) else None) if hq.cwd else None
+    decision = decide(hq.question(), profile, rules, where=where)
     if decision is None or decision.answer is None:
         return "", decision
     if decision.answer.get("deny"):
