@@ -28,6 +28,7 @@ Example::
 
     [trust]                     # user config only: who may type raw (shells, send --raw)
     raw_sources = ["user"]
+    instruction_sources = ["user", "agent:lead"]  # typed as your own words, not quoted data
 
     [sources]                   # user config only: the only ids a source may send as
     webhook = ["github", "ci"]
@@ -119,9 +120,19 @@ class TrustConfig:
     ``.agentwrap.toml``: a cloned repository must not grant itself a shell."""
 
     raw_sources: tuple[str, ...] = ("user",)  # message sources; "user" = a local `send`
+    # Whose messages are typed as the person's own words rather than quoted
+    # as data: a source ("user": `send`, the dashboard, the API with your
+    # token) or one sender of it ("agent:lead", source:source_id). Everything
+    # else (webhooks, watchers, other agents) stays data the model weighs.
+    instruction_sources: tuple[str, ...] = ("user",)
     # projects (dirs, ~ allowed) whose [[feedback]] and [[schedule]] may run their
     # commands: a cloned repository's .agentwrap.toml must not run anything unasked
     feedback_projects: tuple[str, ...] = ()
+
+    def speaks_for_user(self, source: str, source_id: str) -> bool:
+        """Whether a message from ``source`` / ``source_id`` is the person's own words."""
+        return source in self.instruction_sources \
+            or f"{source}:{source_id}" in self.instruction_sources
 
 
 @dataclass(frozen=True)
@@ -295,6 +306,8 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                                   hint="quote it like a shell command line") from None
         if section == "trust":
             _check_sources(changes.get("raw_sources", ()), f"{dotted_section(where, section)}.raw_sources")
+            _check_sources(tuple(n.split(":", 1)[0] for n in changes.get("instruction_sources", ())),
+                           f"{dotted_section(where, section)}.instruction_sources")
         if section == "run" and changes.get("supervisor", "host") not in SUPERVISOR_MODES:
             raise ConfigError(
                 f"run.supervisor: must be one of {', '.join(SUPERVISOR_MODES)},"

@@ -59,6 +59,11 @@ class Kind(str, enum.Enum):
     """
 
     CONTENT = "content"  # what senders send: text for the agent, nothing more
+    # The person's own words (a source the user's config counts as theirs,
+    # ``[trust] instruction_sources``, "user" by default): typed as what the
+    # user says, not quoted as data. Sanitised and neutralised all the same.
+    # Only the application service creates it, from the sender's source.
+    INSTRUCTION = "instruction"
     # Typed as is, without the quoting block: a shell command, a REPL's input,
     # an agent's own command. Only the application service creates it, and
     # only for sources the user's config trusts with raw input.
@@ -89,6 +94,14 @@ class Status(str, enum.Enum):
 
 
 TERMINAL_STATUSES = frozenset(s for s in Status if s.terminal)
+
+#: What each kind of message is framed as, in words a person reads (history, the page).
+FRAMINGS = {
+    Kind.CONTENT: "quoted as data",
+    Kind.INSTRUCTION: "the user's own words",
+    Kind.COMMAND: "typed as is",
+    Kind.FALLBACK_NOTICE: "agentwrap's notice",
+}
 
 
 class Phase(str, enum.Enum):
@@ -145,6 +158,16 @@ class Message:
     phase: Phase | None
     next_attempt_at: float  # not tried again before this (backoff); created for new ones
     kind: Kind = Kind.CONTENT  # set by agentwrap only (enqueue(..., internal=True))
+
+    @property
+    def from_user(self) -> bool:
+        """The person's own words (see :attr:`Kind.INSTRUCTION`), not data."""
+        return self.kind is Kind.INSTRUCTION
+
+    @property
+    def framing(self) -> str:
+        """How the message reaches the agent, as ``history`` and the page say it."""
+        return FRAMINGS[self.kind]
 
     @property
     def label(self) -> str:

@@ -276,7 +276,10 @@ class Service:
                 hint="[sources] in ~/.config/agentwrap/config.toml lists the ids each source"
                 " may use",
             )
-        kind = Kind.CONTENT
+        # Whose words: the person's own (typed as theirs) or data from outside,
+        # decided here from the source and the user's own [trust] config only.
+        kind = Kind.INSTRUCTION if cfg.trust.speaks_for_user(str(new.source), new.source_id) \
+            else Kind.CONTENT
         if raw or profile.raw:
             trusted = cfg.trust
             what = "runs a shell: messages are commands there" if profile.shell else (

@@ -371,7 +371,7 @@ def test_cli_state_detection_recovers_after_a_flood(aw: AwEnv, outers: list[Oute
     res = aw.cli("send", "pr", "after the flood", "--wait", "--timeout", "60")
     assert res.returncode == 0, res.stderr
     got = aw.received()
-    assert len(got) == 1 and "[user] after the flood" in got[0]
+    assert len(got) == 1 and "\nafter the flood" in got[0]
     o.type(b"\x04")  # Ctrl-D on an empty box: the stand-in exits
     assert o.exit_status() == 0
     rec = aw.registry().get("pr")

@@ -74,7 +74,7 @@ def test_ack_path(aw: AwEnv) -> None:
 
     got = aw.received()
     assert len(got) == 1, got
-    assert "[user] please read the ACK path" in got[0]
+    assert "from the user, sent through agentwrap: their own words]\nplease read the ACK path" in got[0]
     (msg,) = history(aw).values()
     assert msg["status"] == "acknowledged"
     assert msg["attempts"] == 1
@@ -336,7 +336,7 @@ def test_control_sequences_never_reach_the_agent(aw: AwEnv) -> None:
     res = aw.cli("send", "sa", "-", "--wait", "--timeout", "60", input=nasty)
     assert res.returncode == 0, (res.stdout, res.stderr)
     (got,) = aw.received()
-    assert "[user] alpha red beta gamma delta eps zeta eta theta iota\nline2 ünïcödé 日本 🎉" in got
+    assert "\nalpha red beta gamma delta eps zeta eta theta iota\nline2 ünïcödé 日本 🎉" in got
     assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", got), repr(got)
     assert "EVILTITLE" not in got and "201~" not in got
     assert pane_title(aw) == title

@@ -107,7 +107,7 @@ def test_one_message_life_in_order(svc: Service) -> None:
     ]
     evs = svc.events(0, "fake", kinds=["message.retry", "message.queued"])
     assert [e.data.get("held") for e in evs] == [None, False, True]
-    assert evs[0].data == {"priority": "normal", "source": "user", "kind": "content"}
+    assert evs[0].data == {"priority": "normal", "source": "user", "kind": "instruction"}
     assert all(e.session == "fake" for e in evs)
 
 
@@ -219,7 +219,7 @@ def test_events_json_lines(aw: AwEnv, svc: Service) -> None:
     assert all(set(d) == {"id", "at", "session", "kind", "subject", "data"} for d in lines)
     assert [(d["kind"], d["subject"]) for d in lines] == [
         ("session.state", ""), ("message.queued", mid)]
-    assert lines[1]["data"] == {"priority": "normal", "source": "user", "kind": "content"}
+    assert lines[1]["data"] == {"priority": "normal", "source": "user", "kind": "instruction"}
     after = aw.cli("events", "--json", "--after", str(lines[0]["id"]), check=True)
     assert [json.loads(x)["kind"] for x in after.stdout.splitlines()] == ["message.queued"]
     people = aw.cli("events", "fake", check=True).stdout.splitlines()

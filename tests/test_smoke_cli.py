@@ -13,4 +13,4 @@ def test_send_reaches_agent_once_and_is_acknowledged(aw: AwEnv) -> None:
     assert res.stdout.startswith("acknowledged")
     got = aw.received()
     assert len(got) == 1
-    assert "[user] hello $(rm -rf /) Enter C-c" in got[0]
+    assert "\nhello $(rm -rf /) Enter C-c" in got[0]

@@ -35,7 +35,7 @@ from .framing import new_token, render
 
 #: What a reader that is handed text (not a terminal) may take: a COMMAND is
 #: meant to be typed, and a fallback notice is the supervisor's to deliver.
-CONSUMABLE_KINDS = frozenset({Kind.CONTENT})
+CONSUMABLE_KINDS = frozenset({Kind.CONTENT, Kind.INSTRUCTION})
 #: Most messages one hand-over (or one look at the queue for it) takes.
 MAX_TAKE = 50
 _DUMMY_TOKEN = "0" * 8  # a token's length, to measure a block before the claim

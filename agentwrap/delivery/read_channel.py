@@ -99,12 +99,12 @@ from ..audit import AuditLog
 from ..config import Config, DeliveryConfig
 from ..detect.profiles import Profile
 from ..detect.states import State
-from ..message import Attempt, Kind, Message, Status
+from ..message import Attempt, Message, Status
 from ..paths import Paths, write_private
 from ..queue.sqlite import SQLiteMessageStore
 from ..queue.store import MessageStore
 from .framing import new_token
-from .handover import ack_rule, compose
+from .handover import CONSUMABLE_KINDS, ack_rule, compose
 from .seams import Driver, SessionInfo
 
 log = logging.getLogger("agentwrap.delivery.read_file")
@@ -329,7 +329,7 @@ class ReadFileChannel:
 
     def _write_next(self, now: float) -> None:
         due: list[Message] = []
-        for m in self.store.peek(self.session, now, kinds=(Kind.CONTENT,), due=True, limit=50):
+        for m in self.store.peek(self.session, now, kinds=CONSUMABLE_KINDS, due=True, limit=50):
             if m.id in self._tried:  # a claim takes messages in order: stop before it
                 break
             due.append(m)
@@ -344,11 +344,11 @@ class ReadFileChannel:
         token = new_token()
         batch = self.store.claim_batch(
             self.session, token, sum(len(m.content.encode("utf-8")) for m in head),
-            now, kinds=(Kind.CONTENT,), limit=fit,
+            now, kinds=CONSUMABLE_KINDS, limit=fit,
         )
         if not batch:
             return
-        left = len(self.store.peek(self.session, now, kinds=(Kind.CONTENT,), limit=50))
+        left = len(self.store.peek(self.session, now, kinds=CONSUMABLE_KINDS, limit=50))
         text = self._compose(batch, token, left)
         self._batch = _Batch(token, [m.id for m in batch], now, min(m.expires for m in batch))
         self._idle_since = None
@@ -509,7 +509,7 @@ class ReadFileChannel:
             return
         b.ids = [m.id for m in rest]
         b.expires = min(m.expires for m in rest)
-        left = len(self.store.peek(self.session, now, kinds=(Kind.CONTENT,), limit=50))
+        left = len(self.store.peek(self.session, now, kinds=CONSUMABLE_KINDS, limit=50))
         self._replace(self._compose(rest, b.token, left))
 
     def _in_flight(self, token: str) -> list[Message]:

@@ -49,7 +49,7 @@ RESERVED_PRIORITIES = frozenset({Priority.STARTUP})  # ahead of all, never evict
 
 # Kinds a caller may enqueue without ``internal=True``. A COMMAND is still a
 # privilege: the application service grants it by the session's trust policy.
-SENDER_KINDS = frozenset({Kind.CONTENT, Kind.COMMAND})
+SENDER_KINDS = frozenset({Kind.CONTENT, Kind.INSTRUCTION, Kind.COMMAND})
 
 
 def _validate(new: NewMessage, limits: QueueLimits, kind: Kind, internal: bool) -> _Checked:

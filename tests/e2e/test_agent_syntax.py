@@ -69,8 +69,7 @@ def expected_lines(agent: str, marker: str) -> list[str]:
         ]
     elif agent == "codex":  # '$name' anywhere
         lines[8] = f"＄{SKILL} and ＄HOME"
-    lines[0] = f"[user] {lines[0]}"
-    return lines
+    return lines  # the person's own words: no [source] label, neutralised all the same
 
 
 def plant(s: AgentSession, secret: str, skill_secret: str) -> None:

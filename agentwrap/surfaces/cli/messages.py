@@ -42,6 +42,7 @@ def _message_json(m: Message) -> dict[str, Any]:
     data = asdict(m)
     for key in ("source", "priority", "status", "phase"):
         data[key] = str(data[key]) if data[key] is not None else None
+    data["framing"] = m.framing
     return data
 
 
@@ -148,7 +149,7 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
 
 QUEUE_HEADERS = ("ID", "PRIORITY", "SOURCE", "AGE", "EXPIRES", "TRIES", "WAITING BECAUSE", "CONTENT")
-HISTORY_HEADERS = ("ID", "SESSION", "STATUS", "TRIES", "CHANNEL", "TOOK", "SOURCE", "DETAIL")
+HISTORY_HEADERS = ("ID", "SESSION", "STATUS", "TRIES", "CHANNEL", "TOOK", "SOURCE", "AS", "DETAIL")
 
 
 def queue_row(m: Message, waiting_because: str, now: float) -> list[str]:
@@ -163,7 +164,7 @@ def history_row(m: Message, channel: str) -> list[str]:
     took = f"{m.finished - m.created:.1f}s" if m.finished else "-"
     return [
         m.id[:8], m.session, str(m.status), str(m.attempts), channel, took, m.label,
-        " ".join(m.detail.split()),
+        m.framing, " ".join(m.detail.split()),
     ]
 
 

@@ -116,6 +116,8 @@ class MessageOut(_Out):
     requireAck: bool | None
     metadata: dict[str, Any]
     kind: str
+    framing: str = Field(description="how it reaches the agent: \"the user's own words\","
+                         " \"quoted as data\", \"typed as is\" or \"agentwrap's notice\"")
 
 
 class MessageDetail(MessageOut):

@@ -64,7 +64,7 @@ def message_out(msg: Message) -> dict[str, Any]:
         finished=msg.finished, attempts=msg.attempts,
         phase=str(msg.phase) if msg.phase else None, correlationId=msg.correlation_id,
         idempotencyKey=msg.idempotency_key, depth=msg.depth, requireAck=msg.require_ack,
-        metadata=msg.metadata, kind=str(msg.kind),
+        metadata=msg.metadata, kind=str(msg.kind), framing=msg.framing,
     )
 
 
