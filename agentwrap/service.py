@@ -430,13 +430,19 @@ class Service:
         ``at_start``: a SessionStart hook's context, which reaches the model
         with the session's first prompt (the agent does not start a turn for
         it): the batch stays in flight (never typed) until :meth:`first_turn`
-        records it delivered, or the session's end fails it."""
+        records it delivered, or the session's end fails it. Only start-up
+        context rides there (``run --context`` files, priority ``startup``):
+        a message someone sent for the agent to act on must start a turn of
+        its own, so it waits for the supervisor to type it once the agent is
+        ready; with nobody at the keyboard there may never be a first prompt
+        (issue 25)."""
         _check_channel(channel)
         rec = self.registry.get(session)
         if rec.ended is not None:
             return ""
         got = handover.claim(self.store, session, channel=channel, limit_chars=limit_chars,
-                             ack_for=self._ack_rule(rec), log=log)
+                             ack_for=self._ack_rule(rec), log=log,
+                             priorities=(Priority.STARTUP,) if at_start else None)
         if got is None:
             return ""
         if at_start:

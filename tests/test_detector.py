@@ -87,3 +87,34 @@ def test_aider_prompt_below_its_list_of_files_in_the_chat(tmp_path: object) -> N
     det.update(reply)
     clock.t += 5.0
     assert det.update(reply).state is not State.DRAFT
+
+
+def test_ready_waits_for_the_agents_own_start_up(tmp_path: object) -> None:
+    """Gemini draws its prompt before its SessionStart hook has run: a
+    message sent on that first `ready` raced the hook (issue 25). Until the
+    start-up is complete the ready screen reads `starting`, saying why; once
+    it is, ready as before, and the gate is never asked again."""
+    clock = Clock()
+    pending = ["its SessionStart hook has not run yet"]
+    asked = []
+
+    def start_pending() -> str | None:
+        asked.append(1)
+        return pending[0] if pending else None
+
+    det = Detector(_profile("generic", tmp_path), clock=clock,  # type: ignore[arg-type]
+                   start_pending=start_pending)
+    snap = Snapshot.from_text("out\n> \n", cols=80, rows=5)
+    det.update(snap)
+    clock.t += 1.0
+    reading = det.update(snap)
+    assert reading.state is State.STARTING, reading
+    assert reading.reason.endswith("but its SessionStart hook has not run yet")
+    pending.clear()
+    assert det.update(snap).state is State.READY
+    calls = len(asked)
+    det.update(Snapshot.from_text("out\nmore\n> \n", cols=80, rows=5))
+    clock.t += 1.0
+    assert det.update(snap).state in (State.BUSY, State.READY)
+    clock.t += 1.0
+    assert det.update(snap).state is State.READY and len(asked) == calls

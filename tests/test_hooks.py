@@ -56,6 +56,14 @@ def send(svc: Service, content: str, prio: Priority = Priority.NORMAL, **kw: Any
                                source_id="ci", priority=prio, **kw)).message.id
 
 
+def startup(svc: Service, content: str, **kw: Any) -> str:
+    """Start-up context, as `run --context FILE` queues it (agentwrap's own)."""
+    msg, _ = svc.store.enqueue(NewMessage(
+        session="fake", content=content, source=Source.SYSTEM, source_id="context:notes.md",
+        priority=Priority.STARTUP, **kw), internal=True)
+    return msg.id
+
+
 def context_of(out: str, event: str) -> str:
     """The additionalContext of a hook's answer, checking the exact shape."""
     answer = json.loads(out)
@@ -84,13 +92,9 @@ def test_every_captured_event(aw: AwEnv, svc: Service, agent: str, path: Path) -
     mid = send(svc, "CI failed on main")
     todo = action(agent, event, payload(path))
     out = handle(agent, event, raw, env_of(aw))
-    if event == "SessionStart":  # handed now, delivered with the first prompt
-        assert "[webhook:ci] CI failed on main" in context_of(out, event)
-        entry = svc.message(mid)
-        assert entry.message.status is Status.DELIVERING
-        assert (entry.channel, entry.attempts[-1].outcome) == ("hook", "handed")
-        assert svc.first_turn("fake", "hook") == [mid]
-        assert svc.get(mid).status is Status.DELIVERED
+    if event == "SessionStart":  # start-up context only; a message waits to start a turn
+        assert out == ""
+        assert svc.get(mid).status is Status.PENDING
         return
     if todo == CONTEXT:
         text = context_of(out, event)
@@ -311,39 +315,42 @@ def test_hook_start_up_imports_only_what_it_uses(aw: AwEnv, svc: Service, agent:
 
 
 @pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
-def test_session_start_hands_the_queue_over_until_the_first_turn(
+def test_session_start_hands_the_startup_context_over_until_the_first_turn(
         aw: AwEnv, svc: Service, agent: str) -> None:
-    """What is queued when the agent starts goes into its SessionStart context
-    (the model reads it with the first prompt), is never typed meanwhile, and
-    is delivered when the first prompt is submitted (each agent's own prompt
-    event); an ACK in the reply to that prompt acknowledges it."""
-    low = send(svc, "notes from the CI", Priority.LOW)
-    high = send(svc, "main is red", Priority.HIGH, require_ack=True)
+    """Start-up context (`run --context`) queued when the agent starts goes
+    into its SessionStart context (the model reads it with the first prompt),
+    is never typed meanwhile, and is delivered when the first prompt is
+    submitted (each agent's own prompt event); an ACK in the reply to that
+    prompt acknowledges it. A message someone sent is not taken: it must
+    start a turn of its own, typed once the agent is ready, since with nobody
+    at the keyboard no first prompt may ever come (issue 25)."""
+    sent = send(svc, "main is red", Priority.HIGH, require_ack=True)
+    notes = startup(svc, "the plan: fix the parser first", require_ack=True)
     start = FIXTURES / agent / "SessionStart.json"
     text = context_of(handle(agent, "SessionStart", start.read_bytes(), env_of(aw)),
                       "SessionStart")
-    assert text.index("main is red") < text.index("notes from the CI")
+    assert "the plan: fix the parser first" in text and "main is red" not in text
     assert 'Reply "ACK' in text
-    view = svc.peek("fake")
-    assert [w.message.id for w in view.entries] == [high, low]
-    assert all(w.waiting_because.startswith("handed at the session start") for w in view.entries)
+    view = {w.message.id: w for w in svc.peek("fake").entries}
+    assert view[notes].waiting_because.startswith("handed at the session start")
+    assert svc.get(sent).status is Status.PENDING and svc.get(sent).attempts == 0
     again = handle(agent, "SessionStart", start.read_bytes(), env_of(aw))
     assert again == ""  # nothing handed twice (a second start hands only what is new)
     prompt_event = "BeforeAgent" if agent == "gemini" else "UserPromptSubmit"
     assert handle(agent, prompt_event, (FIXTURES / agent / f"{prompt_event}.json").read_bytes(),
                   env_of(aw)) == ""
-    for mid in (high, low):
-        entry = svc.message(mid)
-        assert entry.message.status is Status.DELIVERED and entry.channel == "hook"
-        assert [a.outcome for a in entry.attempts] == ["delivered"]  # the handed one, ended
-        assert entry.attempts[0].evidence == "went to the model in the session's first turn"
+    entry = svc.message(notes)
+    assert entry.message.status is Status.DELIVERED and entry.channel == "hook"
+    assert [a.outcome for a in entry.attempts] == ["delivered"]  # the handed one, ended
+    assert entry.attempts[0].evidence == "went to the model in the session's first turn"
     assert not aw.paths.started_batches("fake").exists()
-    token = svc.get(high).batch_id
+    assert svc.get(sent).status is Status.PENDING
+    token = svc.get(notes).batch_id
     end = "AfterAgent" if agent == "gemini" else "Stop"
     reply = payload(FIXTURES / agent / f"{end}.json")
     reply["prompt_response" if agent == "gemini" else "last_assistant_message"] = f"ACK {token}"
     handle(agent, end, json.dumps(reply).encode(), env_of(aw))
-    assert svc.get(high).status is Status.ACKNOWLEDGED
+    assert svc.get(notes).status is Status.ACKNOWLEDGED
 
 
 @pytest.mark.parametrize("source", ["resume", "clear", "compact"])
@@ -365,7 +372,7 @@ def test_what_the_start_handed_is_never_typed_and_fails_at_the_end(
     from agentwrap.detect.profiles import load_profile
     from agentwrap.sessions.lifecycle import _foreign_batches
 
-    mid = send(svc, "never prompted")
+    mid = startup(svc, "never prompted")
     start = (FIXTURES / "claude" / "SessionStart.json").read_bytes()
     assert "never prompted" in handle("claude", "SessionStart", start, env_of(aw))
     rec = svc.state("fake")

@@ -263,7 +263,7 @@ class DeliveryEngine:
         if reading.state is State.UNKNOWN:
             return f"agent state unknown ({reading.reason})"
         if self.awaits_start_hook():
-            return "waiting for the agent's SessionStart hook (it hands the queue over)"
+            return "waiting for the agent's start-up (its SessionStart hook has not run yet)"
         if reading.state is State.DRAFT or sup.detector.draft:
             return "draft in input box"
         idle = sup.term.user_idle_s()

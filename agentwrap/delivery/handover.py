@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..audit import AuditLog
 from ..detect.neutralise import SyntaxSpec
-from ..message import Attempt, Kind, Message, Source, Status
+from ..message import Attempt, Kind, Message, Priority, Source, Status
 from ..paths import private_dir, write_private
 from ..queue.store import MessageStore
 from .framing import new_token, render
@@ -99,14 +99,15 @@ class Claimed:
 def take(
     store: MessageStore, session: str, *, channel: str, max_bytes: int,
     sources: Collection[Source] | None = None, contains: str | None = None,
-    limit: int | None = None,
+    limit: int | None = None, priorities: Collection[Priority] | None = None,
 ) -> Claimed | None:
     """Claim the due content messages that fit in ``max_bytes`` (at least one),
     highest priority first; None when none is due."""
     token = new_token()
     now = time.time()
     batch = store.claim_batch(session, token, max_bytes, now, kinds=CONSUMABLE_KINDS,
-                              sources=sources, contains=contains, limit=limit)
+                              sources=sources, contains=contains, limit=limit,
+                              priorities=priorities)
     if not batch:
         return None
     return Claimed(store, session, channel, token, tuple(batch), "", 0, now)
@@ -114,14 +115,16 @@ def take(
 
 def claim(
     store: MessageStore, session: str, *, channel: str, limit_chars: int, ack_for: AckRule,
-    log: Callable[[str], None] = lambda _: None,
+    log: Callable[[str], None] = lambda _: None, priorities: Collection[Priority] | None = None,
 ) -> Claimed | None:
     """Claim the session's due messages whose framed block fits in
     ``limit_chars`` and frame them as the typed block does (quoted,
     ``[source:sourceId]``, the batch token, the ACK request when asked), plus
     how many still wait. None when none is due, or when the first alone is too
-    long: that one stays queued for typing."""
-    waiting = store.peek(session, kinds=CONSUMABLE_KINDS, due=True, limit=MAX_TAKE)
+    long: that one stays queued for typing. ``priorities``: only messages of
+    these (a SessionStart hook takes the start-up context alone)."""
+    waiting = store.peek(session, kinds=CONSUMABLE_KINDS, due=True, limit=MAX_TAKE,
+                         priorities=priorities)
     if not waiting:
         return None
     fit = 0
@@ -135,7 +138,8 @@ def claim(
             " left queued")
         return None
     max_bytes = sum(len(m.content.encode("utf-8")) for m in waiting[:fit])
-    got = take(store, session, channel=channel, max_bytes=max_bytes, limit=fit)
+    got = take(store, session, channel=channel, max_bytes=max_bytes, limit=fit,
+               priorities=priorities)
     if got is None:
         return None
     batch = list(got.messages)

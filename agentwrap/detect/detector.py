@@ -135,9 +135,15 @@ class Detector:
         clock: Callable[[], float] = time.monotonic,
         hooks: HookSource | None = None,
         questions: QuestionSource | None = None,
+        start_pending: Callable[[], str | None] | None = None,
     ) -> None:
         self.profile = profile
         self.questions = questions
+        # Why the agent's own start-up is not complete yet (its SessionStart
+        # hook has not run: Gemini draws its prompt before it), or None: a
+        # screen that looks ready is only ``starting`` till then, since what
+        # is sent meanwhile would race the hook (issue 25).
+        self.start_pending = start_pending
         self.structured = structured
         self.hooks = hooks
         self.clock = clock
@@ -292,6 +298,10 @@ class Detector:
         now: float | None = None,
     ) -> Reading:
         now = self.clock() if now is None else now
+        if state is State.READY and not self._seen_ready and self.start_pending is not None:
+            pending = self.start_pending()
+            if pending is not None:
+                state, reason = State.STARTING, f"{reason}, but {pending}"
         if state in (State.READY, State.DRAFT):
             self._seen_ready = True
         self.evidence = evidence or ""

@@ -412,6 +412,7 @@ class SQLiteMessageStore:
         self, session: str, now: float | None = None, *, kinds: Collection[Kind] | None = None,
         sources: Collection[Source] | None = None, contains: str | None = None,
         due: bool = False, limit: int | None = None,
+        priorities: Collection[Priority] | None = None,
     ) -> list[Message]:
         """Pending, unexpired messages in delivery order; changes nothing.
 
@@ -424,7 +425,7 @@ class SQLiteMessageStore:
         if due:
             where += " AND next_attempt_at <= ?"
             params.append(t)
-        extra, extra_params = _selection(kinds, sources, contains)
+        extra, extra_params = _selection(kinds, sources, contains, priorities)
         where += extra
         params += extra_params
         rows = self._read(
@@ -501,6 +502,7 @@ class SQLiteMessageStore:
         self, session: str, batch_id: str, max_bytes: int, now: float | None = None,
         *, kinds: Collection[Kind] | None = None, sources: Collection[Source] | None = None,
         contains: str | None = None, limit: int | None = None,
+        priorities: Collection[Priority] | None = None,
     ) -> list[Message]:
         """Atomically take the due messages that fit in ``max_bytes``, in delivery order.
 
@@ -510,15 +512,17 @@ class SQLiteMessageStore:
         ``kinds``: only messages of these kinds are considered (a reader that
         is handed text, not a terminal, never takes a COMMAND meant to be typed).
         ``sources``, ``contains`` (text in the content or the ``source:source_id``
-        label, ASCII letters in any case) and ``limit`` (most messages) narrow
-        what a reader that asked for them takes; the rest stays queued.
+        label, ASCII letters in any case), ``priorities`` (only these: a
+        SessionStart hook takes only start-up context) and ``limit`` (most
+        messages) narrow what a reader that asked for them takes; the rest
+        stays queued.
         """
         if not batch_id:
             raise ValueError("batch_id must not be empty")
         with self._write() as conn:
             t = self._now(now)
             self._expire(conn, t, session)
-            extra, extra_params = _selection(kinds, sources, contains)
+            extra, extra_params = _selection(kinds, sources, contains, priorities)
             rows = conn.execute(
                 f"SELECT id, content_bytes, kind FROM messages WHERE session = ? AND status = ?"
                 f" AND next_attempt_at <= ? AND +expires > ?{extra} ORDER BY {_ORDER}"
@@ -880,7 +884,8 @@ def _count_pending(conn: sqlite3.Connection, session: str | None) -> int:
 
 
 def _selection(
-    kinds: Collection[Kind] | None, sources: Collection[Source] | None, contains: str | None
+    kinds: Collection[Kind] | None, sources: Collection[Source] | None, contains: str | None,
+    priorities: Collection[Priority] | None = None,
 ) -> tuple[str, list[Any]]:
     """SQL (`` AND ...``) and parameters narrowing a session's queue, for
     :meth:`SQLiteMessageStore.claim_batch` and :meth:`SQLiteMessageStore.peek`.
@@ -888,13 +893,18 @@ def _selection(
     ``contains`` is looked for in the content and in the ``source:source_id``
     label; SQLite's ``lower`` folds ASCII letters only, on both sides alike.
     """
-    sql, params = "", []
+    sql = ""
+    params: list[Any] = []
     for column, values in (("kind", kinds), ("source", sources)):
         if values is not None:
             only = sorted(str(Kind(v).value if column == "kind" else Source(v).value)
                           for v in values)
             sql += f" AND {column} IN ({','.join('?' * len(only))})"
             params += only
+    if priorities is not None:
+        levels = sorted(int(Priority(p)) for p in priorities)
+        sql += f" AND priority IN ({','.join('?' * len(levels))})"
+        params += levels
     if contains:
         sql += (" AND (instr(lower(content), lower(?)) > 0"
                 " OR instr(lower(source || ':' || source_id), lower(?)) > 0)")

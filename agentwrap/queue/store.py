@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..events import Event
-from ..message import Attempt, Kind, Message, NewMessage, Phase, Source, Status
+from ..message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,13 @@ class MessageStore(Protocol):
         self, session: str, now: float | None = None, *, kinds: Collection[Kind] | None = None,
         sources: Collection[Source] | None = None, contains: str | None = None,
         due: bool = False, limit: int | None = None,
+        priorities: Collection[Priority] | None = None,
     ) -> list[Message]: ...
     def claim_batch(
         self, session: str, batch_id: str, max_bytes: int, now: float | None = None,
         *, kinds: Collection[Kind] | None = None, sources: Collection[Source] | None = None,
         contains: str | None = None, limit: int | None = None,
+        priorities: Collection[Priority] | None = None,
     ) -> list[Message]: ...
     def set_phase(self, batch_id: str, phase: Phase) -> list[Message]: ...
     def in_flight(self, session: str) -> list[Message]: ...

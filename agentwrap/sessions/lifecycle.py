@@ -240,18 +240,23 @@ def build_supervisor(
     from ..delivery.engine import DeliveryEngine
 
     hooks = questions = None
+    start_hook: Callable[[], bool] | None = None
     if "hooks" in (rec.options.get("channels") or ()):
+        from .handover import awaits_start_hook
         from .hook_questions import HookQuestions
         from .signals import HookSignals
 
         hooks = HookSignals(paths, rec.name, since=rec.started)
         questions = HookQuestions(paths, rec.name, since=rec.started)
+        if profile.channels.session_start_at_launch:
+            start_hook = awaits_start_hook(paths, rec.name, rec.started)
     sup = Supervisor(
         rec.name, term, profile, paths, registry,
         structured=structured_source(profile.structured, env, term.agent_pid),
         hooks=hooks, hook_questions=questions,
         trust_folder=bool(rec.options.get("trust_folder")),
         timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
+        start_pending=_start_pending(start_hook),
     )
     sup.delivery = engine = DeliveryEngine.for_session(paths, cfg, profile, rec)
     held: Callable[[], Collection[str]] | None = None
@@ -263,11 +268,11 @@ def build_supervisor(
         sup.read_channel = reader
         held = reader.batches
     engine.foreign_batches = _foreign_batches(paths, rec.name, held)
+    if start_hook is not None:
+        engine.awaits_start_hook = start_hook
     if hooks is not None:  # the hooks ask the supervisor for what to hand over (fast)
-        from .handover import HandoverServer, awaits_start_hook
+        from .handover import HandoverServer
 
-        if profile.channels.session_start_at_launch:
-            engine.awaits_start_hook = awaits_start_hook(paths, rec.name, rec.started)
         sup.handover = HandoverServer(paths, rec.name, engine.store, engine.audit,
                                       engine.ack_wording,
                                       log=logging.getLogger("agentwrap.handover").info)
@@ -277,6 +282,13 @@ def build_supervisor(
     _answer_sources(sup, paths, cfg, profile, registry, sup.answering.store)
     sup.continuity = _collector(paths, cfg, rec, hooks=hooks is not None)
     return sup
+
+
+def _start_pending(awaits: Callable[[], bool] | None) -> Callable[[], str | None] | None:
+    """Why the agent's start-up is not complete, for the detector (None: it is)."""
+    if awaits is None:
+        return None
+    return lambda: "its SessionStart hook has not run yet" if awaits() else None
 
 
 def _foreign_batches(paths: Paths, session: str,

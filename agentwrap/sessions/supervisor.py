@@ -135,13 +135,15 @@ class Supervisor:
         hook_questions: HookQuestions | None = None,
         trust_folder: bool = False,
         timing: Timing | None = None,
+        start_pending: Callable[[], str | None] | None = None,
     ) -> None:
         self.name = name
         self.term = term
         self.profile = profile
         self.paths = paths
         self.registry = registry
-        self.detector = Detector(profile, structured, hooks=hooks, questions=hook_questions)
+        self.detector = Detector(profile, structured, hooks=hooks, questions=hook_questions,
+                                 start_pending=start_pending)
         self.hook_questions = hook_questions  # the exact requests the agent's hook told
         self.trust_folder = trust_folder
         self.timing = timing or Timing()
