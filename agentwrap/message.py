@@ -9,6 +9,7 @@ can say what happened long after the fact.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,6 +186,31 @@ class Attempt:
     channel: str  # "tmux-paste" | "pty-paste" | "fallback-file" | "hook" | "mcp"
     outcome: str  # see delivery outcomes: submitted, acknowledged, no_window, ...
     evidence: str  # the screen lines / pattern that proved (or disproved) it
+
+
+#: The outcome of the attempt that ends a message ``delivered`` although the ACK
+#: asked of it never came (the agent exited while it was awaited, or the session
+#: ended): the typed mark senders are told by (:func:`acknowledged`), so no
+#: surface parses the detail's words.
+UNACKNOWLEDGED = "unacknowledged"
+
+
+def acknowledged(status: Status, attempts: Sequence[Attempt]) -> bool | None:
+    """Whether the ACK asked of a message came: True once acknowledged, False
+    for one delivered whose last attempt is :data:`UNACKNOWLEDGED`, None
+    otherwise (no ACK asked, not delivered, or an ACK that may still come:
+    one handed over through a hook, MCP or a read file is acknowledged later)."""
+    if status is Status.ACKNOWLEDGED:
+        return True
+    if status is Status.DELIVERED and attempts and attempts[-1].outcome == UNACKNOWLEDGED:
+        return False
+    return None
+
+
+def end_outcome(status: Status, attempts: Sequence[Attempt]) -> str:
+    """The end as a sender reads it: the status, but :data:`UNACKNOWLEDGED` for
+    a message delivered whose ACK never came (its status stays ``delivered``)."""
+    return UNACKNOWLEDGED if acknowledged(status, attempts) is False else status.value
 
 
 @dataclass(frozen=True)

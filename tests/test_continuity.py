@@ -273,6 +273,51 @@ def test_collector_reads_git_the_queue_the_audit_log_and_the_notes(tmp_path: Pat
     assert rec.end_state == "exited" and rec.exit_code == 0 and rec.ended
 
 
+def test_a_message_whose_ack_never_came_is_handed_over_as_such(tmp_path: Path) -> None:
+    """Issue 25.4: a message submitted with an ACK asked, then the agent died:
+    the next session hears of it as delivered but not acknowledged, neither as
+    read nor as still queued."""
+    from agentwrap.config import DeliveryConfig, load_config
+    from agentwrap.delivery.engine import DeliveryEngine
+    from agentwrap.detect.profiles import load_profile
+    from agentwrap.message import Phase
+    from agentwrap.sessions.lifecycle import _collector
+    from agentwrap.sessions.registry import SessionRecord
+
+    paths = _state(tmp_path)
+    proj = _git_project(tmp_path)
+    started = time.time()
+    begin(paths, ContinuityConfig(), "api", "generic", proj, started, None, [])
+    session = SessionRecord(name="api", profile="generic", backend="tmux", command=["x"],
+                            cwd=str(proj), started=started)
+    col = _collector(paths, load_config(paths), session, hooks=False)
+    assert col is not None
+    q = SQLiteMessageStore(paths.db_path)
+    engine = DeliveryEngine(q, DeliveryConfig(), load_profile("generic", paths), "api", proj,
+                            AuditLog(paths.audit_log))
+    try:
+        q.enqueue(NewMessage(session="api", content="plain, delivered", require_ack=False))
+        q.claim_batch("api", "b0", 10_000)
+        q.finish(Status.DELIVERED, "typed", batch_id="b0")
+        q.enqueue(NewMessage(session="api", content="deploy freeze at 5pm", require_ack=True))
+        q.claim_batch("api", "b1", 10_000)
+        q.set_phase("b1", Phase.SUBMITTED)  # typed and submitted: its ACK awaited
+        col.update("busy")
+        assert [m.preview for m in col.record.pending] == ["deploy freeze at 5pm"]
+        engine.abandon("session ended (agent exit code 137)")  # the agent died first
+    finally:
+        engine.close()
+    col.finish(137)
+    rec = ContinuityStore(paths).records(project_path(proj))[-1]
+    assert [m.preview for m in rec.unacknowledged] == ["deploy freeze at 5pm"]
+    assert [m.preview for m in rec.delivered] == ["plain, delivered"]
+    assert rec.pending == []
+    text = render(rec)
+    part = text[text.index("Delivered but not acknowledged"):]
+    assert '"deploy freeze at 5pm"' in part.split("\n- from")[1]
+    assert "Unread messages" not in text
+
+
 def test_changed_files_outside_git_is_unknown(tmp_path: Path) -> None:
     assert git_start(str(tmp_path))[0] == ""
     assert changed_files(str(tmp_path), "", set()) is None

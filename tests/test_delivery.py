@@ -528,7 +528,10 @@ def test_agent_killed_while_awaiting_ack_is_seen_and_the_message_counts_delivere
     write_config(aw, readiness_timeout_s=60, ack_timeout_s=60)
     aw.start_standin("sa", "--busy", "600", "--spin", "0.005", "--never-ack")
     aw.wait_state("sa", "ready")
-    mid = send(aw, "sa", "please acknowledge", "--ack")
+    # The sender asked for an ACK and waits for the end (issue 25.4).
+    waiting = send_async(aw, "sa", "please acknowledge", "--ack", "--wait", "--timeout", "120")
+    mid = wait_for(lambda: next((i for i, m in history(aw).items()
+                                 if m["content"] == "please acknowledge"), None), 30, "stored")
     wait_phase(aw, mid, ["submitted"])
     time.sleep(1.0)  # the flood runs while the ACK is awaited
     started = time.monotonic()
@@ -541,6 +544,12 @@ def test_agent_killed_while_awaiting_ack_is_seen_and_the_message_counts_delivere
     assert "not acknowledged" in final.detail
     assert rec.state == "exited"
     assert arrivals_of(aw, "please acknowledge") == 1
+    # ... but not acknowledged, and the sender can tell: exit 15, not 0
+    rc, data = popen_id(waiting)
+    assert rc == 15, data
+    assert (data["id"], data["status"], data["acknowledged"], data["outcome"]) == (
+        mid, "delivered", False, "unacknowledged")
+    assert history(aw)[mid]["attempt_log"][-1]["outcome"] == "unacknowledged"
 
 
 def test_stop_during_a_delivery_step_leaves_the_batch_to_resume(aw: AwEnv) -> None:

@@ -237,6 +237,51 @@ def test_wait_returns_the_state_at_the_deadline(aw: AwEnv, api: InProcess) -> No
     assert api.post("/api/sessions/fake/input?wait=-1", json=body("b")).status_code == 400
 
 
+def _submitted_then_ended(aw: AwEnv, token: str) -> None:
+    """What the supervisor records for the session's next message: claimed,
+    typed and submitted (its ACK awaited if asked), then the session ended."""
+    from agentwrap.config import load_config
+    from agentwrap.delivery.engine import DeliveryEngine
+    from agentwrap.detect.profiles import load_profile
+    from agentwrap.message import Phase
+
+    store, reg = aw.store(), aw.registry()
+    engine = DeliveryEngine.for_session(aw.paths, load_config(aw.paths),
+                                        load_profile("standin", aw.paths), reg.get("fake"))
+    try:
+        assert store.claim_batch("fake", token, 10_000)
+        store.set_phase(token, Phase.SUBMITTED)
+        engine.abandon("session ended (agent exit code 137)")
+    finally:
+        engine.close()
+        reg.close()
+        store.close()
+
+
+def test_a_delivery_whose_ack_never_came_says_so(aw: AwEnv, api: InProcess) -> None:
+    """Issue 25.4: a message submitted, its ACK awaited, then the session ended:
+    still status ``delivered`` (compatible), but ``acknowledged: false`` and
+    ``outcome: unacknowledged``, in the end state ``?wait`` returns and in GET."""
+    sent = body("deploy freeze", ack=True, idempotencyKey="k1")
+    r = api.post("/api/sessions/fake/input", json=sent)
+    mid = r.json()["id"]
+    assert (r.json()["acknowledged"], r.json()["outcome"]) == (None, "pending")
+    _submitted_then_ended(aw, "b1")
+    got = api.get(f"/api/messages/{mid}").json()
+    assert (got["status"], got["acknowledged"], got["outcome"]) == (
+        "delivered", False, "unacknowledged")
+    assert got["attemptLog"][-1]["outcome"] == "unacknowledged"
+    again = api.post("/api/sessions/fake/input?wait=5", json=sent).json()
+    assert (again["id"], again["status"], again["final"]) == (mid, "delivered", True)
+    assert (again["acknowledged"], again["outcome"]) == (False, "unacknowledged")
+    # one that asked no ACK is delivered plainly: neither acknowledged nor not
+    plain = api.post("/api/sessions/fake/input", json=body("no ack", ack=False)).json()["id"]
+    _submitted_then_ended(aw, "b2")
+    got = api.get(f"/api/messages/{plain}").json()
+    assert (got["status"], got["acknowledged"], got["outcome"]) == ("delivered", None, "delivered")
+    assert got["attemptLog"] == []
+
+
 # --- reading --------------------------------------------------------------------------------
 
 

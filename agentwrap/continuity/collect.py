@@ -10,7 +10,9 @@ is on disk before a kill -9), never per screen frame. Each update reads:
   transcript path;
 * git: files changed since the start (``git diff --name-only BASE`` plus new
   untracked files), one ``git`` run of a few milliseconds;
-* the queue: messages delivered in this session and still pending for it;
+* the queue: messages delivered in this session (apart: those delivered whose
+  ACK was asked and never came, :data:`~agentwrap.message.UNACKNOWLEDGED`) and
+  still pending for it;
 * the audit log's tail: checks run for the session (feedback sources) and
   their last results;
 * the screen, for the last reply, only when no hook reported one.
@@ -23,7 +25,7 @@ import logging
 import os
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,6 +130,8 @@ class Collector:
     store: ContinuityStore
     record: HandoffRecord
     messages: Callable[[], list[Message]] | None = None  # the session's, newest first
+    # of these delivered messages' ids, those whose ACK was asked and never came
+    unacknowledged: Callable[[Sequence[str]], Collection[str]] | None = None
     hooks: bool = False  # the agent reports its replies through hooks
     min_interval_s: float = 5.0
     # once, when the agent has been ready ready_grace_s: the session-start hook runs
@@ -148,7 +152,9 @@ class Collector:
         self.update(state, screen)
 
     def update(self, state: str, screen: Callable[[], str] | None = None, *,
-               queue: bool = True) -> None:
+               pending: bool = True) -> None:
+        """Rewrite the record from what is at hand now; ``pending``: read what
+        still waits too (else the pending list as last seen stays)."""
         rec = self.record
         rec.state = state
         rec.writer_pid = os.getpid()
@@ -156,8 +162,7 @@ class Collector:
         files = changed_files(rec.project, rec.git_base, set(rec.git_untracked))
         if files is not None:
             rec.files_changed = files[:200]
-        if queue:
-            self._from_queue(rec)
+        self._from_queue(rec, pending=pending)
         rec.checks = checks_from_audit(self.paths.audit_log, rec.session, rec.started)
         if not self.hooks and screen is not None and state == "ready":
             reply = screen_reply(screen())
@@ -179,9 +184,11 @@ class Collector:
     def finish(self, exit_code: int | None) -> None:
         """The agent exited: the record's last word. The queue as last seen running
         stays: its pending messages have just been given up with the session,
-        and they are what the next session should hear of."""
+        and they are what the next session should hear of. Only those the
+        session's end delivered leave it (a batch whose ACK was awaited ends
+        delivered, not acknowledged)."""
         rec = self.record
-        self.update(rec.state, queue=False)
+        self.update(rec.state, pending=False)
         rec.end_state, rec.exit_code, rec.ended = "exited", exit_code, time.time()
         self.save()
 
@@ -208,21 +215,27 @@ class Collector:
                                      at=float(t.get("at") or 0), ok=t.get("ok"))
                             for t in tools if isinstance(t, dict)])
 
-    def _from_queue(self, rec: HandoffRecord) -> None:
+    def _from_queue(self, rec: HandoffRecord, *, pending: bool = True) -> None:
         if self.messages is None:
             return
         try:
-            msgs = list(reversed(self.messages()))  # oldest first
+            msgs = [m for m in reversed(self.messages())  # oldest first
+                    if not m.source_id.startswith("continuity:")]
+            got = [m for m in msgs if m.updated >= rec.started and m.status in (
+                Status.DELIVERED, Status.ACKNOWLEDGED, Status.ESCALATED)]
+            unacked = set(self.unacknowledged(
+                [m.id for m in got if m.status is Status.DELIVERED])) \
+                if self.unacknowledged is not None else set()
         except (AgentwrapError, OSError) as exc:
             log.info("handoff record: queue not read: %s", exc)
             return
-        rec.pending = newest([_note(m) for m in msgs
-                              if m.status in (Status.PENDING, Status.DELIVERING)
-                              and not m.source_id.startswith("continuity:")])
-        rec.delivered = newest([_note(m) for m in msgs if m.updated >= rec.started
-                                and m.status in (Status.DELIVERED, Status.ACKNOWLEDGED,
-                                                 Status.ESCALATED)
-                                and not m.source_id.startswith("continuity:")])
+        if pending:
+            rec.pending = newest([_note(m) for m in msgs
+                                  if m.status in (Status.PENDING, Status.DELIVERING)])
+        ended = {m.id for m in got}
+        rec.pending = [n for n in rec.pending if n.id not in ended]
+        rec.delivered = newest([_note(m) for m in got if m.id not in unacked])
+        rec.unacknowledged = newest([_note(m) for m in got if m.id in unacked])
 
 
 def settle(rec: HandoffRecord, alive: Callable[[int], bool]) -> HandoffRecord:

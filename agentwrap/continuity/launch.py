@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,9 +127,11 @@ def enqueue_typed(paths: Paths, session: str, handoff: Handoff) -> str:
 
 
 def collector(paths: Paths, cfg: ContinuityConfig, session: str, cwd: Path, started: float,
-              messages: Callable[[], list[Message]] | None, hooks: bool) -> Collector | None:
+              messages: Callable[[], list[Message]] | None, hooks: bool,
+              unacknowledged: Callable[[Sequence[str]], Collection[str]] | None = None,
+              ) -> Collector | None:
     """The updater of the record ``begin`` wrote for this launch (None: there is none,
-    continuity being off for it)."""
+    continuity being off for it). ``unacknowledged``: see :class:`Collector`."""
     if not cfg.enabled:
         return None
     store = store_for(paths, cfg)
@@ -137,7 +139,8 @@ def collector(paths: Paths, cfg: ContinuityConfig, session: str, cwd: Path, star
     rec = next((r for r in reversed(store.records(probe.project)) if r.id == probe.id), None)
     if rec is None:
         return None
-    return Collector(paths, store, rec, messages=messages, hooks=hooks,
+    return Collector(paths, store, rec, messages=messages, unacknowledged=unacknowledged,
+                     hooks=hooks,
                      on_ready=lambda: type_if_not_handed(paths, store, session))
 
 

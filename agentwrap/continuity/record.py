@@ -77,6 +77,9 @@ class HandoffRecord:
     tools: list[ToolNote] = field(default_factory=list)
     checks: list[CheckNote] = field(default_factory=list)
     delivered: list[MessageNote] = field(default_factory=list)
+    # delivered with an ACK asked that never came (the agent exited first): it may
+    # not have read them, so the next session hears of them apart from ``delivered``
+    unacknowledged: list[MessageNote] = field(default_factory=list)
     pending: list[MessageNote] = field(default_factory=list)
     last_reply: str = ""
     reply_source: str = ""  # "hook" (the agent's own turn-end payload) or "screen"
@@ -93,7 +96,7 @@ class HandoffRecord:
     def substantial(self) -> bool:
         """Anything worth handing over (a session started and quit at once is not)."""
         return bool(self.goal or self.files_changed or self.tools or self.checks
-                    or self.delivered or self.pending or self.last_reply)
+                    or self.delivered or self.unacknowledged or self.pending or self.last_reply)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +108,8 @@ class HandoffRecord:
         args["tools"] = [_item(ToolNote, t) for t in data.get("tools") or []]
         args["checks"] = [_item(CheckNote, c) for c in data.get("checks") or []]
         args["delivered"] = [_item(MessageNote, m) for m in data.get("delivered") or []]
+        args["unacknowledged"] = [_item(MessageNote, m)
+                                  for m in data.get("unacknowledged") or []]
         args["pending"] = [_item(MessageNote, m) for m in data.get("pending") or []]
         args["files_changed"] = [str(f) for f in data.get("files_changed") or []]
         args["git_untracked"] = [str(f) for f in data.get("git_untracked") or []]

@@ -108,6 +108,11 @@ def sections(rec: HandoffRecord, limits: dict[str, int]) -> list[tuple[str, list
         out.append((f"Unread messages ({len(rec.pending)} still queued when it ended):",
                     [f"- from {q(m.source, 60)}: {q(m.preview, limits['message'])}"
                      for m in rec.pending]))
+    if rec.unacknowledged:
+        out.append(("Delivered but not acknowledged (an ACK was asked; the session ended"
+                    " before it came, so it may not have read them):",
+                    [f"- from {q(m.source, 60)}: {q(m.preview, limits['message'])}"
+                     for m in rec.unacknowledged[-5:]]))
     if rec.delivered:
         out.append(("Messages it was given (newest last):",
                     [f"- from {q(m.source, 60)} ({m.status}): {q(m.preview, limits['message'])}"

@@ -8,6 +8,7 @@ screen alone.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 import uuid
@@ -286,8 +287,13 @@ def test_agent_killed_mid_delivery_ends_in_one_state(make_session: Make, agent_n
     s.start()
     s.wait_state("ready", timeout=90)
     marker = tag()
-    mid = s.send_id(f"[[delay: 30]] slow one {marker}", "--ack")
+    # The sender asks for an ACK and waits for the end (issue 25.4).
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "agentwrap", "send", s.name, f"[[delay: 30]] slow one {marker}",
+         "--ack", "--wait", "--timeout", "120", "--json"],
+        env=s.env, cwd=s.workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     s.wait_until(lambda: s.received_with(marker), 60, "the message at the model")
+    mid = next(m["id"] for m in s.history() if marker in m["content"])
     # agentwrap has seen the submission too (the model may hear of it first).
     s.wait_until(lambda: s.message(mid).get("phase") == "submitted", 30, "phase submitted")
     from agentwrap.terminal.proctree import kill_tree
@@ -306,6 +312,11 @@ def test_agent_killed_mid_delivery_ends_in_one_state(make_session: Make, agent_n
     assert msg["status"] == "delivered", msg
     assert "not acknowledged" in msg["detail"], msg
     assert len(s.received_with(marker)) == 1
+    # ... and the sender who asked for the ACK can tell it never came: exit 15, not 0
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 15, (waiting.returncode, out, err)
+    ended = json.loads(out)
+    assert (ended["id"], ended["acknowledged"], ended["outcome"]) == (mid, False, "unacknowledged")
 
 
 def test_pty_native_relay_delivers_then_exits_with_the_agents_code(

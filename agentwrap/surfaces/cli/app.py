@@ -72,7 +72,8 @@ Run `agentwrap doctor` when something does not work.
 
 
 EXIT_HELP = """\
-exit status with --wait: 0 delivered or acknowledged, 10 escalated to the
+exit status with --wait: 0 delivered or acknowledged, 15 delivered but the
+ACK asked for never came (the agent exited first), 10 escalated to the
 instruction file, 11 expired, 12 evicted, 13 cancelled, 14 failed, 124 timed
 out waiting (the message stays queued). Without --wait: 0 once stored.
 Refused before storing: 3 unknown or ended session, 4 idempotency key reused

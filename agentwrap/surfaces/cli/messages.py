@@ -3,7 +3,8 @@
 Each is an adapter over :class:`~agentwrap.service.Service`: parse, call,
 print. ``send`` has the service store the message and wake the supervisor and,
 with ``--wait``, waits on the event bus until the message ends, mapping its
-end state to the exit codes in ``EXIT_BY_STATUS``. ``queue`` shows why each
+end state to the exit codes in ``EXIT_BY_STATUS`` (``EXIT_UNACKNOWLEDGED`` for
+one delivered whose ACK was asked and never came). ``queue`` shows why each
 pending message waits; ``history`` and ``metrics`` what the store kept.
 """
 
@@ -21,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...errors import InvalidMessage
-from ...message import Message, NewMessage, Priority, Source, Status
+from ...message import Message, NewMessage, Priority, Source, Status, acknowledged, end_outcome
 from ...queue.sanitize import decode_utf8
 from ...service import Service
 from .common import _emit_json, _fmt_age, _service, err, out, render_rows
@@ -35,6 +36,9 @@ EXIT_BY_STATUS = {
     Status.CANCELLED: 13,
     Status.FAILED: 14,
 }
+#: Delivered, but the ACK asked of it never came (the agent exited first): a
+#: sender who asked for an ACK must not read it as acknowledged (0).
+EXIT_UNACKNOWLEDGED = 15
 EXIT_TIMEOUT = 124
 
 
@@ -104,11 +108,16 @@ def _send(svc: Service, args: argparse.Namespace) -> int:
     if final is None:
         err.print(f"still {svc.get(msg.id).status} after {args.timeout:.0f} s: {msg.id}")
         return EXIT_TIMEOUT
+    entry = svc.message(final.id)  # the message and its attempts read together
+    final, attempts = entry.message, entry.attempts
+    acked = acknowledged(final.status, attempts)
     if args.json:
-        _emit_json(_message_json(final))
+        _emit_json({**_message_json(final), "acknowledged": acked,
+                    "outcome": end_outcome(final.status, attempts)})
     else:
-        out.print(escape(f"{final.status}: {final.detail}"))
-    return EXIT_BY_STATUS.get(final.status, 1)
+        unacked = " (not acknowledged)" if acked is False else ""
+        out.print(escape(f"{final.status}{unacked}: {final.detail}"))
+    return EXIT_UNACKNOWLEDGED if acked is False else EXIT_BY_STATUS.get(final.status, 1)
 
 
 def _sent_line(msg: Message, created: bool) -> str:

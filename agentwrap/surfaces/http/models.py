@@ -65,6 +65,16 @@ class InputRequest(BaseModel):
     )
 
 
+ACKNOWLEDGED_DOC = (
+    "true once the agent acknowledged it; false when it was delivered but the ACK asked"
+    " for never came (the agent exited first: `send --wait` exits 15); null otherwise (no"
+    " ACK asked, not delivered, or one handed over through a hook, MCP or a read file whose"
+    " ACK may still come)")
+OUTCOME_DOC = (
+    "the end as a sender reads it: the status, except `unacknowledged` for a message"
+    " delivered whose ACK was asked and never came (its status stays `delivered`)")
+
+
 class Evicted(_Out):
     id: str
     source: str
@@ -83,6 +93,8 @@ class InputAccepted(_Out):
     status: str = Field(description="its status now (the end state after ?wait=)")
     detail: str = ""
     final: bool = Field(description="true once it reached an end state")
+    acknowledged: bool | None = Field(None, description=ACKNOWLEDGED_DOC)
+    outcome: str = Field(description=OUTCOME_DOC)
 
 
 class Attempt(_Out):
@@ -122,6 +134,8 @@ class MessageOut(_Out):
 
 class MessageDetail(MessageOut):
     attemptLog: list[Attempt] = Field(description="every attempt, with its evidence")
+    acknowledged: bool | None = Field(None, description=ACKNOWLEDGED_DOC)
+    outcome: str = Field(description=OUTCOME_DOC)
 
 
 class MessageList(_Out):

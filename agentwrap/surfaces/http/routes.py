@@ -17,7 +17,7 @@ from fastapi.responses import StreamingResponse
 
 from ... import __version__
 from ...errors import InvalidMessage, StaleAnswer
-from ...message import Message, NewMessage, Priority, Status
+from ...message import Message, NewMessage, Priority, Status, acknowledged, end_outcome
 from ...queue.store import QueueMetrics
 from ...service import HistoryEntry, Service, SessionRecord, Waiting
 from . import models as m
@@ -75,11 +75,13 @@ def queued_out(w: Waiting, now: float) -> m.QueuedInput:
 
 
 def detail_out(entry: HistoryEntry) -> m.MessageDetail:
+    status = entry.message.status
     return m.MessageDetail(**message_out(entry.message), attemptLog=[
         m.Attempt(number=a.number, batchId=a.batch_id, started=a.started, finished=a.finished,
                   channel=a.channel, outcome=a.outcome, evidence=a.evidence)
         for a in entry.attempts
-    ])
+    ], acknowledged=acknowledged(status, entry.attempts),
+        outcome=end_outcome(status, entry.attempts))
 
 
 def summary(rec: SessionRecord, pending: int) -> dict[str, Any]:
@@ -137,9 +139,15 @@ def post_input(
     evicted = _evicted_by(svc, msg.id, name, before) if sent.created else []
     if wait:
         msg = svc.wait_for_end_state(msg.id, wait) or svc.get(msg.id)
+    attempts = []
+    if msg.status.terminal:  # the message and its attempts read together
+        entry = svc.message(msg.id)
+        msg, attempts = entry.message, entry.attempts
     return m.InputAccepted(id=msg.id, created=sent.created, supervised=sent.supervised,
                            evicted=evicted or None, status=str(msg.status), detail=msg.detail,
-                           final=msg.status.terminal)
+                           final=msg.status.terminal,
+                           acknowledged=acknowledged(msg.status, attempts),
+                           outcome=end_outcome(msg.status, attempts))
 
 
 def _evicted_by(svc: Service, new_id: str, session: str, before: int) -> list[m.Evicted]:
