@@ -387,3 +387,16 @@ def test_what_the_start_handed_is_never_typed_and_fails_at_the_end(
     entry = svc.message(mid)
     assert entry.message.status is Status.FAILED
     assert [a.outcome for a in entry.attempts] == ["handed"]
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def test_session_start_marks_the_start_up_complete(aw: AwEnv, svc: Service, agent: str) -> None:
+    """The marker the supervisor waits on (typing and `ready`) is written even
+    where the launch has no folder of its own yet: Gemini's settings live
+    elsewhere, and its sessions used to wait out the whole bound (10 s)."""
+    import shutil
+
+    shutil.rmtree(aw.paths.session_started("fake").parent, ignore_errors=True)
+    start = FIXTURES / agent / "SessionStart.json"
+    assert handle(agent, "SessionStart", start.read_bytes(), env_of(aw)) == ""
+    assert aw.paths.session_started("fake").is_file()

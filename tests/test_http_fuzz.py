@@ -186,9 +186,12 @@ def assert_stored_messages_keep_the_rules(aw: AwEnv, limits: QueueLimits) -> int
         assert sanitize(content).text == content, f"{where}: stored content is not sanitized"
         assert row["source"] in senders, f"{where}: source {row['source']!r}"
         assert row["priority"] in {p.value for p in Priority} - {Priority.STARTUP.value}, where
-        assert row["kind"] in {Kind.CONTENT.value, Kind.COMMAND.value}, where
+        assert row["kind"] in {Kind.CONTENT.value, Kind.INSTRUCTION.value, Kind.COMMAND.value}, where
         if row["kind"] == Kind.COMMAND.value:  # raw only into a shell, only from "user"
             assert sessions[row["session"]] == "shell" and row["source"] == "user", where
+        # the person's own words only from the person's source (the default [trust])
+        assert (row["kind"] == Kind.INSTRUCTION.value) == (
+            row["source"] == "user" and sessions[row["session"]] != "shell"), where
         assert row["session"] in sessions and check_session_name(row["session"]), where
         ttl = row["expires"] - row["created"]
         assert math.isfinite(ttl) and 0 < ttl <= limits.max_ttl_s + 1e-6, f"{where}: ttl {ttl}"

@@ -47,7 +47,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ...paths import Paths, check_session_name, write_private
+from ...paths import Paths, check_session_name, private_dir, write_private
 from .protocol import (
     CONTEXT,
     EVENTS,
@@ -238,7 +238,8 @@ def _at_start(run: HookRun, used: int) -> str:
             text = service.hand_over(run.session, channel=CHANNEL, at_start=True, log=run.log,
                                      limit_chars=MAX_CONTEXT_CHARS - used - 2)
     seen = run.paths.session_started(run.session)  # after the claim: typing may go on now
-    if seen.parent.is_dir():
+    if run.paths.state_dir.is_dir():  # Gemini's launch has no files of its own there yet
+        private_dir(seen.parent, repair=True)
         write_private(seen, b"")
     run.log(f"session start ({run.payload.get('source')}):"
             f" {'queue handed over' if text else 'nothing queued to hand over'}")
