@@ -31,6 +31,9 @@ fi
 venv=${AGENTWRAP_VENV:-${XDG_DATA_HOME:-$HOME/.local/share}/agentwrap/venv}
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+# our distribution was called "agentwrap" before it became agentwrap-supervisor (that
+# name on PyPI is another project's): an old install in this venv goes first
+"$venv/bin/python" -m pip uninstall -y -q agentwrap >/dev/null 2>&1 || true
 "$venv/bin/python" -m pip install -q --disable-pip-version-check "$here"
 
 if [ "$(id -u)" -eq 0 ]; then bindir=/usr/local/bin; else bindir=$HOME/.local/bin; fi

@@ -23,6 +23,9 @@ fi
 
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+# our distribution was called "agentwrap" before it became agentwrap-supervisor (that
+# name on PyPI is another project's): an old install in this venv goes first
+.venv/bin/python -m pip uninstall -y -q agentwrap >/dev/null 2>&1 || true
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
 
 # The real agents: end-to-end tests fail (not skip) in CI when one is missing.

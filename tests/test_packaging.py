@@ -18,6 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILTINS = ("claude", "codex", "aider", "gemini", "generic")
+#: Our distribution's name: "agentwrap" on PyPI is an unrelated project's (issue 26).
+DIST_NAME = "agentwrap-supervisor"
+DIST_FILE_NAME = "agentwrap_supervisor"
 
 
 def build_wheel(dist: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,7 +55,7 @@ def built() -> Iterator[tuple[Path, Path]]:
         dist = tmp / "dist"
         res = build_wheel(dist)
         assert res.returncode == 0, res.stderr
-        wheels = list(dist.glob("agentwrap-*.whl"))
+        wheels = list(dist.glob(f"{DIST_FILE_NAME}-*.whl"))
         assert len(wheels) == 1, wheels
         target = tmp / "site"
         res = subprocess.run(
@@ -129,10 +132,28 @@ def test_without_a_compiler_the_wheel_is_pure_python() -> None:
         dist = tmp / "dist"
         res = build_wheel(dist, env={**os.environ, "AGENTWRAP_NO_NATIVE": "1"})
         assert res.returncode == 0, res.stderr
-        (wheel,) = dist.glob("agentwrap-*.whl")
+        (wheel,) = dist.glob(f"{DIST_FILE_NAME}-*.whl")
         assert wheel.name.endswith("-py3-none-any.whl")
         names = zipfile.ZipFile(wheel).namelist()
         assert "agentwrap/terminal/_native/relay.c" in names
         assert "agentwrap/terminal/_native/agentwrap-relay" not in names
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_the_distribution_is_ours_by_name_the_command_and_import_stay(
+        built: tuple[Path, Path]) -> None:
+    """`pip install agentwrap` would fetch someone else's code: the wheel is
+    named agentwrap-supervisor, installs the `agentwrap` command and package,
+    and the README says which name to ask pip for."""
+    wheel, _ = built
+    with zipfile.ZipFile(wheel) as zf:
+        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        head = zf.read(meta).decode()
+        entry = next(n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt"))
+        scripts = zf.read(entry).decode()
+    assert f"\nName: {DIST_NAME}\n" in head
+    assert "agentwrap = agentwrap.surfaces.cli.app:main" in scripts
+    assert any(n.startswith("agentwrap/") for n in zipfile.ZipFile(wheel).namelist())
+    readme = (ROOT / "README.md").read_text()
+    assert f"`{DIST_NAME}`" in readme and "pip install agentwrap " not in readme
