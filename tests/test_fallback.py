@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import stat
@@ -10,9 +11,16 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import AwEnv
+from support.delivery_kit import arrivals_of, audit_events, history, press, write_config
+from support.waiting import wait_for
 
+from agentwrap.audit import AuditLog
+from agentwrap.config import DeliveryConfig
+from agentwrap.delivery.engine import DeliveryEngine, Outcome
 from agentwrap.delivery.fallback import (
     BEGIN,
     END,
@@ -25,7 +33,10 @@ from agentwrap.delivery.fallback import (
     resolve_instruction_file,
     write_section,
 )
+from agentwrap.detect.profiles import load_profile
 from agentwrap.errors import FallbackError
+from agentwrap.message import Kind, Message, NewMessage, Source, Status
+from agentwrap.service import Service
 
 NOW = 1700000100.0  # 2023-11-14T22:15:00Z
 ENTRY = FallbackEntry("m-1", "[webhook:github]", 1700000000.0, "hello\nworld")
@@ -805,3 +816,146 @@ def test_notify_desktop_never_raises(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     assert notify_desktop("t", "b") is False
     assert notify_desktop("t\x00", "b") is False  # NUL cannot be passed to exec
+
+
+# --- the section stays until the agent has read it (issue 25.5) --------------------------------
+#
+# Real tmux, the scripted stand-in agent and the real CLI. The stand-in reads
+# AGENTS.md when it answers the notice, just before its reply (as an agent
+# opens its instruction file while it works), and logs what the file held.
+
+NOTICE = "Live delivery of"  # the start of every fallback notice
+MINE = b"# My project\r\n\r\nUser rule: keep tests fast.\r\n"  # CRLF: kept byte for byte
+
+
+def _reads(aw: AwEnv) -> list[str | None]:
+    path = Path(str(aw.log) + ".reads")
+    if not path.exists():
+        return []
+    return [json.loads(x)["read"] for x in path.read_text().splitlines() if x.strip()]
+
+
+def _escalate(aw: AwEnv, *standin: str, name: str = "sa") -> tuple[Path, dict[str, Any]]:
+    """A message the stand-in never acknowledges, escalated to AGENTS.md after
+    one attempt; returns the file and the message as `history` shows it."""
+    write_config(aw, fallback_after=1)
+    agents_md = aw.project / "AGENTS.md"
+    agents_md.write_bytes(MINE)
+    aw.start_standin(name, "--never-ack", "--busy", "1.0", "--read-file", str(agents_md),
+                     *standin)
+    aw.wait_state(name, "ready")
+    res = aw.cli("send", name, "deploy frozen until 5pm", "--source", "webhook", "--source-id",
+                 "ci", "--ack", "--wait", "--timeout", "60")
+    assert res.returncode == 10 and res.stdout.startswith("escalated"), (res.stdout, res.stderr)
+    msg = next(m for m in history(aw, name).values() if m["source"] == "webhook")
+    return agents_md, msg
+
+
+def _notice(aw: AwEnv, name: str = "sa") -> dict[str, Any]:
+    found: dict[str, Any] = wait_for(
+        lambda: next((x for x in history(aw, name).values() if x["source_id"] == "fallback"
+                      and x["status"] not in ("pending", "delivering")), None),
+        60, "the fallback notice to end",
+    )
+    return found
+
+
+def test_section_is_there_when_the_agent_reads_it_and_goes_after_its_ack(aw: AwEnv) -> None:
+    agents_md, msg = _escalate(aw, "--ack-on", NOTICE, "--read-on", NOTICE)
+    # what the agent read after the notice: the section, with the content
+    # (it was removed ~2 ms after the notice was typed, before issue 25.5)
+    wait_for(lambda: _reads(aw), 30, "the stand-in to read AGENTS.md")
+    (read,) = _reads(aw)
+    assert read is not None and "<!-- agentwrap:begin agentwrap" in read, read
+    assert "deploy frozen until 5pm" in read and f"id {msg['id']}" in read
+    notice = _notice(aw)
+    assert notice["status"] == "acknowledged", notice
+    token = notice["attempt_log"][-1]["batch_id"]
+    # the notice asked for the ACK that lets the section go
+    assert arrivals_of(aw, f'Reply "ACK {token}"') == 1
+    assert arrivals_of(aw, "stays in the file until you acknowledge this notice") == 1
+    # then removed, the user's bytes restored exactly, and the removal recorded
+    wait_for(lambda: agents_md.read_bytes() == MINE, 30, "the section to be removed")
+    got = history(aw)[msg["id"]]
+    assert got["status"] == "escalated"
+    last = got["attempt_log"][-1]
+    assert (last["channel"], last["outcome"], last["batch_id"]) == (
+        "fallback-file", "section_removed", token), last
+    assert last["evidence"] == f"section removed from AGENTS.md: read by the agent (ACK {token})"
+    (removed,) = [e for e in audit_events(aw) if e["event"] == "fallback_removed"]
+    assert removed["ids"] == [msg["id"]] and removed["batch"] == token
+
+
+def test_unacknowledged_notice_leaves_the_section_for_the_next_session(aw: AwEnv) -> None:
+    agents_md, msg = _escalate(aw, "--read-on", NOTICE)  # silent: never an ACK
+    # the agent read the section after the notice, and it is still there
+    wait_for(lambda: _reads(aw), 30, "the stand-in to read AGENTS.md")
+    (read,) = _reads(aw)
+    assert read is not None and "deploy frozen until 5pm" in read, read
+    notice = _notice(aw)
+    assert notice["status"] == "delivered", notice
+    assert "not acknowledged, the fallback section stays" in notice["detail"], notice
+    assert notice["attempt_log"][-1]["outcome"] == "unacknowledged", notice
+    kept = wait_for(lambda: [e for e in audit_events(aw) if e["event"] == "fallback_kept"],
+                    30, "the kept section to be recorded")
+    assert kept[0]["ids"] == [msg["id"]], kept
+    section = agents_md.read_bytes()
+    assert section.startswith(MINE) and b"deploy frozen until 5pm" in section
+    assert not [a for a in history(aw)[msg["id"]]["attempt_log"]
+                if a["outcome"] == "section_removed"]
+
+    # The session ends; the next one in the project (its agent reads the file
+    # at start-up) is asked to acknowledge the section, and its ACK removes it.
+    press(aw, "C-d")
+    wait_for(lambda: aw.registry().get("sa").ended is not None, 30, "the session to end")
+    assert agents_md.read_bytes() == section
+    aw.start_standin("sb", "--never-ack", "--ack-on", "could not be delivered live earlier")
+    wait_for(lambda: agents_md.read_bytes() == MINE, 60, "the section to be removed")
+    again = next(x for x in history(aw, "sb").values() if x["source_id"] == "fallback")
+    assert again["status"] == "acknowledged" and again["metadata"]["fallback_ids"] == [msg["id"]]
+    last = history(aw)[msg["id"]]["attempt_log"][-1]
+    assert last["outcome"] == "section_removed" and "read by the agent (ACK" in last["evidence"]
+
+
+def test_an_ack_removes_only_the_entries_its_notice_named(svc: Service, aw: AwEnv) -> None:
+    """A message escalated after the notice was queued keeps its entry: its
+    own notice is still to be read. (The engine on a real store; the typed
+    path to the ACK is the tests above.)"""
+    store = svc.store
+    agents_md = aw.project / "AGENTS.md"
+    agents_md.write_bytes(MINE)
+    engine = DeliveryEngine(store, DeliveryConfig(), load_profile("standin", aw.paths), "fake",
+                            aw.project, AuditLog(aw.paths.audit_log), lock_dir=aw.root / "locks")
+    ids = []
+    for n, text in enumerate(("first escalated", "second escalated")):
+        m, _ = store.enqueue(NewMessage(session="fake", content=text))
+        store.claim_batch("fake", f"b{n}", 10_000)
+        store.finish(Status.ESCALATED, "written", batch_id=f"b{n}")
+        engine._write_fallback("AGENTS.md", [store.get(m.id)])
+        ids.append(m.id)
+    assert read_section(aw.project, "AGENTS.md") == ids
+
+    def acked_notice(mid: str, token: str) -> Message:
+        n, _ = store.enqueue(NewMessage(session="fake", content="notice", source=Source.SYSTEM,
+                                        metadata={"fallback_ids": [mid]}),
+                             kind=Kind.FALLBACK_NOTICE, internal=True)
+        store.claim_batch("fake", token, 10_000)
+        store.finish(Status.ACKNOWLEDGED, f"acknowledged: ACK {token}", batch_id=token)
+        return store.get(n.id)
+
+    engine._after_success([acked_notice(ids[0], "0000aaaa")], "0000aaaa",
+                          Outcome(True, "acknowledged", "ACK 0000aaaa"))
+    assert read_section(aw.project, "AGENTS.md") == [ids[1]]
+    data = agents_md.read_bytes()
+    assert data.startswith(MINE) and b"second escalated" in data
+    assert b"first escalated" not in data
+    (removed,) = store.attempts(ids[0])[-1:]
+    assert (removed.channel, removed.outcome) == ("fallback-file", "section_removed")
+    assert removed.evidence.endswith("read by the agent (ACK 0000aaaa)")
+    assert [a.outcome for a in store.attempts(ids[1])] == []
+
+    # the second notice's ACK empties the section: the file is the user's again
+    engine._after_success([acked_notice(ids[1], "0000bbbb")], "0000bbbb",
+                          Outcome(True, "acknowledged", "ACK 0000bbbb"))
+    assert agents_md.read_bytes() == MINE
+    assert store.attempts(ids[1])[-1].outcome == "section_removed"

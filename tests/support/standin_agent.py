@@ -66,6 +66,12 @@ def main() -> int:
     ap.add_argument("--busy", type=float, default=0.3, help="seconds busy per message")
     ap.add_argument("--startup", type=float, default=0.2)
     ap.add_argument("--never-ack", action="store_true")
+    ap.add_argument("--ack-on", default="",
+                    help="a message containing this is acknowledged even with --never-ack")
+    ap.add_argument("--read-on", default="",
+                    help="before replying to a message containing this, read --read-file and"
+                    " log what it held to LOG.reads (as an agent opens its instruction file)")
+    ap.add_argument("--read-file", default="")
     ap.add_argument("--dialog-on", default="", help="a message containing this opens a dialog")
     ap.add_argument("--dialog-style", default="permission", choices=sorted(DIALOGS),
                     help="which dialog opens: a numbered permission (Up/Down/Enter, digits,"
@@ -103,6 +109,7 @@ def main() -> int:
         with open(answers_log, "a", encoding="utf-8") as f:
             f.write(json.dumps({"t": time.time(), "choice": choice, **record}) + "\n")
     pending_reply: str | None = None
+    read_next = False  # read --read-file before the pending reply (--read-on)
     ignore = args.ignore_enter
     frame = 0
 
@@ -151,6 +158,15 @@ def main() -> int:
         while True:
             now = time.monotonic()
             if pending_reply is not None and now >= busy_until:
+                if read_next:
+                    read_next = False
+                    try:
+                        with open(args.read_file, encoding="utf-8") as f:
+                            held: str | None = f.read()
+                    except FileNotFoundError:
+                        held = None
+                    with open(args.log + ".reads", "a", encoding="utf-8") as f:
+                        f.write(json.dumps({"t": time.time(), "read": held}) + "\n")
                 transcript.append("● " + pending_reply)
                 pending_reply = None
                 draw()
@@ -260,7 +276,9 @@ def main() -> int:
                         dialog, cursor, typing, yn_key = True, 0, None, ""
                     busy_until = time.monotonic() + args.busy
                     m = ACK_RE.findall(msg)
-                    pending_reply = f"ACK {m[-1]}" if m and not args.never_ack else "OK, noted."
+                    acks = not args.never_ack or bool(args.ack_on and args.ack_on in msg)
+                    pending_reply = f"ACK {m[-1]}" if m and acks else "OK, noted."
+                    read_next = bool(args.read_on and args.read_on in msg)
                 elif ch == b"\n":
                     box += "\n"
                 elif ch == b"\x7f":
