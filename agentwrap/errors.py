@@ -8,6 +8,8 @@ tracebacks for expected failures.
 
 from __future__ import annotations
 
+import math
+
 
 class AgentwrapError(Exception):
     """Base of every error agentwrap raises on purpose."""
@@ -22,6 +24,12 @@ class AgentwrapError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def to_json(self) -> dict[str, object]:
+        """What a script reads of it (``--json``): the class, the message, the
+        hint, the exit code, and the facts a retry needs (``retryAfter``)."""
+        return {"error": type(self).__name__, "detail": self.message, "hint": self.hint or None,
+                "exitCode": self.exit_code}
 
 
 # --- configuration and profiles -------------------------------------------------
@@ -64,6 +72,14 @@ class RelayHelperMissing(EnvironmentProblem):
         "install a C compiler (Debian: apt-get install -y gcc) and reinstall agentwrap, "
         'or set [run] relay = "python" in ~/.config/agentwrap/config.toml'
     )
+
+
+class AddressUnavailable(EnvironmentProblem):
+    """``agentwrap serve`` cannot listen where it was asked: the port is taken,
+    or ``--uds`` names a file that is not a socket a dead server left."""
+
+    exit_code = 75  # EX_TEMPFAIL: another server may go away
+    default_hint = "pick another with --port N (or --uds PATH), or stop the server that holds it"
 
 
 # --- terminal backends ------------------------------------------------------------
@@ -126,6 +142,9 @@ class RateLimited(QueueError):
             message, hint=hint or f"retry in {retry_after:.0f} s or raise limits.rate_per_minute"
         )
         self.retry_after = retry_after
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), "retryAfter": max(1, math.ceil(self.retry_after))}
 
 
 class QueueFull(QueueError):

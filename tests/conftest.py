@@ -42,12 +42,15 @@ class AwEnv:
     log: Path
 
     def cli(
-        self, *args: str, input: str | bytes | None = None, timeout: float = 60, check: bool = False
+        self, *args: str, input: str | bytes | None = None, timeout: float = 60, check: bool = False,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run ``agentwrap ARGS`` as a real subprocess in this environment."""
+        """Run ``agentwrap ARGS`` as a real subprocess in this environment
+        (``env``: variables to change for this run)."""
         data = input.decode() if isinstance(input, bytes) else input
         proc = subprocess.run(
-            [sys.executable, "-m", "agentwrap", *args], env=self.env, cwd=self.project,
+            [sys.executable, "-m", "agentwrap", *args], env={**self.env, **(env or {})},
+            cwd=self.project,
             input=data, capture_output=True, text=True, timeout=timeout,
         )
         if check and proc.returncode != 0:

@@ -245,3 +245,49 @@ def test_profiles_json(aw: AwEnv) -> None:
     assert {"claude", "codex", "aider", "gemini", "generic", "standin"} <= set(by_name)
     assert by_name["claude"]["commands"] and by_name["claude"]["source"].endswith("claude.toml")
     assert by_name["standin"]["source"] == str(aw.paths.user_patterns_dir / "standin.toml")
+
+
+def test_doctor_says_a_version_only_when_the_program_names_one(aw: AwEnv) -> None:
+    """dash answers --version with "Illegal option --": doctor listed that as
+    the shell's version (issue 26). A program's answer counts only when it
+    exits 0 and names a version."""
+    bin_dir = aw.root / "bin"
+    bin_dir.mkdir()
+    fakes = {"sh": "echo '/usr/bin/sh: 0: Illegal option --' >&2; exit 2",
+             "aider": "echo 'aider 0.86.2'"}
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    env_path = f"{bin_dir}:/usr/bin:/bin"
+    res = aw.cli("doctor", "--json", env={"PATH": env_path})
+    rep = json.loads(res.stdout)
+    assert rep["agents"]["shell"]["path"] == str(bin_dir / "sh")
+    assert rep["agents"]["shell"]["version"] is None
+    assert rep["agents"]["aider"]["version"] == "aider 0.86.2"
+    table = aw.cli("doctor", env={"PATH": env_path}).stdout
+    assert "Illegal option" not in table
+
+
+def test_json_commands_refuse_in_json_too(aw: AwEnv) -> None:
+    """A script that asked for --json reads a refusal from stdout as JSON,
+    with what a retry needs (HTTP says retryAfter; the CLI printed two lines
+    of text only, issue 26); the two lines still go to stderr."""
+    cfg = aw.paths.config_file
+    cfg.parent.mkdir(parents=True, exist_ok=True)
+    cfg.write_text("[limits]\nrate_per_minute = 1\n")
+    reg = aw.registry()
+    try:
+        reg.register(SessionRecord(name="fake", profile="standin", backend="tmux",
+                                   command=["x"], cwd=str(aw.project), started=time.time()))
+    finally:
+        reg.close()
+    first = aw.cli("send", "fake", "one", "--json", check=True)
+    assert json.loads(first.stdout)["content"] == "one"
+    res = aw.cli("send", "fake", "two", "--json")
+    assert res.returncode == 75, res
+    got = json.loads(res.stdout)
+    assert got["error"] == "RateLimited" and got["exitCode"] == 75
+    assert 1 <= got["retryAfter"] <= 60 and "rate" in got["detail"]
+    assert res.stderr.startswith("error: ")
+    missing = aw.cli("send", "nobody", "x", "--json")
+    assert json.loads(missing.stdout)["error"] == "SessionNotFound"

@@ -70,7 +70,8 @@ def test_ack_path(aw: AwEnv) -> None:
     aw.wait_state("sa", "ready")
     res = aw.cli("send", "sa", "please read the ACK path", "--ack", "--wait", "--timeout", "60")
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith("acknowledged"), res.stdout
+    assert res.stdout.startswith("acknowledged: "), res.stdout
+    assert "acknowledged" not in res.stdout[len("acknowledged"):], res.stdout  # said once
 
     got = aw.received()
     assert len(got) == 1, got

@@ -15,6 +15,7 @@ store and the registry through :class:`~agentwrap.service.Service`.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
@@ -24,7 +25,7 @@ from ... import __version__
 from ...errors import AgentwrapError
 from ...message import Source
 from .answer import add_parser as add_answer_parser
-from .common import err
+from .common import err, out
 from .context import add_parser as add_context_parser
 from .events import EPILOG as EVENTS_EPILOG
 from .events import HELP as EVENTS_HELP
@@ -290,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except AgentwrapError as exc:
+        if getattr(args, "json", False):  # a script reads stdout: the refusal as data too
+            out.file.write(json.dumps(exc.to_json(), ensure_ascii=False) + "\n")
         # messages quote user input (names, paths): never read it as markup
         err.print(f"[red]error:[/] {escape(exc.message)}")
         if exc.hint:

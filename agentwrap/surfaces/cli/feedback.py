@@ -209,8 +209,8 @@ def cmd_schedule_list(args: argparse.Namespace) -> int:
     for why in sel.skipped:
         err.print(escape(why))
     if not rows:
-        err.print('no [[schedule]] here. Add one: [[schedule]] every = "15m", run = "...",'
-                  ' session = "..."')
+        err.print(escape('no [[schedule]] here. Add one: [[schedule]] every = "15m",'
+                         ' run = "...", session = "..."'))
         return 0
     render_rows(out, ["NAME", "SESSION", "EVERY", "RUN", "FROM"],
                 [[str(r["name"]), str(r["session"]), f"{r['every_s']:g}s", str(r["run"]),

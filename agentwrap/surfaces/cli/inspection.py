@@ -185,14 +185,21 @@ def _watch_state(svc: Service, args: argparse.Namespace) -> int:
         sub.close()
 
 
-def _version_of(cmd: str) -> str:
+def _version_of(cmd: str, arg: str = "--version") -> str | None:
+    """The first line of what ``cmd arg`` prints when it names a version, else
+    None: a program that does not take the flag (dash: "Illegal option --")
+    prints an error, not a version."""
+    from ...sessions.channels import parse_version
+
     try:
-        done = subprocess.run(
-            [cmd, "--version"], capture_output=True, text=True, timeout=20, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"error: {exc}"
-    return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else "?"
+        done = subprocess.run([cmd, arg], capture_output=True, text=True, timeout=20,
+                              check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    if done.returncode != 0 or not lines or not parse_version(lines[0]):
+        return None
+    return lines[0].strip()
 
 
 def _channels_of(prof: Any, exe: str, paths: Any) -> dict[str, Any]:
@@ -257,7 +264,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if name == "generic":
             continue
         exe = next((shutil.which(c) for c in prof.commands if shutil.which(c)), None)
-        agents[name] = {"path": exe, "version": _version_of(exe) if exe else None,
+        agents[name] = {"path": exe,
+                        "version": _version_of(exe, prof.channels.version_arg) if exe else None,
                         "profile": str(prof.source)}
         if exe and prof.channels.any:
             agents[name]["channels"] = _channels_of(prof, exe, paths)

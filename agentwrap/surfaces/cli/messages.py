@@ -115,9 +115,18 @@ def _send(svc: Service, args: argparse.Namespace) -> int:
         _emit_json({**_message_json(final), "acknowledged": acked,
                     "outcome": end_outcome(final.status, attempts)})
     else:
-        unacked = " (not acknowledged)" if acked is False else ""
-        out.print(escape(f"{final.status}{unacked}: {final.detail}"))
+        out.print(escape(end_line(final, acked)))
     return EXIT_UNACKNOWLEDGED if acked is False else EXIT_BY_STATUS.get(final.status, 1)
+
+
+def end_line(m: Message, acked: bool | None) -> str:
+    """``STATUS: detail``, once: most details already begin with their status
+    ("acknowledged: ACK 3f9c2a1b"), which printed it twice."""
+    status = f"{m.status}{' (not acknowledged)' if acked is False else ''}"
+    detail = m.detail
+    if detail == str(m.status) or detail.startswith(f"{m.status}:"):
+        detail = detail[len(str(m.status)):].lstrip(": ")
+    return f"{status}: {detail}" if detail else status
 
 
 def _sent_line(msg: Message, created: bool) -> str:
