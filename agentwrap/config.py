@@ -43,6 +43,13 @@ Example::
     tool = "Bash"               # glob, or "re:REGEX"
     command = "npm test*"       # glob (every sub-command must match), or "re:REGEX"
     answer = { option = 1 }     # or { option = "Yes" }, { deny = true }, or "ask"
+
+    [[dashboard.launch]]        # user config only: what the dashboard may start
+    name = "web: claude"        # as the page lists it
+    profile = "claude"          # the agent (its command, unless `command` says)
+    cwd = "~/src/web"           # the folder it runs in
+    args = ["--model", "opus"]  # after the command (optional)
+    session = "web"             # session name (optional; else from the profile)
 """
 
 from __future__ import annotations
@@ -199,6 +206,25 @@ class AnswerRule:
 
 
 @dataclass(frozen=True)
+class LaunchChoice:
+    """One ``[[dashboard.launch]]`` entry: a session the dashboard may start
+    (``run --detach``). User config only, and the page picks an entry by name,
+    never sends a command: a page or a token holder can start only what the
+    person listed here."""
+
+    name: str
+    cwd: str  # as written (~ allowed); checked when the session starts
+    profile: str | None = None
+    command: str | None = None  # the program; default: the profile's command
+    args: tuple[str, ...] = ()
+    session: str | None = None
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.cwd).expanduser()
+
+
+@dataclass(frozen=True)
 class Config:
     run: RunConfig = field(default_factory=RunConfig)
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
@@ -210,6 +236,7 @@ class Config:
     # ["github", "ci"]); a source not named is not restricted. User config only.
     source_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answer_rules: tuple[AnswerRule, ...] = ()  # [[answer_rules]], in order; user config only
+    launch: tuple[LaunchChoice, ...] = ()  # [[dashboard.launch]]; user config only
     feedback_options: FeedbackOptions = field(default_factory=FeedbackOptions)
     feedback: tuple[CommandTable, ...] = ()  # [[feedback]] of both files, user's first
     schedules: tuple[CommandTable, ...] = ()  # [[schedule]], likewise
@@ -229,7 +256,7 @@ _SECTIONS = {
     "notify": NotifyConfig, "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
 }
 COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
-USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules")  # never from a project's file
+USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 
@@ -278,6 +305,11 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                 raise ConfigError(f"{where}: [[answer_rules]] are set at the top level",
                                   hint='name the agent in the rule: agent = "claude"')
             cfg = replace(cfg, answer_rules=_answer_rules(value))
+            continue
+        if section == "dashboard":
+            if where:
+                raise ConfigError(f"{where}: [dashboard] is set at the top level")
+            cfg = replace(cfg, launch=_launch_choices(value))
             continue
         if section not in _SECTIONS:
             raise ConfigError(
@@ -403,6 +435,42 @@ def _answer_rules(value: Any) -> tuple[AnswerRule, ...]:
                 f" {{ deny = true }} or \"ask\", got {answer!r}")
         rules.append(rule)
     return tuple(rules)
+
+
+_LAUNCH_KEYS = ("name", "cwd", "profile", "command", "args", "session")
+
+
+def _launch_choices(value: Any) -> tuple[LaunchChoice, ...]:
+    if not isinstance(value, Mapping) or set(value) - {"launch"}:
+        raise ConfigError("dashboard: only [[dashboard.launch]] entries may be set there")
+    tables = value.get("launch", [])
+    if not isinstance(tables, list) or not all(isinstance(t, Mapping) for t in tables):
+        raise ConfigError("dashboard.launch: must be an array of tables ([[dashboard.launch]])")
+    out: list[LaunchChoice] = []
+    for i, table in enumerate(tables):
+        where = f"dashboard.launch[{i}]"
+        unknown = sorted(set(table) - set(_LAUNCH_KEYS))
+        if unknown:
+            raise ConfigError(f"{where}.{unknown[0]}: unknown key",
+                              hint=f"known keys: {', '.join(_LAUNCH_KEYS)}")
+        text = {k: table.get(k) for k in ("name", "cwd", "profile", "command", "session")}
+        for key, v in text.items():
+            if v is not None and (not isinstance(v, str) or not v.strip()):
+                raise ConfigError(f"{where}.{key}: must be a non-empty string, got {v!r}")
+        if text["name"] is None or text["cwd"] is None:
+            raise ConfigError(f"{where}: needs a name and a cwd")
+        if text["profile"] is None and text["command"] is None:
+            raise ConfigError(f"{where}: needs a profile or a command",
+                              hint='e.g. profile = "claude"')
+        args = table.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ConfigError(f"{where}.args: must be a list of strings, got {args!r}")
+        if any(c.name == text["name"] for c in out):
+            raise ConfigError(f"{where}.name: {text['name']!r} is listed twice")
+        out.append(LaunchChoice(name=str(text["name"]), cwd=str(text["cwd"]),
+                                profile=text["profile"], command=text["command"],
+                                args=tuple(args), session=text["session"]))
+    return tuple(out)
 
 
 def _user_only(data: Mapping[str, Any], path: Path) -> None:

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -29,7 +30,7 @@ from conftest import AwEnv
 from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from support.browser import Browser, chromium
-from support.delivery_kit import arrivals_of, pane_text, send, write_config
+from support.delivery_kit import arrivals_of, pane_text, press, send, type_keys, write_config
 from support.http_kit import Served, in_process, register, serve
 
 from agentwrap.surfaces.http import dashboard
@@ -429,6 +430,19 @@ def evil_api() -> FastAPI:
     def sessions() -> dict[str, Any]:
         return {"sessions": [summary]}
 
+    @app.get("/api/launch")
+    def launch() -> dict[str, Any]:
+        return {"configured": True, "choices": [{"name": EVIL, "profile": EVIL, "command": EVIL,
+                                                 "args": [EVIL], "cwd": EVIL, "session": None}]}
+
+    @app.get("/api/sessions/{name:path}/screen")  # a screen whose values are not the server's
+    def screen(name: str) -> dict[str, Any]:
+        return {"session": EVIL, "digest": EVIL, "at": now, "cols": 80, "rows": 2,
+                "cursor": {"row": 0, "col": 0}, "title": EVIL, "styled": True, "lines": [
+                    [{"text": EVIL, "fg": "red; background: url(x)", "bg": 99, "bold": "yes"}],
+                    [{"text": "ok", "fg": 1, "bg": "#0000ff"}, "not a run", {"text": 7},
+                     {"text": "x", "fg": "#ff0000;x", "bg": "javascript:alert(1)"}]]}
+
     @app.get("/api/sessions/{name:path}/input")  # before the next: a name may hold "/"
     def peek(name: str) -> dict[str, Any]:
         return {"inputs": [{**msg, "waitingBecause": EVIL, "ageS": 1.0, "ttlLeftS": 299.0}],
@@ -496,6 +510,17 @@ def test_every_field_shows_hostile_text_as_text(evil_server: str, page: Browser)
     assert page.css("#question .q-option.highlighted") and page.shown("#question .q-free")
     assert page.css("img") == [] and page.css("#main b") == [] and page.css("#toasts b") == []
     assert len(page.css("#history .content .ctl")) == 6
+    # the screen: the text as text, and only the style values the page checks
+    page.wait(lambda: page.text("#screen .term-row"), "the screen")
+    assert page.text("#screen .term-row") == EVIL_SHOWN
+    assert page.text("#screen-meta .screen-title") == EVIL_SHOWN
+    styles = page.driver.execute_script(
+        "return [...document.querySelectorAll('#screen span:not(.ctl)')]"
+        ".filter((n) => !n.classList.contains('term-row'))"
+        ".map((n) => [n.textContent.slice(0, 12), n.className, n.getAttribute('style')])")
+    assert styles == [[EVIL_SHOWN[:12], "", None],
+                      ["ok", "fg1", "background-color: rgb(0, 0, 255);"], ["x", "", None]], styles
+    assert page.text("#launch-what") == f"{EVIL_SHOWN} {EVIL_SHOWN}  in {EVIL_SHOWN}"
     assert page.alert_text() is None
     page.shot("every-field")
     assert not problems(page)
@@ -536,4 +561,131 @@ def test_a_multi_select_card_sends_the_ticked_choices(
         store.close()
     assert ev.data["answer"] == {"how": "options", "numbers": [1], "labels": ["Search"]}
     assert ev.data["questionId"] == q.id and ev.data["source"] == "http"
+    assert not problems(page)
+
+
+# --- the live screen, and starting and stopping sessions (issue 26) ---------------------------
+
+HOSTILE_SCREEN = Path(__file__).resolve().parent / "support" / "hostile_screen.py"
+
+
+def launch_entry(aw: AwEnv) -> None:
+    """A [[dashboard.launch]] entry in the person's config: the hostile screen."""
+    with aw.paths.config_file.open("a", encoding="utf-8") as f:
+        f.write("\n[[dashboard.launch]]\nname = \"hostile screen\"\nprofile = \"generic\"\n"
+                f"command = {json.dumps(sys.executable)}\n"
+                f"args = [{json.dumps(str(HOSTILE_SCREEN))}]\n"
+                f"cwd = {json.dumps(str(aw.project))}\nsession = \"hs\"\n")
+
+
+def no_injection(page: Browser) -> None:
+    """Nothing the screen held ran or became an element."""
+    assert page.driver.execute_script("return window.__pwned === undefined")
+    assert page.alert_text() is None
+    assert page.css("img") == [] and page.css("#main b") == [] and page.css("#main i") == []
+    assert page.css("#main a") == [] and len(page.css("script")) == 1  # app.js only
+
+
+def test_the_screen_is_shown_live_and_hostile_text_stays_inert(
+    aw: AwEnv, server: Served, page: Browser
+) -> None:
+    aw.cli("run", "--detach", "--name", "hs", "--cols", "100", "--rows", "20", "--",
+           sys.executable, str(HOSTILE_SCREEN), check=True)
+    login(page, aw, server)
+    page.click(card("hs"))
+    page.wait(lambda: "type a line:" in page.text("#screen"), "the screen on the page")
+    page.driver.execute_script("window.__sameDocument = 'yes'")
+
+    # the colours, from the palette classes and the checked hex values
+    assert page.text("#screen .fg1.t-bold") == "RED-BOLD"
+    colour = page.driver.execute_script(
+        "const n = [...document.querySelectorAll('#screen span')].find("
+        "(s) => s.textContent === arguments[0]); return getComputedStyle(n)[arguments[1]]",
+        "ORANGE-256", "color")
+    assert colour == "rgb(255, 135, 0)"
+    assert page.text("#screen .fg15") == "WHITE-ON-BLUE"
+    assert page.text("#screen .fg-rev.bg-rev") == "REVERSED"
+    # the hostile lines, as text
+    text = page.text("#screen")
+    assert "<script>window.__pwned='script'</script><img src=x onerror=" in text
+    assert "[bold]rich markup[/] <b>not bold</b> &lt;b&gt;" in text
+    assert "bidi: <U+202E>evil<U+202C> done" in text  # the override shown, not obeyed
+    assert page.text("#screen-meta .screen-title") == "<script>window.__pwned='title'</script>"
+    no_injection(page)
+    page.shot("screen")
+
+    # live: what is typed into the agent's terminal shows without a reload
+    type_keys(aw, "hello <i>there</i>", name="hs")
+    press(aw, "Enter", name="hs")
+    page.wait(lambda: "got: hello <i>there</i>" in page.text("#screen"), "the screen updated")
+    assert page.driver.execute_script("return window.__sameDocument") == "yes"
+    no_injection(page)
+    page.dark()
+    page.shot("screen-dark")
+    page.dark(False)
+    page.phone()
+    widths = page.driver.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+    assert widths[0] <= widths[1], f"wider than a phone: {widths}"  # the screen scrolls itself
+    page.shot("screen-phone")
+    assert not problems(page)
+
+
+def test_a_session_starts_from_the_list_and_stops_from_the_page(
+    aw: AwEnv, server: Served, page: Browser
+) -> None:
+    login(page, aw, server)
+    page.wait(lambda: page.shown("#launch-none"), "how to list sessions to start")
+    assert "[[dashboard.launch]]" in page.text("#launch-none")
+    launch_entry(aw)
+    page.driver.refresh()
+    page.wait(lambda: page.shown("#launch-form"), "the launch list")
+    assert page.text("#launch-choice") == "hostile screen"
+    assert page.text("#launch-what") == f"{sys.executable} {HOSTILE_SCREEN}  in {aw.project}"
+    page.shot("launch-list")
+
+    page.click("#launch-button")
+    page.wait(lambda: "Started hs" in page.text("#launch-result"), "the page's confirmation")
+    page.wait(lambda: page.one(card("hs")), "the new session's card")
+    page.wait(lambda: page.text("#sv-name") == "hs", "the new session selected")
+    page.wait(lambda: "type a line:" in page.text("#screen"), "its screen")
+    rec = aw.registry().get("hs")
+    assert rec.liveness == "running" and rec.cwd == str(aw.project)
+    page.shot("started")
+
+    # stop: asked first; Cancel changes nothing
+    page.click("#stop-button")
+    page.wait(lambda: page.shown("#stop-confirm"), "the confirmation")
+    assert "Stop hs?" in page.text("#stop-question")
+    page.shot("stop-confirm")
+    page.click("#stop-no")
+    page.wait(lambda: not page.shown("#stop-confirm"), "the confirmation closed")
+    assert aw.registry().get("hs").liveness == "running"
+    page.click("#stop-button")
+    page.click("#stop-yes")
+    page.wait(lambda: "Stopped hs" in page.text("#stop-result"), "the page saying it stopped")
+    assert aw.registry().get("hs").ended is not None
+    page.wait(lambda: not page.one(card("hs")), "its card gone")
+    page.shot("stopped")
+    assert not problems(page)
+
+
+def test_the_waiting_card_says_to_answer_below(aw: AwEnv, server: Served, page: Browser) -> None:
+    """A profile's reason says "answer it in the terminal" (for the CLI); right
+    above the card's own answer buttons the page says to answer there."""
+    profile = aw.paths.user_patterns_dir / "standin.toml"
+    text = profile.read_text(encoding="utf-8")
+    assert 'message = "permission dialog"' in text
+    profile.write_text(text.replace('message = "permission dialog"',
+                                    'message = "permission dialog: answer it in the terminal"'),
+                       encoding="utf-8")
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG")
+    aw.wait_state("sa", "ready")
+    login(page, aw, server)
+    page.wait(lambda: page.text("#sv-name") == "sa", "sa selected")
+    open_dialog(aw, page, 1)
+    assert aw.registry().get("sa").state_reason == "permission dialog: answer it in the terminal"
+    page.wait(lambda: page.text("#sv-why .reason") == "permission dialog: answer it below",
+              "the reason pointing at the card")
+    page.shot("waiting-answer-below")
     assert not problems(page)

@@ -34,9 +34,11 @@ from ..detect.profiles import Profile
 from ..detect.question import Question
 from ..detect.states import Reading, State
 from ..errors import AgentExited, AgentwrapError, BackendError, DeliveryInterrupted, UnsafePath
+from ..events import announce
 from ..paths import Paths, open_private_append, private_dir, write_private
 from ..terminal.base import Terminal
 from ..terminal.screen import Snapshot
+from ..terminal.styles import DOCUMENT_SUFFIX, to_document
 from .hook_questions import HookQuestion, HookQuestions, announcement
 from .registry import Registry
 from .telling import Teller
@@ -163,6 +165,7 @@ class Supervisor:
         self._last_snap = 0.0
         self._last_beat = 0.0
         self._published: tuple[str, str, str] | None = None  # state, rule, question id
+        self._shown = ""  # digest of the screen last saved with its colours
         self._answered: set[str] = set()
         self._fifo_fds: tuple[int, int] | None = None
         self._out_fd: int | None = None
@@ -318,6 +321,26 @@ class Supervisor:
             write_private(path, (self.snap.text() + "\n").encode("utf-8"))
         except (OSError, UnsafePath) as exc:
             log.warning("could not save the screen to %s: %s", path, exc)
+        self._show_screen(self.snap)
+
+    def _show_screen(self, snap: Snapshot) -> None:
+        """The same screen with its colours, for the dashboard's live view
+        (``GET /api/sessions/NAME/screen``): saved when it changed, then the
+        event bus is nudged (no stored event: a spinner would flood the bounded
+        log), and the event stream tells watchers ``session.screen``. As often
+        as verdicts are recorded: on a state change, else once per heartbeat."""
+        if snap.digest == self._shown:
+            return
+        path = self.paths.runtime_dir / f"{self.name}{DOCUMENT_SUFFIX}"
+        try:
+            write_private(path, to_document(snap.styled_rows(), cols=snap.cols,
+                                            cursor=snap.cursor, title=snap.title,
+                                            digest=snap.digest, at=time.time()))
+        except (OSError, UnsafePath) as exc:
+            log.warning("could not save the screen to %s: %s", path, exc)
+            return
+        self._shown = snap.digest
+        announce(self.paths.events_dir)
 
     def _maybe_answer(self, dialog_name: str) -> None:
         dialog = next((d for d in self.profile.dialogs if d.name == dialog_name), None)

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from .styles import Row, rows_from_ansi, rows_from_text
 
 # capture-pane -e emits SGR only; anything else is dropped defensively.
 _ESC_RE = re.compile(r"\x1b\[([0-9;:]*)m|\x1b\[[0-9;:?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
@@ -27,6 +30,9 @@ class Snapshot:
     # The same rows with dim (SGR 2) cells blanked: placeholders such as
     # Codex's "Ask Codex to do anything" are dim, a person's text is not.
     bright: tuple[str, ...] | None = None
+    # The rows with their colours, for a person watching (issue 26): made
+    # only when asked (``styled_rows``), never on the detector's path.
+    styled: Callable[[], tuple[Row, ...]] | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_text(
@@ -94,10 +100,15 @@ class Snapshot:
         b = tuple(x.rstrip() for x in bright)
         if rows is not None:
             b = (b + ("",) * rows)[:rows]
-        return with_bright(snap, b)
+        return with_bright(snap, b, styled=lambda: rows_from_ansi(text, rows))
 
     def text(self) -> str:
         return "\n".join(self.lines)
+
+    def styled_rows(self) -> tuple[Row, ...]:
+        """Each row as runs of styled text (:mod:`.styles`); plain where no
+        styles were kept."""
+        return self.styled() if self.styled is not None else rows_from_text(self.lines)
 
     def bright_lines(self) -> tuple[str, ...]:
         return self.bright if self.bright is not None else self.lines
@@ -135,8 +146,12 @@ def _sgr_dim(params: str, dim: bool) -> bool:
     return dim
 
 
-def with_bright(snap: Snapshot, bright: tuple[str, ...]) -> Snapshot:
+def with_bright(
+    snap: Snapshot, bright: tuple[str, ...], *,
+    styled: Callable[[], tuple[Row, ...]] | None = None,
+) -> Snapshot:
     return Snapshot(
         lines=snap.lines, cols=snap.cols, rows=snap.rows, cursor=snap.cursor, title=snap.title,
         at=snap.at, digest=snap.digest, bright=bright,
+        styled=styled if styled is not None else snap.styled,
     )

@@ -20,6 +20,7 @@ import pyte
 from wcwidth import wcwidth
 
 from .screen import Snapshot, with_bright
+from .styles import Row, row_from_cells
 
 
 class _Cell(NamedTuple):
@@ -99,6 +100,9 @@ class VirtualScreen:
         self._stream = pyte.ByteStream(self._screen)
         self._display: list[str] = []  # rendered rows, kept between snapshots
         self._bright: list[str] = []
+        # each row's cells as of its last render (a copy: pyte changes its own
+        # in place), read only when someone asks for the colours
+        self._cells: list[dict[int, Any]] = []
         self._rendered_size = (0, 0)
 
     # --- relay side: must stay cheap ------------------------------------------------
@@ -171,7 +175,8 @@ class VirtualScreen:
                 title=scr.title or "",
                 at=time.monotonic(),
             )
-            return with_bright(snap, tuple(bright))
+            cells, cols, blank = tuple(self._cells), scr.columns, scr.default_char
+            return with_bright(snap, tuple(bright), styled=lambda: _styled(cells, cols, blank))
 
     def _rows(self) -> tuple[list[str], list[str]]:
         """(display lines, bright lines), re-rendering only the rows pyte
@@ -182,12 +187,14 @@ class VirtualScreen:
             self._rendered_size = (scr.columns, scr.lines)
             self._display = [""] * scr.lines
             self._bright = [""] * scr.lines
+            self._cells = [{} for _ in range(scr.lines)]
             dirty: set[int] | range = range(scr.lines)
         else:
             dirty = scr.dirty
         for y in dirty:
             if 0 <= y < scr.lines:
                 self._display[y], self._bright[y] = self._render_row(scr.buffer[y], scr.columns)
+                self._cells[y] = dict(scr.buffer[y])
         scr.dirty.clear()
         return self._display, self._bright
 
@@ -212,3 +219,7 @@ class VirtualScreen:
             " " if getattr(row[x], "dim", False) else row[x].data for x in range(columns)
         )
         return line, bright.rstrip()
+
+
+def _styled(cells: tuple[dict[int, Any], ...], cols: int, blank: Any) -> tuple[Row, ...]:
+    return tuple(row_from_cells([row.get(x, blank) for x in range(cols)]) for row in cells)

@@ -8,6 +8,8 @@ per module:
 - :mod:`.models`: the typed request and response bodies (they generate the
   OpenAPI document);
 - :mod:`.routes`: the endpoints, each a call or two into the service;
+- :mod:`.control`: a session's screen, starting and stopping sessions (the
+  dashboard's; its models with it);
 - :mod:`.errors`: the one mapping of agentwrap's error tree to status codes
   and JSON bodies ``{error, ...}``;
 - :mod:`.auth`: the bearer token (its file, and the check on every ``/api`` request);

@@ -17,6 +17,18 @@
  * polling. EventSource cannot send an Authorization header, so the stream is
  * read with fetch(); it resumes with Last-Event-ID after a drop, as the
  * server's event ids allow. Each event re-fetches only what it touched.
+ *
+ * The screen: the selected session's screen (GET /api/sessions/NAME/screen)
+ * as rows of runs, each a text and a style the server checked (palette
+ * colours 0..15 become classes, #rrggbb a CSSOM colour, nothing else is
+ * taken). Its text goes through the same visible() as every other value,
+ * in a <pre> laid out left to right as a terminal does (no bidi reordering).
+ * A session.screen event with a new digest fetches it again; coalesced like
+ * every fetch, so a busy screen costs at most one request at a time.
+ *
+ * Starting and stopping: the page lists what the person configured in
+ * [[dashboard.launch]] (GET /api/launch) and starts an entry by its name;
+ * any session can be stopped, after a confirmation on the page.
  */
 'use strict';
 
@@ -336,6 +348,8 @@
     selected: null,
     queue: null, // InputPeek of the selected session
     history: null, // MessageList of the selected session
+    screen: null, // ScreenOut of the selected session
+    launch: null, // LaunchList: what may be started from here
   };
   const openLogs = new Set(); // ids of messages whose attempts the person unfolded
 
@@ -376,6 +390,8 @@
     if (what === 'session') return loadSession(name);
     if (what === 'queue') return loadQueue(name);
     if (what === 'history') return loadHistory(name);
+    if (what === 'screen') return loadScreen(name);
+    if (what === 'launch') return loadLaunch();
     return undefined;
   }
 
@@ -432,10 +448,12 @@
 
   function loadAll() {
     touch('list');
+    touch('launch');
     for (const s of model.sessions) touch('session', s.name);
     if (model.selected) {
       touch('queue', model.selected);
       touch('history', model.selected);
+      touch('screen', model.selected);
     }
   }
 
@@ -444,6 +462,11 @@
   function onEvent(ev) {
     const name = ev.session;
     const type = String(ev.type || '');
+    if (type === 'session.screen') { // often: only the screen on show is fetched again
+      const digest = ev.data && ev.data.digest;
+      if (name === model.selected && !(model.screen && model.screen.digest === digest)) touch('screen', name);
+      return;
+    }
     const known = model.sessions.some((s) => s.name === name);
     if (!known || type === 'session.exited') touch('list');
     if (type === 'session.state') noteState(name, ev.data);
@@ -504,18 +527,23 @@
     model.selected = name;
     model.queue = null;
     model.history = null;
+    model.screen = null;
     if (name) {
       if (wantedSession() !== name) history.replaceState(null, '', `#session=${enc(name)}`);
       touch('session', name);
       touch('queue', name);
       touch('history', name);
+      touch('screen', name);
     }
     $('send-result').hidden = true;
     $('answer-result').hidden = true;
+    $('stop-result').hidden = true;
+    $('stop-confirm').hidden = true;
     renderList();
     renderSession();
     renderQueue();
     renderHistory();
+    renderScreen();
   }
 
   // --- rendering ------------------------------------------------------------------------------
@@ -586,12 +614,15 @@
     $('sv-liveness').replaceChildren(visible(live && live !== 'running' ? live : ''));
     $('sv-liveness').hidden = !live || live === 'running';
     $('sv-badges').replaceWith(Object.assign(priorityBadges(d, summary), {id: 'sv-badges'}));
+    const ended = live === 'ended' || Boolean(d && d.ended);
+    $('stop-button').hidden = ended;
+    if (ended) $('stop-confirm').hidden = true;
 
     const why = $('sv-why');
     why.replaceChildren();
     if (d) {
       const x = d.explanation;
-      why.append(el('p', {class: 'reason'}, x.reason || 'no explanation recorded'));
+      why.append(el('p', {class: 'reason'}, pageReason(d) || 'no explanation recorded'));
       const how = el('p', {class: 'how muted'});
       const bits = [];
       if (x.rule) bits.push(['rule', x.rule]);
@@ -620,6 +651,169 @@
       if (mtr.escalated) fact(facts, 'escalated', String(mtr.escalated), 'bad');
       if (mtr.failed) fact(facts, 'failed', String(mtr.failed), 'bad');
       if (mtr.meanLatencyS !== null) fact(facts, 'latency', `mean ${span(mtr.meanLatencyS)} · p95 ${span(mtr.p95LatencyS)}`);
+    }
+  }
+
+  /* The state's reason as the page shows it: a profile says "answer it in the
+   * terminal" for the CLI's sake, but where the question card below has the
+   * answer buttons, that is where to answer it. */
+  function pageReason(d) {
+    const x = d.explanation;
+    const q = x.question;
+    const answerable = d.state === 'waiting_input' && q && q.questions && q.questions.length === 1;
+    const reason = String(x.reason || '');
+    return answerable ? reason.replace(/\banswer it in the terminal\b/i, 'answer it below') : reason;
+  }
+
+  // --- the screen ---------------------------------------------------------------------
+
+  async function loadScreen(name) {
+    let data = null;
+    try {
+      data = await api('GET', `/api/sessions/${enc(name)}/screen`);
+    } catch (e) {
+      if (!(e instanceof ApiError) || (e.status !== 409 && e.status !== 404)) throw e;
+      data = null; // nothing recorded yet (or the session is gone)
+    }
+    if (name !== model.selected) return;
+    model.screen = data;
+    renderScreen();
+  }
+
+  const PALETTE = (v) => Number.isInteger(v) && v >= 0 && v <= 15;
+  const HEX = (v) => typeof v === 'string' && /^#[0-9a-f]{6}$/.test(v);
+
+  /* One run: its text made visible, its style from checked values only. */
+  function runNode(run) {
+    const node = el('span', null, run.text);
+    let fg = run.fg;
+    let bg = run.bg;
+    if (run.reverse) { // swapped, the terminal's own default colours included
+      [fg, bg] = [bg === undefined || bg === null ? 'dbg' : bg, fg === undefined || fg === null ? 'dfg' : fg];
+    }
+    const cls = [];
+    if (PALETTE(fg)) cls.push(`fg${fg}`); else if (HEX(fg)) node.style.color = fg; else if (fg === 'dbg') cls.push('fg-rev');
+    if (PALETTE(bg)) cls.push(`bg${bg}`); else if (HEX(bg)) node.style.backgroundColor = bg; else if (bg === 'dfg') cls.push('bg-rev');
+    for (const flag of ['bold', 'dim', 'italic', 'underline', 'strike']) if (run[flag] === true) cls.push(`t-${flag}`);
+    if (cls.length) node.className = cls.join(' ');
+    return node;
+  }
+
+  function renderScreen() {
+    const box = $('screen');
+    const sc = model.screen;
+    const lines = sc && Array.isArray(sc.lines) ? sc.lines : [];
+    box.replaceChildren(...lines.map((row, i) => {
+      const line = el('span', {class: 'term-row'}, ...(Array.isArray(row) ? row : [])
+        .filter((r) => r && typeof r.text === 'string').map(runNode));
+      return i < lines.length - 1 ? [line, '\n'] : [line];
+    }).flat());
+    box.hidden = !sc;
+    $('screen-empty').hidden = Boolean(sc) || !model.selected;
+    const meta = $('screen-meta');
+    meta.replaceChildren();
+    if (sc) {
+      meta.append(`${sc.cols}\u00d7${sc.rows}`);
+      if (sc.at) meta.append(' \u00b7 saved ', relative('ago', sc.at));
+      if (!sc.styled) meta.append(' \u00b7 no colours recorded');
+      if (sc.title) meta.append(' \u00b7 title ', el('span', {class: 'screen-title mono'}, sc.title));
+    }
+  }
+
+  // --- starting and stopping sessions -------------------------------------------------
+
+  async function loadLaunch() {
+    model.launch = await api('GET', '/api/launch');
+    renderLaunch();
+  }
+
+  function launchWhat(c) {
+    const agent = c.command || c.profile;
+    return `${[agent, ...(c.args || [])].join(' ')}  in ${c.cwd}`;
+  }
+
+  function renderLaunch() {
+    const choices = model.launch ? model.launch.choices : [];
+    const select = $('launch-choice');
+    const keep = select.value;
+    select.replaceChildren(...choices.map((c) => el('option', {value: c.name}, c.name)));
+    if (choices.some((c) => c.name === keep)) select.value = keep;
+    $('launch-form').hidden = !choices.length;
+    $('launch-none').hidden = !model.launch || choices.length > 0;
+    showLaunchWhat();
+  }
+
+  function showLaunchWhat() {
+    const choices = model.launch ? model.launch.choices : [];
+    const c = choices.find((x) => x.name === $('launch-choice').value);
+    $('launch-what').replaceChildren(c ? visible(launchWhat(c)) : '');
+  }
+
+  function resultParts(e) {
+    const b = e instanceof ApiError ? e.body : {error: String(e)};
+    return [el('strong', {class: 'error-title'}, b.error),
+      e.status ? el('span', {class: 'muted'}, ` (HTTP ${e.status})`) : null,
+      b.detail ? el('div', {class: 'error-detail'}, b.detail) : null,
+      b.hint ? el('div', {class: 'error-hint'}, b.hint) : null].filter(Boolean);
+  }
+
+  function showBox(id, kind, parts) {
+    const box = $(id);
+    box.className = `send-result ${kind}`;
+    box.replaceChildren(...parts);
+    box.hidden = false;
+  }
+
+  async function onLaunch(ev) {
+    ev.preventDefault();
+    const launch = $('launch-choice').value;
+    if (!launch) return;
+    const name = $('launch-name').value.trim();
+    const button = $('launch-button');
+    button.disabled = true;
+    showBox('launch-result', 'pending', [`Starting ${launch}\u2026`]);
+    try {
+      const rec = await api('POST', '/api/sessions', name ? {launch, name} : {launch});
+      showBox('launch-result', 'ok', [el('strong', null, 'Started '), el('span', {class: 'mono'}, rec.name), ` (${rec.profile}).`]);
+      $('launch-name').value = '';
+      touch('list');
+      select(rec.name);
+    } catch (e) {
+      if (e.status !== 401) showBox('launch-result', 'error', resultParts(e));
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function askStop() {
+    const name = model.selected;
+    if (!name) return;
+    const confirm = $('stop-confirm');
+    confirm.dataset.session = name;
+    $('stop-question').replaceChildren('Stop ', el('strong', {class: 'mono'}, name),
+      '? Its agent and everything it started are ended (like ', el('code', null, 'agentwrap stop'), ').');
+    confirm.hidden = false;
+    $('stop-yes').focus();
+  }
+
+  async function onStop() {
+    const confirm = $('stop-confirm');
+    const name = confirm.dataset.session;
+    confirm.hidden = true;
+    if (!name) return;
+    const button = $('stop-button');
+    button.disabled = true;
+    showBox('stop-result', 'pending', [`Stopping ${name}\u2026`]);
+    try {
+      const rec = await api('POST', `/api/sessions/${enc(name)}/stop`);
+      showBox('stop-result', 'ok', [el('strong', null, 'Stopped '), el('span', {class: 'mono'}, rec.name),
+        rec.exitCode !== null && rec.exitCode !== undefined ? ` (exit code ${rec.exitCode}).` : '.']);
+      touch('list');
+      touch('session', name);
+    } catch (e) {
+      if (e.status !== 401) showBox('stop-result', 'error', resultParts(e));
+    } finally {
+      button.disabled = false;
     }
   }
 
@@ -953,6 +1147,11 @@
 
   async function main() {
     $('send-form').addEventListener('submit', onSubmit);
+    $('launch-form').addEventListener('submit', onLaunch);
+    $('launch-choice').addEventListener('change', showLaunchWhat);
+    $('stop-button').addEventListener('click', askStop);
+    $('stop-yes').addEventListener('click', onStop);
+    $('stop-no').addEventListener('click', () => { $('stop-confirm').hidden = true; });
     $('send-content').addEventListener('keydown', (ev) => {
       if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) $('send-form').requestSubmit();
     });
