@@ -50,7 +50,17 @@ from ..errors import (
     FallbackError,
     MessageNotFound,
 )
-from ..message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
+from ..message import (
+    UNACKNOWLEDGED,
+    Attempt,
+    Kind,
+    Message,
+    NewMessage,
+    Phase,
+    Priority,
+    Source,
+    Status,
+)
 from ..paths import Paths
 from ..queue.sqlite import SQLiteMessageStore
 from ..queue.store import MessageStore
@@ -135,6 +145,8 @@ class DeliveryEngine:
         self.busy_channel = busy_channel
         self.clock = clock
         self._resumed = False
+        self._channel = "tmux-paste"  # the typing channel last used (the backend's)
+        self._leftovers_checked = False  # the section's unacknowledged entries, at start
         self._blocked_since: float | None = None
         self._next_expiry = 0.0  # expire overdue messages on the first turn
         self._held: dict[str, float] = {}  # token -> when to press submit again
@@ -188,6 +200,9 @@ class DeliveryEngine:
         if not self._resumed:
             self._resumed = True
             self._resume(sup)
+            if not self._leftovers_checked:
+                self._leftovers_checked = True
+                self._announce_leftovers()
         if self._ack is not None:
             wait = self._check_ack(sup)
             if wait is not None:
@@ -286,8 +301,13 @@ class DeliveryEngine:
     def ack_wording(self, batch: Sequence[Message]) -> str | None:
         """The ACK request a batch carries (None: none), whichever channel hands it over."""
         if any(m.kind is Kind.FALLBACK_NOTICE for m in batch):
-            return None
+            # The notice's ACK is what lets the section go (_after_success):
+            # asked whenever the section is to be removed at all.
+            return self.cfg.ack_wording if self._removes_fallback() else None
         return ack_rule(self.require_ack, self.cfg.ack_wording)(batch)
+
+    def _removes_fallback(self) -> bool:
+        return self.cfg.remove_fallback_on_delivery and bool(self.profile.instruction_file)
 
     def _claim(self, token: str, now: float | None = None, rows: int | None = None) -> list[Message]:
         """The next batch; a raw session types one message at a time. ``rows``:
@@ -348,7 +368,7 @@ class DeliveryEngine:
             return
         inj = self._render(batch, token)
         started = self.clock()
-        channel = f"{sup.term.backend}-paste"
+        channel = self._channel = f"{sup.term.backend}-paste"
         try:
             result = self._run_phases(sup, inj, batch, phase)
         except AgentExited as exc:
@@ -367,21 +387,28 @@ class DeliveryEngine:
         """Record the attempt and move the batch to its next status."""
         token = inj.token
         batch = [m for m in batch if m.id in inj.message_ids]
+        if result.outcome == "no_ack":
+            batch = self._unacknowledged_notices(inj, batch, started, channel, result)
+            if not batch:
+                return
+        # delivered with its ACK asked: the wait ended without one (the agent exited)
+        outcome = UNACKNOWLEDGED if result.ok and result.outcome == "delivered" \
+            and inj.ack_requested else result.outcome
         for m in batch:
             self.store.record_attempt(
                 Attempt(m.id, token, m.attempts + 1, started, self.clock(), channel,
-                        result.outcome, result.evidence[:2000])
+                        outcome, result.evidence[:2000])
             )
         self.audit.write(
             event="injection", session=self.session, batch=token,
             ids=list(inj.message_ids), sources=sorted({str(m.source) for m in batch}),
-            bytes=len(inj.text.encode()), channel=channel, outcome=result.outcome,
+            bytes=len(inj.text.encode()), channel=channel, outcome=outcome,
             started=started, finished=self.clock(),
         )
         if result.ok:
             status = Status.ACKNOWLEDGED if result.outcome == "acknowledged" else Status.DELIVERED
             self.store.finish(status, f"{result.outcome}: {result.evidence}"[:500], batch_id=token)
-            self._after_success(batch)
+            self._after_success(batch, token, result)
         elif result.outcome == "agent_exited":
             self.store.finish(Status.FAILED, f"agent exited: {result.evidence}", batch_id=token)
         else:
@@ -758,11 +785,19 @@ class DeliveryEngine:
     def _write_fallback(self, fname: str, content: list[Message]) -> WriteResult:
         """The section as it should be now: what it held before (still known
         to the store) plus ``content``."""
+        entries = self._section_entries(fname, content)
+        return write_section(self.fallback_dir, fname, entries, lock_dir=self.lock_dir)
+
+    def _section_entries(
+        self, fname: str, content: list[Message], drop: Collection[str] = ()
+    ) -> list[FallbackEntry]:
+        """The section's entries: what it holds now (still known to the
+        store) but ``drop``, then ``content``."""
         ids = {m.id for m in content}
         previous = read_section(self.fallback_dir, fname) or []
         entries = []
         for mid in previous:
-            if mid in ids:
+            if mid in ids or mid in drop:
                 continue
             try:
                 old = self.store.get(mid)
@@ -772,8 +807,7 @@ class DeliveryEngine:
                 log.warning("fallback section names unknown message %s; dropping its entry", mid)
                 continue
             entries.append(self._entry(old))
-        entries += [self._entry(m) for m in content]
-        return write_section(self.fallback_dir, fname, entries, lock_dir=self.lock_dir)
+        return entries + [self._entry(m) for m in content]
 
     def _entry(self, m: Message) -> FallbackEntry:
         """A section entry, defused like a typed block: the agent parses its
@@ -805,6 +839,13 @@ class DeliveryEngine:
         """
         line = f"context was written to {fname}, section agentwrap"
         self._tell(sup, line)
+        self._queue_notice(fname, msgs)
+
+    def _queue_notice(self, fname: str, msgs: list[Message], *, earlier: bool = False) -> None:
+        """Queue the notice (a HIGH message of kind FALLBACK_NOTICE) naming
+        ``msgs``' entries. ``earlier``: they were written before this
+        supervisor started (an earlier session) and no notice of them was
+        acknowledged: the section is still there, and this notice's ACK lets it go."""
         n = len(msgs)
         labels = ", ".join(sorted({m.label for m in msgs}))
         when = (
@@ -813,12 +854,22 @@ class DeliveryEngine:
             else "This agent reads it at start-up, so it takes effect in the next session;"
             " read the section now if it matters to the current task."
         )
+        where = (f"{fname}, in the section between the 'agentwrap:begin agentwrap' and"
+                 " 'agentwrap:end agentwrap' markers")
         notice = (
             f"Live delivery of {n} message{'s' if n != 1 else ''} ({labels}) failed, so"
-            f" {'they were' if n != 1 else 'it was'} written to {fname}, in the section"
-            f" between the 'agentwrap:begin agentwrap' and 'agentwrap:end agentwrap' markers."
-            f" {when}"
+            f" {'they were' if n != 1 else 'it was'} written to {where}. {when}"
         )
+        if earlier:
+            notice = (
+                f"Your instruction file {fname} holds {n} message{'s' if n != 1 else ''}"
+                f" ({labels}) that could not be delivered live earlier, in the section"
+                f" between the 'agentwrap:begin agentwrap' and 'agentwrap:end agentwrap'"
+                " markers. Read that section if you have not."
+            )
+        if self._removes_fallback():
+            notice += (" The section stays in the file until you acknowledge this notice;"
+                       " agentwrap removes it then.")
         try:
             self.store.enqueue(
                 NewMessage(
@@ -833,17 +884,105 @@ class DeliveryEngine:
         except AgentwrapError as exc:  # a full queue must not break the supervisor
             log.warning("could not queue the fallback notice: %s", exc)
 
-    def _after_success(self, batch: list[Message]) -> None:
-        if not self.cfg.remove_fallback_on_delivery or not self.profile.instruction_file:
+    def _after_success(self, batch: list[Message], token: str, result: Outcome) -> None:
+        """A notice in ``batch`` reached the agent. Its section goes only once
+        the agent has read it, which only an ACK of the notice proves:
+        removing it as soon as the notice was typed lost the content (gone
+        from the file before the agent opened it, and from the next session's
+        start-up read). Unacknowledged, it stays for the agent's next read."""
+        notices = [m for m in batch if m.kind is Kind.FALLBACK_NOTICE]
+        if not notices or not self._removes_fallback():
             return
-        if any(m.kind is Kind.FALLBACK_NOTICE for m in batch):
+        if result.outcome == "acknowledged":
+            self._retract(notices, token, f"read by the agent (ACK {token})")
+        else:
+            self._keep_section(notices, token, f"notice {result.outcome}, not acknowledged")
+
+    def _unacknowledged_notices(
+        self, inj: Injection, batch: list[Message], started: float, channel: str,
+        result: Outcome,
+    ) -> list[Message]:
+        """The notices in a batch whose ACK never came: their submission was
+        proven, so they end delivered (retyping one adds nothing) and their
+        section stays. Returns the rest of the batch, which failed."""
+        notices = [m for m in batch if m.kind is Kind.FALLBACK_NOTICE]
+        if not notices:
+            return batch
+        evidence = f"submitted; not acknowledged, the fallback section stays ({result.evidence})"
+        for m in notices:
+            self.store.record_attempt(Attempt(m.id, inj.token, m.attempts + 1, started,
+                                              self.clock(), channel, UNACKNOWLEDGED,
+                                              evidence[:2000]))
+        self.store.finish(Status.DELIVERED, f"delivered: {evidence}"[:500],
+                          message_ids=[m.id for m in notices])
+        self._keep_section(notices, inj.token, "notice not acknowledged")
+        return [m for m in batch if m.kind is not Kind.FALLBACK_NOTICE]
+
+    def _keep_section(self, notices: list[Message], token: str, why: str) -> None:
+        self.audit.write(event="fallback_kept", session=self.session, batch=token,
+                         ids=sorted({i for n in notices for i in _announced(n)}), reason=why)
+
+    def _retract(self, notices: list[Message], token: str, why: str) -> None:
+        """Take the entries the notices announced out of the section (the
+        section, once none is left), and record it on each message: an
+        attempt through ``fallback-file`` that ``history`` shows, and an audit
+        line. Entries written after the notice was queued stay: their own
+        notice is still to be read."""
+        fname = self.profile.instruction_file
+        assert fname is not None
+        announced = {i for n in notices for i in _announced(n)}
+        try:
+            gone = [i for i in read_section(self.fallback_dir, fname) or [] if i in announced]
+            if not gone:
+                return  # removed already (by the person, or another notice)
+            entries = self._section_entries(fname, [], drop=gone)
+            if entries:
+                write_section(self.fallback_dir, fname, entries, lock_dir=self.lock_dir)
+            else:
+                remove_section(self.fallback_dir, fname, lock_dir=self.lock_dir)
+        except (FallbackError, OSError) as exc:
+            log.warning("could not remove the fallback section: %s", exc)
+            self.audit.write(event="fallback_remove_failed", session=self.session,
+                             ids=sorted(announced), error=str(exc))
+            return
+        now = self.clock()
+        evidence = f"section removed from {fname}: {why}"
+        for mid in gone:
             try:
-                if remove_section(
-                    self.fallback_dir, self.profile.instruction_file, lock_dir=self.lock_dir
-                ):
-                    self.audit.write(event="fallback_removed", session=self.session)
-            except (FallbackError, OSError) as exc:
-                log.warning("could not remove the fallback section: %s", exc)
+                m = self.store.get(mid)
+            except MessageNotFound:
+                continue
+            self.store.record_attempt(Attempt(mid, token, m.attempts + 1, now, now,
+                                              "fallback-file", "section_removed", evidence))
+        self.audit.write(event="fallback_removed", session=self.session, batch=token, ids=gone,
+                         file=fname, reason=why, left=len(entries))
+
+    def _announce_leftovers(self) -> None:
+        """At the supervisor's start: entries no notice got acknowledged for
+        are still in the section (a silent agent, a session that ended
+        first). The agent read them at its start-up, or reads them now; a
+        new notice asks it to acknowledge, so that the section can go. Named:
+        this store's escalated messages no queued notice names already."""
+        fname = self.profile.instruction_file
+        if not fname or not self._removes_fallback():
+            return
+        try:
+            ids = read_section(self.fallback_dir, fname) or []
+        except (FallbackError, OSError) as exc:
+            log.warning("could not read the fallback section: %s", exc)
+            return
+        waiting = [*self.store.peek(self.session), *self.store.in_flight(self.session)]
+        named = {i for m in waiting if m.kind is Kind.FALLBACK_NOTICE for i in _announced(m)}
+        msgs = []
+        for mid in ids:
+            try:
+                m = self.store.get(mid)
+            except MessageNotFound:
+                continue
+            if mid not in named and m.status is Status.ESCALATED:
+                msgs.append(m)
+        if msgs:
+            self._queue_notice(fname, msgs, earlier=True)
 
     def abandon(self, reason: str) -> int:
         """The session ended: nothing queued for it can be delivered any more.
@@ -853,13 +992,15 @@ class DeliveryEngine:
         waiting for its ACK) reached the agent: it is *delivered*, never
         failed. Anything earlier is not proven to have gone in: failed.
         """
-        self._ack = None
+        waited, self._ack = self._ack, None
         in_flight = self.store.in_flight(self.session)
         submitted = [m.id for m in in_flight if m.phase is Phase.SUBMITTED]
         ids = [m.id for m in in_flight if m.phase is not Phase.SUBMITTED]
         ids += [m.id for m in self.store.peek(self.session)]
         n = 0
         if submitted:
+            self._unacknowledged([m for m in in_flight if m.phase is Phase.SUBMITTED], waited,
+                                 f"submitted; not acknowledged before {reason}")
             n += self.store.finish(
                 Status.DELIVERED, f"delivered: submitted; not acknowledged before {reason}",
                 message_ids=submitted,
@@ -872,6 +1013,19 @@ class DeliveryEngine:
                 reason=reason,
             )
         return n
+
+    def _unacknowledged(self, msgs: list[Message], waited: _AckWait | None, why: str) -> None:
+        """Record the attempt that ends submitted messages whose ACK was asked and
+        never came (:data:`~agentwrap.message.UNACKNOWLEDGED`: what ``send --wait``
+        and the API tell senders by); one asked none gets no attempt here."""
+        now = self.clock()
+        for m in msgs:
+            if self.ack_wording([x for x in msgs if x.batch_id == m.batch_id]) is None:
+                continue
+            ours = waited if waited is not None and waited.inj.token == m.batch_id else None
+            self.store.record_attempt(Attempt(
+                m.id, m.batch_id or "", m.attempts + 1, ours.started if ours else now, now,
+                ours.channel if ours else self._channel, UNACKNOWLEDGED, why))
 
     # --- restart -----------------------------------------------------------------------------
 
@@ -890,6 +1044,12 @@ class DeliveryEngine:
             log.info("resuming batch %s from phase %s", token, phase)
             sup.observe()
             self._deliver(sup, token, batch, phase)
+
+
+def _announced(notice: Message) -> list[str]:
+    """The ids of the messages a fallback notice names (its own metadata)."""
+    ids = notice.metadata.get("fallback_ids")
+    return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
 
 
 def _squeeze(text: str) -> str:

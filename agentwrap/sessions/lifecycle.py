@@ -46,7 +46,7 @@ from ..errors import (
     SessionNotRunning,
     UnsafePath,
 )
-from ..message import Message, NewMessage, Priority, Source
+from ..message import Message, NewMessage, Priority, Source, Status, acknowledged
 from ..paths import Paths, check_session_name, open_private_append, private_dir
 from ..queue.answers import AnswerStore
 from ..terminal.proctree import alive, descendants, kill_pids
@@ -279,7 +279,7 @@ def build_supervisor(
     sup.answering = Answerer.for_session(paths, profile, rec.name)
     sup.teller = Teller(rec.name, cfg.notify, AuditLog(paths.audit_log),
                         display=getattr(term, "display", None))
-    _answer_sources(sup, paths, cfg, profile, registry, sup.answering.store)
+    _answer_sources(sup, paths, cfg, profile, registry, sup.answering.store, rec.cwd)
     sup.continuity = _collector(paths, cfg, rec, hooks=hooks is not None)
     return sup
 
@@ -318,12 +318,21 @@ def _collector(paths: Paths, cfg: Config, rec: SessionRecord, hooks: bool) -> Co
         finally:
             store.close()
 
-    return collector(paths, cfg.continuity, rec.name, Path(rec.cwd), rec.started, messages, hooks)
+    def unacknowledged(delivered: Sequence[str]) -> set[str]:
+        store = SQLiteMessageStore(paths.db_path, cfg.limits)
+        try:
+            return {i for i in delivered
+                    if acknowledged(Status.DELIVERED, store.attempts(i)) is False}
+        finally:
+            store.close()
+
+    return collector(paths, cfg.continuity, rec.name, Path(rec.cwd), rec.started, messages, hooks,
+                     unacknowledged)
 
 
 def _answer_sources(
     sup: Supervisor, paths: Paths, cfg: Config, profile: Profile, registry: Registry,
-    answers: AnswerStore,
+    answers: AnswerStore, project: str,
 ) -> None:
     """The answers taken inside the supervisor: files dropped in the session's answer
     folder, and the user's answer rules; both through the intake's checks."""
@@ -340,7 +349,8 @@ def _answer_sources(
                                                        sup.name, exc)
     if cfg.answer_rules:
         sup.policy = AutoAnswer(sup.name, profile.name, cfg.answer_rules, intake, answers, audit,
-                                announce=sup.teller.announce if sup.teller else None)
+                                announce=sup.teller.announce if sup.teller else None,
+                                project=project)
 
 
 # --- tmux ----------------------------------------------------------------------------
