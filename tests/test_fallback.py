@@ -621,7 +621,9 @@ def test_append_then_remove_restores_file_ending_in_newline(
 
 
 @pytest.mark.parametrize(
-    "original", [b"# P", b"# P\n\n", b"# P\n\n\n\n", b"", b"\xef\xbb\xbf", b"# P\r\n\r\n\r\n", b"\n"]
+    "original", [b"# P", b"# P\n\n", b"# P\n\n\n\n", b"", b"\xef\xbb\xbf", b"# P\r\n\r\n\r\n", b"\n",
+                 # a lone carriage return at the end (issue 26: it was lost)
+                 b"# P\r", b"\r", b"# P\r\n\r", b"a\rb\r", b"# P\n\r", b"# P\r\r"]
 )
 def test_append_then_remove_restores_every_ending_byte_for_byte(
     tmp_path: Path, original: bytes
@@ -630,6 +632,10 @@ def test_append_then_remove_restores_every_ending_byte_for_byte(
     # is recorded, so removal gives back exactly what was there.
     path = write(tmp_path, original)
     write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
+    assert remove_section(tmp_path, "CLAUDE.md") is True
+    assert path.read_bytes() == original
+    write_section(tmp_path, "CLAUDE.md", [ENTRY], now=NOW)
+    write_section(tmp_path, "CLAUDE.md", [ENTRY, ENTRY2], now=NOW)  # a rewrite keeps its endings
     assert remove_section(tmp_path, "CLAUDE.md") is True
     assert path.read_bytes() == original
 

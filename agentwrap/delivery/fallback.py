@@ -244,6 +244,8 @@ def write_section(
         data = b"" if old is None else old
         span = _find_section(data, section, path)
         nl = _newline_of(data)
+        if span is not None and any(a.startswith(SEP_ATTR) for a in span.attrs):
+            nl = _line_ending_at(data, span.start)  # its recorded separator is made of it
         if span is not None:
             body = _render(section, entries, written_at, nl, attrs=span.attrs)
             new = data[: span.start] + body + data[span.end :]
@@ -305,13 +307,16 @@ def _recorded_removal(data: bytes, span: _Span) -> bytes | None:
     if not seps or not seps[0][len(SEP_ATTR) :].isdigit():
         return None
     before, after = data[: span.start], data[span.end :]
+    # The separator is N of the section's own line ending, byte for byte: a
+    # file that ended in a lone CR reads "\r\n" where the CR meets the first
+    # "\n", and taking a whole CRLF away would take the user's CR with it.
+    nl = _line_ending_at(data, span.start)
     for _ in range(int(seps[0][len(SEP_ATTR) :])):
-        ending = _last_line_ending(before)
-        if not ending:
+        if not before.endswith(nl):
             return None
-        before = before[: -len(ending)]
+        before = before[: -len(nl)]
     if OWN_EOL_ATTR in span.attrs:
-        after = _strip_line_ending(after)
+        after = after.removeprefix(nl)
     if after and before.removeprefix(_BOM) and not _last_line_ending(before):
         # Text was added after the section and the file had no final line
         # ending: keep the two apart rather than joining two lines into one.
@@ -515,6 +520,13 @@ def _last_line_ending(data: bytes) -> bytes:
     if data.endswith(b"\r\n"):
         return b"\r\n"
     return b"\n" if data.endswith(b"\n") else b""
+
+
+def _line_ending_at(data: bytes, start: int) -> bytes:
+    """The line ending of the line that begins at ``start`` (a section's BEGIN
+    line: the whole section uses it)."""
+    i = data.find(b"\n", start)
+    return b"\r\n" if i > start and data[i - 1 : i] == b"\r" else b"\n"
 
 
 def _first_line_ending(data: bytes) -> bytes:
