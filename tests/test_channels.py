@@ -295,20 +295,42 @@ def test_a_fresh_hook_signal_decides_and_a_newer_screen_wins(tmp_path: Path) -> 
     assert det.update(ready).signal is not Signal.HOOK
 
 
-def test_a_turn_end_while_the_screen_still_moves_is_busy_until_quiet(tmp_path: Path) -> None:
+def test_a_turn_end_is_ready_at_once_unless_the_screen_contradicts_it(tmp_path: Path) -> None:
+    """Issue 27: the hook *is* the agent saying its turn ended, so no quiet
+    window (the screen has just changed: the reply was drawn); only a spinner
+    still moving, or the person's text in the box, contradicts it."""
     clock, hooks = Clock(), FakeHooks()
     profile = load_profile("claude", Paths.from_env({"HOME": str(tmp_path)}))
     det = Detector(profile, clock=clock, hooks=hooks)
     det.update(_claude_screen())
     clock.t += 1.0
+    assert det.update(_claude_screen()).state is State.READY  # seen ready once
+    det.update(_claude_screen(busy=True))  # a turn runs
+    clock.t += 0.01
     hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.0)
-    r = det.update(_claude_screen(box="x"))  # changed just now
-    assert (r.state, r.signal) == (State.STARTING, Signal.HOOK)  # never seen ready yet
+    # the spinner is still drawn and the screen moves: busy, whatever the hook says
+    spinning = Snapshot.from_text(_claude_screen(busy=True).text().replace("Thinking", "Pondering"),
+                                  cols=80, rows=12)
+    r = det.update(spinning)
+    assert (r.state, r.signal) == (State.BUSY, Signal.HOOK), r
     assert "changed 0 ms ago" in r.reason
+    # the agent redraws its idle prompt: ready at once, though it changed just now
+    clock.t += 0.01
+    hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.02)
+    r = det.update(_claude_screen())
+    assert (r.state, r.signal, r.quiet_ms) == (State.READY, Signal.HOOK, 0), r
+    # a busy line the redraw left, on a still screen: the hook wins
     clock.t += profile.quiet_ms / 1000 + 0.05
     hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.4)
+    det.update(_claude_screen(busy=True))
+    clock.t += profile.quiet_ms / 1000 + 0.05
+    r = det.update(_claude_screen(busy=True))
+    assert (r.state, r.signal) == (State.READY, Signal.HOOK), r
+    # the person's text in the box, just typed: a draft, kept
+    clock.t += 0.01
+    hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.05)
     r = det.update(_claude_screen(box="x"))
-    assert (r.state, r.signal) == (State.DRAFT, Signal.HOOK)  # the person's text is kept
+    assert (r.state, r.signal) == (State.DRAFT, Signal.HOOK), r
 
 
 def test_hook_signals_ignore_an_earlier_launch(paths: Paths) -> None:

@@ -217,7 +217,7 @@ class Detector:
         draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
         self.draft = draft_match is not None
 
-        hooked = self._hook_reading(quiet, draft_match)
+        hooked = self._hook_reading(quiet, matches, draft_match)
         if hooked is not None:
             state, reason = hooked
             return self._set(state, Signal.HOOK, "hook", reason, None, quiet, now)
@@ -264,12 +264,20 @@ class Detector:
         held = State.BUSY if self._seen_ready else State.STARTING
         return self._set(held, Signal.SCREEN, "none", "no rule matched", None, quiet, now)
 
-    def _hook_reading(self, quiet: int, draft_match: Match | None) -> tuple[State, str] | None:
+    def _hook_reading(self, quiet: int, matches: list[Match],
+                      draft_match: Match | None) -> tuple[State, str] | None:
         """The hook's signal when it is fresh: younger than :data:`HOOK_FRESH_S`
         and the screen has not changed more than :data:`HOOK_GRACE_MS` after it
-        (a newer screen wins). A dialog on screen was decided before this. A
-        turn's end counts as ready once the screen has been quiet for the
-        profile's ``quiet_ms`` (the agent redraws after it), busy till then."""
+        (a newer screen wins). A dialog on screen was decided before this.
+
+        A turn's end is the agent itself saying its turn is over, so it is
+        ``ready`` at once, with no quiet window (that window is for readings
+        from the screen alone, which cannot tell a pause from an end), unless
+        the screen contradicts it: text in the input box (``draft``), or a busy
+        rule that matches while the screen still moves (``quiet_ms``): a
+        spinner still turning, the turn end of another step or one drawn before
+        the agent redraws. A busy rule on a still screen is a leftover line the
+        redraw has not cleared yet: the hook wins."""
         if self.hooks is None:
             return None
         got = self.hooks.read()
@@ -280,11 +288,13 @@ class Detector:
             return None  # the dialog it announced was drawn since, and is gone: answered
         state, reason = got.state, got.reason
         if state is State.READY:
-            if quiet < self.profile.quiet_ms:
-                return State.BUSY if self._seen_ready else State.STARTING, \
-                    f"{reason}; the screen changed {quiet} ms ago (< {self.profile.quiet_ms} ms)"
             if draft_match is not None:
                 return State.DRAFT, f"{reason}; {draft_match.rule.explain or 'text in the input box'}"
+            busy = next((m for m in matches if m.rule.state is State.BUSY), None)
+            if busy is not None and quiet < self.profile.quiet_ms:
+                return State.BUSY if self._seen_ready else State.STARTING, \
+                    (f"{reason}; but {busy.rule.explain or 'rule ' + busy.rule.name} and the"
+                     f" screen changed {quiet} ms ago (< {self.profile.quiet_ms} ms)")
         return state, reason
 
     def _set(
