@@ -194,6 +194,11 @@ class Attempt:
 #: surface parses the detail's words.
 UNACKNOWLEDGED = "unacknowledged"
 
+#: The outcome of the attempt row that records an escalated message's section
+#: removed from the instruction file once the agent read it: what happened
+#: after the message ended, not a try to deliver it (metrics never count it).
+SECTION_REMOVED = "section_removed"
+
 
 def acknowledged(status: Status, attempts: Sequence[Attempt]) -> bool | None:
     """Whether the ACK asked of a message came: True once acknowledged, False

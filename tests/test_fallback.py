@@ -890,6 +890,12 @@ def test_section_is_there_when_the_agent_reads_it_and_goes_after_its_ack(aw: AwE
     assert last["evidence"] == f"section removed from AGENTS.md: read by the agent (ACK {token})"
     (removed,) = [e for e in audit_events(aw) if e["event"] == "fallback_removed"]
     assert removed["ids"] == [msg["id"]] and removed["batch"] == token
+    # a record of what happened after the end, not an attempt: metrics leave it out
+    tries = [a for m in history(aw).values() for a in m["attempt_log"]
+             if a["channel"] == "fallback-file" and a["outcome"] != "section_removed"]
+    figures = json.loads(aw.cli("metrics", "sa", "--json", check=True).stdout)
+    counted = figures["by_channel"].get("fallback-file", {"attempts": 0, "failed_attempts": 0})
+    assert counted["attempts"] == len(tries) and counted["failed_attempts"] == 0, figures
 
 
 def test_unacknowledged_notice_leaves_the_section_for_the_next_session(aw: AwEnv) -> None:

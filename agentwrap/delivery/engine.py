@@ -51,6 +51,7 @@ from ..errors import (
     MessageNotFound,
 )
 from ..message import (
+    SECTION_REMOVED,
     UNACKNOWLEDGED,
     Attempt,
     Kind,
@@ -953,7 +954,7 @@ class DeliveryEngine:
             except MessageNotFound:
                 continue
             self.store.record_attempt(Attempt(mid, token, m.attempts + 1, now, now,
-                                              "fallback-file", "section_removed", evidence))
+                                              "fallback-file", SECTION_REMOVED, evidence))
         self.audit.write(event="fallback_removed", session=self.session, batch=token, ids=gone,
                          file=fname, reason=why, left=len(entries))
 

@@ -46,6 +46,7 @@ from ..errors import (
     StoreCorrupt,
 )
 from ..message import (
+    SECTION_REMOVED,
     TERMINAL_STATUSES,
     Attempt,
     Kind,
@@ -982,9 +983,9 @@ def _by_channel(
         "SELECT a.channel, COUNT(*),"
         " SUM(a.number = m.attempts AND m.status IN (?, ?)),"
         " SUM(a.number = m.attempts + 1 AND m.status = ?)"  # counted once it ends
-        f" FROM attempts a JOIN messages m ON m.id = a.message_id WHERE {where}"
+        f" FROM attempts a JOIN messages m ON m.id = a.message_id WHERE a.outcome != ? AND {where}"
         " GROUP BY a.channel",
-        [*success, Status.DELIVERING.value, *params],
+        [*success, Status.DELIVERING.value, SECTION_REMOVED, *params],
     ).fetchall()
     latencies: dict[str, list[float]] = {}
     first: dict[str, int] = {}
