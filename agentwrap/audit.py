@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +25,26 @@ class AuditLog:
         self.path = path
 
     def write(self, **event: Any) -> None:
-        event.setdefault("ts", time.time())
-        line = json.dumps(event, sort_keys=True, default=str) + "\n"
+        self.write_many([event])
+
+    def write_many(self, events: Iterable[dict[str, Any]]) -> None:
+        """Several lines with one open of the file (a server stores messages
+        in batches); each append at most PIPE_BUF bytes, whole lines only."""
+        now = time.time()
+        lines = [(json.dumps({"ts": now, **e}, sort_keys=True, default=str) + "\n").encode("utf-8")
+                 for e in events]
+        if not lines:
+            return
         self.path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
         fd = open_private_append(self.path)
         try:
-            os.write(fd, line.encode("utf-8"))
+            chunk = b""
+            for line in lines:
+                if chunk and len(chunk) + len(line) > select.PIPE_BUF:
+                    os.write(fd, chunk)
+                    chunk = b""
+                chunk += line
+            os.write(fd, chunk)
         finally:
             os.close(fd)
 

@@ -40,13 +40,18 @@ refused or evicts another. Measured in one run, in this order:
    Repeated while the 8 clients of step 1 enqueue at full speed ("under
    load"), as context: there the server's one core is saturated on purpose.
 
-Goals (issue 10): p99 <= 5 ms per enqueue, >= 2,000 enqueues/s sustained,
-event p99 <= 20 ms; printed as PASS/FAIL lines. Clients and server share the
-machine (``nproc`` is printed): on 2 cores the Python client itself costs
-about as much CPU per request as the server, so the bare baseline is the
-ceiling to read every figure against.
+Steps 1 and 2 run ``--rounds`` times (3), each round on a fresh store and
+with the servers in turn, so that all three meet the same load of the shared
+machine; the table shows the median of each figure over the rounds. Goals
+(issue 26; issue 10's absolute 2,000/s and p99 5 ms cannot be measured on 2
+cores, where the bare endpoint itself stays far below): the median over the
+rounds of agentwrap's rate / the FastAPI no-op route's rate >= 0.5, and of
+agentwrap's p99 / the no-op's p99 <= 2; event p99 <= 20 ms. Printed as
+PASS/FAIL lines. Clients and server share the machine (``nproc`` is
+printed): on 2 cores the Python client itself costs about as much CPU per
+request as the server.
 
-    .venv/bin/python scripts/bench_http.py                  # ~1 min
+    .venv/bin/python scripts/bench_http.py                  # ~2 min
     .venv/bin/python scripts/bench_http.py --requests 500 --cli-requests 40 --events 50 --json
 """
 
@@ -58,6 +63,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -78,8 +84,10 @@ ROOT = Path(__file__).resolve().parent.parent
 STANDIN_PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "standin.toml"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-GOAL_P99_MS = 5.0
-GOAL_RATE = 2000.0
+# Issue 26: against the FastAPI no-op route of the same round (absolute figures
+# cannot be had on 2 shared cores): at least half its rate, at most twice its p99.
+GOAL_RATE_RATIO = 0.5
+GOAL_P99_RATIO = 2.0
 GOAL_EVENT_P99_MS = 20.0
 
 # Run as `python -c BARE -- MODE`: agentwrap's own serve() with the app swapped,
@@ -121,7 +129,8 @@ def fastapi_noop():
     @app.post("/api/sessions/{name}/input", status_code=201, response_model=m.InputAccepted)
     def post_input(name: str, body: m.InputRequest) -> m.InputAccepted:
         return m.InputAccepted(id="00000000-0000-0000-0000-000000000000", created=True,
-                               supervised=False, status="pending", final=False)
+                               supervised=False, status="pending", final=False,
+                               outcome="pending")
 
     return app
 
@@ -410,15 +419,15 @@ def event_latency_under_load(url: str, token: str, sessions: list[str], *, reque
 
 
 def goals(res: dict[str, Any]) -> list[dict[str, Any]]:
-    http = res.get("http") or {}
     ev = res.get("events") or {}
 
     def g(what: str, value: Any, op: str, goal: float, unit: str) -> dict[str, Any]:
         ok = None if value is None or value != value else (value <= goal if op == "<=" else value >= goal)
         return {"what": what, "value": value, "op": op, "goal": goal, "unit": unit, "pass": ok}
 
-    return [g("HTTP enqueue p99", http.get("p99_ms"), "<=", GOAL_P99_MS, "ms"),
-            g("HTTP enqueues/s, 8 clients", http.get("per_s"), ">=", GOAL_RATE, "/s"),
+    ratio = res.get("ratios") or {}
+    return [g("enqueues/s x FastAPI no-op's", ratio.get("rate_median"), ">=", GOAL_RATE_RATIO, "x"),
+            g("enqueue p99 x FastAPI no-op's", ratio.get("p99_median"), "<=", GOAL_P99_RATIO, "x"),
             g("event commit -> SSE p99", ev.get("p99_ms"), "<=", GOAL_EVENT_P99_MS, "ms")]
 
 
@@ -431,24 +440,27 @@ def print_report(res: dict[str, Any]) -> None:
               f"{res['clients']} clients (threads, keep-alive httpx) in this process; "
               f"{res['bytes']} B content; {res['sessions']} sessions; {res['stack']}; "
               f"server log level {res['log_level']}")
-    t = Table(title="enqueue on loopback", title_justify="left")
-    for col in ("", "n", "p50 ms", "p99 ms", "max ms", "per s", "x bare (rate)", "server CPU ms/req",
+    t = Table(title=f"enqueue on loopback (medians of {len(res.get('rounds') or [])} rounds)",
+              title_justify="left")
+    for col in ("", "n", "p50 ms", "p99 ms", "max ms", "per s", "x FastAPI (rate)", "server CPU ms/req",
                 "errors"):
         t.add_column(col, justify="left" if not col else "right")
-    bare = (res.get("bare") or {}).get("per_s")
+    noop = (res.get("fastapi") or {}).get("per_s")
     rows = [("agentwrap serve: POST .../input", "http"), ("A  bare ASGI endpoint", "bare"),
             ("A' FastAPI no-op route", "fastapi"), ("B  agentwrap send (CLI)", "cli")]
     for label, key in rows:
         r = res.get(key)
         if not r:
             continue
-        ratio = r["per_s"] / bare if bare else float("nan")
+        ratio = r["per_s"] / noop if noop else float("nan")
         t.add_row(label, str(r["n"]), fmt(r["p50_ms"]), fmt(r["p99_ms"]), fmt(r["max_ms"]),
                   fmt(r["per_s"], ".0f"), fmt(ratio), fmt(r.get("server_cpu_ms")), str(r["errors"]))
     con.print(t)
-    if bare and bare < GOAL_RATE:
-        con.print(f"note: even the bare endpoint reached only {bare:.0f}/s with these clients on this "
-                  f"machine, below the {GOAL_RATE:.0f}/s goal: the clients share its cores")
+    ratio = res.get("ratios") or {}
+    if ratio.get("rate"):
+        con.print("agentwrap x the FastAPI no-op route, per round: rate "
+                  + " ".join(fmt(x) for x in ratio["rate"]) + "; p99 "
+                  + " ".join(fmt(x) for x in ratio["p99"]))
     http, cli = res.get("http"), res.get("cli")
     if http and cli:
         con.print(f"HTTP vs the CLI: {fmt(http['per_s'] / cli['per_s'], '.0f')}x the rate, "
@@ -471,7 +483,7 @@ def print_report(res: dict[str, Any]) -> None:
     for r in (ev, evl):
         if r and r.get("error"):
             con.print(f"  ! event stream: {r['error']}")
-    con.print("goals (issue 10):")
+    con.print("goals (issue 26: ratios are medians over the rounds; issue 10: events):")
     for goal in res["goals"]:
         v = "-" if goal["pass"] is None else ("PASS" if goal["pass"] else "FAIL")
         con.print(f"  {v:<4}  {goal['what']:<30} {fmt(goal['value']):>9} {goal['unit']:<3} "
@@ -515,30 +527,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "benchmark": "http", "cpus": os.cpu_count(), "load_before": " ".join(
             f"{x:.2f}" for x in os.getloadavg()), "clients": args.clients, "bytes": args.bytes,
         "log_level": args.log_level, "sessions": args.sessions, "stack": stack(), "errors": [],
+        "rounds": [],
     }
     started = time.monotonic()
     servers: list[Server] = []
     try:
-        e = setup(work, args.sessions, big, args.agentwrap_root.resolve())
         kw: dict[str, Any] = dict(requests=args.requests, warmup=args.warmup, clients=args.clients,
                                   size=args.bytes)
-        s = start_server(e, "agentwrap", args.log_level)
-        servers.append(s)
-        step(res, "http", lambda: hammer(s.url, e.token, e.sessions, server_pid=s.proc.pid, **kw))
-        if args.events:
-            step(res, "events", lambda: event_latency(s.url, e.token, count=args.events,
-                                                      interval=args.event_interval / 1000,
-                                                      size=args.bytes))
-            step(res, "events_under_load", lambda: event_latency_under_load(
-                s.url, e.token, e.sessions, requests=max(200, args.requests // 2),
-                clients=args.clients, size=args.bytes))
-        stop_server(s)
-        for what in ("bare", "fastapi"):
-            s2 = start_server(e, what, args.log_level)
-            servers.append(s2)
-            step(res, what, partial(hammer, s2.url, e.token, e.sessions, server_pid=s2.proc.pid, **kw))
-            stop_server(s2)
-        if args.cli_requests:
+        e: Env | None = None
+        for r in range(args.rounds):
+            # a fresh store each round: the messages of the last one (all pending) would
+            # make this one's capacity checks count more rows
+            (work / f"{r}").mkdir()
+            e = setup(work / f"{r}", args.sessions, big, args.agentwrap_root.resolve())
+            got: dict[str, Any] = {"errors": []}
+            res["rounds"].append(got)
+            for what in ("agentwrap", "bare", "fastapi"):
+                srv = start_server(e, what, args.log_level)
+                servers.append(srv)
+                key = "http" if what == "agentwrap" else what
+                step(got, key, partial(hammer, srv.url, e.token, e.sessions,
+                                       server_pid=srv.proc.pid, **kw))
+                if what == "agentwrap" and r == 0 and args.events:
+                    step(res, "events", partial(
+                        event_latency, srv.url, e.token, count=args.events,
+                        interval=args.event_interval / 1000, size=args.bytes))
+                    step(res, "events_under_load", partial(
+                        event_latency_under_load, srv.url, e.token, e.sessions,
+                        requests=max(200, args.requests // 2), clients=args.clients,
+                        size=args.bytes))
+                stop_server(srv)
+            res["errors"] += [f"round {r}: {x}" for x in got["errors"]]
+        for key in ("http", "bare", "fastapi"):
+            res[key] = medians([got[key] for got in res["rounds"] if got.get(key)])
+        res["ratios"] = ratios(res["rounds"])
+        if args.cli_requests and e is not None:
             step(res, "cli", lambda: cli_sends(e, requests=args.cli_requests, clients=args.clients,
                                                size=args.bytes))
     except (Exception, KeyboardInterrupt, Interrupted) as exc:  # noqa: BLE001 - reported, torn down
@@ -555,11 +578,39 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return res
 
 
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """One server's figures over the rounds: the median of each, errors added up."""
+    if not runs:
+        return None
+    out = dict(runs[0])
+    for k in ("p50_ms", "p99_ms", "min_ms", "max_ms", "per_s", "server_cpu_ms", "wall_s"):
+        out[k] = statistics.median(float(x[k]) for x in runs)
+    out["n"] = sum(x["n"] for x in runs)
+    out["errors"] = sum(x["errors"] for x in runs)
+    out["first_errors"] = [e for x in runs for e in x["first_errors"]][:3]
+    out["per_round_per_s"] = [x["per_s"] for x in runs]
+    return out
+
+
+def ratios(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """agentwrap against the FastAPI no-op route of the same round: rate and p99
+    ratios per round and their medians (the goals are these medians)."""
+    pairs = [(got["http"], got["fastapi"]) for got in rounds if got.get("http") and got.get("fastapi")]
+    rate = [h["per_s"] / f["per_s"] for h, f in pairs if f["per_s"]]
+    p99 = [h["p99_ms"] / f["p99_ms"] for h, f in pairs if f["p99_ms"]]
+    return {"rate": rate, "p99": p99,
+            "rate_median": statistics.median(rate) if rate else float("nan"),
+            "p99_median": statistics.median(p99) if p99 else float("nan")}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=4000,
                     help="measured POSTs per HTTP server (default 4000)")
     ap.add_argument("--warmup", type=int, default=200, help="unmeasured POSTs first (default 200)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the three HTTP servers, each on a fresh store; medians"
+                    " are reported (default 3)")
     ap.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
     ap.add_argument("--sessions", type=int, default=8,
                     help="sessions the clients post to, client i to session i mod N (default 8)")
