@@ -1,10 +1,15 @@
-"""Build the native relay helper (agentwrap/terminal/_native/relay.c) into the wheel.
+"""Build the native helpers (agentwrap/terminal/_native/) into the wheel.
 
 The pty backend copies the agent's output through this small C program
 because a Python relay cannot keep up with ``script(1)`` on a fast stream
 (see agentwrap/terminal/relay_helper.py). It is optional: with no C
 compiler the wheel is pure Python and the pty backend relays in Python,
 which ``agentwrap doctor`` reports. Set AGENTWRAP_NO_NATIVE=1 to skip it.
+
+The hook client (hook.c) is the same kind of helper: a native program an
+agent starts at every hook event in a millisecond, where a Python start costs
+~50 ms (see agentwrap/surfaces/hooks/server.py); without it the hooks run
+``python -m agentwrap hook`` as before.
 
 The binary is built next to its source, so an editable install (whose
 package directory is the source tree) finds it where a wheel puts it.
@@ -24,6 +29,10 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 SOURCE = Path("agentwrap/terminal/_native/relay.c")
 BINARY = Path("agentwrap/terminal/_native/agentwrap-relay")
+HOOK_SOURCE = Path("agentwrap/terminal/_native/hook.c")
+HOOK_BINARY = Path("agentwrap/terminal/_native/agentwrap-hook")
+#: (source, binary) of each native helper
+HELPERS = ((SOURCE, BINARY), (HOOK_SOURCE, HOOK_BINARY))
 CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra"]
 
 
@@ -32,30 +41,37 @@ class RelayBuildHook(BuildHookInterface):
         if self.target_name != "wheel":
             return
         root = Path(self.root)
-        src, out = root / SOURCE, root / BINARY
         if os.environ.get("AGENTWRAP_NO_NATIVE"):
-            out.unlink(missing_ok=True)  # a stale binary must not outlive the choice
+            for _, binary in HELPERS:
+                (root / binary).unlink(missing_ok=True)  # a stale binary must not outlive the choice
             return
         cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
         if cc is None:
             self.app.display_warning(
                 "agentwrap: no C compiler found; the pty backend will relay in Python "
-                "(slower on fast output). Install gcc and reinstall for the native relay."
+                "(slower on fast output) and hooks run in Python (~50 ms more each). "
+                "Install gcc and reinstall for the native helpers."
             )
             return
-        # Always rebuilt (a fraction of a second): an mtime check would trust
-        # a binary that is merely newer, not built from this source.
-        fd, tmp = tempfile.mkstemp(prefix=".relay-", dir=out.parent)
-        os.close(fd)
-        try:
-            subprocess.run([cc, *CFLAGS, "-o", tmp, str(src)], check=True)
-            os.chmod(tmp, 0o755)
-            os.replace(tmp, out)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        for source, binary in HELPERS:
+            _build(cc, root / source, root / binary)
         build_data["pure_python"] = False
         platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
         build_data["tag"] = f"py3-none-{platform}"  # a program, not an extension: any CPython
         if version != "editable":
-            build_data["force_include"][str(out)] = BINARY.as_posix()
+            for _, binary in HELPERS:
+                build_data["force_include"][str(root / binary)] = binary.as_posix()
+
+
+def _build(cc: str, src: Path, out: Path) -> None:
+    """Always rebuilt (a fraction of a second): an mtime check would trust
+    a binary that is merely newer, not built from this source."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}-", dir=out.parent)
+    os.close(fd)
+    try:
+        subprocess.run([cc, *CFLAGS, "-o", tmp, str(src)], check=True)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

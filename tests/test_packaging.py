@@ -28,7 +28,8 @@ def build_wheel(dist: Path, env: dict[str, str] | None = None) -> subprocess.Com
     # and a test must not replace the binary the checkout's own runs use.
     src = dist.parent / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "__pycache__", "*_cache", "agentwrap-relay", "dist", "build"))
+        ".venv", ".git", "__pycache__", "*_cache", "agentwrap-relay", "agentwrap-hook", "dist",
+        "build"))
     return subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-w", str(dist), "-q"],
         capture_output=True, text=True, timeout=600, check=False, cwd=dist.parent,
@@ -126,6 +127,19 @@ def test_wheel_carries_the_native_relay_and_the_installed_copy_uses_it(
     assert got["path"] == str((target / "agentwrap" / "terminal" / "_native" / "agentwrap-relay").resolve()), got
 
 
+def test_wheel_carries_the_native_hook_client_and_the_installed_copy_registers_it(
+    built: tuple[Path, Path],
+) -> None:
+    """Issue 27: the hooks run the installed client (not the checkout's)."""
+    wheel, target = built
+    info = zipfile.ZipFile(wheel).getinfo("agentwrap/terminal/_native/agentwrap-hook")
+    assert (info.external_attr >> 16) & 0o111, "the client must be executable in the wheel"
+    code = ("from agentwrap.sessions.channels import hook_client\n"
+            "print(hook_client({}))\n")
+    got = run_installed(target, ["-c", code], target.parent).stdout.strip()
+    assert got == str((target / "agentwrap" / "terminal" / "_native" / "agentwrap-hook").resolve())
+
+
 def test_without_a_compiler_the_wheel_is_pure_python() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="awpkg-pure-"))
     try:
@@ -137,6 +151,8 @@ def test_without_a_compiler_the_wheel_is_pure_python() -> None:
         names = zipfile.ZipFile(wheel).namelist()
         assert "agentwrap/terminal/_native/relay.c" in names
         assert "agentwrap/terminal/_native/agentwrap-relay" not in names
+        assert "agentwrap/terminal/_native/hook.c" in names
+        assert "agentwrap/terminal/_native/agentwrap-hook" not in names
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -51,6 +51,7 @@ as ever and the hook hands over only what came meanwhile.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -69,6 +70,8 @@ from ..config import RunConfig
 from ..delivery.read_channel import FILE_NAME as READ_FILE_NAME
 from ..detect.profiles import Profile
 from ..paths import Paths, check_session_name, private_dir, write_private
+from ..terminal.relay_helper import BINARY as RELAY_BINARY
+from .handover import hook_socket
 from .mcp_config import SERVER_NAME, server_env, server_spec
 
 #: Events registered per agent: between tool calls, then the state signals.
@@ -184,17 +187,56 @@ def _python_args(python: str) -> list[str]:
         else [python]
 
 
+#: ``python``: register ``python -m agentwrap hook`` even where the native client is built.
+HOOK_CLIENT_ENV = "AGENTWRAP_HOOK_CLIENT"
+#: The native hook client (agentwrap/terminal/_native/hook.c, built by hatch_build.py).
+HOOK_CLIENT = RELAY_BINARY.parent / "agentwrap-hook"
+HOOK_CLIENT_PROTOCOL = "1"  # must match HOOK_PROTOCOL in hook.c
+
+
+@functools.cache
+def _client_speaks(path: Path, mtime_ns: int) -> bool:
+    """Run without arguments, the client names its protocol and exits 64: a
+    stale build would fail every hook, so it is asked once per build."""
+    try:
+        probe = subprocess.run([str(path)], capture_output=True, text=True, timeout=10,
+                               stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 64 and f"protocol {HOOK_CLIENT_PROTOCOL} expected" in probe.stderr
+
+
+def hook_client(env: Mapping[str, str] | None = None) -> Path | None:
+    """The native hook client the hooks are registered with, or None: the
+    Python hook (not built: no C compiler at install; a stale build; or
+    ``AGENTWRAP_HOOK_CLIENT=python``)."""
+    if (os.environ if env is None else env).get(HOOK_CLIENT_ENV) == "python":
+        return None
+    try:
+        st = os.stat(HOOK_CLIENT)
+    except OSError:
+        return None
+    if not os.access(HOOK_CLIENT, os.X_OK) or not _client_speaks(HOOK_CLIENT, st.st_mtime_ns):
+        return None
+    return HOOK_CLIENT
+
+
 def hook_command(agent: str, event: str, session: str, paths: Paths, python: str,
-                 profile: str = "") -> str:
+                 profile: str = "", client: Path | None = None) -> str:
     """The shell command of one hook: ``env VAR=... python -m agentwrap hook
     AGENT EVENT``, with the session and the dirs that find this store (so it
     works whatever environment the agent hands its hooks), and the profile
-    (answer rules match it)."""
+    (answer rules match it). With the native ``client`` (issue 27) the same
+    command follows it, which it runs when the supervisor does not take the
+    hook: ``env VAR=... agentwrap-hook 1 SOCKET AGENT EVENT -- python -m ...``."""
     env_bin = shutil.which("env") or "/usr/bin/env"
     assigns = [f"{k}={v}" for k, v in server_env(session, paths).items()]
     assigns += [f"AGENTWRAP_PROFILE={profile}"] if profile else []
-    parts = [env_bin, *assigns, *_python_args(python), "-m", "agentwrap", "hook", agent, event]
-    return " ".join(shlex.quote(p) for p in parts)
+    hook = [*_python_args(shutil.which(python) or python), "-m", "agentwrap", "hook", agent, event]
+    sock = hook_socket(paths, session) if client is not None else None
+    front = [str(client), HOOK_CLIENT_PROTOCOL, str(sock), agent, event, "--"] \
+        if client is not None and sock is not None else []
+    return " ".join(shlex.quote(p) for p in [env_bin, *assigns, *front, *hook])
 
 
 def _mcp_spec(session: str, paths: Paths, python: str) -> dict[str, Any]:
@@ -270,8 +312,8 @@ def _claude(out: LaunchChannels, profile: Profile, session: str, paths: Paths, p
             batch = "PostToolUse"
         events = [batch if e == "PostToolBatch" else e for e in HOOK_EVENTS["claude"]]
         settings["hooks"] = {
-            e: _hook_group(hook_command("claude", e, session, paths, python, profile.name),
-                           HOOK_TIMEOUT_S)
+            e: _hook_group(hook_command("claude", e, session, paths, python, profile.name,
+                                        hook_client()), HOOK_TIMEOUT_S)
             for e in events
         }
     if mcp:
@@ -330,7 +372,7 @@ def _codex(out: LaunchChannels, session: str, paths: Paths, python: str, run: Ru
         hooks = False
     if hooks:
         for e in HOOK_EVENTS["codex"]:
-            command = hook_command("codex", e, session, paths, python, profile)
+            command = hook_command("codex", e, session, paths, python, profile, hook_client())
             out.argv += ["-c", f"hooks.{e}={_toml(_hook_group(command, HOOK_TIMEOUT_S))}"]
         out.argv.append(CODEX_BYPASS_FLAG)
         out.channels.insert(0, "hooks")
@@ -350,8 +392,8 @@ def _gemini(out: LaunchChannels, session: str, paths: Paths, python: str,
     if hooks:
         settings["hooksConfig"] = {"enabled": True}
         settings["hooks"] = {
-            e: _hook_group(hook_command("gemini", e, session, paths, python),
-                           HOOK_TIMEOUT_S * 1000)
+            e: _hook_group(hook_command("gemini", e, session, paths, python,
+                                        client=hook_client()), HOOK_TIMEOUT_S * 1000)
             for e in HOOK_EVENTS["gemini"]
         }
     if mcp:
@@ -463,7 +505,8 @@ def describe(options: Mapping[str, Any]) -> str:
 
 
 __all__ = [
-    "ALLOWED_MCP_TOOLS", "HOOK_EVENTS", "LaunchChannels", "describe", "hook_command",
+    "ALLOWED_MCP_TOOLS", "HOOK_CLIENT", "HOOK_CLIENT_ENV", "HOOK_EVENTS", "LaunchChannels",
+    "describe", "hook_client", "hook_command",
     "launch_dir", "parse_version", "plan", "probe_version", "read_file_path",
     "remove_launch_files", "root_private_chain",
     "version_at_least",

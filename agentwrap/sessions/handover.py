@@ -29,6 +29,7 @@ elsewhere.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import select
@@ -61,6 +62,22 @@ _MAX_REPLY = 1 << 18  # a framed hand-over is at most ~40 KB of UTF-8
 def reply_dir(paths: Paths) -> Path:
     """Where hooks bind their reply sockets (private, like the runtime dir)."""
     return paths.runtime_dir / "hooks"
+
+
+#: Longest unix socket path (``sun_path`` is 108 bytes on Linux, 104 elsewhere).
+MAX_SOCKET_PATH = 100
+
+
+def hook_socket(paths: Paths, session: str) -> Path | None:
+    """The session's hook server socket (a stream socket its supervisor
+    listens on for the native hook client: :mod:`agentwrap.surfaces.hooks.server`),
+    in a dir of its own in the private runtime dir; a digest names it when the
+    session's name would make the path too long, None when even that is."""
+    folder = paths.runtime_dir / "hook-servers"
+    path = folder / f"{session}.sock"
+    if len(os.fsencode(path)) > MAX_SOCKET_PATH:
+        path = folder / f"{hashlib.sha256(session.encode()).hexdigest()[:16]}.sock"
+    return path if len(os.fsencode(path)) <= MAX_SOCKET_PATH else None
 
 
 @dataclass(frozen=True)
@@ -234,4 +251,4 @@ class HandoverServer:
 
 
 __all__ = ["MARGIN_S", "START_HOOK_WAIT_S", "VERB", "WAIT_S", "HandoverServer", "Request",
-           "ask", "awaits_start_hook", "parse", "reply_dir"]
+           "ask", "awaits_start_hook", "hook_socket", "parse", "reply_dir"]

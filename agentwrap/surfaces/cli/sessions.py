@@ -48,8 +48,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "the pty backend cannot run detached", hint="use --backend tmux for --detach"
             )
         from ...feedback.companion import for_session  # the project's watchers and schedules
+        from ..hooks.server import for_session as hook_server  # runs the native hook client's hooks
 
-        return run_pty(paths, opts, interactive=sys.stdin.isatty(), companions=[for_session])
+        return run_pty(paths, opts, interactive=sys.stdin.isatty(),
+                       companions=[for_session, hook_server])
     rec = start_tmux(paths, opts)
     if opts.detach or not sys.stdin.isatty():
         if args.json:
@@ -102,15 +104,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_supervise(args: argparse.Namespace) -> int:
     from ...feedback.companion import for_session
     from ...sessions.lifecycle import supervise
+    from ..hooks.server import for_session as hook_server  # runs the native hook client's hooks
 
-    return supervise(_paths(), args.name, companions=[for_session])
+    return supervise(_paths(), args.name, companions=[for_session, hook_server])
 
 
 def cmd_host(args: argparse.Namespace) -> int:
     from ...feedback.companion import for_session  # the project's watchers and schedules
     from ...sessions.host import serve
+    from ..hooks.server import for_session as hook_server  # runs the native hook client's hooks
 
-    return serve(_paths(), companions=[for_session])
+    return serve(_paths(), companions=[for_session, hook_server])
 
 
 def _liveness_label(rec: SessionRecord) -> str:

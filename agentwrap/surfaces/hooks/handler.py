@@ -128,13 +128,19 @@ class HookRun:
     session: str
     paths: Paths
     action: str  # what :func:`~.protocol.action` made of the event
+    #: The hand-over of the process that runs this hook for the agent (the
+    #: supervisor's hook server: claimed, recorded once the answer reached the
+    #: agent); None: ask the supervisor over its wake socket, else the store.
+    hand_over: Callable[[HookRun], str] | None = None
 
     def log(self, line: str) -> None:
         _log(self.paths, self.session, self.agent, self.event, line)
 
 
-def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> str:
-    """What to print for one hook run ("" for nothing); never raises."""
+def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
+           hand_over: Callable[[HookRun], str] | None = None) -> str:
+    """What to print for one hook run ("" for nothing); never raises.
+    ``hand_over``: see :attr:`HookRun.hand_over`."""
     session = env.get(SESSION_ENV, "")
     paths: Paths | None = None
     try:
@@ -150,7 +156,7 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> str:
         from ...continuity.hooks import TURN_SIGNS, on_hook
 
         handoff = on_hook(paths, session, agent, event, todo, payload)
-        run = HookRun(agent, event, payload, session, paths, todo)
+        run = HookRun(agent, event, payload, session, paths, todo, hand_over)
         if handoff is not None:  # a session start
             text = "\n\n".join(t for t in (handoff, _at_start(run, len(handoff))) if t)
             return json.dumps(context_output(event, text), ensure_ascii=False) if text else ""
@@ -192,7 +198,7 @@ def _context(run: HookRun, env: Mapping[str, str]) -> str:
     after_tool(run.paths, run.session, run.agent, run.payload, log=run.log, env=env)
     if not run.paths.db_path.is_file():  # agentwrap never ran here: make nothing
         return ""
-    text = _from_supervisor(run)
+    text = run.hand_over(run) if run.hand_over is not None else _from_supervisor(run)
     if text is None:
         text = _from_store(run)
     return json.dumps(context_output(run.event, text), ensure_ascii=False) if text else ""

@@ -1,0 +1,302 @@
+"""The supervisor runs the agent's hooks for the native hook client (issue 27).
+
+Every hook is a process the agent waits for: a prompt waits for
+``UserPromptSubmit``, each tool step for ``PostToolBatch``. Python alone takes
+~50 ms to start, so a ``python -m agentwrap hook`` costs 60-170 ms per event.
+The native client (``agentwrap/terminal/_native/hook.c``) starts in a
+millisecond and hands the hook to the session's supervisor, which has Python,
+the config and the store loaded, over a stream socket in the private runtime
+dir (:func:`agentwrap.sessions.handover.hook_socket`). The supervisor runs the
+very :func:`~.handler.handle` the Python hook runs, in a thread of its own.
+
+The exchange, all of it bounded by the client's deadlines:
+
+1. the client sends ``awhook1 AGENT EVENT SESSION PROFILE DEADLINE LENGTH\\n``
+   and the hook's stdin (``PROFILE`` ``-`` for none; ``DEADLINE``: epoch
+   seconds after which it no longer reads an answer);
+2. the server reads it whole (at most :data:`~.handler.MAX_STDIN`), and answers
+   ``ok\\n`` if it will run the hook: a malformed or hostile request, another
+   session's, one too close to its deadline, or too many at once get no
+   ``ok`` (the connection is closed) and the client runs the Python hook
+   itself, which then behaves exactly as without the client;
+3. the client that has its ``ok`` never runs the hook again: it waits for
+   ``v1 LENGTH\\n`` and the answer, prints it whole or nothing.
+
+A client that gives up shuts its socket's reading side *before* its last look,
+so what the server wrote before that is read and what it writes after fails:
+an ``ok`` the client never read is never followed by a run, and the messages
+a hand-over claimed are recorded ``delivered`` only once the whole answer was
+written, else they go back to the queue (as with the wake socket's
+hand-over: :mod:`agentwrap.sessions.handover`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import re
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...paths import Paths, private_dir
+from .handler import CHANNEL, MAX_STDIN, PROFILE_ENV, SESSION_ENV, HookRun, handle
+from .protocol import EVENTS, MAX_CONTEXT_CHARS
+
+if TYPE_CHECKING:
+    from ...delivery.handover import Claimed
+    from ...service import Service
+
+log = logging.getLogger("agentwrap.hooks.server")
+
+#: The request's first word (the client's protocol version).
+VERB = b"awhook1"
+#: Longest request header line.
+MAX_HEADER = 512
+#: The server runs a hook only while the client will wait at least this long
+#: (a hand-over is claimed, framed and written well within it).
+MIN_LEFT_S = 1.0
+#: How long the server waits for the rest of a request the client sends.
+READ_WAIT_S = 2.0
+#: Hooks run at once; more are refused (their clients run the Python hook).
+MAX_RUNNING = 8
+_PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+Runner = Callable[..., str]  # :func:`~.handler.handle`'s signature
+
+
+@dataclass(frozen=True)
+class Request:
+    """One hook the client asks the supervisor to run."""
+
+    agent: str
+    event: str
+    profile: str
+    deadline: float
+    payload: bytes
+
+
+def parse_header(line: bytes, session: str) -> tuple[Request, int] | None:
+    """The request a header line announces and its payload's length; None for
+    anything malformed, another session's, or an unknown agent or event."""
+    parts = line.split(b" ")
+    if len(parts) != 7 or parts[0] != VERB:
+        return None
+    try:
+        agent, event, who, profile = (p.decode("ascii") for p in parts[1:5])
+        deadline, length = float(parts[5]), int(parts[6])
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if who != session or event not in EVENTS.get(agent, {}) or not math.isfinite(deadline):
+        return None
+    if (profile != "-" and not _PROFILE.fullmatch(profile)) or not 0 <= length <= MAX_STDIN:
+        return None
+    return Request(agent, event, "" if profile == "-" else profile, deadline, b""), length
+
+
+@dataclass
+class _Pending:
+    """The hand-over one hook run claimed, until the answer is written."""
+
+    claimed: Claimed | None = None
+    late: list[str] = field(default_factory=list)
+
+
+class HookServer:
+    """Listens on the session's hook socket; runs each hook in a thread."""
+
+    def __init__(self, paths: Paths, session: str, path: Path, *,
+                 run: Runner = handle, service: Callable[[], Service] | None = None,
+                 now: Callable[[], float] = time.time) -> None:
+        self.paths, self.session, self.path = paths, session, path
+        self.run, self.now = run, now
+        self._open_service = service
+        self._service: Service | None = None
+        self._service_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(MAX_RUNNING)
+        self._stop = threading.Event()
+        self._env = {**os.environ, **_paths_env(paths, session)}
+        private_dir(path.parent, repair=True)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()  # a dead supervisor's: this session has one supervisor
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.sock.bind(str(path))
+            os.chmod(path, 0o600)
+            self.sock.listen(16)
+            self.sock.settimeout(0.5)
+        except OSError:
+            self.sock.close()
+            raise
+        self._thread = threading.Thread(target=self._accept, name=f"hooks-{session}", daemon=True)
+
+    def start(self) -> HookServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Take no more hooks (a running one finishes on its own thread)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2.0)
+        self.sock.close()
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        with self._service_lock:
+            if self._service is not None:
+                self._service.close()
+                self._service = None
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return  # closed
+            if not self._slots.acquire(blocking=False):
+                conn.close()  # too many at once: the client runs the Python hook
+                continue
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                self.serve(conn)
+        except Exception:
+            log.exception("hook run for %s failed", self.session)
+        finally:
+            self._slots.release()
+
+    # --- one connection --------------------------------------------------------------
+
+    def serve(self, conn: socket.socket) -> None:
+        """Read one request, run it if the client will wait, write the answer."""
+        req = self.read_request(conn)
+        if req is None or req.deadline - self.now() < MIN_LEFT_S:
+            return  # no "ok": the client runs the Python hook itself
+        if not _send(conn, b"ok\n"):
+            return  # it gave up before it read the ok: it runs the hook itself
+        pending = _Pending()
+        env = {**self._env, PROFILE_ENV: req.profile} if req.profile else self._env
+        answer = self.run(req.agent, req.event, req.payload, env,
+                          hand_over=lambda run: self._hand_over(run, req, pending))
+        body = answer.encode("utf-8")
+        sent = _send(conn, b"v1 %d\n" % len(body) + body)
+        if pending.claimed is None:
+            return
+        if sent:
+            pending.claimed.delivered(self._svc().audit,
+                                      "handed to the agent's hook by the supervisor")
+            log.info("handed %d message(s) to a hook (batch %s); %d still wait",
+                     len(pending.claimed.messages), pending.claimed.token, pending.claimed.left)
+        else:
+            pending.claimed.release("the hook was gone before the hand-over reached it")
+
+    def read_request(self, conn: socket.socket) -> Request | None:
+        """The request on ``conn``, read whole within :data:`READ_WAIT_S`; None
+        for a malformed one or one that does not come in time."""
+        conn.settimeout(READ_WAIT_S)
+        buf = b""
+        try:
+            while b"\n" not in buf:
+                if len(buf) > MAX_HEADER:
+                    return None
+                got = conn.recv(MAX_HEADER + 1 - len(buf))
+                if not got:
+                    return None
+                buf += got
+            line, _, rest = buf.partition(b"\n")
+            head = parse_header(line, self.session)
+            if head is None:
+                return None
+            req, length = head
+            chunks, have = [rest], len(rest)
+            while have < length:
+                got = conn.recv(min(1 << 16, length - have))
+                if not got:
+                    return None
+                chunks.append(got)
+                have += len(got)
+            data = b"".join(chunks)
+            if len(data) != length or _more(conn):
+                return None  # more than it announced
+        except OSError:  # timeout, reset
+            return None
+        return Request(req.agent, req.event, req.profile, req.deadline, data)
+
+    def _hand_over(self, run: HookRun, req: Request, pending: _Pending) -> str:
+        """The due messages for this hook, claimed (recorded once written)."""
+        if req.deadline - self.now() < MIN_LEFT_S / 2:
+            run.log("hand-over skipped: the hook's client gives up too soon")
+            return ""
+        got = self._svc().claim_hand_over(self.session, channel=CHANNEL,
+                                          limit_chars=MAX_CONTEXT_CHARS, log=run.log)
+        pending.claimed = got
+        return got.text if got is not None else ""
+
+    def _svc(self) -> Service:
+        with self._service_lock:
+            if self._service is None:
+                if self._open_service is not None:
+                    self._service = self._open_service()
+                else:
+                    from ...service import Service
+
+                    self._service = Service.open(self.paths)
+            return self._service
+
+
+def _more(conn: socket.socket) -> bool:
+    """Bytes beyond the request are there already (a client that says one
+    length and sends another is not believed)."""
+    ready, _, _ = select.select([conn], [], [], 0)  # (recv waits out a timeout socket's)
+    return bool(ready) and bool(conn.recv(1, socket.MSG_PEEK))
+
+
+def _send(conn: socket.socket, data: bytes) -> bool:
+    """All of ``data`` written; False when the client has gone or stopped reading."""
+    try:
+        conn.settimeout(READ_WAIT_S)
+        conn.sendall(data, socket.MSG_NOSIGNAL)
+        return True
+    except OSError:
+        return False
+
+
+def _paths_env(paths: Paths, session: str) -> dict[str, str]:
+    """The environment that makes :func:`~.handler.handle` find this session's
+    store (as the hook's own command line sets it)."""
+    from ...sessions.mcp_config import server_env
+
+    return {**server_env(session, paths), SESSION_ENV: session}
+
+
+def for_session(paths: Paths, session: str) -> HookServer | None:
+    """The session's hook server, started (a companion of its supervisor:
+    :data:`agentwrap.sessions.host.Companion`); None when the session has no
+    hooks registered, or no socket path fits."""
+    from ...service import Service
+    from ...sessions.handover import hook_socket
+
+    with Service.open(paths) as svc:
+        rec = svc.state(session)
+    if "hooks" not in (rec.options.get("channels") or ()):
+        return None
+    path = hook_socket(paths, session)
+    if path is None:
+        log.warning("no hook socket for %s: its path would be too long", session)
+        return None
+    return HookServer(paths, session, path).start()
+
+
+__all__ = ["MAX_RUNNING", "MIN_LEFT_S", "VERB", "HookServer", "Request", "for_session",
+           "parse_header"]

@@ -1,0 +1,291 @@
+"""The native hook client and the supervisor's hook server (issue 27).
+
+The client is the real compiled ``agentwrap-hook`` (built by hatch_build.py;
+built here from its source when the install has none), run as an agent runs
+a hook: the payload on stdin, the session in its environment. The server is
+the real :class:`HookServer` over the real store, in a thread of this process
+as in the supervisor's. Whatever happens (no server, a hostile request, a
+client gone before its answer), each message ends handed over exactly once,
+or still queued, and the client prints a whole answer or nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import AwEnv
+from test_hooks import FIXTURES, context_of, env_of, send
+
+from agentwrap.message import Status
+from agentwrap.service import Service
+from agentwrap.sessions import channels
+from agentwrap.sessions.handover import hook_socket
+from agentwrap.sessions.signals import read_signal
+from agentwrap.surfaces.hooks.handler import MAX_STDIN, handle
+from agentwrap.surfaces.hooks.server import MIN_LEFT_S, HookServer, parse_header
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = ROOT / "agentwrap" / "terminal" / "_native" / "hook.c"
+BATCH = (FIXTURES / "claude" / "PostToolBatch.json").read_bytes()
+STOP = (FIXTURES / "claude" / "Stop.json").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The installed client, else one built from the source as hatch_build.py builds it."""
+    built = channels.hook_client({})
+    if built is not None:
+        return built
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler: the hooks run in Python (tested in test_hooks.py)")
+    out = tmp_path_factory.mktemp("hookclient") / "agentwrap-hook"
+    subprocess.run([cc, "-O2", "-std=c11", "-Wall", "-Wextra", "-Werror", "-o", str(out),
+                    str(SOURCE)], check=True)
+    return out
+
+
+def sock_of(aw: AwEnv) -> Path:
+    path = hook_socket(aw.paths, "fake")
+    assert path is not None
+    return path
+
+
+@contextmanager
+def server(aw: AwEnv, **kw: Any) -> Iterator[HookServer]:
+    srv = HookServer(aw.paths, "fake", sock_of(aw), **kw).start()
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def run_client(aw: AwEnv, client: Path, event: str, data: bytes, agent: str = "claude",
+               **env: str) -> subprocess.CompletedProcess[bytes]:
+    """The client as the agent runs it, with the Python hook it falls back to."""
+    argv = [str(client), "1", str(sock_of(aw)), agent, event, "--",
+            sys.executable, "-m", "agentwrap", "hook", agent, event]
+    return subprocess.run(argv, input=data, env={**env_of(aw), **env}, capture_output=True,
+                          timeout=60, check=False)
+
+
+def evidence(svc: Service, mid: str) -> str:
+    entry = svc.message(mid)
+    assert entry.message.status is Status.DELIVERED and entry.channel == "hook"
+    return entry.attempts[-1].evidence or ""
+
+
+def test_the_supervisor_runs_the_hook_for_the_client(aw: AwEnv, svc: Service,
+                                                     client: Path) -> None:
+    mid = send(svc, "CI failed on main")
+    with server(aw):
+        got = run_client(aw, client, "PostToolBatch", BATCH)
+        again = run_client(aw, client, "PostToolBatch", BATCH)
+        stop = run_client(aw, client, "Stop", STOP)
+    assert got.returncode == 0 and got.stderr == b""
+    assert got.stdout.endswith(b"}\n")
+    assert "[webhook:ci] CI failed on main" in context_of(got.stdout.decode(), "PostToolBatch")
+    assert evidence(svc, mid) == "handed to the agent's hook by the supervisor"
+    assert (again.returncode, again.stdout) == (0, b"")  # handed once
+    assert (stop.returncode, stop.stdout) == (0, b"")
+    sig = read_signal(aw.paths, "fake")
+    assert sig is not None and sig.signal == "turn_end" and sig.event == "Stop"
+
+
+def test_no_supervisor_runs_the_python_hook_with_the_same_stdin(aw: AwEnv, svc: Service,
+                                                               client: Path) -> None:
+    mid = send(svc, "CI failed on main")
+    got = run_client(aw, client, "PostToolBatch", BATCH)
+    assert got.returncode == 0, got.stderr
+    assert "CI failed on main" in context_of(got.stdout.decode(), "PostToolBatch")
+    assert evidence(svc, mid) != "handed to the agent's hook by the supervisor"  # its own path
+    assert run_client(aw, client, "Stop", STOP).stdout == b""
+    sig = read_signal(aw.paths, "fake")
+    assert sig is not None and sig.signal == "turn_end"
+
+
+def test_the_answer_is_the_python_hooks(aw: AwEnv, svc: Service, client: Path) -> None:
+    """A permission request a rule answers: byte for byte what the Python hook prints."""
+    (aw.paths.config_dir / "config.toml").write_text(
+        '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n',
+        encoding="utf-8")
+    asks = (FIXTURES / "claude" / "PermissionRequest.json").read_bytes()
+    with server(aw):
+        native = run_client(aw, client, "PermissionRequest", asks)
+    python = run_client(aw, client, "PermissionRequest", asks, AGENTWRAP_HOOK_CLIENT="python")
+    assert native.returncode == python.returncode == 0
+    assert b'"behavior": "allow"' in native.stdout
+    assert native.stdout == python.stdout
+
+
+def test_forced_python_leaves_the_supervisor_alone(aw: AwEnv, svc: Service,
+                                                   client: Path) -> None:
+    mid = send(svc, "waits for the python hook")
+    with server(aw):
+        got = run_client(aw, client, "PostToolBatch", BATCH, AGENTWRAP_HOOK_CLIENT="python")
+    assert "waits for the python hook" in context_of(got.stdout.decode(), "PostToolBatch")
+    assert evidence(svc, mid) != "handed to the agent's hook by the supervisor"
+
+
+def test_an_oversized_payload_prints_nothing_and_runs_nothing(aw: AwEnv, svc: Service,
+                                                              client: Path) -> None:
+    mid = send(svc, "stays")
+    big = b'{"x": "' + b"a" * (MAX_STDIN + 10) + b'"}'
+    with server(aw):
+        got = run_client(aw, client, "PostToolBatch", big)
+    assert (got.returncode, got.stdout, got.stderr) == (0, b"", b"")
+    assert svc.get(mid).status is Status.PENDING
+
+
+def test_misuse_names_the_protocol(client: Path) -> None:
+    got = subprocess.run([str(client)], capture_output=True, text=True, check=False)
+    assert got.returncode == 64 and "protocol 1 expected" in got.stderr
+
+
+def _raw(aw: AwEnv, data: bytes) -> bytes:
+    """What the server answers a client that sends ``data`` then stops sending."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(10)
+        s.connect(str(sock_of(aw)))
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        try:
+            while chunk := s.recv(1 << 16):
+                chunks.append(chunk)
+        except ConnectionResetError:  # closed with the request unread
+            pass
+        return b"".join(chunks)
+
+
+def _head(*, agent: str = "claude", event: str = "PostToolBatch", session: str = "fake",
+          profile: str = "-", deadline: float | None = None, length: int = len(BATCH)) -> bytes:
+    dl = time.time() + 30 if deadline is None else deadline
+    return f"awhook1 {agent} {event} {session} {profile} {dl:.6f} {length}\n".encode()
+
+
+@pytest.mark.parametrize("request_", [
+    b"", b"\n", b"awhook1\n" + BATCH, b"awhook2" + _head()[7:] + BATCH,
+    _head(session="other") + BATCH, _head(session="../fake") + BATCH,
+    _head(agent="aider") + BATCH, _head(event="SessionEnd") + BATCH,
+    _head(profile="../x") + BATCH, _head(deadline=float("nan")) + BATCH,
+    _head(deadline=time.time()) + BATCH,  # too late to run
+    _head(length=-1) + BATCH, _head(length=MAX_STDIN + 1) + BATCH,
+    _head(length=len(BATCH) + 5) + BATCH,  # shorter than announced
+    _head() + BATCH + b"trailing",  # longer than announced
+    b"x" * 2000 + b"\n" + BATCH,
+    b"awhook1 claude PostToolBatch fake - 1e12 " + b"9" * 400 + b"\n",
+])
+def test_a_malformed_or_hostile_request_changes_nothing(aw: AwEnv, svc: Service,
+                                                        request_: bytes) -> None:
+    mid = send(svc, "stays")
+    with server(aw):
+        assert _raw(aw, request_) == b""  # no "ok": a client would run the Python hook
+    assert svc.get(mid).status is Status.PENDING
+    assert read_signal(aw.paths, "fake") is None
+
+
+def test_a_well_formed_raw_request_is_answered(aw: AwEnv, svc: Service) -> None:
+    """The same exchange as the client's, by hand: the protocol as documented."""
+    mid = send(svc, "goes")
+    with server(aw):
+        got = _raw(aw, _head() + BATCH)
+    assert got.startswith(b"ok\nv1 ")
+    head, _, body = got[3:].partition(b"\n")
+    assert int(head.split()[1]) == len(body)
+    assert "goes" in context_of(body.decode(), "PostToolBatch")
+    assert svc.get(mid).status is Status.DELIVERED
+
+
+def test_parse_header_reads_the_profile() -> None:
+    got = parse_header(_head(profile="claude-work")[:-1], "fake")
+    assert got is not None and got[0].profile == "claude-work" and got[1] == len(BATCH)
+    assert parse_header(_head()[:-1], "fake") is not None
+    assert parse_header(_head()[:-1], "other") is None
+
+
+def test_a_client_gone_before_the_answer_gets_nothing_and_loses_nothing(
+        aw: AwEnv, svc: Service) -> None:
+    """The client gives up (shuts its reading side, as hook.c does at its
+    deadline) while the hook runs: the claimed batch goes back to the queue."""
+    mid = send(svc, "goes back")
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+
+    def run_then_give_up(*args: Any, **kw: Any) -> str:
+        answer = handle(*args, **kw)
+        assert ours.recv(3) == b"ok\n"
+        ours.shutdown(socket.SHUT_RD)
+        return answer
+
+    srv = HookServer(aw.paths, "fake", sock_of(aw), run=run_then_give_up)
+    try:
+        ours.sendall(_head() + BATCH)
+        srv.serve(theirs)
+    finally:
+        srv.stop()
+        ours.close()
+        theirs.close()
+    entry = svc.message(mid)
+    assert entry.message.status is Status.PENDING  # back in the queue, due now
+    assert entry.attempts[-1].outcome == "not_handed"
+    with Service.open(aw.paths) as again:
+        assert [m.id for m in again.inbox("fake")] == [mid]
+
+
+def test_a_request_too_close_to_its_deadline_claims_nothing(aw: AwEnv, svc: Service) -> None:
+    mid = send(svc, "stays")
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv = HookServer(aw.paths, "fake", sock_of(aw))
+    try:
+        ours.sendall(_head(deadline=time.time() + MIN_LEFT_S / 2) + BATCH)
+        ours.shutdown(socket.SHUT_WR)
+        srv.serve(theirs)
+        theirs.close()
+        assert ours.recv(16) == b""
+    finally:
+        srv.stop()
+        ours.close()
+    assert svc.get(mid).status is Status.PENDING
+
+
+def test_the_hook_command_runs_the_client_then_python(aw: AwEnv, client: Path) -> None:
+    cmd = channels.hook_command("claude", "Stop", "fake", aw.paths, sys.executable, "claude",
+                                client)
+    assert f"{client} 1 {sock_of(aw)} claude Stop --" in cmd
+    assert cmd.endswith("-m agentwrap hook claude Stop")
+    assert channels.hook_client({"AGENTWRAP_HOOK_CLIENT": "python"}) is None
+    plain = channels.hook_command("claude", "Stop", "fake", aw.paths, sys.executable, "claude")
+    assert str(client) not in plain and plain.endswith("-m agentwrap hook claude Stop")
+
+
+def test_a_stale_client_is_not_registered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    stale = tmp_path / "agentwrap-hook"
+    stale.write_text("#!/bin/sh\necho 'protocol 0 expected' >&2\nexit 64\n")
+    stale.chmod(0o755)
+    monkeypatch.setattr(channels, "HOOK_CLIENT", stale)
+    assert channels.hook_client({}) is None
+    os.utime(stale, ns=(1, 1))
+    stale.write_text("#!/bin/sh\necho 'protocol 1 expected' >&2\nexit 64\n")
+    assert channels.hook_client({}) == stale
+
+
+def test_signal_payload_json_round_trip(aw: AwEnv, svc: Service, client: Path) -> None:
+    """A payload with every byte the JSON may hold reaches the handler intact."""
+    payload = json.loads(STOP)
+    payload["last_assistant_message"] = "done \u00e9\u2603 \\ \" \n\t ACK deadbeef"
+    with server(aw):
+        got = run_client(aw, client, "Stop", json.dumps(payload).encode())
+    assert (got.returncode, got.stdout) == (0, b"")
+    sig = read_signal(aw.paths, "fake")
+    assert sig is not None and sig.signal == "turn_end"
