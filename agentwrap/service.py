@@ -28,16 +28,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .audit import AuditLog
-from .config import ConfigCache, load_config
+from .config import Config, ConfigCache, load_config
 from .delivery import handover
 from .delivery.choice import busy_channel_of, busy_reason
 from .delivery.handover import CONSUMABLE_KINDS, MAX_TAKE
 from .errors import (
+    AgentwrapError,
     FlowLimit,
     InvalidAnswer,
     InvalidMessage,
     MessageNotFound,
-    RateLimited,
     SessionNotRunning,
     UntrustedSource,
 )
@@ -55,14 +55,16 @@ from .message import (
 )
 from .paths import Paths
 from .queue.sanitize import check_text, sanitize
-from .queue.store import MessageStore, QueueMetrics
+from .queue.store import MessageStore, QueueMetrics, SenderLimit
 from .sessions.registry import Registry, SessionRecord, Transition
 from .sessions.wake import notify
 
 if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast
+    from .config import LaunchChoice
     from .detect.profiles import Profile
     from .queue.answers import Answer, AnswerStore
     from .sessions.answer_intake import AnswerIntake, AnswerResult
+    from .terminal.styles import Screen
 
 __all__ = [
     "RECHECK_S", "HistoryEntry", "QueueView", "Sent", "Service", "SessionRecord", "SessionView",
@@ -160,6 +162,41 @@ def _selection(
     return sources, contains, limit
 
 
+def _queued_line(message: Message) -> dict[str, Any]:
+    """The audit line of an accepted message: ids and sizes, never content."""
+    return dict(event="queued", session=message.session, message=message.id,
+                source=str(message.source), source_id=message.source_id,
+                priority=str(message.priority), kind=str(message.kind.value),
+                bytes=len(message.content.encode("utf-8")))
+
+
+class _Lookups:
+    """What :meth:`Service.send` looks up about a message's session (its
+    record, profile, config), remembered for one call: one message, or the
+    messages :meth:`Service.send_many` takes at one instant."""
+
+    def __init__(self, svc: Service) -> None:
+        self._svc = svc
+        self._records: dict[str, SessionRecord] = {}
+        self._profiles: dict[str, Profile] = {}
+        self._configs: dict[str, Config] = {}
+
+    def record(self, session: str) -> SessionRecord:
+        if session not in self._records:
+            self._records[session] = self._svc.registry.get(session)
+        return self._records[session]
+
+    def profile(self, name: str) -> Profile:
+        if name not in self._profiles:
+            self._profiles[name] = self._svc._profile(name)
+        return self._profiles[name]
+
+    def config(self, cwd: str) -> Config:
+        if cwd not in self._configs:
+            self._configs[cwd] = self._svc._configs.load(Path(cwd))
+        return self._configs[cwd]
+
+
 class Service:
     """The operations every surface offers, with one set of rules."""
 
@@ -172,8 +209,8 @@ class Service:
         self.registry = registry
         self.audit = audit if audit is not None else AuditLog(paths.audit_log)
         self.recheck_s = RECHECK_S
-        self._agent_sends = threading.Lock()  # send_as_agent: rate check and store together
         self._profiles: dict[str, tuple[tuple[str, int], Profile]] = {}
+        self._files: tuple[tuple[int, ...], dict[str, Path]] | None = None
         self._configs = ConfigCache(paths)  # [sources] and [trust] as they are now, per send
         self._answers: AnswerStore | None = None
         self._answers_lock = threading.Lock()
@@ -182,9 +219,9 @@ class Service:
         """The session's profile, parsed once per version of its file: a
         long-lived service (the HTTP server) sends many messages, and parsing
         a profile costs more than storing one."""
-        from .detect.profiles import load_profile, profile_files
+        from .detect.profiles import load_profile
 
-        path = profile_files(self.paths).get(name)
+        path = self._profile_files().get(name)
         try:
             key = (str(path), path.stat().st_mtime_ns) if path is not None else ("", 0)
         except OSError:
@@ -195,6 +232,22 @@ class Service:
         profile = load_profile(name, self.paths)
         self._profiles[name] = (key, profile)
         return profile
+
+    def _profile_files(self) -> dict[str, Path]:
+        """:func:`profile_files`, listed again only when a profile directory
+        changed (a file added, removed or renamed changes its mtime; an edit
+        in place is seen by :meth:`_profile` through the file's own)."""
+        from .detect.profiles import builtin_patterns_dir, profile_files
+
+        key = []
+        for d in (builtin_patterns_dir(), self.paths.user_patterns_dir):
+            try:
+                key.append(d.stat().st_mtime_ns)
+            except OSError:
+                key.append(0)
+        if self._files is None or self._files[0] != tuple(key):
+            self._files = (tuple(key), profile_files(self.paths))
+        return self._files[1]
 
     @classmethod
     def open(
@@ -250,7 +303,8 @@ class Service:
 
     # --- messages ---------------------------------------------------------------------
 
-    def send(self, new: NewMessage, *, raw: bool = False) -> Sent:
+    def send(self, new: NewMessage, *, raw: bool = False,
+             sender_limit: SenderLimit | None = None) -> Sent:
         """Store ``new`` durably for its session and wake the session's supervisor.
 
         ``raw``: type the text as is instead of quoting it (an agent's own
@@ -258,16 +312,66 @@ class Service:
         is refused unless the user's config trusts ``new.source`` with it, and
         cannot ask for an ACK (nothing would answer). Nothing is stored when a
         check fails. An accepted message leaves an audit line (ids and sizes,
-        never content), whichever surface sent it.
+        never content), whichever surface sent it. ``sender_limit``: the
+        sender's own limit across sessions (an agent's sends), counted by the
+        store in the transaction that stores the message.
         """
-        rec = self.registry.get(new.session)
+        rec, kind = self._admit(new, raw, _Lookups(self))
+        message, created = self.store.enqueue(new, kind=kind, sender_limit=sender_limit)
+        if created:
+            self.audit.write(**_queued_line(message))
+        notify(self.paths, new.session)
+        return Sent(message, created, supervised=rec.liveness != "stale")
+
+    def send_many(self, news: Sequence[NewMessage]) -> list[Sent | AgentwrapError]:
+        """:meth:`send` for several senders at once, stored in one transaction
+        (:meth:`MessageStore.enqueue_many`: one commit for all; the HTTP
+        server's writer thread calls this with what arrived meanwhile).
+
+        Each message gets exactly :meth:`send`'s checks, limits, audit line
+        and wake-up; one that is refused gets its error in its place and
+        changes nothing. The session, its profile and the config are looked
+        up once per call: the messages of one call are taken at one instant.
+        Returns after the commit only. A store error raises for all.
+        """
+        look = _Lookups(self)
+        out: list[Sent | AgentwrapError | None] = [None] * len(news)
+        admitted: list[tuple[int, SessionRecord, NewMessage, Kind]] = []
+        for i, new in enumerate(news):
+            try:
+                rec, kind = self._admit(new, False, look)
+            except AgentwrapError as exc:
+                out[i] = exc
+                continue
+            admitted.append((i, rec, new, kind))
+        results = self.store.enqueue_many([(new, kind) for _, _, new, kind in admitted])
+        stored: dict[str, None] = {}  # the sessions to wake, each once
+        lines: list[dict[str, Any]] = []
+        for (i, rec, new, _), result in zip(admitted, results, strict=True):
+            if isinstance(result, AgentwrapError):
+                out[i] = result
+                continue
+            message, created = result
+            if created:
+                lines.append(_queued_line(message))
+            stored[new.session] = None
+            out[i] = Sent(message, created, supervised=rec.liveness != "stale")
+        self.audit.write_many(lines)
+        for session in stored:
+            notify(self.paths, session)
+        return [r for r in out if r is not None]  # every slot was filled above
+
+    def _admit(self, new: NewMessage, raw: bool, look: _Lookups) -> tuple[SessionRecord, Kind]:
+        """What :meth:`send` checks before storing: the session runs, the
+        source may send as this id (and, raw, as is); the message's kind."""
+        rec = look.record(new.session)
         if rec.ended is not None:
             raise SessionNotRunning(
                 f"session {new.session!r} has ended; nothing would deliver this",
                 hint="`agentwrap ls` shows running sessions",
             )
-        profile = self._profile(rec.profile)
-        cfg = self._configs.load(Path(rec.cwd)).for_profile(rec.profile)
+        profile = look.profile(rec.profile)
+        cfg = look.config(rec.cwd).for_profile(rec.profile)
         allowed = cfg.source_ids.get(str(new.source))
         if allowed is not None and new.source_id not in allowed:
             raise UntrustedSource(
@@ -296,16 +400,7 @@ class Service:
                     hint="leave out --ack",
                 )
             kind = Kind.COMMAND
-        message, created = self.store.enqueue(new, kind=kind)
-        if created:
-            self.audit.write(
-                event="queued", session=message.session, message=message.id,
-                source=str(message.source), source_id=message.source_id,
-                priority=str(message.priority), kind=str(message.kind.value),
-                bytes=len(message.content.encode("utf-8")),
-            )
-        notify(self.paths, new.session)
-        return Sent(message, created, supervised=rec.liveness != "stale")
+        return rec, kind
 
     def send_as_agent(
         self, caller: str, target: str, content: str, *,
@@ -346,21 +441,13 @@ class Service:
                 f"flow {correlation_id} began {now - started:.0f} s ago; agent-to-agent flows"
                 f" end after {AGENT_FLOW_MAX_AGE_S:.0f} s"
             )
-        with self._agent_sends:  # one process's calls: checked and stored in turn
-            sent = self.store.sent_since(Source.AGENT, caller, now - AGENT_SEND_WINDOW_S)
-            if len(sent) >= AGENT_SENDS:
-                retry = max(0.0, sent[len(sent) - AGENT_SENDS] + AGENT_SEND_WINDOW_S - now)
-                raise RateLimited(
-                    f"session {caller!r} sent {len(sent)} messages to other agents in the last"
-                    f" {AGENT_SEND_WINDOW_S:.0f} s (limit {AGENT_SENDS})",
-                    retry_after=retry,
-                    hint=f"wait {retry:.0f} s; send fewer, fuller messages",
-                )
-            return self.send(NewMessage(
-                session=target, content=content, source=Source.AGENT, source_id=caller,
-                priority=prio, metadata=metadata if metadata is not None else {},
-                correlation_id=correlation_id, depth=depth,
-            ))
+        # counted by the store in the transaction that stores it: every
+        # process of the caller (one per MCP server) shares the one limit
+        return self.send(NewMessage(
+            session=target, content=content, source=Source.AGENT, source_id=caller,
+            priority=prio, metadata=metadata if metadata is not None else {},
+            correlation_id=correlation_id, depth=depth,
+        ), sender_limit=SenderLimit(AGENT_SENDS, AGENT_SEND_WINDOW_S, f"session {caller!r}"))
 
     def _flow_of(self, session: str, now: float) -> tuple[str, int, float]:
         """The flow an agent's message continues: (correlation id, depth, when
@@ -452,6 +539,19 @@ class Service:
             got.delivered(self.audit)
         log(f"handed {len(got.messages)} message(s) (batch {got.token}); {got.left} still wait")
         return got.text
+
+    def claim_hand_over(self, session: str, *, channel: str, limit_chars: int,
+                        log: Callable[[str], None] = lambda _: None) -> handover.Claimed | None:
+        """What :meth:`hand_over` hands over, claimed but not yet recorded: the
+        caller records it ``delivered`` once the text reached the agent's hook,
+        or releases it (the supervisor's hook server, issue 27). None when
+        nothing is due or the session has ended."""
+        _check_channel(channel)
+        rec = self.registry.get(session)
+        if rec.ended is not None:
+            return None
+        return handover.claim(self.store, session, channel=channel, limit_chars=limit_chars,
+                              ack_for=self._ack_rule(rec), log=log)
 
     def first_turn(self, session: str, channel: str) -> list[str]:
         """A model turn has run since the session started (a prompt, a tool
@@ -675,6 +775,90 @@ class Service:
         if not path.exists():
             raise SessionNotRunning(f"no screen recorded for {name!r} yet")
         return path.read_text(encoding="utf-8")
+
+    def screen_view(self, name: str) -> Screen:
+        """The same screen with its colours, for a person watching (the
+        dashboard, ``GET /api/sessions/NAME/screen``): rows of styled runs,
+        every value checked as it is read (:mod:`agentwrap.terminal.styles`),
+        no escape sequence in it. A session whose supervisor kept only the
+        plain screen gets that, uncoloured."""
+        from .terminal.styles import DOCUMENT_SUFFIX, Screen, read_document, rows_from_text
+
+        self.registry.get(name)
+        try:
+            got = read_document((self.paths.runtime_dir / f"{name}{DOCUMENT_SUFFIX}").read_bytes())
+        except FileNotFoundError:
+            got = None
+        if got is not None:
+            return got
+        text = self.screen(name)
+        lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+        return Screen(digest="", at=0.0, cols=max((len(x) for x in lines), default=0),
+                      cursor=(0, 0), title="", lines=rows_from_text(lines), styled=False)
+
+    def screen_stamps(self, session: str | None = None) -> dict[str, int]:
+        """When each session's styled screen was last saved (ns), cheaply (one
+        ``stat`` each): how the event stream notices a new screen to announce."""
+        from .terminal.styles import DOCUMENT_SUFFIX
+
+        if session is not None:
+            candidates = [self.paths.runtime_dir / f"{session}{DOCUMENT_SUFFIX}"]
+        else:
+            try:
+                candidates = [p for p in self.paths.runtime_dir.iterdir()
+                              if p.name.endswith(DOCUMENT_SUFFIX)]
+            except OSError:
+                return {}
+        out: dict[str, int] = {}
+        for path in candidates:
+            try:
+                out[path.name[:-len(DOCUMENT_SUFFIX)]] = path.stat().st_mtime_ns
+            except OSError:
+                continue
+        return out
+
+    def launch_choices(self) -> tuple[LaunchChoice, ...]:
+        """The sessions the person listed for the dashboard to start
+        (``[[dashboard.launch]]``, their own config file only)."""
+        return load_config(self.paths).launch
+
+    def start(self, choice: str, name: str | None = None, *, by: str) -> SessionRecord:
+        """Start the listed session ``choice`` as ``run --detach`` does (tmux,
+        a supervisor of its own or the host's); ``name`` overrides its session
+        name. Nothing but a listed entry can be started this way: the caller
+        names an entry, never a command or a folder."""
+        from .sessions.lifecycle import RunOptions, start_tmux
+
+        choices = {c.name: c for c in self.launch_choices()}
+        picked = choices.get(choice)
+        if picked is None:
+            raise InvalidMessage(
+                f"no launch entry named {choice!r}",
+                hint=("listed: " + ", ".join(choices)) if choices else
+                "list what may be started in [[dashboard.launch]] of"
+                " ~/.config/agentwrap/config.toml")
+        if not picked.folder.is_dir():
+            raise InvalidMessage(f"launch entry {choice!r}: folder not found: {picked.folder}",
+                                 hint="fix its cwd in ~/.config/agentwrap/config.toml")
+        command = picked.command
+        if command is None:
+            command = self._profile(str(picked.profile)).commands[0]
+        rec = start_tmux(self.paths, RunOptions(
+            argv=[command, *picked.args], name=name or picked.session, profile=picked.profile,
+            backend="tmux", cwd=picked.folder.resolve(), detach=True))
+        self.audit.write(event="started", session=rec.name, launch=picked.name, by=by)
+        return rec
+
+    def stop(self, name: str, *, by: str) -> SessionRecord:
+        """Stop a running session's agent (its whole process tree), as
+        ``agentwrap stop`` does; the record with its exit code."""
+        from .sessions.lifecycle import stop_many
+
+        if self.registry.get(name).ended is not None:
+            raise SessionNotRunning(f"session {name!r} has ended already")
+        (rec,) = stop_many(self.paths, [name])
+        self.audit.write(event="stopped", session=name, by=by)
+        return rec
 
     def check_store(self) -> None:
         """Raise :class:`StoreCorrupt` unless the store's integrity check passes."""

@@ -11,6 +11,7 @@ tools takes them.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -449,3 +450,41 @@ def test_service_acknowledges_a_submitted_block_once(sessions: AwEnv) -> None:
         assert svc.store.get(m.id).attempts == 1
     finally:
         svc.close()
+
+
+def _race_agent_sends(env: dict[str, str], start: Any, n: int, out: Any) -> None:
+    """One `agentwrap mcp` process's worth of send_message calls (a child process)."""
+    from agentwrap.errors import RateLimited
+    from agentwrap.paths import Paths
+
+    with Service.open(Paths.from_env(env)) as svc:
+        start.wait()
+        for i in range(n):
+            try:
+                svc.send_as_agent("me", ("other", "third")[i % 2], f"{os.getpid()}-{i}")
+                out.put("stored")
+            except RateLimited:
+                out.put("refused")
+
+
+def test_send_message_rate_holds_across_processes(sessions: AwEnv) -> None:
+    """Each `agentwrap mcp` is a process of its own: 4 of one session stored 22
+    in a minute, 8 stored 24 (issue 26). The limit is counted by the store in
+    the transaction that stores the message, so racing processes share it."""
+    import multiprocessing
+
+    aw = sessions
+    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    aw.paths.config_file.write_text("[limits]\nrate_per_minute = 100\n")  # only the agent limit
+    ctx = multiprocessing.get_context("fork")
+    start, out = ctx.Barrier(6), ctx.Queue()
+    procs = [ctx.Process(target=_race_agent_sends, args=(aw.env, start, AGENT_SENDS // 2, out))
+             for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+        assert p.exitcode == 0
+    results = [out.get(timeout=10) for _ in range(6 * (AGENT_SENDS // 2))]
+    assert results.count("stored") == AGENT_SENDS, results.count("stored")
+    assert len(history(aw, "other")) + len(history(aw, "third")) == AGENT_SENDS

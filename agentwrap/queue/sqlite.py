@@ -41,6 +41,7 @@ from .. import events
 from ..errors import (
     InvalidMessage,
     MessageNotFound,
+    QueueError,
     QueueFull,
     RateLimited,
     StoreCorrupt,
@@ -59,7 +60,7 @@ from ..message import (
     Status,
 )
 from . import db
-from .store import ChannelMetrics, QueueMetrics
+from .store import ChannelMetrics, QueueMetrics, SenderLimit
 from .validate import _check_same, _Checked, _validate
 
 DEFAULT_LIMITS = QueueLimits()  # frozen: safe to share as a default
@@ -123,7 +124,7 @@ _SCHEMA = (
     # flow_started(): the messages of one correlation flow (agent-to-agent limits).
     """CREATE INDEX IF NOT EXISTS messages_correlation
        ON messages (correlation_id) WHERE correlation_id IS NOT NULL""",
-    # sent_since(): what one sender (an agent's session) sent to every session.
+    # _check_sender(): what one sender (an agent's session) sent to every session.
     "CREATE INDEX IF NOT EXISTS messages_sender ON messages (source, source_id, created)",
     """
     CREATE TABLE IF NOT EXISTS attempts (
@@ -267,7 +268,8 @@ class SQLiteMessageStore:
     # --- enqueue ------------------------------------------------------------------
 
     def enqueue(
-        self, new: NewMessage, *, kind: Kind = Kind.CONTENT, internal: bool = False
+        self, new: NewMessage, *, kind: Kind = Kind.CONTENT, internal: bool = False,
+        sender_limit: SenderLimit | None = None,
     ) -> tuple[Message, bool]:
         """Validate, apply limits and store durably (committed with synchronous=FULL).
 
@@ -283,29 +285,72 @@ class SQLiteMessageStore:
         ``Source.SYSTEM``, ``Priority.STARTUP`` and a ``kind`` other than
         CONTENT, which senders can never claim, and its SYSTEM/STARTUP
         messages are exempt from the rate limit. Every rejection raises
-        before anything is written.
+        before anything is written. ``sender_limit``: the sender's own limit
+        across sessions (:class:`SenderLimit`), checked in the same transaction.
         """
         checked = _validate(new, self.limits, kind, internal)
         with self._write() as conn:
-            now = self._clock()  # read under the write lock: created follows commit order
-            self._expire(conn, now, None)
-            if new.idempotency_key is not None:
-                row = conn.execute(
-                    "SELECT * FROM messages WHERE session = ? AND idempotency_key = ?",
-                    (new.session, new.idempotency_key),
-                ).fetchone()
-                if row is not None:
-                    first = _to_message(row)
-                    _check_same(first, checked)
-                    return first, False
-            self._check_rate(conn, checked, now)
-            message_id = str(uuid.uuid4())
-            self._make_room(conn, new.session, message_id, now)
-            _insert(conn, message_id, checked, now)
-            self._event(conn, now, new.session, "message.queued", message_id,
-                        priority=str(checked.priority), source=checked.source.value,
-                        kind=checked.kind.value)
-            row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
+            if sender_limit is not None:
+                _check_sender(conn, checked, sender_limit, self._clock())
+            return self._enqueue_in(conn, checked)
+
+    def enqueue_many(
+        self, items: Sequence[tuple[NewMessage, Kind]]
+    ) -> list[tuple[Message, bool] | QueueError]:
+        """Several senders' :meth:`enqueue` in one transaction: one commit (one
+        fsync) for all of them, which is what lets a server under load store
+        hundreds of messages a second (group commit).
+
+        Each item is checked and stored exactly as :meth:`enqueue` alone would,
+        in order (a later one sees the earlier ones: rate limit, capacity,
+        idempotency key); one that is refused is rolled back to its own
+        savepoint and its error (a :class:`QueueError`) returned in its place,
+        so it changes nothing and the others go on. A store error (locked,
+        full, damaged) raises for all: nothing of the batch is committed.
+        Results are returned only after the commit, so every message reported
+        stored is durable. Never internal (senders only).
+        """
+        out: list[tuple[Message, bool] | QueueError | None] = [None] * len(items)
+        checked: list[tuple[int, _Checked]] = []
+        for i, (new, kind) in enumerate(items):
+            try:
+                checked.append((i, _validate(new, self.limits, kind, False)))
+            except QueueError as exc:
+                out[i] = exc
+        if checked:
+            with self._write() as conn:
+                for i, c in checked:
+                    conn.execute("SAVEPOINT enqueue_one")
+                    try:
+                        out[i] = self._enqueue_in(conn, c)
+                    except QueueError as exc:
+                        conn.execute("ROLLBACK TO enqueue_one")
+                        out[i] = exc
+                    conn.execute("RELEASE enqueue_one")
+        return [r for r in out if r is not None]  # every slot was filled above
+
+    def _enqueue_in(self, conn: sqlite3.Connection, checked: _Checked) -> tuple[Message, bool]:
+        """:meth:`enqueue`'s work inside the open write transaction ``conn``."""
+        new = checked.new
+        now = self._clock()  # read under the write lock: created follows commit order
+        self._expire(conn, now, None)
+        if new.idempotency_key is not None:
+            row = conn.execute(
+                "SELECT * FROM messages WHERE session = ? AND idempotency_key = ?",
+                (new.session, new.idempotency_key),
+            ).fetchone()
+            if row is not None:
+                first = _to_message(row)
+                _check_same(first, checked)
+                return first, False
+        self._check_rate(conn, checked, now)
+        message_id = str(uuid.uuid4())
+        self._make_room(conn, new.session, message_id, now)
+        _insert(conn, message_id, checked, now)
+        self._event(conn, now, new.session, "message.queued", message_id,
+                    priority=str(checked.priority), source=checked.source.value,
+                    kind=checked.kind.value)
+        row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _to_message(row), True
 
     def _check_rate(self, conn: sqlite3.Connection, checked: _Checked, now: float) -> None:
@@ -769,16 +814,6 @@ class SQLiteMessageStore:
         )
         return None if rows[0][0] is None else float(rows[0][0])
 
-    def sent_since(self, source: Source, source_id: str, since: float) -> list[float]:
-        """When ``source:source_id`` sent each message stored after ``since``,
-        to any session, oldest first."""
-        rows = self._read(
-            "SELECT created FROM messages WHERE source = ? AND source_id = ? AND created > ?"
-            " ORDER BY created",
-            (Source(source).value, source_id, since),
-        )
-        return [float(r[0]) for r in rows]
-
     def expire_overdue(self, now: float | None = None) -> int:
         """Expire pending and claimed-but-not-typed messages past their TTL, all sessions."""
         with self._write() as conn:
@@ -917,6 +952,26 @@ def _session_filter(session: str | None) -> tuple[str, list[Any]]:
     if session is None:
         return "1", []
     return "session = ?", [session]
+
+
+def _check_sender(conn: sqlite3.Connection, checked: _Checked, limit: SenderLimit,
+                  now: float) -> None:
+    """:class:`RateLimited` when the sender stored ``limit.count`` messages (to
+    any session) in the last ``limit.window_s``; inside the write transaction,
+    so concurrent writers are counted in turn."""
+    rows = conn.execute(
+        "SELECT created FROM messages WHERE source = ? AND source_id = ? AND created > ?"
+        " ORDER BY created DESC LIMIT ?",
+        (checked.source.value, checked.new.source_id, now - limit.window_s, limit.count),
+    ).fetchall()
+    if len(rows) < limit.count:
+        return
+    retry = max(0.0, float(rows[-1]["created"]) + limit.window_s - now)
+    raise RateLimited(
+        f"{limit.what} sent {len(rows)} messages to other agents in the last"
+        f" {limit.window_s:.0f} s (limit {limit.count})",
+        retry_after=retry, hint=f"wait {retry:.0f} s; send fewer, fuller messages",
+    )
 
 
 def _fit(rows: Iterable[sqlite3.Row], max_bytes: int) -> list[str]:

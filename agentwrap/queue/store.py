@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..errors import QueueError
 from ..events import Event
 from ..message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
 
@@ -51,12 +52,28 @@ class QueueMetrics:
     by_channel: dict[str, ChannelMetrics] = field(default_factory=dict)
 
 
+
+@dataclass(frozen=True)
+class SenderLimit:
+    """At most ``count`` messages from one sender (``source:source_id``), to
+    every session together, in ``window_s``: checked in the same transaction
+    that stores the message, so processes racing each other cannot pass it
+    (an agent's MCP servers: one process each)."""
+
+    count: int
+    window_s: float
+    what: str  # who the sender is, for the refusal ("session 'api'")
+
 class MessageStore(Protocol):
     """Storage interface of the queue. See :class:`SQLiteMessageStore` for semantics."""
 
     def enqueue(
-        self, new: NewMessage, *, kind: Kind = Kind.CONTENT, internal: bool = False
+        self, new: NewMessage, *, kind: Kind = Kind.CONTENT, internal: bool = False,
+        sender_limit: SenderLimit | None = None,
     ) -> tuple[Message, bool]: ...
+    def enqueue_many(
+        self, items: Sequence[tuple[NewMessage, Kind]]
+    ) -> list[tuple[Message, bool] | QueueError]: ...
     def get(self, message_id: str) -> Message: ...
     def get_by_prefix(self, prefix: str) -> Message: ...
     def peek(
@@ -89,7 +106,6 @@ class MessageStore(Protocol):
     def cancel(self, message_id: str) -> Message: ...
     def acknowledge(self, message_id: str, detail: str) -> bool: ...
     def flow_started(self, correlation_id: str) -> float | None: ...
-    def sent_since(self, source: Source, source_id: str, since: float) -> list[float]: ...
     def expire_overdue(self, now: float | None = None) -> int: ...
     def history(
         self, session: str | None, limit: int = 200, statuses: Iterable[Status] | None = None
