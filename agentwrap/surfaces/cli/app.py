@@ -244,8 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
     tk.add_argument("--new", action="store_true", help="replace it with a new one")
     tk.add_argument("--link", action="store_true",
                     help="print a one-time login link for the dashboard instead (valid 10 min)")
-    tk.add_argument("--url", default="http://127.0.0.1:7878", metavar="URL",
-                    help="where `agentwrap serve` listens, for --link (default %(default)s)")
+    tk.add_argument("--url", default=None, metavar="URL",
+                    help="where `agentwrap serve` listens, for --link (default: where the"
+                    " running serve said it listens, else http://127.0.0.1:7878)")
     tk.set_defaults(func=cmd_token)
 
     mc = add("mcp", "serve a session's input queue as MCP tools over stdio (for its agent)",

@@ -44,7 +44,16 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     paths = _paths()
     token = load_or_create_token(paths, renew=args.new)
-    out.file.write((login_url(args.url, token) if args.link else token) + "\n")
+    if args.link:
+        from ..http.server import DEFAULT_HOST, DEFAULT_PORT, served_url
+
+        # where the running `serve` listens (it leaves its URL), else the default
+        url = args.url or served_url(paths) or f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+        out.file.write(login_url(url, token) + "\n")
+    else:
+        out.file.write(token + "\n")
     if args.new:
-        err.print(f"new token written to {escape(str(token_path(paths)))}; restart `agentwrap serve` to use it")
+        err.print(escape(f"new token written to {token_path(paths)}: a running `agentwrap serve`"
+                         " takes it within a second (the old one and every browser logged in"
+                         " with it stop working)"))
     return 0

@@ -17,8 +17,8 @@ from ... import __version__
 from ...config import load_config
 from ...message import QueueLimits
 from ...paths import Paths
-from . import dashboard, errors
-from .auth import LoginCodes
+from . import control, dashboard, errors
+from .auth import LoginCodes, TokenSource, token_path
 from .middleware import AccessLog, BodyLimit
 from .pool import ServicePool
 from .routes import api, public
@@ -51,11 +51,12 @@ def create_app(
     app = FastAPI(title="agentwrap", version=__version__, description=DESCRIPTION,
                   lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.pool = pool
-    app.state.token = token
-    app.state.logins = LoginCodes(token)
+    app.state.tokens = tokens = TokenSource(token, token_path(paths))  # `token --new`: at once
+    app.state.logins = LoginCodes(tokens)
     app.state.limits = limits
     errors.install(app, limits)
     app.include_router(api)
+    app.include_router(control.router)
     app.include_router(public)
     app.include_router(dashboard.router)
     app.add_middleware(BodyLimit, max_bytes=body_limit(limits))

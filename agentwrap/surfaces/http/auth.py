@@ -16,7 +16,8 @@ purpose: cookies for 127.0.0.1 go to every port of the host, so any other
 local web server the person opens would receive one, and pages from another
 port count as same-site and could ride on it (CSRF). Both kinds of code are
 HMACs keyed by the API token and checked without server state (a restart
-keeps the dashboard logged in; ``agentwrap token --new`` logs everyone out),
+keeps the dashboard logged in; ``agentwrap token --new`` logs everyone out,
+a running server included: :class:`TokenSource` notices the file replaced),
 except that a login code is good once: the server remembers redeemed ones
 until they expire.
 """
@@ -29,6 +30,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from fastapi import Request
@@ -77,6 +79,51 @@ def _read(path: Path) -> str:
     return token
 
 
+#: How soon a running server takes a token that `agentwrap token --new` wrote.
+TOKEN_RECHECK_S = 0.2
+
+
+class TokenSource:
+    """The token a running server checks against: the one it started with,
+    until ``agentwrap token --new`` replaces the file; then the new one,
+    within :data:`TOKEN_RECHECK_S` (one ``stat`` then, not one per request:
+    a busy server answers hundreds a second). A file that goes missing or
+    unreadable keeps the last token: never an open door."""
+
+    def __init__(self, token: str, path: Path | None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._token = token
+        self._path = path
+        self._seen = self._key()
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._next = clock() + TOKEN_RECHECK_S
+
+    def _key(self) -> tuple[int, int, int] | None:
+        if self._path is None:
+            return None
+        try:
+            st = os.stat(self._path)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def current(self) -> str:
+        now = self._clock()
+        if now < self._next:
+            return self._token
+        self._next = now + TOKEN_RECHECK_S
+        key = self._key()
+        if key is not None and key != self._seen:
+            with self._lock:
+                try:
+                    token = _read(self._path)  # type: ignore[arg-type]
+                except (OSError, ValueError):
+                    return self._token
+                self._token, self._seen = token, key
+        return self._token
+
+
 #: How long a login link works.
 LOGIN_TTL_S = 600
 _DASHBOARD_PREFIX = "dash1"
@@ -102,8 +149,8 @@ def login_url(base_url: str, token: str) -> str:
 class LoginCodes:
     """Redeems login codes, each once: remembers the redeemed ones until they expire."""
 
-    def __init__(self, token: str) -> None:
-        self._token = token
+    def __init__(self, token: TokenSource | str) -> None:
+        self._tokens = token if isinstance(token, TokenSource) else TokenSource(token, None)
         self._used: dict[str, float] = {}
         self._lock = threading.Lock()
 
@@ -114,8 +161,9 @@ class LoginCodes:
         nonce, _, sig = rest.partition(".")
         if not (expires.isdigit() and nonce and sig):
             return None
+        token = self._tokens.current()
         if not hmac.compare_digest(sig.encode("ascii", "replace"),
-                                   _sign(self._token, "login", expires, nonce).encode("ascii")):
+                                   _sign(token, "login", expires, nonce).encode("ascii")):
             return None
         if int(expires) < now:
             return None
@@ -125,7 +173,7 @@ class LoginCodes:
             if nonce in self._used:
                 return None
             self._used[nonce] = float(expires)
-        return dashboard_token(self._token)
+        return dashboard_token(token)
 
 
 def dashboard_token(token: str) -> str:
@@ -150,7 +198,7 @@ _bearer = HTTPBearer(auto_error=False, description="`agentwrap token` prints it"
 async def require_token(request: Request) -> None:
     """Dependency of every ``/api`` route: the request's bearer token must be the server's."""
     creds: HTTPAuthorizationCredentials | None = await _bearer(request)
-    expected: str = request.app.state.token
+    expected = request.app.state.tokens.current()
     given = creds.credentials if creds is not None else ""
     if not token_accepted(given, expected):
         raise Unauthorized(

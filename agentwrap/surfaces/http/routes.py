@@ -14,12 +14,21 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, WebSocket
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from ... import __version__
 from ...errors import InvalidMessage, StaleAnswer
-from ...message import Message, NewMessage, Priority, Status, acknowledged, end_outcome
+from ...message import (
+    Attempt,
+    Message,
+    NewMessage,
+    Priority,
+    Status,
+    acknowledged,
+    end_outcome,
+)
 from ...queue.store import QueueMetrics
-from ...service import HistoryEntry, Service, SessionRecord, Waiting
+from ...service import HistoryEntry, Sent, Service, SessionRecord, Waiting
 from . import models as m
 from . import ws
 from .auth import LoginCodes, require_token
@@ -119,8 +128,8 @@ def metrics_out(q: QueueMetrics) -> m.Metrics:
                413: {"model": m.ApiError, "description": "content or body over the limit"},
                429: {"model": m.ApiError, "description": "rate limit (Retry-After header)"}},
 )
-def post_input(
-    name: str, body: m.InputRequest, svc: Svc, response: Response,
+async def post_input(
+    name: str, body: m.InputRequest, request: Request, response: Response,
     wait: Annotated[float | None, Query(ge=0, le=MAX_WAIT_S, description=(
         "block up to this many seconds until the message ends (like `send --wait`)"))] = None,
 ) -> m.InputAccepted:
@@ -131,18 +140,37 @@ def post_input(
         correlation_id=body.correlationId, depth=body.depth,
         idempotency_key=body.idempotencyKey, require_ack=body.ack,
     )
-    before = svc.last_event_id()
-    sent = svc.send(new)
-    msg = sent.message
+    pool: ServicePool = request.app.state.pool
+    # Stored by the pool's writer with whatever else arrived meanwhile (one
+    # commit); this request waits on the event loop, no worker thread.
+    sent, evicted = await pool.writer.send(new, _evicted_of)
     if not sent.created:
         response.status_code = 200
-    evicted = _evicted_by(svc, msg.id, name, before) if sent.created else []
+    if wait or sent.message.status.terminal:  # more reads: on a worker thread
+        return await run_in_threadpool(pool.call, _accepted, sent, evicted, wait)
+    return _accepted_as(sent, sent.message, [], evicted)
+
+
+def _evicted_of(svc: Service, sent: Sent, before: int) -> tuple[Sent, list[m.Evicted]]:
+    """Run by the writer after the commit: what the new message evicted."""
+    return sent, _evicted_by(svc, sent.message.id, sent.message.session, before) \
+        if sent.created else []
+
+
+def _accepted(svc: Service, sent: Sent, evicted: list[m.Evicted],
+              wait: float | None) -> m.InputAccepted:
+    msg = sent.message
     if wait:
         msg = svc.wait_for_end_state(msg.id, wait) or svc.get(msg.id)
     attempts = []
     if msg.status.terminal:  # the message and its attempts read together
         entry = svc.message(msg.id)
         msg, attempts = entry.message, entry.attempts
+    return _accepted_as(sent, msg, attempts, evicted)
+
+
+def _accepted_as(sent: Sent, msg: Message, attempts: list[Attempt],
+                 evicted: list[m.Evicted]) -> m.InputAccepted:
     return m.InputAccepted(id=msg.id, created=sent.created, supervised=sent.supervised,
                            evicted=evicted or None, status=str(msg.status), detail=msg.detail,
                            final=msg.status.terminal,

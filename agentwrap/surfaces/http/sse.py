@@ -21,7 +21,17 @@ store event                   API event(s), with ``data``
 ``session.consumed``          ``session.input.consumed`` {count, sources, channel}
 ``session.answered``          ``session.answered`` {answerId, status, detail, questionId,
                               answer, source, by (person|policy), rule?}
+(a screen saved)              ``session.screen`` {digest, at}: the session's screen
+                              changed (``GET /api/sessions/{name}/screen``)
 ============================  =============================================
+
+``session.screen`` is no stored event: a spinner would push everything else
+out of the bounded log. The supervisor saves the screen as it records a
+verdict (on a change of state, else at most once per heartbeat) and nudges
+the event bus; each stream then looks at when the screens were saved (a
+``stat`` each) and says which changed. It carries the id of the last stored
+event sent (resuming there misses nothing stored), and it is not replayed:
+a client that reconnects fetches the screen it shows once.
 
 Every API event carries the store event's id, so a client that reconnects with
 ``Last-Event-ID`` gets exactly what it missed (as far back as the store keeps
@@ -37,6 +47,7 @@ next event, and a stream whose client left must end at once.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +55,7 @@ from typing import Any
 import anyio
 from starlette.concurrency import run_in_threadpool
 
+from ...errors import AgentwrapError
 from ...events import Event
 from ...service import Service
 from .pool import ServicePool
@@ -143,12 +155,15 @@ async def follow(
     it is committed, forever; ``None`` after each :data:`KEEPALIVE_S` without
     one (a chance to see whether the client is still there). The SSE stream
     and the WebSocket (:mod:`.ws`) are both this, framed differently."""
-    with pool.lease() as svc, svc.subscribe() as sub:  # subscribed before the first read
+    # subscribed before the first read; a service is lent for each read only (an idle
+    # stream holds no database handle)
+    with pool.subscribe() as sub:
         if cursor is None:
-            cursor = Cursor(await run_in_threadpool(svc.last_event_id))
+            cursor = Cursor(await run_in_threadpool(pool.call, Service.last_event_id))
         after, skip_in = cursor.after, cursor.part
+        stamps = await run_in_threadpool(pool.call, Service.screen_stamps, session)
         while True:
-            batch = await run_in_threadpool(_read, svc, after, session)
+            batch = await run_in_threadpool(pool.call, _read, after, session)
             for ev in batch:
                 parts = public_events(ev)
                 if skip_in is not None and ev.id == cursor.after + 1:
@@ -159,6 +174,8 @@ async def follow(
             skip_in = None
             if len(batch) == _BATCH:
                 continue
+            for pub in await run_in_threadpool(pool.call, _screens, session, stamps, after):
+                yield pub
             woke = False
             with anyio.move_on_after(KEEPALIVE_S):
                 await anyio.wait_readable(sub.sock)
@@ -177,3 +194,23 @@ async def stream(pool: ServicePool, session: str | None, cursor: Cursor | None) 
 
 def _read(svc: Service, after: int, session: str | None) -> list[Event]:
     return svc.events(after, session, limit=_BATCH)
+
+
+def _screens(
+    svc: Service, session: str | None, stamps: dict[str, int], after: int
+) -> list[PublicEvent]:
+    """A ``session.screen`` event for each screen saved since ``stamps`` (updated)."""
+    out = []
+    now = svc.screen_stamps(session)
+    for name, stamp in now.items():
+        if stamps.get(name) == stamp:
+            continue
+        try:
+            shown = svc.screen_view(name)
+        except AgentwrapError:  # its session is gone meanwhile
+            continue
+        out.append(PublicEvent(str(after), "session.screen", time.time(), name, None,
+                               {"digest": shown.digest, "at": shown.at}))
+    stamps.clear()
+    stamps.update(now)
+    return out

@@ -57,7 +57,6 @@ async def serve(websocket: WebSocket) -> None:
     if not same_origin(websocket):
         await websocket.close(code=UNAUTHORIZED, reason="another origin")
         return
-    token: str = websocket.app.state.token
     await websocket.accept()
     given = _bearer(websocket)
     resume = websocket.query_params.get("lastEventId")
@@ -67,7 +66,7 @@ async def serve(websocket: WebSocket) -> None:
             return
         given = str(first.get("token") or "")
         resume = str(first["lastEventId"]) if first.get("lastEventId") else resume
-    if not token_accepted(given, token):
+    if not token_accepted(given, websocket.app.state.tokens.current()):
         await websocket.close(code=UNAUTHORIZED, reason="missing or wrong token")
         return
     await _stream(websocket, websocket.query_params.get("session") or None,
