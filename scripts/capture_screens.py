@@ -287,6 +287,27 @@ def _gemini_busy(s: str) -> bool:
     return "esc to cancel" in s
 
 
+def _copilot_busy(s: str) -> bool:
+    return bool(re.search(r"^\s*\S?\s*Working\b.*\besc\b", s, re.MULTILINE))
+
+
+def _copilot_ready(s: str) -> bool:
+    return bool(re.search(r"^─{10,}\n❯", s, re.MULTILINE)) and not _copilot_busy(s)
+
+
+def _opencode_busy(s: str) -> bool:
+    return "esc interrupt" in s
+
+
+def _opencode_ready(s: str) -> bool:
+    return "╹▀▀▀" in s and "Permission required" not in s and not _opencode_busy(s)
+
+
+def _qwen_ready(s: str) -> bool:
+    return "Type your message" in s and "esc to cancel" not in s \
+        and "Waiting for user confirmation" not in s
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -303,6 +324,9 @@ PROFILES: dict[str, Profile] = {
         "aider", _aider_ready, _aider_busy, ("Escape", "Enter"), (("/exit",), ("Enter",))
     ),
     "gemini": Profile("gemini", _gemini_ready, _gemini_busy, ("C-j",), (("C-c",), ("C-c",))),
+    "copilot": Profile("copilot", _copilot_ready, _copilot_busy, ("C-j",), (("C-c",), ("C-c",))),
+    "opencode": Profile("opencode", _opencode_ready, _opencode_busy, ("C-j",), (("C-c",),)),
+    "qwen": Profile("qwen", _qwen_ready, _gemini_busy, ("C-j",), (("C-c",), ("C-c",))),
 }
 
 
@@ -532,6 +556,44 @@ DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
             keys=("BTab",),
             paste=True,
             expect="Implement this plan?",
+        ),
+    ),
+    "copilot": (
+        DialogCase(
+            "create-file",
+            '[[call: create {"path": "{cwd}/hello.txt", "file_text": "hello\\n"}]] Make hello.txt',
+            expect="Do you want",
+        ),
+        DialogCase(
+            "ask-user",
+            '[[call: ask_user {"question": "Which database should I use?",'
+            ' "choices": ["SQLite", "Postgres"]}]] Set up storage',
+        ),
+    ),
+    "opencode": (
+        DialogCase(
+            "question",
+            "[[call: question " + ASK % "" + "]] Set up storage",
+        ),
+        DialogCase(
+            "web-fetch",
+            '[[call: webfetch {"url": "https://example.com/", "format": "text"}]] Fetch it',
+        ),
+    ),
+    "qwen": (
+        DialogCase(
+            "create-file",
+            '[[call: write_file {"file_path": "{cwd}/hello.txt", "content": "hello"}]] Make it',
+        ),
+        DialogCase(
+            "edit-file",
+            '[[call: edit {"file_path": "{cwd}/notes.md", "old_string": "first line",'
+            ' "new_string": "second line"}]] Fix notes.md',
+            files=(NOTES,),
+        ),
+        DialogCase(
+            "web-fetch",
+            '[[call: web_fetch {"url": "https://example.com/", "prompt": "Summarise it"}]] Do it',
         ),
     ),
     "aider": (

@@ -22,6 +22,7 @@ from pathlib import Path
 
 __all__ = [
     "AGENT_NAMES",
+    "MORE_AGENTS",
     "MODEL_NAMES",
     "AgentLaunch",
     "agents_bin_dir",
@@ -30,6 +31,9 @@ __all__ = [
 ]
 
 AGENT_NAMES: tuple[str, ...] = ("claude", "codex", "aider", "gemini")
+# The CLIs added by issue 22: prepared here like the four, tested apart (tests/e2e/
+# test_more_agents*.py) so the older e2e tests do not run on them.
+MORE_AGENTS: tuple[str, ...] = ("copilot", "opencode", "qwen")
 
 DEFAULT_AGENTS_DIR = Path("/opt/agentwrap-agents")
 
@@ -39,6 +43,9 @@ MODEL_NAMES: dict[str, str] = {
     "codex": "gpt-5-codex",
     "aider": "openai/agentwrap-model",
     "gemini": "gemini-2.5-flash",
+    "copilot": "agentwrap-model",
+    "opencode": "agentwrap-model",
+    "qwen": "agentwrap-model",
 }
 
 _CODEX_KEY_VAR = "AGENTWRAP_CODEX_KEY"
@@ -61,8 +68,8 @@ def agents_bin_dir() -> Path:
 
 def find_agent(name: str) -> Path | None:
     """Path of the installed agent executable, or None when it is not installed."""
-    if name not in AGENT_NAMES:
-        raise ValueError(f"unknown agent {name!r}; expected one of {AGENT_NAMES}")
+    if name not in (*AGENT_NAMES, *MORE_AGENTS):
+        raise ValueError(f"unknown agent {name!r}; expected one of {AGENT_NAMES + MORE_AGENTS}")
     path = agents_bin_dir() / name
     if path.exists() and os.access(path, os.X_OK):
         return path
@@ -367,11 +374,137 @@ def _prepare_gemini(
     return [str(exe)]
 
 
+def _prepare_copilot(
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
+) -> list[str]:
+    """GitHub Copilot CLI offline against the loopback server (BYOK env). The
+    folder-trust dialog is skipped by listing the project in trustedFolders.
+    Its first start unpacks ~235 MB into ``COPILOT_PKG_CACHE_HOME``: the one
+    ``install_agents.sh`` filled (``<agents dir>/copilot-pkg``) is shared."""
+    config: dict[str, object] = {"banner": "never", "beep": False}
+    if trusted:
+        config["trustedFolders"] = [str(workdir)]
+    _write_json(home / ".copilot" / "config.json", config)
+    pkg = agents_bin_dir().parent / "copilot-pkg"
+    if pkg.is_dir() and os.access(pkg, os.W_OK):
+        env["COPILOT_PKG_CACHE_HOME"] = str(pkg)
+    env.update(
+        {
+            "COPILOT_OFFLINE": "true",
+            "COPILOT_AUTO_UPDATE": "false",
+            "COPILOT_PROVIDER_BASE_URL": url.rstrip("/") + "/v1",
+            "COPILOT_PROVIDER_TYPE": "openai",
+            "COPILOT_PROVIDER_API_KEY": "agentwrap-test-key",
+            "COPILOT_MODEL": MODEL_NAMES["copilot"],
+            "COPILOT_PROVIDER_MAX_PROMPT_TOKENS": "128000",
+            "COPILOT_PROVIDER_MAX_OUTPUT_TOKENS": "16384",
+        }
+    )
+    _ensure_git_repo(workdir, env)
+    return [str(exe)]
+
+
+def _prepare_opencode(
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
+) -> list[str]:
+    """OpenCode with one OpenAI-compatible provider (its bundled
+    ``@ai-sdk/openai-compatible``: nothing is downloaded). OpenCode allows
+    every tool by default; the tests ask it to ask first for shell commands
+    (``permission.bash = "ask"``, what ``agentwrap run`` tells people to set) so
+    its permission dialog can be tested. Its start-up install of a plugin
+    package goes to a closed loopback port instead of the npm registry."""
+    model = MODEL_NAMES["opencode"]
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"agentwrap/{model}",
+        "small_model": f"agentwrap/{model}",
+        "permission": {"bash": "ask"},
+        "provider": {
+            "agentwrap": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "agentwrap loopback",
+                "options": {"baseURL": url.rstrip("/") + "/v1", "apiKey": "agentwrap-test-key"},
+                "models": {model: {"name": model}},
+            }
+        },
+    }
+    _write_json(home / ".config" / "opencode" / "opencode.json", config)
+    env.update(
+        {
+            "OPENCODE_DISABLE_AUTOUPDATE": "1",
+            "OPENCODE_DISABLE_MODELS_FETCH": "1",
+            "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+            "OPENCODE_DISABLE_SHARE": "1",
+            "npm_config_registry": "http://127.0.0.1:9/",
+        }
+    )
+    _ensure_git_repo(workdir, env)
+    return [str(exe)]
+
+
+def _prepare_qwen(
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
+) -> list[str]:
+    """Qwen Code with OpenAI auth against the loopback server. Managed auto
+    memory is off: it follows every turn with a model request of its own.
+    Auto-update is off (0.15.10 otherwise runs ``npm install -g`` of the
+    latest release at start, which needs node 22), and npm's global prefix
+    is the throwaway home's in case it runs anyway."""
+    settings: dict[str, object] = {
+        "$version": 4,
+        "general": {"enableAutoUpdate": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "security": {"folderTrust": {"enabled": not trusted}},
+        "memory": {"enableManagedAutoMemory": False},
+        "model": {"name": MODEL_NAMES["qwen"]},
+        "ide": {"enabled": False, "hasSeenNudge": True},
+    }
+    if onboarded:
+        sec = settings["security"]
+        assert isinstance(sec, dict)
+        sec["auth"] = {"selectedType": "openai"}
+    _write_json(home / ".qwen" / "settings.json", settings)
+    env.update(
+        {
+            "OPENAI_BASE_URL": url.rstrip("/") + "/v1",
+            "OPENAI_API_KEY": "agentwrap-test-key",
+            "OPENAI_MODEL": MODEL_NAMES["qwen"],
+            "npm_config_prefix": str(home / ".npm-global"),
+        }
+    )
+    _ensure_git_repo(workdir, env)
+    return [str(exe)]
+
+
 _PREPARERS = {
     "claude": _prepare_claude,
     "codex": _prepare_codex,
     "aider": _prepare_aider,
     "gemini": _prepare_gemini,
+    "copilot": _prepare_copilot,
+    "opencode": _prepare_opencode,
+    "qwen": _prepare_qwen,
 }
 
 

@@ -54,6 +54,8 @@ mistaken for the person's turn, so ``RecordedRequest.side`` marks them and
    ``responseMimeType: application/json``;
 2. it forces a named tool (Anthropic ``tool_choice: {"type": "tool"}``, Chat
    ``tool_choice: {"type": "function"}``) - the older way to get structured output;
+   or a Chat request without tools whose system prompt is a title generator's
+   (OpenCode titles each session that way before its first turn);
 3. Anthropic: it offers no tools and either uses a ``haiku`` model (Claude Code's
    small fast model does its housekeeping) or has ``max_tokens <= 1`` (a quota probe).
    Claude Code's real turns always carry its tool list.
@@ -149,6 +151,7 @@ _SHELL_TOOL_NAMES = (
     "exec_command",  # Codex (unified exec)
     "local_shell",  # Codex (built-in tool type)
     "run_shell_command",  # Gemini CLI
+    "run_commands",  # Cline (a list of commands)
     "bash",
     "execute_command",
     "terminal",
@@ -597,7 +600,14 @@ def chat_side(body: JSON, tools: list[ToolSpec]) -> SideShape | None:
         tool = next((t for t in tools if t.name == name), None)
         if tool is not None:
             return SideShape("forced_tool", forced_tool=tool)
+    if not tools and _chat_system_text(body).lstrip().startswith(_TITLE_SYSTEM_PROMPTS):
+        return SideShape("title_prompt")  # OpenCode titles a session before its first turn
     return None
+
+
+# System prompts of title requests that ask for no particular shape (aider's turns
+# carry no tools either, so the prompt is what tells them apart).
+_TITLE_SYSTEM_PROMPTS = ("You are a title generator",)
 
 
 def gemini_side(body: JSON, tools: list[ToolSpec], stream: bool) -> SideShape | None:
@@ -648,7 +658,9 @@ def build_tool_args(
     for name, prop_any in props.items():
         prop = _as_dict(prop_any)
         low = name.lower()
-        if low in ("command", "cmd", "script"):
+        if low == "commands" and _schema_type(prop) == "array":  # Cline's run_commands
+            args[name] = [command]
+        elif low in ("command", "cmd", "script"):
             if _schema_type(prop) == "array":
                 args[name] = ["bash", "-lc", command]
             else:
