@@ -23,3 +23,77 @@ def test_imports_follow_the_layers() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every agentwrap module ``module`` imports, at the top or inside a function
+    (a lazy import still ties the two), resolved to module names."""
+    import ast
+
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("agentwrap"))
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            if not base.startswith("agentwrap"):
+                continue
+            for alias in node.names:  # `from .pkg import module` names a module
+                sub = f"{base}.{alias.name}"
+                found.add(sub if _module_path(sub) is not None else base)
+    return found - {module}
+
+
+def _module_path(module: str) -> Path | None:
+    rel = Path(*module.split("."))
+    for candidate in (ROOT / rel.with_suffix(".py"), ROOT / rel / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def test_no_import_cycle_anywhere() -> None:
+    """No two modules of agentwrap import each other, directly or round a
+    circle, not even lazily inside a function (issue 21: sessions.host and
+    sessions.lifecycle did): a circle means neither can be read, tested or
+    moved without the other."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "agentwrap").rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        graph[module] = _imports(path, module)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)

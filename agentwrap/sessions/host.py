@@ -31,13 +31,14 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
 from ..errors import AgentwrapError
 from ..paths import Paths, open_private_append, private_dir
 from ..terminal.tmux import server_for
+from .companions import Companion, start_companions
 from .lifecycle import host_log, host_socket, tmux_socket_of, tmux_supervisor
 from .registry import Registry
 from .supervisor import Supervisor
@@ -46,16 +47,6 @@ from .wake import WakeSocket
 log = logging.getLogger("agentwrap.host")
 
 _THREAD_PREFIX = "session:"
-
-
-class Stoppable(Protocol):
-    def stop(self) -> None: ...
-
-
-#: Something started beside a session's supervisor and stopped with it (the
-#: project's feedback watchers and schedules, agentwrap.feedback). The caller
-#: hands these in, so this layer depends on none of them.
-Companion = Callable[[Paths, str], "Stoppable | None"]
 
 
 class SupervisorHost:
@@ -192,21 +183,6 @@ class SupervisorHost:
             sup.stop()
         for thread in threads:
             thread.join(timeout=5.0)
-
-
-def start_companions(companions: Sequence[Companion], paths: Paths, name: str) -> list[Stoppable]:
-    """Each companion of session ``name`` that has something to do; one that
-    fails is logged and left out (the session is supervised all the same)."""
-    started: list[Stoppable] = []
-    for make in companions:
-        try:
-            c = make(paths, name)
-        except Exception:
-            log.exception("a companion of %s did not start", name)
-            continue
-        if c is not None:
-            started.append(c)
-    return started
 
 
 class SessionLogs(logging.Handler):

@@ -62,7 +62,7 @@ if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run 
     from ..continuity.collect import Collector
     from ..continuity.launch import Handoff
     from ..terminal.pty import PtyTerminal
-    from .host import Companion
+    from .companions import Companion
 
 
 @dataclass
@@ -496,8 +496,8 @@ def tmux_supervisor(paths: Paths, name: str, registry: Registry) -> Supervisor:
 
 def supervise(paths: Paths, name: str, companions: Sequence[Companion] = ()) -> int:
     """Entry point of the detached supervisor process (also re-adoption);
-    ``companions`` run beside it (see :data:`agentwrap.sessions.host.Companion`)."""
-    from .host import start_companions
+    ``companions`` run beside it (see :data:`agentwrap.sessions.companions.Companion`)."""
+    from .companions import start_companions
 
     log_to(paths.supervisor_log(name))
     sup = tmux_supervisor(paths, name, Registry(paths.db_path, events_dir=paths.events_dir))
@@ -589,8 +589,8 @@ def run_pty(
 ) -> int:
     """Relay the person's terminal to the agent; supervise in a thread, with
     ``companions`` beside it as a tmux session has them in its supervisor
-    (:data:`agentwrap.sessions.host.Companion`: the project's feedback sources)."""
-    from .host import start_companions
+    (:data:`agentwrap.sessions.companions.Companion`: the project's feedback sources)."""
+    from .companions import start_companions
 
     paths.ensure()
     cfg = load_config(paths, opts.cwd)
