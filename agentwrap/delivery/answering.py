@@ -167,9 +167,11 @@ class Answerer:
             if len(key) != 1 or not key.isalpha():
                 raise _Outcome(FAILED, f"option key {key!r} is not one letter")
             sup.term.send_text(key)
-            self._pause(sup, KEY_GAP_S * 2)
-            sup.term.send_key("Enter")
-            typed = f"{key!r} + Enter ({a.answer.get('label')})"
+            typed = f"{key!r} ({a.answer.get('label')})"
+            if dialog.key_enter:
+                self._pause(sup, KEY_GAP_S * 2)
+                sup.term.send_key("Enter")
+                typed = f"{key!r} + Enter ({a.answer.get('label')})"
         elif how == "text" and dialog.free_text == "option":
             typed = self._free_text(sup, a, q)
         elif how == "options" and dialog.toggle_key and dialog.next_key:

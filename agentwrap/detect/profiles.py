@@ -109,6 +109,9 @@ class Dialog:
     next_key: str = ""
     prev_key: str = ""
     submit_option: str = ""
+    # An option answered by its key (Cline's "[y] Approve  [n] Deny") takes
+    # effect at the key: no Enter after it, which would reach the composer.
+    key_enter: bool = True
 
 
 @dataclass(frozen=True)
@@ -539,6 +542,7 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
         next_key=r.get("next_key", str, ""),
         prev_key=r.get("prev_key", str, ""),
         submit_option=r.get("submit_option", str, ""),
+        key_enter=r.get("key_enter", bool, True),
     )
     if dialog.kind not in QUESTION_KINDS:
         raise r._err("kind", f"must be one of {', '.join(QUESTION_KINDS)}, got {dialog.kind!r}")

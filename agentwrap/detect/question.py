@@ -116,7 +116,7 @@ _RULE = re.compile(r"^\s*[─━═╌┄╍┈▀▄-]{8,}\s*$")
 _BOX_TOP = re.compile(r"^\s*[╭┌╔]")
 _BOX_BOTTOM = re.compile(r"^\s*[╰└╚]")
 _OPTION = re.compile(
-    r"^(?P<indent>\s*)(?P<cursor>[❯›●>▸→]\s*)?(?P<num>\d{1,2})\.\s+(?P<label>\S.*?)\s*$"
+    r"^(?P<indent>\s*)(?P<cursor>[❯›●>▸▶→]\s*)?(?P<num>\d{1,2})\.\s+(?P<label>\S.*?)\s*$"
 )
 _KEY_HINT = re.compile(r"\s*\((?P<key>esc|tab|[a-z]|(?:shift|ctrl|alt)\+[a-z]+)\)$")
 _CHECKBOX = re.compile(r"^\[(?P<mark>[ x✔✓×])\]\s*")
@@ -126,6 +126,10 @@ _YES_NO = re.compile(
     r"^(?P<question>.*?\?)\s+(?P<options>\([A-Z]\)[^/\[]*(?:/\([A-Z]\)[^/\[]*)+)"
     r"\s*(?:\[(?P<default>[^\]]*)\])?:?\s*$"
 )
+# Options shown as keys in brackets on one line (Cline: "[y] Approve   [n] Deny")
+_KEY_LIST = re.compile(r"^\s*(?:\[[a-z]\][^\S\n]+\S.*?){2,}$")
+_KEY_OPTION = re.compile(r"\[(?P<key>[a-z])\][^\S\n]+(?P<label>\S.*?)(?=\s+\[[a-z]\]|\s*$)")
+_KEYS_BELOW = 6  # lines under the key list (a footer) it may be followed by
 _FREE_TEXT = re.compile(
     r"type something|custom value|tell \w+ what to do differently|suggest changes"
     r"|add details|none of the above|chat about this",
@@ -324,6 +328,10 @@ def parse_question(
                     multiSelect=multi)
         highlighted = draft.highlighted
         region = "\n".join(lines[max(0, draft.first - _MAX_ABOVE):])
+    elif (keyed := _key_list(lines)) is not None:
+        item, region = keyed
+        highlighted = None
+        title = item.question
     else:
         yn = next((m for line in reversed(lines[-3:]) if (m := _YES_NO.match(line.strip()))),
                   None)
@@ -357,6 +365,21 @@ def parse_question(
         free_text_allowed=free, tool=tool, command=command, dialog=dialog, tabs=tabs,
         description=description, command_unsure=unsure,
     )
+
+
+def _key_list(lines: Sequence[str]) -> tuple[Item, str] | None:
+    """A line of options picked by key (``[y] Approve   [n] Deny``) near the bottom,
+    with the nearest line above it that asks something; and the dialog's text."""
+    for i in range(len(lines) - 1, max(-1, len(lines) - 1 - _KEYS_BELOW), -1):
+        if not _KEY_LIST.match(lines[i]):
+            continue
+        options = tuple(Option(label=m["label"], key=m["key"])
+                        for m in _KEY_OPTION.finditer(lines[i]))
+        above = lines[max(0, i - _MAX_ABOVE):i]
+        question = next((line.strip() for line in reversed(above) if line.strip().endswith("?")),
+                        "")
+        return Item(question=question, options=options), "\n".join([*above, lines[i]])
+    return None
 
 
 def _boxed_command(shown: str | None, box: str) -> tuple[str | None, str | None, str]:

@@ -49,7 +49,7 @@ from ..errors import (
 from ..message import Message, NewMessage, Priority, Source, Status, acknowledged
 from ..paths import Paths, check_session_name, open_private_append, private_dir
 from ..queue.answers import AnswerStore
-from ..terminal.proctree import alive, descendants, kill_pids
+from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
 from .supervisor import Supervisor, Timing, log_to
@@ -113,14 +113,20 @@ def agent_argv(
     return [argv[0], *extra, *argv[1:]]
 
 
+def launch_marker(paths: Paths, name: str) -> dict[str, str]:
+    """What the agent's environment says about its launch: which session of
+    which state dir. Everything it starts inherits it, so stop finds daemons
+    that left its process tree (:func:`agentwrap.terminal.proctree.marked`)."""
+    return {"AGENTWRAP_SESSION": name, "AGENTWRAP_STATE_DIR": str(paths.state_dir)}
+
+
 def agent_env(profile: Profile, name: str, paths: Paths) -> dict[str, str]:
     """The caller's environment (API keys, PATH, proxies), plus the profile's
     quiet flags where the caller did not set them, plus where agentwrap is."""
     env = dict(os.environ)
     for key, value in profile.env.items():
         env.setdefault(key, value)
-    env["AGENTWRAP_SESSION"] = name
-    env["AGENTWRAP_STATE_DIR"] = str(paths.state_dir)
+    env.update(launch_marker(paths, name))
     env.pop("TMUX", None)
     env.pop("TMUX_PANE", None)
     return env
@@ -668,6 +674,8 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
                 pid = rec.agent_pid
             if pid is not None:
                 pids += [pid, *descendants(pid)]
+            # and what it detached from its tree (Cline's hub daemon)
+            pids += [p for p in marked(launch_marker(paths, rec.name)) if p not in pids]
         kill_pids(pids, signal.SIGTERM, grace=2.0)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and any(

@@ -3,6 +3,12 @@
 Claude Code and Gemini live on for 1-2 s after their tmux session is killed,
 and Codex can leave an app-server daemon behind, so closing a session walks
 ``/proc`` for descendants instead of trusting one kill.
+
+A daemon that detaches (a new session, re-parented to init: Cline's
+``cline --cline-hub-daemon``) escapes that walk, but not its environment:
+every process the agent starts inherits the marker ``agentwrap run`` puts in
+the agent's (``AGENTWRAP_SESSION`` with ``AGENTWRAP_STATE_DIR``), so
+:func:`marked` finds them by it.
 """
 
 from __future__ import annotations
@@ -82,6 +88,43 @@ def start_time(pid: int) -> str | None:
     live supervisor."""
     fields = _stat_fields(Path(f"/proc/{pid}/stat"))
     return fields[19] if len(fields) > 19 else None
+
+
+def _environ(pid: str) -> dict[bytes, bytes]:
+    """The environment a process started with (only our own processes' are
+    readable); empty when it is gone or not ours."""
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split(b"=", 1) for item in raw.split(b"\0") if b"=" in item)
+
+
+def _ancestors(pid: int) -> set[int]:
+    out = {pid}
+    while pid > 1:
+        fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+        if len(fields) < 2:
+            break
+        pid = int(fields[1])
+        out.add(pid)
+    return out
+
+
+def marked(marker: dict[str, str]) -> list[int]:
+    """Live processes whose environment holds every ``marker`` pair: all that
+    one launch started, detached daemons too. The caller and its ancestors are
+    left out (``agentwrap stop`` run from inside the session)."""
+    want = {k.encode(): v.encode() for k, v in marker.items()}
+    mine = _ancestors(os.getpid())
+    out: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in mine:
+            continue
+        env = _environ(entry.name)
+        if env and all(env.get(k) == v for k, v in want.items()) and alive(int(entry.name)):
+            out.append(int(entry.name))
+    return out
 
 
 def kill_pids(pids: list[int], sig: int = signal.SIGTERM, grace: float = 2.0) -> None:

@@ -12,8 +12,10 @@ Stdlib only; ``mypy --strict`` clean.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -33,7 +35,7 @@ __all__ = [
 AGENT_NAMES: tuple[str, ...] = ("claude", "codex", "aider", "gemini")
 # The CLIs added by issue 22: prepared here like the four, tested apart (tests/e2e/
 # test_more_agents*.py) so the older e2e tests do not run on them.
-MORE_AGENTS: tuple[str, ...] = ("copilot", "opencode", "qwen")
+MORE_AGENTS: tuple[str, ...] = ("copilot", "opencode", "qwen", "cline", "kimi")
 
 DEFAULT_AGENTS_DIR = Path("/opt/agentwrap-agents")
 
@@ -46,6 +48,8 @@ MODEL_NAMES: dict[str, str] = {
     "copilot": "agentwrap-model",
     "opencode": "agentwrap-model",
     "qwen": "agentwrap-model",
+    "cline": "agentwrap-model",
+    "kimi": "agentwrap-model",
 }
 
 _CODEX_KEY_VAR = "AGENTWRAP_CODEX_KEY"
@@ -497,6 +501,88 @@ def _prepare_qwen(
     return [str(exe)]
 
 
+def _prepare_cline(
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
+) -> list[str]:
+    """Cline CLI with its "OpenAI Compatible" provider: the file
+    ``cline auth -p openai -k K -m M -b URL`` writes. The ClinePass notice box
+    over the composer is turned off by env. Cline runs every tool without
+    asking by default: a test that wants its permission dialog adds
+    ``--auto-approve false``."""
+    providers = {
+        "version": 1,
+        "lastUsedProvider": "openai-compatible",
+        "modes": {},
+        "providers": {
+            "openai-compatible": {
+                "settings": {
+                    "provider": "openai-compatible",
+                    "apiKey": "agentwrap-test-key",
+                    "model": MODEL_NAMES["cline"],
+                    "baseUrl": url.rstrip("/") + "/v1",
+                },
+                "updatedAt": "2026-01-01T00:00:00.000Z",
+                "tokenSource": "manual",
+            }
+        },
+    }
+    if onboarded:
+        _write_json(home / ".cline" / "data" / "settings" / "providers.json", providers)
+    env.update({"CLINE_DISABLE_CLINE_PASS_NOTICE": "1", "CLINE_TELEMETRY_DISABLED": "1"})
+    _ensure_git_repo(workdir, env)
+    return [str(exe)]
+
+
+def _kimi_workdir_key(workdir: Path) -> str:
+    """Kimi Code 2.1.0's key for a trusted folder (``encodeWorkDirKey``):
+    ``wd_<slug of the last part>_<sha256 of the path, 12 hex>``."""
+    path = str(workdir).rstrip("/")
+    slug = re.sub(r"[^a-z0-9._-]+", "-", path.rsplit("/", 1)[-1].lower()).strip("-")[:40].strip("-")
+    slug = "workspace" if slug in ("", ".", "..") else slug
+    return f"wd_{slug}_{hashlib.sha256(path.encode()).hexdigest()[:12]}"
+
+
+def _prepare_kimi(
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
+) -> list[str]:
+    """Kimi Code with one OpenAI provider in ``~/.kimi-code/config.toml``. Its
+    "Trust this folder?" dialog is skipped by the trust record it writes
+    itself (``workspace-trust/<key>``); auto-upgrade and the feedback survey
+    are off in ``tui.toml``."""
+    kimi = home / ".kimi-code"
+    if onboarded:
+        _write(
+            kimi / "config.toml",
+            'default_model = "agentwrap"\n\n[providers.agentwrap]\ntype = "openai"\n'
+            f"base_url = {_toml_str(url.rstrip('/') + '/v1')}\n"
+            'api_key = "agentwrap-test-key"\n\n[models.agentwrap]\nprovider = "agentwrap"\n'
+            f"model = {_toml_str(MODEL_NAMES['kimi'])}\nmax_context_size = 128000\n",
+        )
+    _write(
+        kimi / "tui.toml",
+        'theme = "dark"\ndisable_feedback_survey = true\ncache_expiry_hint = false\n\n'
+        "[notifications]\nenabled = false\n\n[upgrade]\nauto_install = false\n",
+    )
+    if trusted:
+        record = {"root": str(workdir), "trustedAt": int(time.time() * 1000)}
+        _write_json(kimi / "workspace-trust" / _kimi_workdir_key(workdir), record)
+    env["KIMI_CLI_NO_AUTO_UPDATE"] = "1"
+    _ensure_git_repo(workdir, env)
+    return [str(exe)]
+
+
 _PREPARERS = {
     "claude": _prepare_claude,
     "codex": _prepare_codex,
@@ -505,6 +591,8 @@ _PREPARERS = {
     "copilot": _prepare_copilot,
     "opencode": _prepare_opencode,
     "qwen": _prepare_qwen,
+    "cline": _prepare_cline,
+    "kimi": _prepare_kimi,
 }
 
 
