@@ -249,6 +249,15 @@ class Supervisor:
 
     def _publish(self, reading: Reading) -> None:
         question = self.detector.question
+        # a rule's answer given through the hook is recorded before the state that
+        # follows it: a turn's end now is ready at once (issue 27), and whoever
+        # sees that state finds the answer that let the turn go on already kept
+        hooked = self.hook_questions.take_decided() if self.hook_questions is not None else None
+        if hooked is not None:  # a rule answered through the hook: no dialog, but announced
+            log.info("%s", announcement(self.name, hooked))
+            if self.teller is not None:
+                self.teller.announce(announcement(self.name, hooked))
+            self._record_hook_answer(hooked)
         self._record(reading, question)
         if self.answering is not None and self.answering.applying:
             return  # the tabs an answer walks through: no new question to tell or to rule on
@@ -262,12 +271,6 @@ class Supervisor:
         if self.teller is not None:
             self.teller.update(None if handled else asked,
                                note=self.policy.note if self.policy is not None else "")
-        hooked = self.hook_questions.take_decided() if self.hook_questions is not None else None
-        if hooked is not None:  # a rule answered through the hook: no dialog, but announced
-            log.info("%s", announcement(self.name, hooked))
-            if self.teller is not None:
-                self.teller.announce(announcement(self.name, hooked))
-            self._record_hook_answer(hooked)
 
     def _record_hook_answer(self, hooked: HookQuestion) -> None:
         """A rule's answer given through the agent's hook, in the answers table like
