@@ -41,3 +41,28 @@ def test_a_stat_file_read_as_the_process_vanishes_is_no_process(tmp_path: Path) 
     empty.write_text("")
     assert _stat_fields(empty) == []
     assert _stat_fields(tmp_path / "missing") == []
+
+
+def test_a_detached_daemon_is_found_by_its_launch_marker() -> None:
+    """A process in a session of its own, re-parented away from the agent's tree
+    (Cline's hub daemon), still carries the launch's environment marker."""
+    import subprocess
+    import uuid
+
+    from agentwrap.terminal.proctree import descendants, marked
+
+    marker = {"AGENTWRAP_SESSION": f"t-{uuid.uuid4().hex[:8]}", "AGENTWRAP_STATE_DIR": "/nowhere"}
+    env = {**os.environ, **marker}
+    # sh starts a daemon in a new session and exits: the daemon leaves sh's tree
+    sh = subprocess.Popen(["sh", "-c", "setsid sleep 300 >/dev/null 2>&1 < /dev/null &"], env=env)
+    sh.wait()
+    found = wait_for(lambda: marked(marker), what="the detached daemon")
+    try:
+        assert len(found) == 1 and found[0] not in descendants(os.getpid())
+        assert os.getsid(found[0]) == found[0]
+        # another launch's marker (same session name, other state dir) is not it
+        assert marked({**marker, "AGENTWRAP_STATE_DIR": "/elsewhere"}) == []
+        assert os.getpid() not in marked({"PATH": os.environ["PATH"]})  # never the caller
+    finally:
+        for pid in found:
+            os.kill(pid, signal.SIGKILL)

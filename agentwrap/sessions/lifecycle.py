@@ -59,6 +59,8 @@ from .wake import notify, send
 if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
     from collections.abc import Sequence
 
+    import libtmux
+
     from ..continuity.collect import Collector
     from ..continuity.launch import Handoff
     from ..terminal.pty import PtyTerminal
@@ -666,16 +668,21 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
         pids: list[int] = []
         for rec in recs:
             pid: int | None = None
+            host: list[int] = []  # the session's own tmux server and its helpers
             if rec.backend == "tmux":
                 server = server_for(tmux_socket_of(paths, rec))
+                if server.is_alive():
+                    host = _tmux_server_tree(server)
                 if server.is_alive() and server.has_session(rec.name):
                     pid = TmuxTerminal.adopt(tmux_socket_of(paths, rec), rec.name).agent_pid()
             elif rec.agent_pid and alive(rec.agent_pid):
                 pid = rec.agent_pid
             if pid is not None:
                 pids += [pid, *descendants(pid)]
-            # and what it detached from its tree (Cline's hub daemon)
-            pids += [p for p in marked(launch_marker(paths, rec.name)) if p not in pids]
+            # and what it detached from its tree (Cline's hub daemon); the tmux
+            # server carries the marker too, and ends with the session
+            pids += [p for p in marked(launch_marker(paths, rec.name))
+                     if p not in pids and p not in host]
         kill_pids(pids, signal.SIGTERM, grace=2.0)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and any(
@@ -687,6 +694,14 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
         return [registry.get(rec.name) for rec in recs]
     finally:
         registry.close()
+
+
+def _tmux_server_tree(server: libtmux.Server) -> list[int]:
+    """The tmux server's pid and everything under it (the agent's pane, a
+    pipe-pane reader), or nothing when tmux does not say."""
+    proc = server.cmd("display-message", "-p", "#{pid}")
+    out = proc.stdout[0].strip() if proc.returncode == 0 and proc.stdout else ""
+    return [int(out), *descendants(int(out))] if out.isdigit() else []
 
 
 def _finish_stop(paths: Paths, registry: Registry, rec: SessionRecord) -> None:

@@ -16,6 +16,7 @@ import signal
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,6 +54,13 @@ def daemons(s: AgentSession, pid: int | None) -> list[int]:
     tree = {pid, *descendants(pid)} if pid else set()
     found = marked({"AGENTWRAP_SESSION": s.name, "AGENTWRAP_STATE_DIR": str(paths.state_dir)})
     return [p for p in found if p not in tree]
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def check_delivery(s: AgentSession) -> None:
@@ -146,7 +154,7 @@ def test_more_agent_end_to_end(make_session: Make, agent: str) -> None:
     os.kill(pid, signal.SIGKILL)
     s.wait_state("exited", timeout=20)
     if agent == "cline":
-        left = daemons(s, None)
+        left = [p for p in daemons(s, None) if "--cline-hub-daemon" in cmdline(p)]
         assert left, "the daemon went with the agent: nothing left to test"
         res = s.cli("stop", s.name)
         assert res.returncode == 0, res.stderr
