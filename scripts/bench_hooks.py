@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hook handler wall time: ``python -m agentwrap hook`` against ``python3 -c pass``.
+"""Hook wall time: the native client and ``python -m agentwrap hook`` against ``python3 -c pass``.
 
 An agent runs a hook in a new process at every event and waits for it, so a
 hook's cost is its whole run: interpreter start, imports, the store, the
@@ -19,7 +19,11 @@ every case alike), the wall time of:
 * ``hook claude PermissionRequest`` without answer rules (the exact request
   kept for the supervisor, a signal; no config loaded) and with a rule that
   approves it (config and policy loaded, the request kept twice, an audit
-  line, the decision printed).
+  line, the decision printed);
+* the same through the native hook client (``agentwrap-hook``, issue 27), as
+  the hooks are registered when it is built: the session's supervisor runs the
+  hook (its hook server, here in a thread of this process as in the
+  supervisor's), and with no supervisor the client runs the Python hook.
 
 Each hook gets the captured payload (tests/fixtures/hooks/claude/) on stdin, in
 an isolated agentwrap environment with one registered session. Prints p50/p99
@@ -52,9 +56,11 @@ from agentwrap.message import NewMessage, QueueLimits, Source
 from agentwrap.paths import Paths
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service import Service
-from agentwrap.sessions.handover import HandoverServer
+from agentwrap.sessions.channels import hook_client
+from agentwrap.sessions.handover import HandoverServer, hook_socket
 from agentwrap.sessions.registry import SessionRecord
 from agentwrap.sessions.wake import WakeSocket
+from agentwrap.surfaces.hooks.server import HookServer
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "hooks" / "claude"
@@ -93,6 +99,9 @@ def supervisor(paths: Paths, session: str) -> Iterator[None]:
     server = HandoverServer(paths, session, store, AuditLog(paths.audit_log),
                             ack_rule(False, "ACK {token}"))
     stop = threading.Event()
+    sock = hook_socket(paths, session)
+    assert sock is not None
+    hooks = HookServer(paths, session, sock).start()  # the native client's
     with WakeSocket(paths.wake_socket(session)) as wake:
         def loop() -> None:
             while not stop.is_set():
@@ -107,6 +116,7 @@ def supervisor(paths: Paths, session: str) -> Iterator[None]:
         finally:
             stop.set()
             t.join(5)
+            hooks.stop()
             store.close()
 
 
@@ -125,16 +135,24 @@ def main() -> int:
         (root / "home").mkdir()
         paths = Paths.from_env(env).ensure()
         svc = Service.open(paths, limits=QueueLimits(rate_per_minute=1_000_000))
-        for name in ("bench", "alone"):  # "alone": no supervisor listens for it
+        for name in ("bench", "alone", "ruled"):  # "alone": no supervisor listens for it
             svc.registry.register(SessionRecord(name=name, profile="claude", backend="tmux",
                                                 command=["claude"], cwd=str(root),
                                                 started=time.time()))
         alone = dict(env, AGENTWRAP_SESSION="alone")
         hook = [sys.executable, "-m", "agentwrap", "hook", "claude"]
+        client = hook_client()
+        if client is None:
+            raise SystemExit("the native hook client is not built (no C compiler at install?)")
+
+        def native(event: str, session: str = "bench") -> list[str]:
+            sock = hook_socket(paths, session)
+            return [str(client), "1", str(sock), "claude", event, "--", *hook, event]
         batch = (FIXTURES / "PostToolBatch.json").read_bytes()
         stop = (FIXTURES / "Stop.json").read_bytes()
         asks = (FIXTURES / "PermissionRequest.json").read_bytes()
         ruled = dict(env, XDG_CONFIG_HOME=str(root / "c-rules"))  # same store, one rule
+        ruled_native = dict(ruled, AGENTWRAP_SESSION="ruled")
         (root / "c-rules" / "agentwrap").mkdir(parents=True)
         (root / "c-rules" / "agentwrap" / "config.toml").write_text(
             '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n',
@@ -164,11 +182,19 @@ def main() -> int:
             "hook PermissionRequest, no rules": ([*hook, "PermissionRequest"], asks, None, env),
             "hook PermissionRequest, rule allows": ([*hook, "PermissionRequest"], asks, "allow",
                                                     ruled),
+            "native Stop (signal)": (native("Stop"), stop, None, env),
+            "native PostToolBatch, empty queue": (native("PostToolBatch"), batch, None, env),
+            "native PostToolBatch, 1 message": (native("PostToolBatch"), batch,
+                                                enqueue("bench"), env),
+            "native PermissionRequest, no rules": (native("PermissionRequest"), asks, None, env),
+            "native PermissionRequest, rule allows": (native("PermissionRequest", "ruled"), asks,
+                                                      "allow", ruled_native),
+            "  native, no supervisor (Python hook)": (native("Stop", "alone"), stop, None, alone),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
         for argv, data, _, case_env in cases.values():  # warm the page cache once
             timed(argv, data, case_env)
-        with supervisor(paths, "bench"):
+        with supervisor(paths, "bench"), supervisor(Paths.from_env(ruled), "ruled"):
             run_cases(cases, times, args.runs)
         svc.close()
     finally:
