@@ -18,8 +18,14 @@ def _agree(svc: Service, session: str = "fake") -> bool:
 
 
 def test_the_quick_answer_is_the_inbox_answer(svc: Service) -> None:
+    from agentwrap.delivery.handover import CONSUMABLE_KINDS
+
+    assert {k.value for k in CONSUMABLE_KINDS} == {"content", "instruction"}  # the SQL's list
     store = svc.store
     assert _agree(svc) is False  # nothing queued
+    mine = svc.send(NewMessage(session="fake", content="the person's own words")).message
+    assert mine.kind is Kind.INSTRUCTION and _agree(svc) is True  # a hook hands these too
+    store.cancel(mine.id)
     store.enqueue(NewMessage(session="fake", content="for the hook"))
     assert _agree(svc) is True
     (m,) = store.claim_batch("fake", "b1", 10_000)

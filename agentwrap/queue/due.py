@@ -4,8 +4,8 @@ An agent runs its between-tool-calls hook after every tool call, and waits for
 it; nearly always nothing is queued for the session. Opening the store
 through :class:`agentwrap.service.Service` costs the import of most of
 agentwrap (~50 ms of a hook's ~130); this asks SQLite alone, read-only, the
-question :meth:`agentwrap.service.Service.inbox` answers (a pending content
-message, not waiting for a retry, not expired), so only a hook that has
+question :meth:`agentwrap.service.Service.inbox` answers (a pending message a
+reader may take, not waiting for a retry, not expired), so only a hook that has
 something to hand over pays for the service. Any doubt (no database, a lock, a
 damaged file) answers True: the full path then decides, and says why.
 """
@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 
 #: Kept equal to the store's words (tests/test_queue_due.py compares this with
-#: Service.inbox on the same rows).
+#: Service.inbox on the same rows): the kinds a reader may take are
+#: delivery.handover.CONSUMABLE_KINDS (data, and the person's own words).
 _SQL = (
-    "SELECT 1 FROM messages WHERE session = ? AND status = 'pending' AND kind = 'content'"
-    " AND +expires > ? AND next_attempt_at <= ? LIMIT 1"
+    "SELECT 1 FROM messages WHERE session = ? AND status = 'pending'"
+    " AND kind IN ('content', 'instruction') AND +expires > ? AND next_attempt_at <= ? LIMIT 1"
 )
 
 
