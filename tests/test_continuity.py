@@ -344,6 +344,28 @@ def test_prepare_uses_an_edited_handoff_once(tmp_path: Path) -> None:
     assert prepare(paths, ContinuityConfig(enabled=False), proj) is None
 
 
+def test_a_message_still_queued_for_the_new_session_is_not_quoted_as_well(tmp_path: Path) -> None:
+    """A relaunch under the same name gets the killed session's queued message
+    as itself (typed once the agent is ready); the handoff does not quote it
+    too, so the model reads it once. Under another name it stays quoted: that
+    is the only way the new agent hears of it."""
+    paths = _state(tmp_path)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    queue = SQLiteMessageStore(paths.db_path)
+    try:
+        msg, _ = queue.enqueue(NewMessage(session="api", content="QUEUED-NOTE check the docs"))
+    finally:
+        queue.close()
+    rec = rich_record(project=str(proj), session="api",
+                      pending=[MessageNote(msg.id, "user", "pending", "QUEUED-NOTE check the docs")])
+    ContinuityStore(paths).save(rec)
+    same = prepare(paths, ContinuityConfig(), proj, session="api")
+    other = prepare(paths, ContinuityConfig(), proj, session="web")
+    assert same is not None and "QUEUED-NOTE" not in same.text
+    assert other is not None and "QUEUED-NOTE" in other.text
+
+
 # --- a supervised session killed with SIGKILL; the next run gets its handoff ------------------
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +55,13 @@ def previous(store: ContinuityStore, project: str) -> HandoffRecord | None:
     return store.latest(project, accept=lambda r: settle(r, alive).end_state != "running")
 
 
-def prepare(paths: Paths, cfg: ContinuityConfig, cwd: Path, *, enabled: bool = True
-            ) -> Handoff | None:
-    """The handoff for a new session in ``cwd``, or None (off, or nothing to hand)."""
+def prepare(paths: Paths, cfg: ContinuityConfig, cwd: Path, *, enabled: bool = True,
+            session: str | None = None) -> Handoff | None:
+    """The handoff for a new session in ``cwd``, or None (off, or nothing to hand).
+
+    ``session``: the new session's name. A message the previous session left
+    queued that is still queued for this name reaches the new agent as itself
+    (typed once it is ready): the handoff does not quote it as well."""
     if not (enabled and cfg.enabled):
         return None
     store = store_for(paths, cfg)
@@ -70,7 +74,24 @@ def prepare(paths: Paths, cfg: ContinuityConfig, cwd: Path, *, enabled: bool = T
     rec = previous(store, project)
     if rec is None:
         return None
+    if session is not None and rec.pending:
+        waiting = still_queued(paths, session, [n.id for n in rec.pending])
+        rec = replace(rec, pending=[n for n in rec.pending if n.id not in waiting])
     return Handoff(project, render(rec, cfg.max_bytes), rec.id)
+
+
+def still_queued(paths: Paths, session: str, ids: list[str]) -> set[str]:
+    """Which of ``ids`` are still queued (pending or in flight) for ``session``."""
+    from ..queue.sqlite import SQLiteMessageStore
+
+    if not paths.db_path.is_file():
+        return set()
+    store = SQLiteMessageStore(paths.db_path)
+    try:
+        queued = {m.id for m in store.peek(session)} | {m.id for m in store.in_flight(session)}
+        return queued & set(ids)
+    finally:
+        store.close()
 
 
 def begin(paths: Paths, cfg: ContinuityConfig, session: str, agent: str, cwd: Path,

@@ -207,12 +207,12 @@ def with_channels(
     return [argv[0], *chans.argv, *argv[1:]], chans.options()
 
 
-def _handoff(paths: Paths, cfg: Config, opts: RunOptions) -> Handoff | None:
+def _handoff(paths: Paths, cfg: Config, opts: RunOptions, name: str) -> Handoff | None:
     """The previous session's handoff for this project, if any (issue 12)."""
     from ..continuity.launch import prepare
 
     try:
-        return prepare(paths, cfg.continuity, opts.cwd, enabled=opts.continuity)
+        return prepare(paths, cfg.continuity, opts.cwd, enabled=opts.continuity, session=name)
     except (OSError, AgentwrapError) as exc:  # continuity must never stop a launch
         logging.getLogger("agentwrap.session").warning("no handoff: %s", exc)
         return None
@@ -377,7 +377,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         _refuse_orphan(paths, registry, name)
         env = agent_env(profile, name, paths)
         argv = agent_argv(opts.argv, profile, env, paths, name)
-        handoff = _handoff(paths, cfg, opts)
+        handoff = _handoff(paths, cfg, opts, name)
         argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
         socket = paths.tmux_socket_for(name)
         registry.register(
@@ -608,7 +608,7 @@ def run_pty(
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env, paths, name)
-    handoff = _handoff(paths, cfg, opts)
+    handoff = _handoff(paths, cfg, opts, name)
     argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
     from ..terminal.pty import PtyTerminal, terminal_size
 
