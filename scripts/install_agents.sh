@@ -5,6 +5,8 @@
 #   $DIR/npm          npm prefix for claude-code, codex, gemini-cli
 #   $DIR/aider-venv   Python venv for aider-chat
 #   $DIR/bin/{claude,codex,gemini,aider}   symlinks used by tests/e2e/agents.py
+#   $DIR/bin/{copilot,opencode,qwen}   symlinks; $DIR/copilot-pkg Copilot's unpacked
+#                     runtime (COPILOT_PKG_CACHE_HOME), shared by the e2e homes
 #   $DIR/bin/cline    symlink; $DIR/bin/kimi a wrapper running it on $DIR/node22
 #
 # An agent whose pinned version is already installed is skipped. One agent's
@@ -22,6 +24,9 @@ AIDER_VERSION=0.86.2
 CLINE_VERSION=3.0.65
 KIMI_VERSION=2.1.0
 NODE22_VERSION=22.23.3   # Kimi Code needs node >= 22.19; Debian ships 20
+COPILOT_VERSION=1.0.102
+OPENCODE_VERSION=1.18.33
+QWEN_VERSION=0.15.10     # every later release needs node >= 22; this one runs on 20
 
 mkdir -p "$DIR/bin" "$DIR/npm"
 failed=()
@@ -122,12 +127,22 @@ install_npm gemini @google/gemini-cli "$GEMINI_VERSION" gemini
 install_aider
 install_npm cline cline "$CLINE_VERSION" cline
 install_kimi
+install_npm copilot @github/copilot "$COPILOT_VERSION" copilot
+install_npm opencode opencode-ai "$OPENCODE_VERSION" opencode
+install_npm qwen @qwen-code/qwen-code "$QWEN_VERSION" qwen
+# Copilot unpacks ~235 MB at its first start; once here instead of in every e2e home
+if [ -x "$DIR/bin/copilot" ] && ! COPILOT_PKG_CACHE_HOME="$DIR/copilot-pkg" \
+        COPILOT_SEA_EXTRACT_ONLY=1 timeout 120 "$DIR/bin/copilot" --version >/dev/null 2>&1; then
+    log "copilot: unpacking its runtime into $DIR/copilot-pkg failed"; failed+=(copilot)
+fi
 
 echo "agents dir: $DIR"
 vhome=$(mktemp -d)
-for a in claude codex gemini aider cline kimi; do
+for a in claude codex gemini aider cline kimi copilot opencode qwen; do
     if [ -x "$DIR/bin/$a" ]; then
-        v=$(HOME=$vhome DISABLE_AUTOUPDATER=1 timeout 60 "$DIR/bin/$a" --version 2>/dev/null | tail -n 1)
+        # (Copilot prints a line about updates after its version: the last line with digits)
+        v=$(HOME=$vhome DISABLE_AUTOUPDATER=1 COPILOT_PKG_CACHE_HOME="$DIR/copilot-pkg" \
+            timeout 60 "$DIR/bin/$a" --version 2>/dev/null | grep -E '[0-9]+\.[0-9]+' | tail -n 1)
         echo "$a: ${v:-?} ($DIR/bin/$a)"
     else
         echo "$a: NOT INSTALLED"

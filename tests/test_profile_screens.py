@@ -96,6 +96,16 @@ DIALOG_OF = {
     ("gemini", "edit-file"): "file_edit",
     ("gemini", "ask-user"): "question",
     ("gemini", "web-fetch"): "permission",
+    ("copilot", "permission"): "permission",
+    ("copilot", "create-file"): "file_edit",
+    ("copilot", "folder-trust"): "trust_folder",
+    ("copilot", "ask-user"): "question",
+    ("opencode", "permission"): "permission",
+    ("opencode", "question"): "question",
+    ("qwen", "permission"): "permission",
+    ("qwen", "create-file"): "file_edit",
+    ("qwen", "web-fetch"): "web_fetch",
+    ("qwen", "folder-trust"): "trust_folder",
 }
 
 

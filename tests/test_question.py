@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from test_profile_screens import NAME_RE, SCREENS, settled, snapshot_of
 
+from agentwrap.delivery.answering import _cursor_on
 from agentwrap.detect.question import Question, parse_question, question_id
 from agentwrap.detect.states import State
 
@@ -84,6 +85,32 @@ EXPECTED: dict[tuple[str, str], tuple[str, str | None, list[str] | None, str | N
                                               ["Yes", "No"], "read_file", "/etc/hostname"),
     ("gemini", "folder-trust"): ("trust", "Do you trust the files in this folder?", None, None,
                                  None),
+    # (option 2 names the project's folder at 160 columns and more)
+    ("copilot", "permission"): ("permission", "Do you want to run this command?", None,
+                                "bash", "touch tool_ran.txt"),
+    ("copilot", "create-file"): ("permission", None, None, "Create", "hello.txt"),
+    ("copilot", "folder-trust"): ("trust", "Do you trust the files in this folder?",
+                                  ["Yes", "Yes, and remember this folder for future sessions",
+                                   "No (Esc)"], None, None),
+    ("copilot", "ask-user"): ("choice", "Which database should I use?",
+                              ["SQLite", "Postgres", "Other (type your answer)"], "ask_user", None),
+    ("opencode", "permission"): ("permission", None, ["Allow once", "Allow always", "Reject"],
+                                 "Shell command", "touch tool_ran.txt"),
+    ("opencode", "question"): ("choice", "Which database should I use?",
+                               ["SQLite", "Postgres", "Type your own answer"], "question", None),
+    ("qwen", "permission"): ("permission", "Allow execution of: 'touch'?",
+                             ["Yes, allow once",
+                              "Always allow run 'touch *' commands in this project",
+                              "Always allow run 'touch *' commands for this user",
+                              "No, suggest changes"], "Shell", "touch tool_ran.txt"),
+    ("qwen", "create-file"): ("permission", "Apply this change?",
+                              ["Yes, allow once", "Yes, allow always", "No, suggest changes"],
+                              "WriteFile", "hello.txt"),
+    ("qwen", "web-fetch"): ("permission", "Do you want to proceed?",
+                            ["Yes, allow once",
+                             "Always allow fetch from example.com in this project",
+                             "Always allow fetch from example.com for this user",
+                             "No, suggest changes"], "WebFetch", "https://example.com/"),
     ("aider", "permission"): ("permission", "Create new file?", ["Yes", "No"], "edit",
                               "tool_ran.txt"),
     ("aider", "run-shell-command"): ("permission", "Run shell command?",
@@ -129,7 +156,9 @@ def test_every_dialog_reads_as_a_question(path: Path, m: re.Match[str]) -> None:
     if all(o.key and o.number is None for o in item.options):  # "[y] Approve  [n] Deny"
         assert q.highlighted is None, q
     else:
-        assert q.highlighted is not None and 1 <= q.highlighted <= len(item.options), q
+        # where only colour marks the cursor (OpenCode), it is read off the styled screen
+        here = _cursor_on(q, snapshot_of(path, m))
+        assert here is not None and 1 <= here <= len(item.options), q
     assert q.dialog and q.kind in ("permission", "choice", "confirm", "trust", "text")
     want = EXPECTED.get((path.parent.name, m["what"]))
     if want is None:

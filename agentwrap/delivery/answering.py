@@ -7,7 +7,9 @@ turn the supervisor hands it to :class:`Answerer`, which:
 1. reads the **live** screen again: unless the agent still waits with the very
    same question (same id), the answer is ``stale`` and nothing is typed;
 2. presses the agent's own keys: for a numbered option, Up/Down from the
-   option under the cursor to the one chosen, then reads the screen again
+   option under the cursor to the one chosen (Left/Right for buttons side by
+   side; where only colour marks the cursor, as in OpenCode, it is the one
+   option drawn on a background of its own), then reads the screen again
    until the cursor is seen on it (a few tries), and only then Enter; for a
    y/n prompt (options with a key letter and no number, Aider) the letter and
    Enter; for ``deny`` the dialog's ``deny_keys``; for free text (only where
@@ -42,6 +44,8 @@ from ..detect.states import State
 from ..errors import AgentwrapError, InvalidAnswer
 from ..paths import Paths
 from ..queue.answers import APPLIED, FAILED, STALE, Answer, AnswerStore
+from ..terminal.screen import Snapshot
+from ..terminal.styles import Row
 from .seams import AnswerDriver
 
 log = logging.getLogger("agentwrap.answering")
@@ -196,24 +200,27 @@ class Answerer:
         """Arrows from the option under the cursor to ``number``, until the screen shows it.
         ``look``: the question on screen now (default: the one answered, else stale)."""
         look = look or (lambda: self._live(sup, a))
+        here: int | None = None
         for _ in range(3):
             q = look()
-            if q.highlighted is None:
+            here = _cursor_on(q, sup.snap)
+            if here is None:
                 raise _Outcome(FAILED, "no cursor seen on the options; nothing was pressed")
-            if q.highlighted == number:
+            if here == number:
                 return
-            key = "Down" if number > q.highlighted else "Up"
-            for _ in range(abs(number - q.highlighted)):
+            forward, back = ("Right", "Left") if q.layout == "row" else ("Down", "Up")
+            key = forward if number > here else back
+            for _ in range(abs(number - here)):
                 sup.term.send_key(key)
                 self._pause(sup, KEY_GAP_S)
             deadline = time.monotonic() + self.cursor_s
             while time.monotonic() < deadline:
                 q = look()
-                if q.highlighted == number:
+                if _cursor_on(q, sup.snap) == number:
                     return
                 sup.pump(POLL_S)
         raise _Outcome(FAILED, f"the cursor did not reach option {number} (it is on"
-                       f" {q.highlighted}); Enter was not pressed")
+                       f" {here}); Enter was not pressed")
 
     def _free_text(self, sup: AnswerDriver, a: Answer, q: Question) -> str:
         number = a.answer.get("number")
@@ -485,3 +492,31 @@ class Answerer:
         lines = [line.rstrip() for line in sup.snap.text().splitlines() if line.strip()]
         return " | ".join(lines[-4:])[-300:]
 
+
+def _cursor_on(q: Question, snap: Snapshot | None) -> int | None:
+    """The option under the cursor: as the question read it, else (a dialog that
+    marks it only in colour, OpenCode's buttons) the one option whose label is
+    drawn on a background none of the others has. None when that is not one
+    option: then nothing may be pressed."""
+    if q.highlighted is not None:
+        return q.highlighted
+    if snap is None or not q.questions or len(q.questions[0].options) < 3:
+        return None  # of two differing backgrounds, which is the cursor's cannot be told
+    rows = snap.styled_rows()
+    backgrounds = [_label_background(rows, o.label) for o in q.questions[0].options]
+    if any(bg is _MISSING for bg in backgrounds):
+        return None
+    odd = [i for i, bg in enumerate(backgrounds) if backgrounds.count(bg) == 1]
+    return odd[0] + 1 if len(odd) == 1 else None
+
+
+_MISSING = object()
+
+
+def _label_background(rows: tuple[Row, ...], label: str) -> object:
+    """The background of the lowest run that holds ``label`` whole, else _MISSING."""
+    for row in reversed(rows):
+        for run in row:
+            if run.text.strip() == label:
+                return run.style.bg
+    return _MISSING

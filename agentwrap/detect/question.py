@@ -39,6 +39,7 @@ on to another question) is told apart from a current one.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from collections.abc import Sequence
@@ -93,6 +94,10 @@ class Question:
     # Why ``command`` as read off the screen may not be exactly what runs ("" when
     # it was read whole, or a hook told it): an answer rule must not approve it.
     command_unsure: str = ""
+    # "list": options one under another, the cursor moved with Up/Down;
+    # "row": buttons side by side (OpenCode), moved with Left/Right, the selected
+    # one shown only in colour (``highlighted`` None).
+    layout: str = "list"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -140,6 +145,16 @@ _GAP = re.compile(r"\s{2,}")
 # Gemini's MaxSizedBox: "... first 3 lines hidden (ctrl+o to show) ...", "... 3 hidden (...) ..."
 _HIDDEN = re.compile(r"^\.\.\. .*\bhidden\b.*\.\.\.$")
 _SPACE = re.compile(r"\s+")
+# An unnumbered option under the cursor (Copilot CLI's ask_user: "❯ SQLite")
+_CURSOR_ITEM = re.compile(r"^(?P<indent>\s*)(?P<cursor>[❯›▸→])\s+(?P<label>\S.*?)\s*$")
+# Buttons side by side, and the key legend after them ("ctrl+f fullscreen  ⇆ select
+# enter confirm", cut short at 80 columns): a legend starts with a key's name and
+# says what selects or confirms
+_SIDEBAR_GAP = re.compile(r"\s{8,}(?=\S)")
+_BUTTON_GAP = re.compile(r"\s{2,}")
+_ARROWS_SELECT = re.compile(r"(?:↑↓|↑/↓)\s*(?:to )?select\b")
+_KEY_NAME = re.compile(r"^(?:(?:ctrl|alt|shift)\+\S|[⇆←→↑↓]|(?:tab|esc|enter)\s)")
+_KEY_LEGEND = re.compile(r"\b(?:select|confirm)\b")
 _MAX_ABOVE = 20  # lines above the options searched for the question
 
 
@@ -153,6 +168,16 @@ def _unbox(line: str) -> str:
     return line.rstrip()
 
 
+def _without_sidebar(line: str, width: int) -> str:
+    """The line without text that stands apart in the right part of the screen
+    (after a wide gap, past 60% of its width): a sidebar beside the dialog
+    (OpenCode's, at 160 columns and more), not the dialog's."""
+    for m in _SIDEBAR_GAP.finditer(line):
+        if m.end() > width * 0.6:
+            return line[:m.start()].rstrip()
+    return line
+
+
 def _is_boundary(line: str) -> bool:
     return bool(_RULE.match(line) or _BOX_TOP.match(line) or _BOX_BOTTOM.match(line)
                 or _TRANSCRIPT_ITEM.match(line))
@@ -163,6 +188,7 @@ class _Draft:
     options: list[Option] = field(default_factory=list)
     highlighted: int | None = None
     first: int = 0  # index of option 1's line
+    layout: str = "list"  # or "row" (see Question.layout)
 
 
 def _option_list(lines: Sequence[str]) -> _Draft | None:
@@ -188,8 +214,13 @@ def _option_list(lines: Sequence[str]) -> _Draft | None:
         elif m:  # numbered, but not the next one up: another list
             return None
         i -= 1
-    if expect != 0 or not any(m["cursor"] for _, m in found.values()):
-        return None  # a numbered list nobody can pick from (notes, a plan), not options
+    if expect != 0:
+        return None
+    if not any(m["cursor"] for _, m in found.values()) \
+            and not any(_ARROWS_SELECT.search(line) for line in lines[bottom + 1:bottom + 6]):
+        # a numbered list nobody can pick from (notes, a plan), not options; unless a
+        # key legend under it says the arrows pick (OpenCode: the cursor is a colour)
+        return None
     draft = _Draft(first=found[1][0])
     width = max(len(line) for line in lines)
     numbers = sorted(found)
@@ -220,6 +251,54 @@ def _option_list(lines: Sequence[str]) -> _Draft | None:
     return draft
 
 
+def _cursor_list(lines: Sequence[str]) -> _Draft | None:
+    """Options shown without numbers (Copilot CLI's ask_user): the lowest line
+    that starts with a cursor, and the lines beside it whose text starts in the
+    same column. They are numbered by position: an answer moves the cursor there
+    with the arrows, as for a numbered list (no number is ever typed)."""
+    at = next((i for i in range(len(lines) - 1, -1, -1) if _CURSOR_ITEM.match(lines[i])), None)
+    if at is None:
+        return None
+    col = _CURSOR_ITEM.match(lines[at]).start("label")  # type: ignore[union-attr]
+
+    def item(line: str) -> bool:
+        return len(line) > col and not line[:col].strip() and not line[col].isspace()
+
+    first = at
+    while first > 0 and item(lines[first - 1]):
+        first -= 1
+    last = at
+    while last + 1 < len(lines) and item(lines[last + 1]):
+        last += 1
+    if last == first:
+        return None  # one line with a cursor: a prompt, not a choice
+    draft = _Draft(first=first, highlighted=at - first + 1)
+    for n, line in enumerate(lines[first:last + 1], start=1):
+        draft.options.append(_make_option(n, line[col:].strip(), ""))
+    return draft
+
+
+def _button_row(lines: Sequence[str]) -> _Draft | None:
+    """Options drawn side by side as buttons (OpenCode: ``Allow once   Allow
+    always   Reject``, then a key legend that says Enter confirms): the lowest
+    such row, numbered by position like :func:`_cursor_list`'s. Which button is
+    selected shows only in colour: not read here
+    (``highlighted`` None; :mod:`agentwrap.delivery.answering` reads it off the
+    styled screen)."""
+    for i in range(len(lines) - 1, -1, -1):
+        parts = [p.strip() for p in _BUTTON_GAP.split(lines[i].strip()) if p.strip()]
+        legend = next((n for n, p in enumerate(parts) if _KEY_NAME.match(p)), None)
+        if legend is None or legend < 2 or not _KEY_LEGEND.search(" ".join(parts[legend:])):
+            continue
+        labels = parts[:legend]
+        if not all(len(label) <= 40 for label in labels):
+            continue
+        draft = _Draft(first=i, highlighted=None, layout="row")
+        draft.options.extend(Option(label=label, number=n) for n, label in enumerate(labels, 1))
+        return draft
+    return None
+
+
 def _make_option(number: int, label: str, description: str) -> Option:
     key = None
     hint = _KEY_HINT.search(label)
@@ -245,6 +324,7 @@ def _paragraphs_above(lines: Sequence[str], first: int) -> tuple[list[list[str]]
     current: list[str] = []
     title = ""
     edge = False
+    width = max((len(line) for line in lines), default=0)
     for line in reversed(lines[max(0, first - _MAX_ABOVE):first]):
         if _is_boundary(line):
             edge = not _TRANSCRIPT_ITEM.match(line)
@@ -258,8 +338,23 @@ def _paragraphs_above(lines: Sequence[str], first: int) -> tuple[list[list[str]]
     if current:
         paragraphs.append(current)
     if paragraphs and edge:  # the dialog's own first line ("Bash command", "Edit file")
-        title = next((line for line in paragraphs[-1] if not _HEADER.match(line)), "")
+        own = [line for line in paragraphs[-1] if not _HEADER.match(line)]
+        title = _unwrapped(own, width)
     return paragraphs, title
+
+
+def _unwrapped(para: Sequence[str], width: int) -> str:
+    """The first line of ``para`` with what the terminal wrapped onto the next lines
+    (a line that reached the screen's edge and ends mid-sentence), so a title reads
+    the same at every width (Copilot CLI's folder-trust note)."""
+    if not para:
+        return ""
+    title = para[0]
+    for line, more in itertools.pairwise(para):
+        if len(line) < width - 24 or re.search(r"[.:?!]$", line):
+            break
+        title = f"{title} {more}"
+    return title
 
 
 def _question_text(
@@ -313,14 +408,18 @@ def parse_question(
     """The question on ``screen`` (the agent's visible screen, plain text), as
     drawn by the dialog the profile matched; None when nothing reads as one."""
     lines = [_unbox(line) for line in screen.splitlines()]
+    width = max((len(line) for line in lines), default=0)
+    lines = [_without_sidebar(line, width) for line in lines]
     while lines and not lines[-1].strip():
         lines.pop()
-    draft = _option_list(lines)
+    draft = _option_list(lines) or _cursor_list(lines) or _button_row(lines)
     item: Item
     highlighted: int | None
     title: str
     tabs: tuple[str, ...] = ()
+    layout = "list"
     if draft is not None:
+        layout = draft.layout
         paragraphs, title = _paragraphs_above(lines, draft.first)
         header, question, tabs = _question_text(paragraphs, max(len(line) for line in lines))
         multi = any(o.checked is not None for o in draft.options)
@@ -363,7 +462,7 @@ def parse_question(
         id=question_id(dialog, (item,), tool, command, tabs), kind=_kind(kind),
         title=title or item.question, questions=(item,), highlighted=highlighted,
         free_text_allowed=free, tool=tool, command=command, dialog=dialog, tabs=tabs,
-        description=description, command_unsure=unsure,
+        description=description, command_unsure=unsure, layout=layout,
     )
 
 

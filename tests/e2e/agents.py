@@ -24,8 +24,8 @@ from pathlib import Path
 
 __all__ = [
     "AGENT_NAMES",
-    "MORE_AGENTS",
     "MODEL_NAMES",
+    "MORE_AGENTS",
     "AgentLaunch",
     "agents_bin_dir",
     "find_agent",

@@ -1,0 +1,190 @@
+"""GitHub Copilot CLI, OpenCode and Qwen Code under agentwrap, end to end (issue 22).
+
+Each runs for real against the loopback model server (Chat Completions), in a
+throwaway home prepared by :func:`agents.prepare_agent`. CI has little time, so
+each test runs one session and checks several things in it:
+
+* the session: start -> ready with no dialog left open; a message delivered
+  once, submitted and acknowledged; a person's draft never overwritten (the
+  message waits, and goes once the box is empty); kill -9 of the agent seen;
+* a permission dialog (its shell tool): ``waiting_input`` with the question
+  parsed (options, tool, command), denied and then approved by ``agentwrap
+  answer``, the project directory saying what ran;
+* the agent's own syntax in a message is inert (the whole-request check of
+  tests/e2e/test_agent_syntax.py).
+
+What reached the model is read from the model server's log; waits are
+deadlines, never thresholds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentwrap.detect.profiles import load_profile
+
+from .conftest import AgentSession
+from .model_server import TOOL_COMMAND, TOOL_FILE
+from .test_agent_syntax import passwd_line, plant, probe_lines
+from .test_answering import answer, wait_question
+
+pytestmark = pytest.mark.e2e
+
+Make = Callable[..., AgentSession]
+
+#: This helper's agents (tests/e2e/agents.py MORE_AGENTS holds the others' too).
+AGENTS = ("copilot", "opencode", "qwen")
+
+# The dialog [[tool]] opens, and the tool it names (the command is TOOL_COMMAND).
+PERMISSION: dict[str, tuple[str, str]] = {
+    "copilot": ("permission", "bash"),
+    "opencode": ("permission", "Shell command"),
+    "qwen": ("permission", "Shell"),
+}
+
+
+def tag() -> str:
+    return f"E2E{uuid.uuid4().hex[:8]}"
+
+
+def started(make_session: Make, agent: str) -> AgentSession:
+    s = make_session(agent)
+    s.start()
+    st = s.wait_state("ready", timeout=120)
+    print(f"{agent}: ready after {st['since'] - s.started_at:.2f}s ({st['explain']})")
+    return s
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_session_delivers_once_keeps_drafts_and_sees_a_kill(make_session: Make, agent: str) -> None:
+    s = started(make_session, agent)
+    st = s.state()
+    assert st["state"] == "ready" and not st.get("question"), st
+
+    # one message: typed once, submitted, acknowledged from the reply
+    marker = tag()
+    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
+    assert res.stdout.startswith("acknowledged"), res.stdout
+    assert len(s.wait_received(marker)) == 1
+    s.wait_state("ready", timeout=60)
+
+    # a person's draft is never overwritten: the next message waits for it
+    draft, marker = f"my unsent draft {tag()}", tag()
+    s.type_keys(draft)
+    s.wait_state("draft", timeout=30)
+    mid = s.send_id(f"queued behind the draft {marker}")
+    s.wait_until(
+        lambda: [q["waiting_because"] for q in s.cli_json("queue", s.name)]
+        == ["draft in input box"], 30, "the message waiting for the draft",
+    )
+    assert draft in s.screen().replace("\n", "")
+    assert not s.received_with(marker)
+    s.press(*["BSpace"] * (len(draft) + 2))
+    assert len(s.wait_received(marker, timeout=90)) == 1
+    assert not s.received_with(draft)
+    s.wait_until(lambda: s.message(mid)["status"] == "delivered", 30, "delivered state")
+    s.wait_state("ready", timeout=60)
+
+    # kill -9 of the agent: the session ends, seen within the deadline
+    pid = s.agent_pid()
+    assert pid is not None
+    from agentwrap.terminal.proctree import kill_tree
+
+    kill_tree(pid, 9, grace=1.0)
+    s.wait_state("exited", timeout=30)
+
+
+def chat_tool_results(body: Any) -> list[str]:
+    """The tool results a Chat Completions request carries ("role": "tool")."""
+    return [json.dumps(m.get("content"), ensure_ascii=False)
+            for m in (body or {}).get("messages", []) if isinstance(m, dict)
+            and m.get("role") == "tool"]
+
+
+def open_permission(s: AgentSession) -> dict[str, Any]:
+    res = s.send("[[tool]] please create the file", "--wait", "--timeout", "90")
+    assert res.returncode == 0, res.stderr
+    q = wait_question(s)
+    dialog, tool = PERMISSION[s.agent]
+    assert q["kind"] == "permission", q
+    assert (q["dialog"], q["tool"], q["command"]) == (dialog, tool, TOOL_COMMAND), q
+    labels = [o["label"] for o in q["questions"][0]["options"]]
+    assert len(labels) >= 2, q
+    assert not (s.workdir / TOOL_FILE).exists(), "the tool ran before anyone answered"
+    return q
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_permission_dialog_denied_then_approved(make_session: Make, agent: str) -> None:
+    s = started(make_session, agent)
+    q = open_permission(s)
+    code, out = answer(s, "--deny", "--question", q["id"])
+    assert code == 0 and out["status"] == "applied", (out, s.screen())
+    s.wait_state("ready", timeout=60)
+    time.sleep(1.0)
+    assert not (s.workdir / TOOL_FILE).exists(), "the denied tool ran"
+
+    q = open_permission(s)
+    code, out = answer(s, "--option", "1", "--question", q["id"])
+    assert code == 0 and out["status"] == "applied", (out, s.screen())
+    s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
+    s.wait_state("ready", timeout=60)
+
+
+# What the model must receive, line by line (see the [syntax] comments in
+# patterns/{copilot,opencode,qwen}.toml).
+def expected_lines(agent: str, marker: str) -> list[str]:
+    lines = probe_lines(marker)
+    if agent == "copilot":  # '@' not after a letter or digit: no escape, a fullwidth at
+        lines[1:4] = [
+            "＠secret.env",
+            "＠/etc/passwd",
+            "compare ＠/etc/passwd with ＠secret.env mid-line, mail ops@example.com",
+        ]
+    elif agent == "qwen":  # every '@' (Gemini CLI's at-commands): its own backslash escape
+        lines[1:4] = [
+            "\\@secret.env",
+            "\\@/etc/passwd",
+            "compare \\@/etc/passwd with \\@secret.env mid-line, mail ops\\@example.com",
+        ]
+    return lines  # OpenCode: a typed or pasted '@path' is text (only its picker attaches)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_agent_syntax_is_inert(make_session: Make, agent: str) -> None:
+    s = make_session(agent)
+    secret, skill_secret, marker = (f"{p}{uuid.uuid4().hex[:10]}" for p in ("SECRET", "SKILL", "E2E"))
+    plant(s, secret, skill_secret)
+    s.start()
+    s.wait_state("ready", timeout=120)
+
+    res = s.send("\n".join(probe_lines(marker)), "--wait", "--timeout", "90")
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
+    got = s.wait_received(marker, settle=3.0)
+    assert len(got) == 1, f"{len(got)} requests carried the message"
+    want = "\n".join(expected_lines(agent, marker))
+    assert want in got[0], f"expected\n{want}\n--- got ---\n{got[0]}"
+    legend = load_profile(agent).syntax.legend
+    assert legend in got[0], "the header must say how to read the escape"
+
+    bodies = "\n".join(s.server.request_bodies())
+    assert secret not in bodies, "secret.env reached the model"
+    assert passwd_line() not in bodies and "root:x:0:0" not in bodies, "/etc/passwd reached the model"
+    assert skill_secret not in bodies, "the skill's instructions reached the model"
+    # Copilot names a mentioned file in a <tagged_files> block (its content is read later)
+    assert "tagged_files" not in bodies and "secret.env (" not in bodies, "a file was tagged"
+    assert not (s.workdir / "pwned").exists()
+    s.wait_state("ready", timeout=60)
+    after = tag()
+    res = s.send(f"still there? {after}", "--wait", "--timeout", "90")
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
+    assert len(s.wait_received(after)) == 1
+    assert not (s.workdir / "pwned").exists()
+    assert s.state()["state"] != "waiting_input", s.screen()
