@@ -17,6 +17,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from typing import Any
 
 import pytest
 from conftest import AwEnv
+from support.waiting import wait_for
 from test_hooks import FIXTURES, context_of, env_of, send
 
 from agentwrap.message import Status
@@ -289,3 +291,35 @@ def test_signal_payload_json_round_trip(aw: AwEnv, svc: Service, client: Path) -
     assert (got.returncode, got.stdout) == (0, b"")
     sig = read_signal(aw.paths, "fake")
     assert sig is not None and sig.signal == "turn_end"
+
+
+def test_a_signal_lets_the_agent_go_before_its_work_is_done(aw: AwEnv, svc: Service,
+                                                           client: Path) -> None:
+    """A state signal prints nothing whatever it finds, so the agent waits for
+    no more than the server's "ok" and an empty answer: Claude holds a prompt's
+    request until UserPromptSubmit returns (issue 27). The signal is written
+    right after, and a hand-over still answers with what it claimed."""
+    release = threading.Event()
+    ran: list[str] = []
+
+    def slow(agent: str, event: str, raw: bytes, env: Any, **kw: Any) -> str:
+        release.wait(30)  # the work a signal does (the file, continuity's notes)
+        ran.append(event)
+        return handle(agent, event, raw, env, **kw)
+
+    with server(aw, run=slow):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(20)
+            conn.connect(str(sock_of(aw)))
+            conn.sendall(_head(event="Stop", length=len(STOP)) + STOP)
+            got = b""
+            while got != b"ok\nv1 0\n" and len(got) < 8:
+                got += conn.recv(64)  # the whole (empty) answer, while the run still waits
+        assert got == b"ok\nv1 0\n" and ran == [] and read_signal(aw.paths, "fake") is None
+        answered = run_client(aw, client, "Stop", STOP)  # the client as the agent runs it
+        assert (answered.returncode, answered.stdout) == (0, b"")
+        release.set()
+        wait_for(lambda: read_signal(aw.paths, "fake") is not None, 30, "the signal written")
+    sig = read_signal(aw.paths, "fake")
+    assert sig is not None and sig.signal == "turn_end"
+    wait_for(lambda: ran == ["Stop", "Stop"], 30, "both runs done")

@@ -33,6 +33,7 @@ hand-over: :mod:`agentwrap.sessions.handover`).
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -48,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from ...paths import Paths, private_dir
 from .handler import CHANNEL, MAX_STDIN, PROFILE_ENV, SESSION_ENV, HookRun, handle
-from .protocol import EVENTS, MAX_CONTEXT_CHARS
+from .protocol import CONTEXT, EVENTS, MAX_CONTEXT_CHARS, QUESTION, action
 
 if TYPE_CHECKING:
     from ...delivery.handover import Claimed
@@ -183,10 +184,17 @@ class HookServer:
         req = self.read_request(conn)
         if req is None or req.deadline - self.now() < MIN_LEFT_S:
             return  # no "ok": the client runs the Python hook itself
+        env = {**self._env, PROFILE_ENV: req.profile} if req.profile else self._env
+        if answers_nothing(req):
+            # A state signal prints nothing whatever it finds: the agent is let go
+            # at once (a prompt waits for UserPromptSubmit before its request
+            # leaves), and the signal is written right after, on this thread.
+            if _send(conn, b"ok\nv1 0\n"):
+                self.run(req.agent, req.event, req.payload, env)
+            return
         if not _send(conn, b"ok\n"):
             return  # it gave up before it read the ok: it runs the hook itself
         pending = _Pending()
-        env = {**self._env, PROFILE_ENV: req.profile} if req.profile else self._env
         answer = self.run(req.agent, req.event, req.payload, env,
                           hand_over=lambda run: self._hand_over(run, req, pending))
         body = answer.encode("utf-8")
@@ -253,6 +261,19 @@ class HookServer:
 
                     self._service = Service.open(self.paths)
             return self._service
+
+
+def answers_nothing(req: Request) -> bool:
+    """The hook is a state signal (a prompt submitted, a turn ended, a
+    notification): its run prints nothing, so its answer need not wait for it.
+    A hand-over (context) and a permission question answer with what they find."""
+    try:
+        payload = json.loads(req.payload)
+    except ValueError:
+        return False
+    if not isinstance(payload, dict):
+        return False
+    return action(req.agent, req.event, payload) not in (CONTEXT, QUESTION)
 
 
 def _more(conn: socket.socket) -> bool:
