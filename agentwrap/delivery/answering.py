@@ -208,7 +208,7 @@ class Answerer:
                 raise _Outcome(FAILED, "no cursor seen on the options; nothing was pressed")
             if here == number:
                 return
-            forward, back = ("Right", "Left") if q.layout == "row" else ("Down", "Up")
+            forward, back = ("Right", "Left") if _in_a_row(q, sup.snap) else ("Down", "Up")
             key = forward if number > here else back
             for _ in range(abs(number - here)):
                 sup.term.send_key(key)
@@ -511,6 +511,15 @@ def _cursor_on(q: Question, snap: Snapshot | None) -> int | None:
 
 
 _MISSING = object()
+
+
+def _in_a_row(q: Question, snap: Snapshot | None) -> bool:
+    """The options are buttons side by side on one line (OpenCode's permission
+    dialog): the cursor moves with Left/Right there, not Up/Down."""
+    labels = [o.label for o in q.questions[0].options] if q.questions else []
+    if snap is None or len(labels) < 2:
+        return False
+    return any(all(label in line for label in labels) for line in snap.lines)
 
 
 def _label_background(rows: tuple[Row, ...], label: str) -> object:

@@ -94,10 +94,6 @@ class Question:
     # Why ``command`` as read off the screen may not be exactly what runs ("" when
     # it was read whole, or a hook told it): an answer rule must not approve it.
     command_unsure: str = ""
-    # "list": options one under another, the cursor moved with Up/Down;
-    # "row": buttons side by side (OpenCode), moved with Left/Right, the selected
-    # one shown only in colour (``highlighted`` None).
-    layout: str = "list"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -188,7 +184,6 @@ class _Draft:
     options: list[Option] = field(default_factory=list)
     highlighted: int | None = None
     first: int = 0  # index of option 1's line
-    layout: str = "list"  # or "row" (see Question.layout)
 
 
 def _option_list(lines: Sequence[str]) -> _Draft | None:
@@ -293,7 +288,7 @@ def _button_row(lines: Sequence[str]) -> _Draft | None:
         labels = parts[:legend]
         if not all(len(label) <= 40 for label in labels):
             continue
-        draft = _Draft(first=i, highlighted=None, layout="row")
+        draft = _Draft(first=i, highlighted=None)
         draft.options.extend(Option(label=label, number=n) for n, label in enumerate(labels, 1))
         return draft
     return None
@@ -412,14 +407,14 @@ def parse_question(
     lines = [_without_sidebar(line, width) for line in lines]
     while lines and not lines[-1].strip():
         lines.pop()
-    draft = _option_list(lines) or _cursor_list(lines) or _button_row(lines)
+    draft = _option_list(lines)
+    if draft is None and not _asks_yes_no(lines) and _key_list(lines) is None:
+        draft = _cursor_list(lines) or _button_row(lines)  # read last: the loosest shapes
     item: Item
     highlighted: int | None
     title: str
     tabs: tuple[str, ...] = ()
-    layout = "list"
     if draft is not None:
-        layout = draft.layout
         paragraphs, title = _paragraphs_above(lines, draft.first)
         header, question, tabs = _question_text(paragraphs, max(len(line) for line in lines))
         multi = any(o.checked is not None for o in draft.options)
@@ -432,8 +427,7 @@ def parse_question(
         highlighted = None
         title = item.question
     else:
-        yn = next((m for line in reversed(lines[-3:]) if (m := _YES_NO.match(line.strip()))),
-                  None)
+        yn = _asks_yes_no(lines)
         if yn is None:
             return None
         options = [Option(label=part[1] + part[3:].rstrip(), key=part[1].lower())
@@ -462,7 +456,7 @@ def parse_question(
         id=question_id(dialog, (item,), tool, command, tabs), kind=_kind(kind),
         title=title or item.question, questions=(item,), highlighted=highlighted,
         free_text_allowed=free, tool=tool, command=command, dialog=dialog, tabs=tabs,
-        description=description, command_unsure=unsure, layout=layout,
+        description=description, command_unsure=unsure,
     )
 
 
@@ -479,6 +473,11 @@ def _key_list(lines: Sequence[str]) -> tuple[Item, str] | None:
                         "")
         return Item(question=question, options=options), "\n".join([*above, lines[i]])
     return None
+
+
+def _asks_yes_no(lines: Sequence[str]) -> re.Match[str] | None:
+    """A y/n prompt on one of the last three lines (Aider's)."""
+    return next((m for line in reversed(lines[-3:]) if (m := _YES_NO.match(line.strip()))), None)
 
 
 def _boxed_command(shown: str | None, box: str) -> tuple[str | None, str | None, str]:
