@@ -164,6 +164,20 @@ class ChannelSpec:
 
 
 @dataclass(frozen=True)
+class PermissionSpec:
+    """``[permissions]``: whether the agent asks before it runs a tool. Most do;
+    OpenCode runs every tool (shell, edits, fetches) without asking unless its
+    own config says ``"permission": {...: "ask"}``: such a session has no
+    permission gate, and ``state``, ``doctor`` and the dashboard say so.
+    ``ask_first_env`` / ``ask_first_value``: the environment variable that starts
+    it in its ask-first mode, which ``agentwrap run`` sets with ``[run] ask_first``."""
+
+    asks_by_default: bool = True
+    ask_first_env: str = ""
+    ask_first_value: str = ""
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -199,6 +213,7 @@ class Profile:
     # "raw": each message is typed as is, one at a time (shells, plain REPLs).
     framing: str = "block"
     channels: ChannelSpec = field(default_factory=ChannelSpec)
+    permissions: PermissionSpec = field(default_factory=PermissionSpec)
 
     @property
     def raw(self) -> bool:
@@ -432,6 +447,7 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         shell=top.get("shell", bool, False),
         framing=top.get("framing", str, "block"),
         channels=_parse_channels(top.sub("channels")),
+        permissions=_parse_permissions(top.sub("permissions")),
     )
     if profile.framing not in FRAMINGS:
         raise top._err("framing", f"must be one of {', '.join(FRAMINGS)}, got {profile.framing!r}")
@@ -441,6 +457,18 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
     det.done()
     top.done()
     return profile
+
+
+def _parse_permissions(r: _Reader) -> PermissionSpec:
+    spec = PermissionSpec(
+        asks_by_default=r.get("asks_by_default", bool, True),
+        ask_first_env=r.get("ask_first_env", str, ""),
+        ask_first_value=r.get("ask_first_value", str, ""),
+    )
+    if bool(spec.ask_first_env) != bool(spec.ask_first_value):
+        raise r._err("ask_first_env", "ask_first_env and ask_first_value go together")
+    r.done()
+    return spec
 
 
 def _parse_channels(r: _Reader) -> ChannelSpec:

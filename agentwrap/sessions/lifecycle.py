@@ -232,6 +232,23 @@ def _begin_continuity(paths: Paths, cfg: Config, rec: SessionRecord, opts: RunOp
         logging.getLogger("agentwrap.session").warning("no handoff record: %s", exc)
 
 
+def permission_gate(profile: Profile, cfg: Config, env: dict[str, str]) -> dict[str, object]:
+    """For an agent that runs every tool without asking by default (OpenCode):
+    its ask-first mode when ``[run] ask_first`` is on (the environment updated
+    in place; a value the person set is kept), and what the session's record
+    says of the gate (``permission_gate``), for ``state``, the API and the page."""
+    spec = profile.permissions
+    if spec.asks_by_default:
+        return {}
+    if cfg.run.ask_first and spec.ask_first_env:
+        env.setdefault(spec.ask_first_env, spec.ask_first_value)
+    if spec.ask_first_env and spec.ask_first_env in env:
+        return {"permission_gate": f"asks first ({spec.ask_first_env} set)"}
+    return {"permission_gate": (
+        f"none: {profile.description or profile.name} runs every tool without asking, unless"
+        " its own config says to ask; [run] ask_first = true starts it in its ask-first mode")}
+
+
 def _options(opts: RunOptions, cfg: Config) -> dict[str, object]:
     return {
         "trust_folder": cfg.run.trust_folder if opts.trust_folder is None else opts.trust_folder,
@@ -379,6 +396,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         argv = agent_argv(opts.argv, profile, env, paths, name)
         handoff = _handoff(paths, cfg, opts, name)
         argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
+        channel_opts.update(permission_gate(profile, cfg, env))
         socket = paths.tmux_socket_for(name)
         registry.register(
             SessionRecord(
@@ -610,6 +628,7 @@ def run_pty(
     argv = agent_argv(opts.argv, profile, env, paths, name)
     handoff = _handoff(paths, cfg, opts, name)
     argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
+    channel_opts.update(permission_gate(profile, cfg, env))
     from ..terminal.pty import PtyTerminal, terminal_size
 
     size = terminal_size(sys.stdout.fileno()) if interactive else None

@@ -424,11 +424,11 @@ def _prepare_opencode(
     onboarded: bool,
 ) -> list[str]:
     """OpenCode with one OpenAI-compatible provider (its bundled
-    ``@ai-sdk/openai-compatible``: nothing is downloaded). OpenCode allows
-    every tool by default; the tests ask it to ask first for shell commands
-    (``permission.bash = "ask"``, what ``agentwrap run`` tells people to set) so
-    its permission dialog can be tested. Its start-up install of a plugin
-    package goes to a closed loopback port instead of the npm registry."""
+    ``@ai-sdk/openai-compatible``: nothing is downloaded). OpenCode runs
+    every tool without asking by default (no "permission" here): a test that
+    wants its dialog sets agentwrap's ``[run] ask_first`` (or the env var
+    ``OPENCODE_PERMISSION``). Its start-up install of a plugin package goes to
+    a closed loopback port instead of the npm registry."""
     model = MODEL_NAMES["opencode"]
     config = {
         "$schema": "https://opencode.ai/config.json",
@@ -436,7 +436,6 @@ def _prepare_opencode(
         "share": "disabled",
         "model": f"agentwrap/{model}",
         "small_model": f"agentwrap/{model}",
-        "permission": {"bash": "ask"},
         "provider": {
             "agentwrap": {
                 "npm": "@ai-sdk/openai-compatible",

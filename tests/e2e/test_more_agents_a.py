@@ -66,6 +66,12 @@ def test_session_delivers_once_keeps_drafts_and_sees_a_kill(make_session: Make, 
     s = started(make_session, agent)
     st = s.state()
     assert st["state"] == "ready" and not st.get("question"), st
+    # OpenCode runs every tool without asking (its default): the session says so
+    gate = st["permission_gate"]
+    assert (gate or "").startswith("none: ") == (agent == "opencode"), st
+    if agent == "opencode":
+        explain = s.cli("state", s.name, "--explain")
+        assert "permission gate: none" in explain.stdout, explain.stdout
 
     # one message: typed once, submitted, acknowledged from the reply
     marker = tag()
@@ -123,7 +129,12 @@ def open_permission(s: AgentSession) -> dict[str, Any]:
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_permission_dialog_denied_then_approved(make_session: Make, agent: str) -> None:
-    s = started(make_session, agent)
+    s = make_session(agent)
+    s.write_config("[run]\nask_first = true\n")  # OpenCode: its ask-first mode
+    s.start()
+    st = s.wait_state("ready", timeout=120)
+    if agent == "opencode":
+        assert st["permission_gate"] == "asks first (OPENCODE_PERMISSION set)", st
     q = open_permission(s)
     code, out = answer(s, "--deny", "--question", q["id"])
     assert code == 0 and out["status"] == "applied", (out, s.screen())

@@ -47,6 +47,8 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
         # a JSON file dropped here answers the question (agentwrap.sessions.answer_folder)
         "answer_dir": str(_paths().answers_dir(rec.name)),
         "channels": rec.options.get("channels"),
+        # set for an agent that runs tools without asking by default (OpenCode)
+        "permission_gate": rec.options.get("permission_gate"),
     }
 
 
@@ -103,6 +105,8 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
             from ...sessions.channels import describe
 
             out.print(escape(f"  channels:   {describe(rec.options)}"))
+            if rec.options.get("permission_gate"):
+                out.print(escape(f"  permission gate: {rec.options['permission_gate']}"))
             if rec.question:
                 _print_question(rec.question)
         else:
@@ -249,9 +253,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "tmux_sockets": str(paths.tmux_dir), "audit_log": str(paths.audit_log),
         "answer_dirs": str(paths.answers_root / "NAME"),
     }
+    ask_first = False  # [run] ask_first, for the agents without a permission gate
     try:
         cfg = load_config(paths)
         report["config_files"] = [str(p) for p in cfg.sources]
+        ask_first = cfg.run.ask_first
     except AgentwrapError as exc:
         problems.append({"problem": exc.message, "fix": exc.hint})
     agents: dict[str, Any] = {}
@@ -269,6 +275,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                         "profile": str(prof.source)}
         if exe and prof.channels.any:
             agents[name]["channels"] = _channels_of(prof, exe, paths)
+        if exe and not prof.permissions.asks_by_default:
+            agents[name]["permission_gate"] = _gate_of(prof, ask_first)
     report["agents"] = agents
     if not any(a["path"] for a in agents.values()):
         problems.append({"problem": "no agent CLI found on PATH",
@@ -313,6 +321,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             from ...sessions.channels import describe
 
             out.print(escape(f"  {name} channels: {describe(a['channels'])}"))
+    for name, a in agents.items():
+        if a.get("permission_gate"):
+            out.print(escape(f"  {name} permission gate: {a['permission_gate']}"))
     for key, value in report["paths"].items():
         out.print(escape(f"  {key:15} {value}"))
     for pid, names in report.get("supervisors", {}).items():
@@ -323,6 +334,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 1
     out.print("[green]no problems found")
     return 0
+
+
+def _gate_of(prof: Any, ask_first: bool) -> str:
+    """What a new session of ``prof`` (an agent that runs tools without asking by
+    default) gets: its ask-first mode, or no permission gate."""
+    import os
+
+    env = prof.permissions.ask_first_env
+    if env and (ask_first or env in os.environ):
+        return f"asks first ({env} set{' by [run] ask_first' if env not in os.environ else ''})"
+    return ("none: runs every tool without asking unless its own config says to ask;"
+            " [run] ask_first = true starts it in its ask-first mode")
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:

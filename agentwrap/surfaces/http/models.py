@@ -305,6 +305,9 @@ class Metrics(_Out):
 
 class SessionDetail(SessionSummary):
     explanation: StateOut
+    permissionGate: str | None = Field(
+        None, description="set for an agent that runs tools without asking by default (OpenCode):"
+        " 'none: ...' when this session has no permission gate, else how it was made to ask")
     queueDepth: int = Field(description="pending and in-flight messages")
     pendingByPriority: dict[str, int]
     metrics: Metrics

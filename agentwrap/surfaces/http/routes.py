@@ -267,6 +267,7 @@ def get_session(name: str, svc: Svc) -> m.SessionDetail:
                                question=m.QuestionOut(**rec.question) if rec.question else None),
         queueDepth=len(view.entries), pendingByPriority=dict(by_priority),
         metrics=metrics_out(svc.metrics(name)),
+        permissionGate=rec.options.get("permission_gate"),
     )
 
 

@@ -629,6 +629,8 @@
       if (x.signal) bits.push(['signal', x.signal]);
       bits.push(['since', el('span', null, `${clock(x.since)} (`, relative('ago', x.since), ')')]);
       if (x.draft) bits.push(['draft', 'the person is typing']);
+      // OpenCode runs every tool without asking unless started in its ask-first mode
+      if (d.permissionGate) bits.push(['permission gate', d.permissionGate]);
       bits.forEach(([k, v], i) => {
         if (i) how.append(' · ');
         how.append(el('span', {class: 'k'}, k), ' ', el('span', {class: 'mono'}, v));
