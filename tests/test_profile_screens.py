@@ -102,6 +102,8 @@ DIALOG_OF = {
     ("copilot", "ask-user"): "question",
     ("opencode", "permission"): "permission",
     ("opencode", "question"): "question",
+    ("opencode", "edit-file"): "file_edit",
+    ("opencode", "web-fetch"): "web_fetch",
     ("qwen", "permission"): "permission",
     ("qwen", "create-file"): "file_edit",
     ("qwen", "web-fetch"): "web_fetch",

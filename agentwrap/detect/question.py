@@ -147,6 +147,8 @@ _CURSOR_ITEM = re.compile(r"^(?P<indent>\s*)(?P<cursor>[❯›▸→])\s+(?P<lab
 # enter confirm", cut short at 80 columns): a legend starts with a key's name and
 # says what selects or confirms
 _SIDEBAR_GAP = re.compile(r"\s{8,}(?=\S)")
+# A dialog's heading: a warning sign, then words ("△ Permission required")
+_HEADING = re.compile(r"^[△⚠▲]\s+\w")
 _BUTTON_GAP = re.compile(r"\s{2,}")
 _ARROWS_SELECT = re.compile(r"(?:↑↓|↑/↓)\s*(?:to )?select\b")
 _KEY_NAME = re.compile(r"^(?:(?:ctrl|alt|shift)\+\S|[⇆←→↑↓]|(?:tab|esc|enter)\s)")
@@ -184,6 +186,7 @@ class _Draft:
     options: list[Option] = field(default_factory=list)
     highlighted: int | None = None
     first: int = 0  # index of option 1's line
+    row: bool = False  # buttons side by side (_button_row)
 
 
 def _option_list(lines: Sequence[str]) -> _Draft | None:
@@ -288,7 +291,7 @@ def _button_row(lines: Sequence[str]) -> _Draft | None:
         labels = parts[:legend]
         if not all(len(label) <= 40 for label in labels):
             continue
-        draft = _Draft(first=i, highlighted=None)
+        draft = _Draft(first=i, highlighted=None, row=True)
         draft.options.extend(Option(label=label, number=n) for n, label in enumerate(labels, 1))
         return draft
     return None
@@ -417,6 +420,9 @@ def parse_question(
     if draft is not None:
         paragraphs, title = _paragraphs_above(lines, draft.first)
         header, question, tabs = _question_text(paragraphs, max(len(line) for line in lines))
+        if draft.row:  # the heading above buttons asks (what is nearer is the call's detail)
+            question = next((line for para in paragraphs for line in para
+                             if _HEADING.match(line)), question)
         multi = any(o.checked is not None for o in draft.options)
         item = Item(question=question, header=header, options=tuple(draft.options),
                     multiSelect=multi)
