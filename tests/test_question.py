@@ -384,3 +384,26 @@ def test_options_picked_by_key_on_one_line() -> None:
     assert (q.tool, q.command, q.highlighted) == ("run_commands", "touch tool_ran.txt", None)
     # one bracketed key alone is not a list of options
     assert parse_question("Continue?\n [y] Approve\n", dialog="p", kind="permission") is None
+
+
+@pytest.mark.parametrize(("agent", "what", "row", "cursor"), [
+    ("opencode", "permission", True, 1),   # buttons; the cursor only a background colour
+    ("opencode", "question", False, 1),    # a numbered list; the cursor only a colour
+    ("copilot", "ask-user", False, 1),     # unnumbered, under a "❯"
+    ("qwen", "permission", False, 1),
+])
+def test_where_the_cursor_is_and_how_it_moves(agent: str, what: str, row: bool, cursor: int) -> None:
+    """What the answerer reads before it presses anything: the option under the
+    cursor (off the styled screen where only colour shows it) and whether the
+    options are buttons in a row (Left/Right) or a list (Up/Down)."""
+    from agentwrap.delivery.answering import _in_a_row
+
+    for size in ("80x24", "160x45"):
+        path = SCREENS / agent / f"waiting_input__{what}__{size}.txt"
+        m = NAME_RE.match(path.name)
+        assert m is not None
+        q = question_of(path, m)
+        assert q is not None
+        snap = snapshot_of(path, m)
+        assert _cursor_on(q, snap) == cursor
+        assert _in_a_row(q, snap) is row
