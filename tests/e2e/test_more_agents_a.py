@@ -55,7 +55,12 @@ def tag() -> str:
 
 def started(make_session: Make, agent: str) -> AgentSession:
     s = make_session(agent)
-    s.start()
+    s.started_at = time.time()
+    res = s.cli("run", "--detach", "--name", s.name, "--cwd", str(s.workdir), "--", *s.argv)
+    assert res.returncode == 0, res.stderr
+    # OpenCode runs every tool without asking: `run` says so, and how to make it ask
+    offered = "no permission gate" in res.stderr and "[run] ask_first = true" in res.stderr
+    assert offered == (agent == "opencode"), res.stderr
     st = s.wait_state("ready", timeout=120)
     print(f"{agent}: ready after {st['since'] - s.started_at:.2f}s ({st['explain']})")
     return s

@@ -53,6 +53,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_pty(paths, opts, interactive=sys.stdin.isatty(),
                        companions=[for_session, hook_server])
     rec = start_tmux(paths, opts)
+    gate = str(rec.options.get("permission_gate") or "")
+    if gate.startswith("none") and not args.json:  # OpenCode: offer its ask-first mode
+        err.print(escape(f"{rec.name}: no permission gate: {gate.removeprefix('none: ')}"))
     if opts.detach or not sys.stdin.isatty():
         if args.json:
             _emit_json(rec.to_json())
