@@ -9,7 +9,9 @@ each test runs one session and checks several things in it:
   message waits, and goes once the box is empty); kill -9 of the agent seen;
 * a permission dialog (its shell tool): ``waiting_input`` with the question
   parsed (options, tool, command), denied and then approved by ``agentwrap
-  answer``, the project directory saying what ran;
+  answer``, the project directory saying what ran; then its question tool
+  (Copilot's ask_user, OpenCode's question), answered with an option the
+  tool result carries to the model;
 * the agent's own syntax in a message is inert (the whole-request check of
   tests/e2e/test_agent_syntax.py).
 
@@ -46,6 +48,20 @@ PERMISSION: dict[str, tuple[str, str]] = {
     "copilot": ("permission", "bash"),
     "opencode": ("permission", "Shell command"),
     "qwen": ("permission", "Shell"),
+}
+
+
+# The question tool of each agent that has one, called with two options.
+QUESTION_TOOL = {"copilot": "ask_user", "opencode": "question"}
+QUESTION_CALL = {
+    "copilot": "ask_user " + json.dumps({
+        "message": "Which database should I use?",
+        "requestedSchema": {"type": "object", "required": ["database"], "properties": {
+            "database": {"type": "string", "title": "Database", "enum": ["SQLite", "Postgres"]}}}}),
+    "opencode": "question " + json.dumps({"questions": [{
+        "question": "Which database should I use?", "header": "Database",
+        "options": [{"label": "SQLite", "description": "One file"},
+                    {"label": "Postgres", "description": "A server"}]}]}),
 }
 
 
@@ -151,6 +167,21 @@ def test_permission_dialog_denied_then_approved(make_session: Make, agent: str) 
     code, out = answer(s, "--option", "1", "--question", q["id"])
     assert code == 0 and out["status"] == "applied", (out, s.screen())
     s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
+    s.wait_state("ready", timeout=60)
+
+    # the agent's question tool: a choice, answered with the second option
+    if agent not in QUESTION_CALL:
+        return  # Qwen Code 0.15.10 offers the model no question tool
+    res = s.send(f"[[call: {QUESTION_CALL[agent]}]] set up storage", "--wait", "--timeout", "90")
+    assert res.returncode == 0, res.stderr
+    q = wait_question(s)
+    assert q["kind"] == "choice" and q["tool"] == QUESTION_TOOL[agent], q
+    assert [o["label"] for o in q["questions"][0]["options"]][:2] == ["SQLite", "Postgres"], q
+    code, out = answer(s, "--option", "Postgres", "--question", q["id"])
+    assert code == 0 and out["status"] == "applied", (out, s.screen())
+    s.wait_until(lambda: any("Postgres" in r for req in s.server.requests() if not req.side
+                             for r in chat_tool_results(req.body)), 60,
+                 "the answer in the tool result at the model")
     s.wait_state("ready", timeout=60)
 
 
