@@ -308,6 +308,24 @@ def _qwen_ready(s: str) -> bool:
         and "Waiting for user confirmation" not in s
 
 
+def _cline_busy(s: str) -> bool:
+    return "esc to cancel" in s or bool(re.search(r"^ [\u2801-\u28ff] \S", s, re.MULTILINE))
+
+
+def _cline_ready(s: str) -> bool:
+    return bool(re.search(r"^\s*❯ (?:What can I do for you\?|Ask anything\.\.\.)?\s*$", s,
+                          re.MULTILINE)) and not _cline_busy(s)
+
+
+def _kimi_busy(s: str) -> bool:
+    return bool(re.search(r"^\s*(?:[\u2801-\u28ff]|[\U0001F311-\U0001F318]) (?:Working…|·)", s,
+                          re.MULTILINE))
+
+
+def _kimi_ready(s: str) -> bool:
+    return bool(re.search(r"^\s*│ >\s*│\s*$", s, re.MULTILINE)) and not _kimi_busy(s)
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -327,6 +345,8 @@ PROFILES: dict[str, Profile] = {
     "copilot": Profile("copilot", _copilot_ready, _copilot_busy, ("C-j",), (("C-c",), ("C-c",))),
     "opencode": Profile("opencode", _opencode_ready, _opencode_busy, ("C-j",), (("C-c",),)),
     "qwen": Profile("qwen", _qwen_ready, _gemini_busy, ("C-j",), (("C-c",), ("C-c",))),
+    "cline": Profile("cline", _cline_ready, _cline_busy, ("C-j",), (("C-c",),)),
+    "kimi": Profile("kimi", _kimi_ready, _kimi_busy, ("C-j",), (("C-c",), ("C-c",))),
 }
 
 
@@ -366,6 +386,11 @@ class Capturer:
         )
         if extra_args:
             launch = dataclasses.replace(launch, argv=[*launch.argv, *extra_args])
+        if agent == "opencode":  # it asks nothing by default: its ask-first mode, for dialogs
+            from agentwrap.detect.profiles import load_profile
+
+            gate = load_profile("opencode").permissions
+            launch.env[gate.ask_first_env] = gate.ask_first_value
         pane = Pane(launch, cols, rows, base / "pane.log")
         pane.start()
         try:
@@ -564,10 +589,14 @@ DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
             '[[call: create {"path": "{cwd}/hello.txt", "file_text": "hello\\n"}]] Make hello.txt',
             expect="Do you want",
         ),
-        DialogCase(
+        DialogCase(  # ask_user takes an elicitation: a message and a JSON schema
             "ask-user",
-            '[[call: ask_user {"question": "Which database should I use?",'
-            ' "choices": ["SQLite", "Postgres"]}]] Set up storage',
+            "[[call: ask_user " + json.dumps({
+                "message": "Which database should I use?",
+                "requestedSchema": {"type": "object", "required": ["database"], "properties": {
+                    "database": {"type": "string", "title": "Database",
+                                 "enum": ["SQLite", "Postgres"]}}}}) + "]] Set up storage",
+            expect="Copilot needs information",
         ),
     ),
     "opencode": (
@@ -578,6 +607,14 @@ DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
         DialogCase(
             "web-fetch",
             '[[call: webfetch {"url": "https://example.com/", "format": "text"}]] Fetch it',
+            expect="Permission required",
+        ),
+        DialogCase(
+            "edit-file",
+            '[[call: edit {"filePath": "{cwd}/notes.md", "oldString": "first line",'
+            ' "newString": "second line"}]] Fix notes.md',
+            files=(NOTES,),
+            expect="Permission required",
         ),
     ),
     "qwen": (
@@ -594,6 +631,38 @@ DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
         DialogCase(
             "web-fetch",
             '[[call: web_fetch {"url": "https://example.com/", "prompt": "Summarise it"}]] Do it',
+        ),
+    ),
+    "cline": (
+        DialogCase("permission-ask-first", "[[tool]] Please list the files.",
+                   args=("--auto-approve", "false"), expect="Cline needs permission"),
+        DialogCase(
+            "edit-file",
+            '[[call: editor {"path": "{cwd}/notes.md", "old_text": "first line",'
+            ' "new_text": "second line"}]] Fix notes.md',
+            files=(NOTES,), args=("--auto-approve", "false"), expect="Cline needs permission",
+        ),
+        DialogCase(
+            "web-fetch",
+            '[[call: fetch_web_content {"requests": [{"url": "https://example.com/",'
+            ' "prompt": "Summarise it"}]}]] Fetch it',
+            args=("--auto-approve", "false"), expect="Cline needs permission",
+        ),
+        DialogCase(
+            "ask-question",
+            '[[call: ask_question {"question": "Which database should I use?",'
+            ' "options": ["SQLite", "Postgres"]}]] Set up storage',
+            expect="Cline is asking a question",
+        ),
+    ),
+    "kimi": (
+        DialogCase(
+            "ask-user-question",
+            "[[call: AskUserQuestion " + ASK % ', "multiSelect": false' + "]] Set up storage",
+        ),
+        DialogCase(
+            "create-file",
+            '[[call: Write {"path": "{cwd}/hello.txt", "content": "hello"}]] Make hello.txt',
         ),
     ),
     "aider": (
