@@ -319,21 +319,27 @@ class SQLiteMessageStore:
                 out[i] = exc
         if checked:
             with self._write() as conn:
+                self._expire(conn, self._clock(), None)  # once: the batch is one instant
+                counts = _PendingCounts()
                 for i, c in checked:
                     conn.execute("SAVEPOINT enqueue_one")
                     try:
-                        out[i] = self._enqueue_in(conn, c)
+                        out[i] = self._enqueue_in(conn, c, counts)
                     except QueueError as exc:
                         conn.execute("ROLLBACK TO enqueue_one")
                         out[i] = exc
                     conn.execute("RELEASE enqueue_one")
         return [r for r in out if r is not None]  # every slot was filled above
 
-    def _enqueue_in(self, conn: sqlite3.Connection, checked: _Checked) -> tuple[Message, bool]:
-        """:meth:`enqueue`'s work inside the open write transaction ``conn``."""
+    def _enqueue_in(self, conn: sqlite3.Connection, checked: _Checked,
+                    counts: _PendingCounts | None = None) -> tuple[Message, bool]:
+        """:meth:`enqueue`'s work inside the open write transaction ``conn``.
+        ``counts``: the pending counts of a group commit, kept as it stores
+        (counting every pending row again for each message cost the most)."""
         new = checked.new
         now = self._clock()  # read under the write lock: created follows commit order
-        self._expire(conn, now, None)
+        if counts is None:
+            self._expire(conn, now, None)  # a group commit expired once, before its first
         if new.idempotency_key is not None:
             row = conn.execute(
                 "SELECT * FROM messages WHERE session = ? AND idempotency_key = ?",
@@ -345,8 +351,10 @@ class SQLiteMessageStore:
                 return first, False
         self._check_rate(conn, checked, now)
         message_id = str(uuid.uuid4())
-        self._make_room(conn, new.session, message_id, now)
+        evicted = self._make_room(conn, new.session, message_id, now, counts)
         _insert(conn, message_id, checked, now)
+        if counts is not None:
+            counts.stored(new.session, 1 - evicted)
         self._event(conn, now, new.session, "message.queued", message_id,
                     priority=str(checked.priority), source=checked.source.value,
                     kind=checked.kind.value)
@@ -388,23 +396,26 @@ class SQLiteMessageStore:
             retry_after=retry_after,
         )
 
-    def _make_room(self, conn: sqlite3.Connection, session: str, new_id: str, now: float) -> None:
-        """Enforce the pending limits, evicting the oldest LOW/NORMAL if the session is full.
+    def _make_room(self, conn: sqlite3.Connection, session: str, new_id: str, now: float,
+                   counts: _PendingCounts | None = None) -> int:
+        """Enforce the pending limits, evicting the oldest LOW/NORMAL if the session is full;
+        returns how many were evicted.
 
         Fresh context is worth more than stale context, so the oldest ordinary
         message makes way; HIGH/CRITICAL/STARTUP are never dropped silently -
         the producer gets QueueFull instead.
         """
-        in_session = _count_pending(conn, session)
+        counts = counts if counts is not None else _PendingCounts()
+        in_session = counts.of(conn, session)
         n_evict = max(0, in_session - self.limits.max_pending_per_session + 1)
-        total = _count_pending(conn, None)
+        total = counts.of(conn, None)
         if total - n_evict >= self.limits.max_pending_total:
             raise QueueFull(
                 f"the queue holds {total} pending messages in all sessions"
                 f" (limit {self.limits.max_pending_total})"
             )
         if n_evict == 0:
-            return
+            return 0
         victims = conn.execute(
             "SELECT id FROM messages WHERE session = ? AND status = ? AND priority < ?"
             " ORDER BY created ASC, seq ASC LIMIT ?",
@@ -424,6 +435,7 @@ class SQLiteMessageStore:
             )
             self._event(conn, now, session, "message.ended", victim["id"],
                         status=Status.EVICTED.value, detail=detail)
+        return n_evict
 
     # --- reading --------------------------------------------------------------------
 
@@ -908,6 +920,26 @@ def _migrate(conn: sqlite3.Connection) -> None:
     columns = {row["name"] for row in conn.execute("PRAGMA table_info(messages)")}
     if "kind" not in columns:  # before internal kinds; every old row is content
         conn.execute("ALTER TABLE messages ADD COLUMN kind TEXT NOT NULL DEFAULT 'content'")
+
+
+class _PendingCounts:
+    """Pending messages per session and in all, counted once per write
+    transaction and then kept as messages are stored and evicted: inside the
+    transaction no other writer changes them."""
+
+    def __init__(self) -> None:
+        self._known: dict[str | None, int] = {}
+
+    def of(self, conn: sqlite3.Connection, session: str | None) -> int:
+        if session not in self._known:
+            self._known[session] = _count_pending(conn, session)
+        return self._known[session]
+
+    def stored(self, session: str, change: int) -> None:
+        """A message stored for ``session`` (``change``: 1 less the evicted ones)."""
+        for key in (session, None):
+            if key in self._known:
+                self._known[key] += change
 
 
 def _count_pending(conn: sqlite3.Connection, session: str | None) -> int:
