@@ -110,7 +110,14 @@ def check_syntax(s: AgentSession) -> None:
 def open_permission(s: AgentSession) -> dict[str, Any]:
     res = s.send("[[tool]] please create the file", "--wait", "--timeout", "90")
     assert res.returncode == 0, res.stderr
-    q = wait_question(s)
+    wait_question(s)
+    # Cline draws its dialog in steps: the question as first read may lack the
+    # key line under it (its id changes with it, so an answer to that one is
+    # refused as stale, never applied): wait for the dialog as it settles
+    q = s.wait_until(lambda: (st := s.state())["state"] == "waiting_input" and st["question"]
+                     and APPROVE[s.agent] in [o["label"] for o in
+                                              st["question"]["questions"][0]["options"]]
+                     and st["question"], 30, "the permission dialog's options")
     assert q["kind"] == "permission", q
     assert (q["dialog"], q["tool"], q["command"]) == PERMISSION[s.agent], q
     labels = [o["label"] for o in q["questions"][0]["options"]]
