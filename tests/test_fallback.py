@@ -857,6 +857,13 @@ def _escalate(aw: AwEnv, *standin: str, name: str = "sa") -> tuple[Path, dict[st
     return agents_md, msg
 
 
+def _removal_recorded(aw: AwEnv, mid: str) -> dict[str, Any] | None:
+    """The message as `history` shows it, once its section's removal is recorded
+    (right after the file is written back: a reader of the file can be first)."""
+    got: dict[str, Any] = history(aw)[mid]
+    return got if got["attempt_log"][-1]["outcome"] == "section_removed" else None
+
+
 def _notice(aw: AwEnv, name: str = "sa") -> dict[str, Any]:
     found: dict[str, Any] = wait_for(
         lambda: next((x for x in history(aw, name).values() if x["source_id"] == "fallback"
@@ -882,7 +889,7 @@ def test_section_is_there_when_the_agent_reads_it_and_goes_after_its_ack(aw: AwE
     assert arrivals_of(aw, "stays in the file until you acknowledge this notice") == 1
     # then removed, the user's bytes restored exactly, and the removal recorded
     wait_for(lambda: agents_md.read_bytes() == MINE, 30, "the section to be removed")
-    got = history(aw)[msg["id"]]
+    got = wait_for(lambda: _removal_recorded(aw, msg["id"]), 30, "the removal recorded")
     assert got["status"] == "escalated"
     last = got["attempt_log"][-1]
     assert (last["channel"], last["outcome"], last["batch_id"]) == (
@@ -925,7 +932,8 @@ def test_unacknowledged_notice_leaves_the_section_for_the_next_session(aw: AwEnv
     wait_for(lambda: agents_md.read_bytes() == MINE, 60, "the section to be removed")
     again = next(x for x in history(aw, "sb").values() if x["source_id"] == "fallback")
     assert again["status"] == "acknowledged" and again["metadata"]["fallback_ids"] == [msg["id"]]
-    last = history(aw)[msg["id"]]["attempt_log"][-1]
+    last = wait_for(lambda: _removal_recorded(aw, msg["id"]), 30, "the removal recorded")[
+        "attempt_log"][-1]
     assert last["outcome"] == "section_removed" and "read by the agent (ACK" in last["evidence"]
 
 

@@ -92,7 +92,12 @@ def test_claude_reads_the_section_after_the_notice_and_its_ack_removes_it(make_s
     s.wait_until(lambda: claude_md.read_text() == MINE, 90, "the section to be removed")
     notice = next(m for m in s.history() if m["source_id"] == "fallback")
     assert notice["status"] == "acknowledged", notice
-    with Service.open(s._paths()) as svc:
-        last = svc.message(msg["id"]).attempts[-1]
-    assert (last.channel, last.outcome) == ("fallback-file", "section_removed"), last
+
+    def removal() -> Any:  # recorded right after the file is written back
+        with Service.open(s._paths()) as svc:
+            last = svc.message(msg["id"]).attempts[-1]
+        return last if last.outcome == "section_removed" else None
+
+    last = s.wait_until(removal, 30, "the removal recorded in the message's history")
+    assert last.channel == "fallback-file", last
     assert "read by the agent (ACK" in last.evidence

@@ -161,8 +161,11 @@ def test_more_agent_end_to_end(make_session: Make, agent: str) -> None:
     os.kill(pid, signal.SIGKILL)
     s.wait_state("exited", timeout=20)
     if agent == "cline":
+        # the daemon usually outlives a killed agent (then `stop` must end it);
+        # now and then it follows it on its own (tests/test_proctree.py holds
+        # the marker rule either way): whatever is left, `stop` ends it
         left = [p for p in daemons(s, None) if "--cline-hub-daemon" in cmdline(p)]
-        assert left, "the daemon went with the agent: nothing left to test"
         res = s.cli("stop", s.name)
         assert res.returncode == 0, res.stderr
         s.wait_until(lambda: not any(alive(p) for p in left), 20, "the hub daemon gone")
+        assert not [p for p in daemons(s, None) if "--cline-hub-daemon" in cmdline(p)]
