@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the four real agent CLIs at pinned versions, idempotently.
+# Install the nine real agent CLIs at pinned versions, idempotently.
 #
 #   DIR=${AGENTWRAP_AGENTS_DIR:-/opt/agentwrap-agents}
 #   $DIR/npm          npm prefix for claude-code, codex, gemini-cli

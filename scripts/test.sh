@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the whole test suite needs on a fresh Debian machine
 # (tmux, a C compiler for the native pty relay, a venv with agentwrap and its
-# dev extras, the four real agent CLIs at pinned versions), then run it,
+# dev extras, the nine real agent CLIs at pinned versions), then run it,
 # end-to-end tests included.
 #   bash scripts/test.sh [pytest args]
 set -euo pipefail
