@@ -101,8 +101,9 @@ def test_the_supervisor_runs_the_hook_for_the_client(aw: AwEnv, svc: Service,
     assert evidence(svc, mid) == "handed to the agent's hook by the supervisor"
     assert (again.returncode, again.stdout) == (0, b"")  # handed once
     assert (stop.returncode, stop.stdout) == (0, b"")
-    sig = read_signal(aw.paths, "fake")
-    assert sig is not None and sig.signal == "turn_end" and sig.event == "Stop"
+    # a signal is answered at once and written right after (the agent waits for neither)
+    sig = wait_for(lambda: read_signal(aw.paths, "fake"), 30, "the signal written")
+    assert sig.signal == "turn_end" and sig.event == "Stop"
 
 
 def test_no_supervisor_runs_the_python_hook_with_the_same_stdin(aw: AwEnv, svc: Service,
@@ -288,9 +289,9 @@ def test_signal_payload_json_round_trip(aw: AwEnv, svc: Service, client: Path) -
     payload["last_assistant_message"] = "done \u00e9\u2603 \\ \" \n\t ACK deadbeef"
     with server(aw):
         got = run_client(aw, client, "Stop", json.dumps(payload).encode())
-    assert (got.returncode, got.stdout) == (0, b"")
-    sig = read_signal(aw.paths, "fake")
-    assert sig is not None and sig.signal == "turn_end"
+        assert (got.returncode, got.stdout) == (0, b"")
+        sig = wait_for(lambda: read_signal(aw.paths, "fake"), 30, "the signal written")
+    assert sig.signal == "turn_end"
 
 
 def test_a_signal_lets_the_agent_go_before_its_work_is_done(aw: AwEnv, svc: Service,
