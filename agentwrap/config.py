@@ -39,7 +39,7 @@ Example::
     renotify_after_s = 300
 
     [[answer_rules]]            # user config only: answer some questions automatically
-    name = "tests"              # (agentwrap.delivery.policy says how they are matched)
+    name = "tests"              # (agentwrap.answers.rules says how they are matched)
     agent = "claude"            # profile name (glob)
     tool = "Bash"               # glob, or "re:REGEX"
     command = "npm test*"       # glob (every sub-command must match), or "re:REGEX"
@@ -189,7 +189,7 @@ class CommandTable:
 class AnswerRule:
     """One ``[[answer_rules]]`` entry: which questions it answers, and how.
 
-    Matched by :func:`agentwrap.delivery.policy.decide`. User config only: a
+    Matched by :func:`agentwrap.answers.rules.decide`. User config only: a
     cloned project's ``.agentwrap.toml`` must not approve its own commands.
     """
 

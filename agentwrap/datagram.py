@@ -15,7 +15,7 @@ import select
 import socket
 from pathlib import Path
 
-from .paths import private_dir
+from .paths import Paths, private_dir
 
 
 def send(path: Path, data: bytes) -> bool:
@@ -75,3 +75,14 @@ class Inbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def notify(paths: Paths, session: str, command: bytes = b"wake") -> bool:
+    """Wake a session's supervisor: producers (``agentwrap send``, hooks,
+    servers) write to the store first, then nudge; False if nobody listens (the
+    supervisor's slow safety poll finds the change anyway)."""
+    return send(paths.wake_socket(session), command)
+
+
+class WakeSocket(Inbox):
+    """The supervisor's end, bound at the session's wake socket."""

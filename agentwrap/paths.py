@@ -21,11 +21,14 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from .errors import InvalidMessage, UnsafePath
+
+T = TypeVar("T")
 
 # sun_path holds 108 bytes with the NUL on Linux, 104 on the BSDs: stay below both
 _SOCKET_PATH_MAX = 100
@@ -153,7 +156,7 @@ class Paths:
 
     def answers_dir(self, session: str) -> Path:
         """The session's answer folder: a JSON file dropped here answers the
-        question its agent shows (:mod:`agentwrap.sessions.answer_folder`).
+        question its agent shows (:mod:`agentwrap.answers.folder`).
         0700 and ours, like the runtime dir: whoever may write into it may
         answer the agent's permission prompts."""
         return self.answers_root / check_session_name(session)
@@ -349,3 +352,26 @@ def write_private(path: Path, data: bytes) -> None:
             raise
     finally:
         os.close(dir_fd)
+
+
+class ReplacedFile(Generic[T]):
+    """What a file holds that another process (a hook) replaces whole, parsed
+    again only when it was replaced (its mtime or inode changed): the
+    supervisor looks at it on every turn and most turns nothing changed."""
+
+    def __init__(self, path: Path, parse: Callable[[], T | None]) -> None:
+        self.path, self.parse = path, parse
+        self._key: tuple[int, int] | None = None
+        self._last: T | None = None
+
+    def read(self) -> T | None:
+        """The parsed content, or None while there is no file (or it is unreadable)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        key = (st.st_mtime_ns, st.st_ino)
+        if key != self._key:
+            self._key = key
+            self._last = self.parse()
+        return self._last

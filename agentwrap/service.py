@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .audit import AuditLog
 from .config import Config, ConfigCache, load_config
+from .datagram import notify
 from .delivery import handover
 from .delivery.choice import busy_channel_of, busy_reason
 from .delivery.handover import CONSUMABLE_KINDS, MAX_TAKE
@@ -57,13 +58,12 @@ from .paths import Paths
 from .queue.sanitize import check_text, sanitize
 from .queue.store import MessageStore, QueueMetrics, SenderLimit
 from .sessions.registry import Registry, SessionRecord, Transition
-from .sessions.wake import notify
 
 if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast
+    from .answers.intake import AnswerIntake, AnswerResult
+    from .answers.store import Answer, AnswerStore
     from .config import LaunchChoice
     from .detect.profiles import Profile
-    from .queue.answers import Answer, AnswerStore
-    from .sessions.answer_intake import AnswerIntake, AnswerResult
     from .terminal.styles import Screen
 
 __all__ = [
@@ -288,7 +288,7 @@ class Service:
     @property
     def answers(self) -> AnswerStore:
         """The answers table (opened on first use: most commands never need it)."""
-        from .queue.answers import AnswerStore
+        from .answers.store import AnswerStore
 
         with self._answers_lock:
             if self._answers is None:
@@ -715,10 +715,10 @@ class Service:
     ) -> AnswerResult:
         """Store an answer to the question ``session``'s agent shows, and wake its
         supervisor, which types it with the agent's own keys only while the same
-        question is open (:mod:`agentwrap.delivery.answering`).
+        question is open (:mod:`agentwrap.answers.keys`).
 
         The rules are :meth:`AnswerIntake.answer
-        <agentwrap.sessions.answer_intake.AnswerIntake.answer>`'s, which the
+        <agentwrap.answers.intake.AnswerIntake.answer>`'s, which the
         answer folder and the answer policy inside the supervisor use too.
         """
         return self.intake.answer(session, option=option, options=options, text=text,
@@ -727,7 +727,7 @@ class Service:
 
     @property
     def intake(self) -> AnswerIntake:
-        from .sessions.answer_intake import AnswerIntake
+        from .answers.intake import AnswerIntake
 
         return AnswerIntake(self.paths, self.registry, lambda: self.answers, self.audit,
                             self._profile)

@@ -237,11 +237,11 @@ def bench_baseline(work: Path, n: int, size: int) -> dict[str, Any]:
 
 def bench_session(backend: str, work: Path, env: dict[str, str], n: int, size: int,
                   timeout: float, aw_root: Path) -> dict[str, Any]:
+    from agentwrap.datagram import notify
     from agentwrap.message import NewMessage, QueueLimits, Source, Status
     from agentwrap.paths import Paths
     from agentwrap.queue.sqlite import SQLiteMessageStore
     from agentwrap.sessions.registry import Registry
-    from agentwrap.sessions.wake import notify
 
     paths = Paths.from_env(env)
     name = f"d{backend}"

@@ -51,6 +51,7 @@ from pathlib import Path
 from benchlib import fmt, json_safe, stats_ms
 
 from agentwrap.audit import AuditLog
+from agentwrap.datagram import WakeSocket
 from agentwrap.delivery.handover import ack_rule
 from agentwrap.message import NewMessage, QueueLimits, Source
 from agentwrap.paths import Paths
@@ -59,7 +60,6 @@ from agentwrap.service import Service
 from agentwrap.sessions.channels import hook_client
 from agentwrap.sessions.handover import HandoverServer, hook_socket
 from agentwrap.sessions.registry import SessionRecord
-from agentwrap.sessions.wake import WakeSocket
 from agentwrap.surfaces.hooks.server import HookServer
 
 REPO = Path(__file__).resolve().parent.parent

@@ -23,11 +23,11 @@ from support.delivery_kit import pane_text, send, wait_terminal, write_config
 from support.http_kit import InProcess, in_process, register
 from support.waiting import wait_for
 
+from agentwrap.answers.store import AnswerStore
+from agentwrap.datagram import notify
 from agentwrap.detect.question import Item, Option, Question, question_id
 from agentwrap.detect.states import State
 from agentwrap.paths import Paths
-from agentwrap.queue.answers import AnswerStore
-from agentwrap.sessions.wake import notify
 from agentwrap.surfaces.http.sse import public_events
 
 

@@ -21,8 +21,8 @@ from support.delivery_kit import write_config
 from support.waiting import wait_for
 from test_answer import answered_events, choices, dialog_on_screen, open_dialog
 
+from agentwrap.answers.folder import is_answer_file, parse
 from agentwrap.errors import InvalidAnswer
-from agentwrap.sessions.answer_folder import is_answer_file, parse
 
 
 def drop(folder: Path, name: str, doc: Any) -> Path:
@@ -169,7 +169,7 @@ def test_a_file_moved_in_from_another_folder_is_taken(aw: AwEnv) -> None:
 
 def test_held_open_tells_a_file_being_written(tmp_path: Path) -> None:
     """What tells a file moved in (complete) from one being written in place."""
-    from agentwrap.sessions.answer_folder import _held_open
+    from agentwrap.answers.folder import _held_open
 
     path = tmp_path / "a.json"
     with open(path, "w", encoding="utf-8") as writer:
@@ -230,11 +230,11 @@ def test_a_file_answers_every_question_of_a_tabbed_dialog(aw: AwEnv) -> None:
     from support.http_kit import register
     from test_answer import _features_tab, _waiting
 
+    from agentwrap.answers.folder import AnswerFolder
+    from agentwrap.answers.intake import AnswerIntake
+    from agentwrap.answers.store import AnswerStore
     from agentwrap.audit import AuditLog
     from agentwrap.detect.profiles import load_profile
-    from agentwrap.queue.answers import AnswerStore
-    from agentwrap.sessions.answer_folder import AnswerFolder
-    from agentwrap.sessions.answer_intake import AnswerIntake
     from agentwrap.sessions.registry import Registry
 
     register(aw, "cc", profile="claude")

@@ -568,7 +568,7 @@ def test_stop_during_a_delivery_step_leaves_the_batch_to_resume(aw: AwEnv) -> No
         mid = send(aw, "sa", "typed once")
         wait_phase(aw, mid, ["pasting"])
         supervisor_pid(aw)  # supervised now
-        from agentwrap.sessions.wake import notify
+        from agentwrap.datagram import notify
         notify(aw.paths, "sa", b"stop")
         # The session's supervision ends (its process, or its thread of the host)
         wait_for(lambda: _liveness(aw, "sa") == "stale", 20, "the supervision to stop")

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from agentwrap.answers.denylist import UNKNOWN_WORD, Where, destructive, split
+from agentwrap.answers.hook_questions import from_payload, hook_decision
+from agentwrap.answers.rules import BUILTIN, decide
 from agentwrap.config import AnswerRule
-from agentwrap.delivery.destructive import UNKNOWN_WORD, Where, destructive, split
-from agentwrap.delivery.policy import BUILTIN, decide
 from agentwrap.detect.question import Item, Option, Question
-from agentwrap.sessions.hook_questions import from_payload, hook_decision
 
 ALLOW_ALL = AnswerRule(name="allow-all", option=1)
 

@@ -20,6 +20,7 @@ from conftest import AwEnv
 from test_hooks import FIXTURES, context_of, env_of, send
 
 from agentwrap.audit import AuditLog
+from agentwrap.datagram import WakeSocket
 from agentwrap.delivery.handover import ack_rule
 from agentwrap.message import NewMessage, QueueLimits, Source, Status
 from agentwrap.queue.sqlite import SQLiteMessageStore
@@ -33,7 +34,6 @@ from agentwrap.sessions.handover import (
     parse,
     reply_dir,
 )
-from agentwrap.sessions.wake import WakeSocket
 
 BATCH = (FIXTURES / "claude" / "PostToolBatch.json").read_bytes()
 

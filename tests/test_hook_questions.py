@@ -25,11 +25,7 @@ import pytest
 from conftest import ROOT, AwEnv
 from test_profile_screens import NAME_RE, snapshot_of
 
-from agentwrap.detect.detector import Detector
-from agentwrap.detect.profiles import load_profile
-from agentwrap.detect.question import Question
-from agentwrap.detect.states import State
-from agentwrap.sessions.hook_questions import (
+from agentwrap.answers.hook_questions import (
     FRESH_S,
     HOLD_MAX_S,
     HOOK_START_S,
@@ -40,6 +36,10 @@ from agentwrap.sessions.hook_questions import (
     read_question,
     write_question,
 )
+from agentwrap.detect.detector import Detector
+from agentwrap.detect.profiles import load_profile
+from agentwrap.detect.question import Question
+from agentwrap.detect.states import State
 from agentwrap.sessions.signals import read_signal
 from agentwrap.surfaces.hooks.handler import handle
 
@@ -387,8 +387,8 @@ def test_a_command_wrapped_inside_a_word_still_pairs_with_its_request() -> None:
     """Gemini's box breaks a long word anywhere ("par" / "t21"): joined with a space,
     the screen's guess differs from the command only in whitespace, which a wrapped
     reading cannot tell; a command that differs in anything else does not pair."""
+    from agentwrap.answers.hook_questions import HookQuestion, matches, merged
     from agentwrap.detect.question import parse_question
-    from agentwrap.sessions.hook_questions import HookQuestion, matches, merged
     command = "touch x && echo " + "-".join(f"part{i:02d}" for i in range(12))
     lines = [command[:26], command[26:57], command[57:]]  # "par" + "t05": inside a word
     screen = "\n".join([
@@ -438,10 +438,10 @@ def test_a_permission_signal_ends_with_the_dialog_it_announced(aw: AwEnv) -> Non
 def test_an_answer_given_through_the_hook_is_kept_like_any_other(aw: AwEnv) -> None:
     """The supervisor records a rule's hook answer in the answers table, so its
     ``session.answered`` events (by policy, applied) reach the API and the page."""
+    from agentwrap.answers.keys import Answerer
+    from agentwrap.answers.store import AnswerStore
     from agentwrap.audit import AuditLog
-    from agentwrap.delivery.answering import Answerer
     from agentwrap.detect.profiles import load_profile
-    from agentwrap.queue.answers import AnswerStore
 
     store = AnswerStore(aw.paths.db_path, events_dir=aw.paths.events_dir)
     answerer = Answerer(store, load_profile("claude", aw.paths), "sa", AuditLog(aw.paths.audit_log))

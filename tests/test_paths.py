@@ -19,13 +19,13 @@ from conftest import AwEnv
 from test_cli import assert_clean_error, fake_session
 
 from agentwrap.audit import AuditLog
+from agentwrap.datagram import WakeSocket
 from agentwrap.errors import SessionNotFound, SessionNotRunning, UnsafePath
 from agentwrap.message import NewMessage
 from agentwrap.paths import Paths, write_private
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.sessions.lifecycle import spawn_supervisor
 from agentwrap.sessions.registry import Registry
-from agentwrap.sessions.wake import WakeSocket
 
 OTHER_UID = 65534
 

@@ -14,9 +14,9 @@ from support.delivery_kit import write_config
 from support.waiting import wait_for
 from test_answer import answered_events, choices, dialog_on_screen, open_dialog
 
+from agentwrap.answers.denylist import Where, destructive, incomplete
+from agentwrap.answers.rules import BUILTIN, decide, segments
 from agentwrap.config import AnswerRule, load_config
-from agentwrap.delivery.destructive import Where, destructive, incomplete
-from agentwrap.delivery.policy import BUILTIN, decide, segments
 from agentwrap.detect.question import Item, Option, Question
 from agentwrap.errors import ConfigError
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_profile_screens import NAME_RE, SCREENS, settled, snapshot_of
 
-from agentwrap.delivery.answering import _cursor_on
+from agentwrap.answers.keys import _cursor_on
 from agentwrap.detect.question import Question, parse_question, question_id
 from agentwrap.detect.states import State
 
@@ -396,7 +396,7 @@ def test_where_the_cursor_is_and_how_it_moves(agent: str, what: str, row: bool, 
     """What the answerer reads before it presses anything: the option under the
     cursor (off the styled screen where only colour shows it) and whether the
     options are buttons in a row (Left/Right) or a list (Up/Down)."""
-    from agentwrap.delivery.answering import _in_a_row
+    from agentwrap.answers.keys import _in_a_row
 
     for size in ("80x24", "160x45"):
         path = SCREENS / agent / f"waiting_input__{what}__{size}.txt"

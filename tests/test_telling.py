@@ -14,11 +14,11 @@ import pytest
 from conftest import AwEnv
 from support.delivery_kit import send, wait_terminal, write_config
 
+from agentwrap.answers.telling import Teller, summary
 from agentwrap.audit import AuditLog
 from agentwrap.config import NotifyConfig, load_config
 from agentwrap.detect.question import Item, Option, Question
 from agentwrap.errors import ConfigError
-from agentwrap.sessions.telling import Teller, summary
 
 RECORDER = """\
 import json, os, sys

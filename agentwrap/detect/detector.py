@@ -77,7 +77,7 @@ HOOK_FRESH_S = 30.0
 
 class QuestionSource(Protocol):
     """Exact text for the question read off the screen, where the agent's own hook
-    told it (:class:`agentwrap.sessions.hook_questions.HookQuestions`): the screen
+    told it (:class:`agentwrap.answers.hook_questions.HookQuestions`): the screen
     still says a dialog is open and where the cursor is."""
 
     def refine(self, question: Question) -> Question: ...

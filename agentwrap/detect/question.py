@@ -28,7 +28,7 @@ line the ``command`` group read may then be the model's *description* of the
 call instead (Gemini shows it for a command longer than 150 characters), so the
 command is read from the box, the description kept apart, and a command the box
 wraps or hides is marked ``command_unsure``: nobody may approve it by rule on
-the screen's word alone (:mod:`agentwrap.delivery.policy`); so is the line
+the screen's word alone (:mod:`agentwrap.answers.rules`); so is the line
 read when a group ``unboxed`` says the box should have been there and was not.
 
 Each question has an id made from its content (not from the cursor), so an
@@ -281,7 +281,7 @@ def _button_row(lines: Sequence[str]) -> _Draft | None:
     always   Reject``, then a key legend that says Enter confirms): the lowest
     such row, numbered by position like :func:`_cursor_list`'s. Which button is
     selected shows only in colour: not read here
-    (``highlighted`` None; :mod:`agentwrap.delivery.answering` reads it off the
+    (``highlighted`` None; :mod:`agentwrap.answers.keys` reads it off the
     styled screen)."""
     for i in range(len(lines) - 1, -1, -1):
         parts = [p.strip() for p in _BUTTON_GAP.split(lines[i].strip()) if p.strip()]

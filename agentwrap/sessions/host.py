@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from ..datagram import WakeSocket
 from ..errors import AgentwrapError
 from ..paths import Paths, open_private_append, private_dir
 from ..terminal.tmux import server_for
@@ -42,7 +43,6 @@ from .companions import Companion, start_companions
 from .lifecycle import host_log, host_socket, tmux_socket_of, tmux_supervisor
 from .registry import Registry
 from .supervisor import Supervisor
-from .wake import WakeSocket
 
 log = logging.getLogger("agentwrap.host")
 

@@ -33,8 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..answers.store import AnswerStore
+from ..answers.telling import Teller
 from ..audit import AuditLog
 from ..config import Config, load_config
+from ..datagram import notify, send
 from ..delivery.fallback import context_file, prepare_context_file
 from ..detect.profiles import Profile, load_profile, profile_for_command
 from ..detect.structured import structured_source
@@ -48,13 +51,10 @@ from ..errors import (
 )
 from ..message import Message, NewMessage, Priority, Source, Status, acknowledged
 from ..paths import Paths, check_session_name, open_private_append, private_dir
-from ..queue.answers import AnswerStore
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
 from .supervisor import Supervisor, Timing, log_to
-from .telling import Teller
-from .wake import notify, send
 
 if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
     from collections.abc import Sequence
@@ -261,14 +261,14 @@ def build_supervisor(
     paths: Paths, cfg: Config, rec: SessionRecord, term: PtyTerminal | TmuxTerminal,
     profile: Profile, registry: Registry, env: dict[str, str],
 ) -> Supervisor:
-    from ..delivery.answering import Answerer
+    from ..answers.keys import Answerer
     from ..delivery.engine import DeliveryEngine
 
     hooks = questions = None
     start_hook: Callable[[], bool] | None = None
     if "hooks" in (rec.options.get("channels") or ()):
+        from ..answers.hook_questions import HookQuestions
         from .handover import awaits_start_hook
-        from .hook_questions import HookQuestions
         from .signals import HookSignals
 
         hooks = HookSignals(paths, rec.name, since=rec.started)
@@ -361,9 +361,9 @@ def _answer_sources(
 ) -> None:
     """The answers taken inside the supervisor: files dropped in the session's answer
     folder, and the user's answer rules; both through the intake's checks."""
-    from .answer_folder import AnswerFolder
-    from .answer_intake import AnswerIntake
-    from .autoanswer import AutoAnswer
+    from ..answers.auto import AutoAnswer
+    from ..answers.folder import AnswerFolder
+    from ..answers.intake import AnswerIntake
 
     audit = AuditLog(paths.audit_log)
     intake = AnswerIntake(paths, registry, lambda: answers, audit, lambda _name: profile)

@@ -12,7 +12,7 @@ signal is all there is (the detector weighs it against the screen by its
 time, ``at``). It is not written to the store on purpose: a hook must answer
 within milliseconds and work while the database is locked, and a supervisor
 can read a file in its loop without a query. The writer nudges the session's
-supervisor (:func:`~agentwrap.sessions.wake.notify`) so it looks at once.
+supervisor (:func:`~agentwrap.datagram.notify`) so it looks at once.
 
 Nothing is created that does not exist: without agentwrap's runtime dir
 there is no supervisor to read a signal, and nothing is written.
@@ -21,17 +21,13 @@ there is no supervisor to read a signal, and nothing is written.
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING
 
-from ..paths import Paths, check_session_name, write_private
-from .wake import notify
-
-T = TypeVar("T")
+from ..datagram import notify
+from ..paths import Paths, ReplacedFile, check_session_name, write_private
 
 if TYPE_CHECKING:  # the hook that writes a signal never loads the detector
     from ..detect.detector import HookReading
@@ -95,29 +91,6 @@ def read_signal(paths: Paths, session: str) -> Signal | None:
         return None
 
 
-class ReplacedFile(Generic[T]):
-    """What a file holds that another process (a hook) replaces whole, parsed
-    again only when it was replaced (its mtime or inode changed): the
-    supervisor looks at it on every turn and most turns nothing changed."""
-
-    def __init__(self, path: Path, parse: Callable[[], T | None]) -> None:
-        self.path, self.parse = path, parse
-        self._key: tuple[int, int] | None = None
-        self._last: T | None = None
-
-    def read(self) -> T | None:
-        """The parsed content, or None while there is no file (or it is unreadable)."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        key = (st.st_mtime_ns, st.st_ino)
-        if key != self._key:
-            self._key = key
-            self._last = self.parse()
-        return self._last
-
-
 class HookSignals:
     """The detector's view of a session's signals (:class:`~agentwrap.detect.detector.HookSource`):
     the latest one, as a state and its age, ignoring any written before
@@ -146,5 +119,5 @@ class HookSignals:
 
 
 __all__ = [
-    "SIGNAL_STATES", "HookSignals", "ReplacedFile", "Signal", "read_signal", "signal_file", "write_signal",
+    "SIGNAL_STATES", "HookSignals", "Signal", "read_signal", "signal_file", "write_signal",
 ]

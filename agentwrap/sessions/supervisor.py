@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..answers.hook_questions import HookQuestion, HookQuestions, announcement
+from ..answers.telling import Teller
+from ..datagram import WakeSocket
 from ..detect.detector import Detector, HookSource, StructuredSource
 from ..detect.profiles import Profile
 from ..detect.question import Question
@@ -39,10 +42,7 @@ from ..paths import Paths, open_private_append, private_dir, write_private
 from ..terminal.base import Terminal
 from ..terminal.screen import Snapshot
 from ..terminal.styles import DOCUMENT_SUFFIX, to_document
-from .hook_questions import HookQuestion, HookQuestions, announcement
 from .registry import Registry
-from .telling import Teller
-from .wake import WakeSocket
 
 log = logging.getLogger("agentwrap.supervisor")
 
@@ -62,7 +62,7 @@ class AnswerStep(Protocol):
     applying: bool  # typing an answer now: the screens it goes through are its own doing
 
     def step(self, sup: Supervisor) -> None:
-        """Type the answers people gave to the open question (agentwrap.delivery.answering)."""
+        """Type the answers people gave to the open question (agentwrap.answers.keys)."""
 
     def abandon(self, reason: str) -> int: ...
 

@@ -12,8 +12,8 @@ import argparse
 
 from rich.markup import escape
 
+from ...answers.store import APPLIED, PENDING, STALE
 from ...errors import AnswerFailed, InvalidAnswer, StaleAnswer
-from ...queue.answers import APPLIED, PENDING, STALE
 from .common import _emit_json, _service, err, out
 
 EXIT_TIMEOUT = 124

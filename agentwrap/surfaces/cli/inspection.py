@@ -44,7 +44,7 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
         "reason": rec.state_reason, "evidence": rec.state_evidence, "quiet_ms": rec.quiet_ms,
         "draft": rec.draft, "since": rec.state_since, "liveness": rec.liveness,
         "exit_code": rec.exit_code, "explain": _explain(rec), "question": rec.question,
-        # a JSON file dropped here answers the question (agentwrap.sessions.answer_folder)
+        # a JSON file dropped here answers the question (agentwrap.answers.folder)
         "answer_dir": str(_paths().answers_dir(rec.name)),
         "channels": rec.options.get("channels"),
         # set for an agent that runs tools without asking by default (OpenCode)

@@ -21,7 +21,7 @@ the hook does one thing and leaves:
    SQLite says something is due (:mod:`agentwrap.queue.due`);
 4. a **question** (Claude and Codex ``PermissionRequest``) is kept for the
    supervisor with its exact text and, when one of the user's answer rules
-   decides it, answered here (:mod:`agentwrap.sessions.hook_questions`);
+   decides it, answered here (:mod:`agentwrap.answers.hook_questions`);
 5. at a turn's end the agent's reply (Claude and Codex ``last_assistant_message``,
    Gemini ``prompt_response``) is searched for ``ACK <token>``: the messages a
    hook handed over in that batch are acknowledged (``seen``, channel ``hook``),
@@ -177,7 +177,7 @@ def _signal(run: HookRun, env: Mapping[str, str]) -> str:
     write_signal(run.paths, run.session, run.action, source="hook", agent=run.agent,
                  event=run.event, detail=str(run.payload.get("message", "")))
     if run.action == "permission_prompt" and isinstance(run.payload.get("details"), dict):
-        from ...sessions import hook_questions as hq_mod  # Gemini: the exact text, no answer
+        from ...answers import hook_questions as hq_mod  # Gemini: the exact text, no answer
 
         hq = hq_mod.from_payload(run.agent, run.event, run.payload)
         if hq is not None:
@@ -269,7 +269,7 @@ def _question(run: HookRun, env: Mapping[str, str]) -> str:
     supervisor (exact text); answered here when an answer rule decides it (the
     dialog then never opens: audited, and announced by the supervisor); else a
     permission_prompt signal and nothing printed, and the dialog opens."""
-    from ...sessions import hook_questions as hq_mod
+    from ...answers import hook_questions as hq_mod
     from ...sessions.signals import write_signal
 
     hq = hq_mod.from_payload(run.agent, run.event, run.payload)

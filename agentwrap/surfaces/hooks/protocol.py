@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 CONTEXT = "context"
-#: A request the agent is about to ask the person (:mod:`agentwrap.sessions.hook_questions`).
+#: A request the agent is about to ask the person (:mod:`agentwrap.answers.hook_questions`).
 QUESTION = "question"
 #: A notification event: the signal depends on its ``notification_type``.
 NOTIFICATION = "notification"

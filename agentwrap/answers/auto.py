@@ -1,12 +1,12 @@
 """Acting on the answer policy: the one place where a rule's decision has effects.
 
-:func:`agentwrap.delivery.policy.decide` says, purely, what the user's
+:func:`agentwrap.answers.rules.decide` says, purely, what the user's
 ``[[answer_rules]]`` make of a question. The supervisor calls
 :meth:`AutoAnswer.update` each time it has published what it sees (so the
 registry holds the question the answer is checked against), and here, once
 per question:
 
-* an answer is taken through :class:`~agentwrap.sessions.answer_intake.AnswerIntake`
+* an answer is taken through :class:`~agentwrap.answers.intake.AnswerIntake`
   (the rules of ``agentwrap answer``; source ``policy``), audited
   (``policy_answered`` with the rule) and announced to the person like a question
   (tmux status line, desktop); its ``session.answered`` events say ``by: policy``;
@@ -31,12 +31,12 @@ from typing import Any
 
 from ..audit import AuditLog
 from ..config import AnswerRule
-from ..delivery.destructive import Where
-from ..delivery.policy import Decision, decide
 from ..detect.question import Question
 from ..errors import AgentwrapError
-from ..queue.answers import APPLIED, PENDING, AnswerStore
-from .answer_intake import AnswerIntake
+from .denylist import Where
+from .intake import AnswerIntake
+from .rules import Decision, decide
+from .store import APPLIED, PENDING, AnswerStore
 from .telling import summary
 
 log = logging.getLogger("agentwrap.policy")

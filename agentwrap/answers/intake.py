@@ -7,7 +7,7 @@ taken inside the session's supervisor, which sits below the service). Every one
 of them is checked here, against the question the registry holds, stored as
 pending in the answers table (with its ``session.answered`` event) and audited,
 and the session's supervisor is woken to type it
-(:mod:`agentwrap.delivery.answering`). A rule lives in one place, so a file
+(:mod:`agentwrap.answers.keys`). A rule lives in one place, so a file
 or a policy can never get an answer through that the CLI would refuse.
 """
 
@@ -15,25 +15,49 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..audit import AuditLog
+from ..datagram import notify
 from ..detect.neutralise import live_tokens
 from ..detect.profiles import Dialog, Profile
 from ..detect.question import Item, Option, Question, free_text_option
 from ..detect.question import pick as pick_option
 from ..errors import InvalidAnswer, NoOpenQuestion, SessionNotRunning, StaleAnswer
 from ..paths import Paths
-from ..queue.answers import Answer, AnswerStore
 from ..queue.sanitize import check_text, sanitize
-from .registry import Registry
-from .wake import notify
+from .store import Answer, AnswerStore
 
 #: A free-text answer: one line of at most this many characters ...
 MAX_ANSWER_CHARS = 1000
 #: ... that starts with none of these (an agent reads them as its own syntax
 #: at the start of its input: commands, shell mode, mentions, skills, ...).
 ANSWER_LEAD_REFUSED = frozenset("/!@#$%&*~`\\:;|<>=+-?.^")
+
+
+class _Record(Protocol):
+    """The fields of a session's record the intake checks an answer against."""
+
+    @property
+    def ended(self) -> float | None: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def state_reason(self) -> str: ...
+    @property
+    def question(self) -> dict[str, Any] | None: ...
+    @property
+    def profile(self) -> str: ...
+    @property
+    def liveness(self) -> str: ...
+
+
+class OpenQuestions(Protocol):
+    """What the intake reads of the sessions registry
+    (:class:`agentwrap.sessions.registry.Registry`, a layer above): a session's
+    record, with the question its supervisor last published."""
+
+    def get(self, name: str) -> _Record: ...
 
 
 @dataclass(frozen=True)
@@ -50,7 +74,7 @@ class AnswerIntake:
     """Checks and stores answers for every session of one state dir."""
 
     def __init__(
-        self, paths: Paths, registry: Registry, answers: Callable[[], AnswerStore],
+        self, paths: Paths, registry: OpenQuestions, answers: Callable[[], AnswerStore],
         audit: AuditLog, profile: Callable[[str], Profile],
     ) -> None:
         self.paths = paths

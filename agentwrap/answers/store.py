@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import events
-from . import db
+from ..queue import db
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (

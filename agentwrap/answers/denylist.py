@@ -3,7 +3,7 @@
 An allow rule is a glob a person wrote on a good day (``command = "*"`` for a
 sandbox, ``npm *`` for a project); the commands an agent proposes are whatever
 its model produced. Whatever the rules say, a permission for one of these is
-left to the person (:func:`agentwrap.delivery.policy.decide`). The rule, in
+left to the person (:func:`agentwrap.answers.rules.decide`). The rule, in
 one sentence (README.md says it so): *a command that deletes or moves anything
 outside the session's project (or the project folder itself, or its .git),
 overwrites or truncates a file that exists outside it, throws away uncommitted

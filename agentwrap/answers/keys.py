@@ -38,15 +38,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..audit import AuditLog
+from ..delivery.seams import AnswerDriver
 from ..detect.profiles import Dialog, Profile
 from ..detect.question import Item, Question, free_text_option, pick
 from ..detect.states import State
 from ..errors import AgentwrapError, InvalidAnswer
 from ..paths import Paths
-from ..queue.answers import APPLIED, FAILED, STALE, Answer, AnswerStore
 from ..terminal.screen import Snapshot
 from ..terminal.styles import Row
-from .seams import AnswerDriver
+from .store import APPLIED, FAILED, STALE, Answer, AnswerStore
 
 log = logging.getLogger("agentwrap.answering")
 

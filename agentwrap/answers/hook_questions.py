@@ -14,7 +14,7 @@ gives the exact text but can never answer. So:
   latest request is all there is) with :func:`write_question`, and wakes the
   supervisor;
 * when an ``[[answer_rules]]`` rule decides a permission request (the same pure
-  :func:`~agentwrap.delivery.policy.decide` the supervisor uses, the built-in
+  :func:`~agentwrap.answers.rules.decide` the supervisor uses, the built-in
   deny-list included), the hook answers it itself (:func:`hook_decision`): the
   dialog never opens. A veto of the built-in deny-list, an ``ask`` rule, or an
   option that says neither yes nor no leave it to the person: the hook says
@@ -48,14 +48,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..datagram import notify
 from ..detect.question import Item, Option, Question, question_id
-from ..paths import Paths, check_session_name, write_private
-from .signals import ReplacedFile
-from .wake import notify
+from ..paths import Paths, ReplacedFile, check_session_name, write_private
 
 if TYPE_CHECKING:  # the hook imports these only when rules exist
     from ..config import AnswerRule
-    from ..delivery.policy import Decision
+    from .rules import Decision
 
 #: The tool a hook names, as the profile's dialog names it on screen (answer rules
 #: match ``tool`` against one name, whichever way the question was read).
@@ -250,8 +249,8 @@ def hook_decision(hq: HookQuestion, profile: str,
     "no"; any other option is left to the screen, where it can be picked."""
     if hq.kind != "permission" or not rules:
         return "", None
-    from ..delivery.destructive import Where
-    from ..delivery.policy import decide
+    from .denylist import Where
+    from .rules import decide
 
     # the command runs where the agent is (a "workdir" it names, from there)
     workdir = hq.tool_input.get("workdir")

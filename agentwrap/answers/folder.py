@@ -32,7 +32,7 @@ is read at once. Inotify reports a file moved in from an unwatched folder as
 *created*, like one being written, and no close follows: so a created file is
 taken as complete when no process holds it open for writing (Linux cannot
 grant a read lease then: :func:`_held_open`). Each file is checked by the same rules as
-``agentwrap answer`` (:mod:`agentwrap.sessions.answer_intake`), then
+``agentwrap answer`` (:mod:`agentwrap.answers.intake`), then
 **removed**; the answer's outcome is on the event stream
 (``session.answered``, source ``file``) and in the audit log. A file that is
 refused is moved aside to ``NAME.json.rejected``, with ``NAME.json.error``
@@ -68,10 +68,10 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from ..audit import AuditLog
+from ..datagram import notify
 from ..errors import AgentwrapError, InvalidAnswer, StoreError, UnsafePath
 from ..paths import Paths, private_dir, write_private
-from .answer_intake import AnswerIntake, AnswerResult
-from .wake import notify
+from .intake import AnswerIntake, AnswerResult
 
 log = logging.getLogger("agentwrap.answer_folder")
 

@@ -5,7 +5,7 @@ nothing is ever answered automatically (a project's ``.agentwrap.toml`` may not
 hold rules: a cloned repository must not approve its own commands), and the
 same question, agent and rules always give the same :class:`Decision`.
 :func:`decide` is a pure function; the supervisor acts on its decision in one
-place (:mod:`agentwrap.sessions.autoanswer`): through the same checks as
+place (:mod:`agentwrap.answers.auto`): through the same checks as
 ``agentwrap answer``, audited with the rule, announced.
 
 A rule matches a question when each of its matchers does (all default to
@@ -30,7 +30,7 @@ Order of precedence:
    person answers; it beats every other rule, wherever it stands;
 2. otherwise the *first* matching rule that answers (``option`` or ``deny``);
 3. an ``option`` answer is then vetoed by the built-in deny-list
-   (:mod:`agentwrap.delivery.destructive`: ``rm -rf /``, ``mkfs``, ``curl | sh``,
+   (:mod:`agentwrap.answers.denylist`: ``rm -rf /``, ``mkfs``, ``curl | sh``,
    force-push to main, deleting or moving anything outside the session's project
    (``where``), overwriting a file that exists there, ``git reset --hard`` over
    uncommitted work, ...), by a command that may be cut off on screen, and by
@@ -49,7 +49,7 @@ from typing import Any
 
 from ..config import AnswerRule
 from ..detect.question import Question
-from .destructive import Where, destructive, incomplete
+from .denylist import Where, destructive, incomplete
 
 BUILTIN = "built-in deny-list"
 
