@@ -126,6 +126,8 @@ class DeliveryEngine:
         raw_sources: Callable[[], Iterable[str]] = lambda: ("user",),
         busy_channel: str | None = None,
         clock: Callable[[], float] = time.time,
+        foreign_batches: Callable[[], Collection[str]] = frozenset,
+        awaits_start_hook: Callable[[], bool] = lambda: False,
     ) -> None:
         self.store = store
         self.cfg = cfg
@@ -155,22 +157,28 @@ class DeliveryEngine:
         self._ack_patterns = [*cfg.ack_patterns, *profile.ack_patterns]
         # batches in flight through another channel of the supervisor (Aider's
         # read file): never resumed (typed) here
-        self.foreign_batches: Callable[[], Collection[str]] = frozenset
+        self.foreign_batches = foreign_batches
+        self.owns_store = True  # closed with the engine (False: a shared one, closed by its opener)
         # True while the agent's SessionStart hook, which hands the queue over
         # as startup context, has yet to run: typing then would race it
-        self.awaits_start_hook: Callable[[], bool] = lambda: False
+        self.awaits_start_hook = awaits_start_hook
 
     @classmethod
     def for_session(
-        cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionInfo
+        cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionInfo, *,
+        store: MessageStore | None = None,
+        foreign_batches: Callable[[], Collection[str]] = frozenset,
+        awaits_start_hook: Callable[[], bool] = lambda: False,
     ) -> DeliveryEngine:
+        """The engine of one session, its collaborators built from the state dir
+        (``store``: one the composition root opened and shares; else its own)."""
         require_ack = rec.options.get("require_ack")
         fallback_dir = Path(rec.cwd)
         if profile.context_file_arg and profile.instruction_file:
             # The file the agent was launched to read (see session.agent_argv).
             fallback_dir = context_file(paths.state_dir, rec.name, profile.instruction_file).parent
-        return cls(
-            SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
+        engine = cls(
+            store or SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
             cfg.delivery,
             profile,
             rec.name,
@@ -180,10 +188,15 @@ class DeliveryEngine:
             lock_dir=paths.runtime_dir / "locks",
             raw_sources=functools.partial(_trusted_raw_sources, paths, rec),
             busy_channel=busy_channel_of(rec.options),
+            foreign_batches=foreign_batches,
+            awaits_start_hook=awaits_start_hook,
         )
+        engine.owns_store = store is None
+        return engine
 
     def close(self) -> None:
-        self.store.close()
+        if self.owns_store:
+            self.store.close()
 
     # --- the supervisor's turn ---------------------------------------------------------
 

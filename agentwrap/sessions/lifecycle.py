@@ -283,7 +283,6 @@ def build_supervisor(
         timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
         start_pending=_start_pending(start_hook),
     )
-    sup.delivery = engine = DeliveryEngine.for_session(paths, cfg, profile, rec)
     held: Callable[[], Collection[str]] | None = None
     if "read-file" in (rec.options.get("channels") or ()):
         from ..delivery.read_channel import ReadFileChannel
@@ -292,9 +291,9 @@ def build_supervisor(
         reader = ReadFileChannel.for_session(paths, cfg, profile, rec, read_file_path(paths, rec.name))
         sup.read_channel = reader
         held = reader.batches
-    engine.foreign_batches = _foreign_batches(paths, rec.name, held)
-    if start_hook is not None:
-        engine.awaits_start_hook = start_hook
+    sup.delivery = engine = DeliveryEngine.for_session(
+        paths, cfg, profile, rec, foreign_batches=_foreign_batches(paths, rec.name, held),
+        awaits_start_hook=start_hook or (lambda: False))
     if hooks is not None:  # the hooks ask the supervisor for what to hand over (fast)
         from .handover import HandoverServer
 
