@@ -21,6 +21,7 @@ from agentwrap.errors import (
 )
 from agentwrap.message import (
     Attempt,
+    Kind,
     NewMessage,
     Phase,
     Priority,
@@ -461,6 +462,27 @@ def test_rate_limit_counts_messages_that_already_left_the_queue(
     store.cancel(first.id)
     with pytest.raises(RateLimited):
         store.enqueue(msg())
+
+
+
+def test_a_group_commit_counts_the_rate_window_as_single_sends_do(
+    make_store: Callable[..., SQLiteMessageStore], clock: Clock
+) -> None:
+    """enqueue_many counts each (session, source) window once and adds what it
+    stores: a batch that crosses the limit accepts exactly the messages that fit,
+    STARTUP context stays uncounted, and a refused one is not charged."""
+    store = make_store(QueueLimits(rate_per_minute=3))
+    store.enqueue(msg(source=Source.WEBHOOK))
+    store.enqueue(msg(source=Source.USER, priority=Priority.STARTUP), internal=True)
+    clock.advance(1)
+    got = store.enqueue_many([(msg(source=Source.WEBHOOK), Kind.CONTENT) for _ in range(4)]
+                             + [(msg(source=Source.WEBHOOK, session="s2"), Kind.CONTENT)])
+    assert [type(r).__name__ for r in got] == ["tuple", "tuple", "RateLimited", "RateLimited",
+                                               "tuple"]
+    assert total_rows(store) == 5
+    clock.t = T0 + 60  # the first left the window: room for exactly one more
+    got = store.enqueue_many([(msg(source=Source.WEBHOOK), Kind.CONTENT) for _ in range(2)])
+    assert [type(r).__name__ for r in got] == ["tuple", "RateLimited"]
 
 
 # --- TTL and expiry -------------------------------------------------------------------

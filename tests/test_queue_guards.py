@@ -101,6 +101,28 @@ def test_a_database_without_the_kind_column_is_migrated(tmp_path: Path) -> None:
     store.close()
 
 
+
+def test_the_rate_window_index_of_an_older_database_is_replaced(tmp_path: Path) -> None:
+    """The rate limit counts from a covering index (priority in it); an older
+    store's index without it is dropped when the store is opened."""
+    path = tmp_path / "old.db"
+    SQLiteMessageStore(path).close()
+    conn = sqlite3.connect(path)  # what an older agentwrap left behind
+    conn.execute("DROP INDEX messages_rate_window")
+    conn.execute("CREATE INDEX messages_rate ON messages (session, source, created)")
+    conn.commit()
+    conn.close()
+    SQLiteMessageStore(path).close()
+    conn = sqlite3.connect(path)
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    plan = " ".join(str(r) for r in conn.execute(
+        "EXPLAIN QUERY PLAN SELECT COUNT(*) FROM messages WHERE session = 's' AND source = 'u'"
+        " AND created > 0 AND priority != 5"))
+    conn.close()
+    assert "messages_rate_window" in names and "messages_rate" not in names
+    assert "COVERING INDEX messages_rate_window" in plan
+
+
 # --- idempotency ----------------------------------------------------------------------------
 
 

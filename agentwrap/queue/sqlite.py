@@ -113,8 +113,10 @@ _SCHEMA = (
     # enqueue's idempotency look-up; UNIQUE also makes a second copy impossible.
     """CREATE UNIQUE INDEX IF NOT EXISTS messages_idempotency
        ON messages (session, idempotency_key) WHERE idempotency_key IS NOT NULL""",
-    # the rate-limit window: accepted messages per (session, source) since t.
-    "CREATE INDEX IF NOT EXISTS messages_rate ON messages (session, source, created)",
+    # the rate-limit window: accepted messages per (session, source) since t,
+    # counted from the index alone (priority in it: STARTUP is not counted).
+    "CREATE INDEX IF NOT EXISTS messages_rate_window ON messages (session, source, created, priority)",
+    "DROP INDEX IF EXISTS messages_rate",  # its predecessor, without priority
     # set_phase / retry_later / finish(batch_id=...): the rows of one batch.
     "CREATE INDEX IF NOT EXISTS messages_batch ON messages (batch_id) WHERE batch_id IS NOT NULL",
     # history(session) newest first, and metrics(session).
@@ -349,36 +351,36 @@ class SQLiteMessageStore:
                 first = _to_message(row)
                 _check_same(first, checked)
                 return first, False
-        self._check_rate(conn, checked, now)
+        self._check_rate(conn, checked, now, counts)
         message_id = str(uuid.uuid4())
         evicted = self._make_room(conn, new.session, message_id, now, counts)
         _insert(conn, message_id, checked, now)
         if counts is not None:
             counts.stored(new.session, 1 - evicted)
+            counts.sent(new.session, checked.source.value, checked.priority)
         self._event(conn, now, new.session, "message.queued", message_id,
                     priority=str(checked.priority), source=checked.source.value,
                     kind=checked.kind.value)
         row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _to_message(row), True
 
-    def _check_rate(self, conn: sqlite3.Connection, checked: _Checked, now: float) -> None:
+    def _check_rate(self, conn: sqlite3.Connection, checked: _Checked, now: float,
+                    counts: _PendingCounts | None = None) -> None:
         """At most ``rate_per_minute`` accepted messages per (session, source) per 60 s.
 
         SYSTEM messages and STARTUP context are exempt (agentwrap's own, and
         needed to start a session) and are not counted either; only internal
-        callers can enqueue them (see :func:`_validate`).
+        callers can enqueue them (see :func:`_validate`). A group commit
+        (``counts``) counts each (session, source) once and adds what it
+        stores: counting every message's window again cost the most per
+        message when the limit is high.
         """
         if checked.source is Source.SYSTEM or checked.priority is Priority.STARTUP:
             assert checked.internal, "reserved sources are refused in _validate"
             return
         rate = self.limits.rate_per_minute
-        window = (checked.new.session, checked.source.value, now - RATE_WINDOW_S,
-                  Priority.STARTUP)
-        below = conn.execute(  # the common case, at a cost that does not grow with the limit
-            "SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE session = ? AND source = ?"
-            " AND created > ? AND priority != ? LIMIT ?)", (*window, rate),
-        ).fetchone()[0] < rate
-        if below:
+        if (counts or _PendingCounts()).in_window(
+                conn, checked.new.session, checked.source.value, now - RATE_WINDOW_S, rate) < rate:
             return
         rows = conn.execute(
             "SELECT created FROM messages WHERE session = ? AND source = ? AND created > ?"
@@ -923,12 +925,13 @@ def _migrate(conn: sqlite3.Connection) -> None:
 
 
 class _PendingCounts:
-    """Pending messages per session and in all, counted once per write
-    transaction and then kept as messages are stored and evicted: inside the
-    transaction no other writer changes them."""
+    """Pending messages per session and in all, and messages in each rate
+    window, counted once per write transaction and then kept as messages are
+    stored and evicted: inside the transaction no other writer changes them."""
 
     def __init__(self) -> None:
         self._known: dict[str | None, int] = {}
+        self._rated: dict[tuple[str, str], int] = {}  # (session, source) -> in the rate window
 
     def of(self, conn: sqlite3.Connection, session: str | None) -> int:
         if session not in self._known:
@@ -940,6 +943,28 @@ class _PendingCounts:
         for key in (session, None):
             if key in self._known:
                 self._known[key] += change
+
+    def in_window(self, conn: sqlite3.Connection, session: str, source: str, since: float,
+                  rate: int) -> int:
+        """How many rate-counted messages (session, source) has stored since
+        ``since``, up to ``rate`` (at least: counting stops there). Counted once
+        per transaction, at its first message's window: a later message's window
+        starts later, so the kept count can only be higher than its own, never
+        lower (a count below the limit is below for every message of the batch;
+        one at the limit is counted exactly by the caller)."""
+        key = (session, source)
+        if key not in self._rated:
+            self._rated[key] = int(conn.execute(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE session = ? AND source = ?"
+                " AND created > ? AND priority != ? LIMIT ?)",
+                (session, source, since, Priority.STARTUP, rate)).fetchone()[0])
+        return self._rated[key]
+
+    def sent(self, session: str, source: str, priority: Priority) -> None:
+        """A message stored from ``source``: one more in its window (STARTUP is not counted)."""
+        key = (session, source)
+        if key in self._rated and priority is not Priority.STARTUP:
+            self._rated[key] += 1
 
 
 def _count_pending(conn: sqlite3.Connection, session: str | None) -> int:
