@@ -97,3 +97,22 @@ def test_no_import_cycle_anywhere() -> None:
         if v not in index:
             visit(v)
     assert not circles, "import circles:\n" + "\n".join(" <-> ".join(c) for c in circles)
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    """A name with a leading underscore is its module's own business (issue 21:
+    ``_validate``, ``_Checked``, ``_emit_json``, ``_service`` were imported
+    across modules): what another module needs is made public, where it is
+    declared, so that a reader sees what a module offers."""
+    import ast
+
+    crossings = []
+    for path in sorted((ROOT / "agentwrap").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
+                    "agentwrap")):
+                for alias in node.names:
+                    if alias.name.startswith("_") and not alias.name.startswith("__"):
+                        crossings.append(f"{path.relative_to(ROOT)}:{node.lineno}:"
+                                         f" {node.module or '.'} import {alias.name}")
+    assert not crossings, "\n".join(crossings)

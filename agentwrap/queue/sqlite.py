@@ -61,7 +61,7 @@ from ..message import (
 )
 from . import db
 from .store import ChannelMetrics, QueueMetrics, SenderLimit
-from .validate import _check_same, _Checked, _validate
+from .validate import Checked, check_same, validate
 
 DEFAULT_LIMITS = QueueLimits()  # frozen: safe to share as a default
 MIN_PREFIX = 4  # shortest id prefix a person may type
@@ -290,7 +290,7 @@ class SQLiteMessageStore:
         before anything is written. ``sender_limit``: the sender's own limit
         across sessions (:class:`SenderLimit`), checked in the same transaction.
         """
-        checked = _validate(new, self.limits, kind, internal)
+        checked = validate(new, self.limits, kind, internal)
         with self._write() as conn:
             if sender_limit is not None:
                 _check_sender(conn, checked, sender_limit, self._clock())
@@ -313,10 +313,10 @@ class SQLiteMessageStore:
         stored is durable. Never internal (senders only).
         """
         out: list[tuple[Message, bool] | QueueError | None] = [None] * len(items)
-        checked: list[tuple[int, _Checked]] = []
+        checked: list[tuple[int, Checked]] = []
         for i, (new, kind) in enumerate(items):
             try:
-                checked.append((i, _validate(new, self.limits, kind, False)))
+                checked.append((i, validate(new, self.limits, kind, False)))
             except QueueError as exc:
                 out[i] = exc
         if checked:
@@ -333,7 +333,7 @@ class SQLiteMessageStore:
                     conn.execute("RELEASE enqueue_one")
         return [r for r in out if r is not None]  # every slot was filled above
 
-    def _enqueue_in(self, conn: sqlite3.Connection, checked: _Checked,
+    def _enqueue_in(self, conn: sqlite3.Connection, checked: Checked,
                     counts: _PendingCounts | None = None) -> tuple[Message, bool]:
         """:meth:`enqueue`'s work inside the open write transaction ``conn``.
         ``counts``: the pending counts of a group commit, kept as it stores
@@ -349,7 +349,7 @@ class SQLiteMessageStore:
             ).fetchone()
             if row is not None:
                 first = _to_message(row)
-                _check_same(first, checked)
+                check_same(first, checked)
                 return first, False
         self._check_rate(conn, checked, now, counts)
         message_id = str(uuid.uuid4())
@@ -364,19 +364,19 @@ class SQLiteMessageStore:
         row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
         return _to_message(row), True
 
-    def _check_rate(self, conn: sqlite3.Connection, checked: _Checked, now: float,
+    def _check_rate(self, conn: sqlite3.Connection, checked: Checked, now: float,
                     counts: _PendingCounts | None = None) -> None:
         """At most ``rate_per_minute`` accepted messages per (session, source) per 60 s.
 
         SYSTEM messages and STARTUP context are exempt (agentwrap's own, and
         needed to start a session) and are not counted either; only internal
-        callers can enqueue them (see :func:`_validate`). A group commit
+        callers can enqueue them (see :func:`validate`). A group commit
         (``counts``) counts each (session, source) once and adds what it
         stores: counting every message's window again cost the most per
         message when the limit is high.
         """
         if checked.source is Source.SYSTEM or checked.priority is Priority.STARTUP:
-            assert checked.internal, "reserved sources are refused in _validate"
+            assert checked.internal, "reserved sources are refused in validate"
             return
         rate = self.limits.rate_per_minute
         if (counts or _PendingCounts()).in_window(
@@ -886,7 +886,7 @@ class SQLiteMessageStore:
 # --- helpers (module functions: no state) ---------------------------------------------
 
 
-def _insert(conn: sqlite3.Connection, message_id: str, c: _Checked, now: float) -> None:
+def _insert(conn: sqlite3.Connection, message_id: str, c: Checked, now: float) -> None:
     new = c.new
     conn.execute(
         "INSERT INTO messages (id, session, content, content_bytes, source, source_id,"
@@ -1011,7 +1011,7 @@ def _session_filter(session: str | None) -> tuple[str, list[Any]]:
     return "session = ?", [session]
 
 
-def _check_sender(conn: sqlite3.Connection, checked: _Checked, limit: SenderLimit,
+def _check_sender(conn: sqlite3.Connection, checked: Checked, limit: SenderLimit,
                   now: float) -> None:
     """:class:`RateLimited` when the sender stored ``limit.count`` messages (to
     any session) in the last ``limit.window_s``; inside the write transaction,

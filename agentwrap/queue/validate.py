@@ -5,7 +5,7 @@ metadata (depth, keys and size, without recursion), its ids, and the sources,
 priorities and kinds reserved for agentwrap itself, against the configured
 :class:`~agentwrap.message.QueueLimits`. What needs the stored rows (rate,
 pending limits, idempotency keys) is the store's (:mod:`agentwrap.queue.sqlite`),
-which calls :func:`_validate` first and :func:`_check_same` for a reused key.
+which calls :func:`validate` first and :func:`check_same` for a reused key.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ MIN_TTL_S = 0.001
 
 
 @dataclass(frozen=True)
-class _Checked:
+class Checked:
     """A NewMessage after validation: everything enqueue needs to insert a row."""
 
     new: NewMessage
@@ -52,7 +52,7 @@ RESERVED_PRIORITIES = frozenset({Priority.STARTUP})  # ahead of all, never evict
 SENDER_KINDS = frozenset({Kind.CONTENT, Kind.INSTRUCTION, Kind.COMMAND})
 
 
-def _validate(new: NewMessage, limits: QueueLimits, kind: Kind, internal: bool) -> _Checked:
+def validate(new: NewMessage, limits: QueueLimits, kind: Kind, internal: bool) -> Checked:
     """Every stateless check of enqueue, before the database is touched."""
     source = _enum(Source, new.source, "source")
     priority = _enum(Priority, new.priority, "priority")
@@ -106,7 +106,7 @@ def _validate(new: NewMessage, limits: QueueLimits, kind: Kind, internal: bool) 
             f"depth {new.depth!r} is out of range 0..{MAX_DEPTH}",
             hint="messages forwarded between agents this deep are probably looping",
         )
-    return _Checked(
+    return Checked(
         new=new,
         content=clean.text,
         content_bytes=size,
@@ -119,7 +119,7 @@ def _validate(new: NewMessage, limits: QueueLimits, kind: Kind, internal: bool) 
     )
 
 
-def _check_same(first: Message, checked: _Checked) -> None:
+def check_same(first: Message, checked: Checked) -> None:
     """A reused idempotency key must name the same message, or it is a conflict.
 
     Compared: what the agent would read and who it claims to be from

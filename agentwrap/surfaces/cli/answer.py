@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from ...answers.store import APPLIED, PENDING, STALE
 from ...errors import AnswerFailed, InvalidAnswer, StaleAnswer
-from .common import _emit_json, _service, err, out
+from .common import emit_json, err, open_service, out
 
 EXIT_TIMEOUT = 124
 
@@ -109,7 +109,7 @@ def _answers(values: list[str]) -> dict[str, list[int | str]]:
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
-    with _service() as svc:
+    with open_service() as svc:
         result = svc.answer(
             args.name, option=args.option,
             options=_options(args.options) if args.options is not None else None,
@@ -122,7 +122,7 @@ def cmd_answer(args: argparse.Namespace) -> int:
         if not args.no_wait:
             a = svc.wait_answer(a.id, args.timeout)
         if args.json:
-            _emit_json({**a.to_json(), "question": result.question.to_json()})
+            emit_json({**a.to_json(), "question": result.question.to_json()})
         elif a.status == PENDING:
             err.print(escape(f"answer {a.id} to question {a.question_id} stored; pending"))
             out.print(a.id)

@@ -32,7 +32,7 @@ out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # one line per error/hint
 
 
-def _fmt_age(ts: float | None) -> str:
+def fmt_age(ts: float | None) -> str:
     if not ts:
         return "-"
     secs = max(0.0, time.time() - ts)
@@ -43,7 +43,7 @@ def _fmt_age(ts: float | None) -> str:
     return f"{secs / 3600:.1f}h ago"
 
 
-def _emit_json(data: Any) -> None:
+def emit_json(data: Any) -> None:
     try:
         text = json.dumps(data, indent=2, default=str)
     except RecursionError:  # deep metadata stored before the depth limit existed
@@ -77,10 +77,10 @@ def render_rows(
     console.print(table)
 
 
-def _paths() -> Paths:
+def user_paths() -> Paths:
     return Paths.from_env()
 
 
-def _service(paths: Paths | None = None, *, limits: QueueLimits | None = None) -> Service:
+def open_service(paths: Paths | None = None, *, limits: QueueLimits | None = None) -> Service:
     """The service over this user's store (``limits``: see :meth:`Service.open`)."""
-    return Service.open(paths or _paths(), limits=limits)
+    return Service.open(paths or user_paths(), limits=limits)

@@ -24,7 +24,7 @@ from ...continuity.store import project_path
 from ...errors import ConfigError
 from ...paths import Paths
 from ...terminal.proctree import alive
-from .common import _emit_json, _fmt_age, _paths, err, out, render_rows
+from .common import emit_json, err, fmt_age, out, render_rows, user_paths
 
 HELP = "the handoff the next session in this project gets (show, edit, clear, list)"
 DESCRIPTION = """\
@@ -68,7 +68,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    paths = _paths()
+    paths = user_paths()
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     cfg = load_config(paths, cwd).continuity
     project = project_path(cwd)
@@ -77,7 +77,7 @@ def cmd_context(args: argparse.Namespace) -> int:
         handoff = prepare(paths, cfg, cwd)
         rec = previous(store, project)
         if args.json:
-            _emit_json({"project": project, "enabled": cfg.enabled,
+            emit_json({"project": project, "enabled": cfg.enabled,
                         "source": handoff.record if handoff else None,
                         "text": handoff.text if handoff else None,
                         "bytes": len(handoff.text.encode("utf-8")) if handoff else 0,
@@ -103,13 +103,13 @@ def cmd_context(args: argparse.Namespace) -> int:
         if r.end_state == "running" and (not r.writer_pid or not alive(r.writer_pid)):
             r.end_state = "crashed"
     if args.json:
-        _emit_json([{"id": r.id, **r.to_json()} for r in recs])
+        emit_json([{"id": r.id, **r.to_json()} for r in recs])
         return 0
     if not recs:
         err.print("no handoff records" + ("" if args.all else " for this project"))
         return 0
     render_rows(out, ["RECORD", "AGENT", "STARTED", "ENDED", "FILES", "PROJECT", "GOAL"], [
-        [r.id, r.agent, _fmt_age(r.started), r.end_state, str(len(r.files_changed)), r.project,
+        [r.id, r.agent, fmt_age(r.started), r.end_state, str(len(r.files_changed)), r.project,
          " ".join(r.goal.split())[:60]]
         for r in recs
     ], max_width=60)

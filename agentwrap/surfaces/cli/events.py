@@ -20,7 +20,7 @@ from rich.text import Text
 
 from ...events import Event
 from ...message import QueueLimits
-from .common import _service, err, out
+from .common import err, open_service, out
 
 HELP = """\
 Show what happened to messages and sessions, in order: every event the store
@@ -54,7 +54,7 @@ examples:
 
 def cmd_events(args: argparse.Namespace) -> int:
     # reads only: the default limits (no config needed to read the log)
-    with _service(limits=QueueLimits()) as svc:
+    with open_service(limits=QueueLimits()) as svc:
         if args.name:
             svc.state(args.name)  # an unknown session is an error, not silence
         after = args.after or 0

@@ -33,7 +33,7 @@ from ...feedback.sources import (
     select,
     split_command,
 )
-from .common import _emit_json, _paths, _service, err, out, render_rows
+from .common import emit_json, err, open_service, out, render_rows, user_paths
 
 WATCH_HELP = "watch directories and queue what changed, or a check's result, for a session"
 WATCH_DESCRIPTION = """\
@@ -124,7 +124,7 @@ def _printer(as_json: bool) -> Any:
 
 
 def _check_session(name: str) -> None:
-    with _service() as svc:
+    with open_service() as svc:
         rec = svc.state(name)
     if rec.ended is not None:
         raise SessionNotRunning(f"session {name!r} has ended", hint="`agentwrap ls`")
@@ -138,7 +138,7 @@ def _wait_for_interrupt(stop: threading.Event) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    paths = _paths()
+    paths = user_paths()
     _check_session(args.session)
     source: FeedbackSource | None = None
     if args.run is not None:
@@ -175,7 +175,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule_start(args: argparse.Namespace) -> int:
-    paths = _paths()
+    paths = user_paths()
     _check_session(args.session)
     argv = split_command(args.run, "--run")
     every = parse_duration(args.every, "--every")
@@ -199,12 +199,12 @@ def cmd_schedule_start(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule_list(args: argparse.Namespace) -> int:
-    cfg = load_config(_paths(), Path.cwd())
+    cfg = load_config(user_paths(), Path.cwd())
     sel = select(cfg)
     rows: list[dict[str, Any]] = [{"name": s.name, "session": s.session, "every_s": s.every_s,
              "run": shlex.join(s.argv), "origin": s.origin} for s in sel.schedules]
     if args.json:
-        _emit_json({"schedules": rows, "skipped": list(sel.skipped)})
+        emit_json({"schedules": rows, "skipped": list(sel.skipped)})
         return 0
     for why in sel.skipped:
         err.print(escape(why))

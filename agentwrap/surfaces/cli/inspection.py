@@ -28,7 +28,7 @@ from ...errors import AgentwrapError
 from ...message import QueueLimits
 from ...paths import private_problems
 from ...service import Service, SessionRecord, Transition
-from .common import _emit_json, _fmt_age, _paths, _service, out, render_rows
+from .common import emit_json, fmt_age, open_service, out, render_rows, user_paths
 
 
 def _explain(rec: SessionRecord) -> str:
@@ -45,7 +45,7 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
         "draft": rec.draft, "since": rec.state_since, "liveness": rec.liveness,
         "exit_code": rec.exit_code, "explain": _explain(rec), "question": rec.question,
         # a JSON file dropped here answers the question (agentwrap.answers.folder)
-        "answer_dir": str(_paths().answers_dir(rec.name)),
+        "answer_dir": str(user_paths().answers_dir(rec.name)),
         "channels": rec.options.get("channels"),
         # set for an agent that runs tools without asking by default (OpenCode)
         "permission_gate": rec.options.get("permission_gate"),
@@ -84,7 +84,7 @@ def _print_question(q: dict[str, Any]) -> None:
 
 
 def cmd_state(args: argparse.Namespace) -> int:
-    with _service(limits=QueueLimits()) as svc:  # reads only: no config needed
+    with open_service(limits=QueueLimits()) as svc:  # reads only: no config needed
         return _state(svc, args)
 
 
@@ -95,13 +95,13 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
         return 0
     if not args.watch:
         if args.json:
-            _emit_json(_state_json(rec))
+            emit_json(_state_json(rec))
         elif args.explain:
             out.print(escape(_explain(rec)))
             out.print(escape(f"  decided by: {rec.state_signal} ({rec.state_rule})"))
             if rec.state_evidence:
                 out.print(escape(f"  evidence:   {rec.state_evidence}"))
-            out.print(f"  since:      {_fmt_age(rec.state_since)}; supervisor {rec.liveness}")
+            out.print(f"  since:      {fmt_age(rec.state_since)}; supervisor {rec.liveness}")
             from ...sessions.channels import describe
 
             out.print(escape(f"  channels:   {describe(rec.options)}"))
@@ -227,7 +227,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from ...terminal.relay_helper import helper_status
     from ...terminal.tmux import tmux_version
 
-    paths = _paths()
+    paths = user_paths()
     # before anything opens the store: ensure() would repair the modes it finds
     problems: list[dict[str, str]] = [
         {"problem": problem, "fix": fix} for problem, fix in private_problems(paths)
@@ -283,7 +283,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                          "fix": "install one, e.g. npm install -g @anthropic-ai/claude-code"})
     try:
         # default limits: the doctor reads, and reports a config error above
-        with _service(paths, limits=QueueLimits()) as svc:
+        with open_service(paths, limits=QueueLimits()) as svc:
             views = svc.sessions()
             stale = [v.record.name for v in views if v.record.liveness == "stale"]
             # who supervises the running tmux sessions: one host pid, or a pid each
@@ -305,7 +305,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             problems.append({"problem": exc.message, "fix": exc.hint})
     report["problems"] = problems
     if args.json:
-        _emit_json(report)
+        emit_json(report)
         return 1 if problems else 0
     out.print(escape(f"agentwrap {__version__}  python {report['python']}  "
                      f"{report['tmux'] or 'tmux MISSING'}  pty relay: {report['pty_relay']}"))
@@ -351,14 +351,14 @@ def _gate_of(prof: Any, ask_first: bool) -> str:
 def cmd_profiles(args: argparse.Namespace) -> int:
     from ...detect.profiles import load_all_profiles
 
-    profiles = load_all_profiles(_paths())
+    profiles = load_all_profiles(user_paths())
     rows: list[dict[str, Any]] = [
         {"name": p.name, "commands": list(p.commands), "instruction_file": p.instruction_file,
          "source": str(p.source), "rules": len(p.rules), "dialogs": len(p.dialogs)}
         for p in profiles.values()
     ]
     if args.json:
-        _emit_json(rows)
+        emit_json(rows)
         return 0
     render_rows(
         out, ("NAME", "COMMANDS", "INSTRUCTION FILE", "RULES", "SOURCE"),

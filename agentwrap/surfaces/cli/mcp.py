@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import _paths, out
+from .common import out, user_paths
 
 MCP_HELP = """\
 Serve the input queue of one session as MCP tools over stdin/stdout, for the
@@ -27,7 +27,7 @@ examples:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    paths = _paths()
+    paths = user_paths()
     if args.print_config:
         from ...sessions.mcp_config import config_json
 

@@ -25,7 +25,7 @@ from ...errors import InvalidMessage
 from ...message import Message, NewMessage, Priority, Source, Status, acknowledged, end_outcome
 from ...queue.sanitize import decode_utf8
 from ...service import Service
-from .common import _emit_json, _fmt_age, _service, err, out, render_rows
+from .common import emit_json, err, fmt_age, open_service, out, render_rows
 
 EXIT_BY_STATUS = {
     Status.DELIVERED: 0,
@@ -60,7 +60,7 @@ def _read_content(arg: str) -> str:
 
 
 def cmd_send(args: argparse.Namespace) -> int:
-    with _service() as svc:
+    with open_service() as svc:
         return _send(svc, args)
 
 
@@ -99,7 +99,7 @@ def _send(svc: Service, args: argparse.Namespace) -> int:
         err.print(f"[yellow]note:[/] removed {removed} control/escape sequence(s) from the content")
     if not args.wait:
         if args.json:
-            _emit_json({**_message_json(msg), "created": created})
+            emit_json({**_message_json(msg), "created": created})
         else:
             err.print(escape(_sent_line(msg, created)))
             out.print(msg.id)
@@ -112,7 +112,7 @@ def _send(svc: Service, args: argparse.Namespace) -> int:
     final, attempts = entry.message, entry.attempts
     acked = acknowledged(final.status, attempts)
     if args.json:
-        _emit_json({**_message_json(final), "acknowledged": acked,
+        emit_json({**_message_json(final), "acknowledged": acked,
                     "outcome": end_outcome(final.status, attempts)})
     else:
         out.print(escape(end_line(final, acked)))
@@ -152,10 +152,10 @@ def _sent_line(msg: Message, created: bool) -> str:
 
 def cmd_queue(args: argparse.Namespace) -> int:
     now = time.time()
-    with _service() as svc:
+    with open_service() as svc:
         view = svc.peek(args.name, now)
     if args.json:
-        _emit_json([{**_message_json(w.message), "waiting_because": w.waiting_because}
+        emit_json([{**_message_json(w.message), "waiting_because": w.waiting_because}
                     for w in view.entries])
         return 0
     if not view.entries:
@@ -172,7 +172,7 @@ HISTORY_HEADERS = ("ID", "SESSION", "STATUS", "TRIES", "CHANNEL", "TOOK", "SOURC
 
 def queue_row(m: Message, waiting_because: str, now: float) -> list[str]:
     return [
-        m.id[:8], str(m.priority), m.label, _fmt_age(m.created),
+        m.id[:8], str(m.priority), m.label, fmt_age(m.created),
         f"in {max(0, m.expires - now):.0f}s", str(m.attempts), waiting_because,
         " ".join(m.content.split()),  # one line: newlines and tabs become spaces
     ]
@@ -193,13 +193,13 @@ def _from_source(m: Message, name: str) -> bool:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    with _service() as svc:
+    with open_service() as svc:
         entries = svc.history(args.name or None, limit=args.limit if not getattr(
             args, "source", None) else 1000)
     if getattr(args, "source", None):  # a message source, or a feedback source's name
         entries = [e for e in entries if _from_source(e.message, args.source)][:args.limit]
     if args.json:
-        _emit_json([
+        emit_json([
             {**_message_json(e.message), "attempt_log": [asdict(a) for a in e.attempts]}
             for e in entries
         ])
@@ -213,12 +213,12 @@ def cmd_history(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    with _service() as svc:
+    with open_service() as svc:
         mt = svc.metrics(args.name)
     data = asdict(mt)
     data["by_status"] = {str(k): v for k, v in mt.by_status.items()}
     if args.json:
-        _emit_json({"session": args.name, **data})
+        emit_json({"session": args.name, **data})
         return 0
     channels = data.pop("by_channel")
     table = Table(box=None, show_header=False)
@@ -246,10 +246,10 @@ def _figure(value: object) -> str:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    with _service() as svc:
+    with open_service() as svc:
         msg = svc.cancel(args.id)
     if args.json:
-        _emit_json(_message_json(msg))
+        emit_json(_message_json(msg))
     else:
         err.print(escape(f"cancelled {msg.id}"))
     return 0

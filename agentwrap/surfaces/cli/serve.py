@@ -11,7 +11,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from .common import _paths, err, out
+from .common import err, out, user_paths
 
 SERVE_HELP = """\
 Serve the HTTP API and the dashboard on 127.0.0.1:7878: queue messages, peek
@@ -36,13 +36,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from ..http.server import serve
 
     uds = Path(args.uds) if args.uds else None
-    return serve(_paths(), host=args.host, port=args.port, uds=uds, log_level=args.log_level)
+    return serve(user_paths(), host=args.host, port=args.port, uds=uds, log_level=args.log_level)
 
 
 def cmd_token(args: argparse.Namespace) -> int:
     from ..http.auth import load_or_create_token, login_url, token_path
 
-    paths = _paths()
+    paths = user_paths()
     token = load_or_create_token(paths, renew=args.new)
     if args.link:
         from ..http.server import DEFAULT_HOST, DEFAULT_PORT, served_url

@@ -17,7 +17,7 @@ from rich.markup import escape
 from ...errors import InvalidMessage
 from ...message import QueueLimits
 from ...service import SessionRecord
-from .common import _emit_json, _fmt_age, _paths, _service, err, out, render_rows
+from .common import emit_json, err, fmt_age, open_service, out, render_rows, user_paths
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -25,7 +25,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not args.command:
         raise InvalidMessage("no agent command given", hint="e.g. `agentwrap run claude`")
-    paths = _paths()
+    paths = user_paths()
     opts = RunOptions(
         argv=list(args.command), name=args.name, profile=args.profile, backend=args.backend,
         cwd=Path(args.cwd).resolve() if args.cwd else Path.cwd(), detach=args.detach,
@@ -58,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         err.print(escape(f"{rec.name}: no permission gate: {gate.removeprefix('none: ')}"))
     if opts.detach or not sys.stdin.isatty():
         if args.json:
-            _emit_json(rec.to_json())
+            emit_json(rec.to_json())
         else:
             err.print(
                 f"started [bold]{escape(rec.name)}[/] ({escape(rec.profile)}, tmux). "
@@ -72,13 +72,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_attach(args: argparse.Namespace) -> int:
     from ...sessions.lifecycle import attach
 
-    return attach(_paths(), args.name)
+    return attach(user_paths(), args.name)
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
     from ...sessions.lifecycle import adopt
 
-    pid = adopt(_paths(), args.name)
+    pid = adopt(user_paths(), args.name)
     err.print(f"supervising {escape(args.name)} (supervisor pid {pid})")
     return 0
 
@@ -86,17 +86,17 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 def cmd_stop(args: argparse.Namespace) -> int:
     from ...sessions.lifecycle import stop_many
 
-    paths = _paths()
+    paths = user_paths()
     names = list(args.names)
     if args.all:
-        with _service(paths, limits=QueueLimits()) as svc:
+        with open_service(paths, limits=QueueLimits()) as svc:
             names += [v.record.name for v in svc.sessions() if v.record.name not in names]
     if not names:
         err.print("nothing to stop: name sessions, or --all")
         return 0
     recs = stop_many(paths, names)
     if args.json:
-        _emit_json(recs[0].to_json() if len(args.names) == 1 and not args.all
+        emit_json(recs[0].to_json() if len(args.names) == 1 and not args.all
                    else [r.to_json() for r in recs])
     else:
         for rec in recs:
@@ -109,7 +109,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     from ...sessions.lifecycle import supervise
     from ..hooks.server import for_session as hook_server  # runs the native hook client's hooks
 
-    return supervise(_paths(), args.name, companions=[for_session, hook_server])
+    return supervise(user_paths(), args.name, companions=[for_session, hook_server])
 
 
 def cmd_host(args: argparse.Namespace) -> int:
@@ -117,7 +117,7 @@ def cmd_host(args: argparse.Namespace) -> int:
     from ...sessions.host import serve
     from ..hooks.server import for_session as hook_server  # runs the native hook client's hooks
 
-    return serve(_paths(), companions=[for_session, hook_server])
+    return serve(user_paths(), companions=[for_session, hook_server])
 
 
 def _liveness_label(rec: SessionRecord) -> str:
@@ -128,12 +128,12 @@ def _liveness_label(rec: SessionRecord) -> str:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    with _service(limits=QueueLimits()) as svc:  # reads only: no config needed
+    with open_service(limits=QueueLimits()) as svc:  # reads only: no config needed
         views = svc.sessions(include_ended=args.all)
     recs = [v.record for v in views]
     pending = {v.record.name: v.pending for v in views}
     if args.json:
-        _emit_json([{**r.to_json(), "pending": pending.get(r.name, 0)} for r in recs])
+        emit_json([{**r.to_json(), "pending": pending.get(r.name, 0)} for r in recs])
         return 0
     if not recs:
         err.print("no sessions. Start one with `agentwrap run claude` (or codex, aider, gemini).")
@@ -141,7 +141,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     rows = [
         [
             r.name, r.profile, r.backend, r.state + (" +draft" if r.draft and r.state != "draft" else ""),
-            _fmt_age(r.state_since), str(pending.get(r.name, 0)), _liveness_label(r), r.cwd,
+            fmt_age(r.state_since), str(pending.get(r.name, 0)), _liveness_label(r), r.cwd,
         ]
         for r in recs
     ]
