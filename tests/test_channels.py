@@ -84,6 +84,25 @@ def test_claude_before_post_tool_batch_drains_at_post_tool_use(paths: Paths) -> 
     assert "PostToolUse" in settings["hooks"] and "PostToolBatch" not in settings["hooks"]
 
 
+
+def _background(settings_file: Path) -> set[str]:
+    hooks = json.loads(settings_file.read_text())["hooks"]
+    return {e for e, groups in hooks.items() if groups[0]["hooks"][0].get("async")}
+
+
+def test_claude_signal_hooks_run_in_the_background(paths: Paths) -> None:
+    """Issue 27: the agent waits for no hook that only reports (prompt, turn end,
+    notification); hand-overs are waited for, and the permission request too
+    when an answer rule of the person's could answer it before the dialog opens."""
+    no_rules = _plan("claude", paths, version="2.1.197", rules=False)
+    assert _background(Path(no_rules.argv[1])) == {
+        "UserPromptSubmit", "Stop", "Notification", "PermissionRequest"}
+    rules = _plan("claude", paths, version="2.1.197", rules=True)
+    assert _background(Path(rules.argv[1])) == {"UserPromptSubmit", "Stop", "Notification"}
+    older = _plan("claude", paths, version="2.1.150", rules=False)  # async unknown: all waited
+    assert _background(Path(older.argv[1])) == set()
+
+
 def test_claude_with_its_own_settings_flag_keeps_it_and_gets_mcp_only(paths: Paths) -> None:
     got = _plan("claude", paths, argv=["/bin/claude", "--settings", "mine.json"])
     assert got.channels == ["mcp"]
@@ -331,6 +350,45 @@ def test_a_turn_end_is_ready_at_once_unless_the_screen_contradicts_it(tmp_path: 
     hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.05)
     r = det.update(_claude_screen(box="x"))
     assert (r.state, r.signal) == (State.DRAFT, Signal.HOOK), r
+
+
+
+def test_a_signal_never_replaces_one_of_a_later_event(paths: Paths) -> None:
+    """Hooks may finish in another order than the agent's events (run in the
+    background, or by the hook server's threads): a prompt's signal stamped
+    with its hook's start never overwrites the turn end that came after it."""
+    t = time.time()
+    write_signal(paths, "s1", "turn_end", source="hook", agent="claude", event="Stop", now=t)
+    late = write_signal(paths, "s1", "prompt_submitted", source="hook", agent="claude",
+                        event="UserPromptSubmit", now=t - 0.2)
+    assert late is None
+    got = read_signal(paths, "s1")
+    assert got is not None and got.signal == "turn_end"
+    write_signal(paths, "s1", "prompt_submitted", source="hook", agent="claude",
+                 event="UserPromptSubmit", now=t + 0.1)  # the next turn
+    got = read_signal(paths, "s1")
+    assert got is not None and got.signal == "prompt_submitted"
+
+
+def test_a_hook_process_is_stamped_with_its_start(paths: Paths, tmp_path: Path) -> None:
+    """The Python hook stamps its signal with when the agent started it, not
+    when it got round to writing (Python's start alone is ~50 ms)."""
+    from agentwrap.terminal.proctree import started_at
+
+    mine = started_at()
+    assert mine is not None and mine <= time.time()
+    assert started_at(2**22 + 7) is None  # no such process
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_STATE_HOME": str(paths.state_dir.parent),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_RUNTIME_DIR": str(tmp_path / "run"),
+           "AGENTWRAP_SESSION": "s1", "AGENTWRAP_HOOK_CLIENT": "python"}
+    before = time.time()
+    subprocess.run([sys.executable, "-c", "import time; time.sleep(1.0); import runpy;"
+                    " runpy.run_module('agentwrap', run_name='__main__')", "hook", "claude", "Stop"],
+                   input=json.dumps({"hook_event_name": "Stop"}).encode(), env=env, check=True,
+                   timeout=60)
+    got = read_signal(paths, "s1")
+    assert got is not None and got.signal == "turn_end"
+    assert before - 0.05 <= got.at < before + 0.9  # its start, not after the 1 s sleep
 
 
 def test_hook_signals_ignore_an_earlier_launch(paths: Paths) -> None:

@@ -147,7 +147,9 @@ class ChannelSpec:
     ``session_start_at_launch``: the agent runs its SessionStart hook when it
     starts (Claude Code, Gemini CLI), so the supervisor waits for it before
     typing the queue; Codex 0.169.0 runs it only when the first prompt is
-    submitted, so its queue is typed once ready as ever."""
+    submitted, so its queue is typed once ready as ever. ``async_hooks_since``:
+    Claude runs a hook marked ``async`` in the background from this version on,
+    so its signal-only hooks cost the agent nothing (unset: every hook waited for)."""
 
     hooks: str | None = None
     mcp: str | None = None
@@ -157,6 +159,7 @@ class ChannelSpec:
     read_file: str | None = None
     reads_per_request: int = 1
     session_start_at_launch: bool = True
+    async_hooks_since: str = ""
 
     @property
     def any(self) -> bool:
@@ -476,6 +479,7 @@ def _parse_channels(r: _Reader) -> ChannelSpec:
         hooks=r.get("hooks", str, None), mcp=r.get("mcp", str, None),
         min_version=r.get("min_version", str, ""),
         batch_event_since=r.get("batch_event_since", str, ""),
+        async_hooks_since=r.get("async_hooks_since", str, ""),
         version_arg=r.get("version_arg", str, "--version"),
         read_file=r.get("read_file", str, None),
         reads_per_request=r.get("reads_per_request", int, 1),

@@ -81,6 +81,11 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
     "codex": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "PermissionRequest"),
     "gemini": ("SessionStart", "AfterTool", "BeforeAgent", "AfterAgent", "Notification"),
 }
+#: Claude's events whose hook only reports (a state signal, the ACKs of a
+#: reply): registered ``"async": true`` where the version runs hooks in the
+#: background, so the agent never waits for them (issue 27). The others answer
+#: (hand-over, a rule's permission answer) and are waited for.
+CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Stop", "Notification"})
 #: Hook timeout: seconds for Claude and Codex, milliseconds for Gemini.
 HOOK_TIMEOUT_S = 10
 #: The MCP tools Claude may call without asking (send_message still asks).
@@ -295,12 +300,15 @@ def gemini_defaults_dir(paths: Paths, session: str, euid: int | None = None) -> 
 # --- per agent --------------------------------------------------------------------------------
 
 
-def _hook_group(command: str, timeout: int) -> list[dict[str, Any]]:
-    return [{"hooks": [{"type": "command", "command": command, "timeout": timeout}]}]
+def _hook_group(command: str, timeout: int, background: bool = False) -> list[dict[str, Any]]:
+    hook: dict[str, Any] = {"type": "command", "command": command, "timeout": timeout}
+    if background:
+        hook["async"] = True
+    return [{"hooks": [hook]}]
 
 
 def _claude(out: LaunchChannels, profile: Profile, session: str, paths: Paths, python: str,
-            argv: list[str], hooks: bool, mcp: bool) -> None:
+            argv: list[str], hooks: bool, mcp: bool, rules: bool = True) -> None:
     folder = launch_dir(paths, session)
     if hooks and any(a == "--settings" or a.startswith("--settings=") for a in argv[1:]):
         out.notes.append("hooks: not registered: the command line has its own --settings")
@@ -311,9 +319,10 @@ def _claude(out: LaunchChannels, profile: Profile, session: str, paths: Paths, p
         if out.version and not version_at_least(out.version, profile.channels.batch_event_since):
             batch = "PostToolUse"
         events = [batch if e == "PostToolBatch" else e for e in HOOK_EVENTS["claude"]]
+        background = _background_events(out.version, profile, rules)
         settings["hooks"] = {
             e: _hook_group(hook_command("claude", e, session, paths, python, profile.name,
-                                        hook_client()), HOOK_TIMEOUT_S)
+                                        hook_client()), HOOK_TIMEOUT_S, e in background)
             for e in events
         }
     if mcp:
@@ -331,6 +340,18 @@ def _claude(out: LaunchChannels, profile: Profile, session: str, paths: Paths, p
         out.argv[:0] = ["--settings", str(path)]
     if hooks:
         out.channels.insert(0, "hooks")
+
+
+def _background_events(version: str | None, profile: Profile, rules: bool) -> frozenset[str]:
+    """Claude's hooks the agent need not wait for: the signal events, and the
+    PermissionRequest when no answer rule of the person's could answer it
+    before the dialog opens (``rules`` False: its hook only reports the exact
+    request then; a rule added later answers the dialog on the screen until
+    the next launch). None before ``async_hooks_since``."""
+    since = profile.channels.async_hooks_since
+    if not since or not version or not version_at_least(version, since):
+        return frozenset()
+    return CLAUDE_SIGNAL_EVENTS if rules else CLAUDE_SIGNAL_EVENTS | {"PermissionRequest"}
 
 
 def _toml(value: Any) -> str:
@@ -421,9 +442,11 @@ def plan(
     profile: Profile, run: RunConfig, paths: Paths, session: str, argv: list[str],
     env: Mapping[str, str], *, enabled: bool = True, python: str | None = None,
     euid: int | None = None, version: str | None = None, dry_run: bool = False,
+    rules: bool = True,
 ) -> LaunchChannels:
     """What the launch of ``argv`` (the agent command, resolved) gets, and the
-    files for it written (``dry_run``: only said). ``version``: skip the probe."""
+    files for it written (``dry_run``: only said). ``version``: skip the probe.
+    ``rules``: the person has answer rules for this profile (a hook may answer)."""
     out = LaunchChannels(dry_run=dry_run)
     spec = profile.channels
     if not spec.any:
@@ -451,7 +474,7 @@ def plan(
     if spec.mcp is not None and not run.mcp:
         out.notes.append("mcp: not registered ([run] mcp = true registers it)")
     if kind == "claude":
-        _claude(out, profile, session, paths, python, argv, hooks, mcp)
+        _claude(out, profile, session, paths, python, argv, hooks, mcp, rules)
     elif kind == "codex":
         _codex(out, session, paths, python, run, hooks, mcp, profile.name)
     elif kind == "gemini":

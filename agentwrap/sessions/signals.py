@@ -20,8 +20,12 @@ there is no supervisor to read a signal, and nothing is written.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,9 +70,15 @@ def write_signal(
 ) -> Signal | None:
     """Record ``signal`` as the session's latest and wake its supervisor.
 
-    None (nothing written) when the runtime dir does not exist. Raises
-    ValueError for an unknown signal or a bad session name, OSError when the
-    file cannot be written.
+    ``now``: when the agent's event happened (a hook passes its process's start
+    time), else now. A signal never replaces one of a later event: hooks run
+    in the background, or by threads of the supervisor's hook server, may
+    finish in another order than the agent's events came (a prompt's signal
+    written after its turn's end would say busy until the screen alone decides).
+
+    None (nothing written) when the runtime dir does not exist or a later
+    event's signal is there. Raises ValueError for an unknown signal or a bad
+    session name, OSError when the file cannot be written.
     """
     if signal not in SIGNAL_STATES:
         raise ValueError(f"unknown signal {signal!r}")
@@ -77,9 +87,25 @@ def write_signal(
         return None
     sig = Signal(signal, SIGNAL_STATES[signal], source, agent, event,
                  time.time() if now is None else now, detail[:200])
-    write_private(path, json.dumps(asdict(sig)).encode("utf-8"))
+    with _locked(path):
+        latest = read_signal(paths, session)
+        if latest is not None and latest.at > sig.at:
+            return None
+        write_private(path, json.dumps(asdict(sig)).encode("utf-8"))
     notify(paths, session)
     return sig
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """The session's signal file to one writer at a time (hooks are processes,
+    and threads of the hook server): read, compare and replace as one step."""
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def read_signal(paths: Paths, session: str) -> Signal | None:

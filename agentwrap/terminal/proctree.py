@@ -90,6 +90,18 @@ def start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
+def started_at(pid: int | None = None) -> float | None:
+    """When process ``pid`` (None: this one) was started, in epoch seconds, to
+    the kernel's clock tick (10 ms); None when it is gone. An agent starts a
+    hook process at its event: that time orders two hooks whose processes ran
+    in another order (one in the background, a loaded machine)."""
+    fields = _stat_fields(Path(f"/proc/{'self' if pid is None else pid}/stat"))
+    if len(fields) <= 19 or not fields[19].isdigit():
+        return None
+    age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return time.time() - max(0.0, age)
+
+
 def _environ(pid: str) -> dict[bytes, bytes]:
     """The environment a process started with (only our own processes' are
     readable); empty when it is gone or not ours."""

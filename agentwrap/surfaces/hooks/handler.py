@@ -108,7 +108,10 @@ def main(
         sys.stderr.write(USAGE)
         return 0
     raw = _read_all(sys.stdin.buffer if stdin is None else stdin)
-    answer = handle(args[0], args[1], raw, os.environ if env is None else env)
+    from ...terminal.proctree import started_at  # the agent started this process at its event
+
+    answer = handle(args[0], args[1], raw, os.environ if env is None else env,
+                    started=started_at())
     if answer:
         try:
             out.write(answer + "\n")
@@ -132,15 +135,20 @@ class HookRun:
     #: supervisor's hook server: claimed, recorded once the answer reached the
     #: agent); None: ask the supervisor over its wake socket, else the store.
     hand_over: Callable[[HookRun], str] | None = None
+    #: When the agent started the hook's process (its event), epoch seconds;
+    #: None: unknown, the signal is stamped when written.
+    started: float | None = None
 
     def log(self, line: str) -> None:
         _log(self.paths, self.session, self.agent, self.event, line)
 
 
 def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
-           hand_over: Callable[[HookRun], str] | None = None) -> str:
+           hand_over: Callable[[HookRun], str] | None = None,
+           started: float | None = None) -> str:
     """What to print for one hook run ("" for nothing); never raises.
-    ``hand_over``: see :attr:`HookRun.hand_over`."""
+    ``hand_over``: see :attr:`HookRun.hand_over`; ``started``: see
+    :attr:`HookRun.started`."""
     session = env.get(SESSION_ENV, "")
     paths: Paths | None = None
     try:
@@ -156,7 +164,7 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
         from ...continuity.hooks import TURN_SIGNS, on_hook
 
         handoff = on_hook(paths, session, agent, event, todo, payload)
-        run = HookRun(agent, event, payload, session, paths, todo, hand_over)
+        run = HookRun(agent, event, payload, session, paths, todo, hand_over, started)
         if handoff is not None:  # a session start
             text = "\n\n".join(t for t in (handoff, _at_start(run, len(handoff))) if t)
             return json.dumps(context_output(event, text), ensure_ascii=False) if text else ""
@@ -175,7 +183,7 @@ def _signal(run: HookRun, env: Mapping[str, str]) -> str:
     from ...sessions.signals import write_signal
 
     write_signal(run.paths, run.session, run.action, source="hook", agent=run.agent,
-                 event=run.event, detail=str(run.payload.get("message", "")))
+                 event=run.event, detail=str(run.payload.get("message", "")), now=run.started)
     if run.action == "permission_prompt" and isinstance(run.payload.get("details"), dict):
         from ...answers import hook_questions as hq_mod  # Gemini: the exact text, no answer
 
@@ -284,7 +292,7 @@ def _question(run: HookRun, env: Mapping[str, str]) -> str:
     if not behavior or decision is None:
         hq_mod.write_question(run.paths, run.session, hq)
         write_signal(run.paths, run.session, "permission_prompt", source="hook",
-                     agent=run.agent, event=run.event, detail=hq.tool)
+                     agent=run.agent, event=run.event, detail=hq.tool, now=run.started)
         if decision is not None:
             run.log(f"{hq.tool} {hq.command!r} left to the person: {decision.reason}")
         return ""

@@ -40,6 +40,7 @@ import os
 import re
 import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -181,6 +182,7 @@ class HookServer:
 
     def serve(self, conn: socket.socket) -> None:
         """Read one request, run it if the client will wait, write the answer."""
+        started = _client_started(conn)  # while the client is surely there
         req = self.read_request(conn)
         if req is None or req.deadline - self.now() < MIN_LEFT_S:
             return  # no "ok": the client runs the Python hook itself
@@ -190,12 +192,12 @@ class HookServer:
             # at once (a prompt waits for UserPromptSubmit before its request
             # leaves), and the signal is written right after, on this thread.
             if _send(conn, b"ok\nv1 0\n"):
-                self.run(req.agent, req.event, req.payload, env)
+                self.run(req.agent, req.event, req.payload, env, started=started)
             return
         if not _send(conn, b"ok\n"):
             return  # it gave up before it read the ok: it runs the hook itself
         pending = _Pending()
-        answer = self.run(req.agent, req.event, req.payload, env,
+        answer = self.run(req.agent, req.event, req.payload, env, started=started,
                           hand_over=lambda run: self._hand_over(run, req, pending))
         body = answer.encode("utf-8")
         sent = _send(conn, b"v1 %d\n" % len(body) + body)
@@ -274,6 +276,19 @@ def answers_nothing(req: Request) -> bool:
     if not isinstance(payload, dict):
         return False
     return action(req.agent, req.event, payload) not in (CONTEXT, QUESTION)
+
+
+def _client_started(conn: socket.socket) -> float | None:
+    """When the agent started the hook client at the other end (its process's
+    start: the agent's event), from the socket's peer credentials."""
+    from ...terminal.proctree import started_at
+
+    try:
+        pid, _, _ = struct.unpack("3i", conn.getsockopt(
+            socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    except OSError:
+        return None
+    return started_at(pid) if pid > 0 else None
 
 
 def _more(conn: socket.socket) -> bool:
