@@ -20,7 +20,7 @@ from support.waiting import wait_for
 
 from agentwrap.audit import AuditLog
 from agentwrap.config import DeliveryConfig
-from agentwrap.delivery.engine import DeliveryEngine, Outcome
+from agentwrap.delivery.engine import DeliveryEngine
 from agentwrap.delivery.fallback import (
     BEGIN,
     END,
@@ -33,6 +33,7 @@ from agentwrap.delivery.fallback import (
     resolve_instruction_file,
     write_section,
 )
+from agentwrap.delivery.outcome import Outcome
 from agentwrap.detect.profiles import load_profile
 from agentwrap.errors import FallbackError
 from agentwrap.message import Kind, Message, NewMessage, Source, Status
@@ -951,7 +952,7 @@ def test_an_ack_removes_only_the_entries_its_notice_named(svc: Service, aw: AwEn
         m, _ = store.enqueue(NewMessage(session="fake", content=text))
         store.claim_batch("fake", f"b{n}", 10_000)
         store.finish(Status.ESCALATED, "written", batch_id=f"b{n}")
-        engine._write_fallback("AGENTS.md", [store.get(m.id)])
+        engine.escalation.write_fallback("AGENTS.md", [store.get(m.id)])
         ids.append(m.id)
     assert read_section(aw.project, "AGENTS.md") == ids
 
@@ -963,8 +964,8 @@ def test_an_ack_removes_only_the_entries_its_notice_named(svc: Service, aw: AwEn
         store.finish(Status.ACKNOWLEDGED, f"acknowledged: ACK {token}", batch_id=token)
         return store.get(n.id)
 
-    engine._after_success([acked_notice(ids[0], "0000aaaa")], "0000aaaa",
-                          Outcome(True, "acknowledged", "ACK 0000aaaa"))
+    engine.escalation.after_success([acked_notice(ids[0], "0000aaaa")], "0000aaaa",
+                                    Outcome(True, "acknowledged", "ACK 0000aaaa"))
     assert read_section(aw.project, "AGENTS.md") == [ids[1]]
     data = agents_md.read_bytes()
     assert data.startswith(MINE) and b"second escalated" in data
@@ -975,7 +976,7 @@ def test_an_ack_removes_only_the_entries_its_notice_named(svc: Service, aw: AwEn
     assert [a.outcome for a in store.attempts(ids[1])] == []
 
     # the second notice's ACK empties the section: the file is the user's again
-    engine._after_success([acked_notice(ids[1], "0000bbbb")], "0000bbbb",
-                          Outcome(True, "acknowledged", "ACK 0000bbbb"))
+    engine.escalation.after_success([acked_notice(ids[1], "0000bbbb")], "0000bbbb",
+                                    Outcome(True, "acknowledged", "ACK 0000bbbb"))
     assert agents_md.read_bytes() == MINE
     assert store.attempts(ids[1])[-1].outcome == "section_removed"

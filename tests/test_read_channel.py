@@ -16,7 +16,12 @@ import pytest
 from agentwrap.audit import AuditLog
 from agentwrap.config import DeliveryConfig
 from agentwrap.delivery.engine import DeliveryEngine
-from agentwrap.delivery.read_channel import CHANNEL, MAX_FILE_BYTES, ReadFileChannel
+from agentwrap.delivery.read_channel import (
+    CHANNEL,
+    MAX_FILE_BYTES,
+    ReadFileChannel,
+    ReadFileState,
+)
 from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.states import Reading, Signal, State
 from agentwrap.message import NewMessage, Phase, Source, Status
@@ -129,6 +134,34 @@ def test_turn_ended_before_any_read_goes_back_to_the_queue_for_typing(svc: Servi
     sup.state = State.BUSY  # never written to the file twice: the typing path has it
     chan.step(sup)
     assert _peek(chan.path) == "" and svc.get(mid).status is Status.PENDING
+
+
+def test_the_channel_moves_through_its_named_states(svc: Service, chan: ReadFileChannel) -> None:
+    """NEW -> IDLE at the first turn; WRITTEN while the turn runs; SETTLING
+    while the screen says it ended, back to WRITTEN if it runs on; IDLE once
+    the batch is given back."""
+    later = [0.0]  # the settle time passes at once
+    chan.clock, chan.settle_s = (lambda: time.time() + later[0]), 60.0
+    assert chan.state is ReadFileState.NEW
+    sup = Sup(State.READY)
+    chan.step(sup)
+    assert chan.state is ReadFileState.IDLE
+    mid = _send(svc, "through the states")
+    sup.state = State.BUSY
+    chan.step(sup)
+    assert chan.state is ReadFileState.WRITTEN
+    sup.state = State.READY  # a glance that says the turn ended
+    chan.step(sup)
+    assert chan.state is ReadFileState.SETTLING
+    sup.state = State.BUSY  # it runs on
+    chan.step(sup)
+    assert chan.state is ReadFileState.WRITTEN
+    sup.state = State.READY
+    chan.step(sup)
+    assert chan.state is ReadFileState.SETTLING
+    later[0] = 60.0
+    chan.step(sup)
+    assert chan.state is ReadFileState.IDLE and svc.get(mid).status is Status.PENDING
 
 
 def test_one_open_is_not_a_request_and_the_turn_end_gives_it_back(svc: Service, chan: ReadFileChannel) -> None:

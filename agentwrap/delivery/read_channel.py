@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import enum
 import errno
 import json
 import logging
@@ -181,6 +182,26 @@ class Inotify:
             self.fd = -1
 
 
+class ReadFileState(enum.Enum):
+    """Where the channel is with the file (the named states of the steps above)."""
+
+    NEW = "new"  # before the first turn: a batch a killed supervisor left is still to settle
+    OFF = "off"  # no inotify watch (:attr:`ReadFileChannel.broken` says why): never used
+    IDLE = "idle"  # the file is empty; a batch is written when the agent turns busy
+    WRITTEN = "written"  # a batch is in the file and the turn runs: its opens are counted
+    SETTLING = "settling"  # the screen says the turn ended; after settle_s it is taken back
+
+
+#: The transitions :meth:`ReadFileChannel._enter` allows.
+_TRANSITIONS: dict[ReadFileState, frozenset[ReadFileState]] = {
+    ReadFileState.NEW: frozenset({ReadFileState.IDLE, ReadFileState.WRITTEN, ReadFileState.OFF}),
+    ReadFileState.IDLE: frozenset({ReadFileState.WRITTEN, ReadFileState.OFF}),
+    ReadFileState.WRITTEN: frozenset({ReadFileState.SETTLING, ReadFileState.IDLE}),
+    ReadFileState.SETTLING: frozenset({ReadFileState.WRITTEN, ReadFileState.IDLE}),
+    ReadFileState.OFF: frozenset(),
+}
+
+
 @dataclass
 class _Batch:
     token: str
@@ -213,8 +234,9 @@ class ReadFileChannel:
         self.require_ack = cfg.require_ack if require_ack is None else require_ack
         self.reads_per_request = max(1, profile.channels.reads_per_request)
         self.clock = clock
+        self.state = ReadFileState.NEW
         self._watch: Inotify | None = None
-        self._batch: _Batch | None = None
+        self._batch: _Batch | None = None  # in the file: set in WRITTEN and SETTLING
         self._opens = 0  # opens of the file's current version
         self._moving = False  # our rename is on its way through the event queue
         self._opens_before_move = 0
@@ -228,13 +250,12 @@ class ReadFileChannel:
         self._phase_at_move: int | None = None  # for the log
         self._overflow = False
         self._tried: set[str] = set()  # written once and not read: typed instead
-        self._recovered = False
         # batches delivered that asked for an ACK: token -> (ids, patterns, give up at)
         self._acks: dict[str, tuple[list[str], list[re.Pattern[str]], float | None]] = {}
         self.broken: str | None = None  # why the channel is off (inotify refused)
         self.owns_store = False  # opened by for_session: closed with the channel
         self.settle_s = SETTLE_S
-        self._idle_since: float | None = None  # the turn looked ended since
+        self._idle_since = 0.0  # SETTLING: the turn looked ended since
 
     @classmethod
     def for_session(
@@ -253,16 +274,23 @@ class ReadFileChannel:
 
     def batches(self) -> set[str]:
         """The batch tokens this channel holds in flight (the engine leaves them alone)."""
-        if not self._recovered:  # before the first turn: whatever the file's record says
+        if self.state is ReadFileState.NEW:  # before the first turn: the file's record says
             saved = self._load_batch()
             return {saved.token} if saved else set()
         return {self._batch.token} if self._batch else set()
 
+    def _enter(self, new: ReadFileState) -> None:
+        """Move to state ``new`` (a transition :data:`_TRANSITIONS` allows; staying is no move)."""
+        if new is self.state:
+            return
+        assert new in _TRANSITIONS[self.state], f"read-file channel: {self.state} -> {new}"
+        self.state = new
+
     def step(self, sup: Driver) -> float | None:
-        if self.broken:
-            return None
-        if not self._recovered:
+        if self.state is ReadFileState.NEW:
             self._recover()
+        if self.state is ReadFileState.OFF:
+            return None
         state = sup.reading.state
         events = self._watch.events() if self._watch is not None else []
         if any(mask & _IN_OPEN and name == self.path.name for mask, name in events):
@@ -290,12 +318,14 @@ class ReadFileChannel:
                 # the screen says the turn ended; a glance while Aider waits on the
                 # model can say so too (its spinner redrawn away: a "draft"), so only
                 # a reading that lasts settle_s gives the batch back
-                self._idle_since = self._idle_since if self._idle_since is not None else now
+                if self.state is ReadFileState.WRITTEN:
+                    self._idle_since = now
+                    self._enter(ReadFileState.SETTLING)
                 if now - self._idle_since < self.settle_s:
                     return POLL_S
                 self._settle(f"the turn ended ({state})")
             else:
-                self._idle_since = None
+                self._enter(ReadFileState.WRITTEN)  # the turn runs (again)
                 return POLL_S
         if state is State.BUSY and self._batch is None:
             self._write_next(now)
@@ -316,7 +346,7 @@ class ReadFileChannel:
         """Leave nothing in the file while no supervisor watches it: a read
         batch is delivered, an unread one goes back to the queue."""
         try:
-            if self._batch is not None and not self.broken:
+            if self._batch is not None and self.state is not ReadFileState.OFF:
                 self._settle("the supervisor stopped")
         finally:
             if self._watch is not None:
@@ -351,7 +381,7 @@ class ReadFileChannel:
         left = len(self.store.peek(self.session, now, kinds=CONSUMABLE_KINDS, limit=50))
         text = self._compose(batch, token, left)
         self._batch = _Batch(token, [m.id for m in batch], now, min(m.expires for m in batch))
-        self._idle_since = None
+        self._enter(ReadFileState.WRITTEN)
         self._save_batch()
         for m in batch:
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, None, CHANNEL,
@@ -420,6 +450,7 @@ class ReadFileChannel:
         b = self._batch
         assert b is not None
         self._batch = None
+        self._enter(ReadFileState.IDLE)
         self._replace("")
         self._clear_batch()
         now = self.clock()
@@ -480,6 +511,7 @@ class ReadFileChannel:
                             f" that quotes it (the write fell mid-request); then {why}")
             return
         self._batch = None
+        self._enter(ReadFileState.IDLE)
         self._clear_batch()
         now = self.clock()
         for m in self._in_flight(b.token):
@@ -504,6 +536,7 @@ class ReadFileChannel:
         rest = [m for m in flight if m.id not in gone]
         if not rest:
             self._batch = None
+            self._enter(ReadFileState.IDLE)
             self._replace("")
             self._clear_batch()
             return
@@ -518,7 +551,7 @@ class ReadFileChannel:
     # --- restart ------------------------------------------------------------------------------
 
     def _recover(self) -> None:
-        self._recovered = True
+        """NEW -> IDLE (or OFF): settle what a killed supervisor left in the file."""
         saved = self._load_batch()
         read = False
         if saved is not None:  # looked at before the watch starts: our own read is no open
@@ -528,21 +561,24 @@ class ReadFileChannel:
         except OSError as exc:
             self.broken = f"no inotify watch on {self.path.parent}: {exc}"
             log.warning("read-file channel off: %s", self.broken)
+        flight = self._in_flight(saved.token) if saved is not None else []
         if saved is None:
-            return
-        flight = self._in_flight(saved.token)
-        if not flight:
+            pass
+        elif not flight:
             self._clear_batch()
-            return
-        self._batch = _Batch(saved.token, [m.id for m in flight], saved.written)
-        if read:
-            self._delivered("aider read the file before the supervisor restarted")
-        elif self.broken:
-            self._batch = None
-            self._clear_batch()
-            self.store.retry_later(saved.token, self.clock(), "read-file channel off")
         else:
-            self._settle("the supervisor restarted")
+            self._batch = _Batch(saved.token, [m.id for m in flight], saved.written)
+            self._enter(ReadFileState.WRITTEN)
+            if read:
+                self._delivered("aider read the file before the supervisor restarted")
+            elif self.broken:
+                self._batch = None
+                self._enter(ReadFileState.IDLE)
+                self._clear_batch()
+                self.store.retry_later(saved.token, self.clock(), "read-file channel off")
+            else:
+                self._settle("the supervisor restarted")
+        self._enter(ReadFileState.OFF if self.broken else ReadFileState.IDLE)
 
     def _batch_path(self) -> Path:
         return self.path.with_name(BATCH_FILE)
@@ -593,4 +629,4 @@ def _read_since_write(path: Path, token: str) -> bool:
     return token in text and st.st_atime_ns >= st.st_mtime_ns
 
 
-__all__ = ["CHANNEL", "FILE_NAME", "MAX_FILE_BYTES", "Inotify", "ReadFileChannel"]
+__all__ = ["CHANNEL", "FILE_NAME", "MAX_FILE_BYTES", "Inotify", "ReadFileChannel", "ReadFileState"]

@@ -1,0 +1,118 @@
+"""The typing window: may the engine type into the agent now, and if not, why.
+
+Typing is safe only when the agent is ready (or busy, for high/critical
+messages, when the profile says it takes input while busy), no dialog is
+open, the input box holds no draft, the person has not typed for
+``typing_grace_ms``, and the agent's start-up is complete (its SessionStart
+hook, which hands the queue over as startup context, has run: typing before
+it would race it). A session with a channel that reaches the running turn
+(its hooks, Aider's read file) is never typed into while the agent works:
+typed text would become a user turn of its own.
+
+A window shut for ``readiness_timeout_s`` (or ``busy_channel_timeout_s``
+while such a channel has the agent busy) makes a failed attempt; failed
+attempts come back after the configured backoff. Both clocks are here; what
+an attempt *did* is the engine's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..config import DeliveryConfig
+from ..detect.profiles import Profile
+from ..detect.states import State
+from ..message import Priority
+from .choice import busy_reason
+from .seams import Driver
+
+
+class TypingWindow:
+    """When typing into one session's agent is safe."""
+
+    def __init__(
+        self,
+        cfg: DeliveryConfig,
+        profile: Profile,
+        *,
+        busy_channel: str | None = None,
+        awaits_start_hook: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.cfg = cfg
+        self.profile = profile
+        # A channel that reaches the agent's running turn between tool calls
+        # (its hooks): while the agent works, that channel is the stronger one,
+        # so nothing is typed then (typed text becomes a user turn of its own),
+        # and a long busy spell is not a failed attempt until busy_channel_timeout_s.
+        self.busy_channel = busy_channel
+        # True while the agent's SessionStart hook, which hands the queue over
+        # as startup context, has yet to run: typing then would race it
+        self.awaits_start_hook = awaits_start_hook
+        self._blocked_since: float | None = None
+
+    def reason(self, sup: Driver, priority: Priority) -> str | None:
+        """None when typing is safe now, else why not (shown by `agentwrap queue`)."""
+        reading = sup.reading
+        if reading.state is State.EXITED:
+            return "agent exited"
+        if reading.state is State.WAITING_INPUT:
+            return f"agent is waiting for an answer ({reading.reason})"
+        if reading.state is State.UNKNOWN:
+            return f"agent state unknown ({reading.reason})"
+        if self.awaits_start_hook():
+            return "waiting for the agent's start-up (its SessionStart hook has not run yet)"
+        if reading.state is State.DRAFT or sup.detector.draft:
+            return "draft in input box"
+        if self.person_typing(sup):
+            return "person is typing"
+        if reading.state is State.READY:
+            return None
+        if reading.state is State.BUSY and self.busy_channel:
+            return busy_reason(self.busy_channel)
+        if (
+            reading.state is State.BUSY
+            and self.profile.input.accepts_input_while_busy
+            and priority >= Priority.HIGH
+        ):
+            return None
+        return "agent busy" if reading.state is State.BUSY else "agent starting"
+
+    def person_typing(self, sup: Driver) -> bool:
+        """The person typed less than ``typing_grace_ms`` ago (when the backend can tell)."""
+        idle = sup.term.user_idle_s()
+        return idle is not None and idle * 1000 < self.cfg.typing_grace_ms
+
+    def may_press_again(self, sup: Driver) -> bool:
+        """Whether the submit key may be pressed again for a block held in the
+        box: never into a dialog or a start-up screen, nor while the person types."""
+        if sup.reading.state in (State.WAITING_INPUT, State.STARTING):
+            return False
+        return not self.person_typing(sup)
+
+    # --- how long it stays shut ------------------------------------------------------------
+
+    def opened(self) -> None:
+        """The window is open (or nothing waits for it): no shut spell runs."""
+        self._blocked_since = None
+
+    def shut_too_long(self, sup: Driver, now: float) -> bool:
+        """The window is shut at ``now``: True once it has been shut for the
+        readiness timeout (the spell then starts over), which fails an attempt."""
+        limit = self.cfg.readiness_timeout_s
+        if self.busy_channel and sup.reading.state is State.BUSY:
+            limit = max(limit, self.cfg.busy_channel_timeout_s)
+        if self._blocked_since is None:
+            self._blocked_since = now
+        elif now - self._blocked_since >= limit:
+            self._blocked_since = None
+            return True
+        return False
+
+    def backoff(self, attempts: int) -> float:
+        """The wait before the next attempt of messages that failed ``attempts``
+        times before this failure (the configured steps, the last one repeating)."""
+        steps = self.cfg.backoff_s
+        return steps[min(attempts, len(steps) - 1)] if steps else 1.0
+
+
+__all__ = ["TypingWindow"]
