@@ -65,6 +65,7 @@ from ..message import (
 from ..paths import Paths
 from ..queue.sqlite import SQLiteMessageStore
 from ..queue.store import MessageStore
+from ..terminal.base import Display
 from ..terminal.screen import Snapshot
 from .choice import busy_channel_of, busy_reason
 from .fallback import (
@@ -833,13 +834,11 @@ class DeliveryEngine:
 
     def _tell(self, sup: Driver | None, line: str) -> None:
         """Tell the person: the tmux status line, and a desktop notification."""
-        if sup is not None:
-            display = getattr(sup.term, "display", None)
-            if display is not None:
-                try:
-                    display(f"agentwrap: {line}")
-                except BackendError:
-                    pass
+        if sup is not None and isinstance(sup.term, Display):
+            try:
+                sup.term.display(f"agentwrap: {line}")
+            except BackendError:
+                pass
         if self.cfg.notify_on_failure:
             notify_desktop(f"agentwrap: {self.session}", line)
 
