@@ -296,7 +296,7 @@ def _send(conn: socket.socket, data: bytes) -> bool:
 def _paths_env(paths: Paths, session: str) -> dict[str, str]:
     """The environment that makes :func:`~.handler.handle` find this session's
     store (as the hook's own command line sets it)."""
-    from ...sessions.mcp_config import server_env
+    from ...sessions.channels import server_env
 
     return {**server_env(session, paths), SESSION_ENV: session}
 
