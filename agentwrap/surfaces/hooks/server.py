@@ -303,7 +303,7 @@ def _paths_env(paths: Paths, session: str) -> dict[str, str]:
 
 def for_session(paths: Paths, session: str) -> HookServer | None:
     """The session's hook server, started (a companion of its supervisor:
-    :data:`agentwrap.sessions.companions.Companion`); None when the session has no
+    :data:`agentwrap.sessions.compose.Companion`); None when the session has no
     hooks registered, or no socket path fits."""
     from ...service import Service
     from ...sessions.handover import hook_socket
