@@ -281,7 +281,7 @@ def test_a_message_whose_ack_never_came_is_handed_over_as_such(tmp_path: Path) -
     from agentwrap.delivery.engine import DeliveryEngine
     from agentwrap.detect.profiles import load_profile
     from agentwrap.message import Phase
-    from agentwrap.sessions.lifecycle import _collector
+    from agentwrap.sessions.compose import _collector
     from agentwrap.sessions.registry import SessionRecord
 
     paths = _state(tmp_path)

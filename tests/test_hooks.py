@@ -370,7 +370,7 @@ def test_what_the_start_handed_is_never_typed_and_fails_at_the_end(
     from agentwrap.config import load_config
     from agentwrap.delivery.engine import DeliveryEngine
     from agentwrap.detect.profiles import load_profile
-    from agentwrap.sessions.lifecycle import _foreign_batches
+    from agentwrap.sessions.compose import _foreign_batches
 
     mid = startup(svc, "never prompted")
     start = (FIXTURES / "claude" / "SessionStart.json").read_bytes()

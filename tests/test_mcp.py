@@ -32,7 +32,7 @@ from agentwrap.message import NewMessage, Phase, Priority, Source, Status
 from agentwrap.paths import Paths
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service import AGENT_SENDS, Service
-from agentwrap.sessions.mcp_config import config_json, server_env, server_spec
+from agentwrap.sessions.channels import config_json, server_env, server_spec
 
 TOOLS = {"check_input_queue", "wait_for_input", "send_message", "acknowledge", "list_sessions"}
 

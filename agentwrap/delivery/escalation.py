@@ -34,6 +34,7 @@ from ..message import (
     Status,
 )
 from ..queue.store import MessageStore
+from ..terminal.base import Display
 from .fallback import (
     FallbackEntry,
     WriteResult,
@@ -171,13 +172,11 @@ class Escalation:
 
     def _tell(self, sup: Driver | None, line: str) -> None:
         """Tell the person: the tmux status line, and a desktop notification."""
-        if sup is not None:
-            display = getattr(sup.term, "display", None)
-            if display is not None:
-                try:
-                    display(f"agentwrap: {line}")
-                except BackendError:
-                    pass
+        if sup is not None and isinstance(sup.term, Display):
+            try:
+                sup.term.display(f"agentwrap: {line}")
+            except BackendError:
+                pass
         if self.cfg.notify_on_failure:
             notify_desktop(f"agentwrap: {self.session}", line)
 

@@ -259,15 +259,17 @@ class ReadFileChannel:
 
     @classmethod
     def for_session(
-        cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionInfo, path: Path,
+        cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionInfo, path: Path, *,
+        store: MessageStore | None = None,
     ) -> ReadFileChannel:
+        """(``store``: one the composition root opened and shares; else its own.)"""
         require_ack = rec.options.get("require_ack")
         chan = cls(
-            SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
+            store or SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
             cfg.delivery, profile, rec.name, path, AuditLog(paths.audit_log),
             require_ack=require_ack if isinstance(require_ack, bool) else None,
         )
-        chan.owns_store = True
+        chan.owns_store = store is None
         return chan
 
     # --- the supervisor's turn ----------------------------------------------------------

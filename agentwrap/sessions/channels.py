@@ -47,6 +47,17 @@ Gemini CLI run it at launch, so the supervisor types nothing until it has run
 (at most :data:`agentwrap.sessions.handover.START_HOOK_WAIT_S`); Codex 0.169.0
 runs it only once the first prompt is submitted, so there the queue is typed
 as ever and the hook hands over only what came meanwhile.
+
+How an agent launches agentwrap's MCP server for its session (here since
+issue 21; was ``sessions/mcp_config.py``): ``agentwrap mcp``
+(:mod:`agentwrap.surfaces.mcp`) is a stdio server the agent starts itself;
+what it needs is the session it serves and where agentwrap keeps its state.
+:func:`server_spec` says both in the shape the agents' MCP settings share
+(``command``, ``args``, ``env``): the Python running agentwrap now, ``-m
+agentwrap mcp``, ``AGENTWRAP_SESSION`` and the XDG dirs of ``paths``, so the
+server finds the same store whatever environment the agent hands its servers.
+:func:`config_json` wraps it as Claude Code's ``--mcp-config`` (and Gemini's
+``mcpServers`` setting) expects. Nothing here imports the MCP SDK.
 """
 
 from __future__ import annotations
@@ -72,7 +83,6 @@ from ..detect.profiles import Profile
 from ..paths import Paths, check_session_name, private_dir, write_private
 from ..terminal.relay_helper import BINARY as RELAY_BINARY
 from .handover import hook_socket
-from .mcp_config import SERVER_NAME, server_env, server_spec
 
 #: Events registered per agent: between tool calls, then the state signals.
 HOOK_EVENTS: dict[str, tuple[str, ...]] = {
@@ -242,6 +252,43 @@ def hook_command(agent: str, event: str, session: str, paths: Paths, python: str
     front = [str(client), HOOK_CLIENT_PROTOCOL, str(sock), agent, event, "--"] \
         if client is not None and sock is not None else []
     return " ".join(shlex.quote(p) for p in [env_bin, *assigns, *front, *hook])
+
+
+# --- the MCP server's launch ---------------------------------------------------------------
+
+#: The server's name in the agent's MCP settings (its tools show as
+#: ``mcp__agentwrap__check_input_queue`` in Claude Code).
+SERVER_NAME = "agentwrap"
+
+
+def server_env(session: str, paths: Paths) -> dict[str, str]:
+    """``AGENTWRAP_SESSION`` and the XDG dirs that make :meth:`Paths.from_env`
+    give back ``paths``."""
+    env = {
+        "AGENTWRAP_SESSION": check_session_name(session),
+        "XDG_CONFIG_HOME": str(paths.config_dir.parent),
+        "XDG_STATE_HOME": str(paths.state_dir.parent),
+    }
+    if paths.runtime_dir.name == "agentwrap":  # else the /tmp fallback, found without it
+        env["XDG_RUNTIME_DIR"] = str(paths.runtime_dir.parent)
+    return env
+
+
+def server_spec(session: str, paths: Paths, *, python: str | None = None) -> dict[str, Any]:
+    """One stdio MCP server entry: ``{"command", "args", "env"}``."""
+    return {
+        "type": "stdio",
+        "command": python or sys.executable,
+        "args": ["-m", "agentwrap", "mcp"],
+        "env": server_env(session, paths),
+    }
+
+
+def config_json(session: str, paths: Paths, *, python: str | None = None) -> str:
+    """``{"mcpServers": {"agentwrap": ...}}``: a file for ``claude --mcp-config``."""
+    return json.dumps(
+        {"mcpServers": {SERVER_NAME: server_spec(session, paths, python=python)}}, indent=2
+    )
 
 
 def _mcp_spec(session: str, paths: Paths, python: str) -> dict[str, Any]:

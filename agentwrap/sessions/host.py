@@ -39,7 +39,7 @@ from ..datagram import WakeSocket
 from ..errors import AgentwrapError
 from ..paths import Paths, open_private_append, private_dir
 from ..terminal.tmux import server_for
-from .companions import Companion, start_companions
+from .compose import Companion, start_companions
 from .lifecycle import host_log, host_socket, tmux_socket_of, tmux_supervisor
 from .registry import Registry
 from .supervisor import Supervisor

@@ -28,43 +28,35 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..answers.store import AnswerStore
-from ..answers.telling import Teller
-from ..audit import AuditLog
 from ..config import Config, load_config
 from ..datagram import notify, send
 from ..delivery.fallback import context_file, prepare_context_file
 from ..detect.profiles import Profile, load_profile, profile_for_command
-from ..detect.structured import structured_source
 from ..errors import (
     AgentNotFound,
     AgentwrapError,
     ProfileError,
     SessionNameTaken,
     SessionNotRunning,
-    UnsafePath,
 )
-from ..message import Message, NewMessage, Priority, Source, Status, acknowledged
+from ..message import NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
+from .compose import Companion, build_supervisor, start_companions
 from .registry import Registry, SessionRecord
-from .supervisor import Supervisor, Timing, log_to
+from .supervisor import Supervisor, log_to
 
 if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
     from collections.abc import Sequence
 
     import libtmux
 
-    from ..continuity.collect import Collector
     from ..continuity.launch import Handoff
-    from ..terminal.pty import PtyTerminal
-    from .companions import Companion
 
 
 @dataclass
@@ -258,126 +250,6 @@ def _options(opts: RunOptions, cfg: Config) -> dict[str, object]:
     }
 
 
-def build_supervisor(
-    paths: Paths, cfg: Config, rec: SessionRecord, term: PtyTerminal | TmuxTerminal,
-    profile: Profile, registry: Registry, env: dict[str, str],
-) -> Supervisor:
-    from ..answers.keys import Answerer
-    from ..delivery.engine import DeliveryEngine
-
-    hooks = questions = None
-    start_hook: Callable[[], bool] | None = None
-    if "hooks" in (rec.options.get("channels") or ()):
-        from ..answers.hook_questions import HookQuestions
-        from .handover import awaits_start_hook
-        from .signals import HookSignals
-
-        hooks = HookSignals(paths, rec.name, since=rec.started)
-        questions = HookQuestions(paths, rec.name, since=rec.started)
-        if profile.channels.session_start_at_launch:
-            start_hook = awaits_start_hook(paths, rec.name, rec.started)
-    sup = Supervisor(
-        rec.name, term, profile, paths, registry,
-        structured=structured_source(profile.structured, env, term.agent_pid),
-        hooks=hooks, hook_questions=questions,
-        trust_folder=bool(rec.options.get("trust_folder")),
-        timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
-        start_pending=_start_pending(start_hook),
-    )
-    held: Callable[[], Collection[str]] | None = None
-    if "read-file" in (rec.options.get("channels") or ()):
-        from ..delivery.read_channel import ReadFileChannel
-        from .channels import read_file_path
-
-        reader = ReadFileChannel.for_session(paths, cfg, profile, rec, read_file_path(paths, rec.name))
-        sup.read_channel = reader
-        held = reader.batches
-    sup.delivery = engine = DeliveryEngine.for_session(
-        paths, cfg, profile, rec, foreign_batches=_foreign_batches(paths, rec.name, held),
-        awaits_start_hook=start_hook or (lambda: False))
-    if hooks is not None:  # the hooks ask the supervisor for what to hand over (fast)
-        from .handover import HandoverServer
-
-        sup.handover = HandoverServer(paths, rec.name, engine.store, engine.audit,
-                                      engine.ack_wording,
-                                      log=logging.getLogger("agentwrap.handover").info)
-    sup.answering = Answerer.for_session(paths, profile, rec.name)
-    sup.teller = Teller(rec.name, cfg.notify, AuditLog(paths.audit_log),
-                        display=getattr(term, "display", None))
-    _answer_sources(sup, paths, cfg, profile, registry, sup.answering.store, rec.cwd)
-    sup.continuity = _collector(paths, cfg, rec, hooks=hooks is not None)
-    return sup
-
-
-def _start_pending(awaits: Callable[[], bool] | None) -> Callable[[], str | None] | None:
-    """Why the agent's start-up is not complete, for the detector (None: it is)."""
-    if awaits is None:
-        return None
-    return lambda: "its SessionStart hook has not run yet" if awaits() else None
-
-
-def _foreign_batches(paths: Paths, session: str,
-                     held: Callable[[], Collection[str]] | None) -> Callable[[], set[str]]:
-    """The batches in flight through a channel other than typing, which the
-    engine must never resume (type): Aider's read file's, and what the
-    SessionStart hook handed over, which goes to the model in the first turn."""
-    from ..delivery.handover import started
-
-    path = paths.started_batches(session)
-
-    def batches() -> set[str]:
-        return {*started(path), *(held() if held is not None else ())}
-
-    return batches
-
-
-def _collector(paths: Paths, cfg: Config, rec: SessionRecord, hooks: bool) -> Collector | None:
-    """The updater of this launch's handoff record (None: continuity is off for it)."""
-    from ..continuity.launch import collector
-    from ..queue.sqlite import SQLiteMessageStore
-
-    def messages() -> list[Message]:
-        store = SQLiteMessageStore(paths.db_path, cfg.limits)
-        try:
-            return store.history(rec.name, limit=100)
-        finally:
-            store.close()
-
-    def unacknowledged(delivered: Sequence[str]) -> set[str]:
-        store = SQLiteMessageStore(paths.db_path, cfg.limits)
-        try:
-            return {i for i in delivered
-                    if acknowledged(Status.DELIVERED, store.attempts(i)) is False}
-        finally:
-            store.close()
-
-    return collector(paths, cfg.continuity, rec.name, Path(rec.cwd), rec.started, messages, hooks,
-                     unacknowledged)
-
-
-def _answer_sources(
-    sup: Supervisor, paths: Paths, cfg: Config, profile: Profile, registry: Registry,
-    answers: AnswerStore, project: str,
-) -> None:
-    """The answers taken inside the supervisor: files dropped in the session's answer
-    folder, and the user's answer rules; both through the intake's checks."""
-    from ..answers.auto import AutoAnswer
-    from ..answers.folder import AnswerFolder
-    from ..answers.intake import AnswerIntake
-
-    audit = AuditLog(paths.audit_log)
-    intake = AnswerIntake(paths, registry, lambda: answers, audit, lambda _name: profile)
-    try:
-        sup.answer_folder = AnswerFolder(paths, sup.name, intake, audit).open()
-    except (OSError, UnsafePath) as exc:  # answers still come through the CLI and the API
-        logging.getLogger("agentwrap.session").warning("no answer folder for %s: %s",
-                                                       sup.name, exc)
-    if cfg.answer_rules:
-        sup.policy = AutoAnswer(sup.name, profile.name, cfg.answer_rules, intake, answers, audit,
-                                announce=sup.teller.announce if sup.teller else None,
-                                project=project)
-
-
 # --- tmux ----------------------------------------------------------------------------
 
 
@@ -522,9 +394,7 @@ def tmux_supervisor(paths: Paths, name: str, registry: Registry) -> Supervisor:
 
 def supervise(paths: Paths, name: str, companions: Sequence[Companion] = ()) -> int:
     """Entry point of the detached supervisor process (also re-adoption);
-    ``companions`` run beside it (see :data:`agentwrap.sessions.companions.Companion`)."""
-    from .companions import start_companions
-
+    ``companions`` run beside it (see :data:`agentwrap.sessions.compose.Companion`)."""
     log_to(paths.supervisor_log(name))
     sup = tmux_supervisor(paths, name, Registry(paths.db_path, events_dir=paths.events_dir))
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
@@ -615,9 +485,7 @@ def run_pty(
 ) -> int:
     """Relay the person's terminal to the agent; supervise in a thread, with
     ``companions`` beside it as a tmux session has them in its supervisor
-    (:data:`agentwrap.sessions.companions.Companion`: the project's feedback sources)."""
-    from .companions import start_companions
-
+    (:data:`agentwrap.sessions.compose.Companion`: the project's feedback sources)."""
     paths.ensure()
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)

@@ -2,7 +2,10 @@
 
 It owns the terminal backend, feeds snapshots to the detector, publishes
 state changes to the registry (and the tmux status bar), answers dialogs the
-person opted in to, and gives the delivery engine its turns.
+person opted in to, and tells its parts (:mod:`agentwrap.sessions.parts`:
+delivery, answers, telling, the handoff record ...) of each moment through
+their hooks; it names none of them. Which parts a session has, and in which
+order, is the composition root's business (:mod:`agentwrap.sessions.compose`).
 
 It reacts to events rather than polling: output (tmux ``pipe-pane`` into a
 fifo, or the pty relay's output pipe) makes it take a snapshot at most every
@@ -24,85 +27,26 @@ import os
 import select
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
 
-from ..answers.hook_questions import HookQuestion, HookQuestions, announcement
-from ..answers.telling import Teller
+from ..answers.hook_questions import HookQuestions, announcement
 from ..datagram import WakeSocket
 from ..detect.detector import Detector, HookSource, StructuredSource
 from ..detect.profiles import Profile
 from ..detect.question import Question
 from ..detect.states import Reading, State
-from ..errors import AgentExited, AgentwrapError, BackendError, DeliveryInterrupted, UnsafePath
+from ..errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
 from ..events import announce
 from ..paths import Paths, open_private_append, private_dir, write_private
-from ..terminal.base import Terminal
+from ..terminal.base import OutputPipe, OutputStream, Removable, StatusLine, Terminal
 from ..terminal.screen import Snapshot
 from ..terminal.styles import DOCUMENT_SUFFIX, to_document
+from .parts import Ended, Part, Parts
 from .registry import Registry
 
 log = logging.getLogger("agentwrap.supervisor")
-
-
-class DeliveryStep(Protocol):
-    def step(self, sup: Supervisor) -> float | None:
-        """Do whatever delivery work is due; return seconds until the next
-        time it wants a turn (None: only when woken)."""
-
-    def abandon(self, reason: str) -> int:
-        """The agent is gone: give every undelivered message its end state."""
-
-    def close(self) -> None: ...
-
-
-class AnswerStep(Protocol):
-    applying: bool  # typing an answer now: the screens it goes through are its own doing
-
-    def step(self, sup: Supervisor) -> None:
-        """Type the answers people gave to the open question (agentwrap.answers.keys)."""
-
-    def abandon(self, reason: str) -> int: ...
-
-    def record_applied(
-        self, question_id: str, answer: Mapping[str, Any], rule: str, detail: str
-    ) -> None:
-        """Keep an answer a rule gave through the agent's hook."""
-
-    def close(self) -> None: ...
-
-
-class AnswerFolderStep(Protocol):
-    def step(self) -> object:
-        """Take the answer files dropped in the session's folder (sessions.answer_folder)."""
-
-    def close(self) -> None: ...
-
-
-class PolicyStep(Protocol):
-    note: str  # why the open question was not answered by a rule
-
-    def update(self, question: Question | None) -> bool:
-        """The published question; True while an answer rule's answer to it is
-        under way (sessions.autoanswer)."""
-
-    def due(self) -> float | None:
-        """Monotonic time an answer rule's after_s falls due: look at the screen then."""
-
-
-class ContinuityStep(Protocol):
-    def tick(self, state: str, changed: bool, screen: Callable[[], str] | None = None) -> None:
-        """A state was published: keep the handoff record current (agentwrap.continuity)."""
-
-    def finish(self, exit_code: int | None) -> None: ...
-
-
-class HandoverStep(Protocol):
-    def serve(self, datagrams: list[bytes]) -> list[bytes]:
-        """Answer the hooks' hand-over requests among the wake datagrams;
-        return the others (agentwrap.sessions.handover)."""
 
 
 @dataclass
@@ -132,6 +76,7 @@ class Supervisor:
         paths: Paths,
         registry: Registry,
         *,
+        parts: Sequence[Part] = (),
         structured: StructuredSource | None = None,
         hooks: HookSource | None = None,
         hook_questions: HookQuestions | None = None,
@@ -146,19 +91,14 @@ class Supervisor:
         self.registry = registry
         self.detector = Detector(profile, structured, hooks=hooks, questions=hook_questions,
                                  start_pending=start_pending)
-        self.hook_questions = hook_questions  # the exact requests the agent's hook told
+        # the exact requests the agent's hook told (the detector's too): the
+        # answers rules gave through the hook are taken from it as states are published
+        self.hook_questions = hook_questions
         self.trust_folder = trust_folder
         self.timing = timing or Timing()
-        self.delivery: DeliveryStep | None = None
-        # a channel of its own that reaches the busy agent (Aider's read file), turned before delivery
-        self.read_channel: DeliveryStep | None = None
-        self.answering: AnswerStep | None = None
-        self.teller: Teller | None = None  # tells the person about an open question
-        self.answer_folder: AnswerFolderStep | None = None  # answer files dropped in
-        self.policy: PolicyStep | None = None  # the user's answer rules
-        self.continuity: ContinuityStep | None = None  # the project's handoff record
-        # hands queued messages to the agent's hooks that ask (sessions.handover)
-        self.handover: HandoverStep | None = None
+        # everything else the session does, told of the loop's moments in this order
+        self.parts = Parts(parts)
+        self._stream = term if isinstance(term, OutputStream) else None  # output signalled by fd
         self.snap: Snapshot | None = None
         self.exit_code: int | None = None
         self._stop = threading.Event()
@@ -220,22 +160,11 @@ class Supervisor:
             self._drain_output(self._out_fd)
             self.detector.note_output(time.monotonic())
         if self.wake.fileno() in ready:
-            commands = self._serve(self.wake.drain())
+            commands = self.parts.datagrams(self.wake.drain())
             if b"stop" in commands:
                 self._stop.set()
             if commands:
                 self._woken = True
-
-    def _serve(self, commands: list[bytes]) -> list[bytes]:
-        """Answer the hooks' hand-over requests among ``commands`` at once
-        (the agent waits for its hook); the other commands are the loop's."""
-        if self.handover is None:
-            return commands
-        try:
-            return self.handover.serve(commands)
-        except Exception:  # a store hiccup: the hook times out and takes its own path
-            log.exception("hand-over to a hook failed")
-            return [c for c in commands if not c.startswith(b"handover ")]
 
     @property
     def stopping(self) -> bool:
@@ -255,35 +184,13 @@ class Supervisor:
         hooked = self.hook_questions.take_decided() if self.hook_questions is not None else None
         if hooked is not None:  # a rule answered through the hook: no dialog, but announced
             log.info("%s", announcement(self.name, hooked))
-            if self.teller is not None:
-                self.teller.announce(announcement(self.name, hooked))
-            self._record_hook_answer(hooked)
+            self.parts.hook_answered(hooked)
         self._record(reading, question)
-        if self.answering is not None and self.answering.applying:
+        if self.parts.typing():
             return  # the tabs an answer walks through: no new question to tell or to rule on
         # after the registry holds the question: an answer rule's answer is checked
         # against it; a question a rule answers is announced instead of told
-        asked = question if reading.state is State.WAITING_INPUT else None
-        if asked is not None and self.policy is not None and self.hook_questions is not None \
-                and self.hook_questions.holds(asked):
-            asked = None  # the agent's hook answers it by the same rules, or says it will not
-        handled = self.policy is not None and self.policy.update(asked)
-        if self.teller is not None:
-            self.teller.update(None if handled else asked,
-                               note=self.policy.note if self.policy is not None else "")
-
-    def _record_hook_answer(self, hooked: HookQuestion) -> None:
-        """A rule's answer given through the agent's hook, in the answers table like
-        every other answer: its ``session.answered`` events (by policy, via hook)
-        reach ``state``, the API and the dashboard, not only the audit log."""
-        if self.answering is None:
-            return
-        try:
-            self.answering.record_applied(
-                hooked.id, {"decision": hooked.decision, "via": "hook"}, hooked.rule,
-                f"{hooked.decision} through the agent's hook by rule {hooked.rule!r}")
-        except AgentwrapError as exc:  # the answer was given; only its record failed
-            log.warning("hook answer to %s not recorded: %s", hooked.id, exc.message)
+        self.parts.asked(question if reading.state is State.WAITING_INPUT else None)
 
     def _record(self, reading: Reading, question: Question | None) -> None:
         key = (reading.state.value, reading.rule, question.id if question else "")
@@ -302,15 +209,13 @@ class Supervisor:
             draft=self.detector.draft, changed=changed,
             question=question.to_json() if question else None,
         )
-        if self.continuity is not None:
-            self.continuity.tick(reading.state.value, changed,
-                                 self.snap.text if self.snap is not None else None)
+        self.parts.recorded(reading.state.value, changed,
+                            self.snap.text if self.snap is not None else None)
         if changed:
             log.info("state %s (%s: %s)", reading.state, reading.signal, reading.reason)
-            set_status = getattr(self.term, "set_status", None)
-            if set_status is not None:
+            if isinstance(self.term, StatusLine):
                 try:
-                    set_status(f"agentwrap: {reading.state}")
+                    self.term.set_status(f"agentwrap: {reading.state}")
                 except BackendError:
                     pass
 
@@ -359,12 +264,9 @@ class Supervisor:
     # --- event sources -------------------------------------------------------------
 
     def _output_fd(self) -> int | None:
-        output_fd = getattr(self.term, "output_fd", None)
-        if output_fd is not None:
-            fd: int = output_fd()
-            return fd
-        pipe_output = getattr(self.term, "pipe_output", None)
-        if pipe_output is None:
+        if self._stream is not None:
+            return self._stream.output_fd()
+        if not isinstance(self.term, OutputPipe):
             return None
         fifo = self.paths.runtime_dir / f"{self.name}.out"
         try:
@@ -377,13 +279,12 @@ class Supervisor:
         # tmux's `cat` goes away (that would make select spin).
         wfd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
         self._fifo_fds = (rfd, wfd)
-        pipe_output(fifo)
+        self.term.pipe_output(fifo)
         return rfd
 
     def _drain_output(self, fd: int) -> None:
-        clear = getattr(self.term, "clear_output", None)
-        if clear is not None:
-            clear()
+        if self._stream is not None:
+            self._stream.clear_output()
             return
         try:
             while os.read(fd, 65536):
@@ -455,7 +356,7 @@ class Supervisor:
         last_output = 0.0
         watch_out_at = 0.0
         snap_gap = t.min_snapshot_s
-        delivery_due: float | None = time.monotonic()
+        turn_due: float | None = time.monotonic()  # the parts' next turn
 
         def settled(now: float) -> bool:
             if self._pidfd_fired:
@@ -475,11 +376,11 @@ class Supervisor:
             quiet_at = self.detector.last_change + self.profile.quiet_ms / 1000 + 0.01
             if quiet_at > self._last_snap:
                 deadlines.append(quiet_at)
-            if delivery_due is not None:
-                deadlines.append(delivery_due)
-            rule_due = self.policy.due() if self.policy is not None else None
-            if rule_due is not None:  # an answer rule's after_s: on time, not at the next tick
-                deadlines.append(rule_due)
+            if turn_due is not None:
+                deadlines.append(turn_due)
+            part_due = self.parts.due()
+            if part_due is not None:  # e.g. an answer rule's after_s: on time, not at the next tick
+                deadlines.append(part_due)
             watching = out_fd is not None and now >= watch_out_at
             if out_fd is not None and not watching:
                 deadlines.append(watch_out_at)
@@ -501,11 +402,12 @@ class Supervisor:
                 last_output = now
                 watch_out_at = now + t.pause_s
                 dirty = True
-            commands = self._serve(self.wake.drain()) if self.wake.fileno() in ready else []
+            commands = self.parts.datagrams(self.wake.drain()) \
+                if self.wake.fileno() in ready else []
             if commands:
                 if b"stop" in commands:
                     return
-                delivery_due = now
+                turn_due = now
                 dirty = True  # a hook's signal (or a message) came: look at the screen again
             # A pause is output *seen* to stop: the fd was watched and stayed
             # quiet. (Merely not having watched it for pause_s is no pause:
@@ -514,7 +416,7 @@ class Supervisor:
             paused = (dirty and quiet_seen and now - last_output >= t.pause_s
                       and now - self._last_snap >= snap_gap)
             if paused or now - self._last_snap >= tick() or self._last_snap < quiet_at <= now \
-                    or (rule_due is not None and now >= rule_due):
+                    or (part_due is not None and now >= part_due):
                 dirty = False
                 started = time.monotonic()
                 reading = self.observe()
@@ -522,43 +424,23 @@ class Supervisor:
                                t.max_snap_gap_s)
                 if reading.state is State.EXITED:
                     return
-            if self._woken:  # a wake-up seen by pump() while delivery held the loop
+            if self._woken:  # a wake-up seen by pump() while a part's turn held the loop
                 self._woken = False
-                delivery_due = now
-            if self.delivery is not None and delivery_due is not None and now >= delivery_due:
-                if self.answer_folder is not None:  # files dropped in: answers, stored
-                    self.answer_folder.step()
-                if self.answering is not None:  # before delivery: an answer closes a dialog
-                    self.answering.step(self)
-                    if self.reading.state is State.EXITED:
-                        return
-                asked = [self.read_channel.step(self)] if self.read_channel is not None else []
-                waits = [w for w in (*asked, self.delivery.step(self)) if w is not None]
-                delivery_due = time.monotonic() + min(waits) if waits else None
+                turn_due = now
+            if turn_due is not None and now >= turn_due:
+                wait = self.parts.turn(self, until=lambda: self.reading.state is State.EXITED)
+                turn_due = time.monotonic() + wait if wait is not None else None
                 if self.reading.state is State.EXITED:
                     return
-            elif self.delivery is not None and delivery_due is None:
+            elif turn_due is None:
                 # safety poll for the queue (a lost wake-up, a message another
                 # writer stored without one): slower once the screen is settled
                 poll = t.idle_tick_s if settled(now) else t.queue_poll_s
-                delivery_due = time.monotonic() + poll
+                turn_due = time.monotonic() + poll
 
     def _cleanup(self) -> None:
         ended = self.reading.state is State.EXITED or not self.term.alive()
-        if self.read_channel is not None:  # first: what it holds is settled, or goes back
-            if ended:
-                self.read_channel.abandon("the session ended")
-            self.read_channel.close()
-        if self.delivery is not None:
-            if ended:
-                self.delivery.abandon(f"session ended (agent exit code {self.term.exit_code()})")
-            self.delivery.close()
-        if self.answer_folder is not None:
-            self.answer_folder.close()
-        if self.answering is not None:
-            if ended:
-                self.answering.abandon("session ended before the answer was typed")
-            self.answering.close()
+        self.parts.close(Ended(self.term.exit_code()) if ended else None)
         self.wake.close()
         if self._pidfd is not None:
             os.close(self._pidfd)
@@ -578,11 +460,9 @@ class Supervisor:
             remove_launch_files(self.paths, self.name)
             with contextlib.suppress(OSError):  # what its feedback sources last said
                 self.paths.feedback_memory(self.name).unlink()
-            if self.continuity is not None:
-                self.continuity.finish(self.exit_code)
-            kill = getattr(self.term, "kill", None)
-            if kill is not None:  # tmux: drop the dead pane, detaching clients
-                kill()
+            self.parts.finish(Ended(self.exit_code))
+            if isinstance(self.term, Removable):  # tmux: drop the dead pane, detaching clients
+                self.term.kill()
 
 
 def log_to(path: Path) -> None:

@@ -1,8 +1,17 @@
-"""The seam every terminal backend implements."""
+"""The seam every terminal backend implements, and what only some backends can do.
+
+:class:`Terminal` is what every backend offers. The rest are optional
+capabilities, each a protocol of its own that a backend has or has not (tmux
+has a status line and a dead pane to remove; the pty backend has an output
+pipe of its own): whoever wants one asks with ``isinstance(term, StatusLine)``
+against the protocol, so what a backend may offer is written down here, not
+spelled as attribute names at the places that use it.
+"""
 
 from __future__ import annotations
 
-from typing import Protocol
+from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from ..errors import BackendError
 from .screen import Snapshot
@@ -80,3 +89,45 @@ class Terminal(Protocol):
 
     def close(self) -> None:
         """Stop the agent (its whole process tree) and release resources."""
+
+
+@runtime_checkable
+class StatusLine(Protocol):
+    """A status line the backend shows the person (tmux's ``status-right``)."""
+
+    def set_status(self, text: str) -> None:
+        """Show ``text`` there until the next call (:class:`BackendError` if refused)."""
+
+
+@runtime_checkable
+class Display(Protocol):
+    """A message shown to the person for a moment (tmux's ``display-message``)."""
+
+    def display(self, message: str) -> None:
+        """Show ``message`` as text, never run or expanded (:class:`BackendError` if refused)."""
+
+
+@runtime_checkable
+class OutputStream(Protocol):
+    """The backend signals output on a file descriptor of its own (the pty relay)."""
+
+    def output_fd(self) -> int:
+        """Readable when output arrived since :meth:`clear_output`."""
+
+    def clear_output(self) -> None:
+        """Consume the signal and re-arm it."""
+
+
+@runtime_checkable
+class OutputPipe(Protocol):
+    """The backend copies the agent's output into a fifo it is given (tmux ``pipe-pane``)."""
+
+    def pipe_output(self, fifo: Path) -> None: ...
+
+
+@runtime_checkable
+class Removable(Protocol):
+    """Something of the session outlives the agent and is removed once it ended
+    (tmux: its session with the dead pane, which detaches attached clients)."""
+
+    def kill(self) -> None: ...

@@ -29,7 +29,7 @@ examples:
 def cmd_mcp(args: argparse.Namespace) -> int:
     paths = user_paths()
     if args.print_config:
-        from ...sessions.mcp_config import config_json
+        from ...sessions.channels import config_json
 
         out.file.write(config_json(args.print_config, paths) + "\n")
         return 0

@@ -311,14 +311,14 @@ def _send(conn: socket.socket, data: bytes) -> bool:
 def _paths_env(paths: Paths, session: str) -> dict[str, str]:
     """The environment that makes :func:`~.handler.handle` find this session's
     store (as the hook's own command line sets it)."""
-    from ...sessions.mcp_config import server_env
+    from ...sessions.channels import server_env
 
     return {**server_env(session, paths), SESSION_ENV: session}
 
 
 def for_session(paths: Paths, session: str) -> HookServer | None:
     """The session's hook server, started (a companion of its supervisor:
-    :data:`agentwrap.sessions.companions.Companion`); None when the session has no
+    :data:`agentwrap.sessions.compose.Companion`); None when the session has no
     hooks registered, or no socket path fits."""
     from ...service import Service
     from ...sessions.handover import hook_socket

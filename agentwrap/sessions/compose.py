@@ -1,0 +1,257 @@
+"""The composition root: what one session's supervisor is made of, built in one place.
+
+:func:`build_supervisor` opens what the session's parts share once (the
+message store, used by the delivery engine, the read file and the hooks'
+hand-over; the answer store, used by typing answers, the answer folder's
+intake and the answer rules), builds each part, and hands them to the
+:class:`~agentwrap.sessions.supervisor.Supervisor` as one list. The stores are
+closed once, by the last part, after every part that used them has closed.
+
+The order of the list is the order the supervisor calls each hook in
+(:mod:`agentwrap.sessions.parts`), and it matters:
+
+1. the hand-over server (:class:`~.parts.HandoverPart`): the only part that
+   takes datagrams; it answers a hook at once, even while a typed delivery
+   waits for the screen (the supervisor's ``pump``);
+2. telling (:class:`~.parts.TellingPart`): the answer rules decide on the
+   question first, then the person is told of it unless a rule answers it;
+   and a rule's answer given through the agent's hook is announced ...
+3. ... before it is recorded in the answers table: the answer folder
+   (files dropped in become pending answers) comes before typing the answers
+   (:class:`~.parts.AnswersPart`), and both before any message is typed, as an
+   answer closes the dialog a message would wait behind; the answerer typing
+   (``typing``) keeps telling and the rules off the screens it goes through;
+4. Aider's read file before the engine: it reaches the busy agent, and
+   when the session ends, what it holds is settled (or goes back to the
+   queue) before the engine gives every undelivered message its end state;
+5. the delivery engine;
+6. the handoff record (continuity): kept current as states are recorded,
+   its last word once the agent's end is;
+7. the shared stores, closed last.
+
+Closing runs in the same order; the answer parts close before the read file
+and the engine (until issue 21, after them): they touch other tables, so
+nothing depends on it.
+
+Beside the supervisor run its *companions* (:data:`Companion`): the
+project's feedback watchers and schedules, the native hooks' server. Both
+ways a supervisor runs (a process of its own,
+:func:`agentwrap.sessions.lifecycle.supervise`, or a thread of the
+supervisor host, :mod:`agentwrap.sessions.host`) start them with
+:func:`start_companions`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from ..audit import AuditLog
+from ..config import Config
+from ..detect.profiles import Profile
+from ..detect.structured import structured_source
+from ..errors import UnsafePath
+from ..message import Message, Status, acknowledged
+from ..paths import Paths
+from ..terminal.base import Display, Terminal
+from .parts import (
+    AnswerFolderPart,
+    AnswersPart,
+    ContinuityPart,
+    DeliveryPart,
+    HandoverPart,
+    Part,
+    ReadFilePart,
+    SharedStores,
+    TellingPart,
+)
+from .registry import Registry, SessionRecord
+from .supervisor import Supervisor, Timing
+
+if TYPE_CHECKING:
+    from ..answers.auto import AutoAnswer
+    from ..answers.folder import AnswerFolder
+    from ..answers.store import AnswerStore
+    from ..answers.telling import Teller
+    from ..continuity.collect import Collector
+
+log = logging.getLogger("agentwrap.session")
+
+
+def build_supervisor(
+    paths: Paths, cfg: Config, rec: SessionRecord, term: Terminal,
+    profile: Profile, registry: Registry, env: dict[str, str],
+) -> Supervisor:
+    """The supervisor of session ``rec`` on ``term``, with its parts in the order
+    the module docstring gives."""
+    from ..answers.keys import Answerer
+    from ..answers.store import AnswerStore
+    from ..answers.telling import Teller
+    from ..delivery.engine import DeliveryEngine
+    from ..queue.sqlite import SQLiteMessageStore
+
+    channels = rec.options.get("channels") or ()
+    hooks = questions = None
+    start_hook: Callable[[], bool] | None = None
+    if "hooks" in channels:
+        from ..answers.hook_questions import HookQuestions
+        from .handover import awaits_start_hook
+        from .signals import HookSignals
+
+        hooks = HookSignals(paths, rec.name, since=rec.started)
+        questions = HookQuestions(paths, rec.name, since=rec.started)
+        if profile.channels.session_start_at_launch:
+            start_hook = awaits_start_hook(paths, rec.name, rec.started)
+    store = SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir)
+    answers = AnswerStore(paths.db_path, events_dir=paths.events_dir)
+    shared = SharedStores(store, answers)
+    try:
+        parts: list[Part] = []
+        audit = AuditLog(paths.audit_log)
+        reader: ReadFilePart | None = None
+        held: Callable[[], Collection[str]] | None = None
+        if "read-file" in channels:
+            from ..delivery.read_channel import ReadFileChannel
+            from .channels import read_file_path
+
+            channel = ReadFileChannel.for_session(paths, cfg, profile, rec,
+                                                  read_file_path(paths, rec.name), store=store)
+            reader, held = ReadFilePart(channel), channel.batches
+        engine = DeliveryEngine.for_session(
+            paths, cfg, profile, rec, store=store,
+            foreign_batches=_foreign_batches(paths, rec.name, held),
+            awaits_start_hook=start_hook or (lambda: False))
+        if hooks is not None:  # the hooks ask the supervisor for what to hand over (fast)
+            from .handover import HandoverServer
+
+            parts.append(HandoverPart(HandoverServer(
+                paths, rec.name, store, engine.audit, engine.ack_wording,
+                log=logging.getLogger("agentwrap.handover").info)))
+        teller = Teller(rec.name, cfg.notify, audit,
+                        display=term.display if isinstance(term, Display) else None)
+        folder, policy = _answer_sources(paths, cfg, profile, registry, answers, rec, teller)
+        parts.append(TellingPart(rec.name, teller, policy, questions))
+        if folder is not None:
+            parts.append(AnswerFolderPart(folder))
+        parts.append(AnswersPart(Answerer(answers, profile, rec.name, audit)))
+        if reader is not None:
+            parts.append(reader)
+        parts.append(DeliveryPart(engine))
+        collector = _collector(paths, cfg, rec, hooks=hooks is not None)
+        if collector is not None:
+            parts.append(ContinuityPart(collector))
+        parts.append(shared)
+        return Supervisor(
+            rec.name, term, profile, paths, registry, parts=parts,
+            structured=structured_source(profile.structured, env, term.agent_pid),
+            hooks=hooks, hook_questions=questions,
+            trust_folder=bool(rec.options.get("trust_folder")),
+            timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
+            start_pending=_start_pending(start_hook),
+        )
+    except BaseException:
+        shared.close(None)
+        raise
+
+
+def _start_pending(awaits: Callable[[], bool] | None) -> Callable[[], str | None] | None:
+    """Why the agent's start-up is not complete, for the detector (None: it is)."""
+    if awaits is None:
+        return None
+    return lambda: "its SessionStart hook has not run yet" if awaits() else None
+
+
+def _foreign_batches(paths: Paths, session: str,
+                     held: Callable[[], Collection[str]] | None) -> Callable[[], set[str]]:
+    """The batches in flight through a channel other than typing, which the
+    engine must never resume (type): Aider's read file's, and what the
+    SessionStart hook handed over, which goes to the model in the first turn."""
+    from ..delivery.handover import started
+
+    path = paths.started_batches(session)
+
+    def batches() -> set[str]:
+        return {*started(path), *(held() if held is not None else ())}
+
+    return batches
+
+
+def _collector(paths: Paths, cfg: Config, rec: SessionRecord, hooks: bool) -> Collector | None:
+    """The updater of this launch's handoff record (None: continuity is off for it)."""
+    from ..continuity.launch import collector
+    from ..queue.sqlite import SQLiteMessageStore
+
+    def messages() -> list[Message]:
+        store = SQLiteMessageStore(paths.db_path, cfg.limits)
+        try:
+            return store.history(rec.name, limit=100)
+        finally:
+            store.close()
+
+    def unacknowledged(delivered: Sequence[str]) -> set[str]:
+        store = SQLiteMessageStore(paths.db_path, cfg.limits)
+        try:
+            return {i for i in delivered
+                    if acknowledged(Status.DELIVERED, store.attempts(i)) is False}
+        finally:
+            store.close()
+
+    return collector(paths, cfg.continuity, rec.name, Path(rec.cwd), rec.started, messages, hooks,
+                     unacknowledged)
+
+
+def _answer_sources(
+    paths: Paths, cfg: Config, profile: Profile, registry: Registry, answers: AnswerStore,
+    rec: SessionRecord, teller: Teller,
+) -> tuple[AnswerFolder | None, AutoAnswer | None]:
+    """The answers taken inside the supervisor: files dropped in the session's answer
+    folder, and the user's answer rules; both through the intake's checks."""
+    from ..answers.auto import AutoAnswer
+    from ..answers.folder import AnswerFolder
+    from ..answers.intake import AnswerIntake
+
+    audit = AuditLog(paths.audit_log)
+    intake = AnswerIntake(paths, registry, lambda: answers, audit, lambda _name: profile)
+    folder: AnswerFolder | None = None
+    try:
+        folder = AnswerFolder(paths, rec.name, intake, audit).open()
+    except (OSError, UnsafePath) as exc:  # answers still come through the CLI and the API
+        log.warning("no answer folder for %s: %s", rec.name, exc)
+    policy = None
+    if cfg.answer_rules:
+        policy = AutoAnswer(rec.name, profile.name, cfg.answer_rules, intake, answers, audit,
+                            announce=teller.announce, project=rec.cwd)
+    return folder, policy
+
+
+# --- companions -----------------------------------------------------------------------------
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+#: Something started beside a session's supervisor and stopped with it; None
+#: when it has nothing to do for that session. The caller hands it in, so this
+#: layer depends on none of them (:mod:`agentwrap.feedback`, the hooks' server).
+Companion = Callable[[Paths, str], "Stoppable | None"]
+
+
+def start_companions(companions: Sequence[Companion], paths: Paths, name: str) -> list[Stoppable]:
+    """Each companion of session ``name`` that has something to do; one that
+    fails is logged and left out (the session is supervised all the same)."""
+    started: list[Stoppable] = []
+    for make in companions:
+        try:
+            c = make(paths, name)
+        except Exception:
+            logging.getLogger("agentwrap.host").exception("a companion of %s did not start", name)
+            continue
+        if c is not None:
+            started.append(c)
+    return started
+
+
+__all__ = ["Companion", "Stoppable", "build_supervisor", "start_companions"]
