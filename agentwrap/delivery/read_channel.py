@@ -240,7 +240,7 @@ class ReadFileChannel:
     def for_session(
         cls, paths: Paths, cfg: Config, profile: Profile, rec: SessionInfo, path: Path,
     ) -> ReadFileChannel:
-        require_ack = rec.options.get("require_ack")
+        require_ack = rec.options.require_ack
         chan = cls(
             SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
             cfg.delivery, profile, rec.name, path, AuditLog(paths.audit_log),

@@ -51,6 +51,7 @@ from ..errors import (
 )
 from ..message import Message, NewMessage, Priority, Source, Status, acknowledged
 from ..paths import Paths, check_session_name, open_private_append, private_dir
+from ..session_options import SessionOptions
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .registry import Registry, SessionRecord
@@ -226,7 +227,7 @@ def _begin_continuity(paths: Paths, cfg: Config, rec: SessionRecord, opts: RunOp
 
     try:
         begin(paths, cfg.continuity, rec.name, rec.profile, opts.cwd, rec.started, handoff,
-              list(rec.options.get("channels") or []), enabled=opts.continuity,
+              list(rec.options.channels or ()), enabled=opts.continuity,
               typed=not profile.shell)
     except (OSError, AgentwrapError) as exc:
         logging.getLogger("agentwrap.session").warning("no handoff record: %s", exc)
@@ -266,7 +267,7 @@ def build_supervisor(
 
     hooks = questions = None
     start_hook: Callable[[], bool] | None = None
-    if "hooks" in (rec.options.get("channels") or ()):
+    if rec.options.has("hooks"):
         from ..answers.hook_questions import HookQuestions
         from .handover import awaits_start_hook
         from .signals import HookSignals
@@ -279,12 +280,12 @@ def build_supervisor(
         rec.name, term, profile, paths, registry,
         structured=structured_source(profile.structured, env, term.agent_pid),
         hooks=hooks, hook_questions=questions,
-        trust_folder=bool(rec.options.get("trust_folder")),
+        trust_folder=rec.options.trust_folder,
         timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
         start_pending=_start_pending(start_hook),
     )
     held: Callable[[], Collection[str]] | None = None
-    if "read-file" in (rec.options.get("channels") or ()):
+    if rec.options.has("read-file"):
         from ..delivery.read_channel import ReadFileChannel
         from .channels import read_file_path
 
@@ -401,7 +402,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
             SessionRecord(
                 name=name, profile=profile.name, backend="tmux", command=argv,
                 cwd=str(opts.cwd), started=time.time(), tmux_socket=str(socket),
-                options={**_options(opts, cfg), **channel_opts},
+                options=SessionOptions.from_json({**_options(opts, cfg), **channel_opts}),
             )
         )
         enqueue_context(paths, cfg, name, opts.context_files)
@@ -451,7 +452,7 @@ def spawn_supervisor(paths: Paths, name: str, registry: Registry, wait_s: float 
 def supervise_elsewhere(paths: Paths, rec: SessionRecord, registry: Registry) -> int:
     """Have a running tmux session supervised, as its record says: by the
     supervisor host (one process for all sessions) or by a process of its own."""
-    if rec.options.get("supervisor") == "host":
+    if rec.options.supervisor == "host":
         return hand_to_host(paths, rec.name, registry)
     return spawn_supervisor(paths, rec.name, registry)
 
@@ -635,7 +636,8 @@ def run_pty(
     rec = registry.register(
         SessionRecord(
             name=name, profile=profile.name, backend="pty", command=argv, cwd=str(opts.cwd),
-            started=time.time(), options={**_options(opts, cfg), **channel_opts},
+            started=time.time(),
+            options=SessionOptions.from_json({**_options(opts, cfg), **channel_opts}),
         )
     )
     enqueue_context(paths, cfg, name, opts.context_files)
