@@ -33,6 +33,7 @@ from .datagram import notify
 from .delivery import handover
 from .delivery.choice import busy_channel_of, busy_reason
 from .delivery.handover import CONSUMABLE_KINDS, MAX_TAKE
+from .detect.states import State
 from .errors import (
     AgentwrapError,
     FlowLimit,
@@ -566,9 +567,8 @@ class Service:
     def _ack_rule(self, rec: SessionRecord) -> handover.AckRule:
         """As the session's supervisor decides it: the run option, else the config."""
         cfg = load_config(self.paths, Path(rec.cwd)).for_profile(rec.profile).delivery
-        option = rec.options.get("require_ack")
-        return handover.ack_rule(option if isinstance(option, bool) else cfg.require_ack,
-                                 cfg.ack_wording)
+        option = rec.options.require_ack
+        return handover.ack_rule(cfg.require_ack if option is None else option, cfg.ack_wording)
 
     def inbox(
         self, session: str, *, source: str | None = None, contains: str | None = None,
@@ -654,14 +654,15 @@ class Service:
                 return f"retry in {m.next_attempt_at - now:.0f} s ({m.detail})"
             if rec.liveness != "running":
                 return "supervisor not running (`agentwrap adopt`)"
-            if rec.draft or rec.state == "draft":
+            if rec.draft or rec.state is State.DRAFT:
                 return "draft in input box"
-            if rec.state == "ready":
+            if rec.state is State.READY:
                 return "due now"
-            if rec.state == "busy" and (channel := busy_channel_of(rec.options)):
+            if rec.state is State.BUSY and (channel := busy_channel_of(rec.options)):
                 return busy_reason(channel)
-            return {"busy": "agent busy", "waiting_input": "agent is waiting for an answer",
-                    "starting": "agent starting", "exited": "agent exited"}.get(rec.state, rec.state)
+            return {State.BUSY: "agent busy", State.WAITING_INPUT: "agent is waiting for an answer",
+                    State.STARTING: "agent starting", State.EXITED: "agent exited",
+                    }.get(rec.state, str(rec.state))
 
         at_start = set(handover.started(self.paths.started_batches(session)))
 

@@ -23,6 +23,7 @@ from support.delivery_kit import pane_text, send, wait_terminal, write_config
 from support.http_kit import InProcess, in_process, register
 from support.waiting import wait_for
 
+from agentwrap.answers.actions import OptionAnswer
 from agentwrap.answers.store import AnswerStore
 from agentwrap.datagram import notify
 from agentwrap.detect.question import Item, Option, Question, question_id
@@ -179,7 +180,7 @@ def test_the_supervisor_types_nothing_for_another_question(aw: AwEnv) -> None:
     before = dialog_on_screen(aw)
     answers = AnswerStore(aw.paths.db_path, events_dir=aw.paths.events_dir)
     try:
-        a = answers.request("sa", "0123456789ab", {"how": "option", "number": 2, "label": "No"})
+        a = answers.request("sa", "0123456789ab", OptionAnswer(2, 2, "No"))
         notify(aw.paths, "sa")
         done = wait_for(lambda: (x := answers.get(a.id)).ended and x, 30, "the answer's end")
     finally:

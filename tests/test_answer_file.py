@@ -255,7 +255,7 @@ def test_a_file_answers_every_question_of_a_tabbed_dialog(aw: AwEnv) -> None:
         wait_for(lambda: taken.update(folder.step()) or len(taken) == 2, 15, "both files taken")
         a, b = taken["a.json"], taken["b.json"]
         assert not isinstance(a, Exception), a
-        assert a.answer.source == "file" and a.answer.answer == {
+        assert a.answer.source == "file" and a.answer.answer.to_json() == {
             "how": "answers", "tabs": ["Database", "Features"], "answers": [
                 {"tab": 0, "header": "Database", "values": ["SQLite"]},
                 {"tab": 1, "header": "Features", "values": ["1", "Metrics"]}]}

@@ -20,6 +20,7 @@ from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.states import Signal, State
 from agentwrap.errors import ConfigError
 from agentwrap.paths import Paths
+from agentwrap.session_options import SessionOptions
 from agentwrap.sessions import channels
 from agentwrap.sessions.channels import describe, plan, version_at_least
 from agentwrap.sessions.signals import HookSignals, read_signal, write_signal
@@ -250,9 +251,9 @@ def test_registered_hook_command_runs_the_handler(paths: Paths) -> None:
 
 
 def test_describe() -> None:
-    assert describe({}).startswith("typing only")
-    assert describe({"channels": ["hooks", "mcp"]}) == "typing, hooks, mcp"
-    assert describe({"channels": ["mcp"], "channel_notes": ["hooks: no"]}) == \
+    assert describe(SessionOptions()).startswith("typing only")
+    assert describe(SessionOptions(channels=("hooks", "mcp"))) == "typing, hooks, mcp"
+    assert describe(SessionOptions(channels=("mcp",), channel_notes=("hooks: no",))) == \
         "typing, mcp (hooks: no)"
 
 

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -656,7 +657,7 @@ def test_busy_agent_with_hooks_is_never_typed_into_and_its_hook_takes_the_messag
     _kill_supervisor(aw)
     reg = aw.registry()
     try:
-        reg.update("sa", options={**reg.get("sa").options, "channels": ["hooks"]})
+        reg.update("sa", options=replace(reg.get("sa").options, channels=("hooks",)))
     finally:
         reg.close()
     _adopt(aw)

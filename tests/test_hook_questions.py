@@ -438,6 +438,7 @@ def test_a_permission_signal_ends_with_the_dialog_it_announced(aw: AwEnv) -> Non
 def test_an_answer_given_through_the_hook_is_kept_like_any_other(aw: AwEnv) -> None:
     """The supervisor records a rule's hook answer in the answers table, so its
     ``session.answered`` events (by policy, applied) reach the API and the page."""
+    from agentwrap.answers.actions import HookAnswer
     from agentwrap.answers.keys import Answerer
     from agentwrap.answers.store import AnswerStore
     from agentwrap.audit import AuditLog
@@ -446,11 +447,12 @@ def test_an_answer_given_through_the_hook_is_kept_like_any_other(aw: AwEnv) -> N
     store = AnswerStore(aw.paths.db_path, events_dir=aw.paths.events_dir)
     answerer = Answerer(store, load_profile("claude", aw.paths), "sa", AuditLog(aw.paths.audit_log))
     try:
-        answerer.record_applied("q123", {"decision": "allow", "via": "hook"}, "safe-reads",
+        answerer.record_applied("q123", HookAnswer("allow"), "safe-reads",
                                 "allow through the agent's hook by rule 'safe-reads'")
         (kept,) = store.recent("sa")
         assert (kept.status, kept.source, kept.question_id) == ("applied", "policy", "q123")
-        assert kept.answer == {"decision": "allow", "via": "hook"}
+        assert kept.answer == HookAnswer("allow")
+        assert kept.answer.to_json() == {"decision": "allow", "via": "hook"}
         events = [e.data for e in _answered_events(aw)]
         assert [(e["status"], e["by"], e.get("rule")) for e in events] == [
             ("pending", "policy", "safe-reads"), ("applied", "policy", None)]

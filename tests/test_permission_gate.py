@@ -15,6 +15,7 @@ import pytest
 from agentwrap.config import Config, RunConfig
 from agentwrap.detect.profiles import load_profile, parse_profile
 from agentwrap.errors import ProfileError
+from agentwrap.session_options import SessionOptions
 from agentwrap.sessions.lifecycle import permission_gate
 from agentwrap.sessions.registry import SessionRecord
 from agentwrap.surfaces.cli.inspection import _gate_of, _state_json
@@ -68,7 +69,8 @@ def test_agents_that_ask_record_nothing() -> None:
 
 def test_state_and_doctor_tell_it() -> None:
     rec = SessionRecord(name="oc", profile="opencode", backend="tmux", command=["opencode"],
-                        cwd="/tmp", started=0.0, options={"permission_gate": "none: runs all"})
+                        cwd="/tmp", started=0.0,
+                        options=SessionOptions(permission_gate="none: runs all"))
     assert _state_json(rec)["permission_gate"] == "none: runs all"
     rec = SessionRecord(name="c", profile="claude", backend="tmux", command=["claude"],
                         cwd="/tmp", started=0.0)

@@ -33,10 +33,11 @@ from ..audit import AuditLog
 from ..config import AnswerRule
 from ..detect.question import Question
 from ..errors import AgentwrapError
+from .actions import AnswerAction, AnswerStatus, OptionAnswer, OptionsAnswer
 from .denylist import Where
 from .intake import AnswerIntake
 from .rules import Decision, decide
-from .store import APPLIED, PENDING, AnswerStore
+from .store import AnswerStore
 from .telling import summary
 
 log = logging.getLogger("agentwrap.policy")
@@ -83,7 +84,7 @@ class AutoAnswer:
                 status = self.answers.get(self._answer_id).status
             except (KeyError, AgentwrapError):
                 return False
-            return status in (PENDING, APPLIED)
+            return status in (AnswerStatus.PENDING, AnswerStatus.APPLIED)
         if self._done:
             return False
         self._looked_at = self.clock()
@@ -125,9 +126,7 @@ class AutoAnswer:
                              rule=decision.rule, error=type(exc).__name__, reason=exc.message)
             return False
         self._answer_id = result.answer.id
-        how = ("deny" if args.get("deny") else
-               f"option {result.answer.answer.get('number') or result.answer.answer.get('option')}"
-               f" ({result.answer.answer.get('label')})")
+        how = _shown(result.answer.answer)
         log.info("question %s answered by rule %r: %s", q.id, decision.rule, how)
         self.audit.write(event="policy_answered", session=self.session, question=q.id,
                          answer=result.answer.id, rule=decision.rule, how=how,
@@ -139,3 +138,12 @@ class AutoAnswer:
             except (OSError, AgentwrapError) as exc:  # a courtesy, never a failure
                 log.debug("announcement failed: %s", exc)
         return True
+
+
+def _shown(answer: AnswerAction) -> str:
+    """A rule's answer in the audit line and the announcement: "option 2 (Yes)"."""
+    if isinstance(answer, OptionAnswer):
+        return f"option {answer.number or answer.option} ({answer.label})"
+    if isinstance(answer, OptionsAnswer):  # a rule's option on a multi-select question
+        return f"options {list(answer.numbers)} ({', '.join(answer.labels)})"
+    return answer.how

@@ -23,9 +23,19 @@ from ..detect.neutralise import live_tokens
 from ..detect.profiles import Dialog, Profile
 from ..detect.question import Item, Option, Question, free_text_option
 from ..detect.question import pick as pick_option
+from ..detect.states import State
 from ..errors import InvalidAnswer, NoOpenQuestion, SessionNotRunning, StaleAnswer
 from ..paths import Paths
 from ..queue.sanitize import check_text, sanitize
+from .actions import (
+    AnswerAction,
+    DenyAnswer,
+    OptionAnswer,
+    OptionsAnswer,
+    TabAnswer,
+    TabsAnswer,
+    TextAnswer,
+)
 from .store import Answer, AnswerStore
 
 #: A free-text answer: one line of at most this many characters ...
@@ -41,7 +51,7 @@ class _Record(Protocol):
     @property
     def ended(self) -> float | None: ...
     @property
-    def state(self) -> str: ...
+    def state(self) -> State: ...
     @property
     def state_reason(self) -> str: ...
     @property
@@ -115,13 +125,13 @@ class AnswerIntake:
         if sum(given) != 1:
             raise InvalidAnswer("give exactly one of: an option, options, answers, text, deny",
                                 hint="e.g. `agentwrap answer NAME --option 1`")
-        if rec.state != "waiting_input" or rec.question is None:
-            why = (f"is {rec.state} ({rec.state_reason})" if rec.state != "waiting_input"
+        if rec.state is not State.WAITING_INPUT or rec.question is None:
+            why = (f"is {rec.state} ({rec.state_reason})" if rec.state is not State.WAITING_INPUT
                    else f"waits ({rec.state_reason}), but no question was read off its screen")
             raise NoOpenQuestion(f"session {session!r} {why}: there is no open question to answer",
                                  hint="answer in the terminal (`agentwrap attach NAME`) if it"
                                  " waits for something agentwrap cannot read" if rec.question
-                                 is None and rec.state == "waiting_input" else None)
+                                 is None and rec.state is State.WAITING_INPUT else None)
         question = Question.from_json(rec.question)
         if question_id is not None and question_id != question.id:
             asked = question.questions[0].question if question.questions else question.title
@@ -134,7 +144,7 @@ class AnswerIntake:
             raise InvalidAnswer("questions in several parts are answered in the terminal for now",
                                 hint=f"`agentwrap attach {session}`")
         item = question.questions[0]
-        payload: dict[str, Any]
+        payload: AnswerAction
         if answers is not None and not question.tabs:  # one question: its own answer
             (option, options), answers = self._single(question, answers), None
         if item.multiSelect and option is not None:
@@ -144,15 +154,15 @@ class AnswerIntake:
         elif answers is not None:
             payload = tabbed(question, answers, dialog, session)
         elif deny:
-            payload = {"how": "deny"}
+            payload = DenyAnswer()
         elif option is not None:
             chosen, position = pick(item.options, option)
-            payload = {"how": "option", "option": position, "number": chosen.number,
-                       "label": chosen.label}
+            key = None
             if chosen.number is None:
                 if not chosen.key or len(chosen.key) != 1:
                     raise InvalidAnswer(f"option {chosen.label!r} has no number or key to type")
-                payload["key"] = chosen.key
+                key = chosen.key
+            payload = OptionAnswer(position, chosen.number, chosen.label, key)
         else:
             assert text is not None
             text = answer_text(text, profile)
@@ -165,12 +175,11 @@ class AnswerIntake:
                     f"typing free text into {profile.name}'s {question.dialog!r} dialog is not"
                     " supported yet: answer it in the terminal, or pick an option",
                     hint=f"`agentwrap attach {session}`")
-            payload = {"how": "text", "text": text, "option": item.options.index(free) + 1,
-                       "number": free.number, "label": free.label}
+            payload = TextAnswer(text, item.options.index(free) + 1, free.number, free.label)
         stored = self._answers().request(session, question.id, payload, source, rule=rule)
         extra = {"rule": rule} if rule is not None else {}
         self.audit.write(event="answer_requested", session=session, answer=stored.id,
-                         question=question.id, how=payload["how"], source=source,
+                         question=question.id, how=payload.how, source=source,
                          bytes=len((text or "").encode("utf-8")), **extra)
         notify(self.paths, session)
         return AnswerResult(stored, question, supervised=rec.liveness != "stale")
@@ -203,7 +212,7 @@ def _dialog_keys(dialog: Dialog | None, session: str, *, tabs: bool) -> Dialog:
 
 def multi_select(
     question: Question, wanted: list[int | str], dialog: Dialog | None, session: str,
-) -> dict[str, Any]:
+) -> OptionsAnswer:
     """The payload that ticks exactly ``wanted`` on the multi-select question open."""
     item = question.questions[0]
     if not item.multiSelect:
@@ -217,13 +226,13 @@ def multi_select(
         if o.checked is None or free_text_option(Item(item.question, options=(o,))):
             raise InvalidAnswer(f"{o.label!r} is not an option to tick here")
     numbers = sorted({o.number for o in chosen if o.number is not None})
-    return {"how": "options", "numbers": numbers,
-            "labels": [o.label for o in item.options if o.number in numbers]}
+    return OptionsAnswer(tuple(numbers),
+                         tuple(o.label for o in item.options if o.number in numbers))
 
 
 def tabbed(
     question: Question, answers: Mapping[str, Any], dialog: Dialog | None, session: str,
-) -> dict[str, Any]:
+) -> TabsAnswer:
     """The payload that answers every tab of a dialog of several questions: each
     tab's answer kept as given (its options are read once its tab is on screen)."""
     _dialog_keys(dialog, session, tabs=True)
@@ -254,8 +263,8 @@ def tabbed(
     if missing:
         raise InvalidAnswer(f"every question needs an answer; missing: {', '.join(missing)}",
                             hint="e.g. --answer 'Database=SQLite' --answer 'Features=1,3'")
-    return {"how": "answers", "tabs": list(tabs),
-            "answers": [{"tab": i, "header": tabs[i], "values": found[i]} for i in sorted(found)]}
+    return TabsAnswer(tuple(tabs), tuple(TabAnswer(i, tabs[i], tuple(found[i]))
+                                         for i in sorted(found)))
 
 
 def pick(options: tuple[Option, ...], wanted: int | str) -> tuple[Option, int]:

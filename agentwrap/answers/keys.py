@@ -34,8 +34,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
 from ..audit import AuditLog
 from ..delivery.seams import AnswerDriver
@@ -46,7 +45,16 @@ from ..errors import AgentwrapError, InvalidAnswer
 from ..paths import Paths
 from ..terminal.screen import Snapshot
 from ..terminal.styles import Row
-from .store import APPLIED, FAILED, STALE, Answer, AnswerStore
+from .actions import (
+    AnswerAction,
+    AnswerStatus,
+    DenyAnswer,
+    OptionAnswer,
+    OptionsAnswer,
+    TabsAnswer,
+    TextAnswer,
+)
+from .store import Answer, AnswerStore
 
 log = logging.getLogger("agentwrap.answering")
 
@@ -58,7 +66,7 @@ STEADY_S = 0.3  # the dialog unchanged this long: keys that change nothing have 
 class _Outcome(Exception):
     """Ends an answer early with its status and detail."""
 
-    def __init__(self, status: str, detail: str) -> None:
+    def __init__(self, status: AnswerStatus, detail: str) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
@@ -93,20 +101,18 @@ class Answerer:
     def close(self) -> None:
         self.store.close()
 
-    def record_applied(
-        self, question_id: str, answer: Mapping[str, Any], rule: str, detail: str
-    ) -> None:
+    def record_applied(self, question_id: str, answer: AnswerAction, rule: str, detail: str) -> None:
         """An answer a rule gave outside the keys (through the agent's hook), kept
         like every other: its ``session.answered`` events (pending, applied; by
         policy) reach ``state``, the API and the dashboard."""
         a = self.store.request(self.session, question_id, answer, source="policy", rule=rule)
-        self.store.conclude(a.id, APPLIED, detail)
+        self.store.conclude(a.id, AnswerStatus.APPLIED, detail)
 
     def abandon(self, reason: str) -> int:
         """The agent is gone: every pending answer fails."""
         pending = self.store.pending(self.session)
         for a in pending:
-            self._conclude(a, FAILED, reason)
+            self._conclude(a, AnswerStatus.FAILED, reason)
         return len(pending)
 
     def step(self, sup: AnswerDriver) -> None:
@@ -116,22 +122,22 @@ class Answerer:
                 return
             try:
                 if self.clock() - a.created > self.max_age_s:
-                    raise _Outcome(FAILED, f"not applied within {self.max_age_s:.0f} s of the"
+                    raise _Outcome(AnswerStatus.FAILED, f"not applied within {self.max_age_s:.0f} s of the"
                                    " request (no supervisor turn); nothing was typed")
                 self.applying = True
                 self._apply(sup, a)
             except _Outcome as out:
                 self._conclude(a, out.status, out.detail)
             except AgentwrapError as exc:  # the backend failed, the agent exited
-                self._conclude(a, FAILED, f"{type(exc).__name__}: {exc.message}")
+                self._conclude(a, AnswerStatus.FAILED, f"{type(exc).__name__}: {exc.message}")
             finally:
                 self.applying = False
 
-    def _conclude(self, a: Answer, status: str, detail: str) -> None:
+    def _conclude(self, a: Answer, status: AnswerStatus, detail: str) -> None:
         if self.store.conclude(a.id, status, detail):
             log.info("answer %s to question %s: %s (%s)", a.id, a.question_id, status, detail)
             self.audit.write(event=f"answer_{status}", session=self.session, answer=a.id,
-                             question=a.question_id, how=str(a.answer.get("how", "")))
+                             question=a.question_id, how=a.answer.how)
 
     # --- one answer ----------------------------------------------------------------------
 
@@ -140,53 +146,54 @@ class Answerer:
         reading = sup.observe() if look else sup.reading
         q = sup.detector.question
         if reading.state is not State.WAITING_INPUT or q is None:
-            raise _Outcome(STALE, f"the agent no longer asks question {a.question_id} (it is"
+            raise _Outcome(AnswerStatus.STALE, f"the agent no longer asks question {a.question_id} (it is"
                            f" {reading.state}: {reading.reason}); nothing was typed")
         if q.id != a.question_id:
-            raise _Outcome(STALE, f"the agent asks something else now (question {q.id}, not"
+            raise _Outcome(AnswerStatus.STALE, f"the agent asks something else now (question {q.id}, not"
                            f" {a.question_id}); nothing was typed")
         return q
 
     def _dialog(self, q: Question) -> Dialog:
         dialog = next((d for d in self.profile.dialogs if d.name == q.dialog), None)
         if dialog is None:
-            raise _Outcome(FAILED, f"profile {self.profile.name!r} has no dialog {q.dialog!r}")
+            raise _Outcome(AnswerStatus.FAILED, f"profile {self.profile.name!r} has no dialog {q.dialog!r}")
         return dialog
 
     def _apply(self, sup: AnswerDriver, a: Answer) -> None:
         q = self._live(sup, a)
         dialog = self._dialog(q)
-        how = a.answer.get("how")
-        if how == "deny":
+        act = a.answer
+        if isinstance(act, DenyAnswer):
             self._keys(sup, dialog.deny_keys)
             typed = "+".join(dialog.deny_keys)
-        elif how == "option" and a.answer.get("number") is not None:
-            number = int(a.answer["number"])
+        elif isinstance(act, OptionAnswer) and act.number is not None:
+            number = act.number
             self._move_to(sup, a, number)
             self._live(sup, a)  # still the same question, right before Enter
             sup.term.send_key("Enter")
-            typed = f"option {number} ({a.answer.get('label')}): arrows + Enter"
-        elif how == "option" and a.answer.get("key"):
-            key = str(a.answer["key"])
+            typed = f"option {number} ({act.label}): arrows + Enter"
+        elif isinstance(act, OptionAnswer) and act.key:
+            key = act.key
             if len(key) != 1 or not key.isalpha():
-                raise _Outcome(FAILED, f"option key {key!r} is not one letter")
+                raise _Outcome(AnswerStatus.FAILED, f"option key {key!r} is not one letter")
             sup.term.send_text(key)
-            typed = f"{key!r} ({a.answer.get('label')})"
+            typed = f"{key!r} ({act.label})"
             if dialog.key_enter:
                 self._pause(sup, KEY_GAP_S * 2)
                 sup.term.send_key("Enter")
-                typed = f"{key!r} + Enter ({a.answer.get('label')})"
-        elif how == "text" and dialog.free_text == "option":
-            typed = self._free_text(sup, a, q)
-        elif how == "options" and dialog.toggle_key and dialog.next_key:
-            self._options_here(sup, a, q, dialog)
+                typed = f"{key!r} + Enter ({act.label})"
+        elif isinstance(act, TextAnswer) and dialog.free_text == "option":
+            typed = self._free_text(sup, a, act)
+        elif isinstance(act, OptionsAnswer) and dialog.toggle_key and dialog.next_key:
+            self._options_here(sup, a, act, q, dialog)
             return
-        elif how == "answers" and dialog.toggle_key and dialog.next_key and dialog.prev_key:
-            self._every_tab(sup, a, q, dialog)
+        elif isinstance(act, TabsAnswer) and dialog.toggle_key and dialog.next_key \
+                and dialog.prev_key:
+            self._every_tab(sup, a, act, q, dialog)
             return
         else:
-            raise _Outcome(FAILED, f"cannot type answer {dict(a.answer)!r} into dialog"
-                           f" {dialog.name!r}")
+            raise _Outcome(AnswerStatus.FAILED, f"cannot type answer {act.to_json()!r} into"
+                           f" dialog {dialog.name!r}")
         self._verify(sup, a, typed)
 
     def _keys(self, sup: AnswerDriver, keys: tuple[str, ...]) -> None:
@@ -205,7 +212,7 @@ class Answerer:
             q = look()
             here = _cursor_on(q, sup.snap)
             if here is None:
-                raise _Outcome(FAILED, "no cursor seen on the options; nothing was pressed")
+                raise _Outcome(AnswerStatus.FAILED, "no cursor seen on the options; nothing was pressed")
             if here == number:
                 return
             forward, back = ("Right", "Left") if _in_a_row(q, sup.snap) else ("Down", "Up")
@@ -219,33 +226,33 @@ class Answerer:
                 if _cursor_on(q, sup.snap) == number:
                     return
                 sup.pump(POLL_S)
-        raise _Outcome(FAILED, f"the cursor did not reach option {number} (it is on"
+        raise _Outcome(AnswerStatus.FAILED, f"the cursor did not reach option {number} (it is on"
                        f" {here}); Enter was not pressed")
 
-    def _free_text(self, sup: AnswerDriver, a: Answer, q: Question) -> str:
-        number = a.answer.get("number")
-        text = str(a.answer.get("text", ""))
+    def _free_text(self, sup: AnswerDriver, a: Answer, act: TextAnswer) -> str:
+        number, text = act.number, act.text
         if number is None or not text:
-            raise _Outcome(FAILED, "a free-text answer without its option or text")
+            raise _Outcome(AnswerStatus.FAILED, "a free-text answer without its option or text")
         self._move_to(sup, a, int(number))
         self._live(sup, a)
         sup.term.send_key("Enter")  # opens the text field
         if not self._wait(sup, lambda: self._question_gone(sup, a)):
-            raise _Outcome(FAILED, "picking the free-text option did not open a text field:"
+            raise _Outcome(AnswerStatus.FAILED, "picking the free-text option did not open a text field:"
                            f" {self._tail(sup)}")
         sup.term.send_text(text)
         if not self._wait(sup, lambda: self._shows(sup, text)):
-            raise _Outcome(FAILED, f"the text did not show up; Enter was not pressed: "
+            raise _Outcome(AnswerStatus.FAILED, f"the text did not show up; Enter was not pressed: "
                            f"{self._tail(sup)}")
         sup.term.send_key("Enter")
         return f"option {number} + Enter, {len(text)} characters of text + Enter"
 
     # --- multi-select, and several questions as tabs --------------------------------------
 
-    def _options_here(self, sup: AnswerDriver, a: Answer, q: Question, dialog: Dialog) -> None:
+    def _options_here(self, sup: AnswerDriver, a: Answer, act: OptionsAnswer, q: Question,
+                      dialog: Dialog) -> None:
         """Tick exactly ``numbers`` on the multi-select question open, then go on
         (``next_key``); a question shown alone is then submitted on the review."""
-        numbers = {int(n) for n in a.answer.get("numbers", ())}
+        numbers = set(act.numbers)
         self._tick(sup, a, lambda: self._live(sup, a), numbers, dialog)
         typed = (f"options {sorted(numbers)} ticked ({dialog.toggle_key} on each box that"
                  f" differed), {dialog.next_key}")
@@ -254,7 +261,7 @@ class Answerer:
         if len(q.tabs) <= 1 and dialog.submit_option:  # one question: the review is next
             review = self._next_tab(sup, a, q, dialog, typed)
             if not self._is_review(review, dialog):
-                raise _Outcome(FAILED, f"typed {typed}, but no review followed:"
+                raise _Outcome(AnswerStatus.FAILED, f"typed {typed}, but no review followed:"
                                f" {self._tail(sup)}")
             self._submit(sup, a, review, dialog, typed)
             self._verify(sup, a, f"{typed}; {dialog.submit_option} + Enter",
@@ -262,26 +269,27 @@ class Answerer:
             return
         self._verify(sup, a, typed)
 
-    def _every_tab(self, sup: AnswerDriver, a: Answer, q: Question, dialog: Dialog) -> None:
+    def _every_tab(self, sup: AnswerDriver, a: Answer, act: TabsAnswer, q: Question,
+                   dialog: Dialog) -> None:
         """Answer every tab of the dialog, then submit on its review tab."""
         tabs = q.tabs
-        given = {int(x["tab"]): [str(v) for v in x["values"]] for x in a.answer["answers"]}
-        if tuple(a.answer.get("tabs", ())) != tabs or sorted(given) != list(range(len(tabs))):
-            raise _Outcome(STALE, f"the dialog's questions are {list(tabs)} now, not"
-                           f" {a.answer.get('tabs')}; nothing was typed")
+        given = {x.tab: list(x.values) for x in act.answers}
+        if act.tabs != tabs or sorted(given) != list(range(len(tabs))):
+            raise _Outcome(AnswerStatus.STALE, f"the dialog's questions are {list(tabs)} now,"
+                           f" not {list(act.tabs)}; nothing was typed")
         # 1. look at every tab: each answer matched to the options it shows
         first = self._first_tab(sup, a, q, dialog, "")
         plan: list[tuple[str, Item, list[int]]] = []
         here = first
         for i, header in enumerate(tabs):
             if self._is_review(here, dialog):
-                raise _Outcome(FAILED, f"the review came after {i} of {len(tabs)} questions;"
+                raise _Outcome(AnswerStatus.FAILED, f"the review came after {i} of {len(tabs)} questions;"
                                " nothing was answered")
             item = here.questions[0]
             plan.append((here.id, item, self._resolve(item, given[i], header)))
             here = self._next_tab(sup, a, here, dialog, "", key=dialog.next_key)
         if not self._is_review(here, dialog):
-            raise _Outcome(FAILED, "no review tab after the last question; nothing was"
+            raise _Outcome(AnswerStatus.FAILED, "no review tab after the last question; nothing was"
                            f" answered: {self._tail(sup)}")
         # 2. back to the first tab, and answer each
         here = self._first_tab(sup, a, here, dialog, "")
@@ -289,7 +297,7 @@ class Answerer:
         for (qid, item, numbers), header in zip(plan, tabs, strict=True):
             typed = "; ".join(done) or "nothing"
             if here.id != qid:
-                raise _Outcome(FAILED, f"question {header!r} changed on screen after {typed}")
+                raise _Outcome(AnswerStatus.FAILED, f"question {header!r} changed on screen after {typed}")
             look = self._tab_look(sup, a, here.id, dialog, typed)
             if item.multiSelect:
                 self._tick(sup, a, look, set(numbers), dialog)
@@ -304,7 +312,7 @@ class Answerer:
             here = self._next_tab(sup, a, here, dialog, "; ".join(done), key=key)
         typed = "; ".join(done)
         if not self._is_review(here, dialog):
-            raise _Outcome(FAILED, f"typed {typed}, but no review tab followed:"
+            raise _Outcome(AnswerStatus.FAILED, f"typed {typed}, but no review tab followed:"
                            f" {self._tail(sup)}")
         self._submit(sup, a, here, dialog, typed)
         self._verify(sup, a, f"{typed}; {dialog.submit_option} + Enter", question_id=here.id)
@@ -314,15 +322,15 @@ class Answerer:
         try:
             chosen = [pick(item.options, v)[0] for v in values]
         except InvalidAnswer as exc:
-            raise _Outcome(FAILED, f"question {header!r}: {exc.message}; nothing was"
+            raise _Outcome(AnswerStatus.FAILED, f"question {header!r}: {exc.message}; nothing was"
                            " answered") from None
         if not item.multiSelect and len(chosen) != 1:
-            raise _Outcome(FAILED, f"question {header!r} takes one option, not {len(chosen)};"
+            raise _Outcome(AnswerStatus.FAILED, f"question {header!r} takes one option, not {len(chosen)};"
                            " nothing was answered")
         for o in chosen:
             if o.number is None or free_text_option(Item(item.question, options=(o,))) or (
                     item.multiSelect and o.checked is None):
-                raise _Outcome(FAILED, f"question {header!r}: {o.label!r} cannot be picked"
+                raise _Outcome(AnswerStatus.FAILED, f"question {header!r}: {o.label!r} cannot be picked"
                                " from here; nothing was answered")
         return sorted({o.number for o in chosen if o.number is not None})
 
@@ -340,21 +348,22 @@ class Answerer:
             return q
         now = f"{reading.state}" + (f", asking {q.id}" if q is not None else "")
         if typed:
-            raise _Outcome(FAILED, f"typed {typed}, then the dialog went away (now {now})")
-        raise _Outcome(STALE, f"the dialog of question {a.question_id} went away (now {now});"
+            raise _Outcome(AnswerStatus.FAILED, f"typed {typed}, then the dialog went away (now {now})")
+        raise _Outcome(AnswerStatus.STALE, f"the dialog of question {a.question_id} went away (now {now});"
                        " nothing was answered")
 
     def _tab_look(self, sup: AnswerDriver, a: Answer, qid: str, dialog: Dialog,
                   typed: str) -> Callable[[], Question]:
         """A look that insists on one tab (question ``qid``) of the dialog."""
-        tabs = self._in_dialog(sup, a, dialog, tuple(a.answer.get("tabs", ())) or
+        asked = a.answer.tabs if isinstance(a.answer, TabsAnswer) else ()
+        tabs = self._in_dialog(sup, a, dialog, asked or
                                (sup.detector.question.tabs if sup.detector.question else ()),
                                typed).tabs
 
         def look() -> Question:
             q = self._in_dialog(sup, a, dialog, tabs, typed)
             if q.id != qid:
-                raise _Outcome(FAILED, f"typed {typed or 'nothing'}, then the question on"
+                raise _Outcome(AnswerStatus.FAILED, f"typed {typed or 'nothing'}, then the question on"
                                f" screen changed ({q.id}, not {qid})")
             return q
 
@@ -380,7 +389,7 @@ class Answerer:
                 return box is not None and box.checked == want
 
             if not self._wait(sup, marked, self.cursor_s):
-                raise _Outcome(FAILED, f"pressed {dialog.toggle_key} on option {n}, but its box"
+                raise _Outcome(AnswerStatus.FAILED, f"pressed {dialog.toggle_key} on option {n}, but its box"
                                f" did not become {'ticked' if want else 'empty'}:"
                                f" {self._tail(sup)}")
 
@@ -400,7 +409,7 @@ class Answerer:
             return False
 
         if not self._wait(sup, moved, self.cursor_s * 2):
-            raise _Outcome(FAILED, f"typed {typed or 'nothing'}, but the dialog did not move"
+            raise _Outcome(AnswerStatus.FAILED, f"typed {typed or 'nothing'}, but the dialog did not move"
                            f" on from question {q.id}: {self._tail(sup)}")
         return seen[-1]
 
@@ -424,11 +433,11 @@ class Answerer:
             return time.monotonic() - steady >= STEADY_S
 
         if not self._wait(sup, still, self.cursor_s * 2):
-            raise _Outcome(FAILED, f"the dialog kept changing after {dialog.prev_key}:"
+            raise _Outcome(AnswerStatus.FAILED, f"the dialog kept changing after {dialog.prev_key}:"
                            f" {self._tail(sup)}")
         here = self._in_dialog(sup, a, dialog, q.tabs, typed)
         if self._is_review(here, dialog):
-            raise _Outcome(FAILED, f"{dialog.prev_key} did not leave the review tab")
+            raise _Outcome(AnswerStatus.FAILED, f"{dialog.prev_key} did not leave the review tab")
         return here
 
     def _submit(self, sup: AnswerDriver, a: Answer, review: Question, dialog: Dialog,
@@ -437,7 +446,7 @@ class Answerer:
         option = next((o for o in review.questions[0].options
                        if o.label == dialog.submit_option), None)
         if option is None or option.number is None:
-            raise _Outcome(FAILED, f"typed {typed}, but no {dialog.submit_option!r} on the"
+            raise _Outcome(AnswerStatus.FAILED, f"typed {typed}, but no {dialog.submit_option!r} on the"
                            f" review: {self._tail(sup)}")
         look = self._tab_look(sup, a, review.id, dialog, typed)
         self._move_to(sup, a, option.number, look)
@@ -467,8 +476,8 @@ class Answerer:
         if self._wait(sup, closed, self.verify_s):
             q = sup.detector.question
             now = f"{sup.reading.state}" + (f", asking {q.id}" if q is not None else "")
-            raise _Outcome(APPLIED, f"typed {typed}; the dialog closed (now {now})")
-        raise _Outcome(FAILED, f"typed {typed}, but question {question_id or a.question_id} is"
+            raise _Outcome(AnswerStatus.APPLIED, f"typed {typed}; the dialog closed (now {now})")
+        raise _Outcome(AnswerStatus.FAILED, f"typed {typed}, but question {question_id or a.question_id} is"
                        " still open after"
                        f" {self.verify_s:.0f} s: {self._tail(sup)}")
 

@@ -18,7 +18,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,13 +26,14 @@ from typing import Any
 
 from .. import events
 from ..queue import db
+from .actions import AnswerAction, AnswerStatus, from_json
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS answers (
     id TEXT PRIMARY KEY,
     session TEXT NOT NULL,
     question_id TEXT NOT NULL,      -- the question it answers (detect.question.Question.id)
-    answer TEXT NOT NULL,           -- JSON: {"option": n} | {"text": ...} | {"deny": true}
+    answer TEXT NOT NULL,           -- JSON: an AnswerAction's to_json (answers.actions)
     source TEXT NOT NULL DEFAULT '',  -- the surface it came through (cli, http)
     status TEXT NOT NULL,           -- pending | applied | stale | failed
     detail TEXT NOT NULL DEFAULT '',
@@ -42,35 +43,33 @@ CREATE TABLE IF NOT EXISTS answers (
 CREATE INDEX IF NOT EXISTS answers_pending ON answers (session, status, created);
 """
 
-PENDING, APPLIED, STALE, FAILED = "pending", "applied", "stale", "failed"
-END_STATUSES = frozenset({APPLIED, STALE, FAILED})
-
 
 @dataclass(frozen=True)
 class Answer:
     id: str
     session: str
     question_id: str
-    answer: Mapping[str, Any]
+    answer: AnswerAction
     source: str
-    status: str
+    status: AnswerStatus
     detail: str
     created: float
     finished: float | None = None
 
     @property
     def ended(self) -> bool:
-        return self.status in END_STATUSES
+        return self.status.ended
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "session": self.session, "questionId": self.question_id,
-                "answer": dict(self.answer), "source": self.source, "status": self.status,
+                "answer": self.answer.to_json(), "source": self.source,
+                "status": self.status.value,
                 "detail": self.detail, "created": self.created, "finished": self.finished}
 
 
 def _row(r: sqlite3.Row) -> Answer:
-    return Answer(r["id"], r["session"], r["question_id"], json.loads(r["answer"]), r["source"],
-                  r["status"], r["detail"], float(r["created"]),
+    return Answer(r["id"], r["session"], r["question_id"], from_json(json.loads(r["answer"])),
+                  r["source"], AnswerStatus(r["status"]), r["detail"], float(r["created"]),
                   None if r["finished"] is None else float(r["finished"]))
 
 
@@ -112,22 +111,23 @@ class AnswerStore:
             self._conn.close()
 
     def request(
-        self, session: str, question_id: str, answer: Mapping[str, Any], source: str = "",
+        self, session: str, question_id: str, answer: AnswerAction, source: str = "",
         rule: str | None = None,
     ) -> Answer:
         """Store a checked answer as pending (and its event); returns it. ``rule``:
         the answer rule that chose it (source ``policy``), named in the event."""
         now = self._clock()
         aid = uuid.uuid4().hex[:16]
-        body = json.dumps(dict(answer), ensure_ascii=False, separators=(",", ":"))
+        data = answer.to_json()
+        body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
         with self._write() as conn:
             conn.execute(
                 "INSERT INTO answers (id, session, question_id, answer, source, status, created)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (aid, session, question_id, body, source, PENDING, now),
+                (aid, session, question_id, body, source, AnswerStatus.PENDING.value, now),
             )
-            events.record(conn, now, session, "session.answered", aid, status=PENDING,
-                          questionId=question_id, answer=dict(answer), source=source,
+            events.record(conn, now, session, "session.answered", aid,
+                          status=AnswerStatus.PENDING.value, questionId=question_id, answer=data, source=source,
                           by=answered_by(source), **({"rule": rule} if rule else {}))
         return self.get(aid)
 
@@ -141,26 +141,26 @@ class AnswerStore:
         """The session's pending answers, oldest first."""
         return [_row(r) for r in self._read(
             "SELECT * FROM answers WHERE session = ? AND status = ? ORDER BY created, id",
-            (session, PENDING))]
+            (session, AnswerStatus.PENDING.value))]
 
     def recent(self, session: str, limit: int = 20) -> list[Answer]:
         return [_row(r) for r in self._read(
             "SELECT * FROM answers WHERE session = ? ORDER BY created DESC, id LIMIT ?",
             (session, limit))]
 
-    def conclude(self, answer_id: str, status: str, detail: str) -> bool:
+    def conclude(self, answer_id: str, status: AnswerStatus, detail: str) -> bool:
         """End a pending answer (applied, stale or failed); False if it had ended already."""
-        if status not in END_STATUSES:
+        if not status.ended:
             raise ValueError(f"not an end status: {status!r}")
         now = self._clock()
         with self._write() as conn:
             row = conn.execute("SELECT * FROM answers WHERE id = ?", (answer_id,)).fetchone()
-            if row is None or row["status"] != PENDING:
+            if row is None or row["status"] != AnswerStatus.PENDING:
                 return False
             conn.execute("UPDATE answers SET status = ?, detail = ?, finished = ? WHERE id = ?",
-                         (status, detail, now, answer_id))
+                         (status.value, detail, now, answer_id))
             events.record(conn, now, row["session"], "session.answered", answer_id,
-                          status=status, detail=detail, questionId=row["question_id"],
+                          status=status.value, detail=detail, questionId=row["question_id"],
                           answer=json.loads(row["answer"]), source=row["source"],
                           by=answered_by(row["source"]))
         return True

@@ -12,18 +12,16 @@ anything, and a hook's start-up does not pay for the engine.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from ..session_options import SessionOptions
 
-#: Session channels (the record's ``options["channels"]``, written at launch by
+#: Session channels (the record's ``options.channels``, written at launch by
 #: :mod:`agentwrap.sessions.channels`) that reach a running turn, strongest first.
 BUSY_CHANNELS = ("hooks", "read-file")
 
 
-def busy_channel_of(options: Mapping[str, Any]) -> str | None:
+def busy_channel_of(options: SessionOptions) -> str | None:
     """The channel that reaches the session's agent while it works, if any."""
-    have = options.get("channels") or ()
-    return next((c for c in BUSY_CHANNELS if c in have), None)
+    return next((c for c in BUSY_CHANNELS if options.has(c)), None)
 
 
 def busy_reason(channel: str) -> str:

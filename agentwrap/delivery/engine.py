@@ -138,7 +138,7 @@ class DeliveryEngine:
     ) -> DeliveryEngine:
         """The engine of one session, its collaborators built from the state dir
         (``store``: one the composition root opened and shares; else its own)."""
-        require_ack = rec.options.get("require_ack")
+        require_ack = rec.options.require_ack
         fallback_dir = Path(rec.cwd)
         if profile.context_file_arg and profile.instruction_file:
             # The file the agent was launched to read (see session.agent_argv).

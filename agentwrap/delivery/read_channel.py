@@ -263,7 +263,7 @@ class ReadFileChannel:
         store: MessageStore | None = None,
     ) -> ReadFileChannel:
         """(``store``: one the composition root opened and shares; else its own.)"""
-        require_ack = rec.options.get("require_ack")
+        require_ack = rec.options.require_ack
         chan = cls(
             store or SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
             cfg.delivery, profile, rec.name, path, AuditLog(paths.audit_log),

@@ -9,11 +9,11 @@ testable with anything that has these few members.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..detect.question import Question
 from ..detect.states import Reading
+from ..session_options import SessionOptions
 from ..terminal.base import Terminal
 from ..terminal.screen import Snapshot
 
@@ -64,7 +64,7 @@ class SessionInfo(Protocol):
     def profile(self) -> str: ...
 
     @property
-    def options(self) -> Mapping[str, Any]: ...
+    def options(self) -> SessionOptions: ...
 
 
 class Asking(Protocol):

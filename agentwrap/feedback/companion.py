@@ -187,7 +187,7 @@ def for_session(paths: Paths, name: str) -> FeedbackLoop | None:
     sel = select(cfg)
     for why in sel.skipped:
         log.warning("%s", why)
-    hooked = rec.profile in HOOKED_AGENTS and rec.options.get("channels", True) is not False
+    hooked = rec.profile in HOOKED_AGENTS
     watch = [s for s in sel.feedback if "watch" in s.on or (not hooked and "edit" in s.on)]
     start = sel.on("start")
     schedules = [s for s in sel.schedules if s.session == name]

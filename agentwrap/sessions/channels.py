@@ -81,6 +81,7 @@ from ..config import RunConfig
 from ..delivery.read_channel import FILE_NAME as READ_FILE_NAME
 from ..detect.profiles import Profile
 from ..paths import Paths, check_session_name, private_dir, write_private
+from ..session_options import SessionOptions
 from ..terminal.relay_helper import BINARY as RELAY_BINARY
 from .handover import hook_socket
 
@@ -562,13 +563,13 @@ def _read_file(out: LaunchChannels, option: str, session: str, paths: Paths) -> 
     out.channels.append("read-file")
 
 
-def describe(options: Mapping[str, Any]) -> str:
+def describe(options: SessionOptions) -> str:
     """One line for ``state --explain``: which channels a session has, and why not others."""
-    chans = options.get("channels")
+    chans = options.channels
     if chans is None:
         return "typing only (launched before native channels, or by an older agentwrap)"
     text = ", ".join(["typing", *chans]) if chans else "typing only"
-    notes = options.get("channel_notes") or []
+    notes = options.channel_notes
     if notes:
         text += " (" + "; ".join(str(n) for n in notes) + ")"
     return text

@@ -92,7 +92,7 @@ def build_supervisor(
     from ..delivery.engine import DeliveryEngine
     from ..queue.sqlite import SQLiteMessageStore
 
-    channels = rec.options.get("channels") or ()
+    channels = rec.options.channels or ()
     hooks = questions = None
     start_hook: Callable[[], bool] | None = None
     if "hooks" in channels:
@@ -147,7 +147,7 @@ def build_supervisor(
             rec.name, term, profile, paths, registry, parts=parts,
             structured=structured_source(profile.structured, env, term.agent_pid),
             hooks=hooks, hook_questions=questions,
-            trust_folder=bool(rec.options.get("trust_folder")),
+            trust_folder=rec.options.trust_folder,
             timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
             start_pending=_start_pending(start_hook),
         )

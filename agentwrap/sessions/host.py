@@ -158,7 +158,7 @@ class SupervisorHost:
         try:
             for rec in registry.list():
                 if (rec.backend != "tmux" or rec.ended is not None or rec.supervisor_alive
-                        or rec.options.get("supervisor") != "host"):
+                        or rec.options.supervisor != "host"):
                     continue
                 server = server_for(tmux_socket_of(self.paths, rec))
                 if server.is_alive() and server.has_session(rec.name):

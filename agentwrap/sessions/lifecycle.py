@@ -45,6 +45,7 @@ from ..errors import (
 )
 from ..message import NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
+from ..session_options import SessionOptions
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .compose import Companion, build_supervisor, start_companions
@@ -219,7 +220,7 @@ def _begin_continuity(paths: Paths, cfg: Config, rec: SessionRecord, opts: RunOp
 
     try:
         begin(paths, cfg.continuity, rec.name, rec.profile, opts.cwd, rec.started, handoff,
-              list(rec.options.get("channels") or []), enabled=opts.continuity,
+              list(rec.options.channels or ()), enabled=opts.continuity,
               typed=not profile.shell)
     except (OSError, AgentwrapError) as exc:
         logging.getLogger("agentwrap.session").warning("no handoff record: %s", exc)
@@ -274,7 +275,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
             SessionRecord(
                 name=name, profile=profile.name, backend="tmux", command=argv,
                 cwd=str(opts.cwd), started=time.time(), tmux_socket=str(socket),
-                options={**_options(opts, cfg), **channel_opts},
+                options=SessionOptions.from_json({**_options(opts, cfg), **channel_opts}),
             )
         )
         enqueue_context(paths, cfg, name, opts.context_files)
@@ -324,7 +325,7 @@ def spawn_supervisor(paths: Paths, name: str, registry: Registry, wait_s: float 
 def supervise_elsewhere(paths: Paths, rec: SessionRecord, registry: Registry) -> int:
     """Have a running tmux session supervised, as its record says: by the
     supervisor host (one process for all sessions) or by a process of its own."""
-    if rec.options.get("supervisor") == "host":
+    if rec.options.supervisor == "host":
         return hand_to_host(paths, rec.name, registry)
     return spawn_supervisor(paths, rec.name, registry)
 
@@ -504,7 +505,8 @@ def run_pty(
     rec = registry.register(
         SessionRecord(
             name=name, profile=profile.name, backend="pty", command=argv, cwd=str(opts.cwd),
-            started=time.time(), options={**_options(opts, cfg), **channel_opts},
+            started=time.time(),
+            options=SessionOptions.from_json({**_options(opts, cfg), **channel_opts}),
         )
     )
     enqueue_context(paths, cfg, name, opts.context_files)

@@ -43,11 +43,12 @@ without those engines knowing of parts.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from ..answers.actions import HookAnswer
 from ..answers.hook_questions import HookQuestion, announcement
 from ..delivery.seams import AnswerDriver, Asking, DraftFlag, Driver
 from ..detect.question import Question
@@ -296,10 +297,9 @@ class AnswersPart(Part):
     def hook_answered(self, hooked: HookQuestion) -> None:
         """Its ``session.answered`` events (by policy, via hook) reach ``state``,
         the API and the dashboard, not only the audit log."""
-        answer: Mapping[str, Any] = {"decision": hooked.decision, "via": "hook"}
         try:
             self.answerer.record_applied(
-                hooked.id, answer, hooked.rule,
+                hooked.id, HookAnswer(hooked.decision), hooked.rule,
                 f"{hooked.decision} through the agent's hook by rule {hooked.rule!r}")
         except AgentwrapError as exc:  # the answer was given; only its record failed
             log.warning("hook answer to %s not recorded: %s", hooked.id, exc.message)

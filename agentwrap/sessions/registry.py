@@ -31,6 +31,7 @@ from ..detect.states import State
 from ..errors import SessionNameTaken, SessionNotFound
 from ..paths import check_session_name
 from ..queue import db
+from ..session_options import SessionOptions
 from ..terminal.proctree import alive, start_time
 
 _SCHEMA = """
@@ -102,7 +103,7 @@ class SessionRecord:
     command: list[str]
     cwd: str
     started: float
-    state: str = State.STARTING.value
+    state: State = State.STARTING  # stored, and in JSON, as its value
     state_since: float = 0.0
     heartbeat: float = 0.0
     tmux_socket: str | None = None
@@ -117,7 +118,7 @@ class SessionRecord:
     draft: bool = False
     exit_code: int | None = None
     ended: float | None = None
-    options: dict[str, Any] = field(default_factory=dict)
+    options: SessionOptions = field(default_factory=SessionOptions)  # stored as its JSON
     question: dict[str, Any] | None = None  # waiting_input: the parsed question (Question.to_json)
 
     @property
@@ -134,6 +135,8 @@ class SessionRecord:
 
     def to_json(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["state"] = self.state.value
+        out["options"] = self.options.to_json()
         out["liveness"] = self.liveness
         return out
 
@@ -144,9 +147,10 @@ _COLUMNS = [f.name for f in fields(SessionRecord)]
 def _row_to_record(row: sqlite3.Row) -> SessionRecord:
     data = dict(row)
     data["command"] = json.loads(data["command"])
-    data["options"] = json.loads(data["options"] or "{}")
+    data["options"] = SessionOptions.from_json(json.loads(data["options"] or "{}"))
     data["question"] = json.loads(data["question"]) if data.get("question") else None
     data["draft"] = bool(data["draft"])
+    data["state"] = State(data["state"])
     return SessionRecord(**data)
 
 
@@ -228,8 +232,9 @@ class Registry:
                 self.conn.execute("DELETE FROM sessions WHERE name=?", (rec.name,))
                 self.conn.execute("DELETE FROM state_transitions WHERE session=?", (rec.name,))
             values = [getattr(rec, c) for c in _COLUMNS]
+            values[_COLUMNS.index("state")] = rec.state.value
             values[_COLUMNS.index("command")] = json.dumps(rec.command)
-            values[_COLUMNS.index("options")] = json.dumps(rec.options)
+            values[_COLUMNS.index("options")] = json.dumps(rec.options.to_json())
             values[_COLUMNS.index("draft")] = int(rec.draft)
             values[_COLUMNS.index("question")] = (
                 json.dumps(rec.question) if rec.question is not None else None)
@@ -238,9 +243,9 @@ class Registry:
             self.conn.execute(
                 "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
                 " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
-                (rec.name, now, rec.state, "process", "launch", "just launched", "", 0, 0),
+                (rec.name, now, rec.state.value, "process", "launch", "just launched", "", 0, 0),
             )
-            self._event(now, rec.name, "session.state", state=rec.state, reason="just launched",
+            self._event(now, rec.name, "session.state", state=rec.state.value, reason="just launched",
                         signal="process", rule="launch")
         return rec
 
@@ -272,9 +277,12 @@ class Registry:
         bad = set(changes) - set(_COLUMNS)
         if bad:
             raise ValueError(f"unknown session fields: {sorted(bad)}")
-        for key in ("command", "options"):
-            if key in changes:
-                changes[key] = json.dumps(changes[key])
+        if "command" in changes:
+            changes["command"] = json.dumps(changes["command"])
+        if "options" in changes:  # a SessionOptions
+            changes["options"] = json.dumps(changes["options"].to_json())
+        if isinstance(changes.get("state"), State):
+            changes["state"] = changes["state"].value
         if changes.get("question") is not None:
             changes["question"] = json.dumps(changes["question"])
         if "draft" in changes:

@@ -12,7 +12,7 @@ import argparse
 
 from rich.markup import escape
 
-from ...answers.store import APPLIED, PENDING, STALE
+from ...answers.actions import AnswerStatus
 from ...errors import AnswerFailed, InvalidAnswer, StaleAnswer
 from .common import emit_json, err, open_service, out
 
@@ -123,16 +123,16 @@ def cmd_answer(args: argparse.Namespace) -> int:
             a = svc.wait_answer(a.id, args.timeout)
         if args.json:
             emit_json({**a.to_json(), "question": result.question.to_json()})
-        elif a.status == PENDING:
+        elif a.status is AnswerStatus.PENDING:
             err.print(escape(f"answer {a.id} to question {a.question_id} stored; pending"))
             out.print(a.id)
         else:
             out.print(escape(f"{a.status}: {a.detail}"))
-        if a.status == PENDING:
+        if a.status is AnswerStatus.PENDING:
             return 0 if args.no_wait else EXIT_TIMEOUT
-        if a.status == APPLIED:
+        if a.status is AnswerStatus.APPLIED:
             return 0
         if not args.json:  # the reason was printed; say what to do
-            cls = StaleAnswer if a.status == STALE else AnswerFailed
+            cls = StaleAnswer if a.status is AnswerStatus.STALE else AnswerFailed
             err.print(f"hint: {escape(cls.default_hint)}")
-        return StaleAnswer.exit_code if a.status == STALE else AnswerFailed.exit_code
+        return StaleAnswer.exit_code if a.status is AnswerStatus.STALE else AnswerFailed.exit_code

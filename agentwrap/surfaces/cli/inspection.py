@@ -40,15 +40,15 @@ def _explain(rec: SessionRecord) -> str:
 
 def _state_json(rec: SessionRecord) -> dict[str, Any]:
     return {
-        "name": rec.name, "state": rec.state, "signal": rec.state_signal, "rule": rec.state_rule,
+        "name": rec.name, "state": rec.state.value, "signal": rec.state_signal, "rule": rec.state_rule,
         "reason": rec.state_reason, "evidence": rec.state_evidence, "quiet_ms": rec.quiet_ms,
         "draft": rec.draft, "since": rec.state_since, "liveness": rec.liveness,
         "exit_code": rec.exit_code, "explain": _explain(rec), "question": rec.question,
         # a JSON file dropped here answers the question (agentwrap.answers.folder)
         "answer_dir": str(user_paths().answers_dir(rec.name)),
-        "channels": rec.options.get("channels"),
+        "channels": rec.options.to_json().get("channels"),
         # set for an agent that runs tools without asking by default (OpenCode)
-        "permission_gate": rec.options.get("permission_gate"),
+        "permission_gate": rec.options.permission_gate,
     }
 
 
@@ -105,12 +105,12 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
             from ...sessions.channels import describe
 
             out.print(escape(f"  channels:   {describe(rec.options)}"))
-            if rec.options.get("permission_gate"):
-                out.print(escape(f"  permission gate: {rec.options['permission_gate']}"))
+            if rec.options.permission_gate:
+                out.print(escape(f"  permission gate: {rec.options.permission_gate}"))
             if rec.question:
                 _print_question(rec.question)
         else:
-            out.print(escape(rec.state))
+            out.print(escape(rec.state.value))
             if rec.question:
                 _print_question(rec.question)
         return 0
@@ -318,9 +318,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     out.print(table)
     for name, a in agents.items():
         if a.get("channels"):
+            from ...session_options import SessionOptions
             from ...sessions.channels import describe
 
-            out.print(escape(f"  {name} channels: {describe(a['channels'])}"))
+            out.print(escape(f"  {name} channels:"
+                             f" {describe(SessionOptions.from_json(a['channels']))}"))
     for name, a in agents.items():
         if a.get("permission_gate"):
             out.print(escape(f"  {name} permission gate: {a['permission_gate']}"))

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from ...detect.states import State
 from ...errors import InvalidMessage
 from ...message import QueueLimits
 from ...service import SessionRecord
@@ -53,7 +54,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_pty(paths, opts, interactive=sys.stdin.isatty(),
                        companions=[for_session, hook_server])
     rec = start_tmux(paths, opts)
-    gate = str(rec.options.get("permission_gate") or "")
+    gate = rec.options.permission_gate or ""
     if gate.startswith("none") and not args.json:  # OpenCode: offer its ask-first mode
         err.print(escape(f"{rec.name}: no permission gate: {gate.removeprefix('none: ')}"))
     if opts.detach or not sys.stdin.isatty():
@@ -140,7 +141,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return 0
     rows = [
         [
-            r.name, r.profile, r.backend, r.state + (" +draft" if r.draft and r.state != "draft" else ""),
+            r.name, r.profile, r.backend, r.state.value + (" +draft" if r.draft and r.state is not State.DRAFT else ""),
             fmt_age(r.state_since), str(pending.get(r.name, 0)), _liveness_label(r), r.cwd,
         ]
         for r in recs

@@ -325,7 +325,7 @@ def for_session(paths: Paths, session: str) -> HookServer | None:
 
     with Service.open(paths) as svc:
         rec = svc.state(session)
-    if "hooks" not in (rec.options.get("channels") or ()):
+    if not rec.options.has("hooks"):
         return None
     path = hook_socket(paths, session)
     if path is None:

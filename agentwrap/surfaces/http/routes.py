@@ -17,6 +17,7 @@ from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
 from ... import __version__
+from ...answers.actions import AnswerStatus
 from ...errors import InvalidMessage, StaleAnswer
 from ...message import (
     Attempt,
@@ -95,7 +96,7 @@ def detail_out(entry: HistoryEntry) -> m.MessageDetail:
 
 def summary(rec: SessionRecord, pending: int) -> dict[str, Any]:
     return dict(name=rec.name, profile=rec.profile, backend=rec.backend,
-                liveness=rec.liveness, state=rec.state, pending=pending, started=rec.started,
+                liveness=rec.liveness, state=rec.state.value, pending=pending, started=rec.started,
                 ended=rec.ended, exitCode=rec.exit_code)
 
 
@@ -261,13 +262,13 @@ def get_session(name: str, svc: Svc) -> m.SessionDetail:
     by_priority = Counter(str(msg.priority) for msg in pending)
     return m.SessionDetail(
         **summary(rec, len(pending)),
-        explanation=m.StateOut(state=rec.state, since=rec.state_since, reason=rec.state_reason,
+        explanation=m.StateOut(state=rec.state.value, since=rec.state_since, reason=rec.state_reason,
                                signal=rec.state_signal, rule=rec.state_rule,
                                evidence=rec.state_evidence, quietMs=rec.quiet_ms, draft=rec.draft,
                                question=m.QuestionOut(**rec.question) if rec.question else None),
         queueDepth=len(view.entries), pendingByPriority=dict(by_priority),
         metrics=metrics_out(svc.metrics(name)),
-        permissionGate=rec.options.get("permission_gate"),
+        permissionGate=rec.options.permission_gate,
     )
 
 
@@ -289,7 +290,7 @@ def post_answer(
                         deny=body.deny, question_id=body.questionId, source="http",
                         answers=body.answers)
     a = svc.wait_answer(result.answer.id, wait) if wait else result.answer
-    if a.status == "stale":
+    if a.status is AnswerStatus.STALE:
         raise StaleAnswer(a.detail)
     return m.AnswerOut(**{**a.to_json(), "supervised": result.supervised,
                           "question": m.QuestionOut(**result.question.to_json())})
@@ -309,7 +310,7 @@ def debug_queues(svc: Svc) -> m.DebugQueues:
     for v in svc.sessions():
         view = svc.peek(v.record.name, now)
         out.append(m.DebugQueue(session=v.record.name, liveness=v.record.liveness,
-                                state=v.record.state,
+                                state=v.record.state.value,
                                 entries=[queued_out(w, now) for w in view.entries]))
     return m.DebugQueues(queues=out)
 

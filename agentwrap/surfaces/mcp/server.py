@@ -328,7 +328,7 @@ def build_server(paths: Paths, session: str | None) -> tuple[MCPServer[Any], Bac
     async def list_sessions() -> list[SessionInfo]:
         me = backend.session_name
         views = await backend.call(lambda svc: svc.sessions())
-        return [SessionInfo(name=v.record.name, profile=v.record.profile, state=v.record.state,
+        return [SessionInfo(name=v.record.name, profile=v.record.profile, state=v.record.state.value,
                             running=v.record.liveness == "running", pending=v.pending,
                             you=v.record.name == me)
                 for v in views]

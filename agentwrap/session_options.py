@@ -1,0 +1,110 @@
+"""What a session was launched with, as the registry keeps it: typed, read once.
+
+``agentwrap run`` records a few facts of the launch in the session's record
+(:mod:`agentwrap.sessions.lifecycle` writes them; the registry stores them as
+JSON in ``sessions.options``), and many places read them back: the delivery
+engine (``require_ack``, the channels that reach a busy agent), the supervisor
+(``trust_folder``, its hooks), ``adopt`` (who supervises), ``state`` and the
+HTTP API (the channels, the permission gate). Parsed here once, with one
+default per field, instead of each reader fishing in a dict with its own.
+
+It lives in the foundation because both :mod:`agentwrap.sessions` (which
+stores it) and :mod:`agentwrap.delivery` (a layer below, which reads it through
+:class:`agentwrap.delivery.seams.SessionInfo`) need it.
+
+Old rows lack keys added since, a newer agentwrap may write keys this one does
+not know, and a value of the wrong type reads as the field's default:
+:meth:`SessionOptions.from_json` takes them all. :meth:`SessionOptions.to_json`
+gives back the keys it was read from, in their order (unknown ones as stored),
+so a record prints as it was written (a value of the wrong type, never written
+by agentwrap, as the default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """A session's launch options (see the module doc)."""
+
+    #: the agent may trust the project folder without asking (its trust dialog is answered)
+    trust_folder: bool = False
+    #: every message asks for an ACK; None: the config's ``require_ack`` decides
+    require_ack: bool | None = None
+    #: who supervises a tmux session: "host" (one process for all) or "process"
+    supervisor: str = ""
+    #: the native channels registered at launch (hooks, mcp, read-file); None: not
+    #: recorded (launched before native channels, or by an older agentwrap)
+    channels: tuple[str, ...] | None = None
+    #: why a channel was not registered
+    channel_notes: tuple[str, ...] = ()
+    agent_version: str | None = None  # the agent's version, as probed at launch
+    #: set for an agent that runs tools without asking by default (OpenCode): its gate
+    permission_gate: str | None = None
+    #: keys this agentwrap does not know (a newer one's), kept as stored
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    #: the keys as stored, in order (to_json writes them back)
+    stored_keys: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def has(self, channel: str) -> bool:
+        """Whether ``channel`` (``hooks``, ``mcp``, ``read-file``) was registered."""
+        return channel in (self.channels or ())
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> SessionOptions:
+        """The options in a record's stored JSON (tolerant; see the module doc)."""
+        data = data if isinstance(data, Mapping) else {}
+        known = {f.name for f in fields(cls)} - {"extra", "stored_keys"}
+        return cls(
+            trust_folder=_bool(data.get("trust_folder")) or False,
+            require_ack=_bool(data.get("require_ack")),
+            supervisor=_str(data.get("supervisor")) or "",
+            channels=_strings(data.get("channels")),
+            channel_notes=_strings(data.get("channel_notes")) or (),
+            agent_version=_str(data.get("agent_version")),
+            permission_gate=_str(data.get("permission_gate")),
+            extra={k: v for k, v in data.items() if k not in known},
+            stored_keys=tuple(data),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON to store: the keys read (in their order), then every other
+        field that differs from its default."""
+        values: dict[str, Any] = {
+            "trust_folder": self.trust_folder, "require_ack": self.require_ack,
+            "supervisor": self.supervisor,
+            "channels": None if self.channels is None else list(self.channels),
+            "channel_notes": list(self.channel_notes), "agent_version": self.agent_version,
+            "permission_gate": self.permission_gate,
+        }
+        default = SessionOptions()
+        out: dict[str, Any] = {}
+        for key in self.stored_keys:
+            out[key] = values[key] if key in values else self.extra.get(key)
+        for key, value in values.items():
+            if key not in out and getattr(self, key) != getattr(default, key):
+                out[key] = value
+        for key, value in self.extra.items():
+            out.setdefault(key, value)
+        return out
+
+
+def _bool(value: Any) -> bool | None:
+    return value if isinstance(value, bool) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _strings(value: Any) -> tuple[str, ...] | None:
+    if not isinstance(value, list | tuple):
+        return None
+    return tuple(str(v) for v in value)
+
+
+__all__ = ["SessionOptions"]
