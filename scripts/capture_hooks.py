@@ -9,7 +9,9 @@ registered for that launch only, the way ``agentwrap run`` will register them:
   person's hooks);
 * Codex: ``-c hooks.<Event>=[...]`` overrides (inline ``[hooks]`` tables), plus
   ``--dangerously-bypass-hook-trust`` when ``--codex-bypass-trust`` is given;
-* Gemini CLI: ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` naming a settings file of ours.
+* Gemini CLI: ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` naming a settings file of ours;
+* Qwen Code: a private ``QWEN_HOME`` (its user settings.json with the hooks, the
+  rest of the home's ``.qwen`` linked): it runs no hooks from any other file.
 
 Every hook is ``python3 capture.py EVENT OUT`` (below): it appends its event name
 and its stdin as one JSON line to OUT and prints nothing. The model is scripted to
@@ -79,9 +81,12 @@ EVENTS: dict[str, tuple[str, ...]] = {
               "PermissionRequest", "Stop"),
     "gemini": ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent",
                "Notification", "SessionEnd"),
+    "qwen": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
+             "PostToolUse", "Stop", "Notification", "SessionEnd"),
 }
-TURN_END = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent"}
-READY = {"claude": "? for shortcuts", "codex": "? for shortcuts", "gemini": "Type your message"}
+TURN_END = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent", "qwen": "Stop"}
+READY = {"claude": "? for shortcuts", "codex": "? for shortcuts", "gemini": "Type your message",
+         "qwen": "Type your message"}
 
 
 def log(msg: str) -> None:
@@ -146,7 +151,8 @@ def hook_entry(event: str, capture: Path, out: Path, timeout: int = 10) -> dict[
 
 
 #: The event at the safe point between tool calls, per agent.
-BETWEEN_TOOLS = {"claude": "PostToolBatch", "codex": "PostToolUse", "gemini": "AfterTool"}
+BETWEEN_TOOLS = {"claude": "PostToolBatch", "codex": "PostToolUse", "gemini": "AfterTool",
+                 "qwen": "PostToolUse"}
 
 
 def register(agent: str, launch: Any, root: Path, capture: Path, out: Path,
@@ -172,6 +178,20 @@ def register(agent: str, launch: Any, root: Path, capture: Path, out: Path,
             launch.argv.extend(["-c", f"hooks.{e}=[{{hooks=[{hooks}]}}]"])
         if bypass_trust:
             launch.argv.append("--dangerously-bypass-hook-trust")
+    elif agent == "qwen":
+        # Qwen Code 0.15.10 runs hooks of the user's settings.json and the project's
+        # only (not of its system or system-defaults files): a private QWEN_HOME whose
+        # settings.json is the user's plus these hooks, the rest linked to the user's
+        private = root / "qwen-home"
+        private.mkdir(mode=0o700)
+        own = Path(launch.env.get("HOME", str(Path.home()))) / ".qwen"
+        for entry in own.iterdir() if own.is_dir() else ():
+            if entry.name != "settings.json":
+                (private / entry.name).symlink_to(entry)
+        settings = json.loads((own / "settings.json").read_text(encoding="utf-8"))
+        settings["hooks"] = {e: entries(e, 10_000) for e in events}
+        (private / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
+        launch.env.update(QWEN_HOME=str(private), QWEN_RUNTIME_DIR=str(own))
     else:
         # Gemini 0.61 loads a system settings file only if it and every directory
         # above it are owned by root and not writable by group or others: not
@@ -218,6 +238,8 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                       ("ls", {"command": "ls"})],
             "gemini": [("read_file", {"file_path": "README.md"}),
                        ("list_directory", {"dir_path": "."})],
+            "qwen": [("read_file", {"absolute_path": str(work / "README.md")}),
+                     ("list_directory", {"path": str(work)})],
         }[agent]
         register(agent, launch, root, capture, out, args.codex_bypass_trust, args.deliver)
         probe = f"HOOKPROBE {agent}: the nightly build is green"
@@ -299,7 +321,8 @@ def queue_probe(agent: str, launch: Any, root: Path, work: Path, probe: str) -> 
 
     runtime = root / "run"
     runtime.mkdir(mode=0o700)
-    launch.env.update(XDG_RUNTIME_DIR=str(runtime), AGENTWRAP_SESSION=f"cap-{agent}")
+    launch.env.update(XDG_RUNTIME_DIR=str(runtime), AGENTWRAP_SESSION=f"cap-{agent}",
+                      PYTHONPATH=str(REPO))  # this checkout's handler, not an installed one
     paths = Paths.from_env(launch.env).ensure()
     with Service.open(paths) as svc:
         svc.registry.register(SessionRecord(name=f"cap-{agent}", profile=agent, backend="tmux",
@@ -327,7 +350,8 @@ def check_delivery(agent: str, launch: Any, server: Any, probe: str, message_id:
 
 
 def screens_quit(agent: str) -> list[str]:
-    return {"claude": ["C-c", "C-c"], "codex": ["C-c", "C-c"], "gemini": ["C-c", "C-c"]}[agent]
+    return {"claude": ["C-c", "C-c"], "codex": ["C-c", "C-c"], "gemini": ["C-c", "C-c"],
+            "qwen": ["C-c", "C-c"]}[agent]
 
 
 def scrub(value: Any, root: str) -> Any:
@@ -354,6 +378,8 @@ def save(agent: str, events: list[dict[str, Any]], root: Path,
             name = f"Notification.{kind}"
         elif payload.get("tool_name") == "AskUserQuestion":  # beside the event's other tools
             name = f"{name}.AskUserQuestion"
+        elif name == "UserPromptSubmit" and payload.get("prompt") == "":
+            name = f"{name}.continuation"  # Qwen: a tool result going back to the model
         if name in seen or (only and name not in only):
             continue
         seen.add(name)

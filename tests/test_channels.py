@@ -418,3 +418,80 @@ def test_an_ended_sessions_launch_files_are_removed(paths: Paths) -> None:
     assert channels.remove_launch_files(paths, "s1") == [folder]
     assert not folder.exists()
     assert channels.remove_launch_files(paths, "s1") == []  # nothing left: nothing to do
+
+
+def _qwen_home(tmp_path: Path, settings: object) -> Path:
+    """A person's ~/.qwen: settings.json, credentials and a memory dir."""
+    own = tmp_path / "person" / ".qwen"
+    (own / "memory").mkdir(parents=True)
+    (own / "memory" / "notes.md").write_text("remember me\n")
+    (own / "oauth_creds.json").write_text("{}\n")
+    if settings is not None:
+        (own / "settings.json").write_text(
+            settings if isinstance(settings, str) else json.dumps(settings))
+    return own
+
+
+def _plan_qwen(paths: Paths, env: dict[str, str]) -> channels.LaunchChannels:
+    return plan(load_profile("qwen", paths), RunConfig(), paths, "s1", ["/bin/qwen"],
+                {"PATH": "/bin", **env}, version="0.15.10")
+
+
+def test_qwen_gets_a_private_home_with_its_hooks_beside_the_persons(
+    paths: Paths, tmp_path: Path,
+) -> None:
+    """Qwen Code runs hooks from the user's settings.json only: the launch gets
+    a private QWEN_HOME holding a copy of it with agentwrap's hooks after the
+    person's own, the rest of their Qwen dir linked; nothing of theirs changes."""
+    mine = {"$version": 4, "model": {"name": "m"},
+            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "my-stop"}]}],
+                      "PreToolUse": [{"hooks": [{"type": "command", "command": "my-pre"}]}]}}
+    own = _qwen_home(tmp_path, mine)
+    before = (own / "settings.json").read_bytes()
+    got = _plan_qwen(paths, {"HOME": str(tmp_path / "person")})
+    assert got.channels == ["hooks"] and got.argv == []
+    private = Path(got.env["QWEN_HOME"])
+    assert private == channels.launch_dir(paths, "s1") / "qwen-home"
+    assert got.env["QWEN_RUNTIME_DIR"] == str(own)  # sessions and logs stay where they were
+    _private(private / "settings.json")
+    data = json.loads((private / "settings.json").read_text())
+    assert data["model"] == {"name": "m"}
+    assert sorted(data["hooks"]) == sorted([*channels.HOOK_EVENTS["qwen"], "PreToolUse"])
+    assert data["hooks"]["Stop"][0]["hooks"][0]["command"] == "my-stop"  # theirs first
+    ours = data["hooks"]["Stop"][1]["hooks"][0]
+    assert " hook qwen Stop" in ours["command"] and "AGENTWRAP_SESSION=s1" in ours["command"]
+    assert ours["timeout"] == 10_000  # milliseconds
+    assert data["hooks"]["PreToolUse"] == mine["hooks"]["PreToolUse"]  # kept as it was
+    assert (private / "memory").is_symlink() and (private / "memory").resolve() == own / "memory"
+    assert (private / "oauth_creds.json").resolve() == own / "oauth_creds.json"
+    assert (own / "settings.json").read_bytes() == before
+    assert "settings changed in this session are not kept" in describe(got.options())
+    # the session ends: the private home goes, the person's dir is untouched
+    assert channels.remove_launch_files(paths, "s1") == [channels.launch_dir(paths, "s1")]
+    assert (own / "memory" / "notes.md").read_text() == "remember me\n"
+    assert (own / "oauth_creds.json").exists() and (own / "settings.json").read_bytes() == before
+
+
+def test_qwen_keeps_the_persons_qwen_home_and_runtime_dir(paths: Paths, tmp_path: Path) -> None:
+    own = _qwen_home(tmp_path, {"advanced": {"runtimeOutputDir": "/elsewhere"}})
+    got = _plan_qwen(paths, {"HOME": "/nowhere", "QWEN_HOME": str(own)})
+    assert (Path(got.env["QWEN_HOME"]) / "memory").resolve() == own / "memory"
+    assert "QWEN_RUNTIME_DIR" not in got.env  # their own setting decides
+    got = _plan_qwen(paths, {"HOME": "/nowhere", "QWEN_HOME": str(own),
+                             "QWEN_RUNTIME_DIR": "/theirs"})
+    assert "QWEN_RUNTIME_DIR" not in got.env
+
+
+@pytest.mark.parametrize(("settings", "why"), [
+    (None, "does not exist yet"),
+    ("{ // a comment\n}", "could not be read as JSON"),
+    ({"disableAllHooks": True}, "turns hooks off"),
+    ([1, 2], "not a JSON object"),
+])
+def test_qwen_without_usable_settings_registers_nothing(
+    paths: Paths, tmp_path: Path, settings: object, why: str,
+) -> None:
+    _qwen_home(tmp_path, settings)
+    got = _plan_qwen(paths, {"HOME": str(tmp_path / "person")})
+    assert got.channels == [] and got.env == {} and got.files == []
+    assert why in got.notes[0] and not channels.launch_dir(paths, "s1").exists()

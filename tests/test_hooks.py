@@ -122,6 +122,11 @@ def test_signals_say_what_the_agent_does(aw: AwEnv, svc: Service) -> None:
         ("gemini", "BeforeAgent.json"): "busy",
         ("gemini", "AfterAgent.json"): "ready",
         ("gemini", "Notification.ToolPermission.json"): "waiting_input",
+        ("qwen", "UserPromptSubmit.json"): "busy",
+        ("qwen", "Stop.json"): "ready",
+        ("qwen", "Notification.permission_prompt.json"): "waiting_input",
+        ("qwen", "PermissionRequest.json"): "waiting_input",
+        ("qwen", "Notification.idle_prompt.json"): "ready",
     }
     for (agent, name), state in cases.items():
         path = FIXTURES / agent / name
@@ -162,6 +167,7 @@ def test_drained_once_highest_priority_first(aw: AwEnv, svc: Service) -> None:
     ("claude", "PostToolBatch", "Stop", "last_assistant_message"),
     ("codex", "PostToolUse", "Stop", "last_assistant_message"),
     ("gemini", "AfterTool", "AfterAgent", "prompt_response"),
+    ("qwen", "PostToolUse", "Stop", "last_assistant_message"),
 ])
 def test_the_ack_in_the_reply_at_turn_end(aw: AwEnv, svc: Service, agent: str, between: str,
                                           end: str, field: str) -> None:
@@ -183,6 +189,33 @@ def test_the_ack_in_the_reply_at_turn_end(aw: AwEnv, svc: Service, agent: str, b
     stray = {**reply, field: "ACK 0badc0de"}
     assert handle(agent, end, json.dumps(stray).encode(), env_of(aw)) == ""
     assert svc.get(other).status is Status.PENDING
+
+
+def test_qwens_prompt_event_after_a_tool_result_is_not_a_prompt(aw: AwEnv, svc: Service) -> None:
+    """Qwen Code runs UserPromptSubmit again, with an empty prompt, each time a
+    tool result goes back to the model: inside the turn, not a person's prompt.
+    It writes no signal (the turn's state stays what the last real event said),
+    counts no prompt in the handoff notes and takes no message."""
+    from agentwrap.continuity.hooks import notes_file, read_json
+
+    notes_file(aw.paths, "fake").parent.mkdir(parents=True, exist_ok=True)
+    mid = send(svc, "waits for PostToolUse")
+    prompt = (FIXTURES / "qwen" / "UserPromptSubmit.json").read_bytes()
+    again = FIXTURES / "qwen" / "UserPromptSubmit.continuation.json"
+    assert payload(again)["prompt"] == "" and action("qwen", "UserPromptSubmit",
+                                                     payload(again)) is None
+    assert handle("qwen", "UserPromptSubmit", prompt, env_of(aw)) == ""
+    first = read_signal(aw.paths, "fake")
+    assert first is not None and first.signal == "prompt_submitted"
+    assert handle("qwen", "UserPromptSubmit", again.read_bytes(), env_of(aw)) == ""
+    assert read_signal(aw.paths, "fake") == first
+    notes = read_json(notes_file(aw.paths, "fake"))
+    assert notes.get("prompts") == 1 and notes.get("goal") == payload(
+        FIXTURES / "qwen" / "UserPromptSubmit.json")["prompt"]
+    assert svc.get(mid).status is Status.PENDING
+    # the same empty prompt is a real one for an agent without that habit
+    assert action("claude", "UserPromptSubmit", {**payload(again),
+                  "hook_event_name": "UserPromptSubmit"}) == "prompt_submitted"
 
 
 def test_a_subagents_tool_calls_take_nothing(aw: AwEnv, svc: Service) -> None:
@@ -314,7 +347,7 @@ def test_hook_start_up_imports_only_what_it_uses(aw: AwEnv, svc: Service, agent:
         assert "agentwrap.queue.sqlite" not in proc.stderr.decode()
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen"])
 def test_session_start_hands_the_startup_context_over_until_the_first_turn(
         aw: AwEnv, svc: Service, agent: str) -> None:
     """Start-up context (`run --context`) queued when the agent starts goes
@@ -389,7 +422,7 @@ def test_what_the_start_handed_is_never_typed_and_fails_at_the_end(
     assert [a.outcome for a in entry.attempts] == ["handed"]
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen"])
 def test_session_start_marks_the_start_up_complete(aw: AwEnv, svc: Service, agent: str) -> None:
     """The marker the supervisor waits on (typing and `ready`) is written even
     where the launch has no folder of its own yet: Gemini's settings live

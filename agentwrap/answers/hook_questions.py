@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # the hook imports these only when rules exist
 TOOL_NAMES: dict[str, dict[str, str]] = {
     "claude": {"Write": "Create", "MultiEdit": "Edit", "NotebookEdit": "Edit", "WebFetch": "Fetch"},
     "codex": {},  # every Codex approval is the "shell" dialog (patterns/codex.toml)
+    "qwen": {"run_shell_command": "Shell"},  # its shell dialog (the others not seen yet)
 }
 #: A profile whose permission dialog gives one tool name for every request.
 ONE_TOOL = {"codex": "shell"}

@@ -34,6 +34,18 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   that chain is root-private, else in ``/run/agentwrap``); otherwise Gemini
   gets nothing and the session's notes say why. A variable the person set
   themselves is left alone.
+* **Qwen Code** (``hooks = "qwen"``): 0.15.10 runs the hooks of the person's
+  settings.json and of a trusted project's ``.qwen/settings.json`` only (not
+  those of its system or system-defaults files, which it merges for
+  everything else), and takes no hook from its command line. So the launch
+  gets a private ``QWEN_HOME``: a copy of the person's settings.json with
+  agentwrap's hooks added to theirs (timeouts in milliseconds), every other
+  entry of their Qwen dir linked (credentials, memory, extensions, skills), and
+  ``QWEN_RUNTIME_DIR`` at their Qwen dir so sessions and logs stay where they
+  were. Settings Qwen writes during the session (``/model``, ``/theme``) go to
+  the copy and are not kept (the notes say so); without a settings.json of
+  theirs yet (first run: onboarding writes it) or with ``disableAllHooks``,
+  nothing is registered.
 
 Nothing of the person's is edited (no ``~/.claude``, ``.claude/``,
 ``.codex/``, ``.gemini/``): the files live in ``<state>/launch/<session>/``
@@ -91,18 +103,22 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
                "PermissionRequest"),
     "codex": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "PermissionRequest"),
     "gemini": ("SessionStart", "AfterTool", "BeforeAgent", "AfterAgent", "Notification"),
+    "qwen": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "Notification",
+             "PermissionRequest"),
 }
 #: Claude's events whose hook only reports (a state signal, the ACKs of a
 #: reply): registered ``"async": true`` where the version runs hooks in the
 #: background, so the agent never waits for them (issue 27). The others answer
 #: (hand-over, a rule's permission answer) and are waited for.
 CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Stop", "Notification"})
-#: Hook timeout: seconds for Claude and Codex, milliseconds for Gemini.
+#: Hook timeout: seconds for Claude and Codex, milliseconds for Gemini and Qwen.
 HOOK_TIMEOUT_S = 10
 #: The MCP tools Claude may call without asking (send_message still asks).
 ALLOWED_MCP_TOOLS = ("check_input_queue", "wait_for_input", "acknowledge", "list_sessions")
 GEMINI_DEFAULTS_ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 CODEX_BYPASS_FLAG = "--dangerously-bypass-hook-trust"
+QWEN_HOME_ENV = "QWEN_HOME"
+QWEN_RUNTIME_ENV = "QWEN_RUNTIME_DIR"
 #: Where a root-owned Gemini settings file goes when the state dir is not root-private.
 ROOT_RUN_DIR = Path("/run/agentwrap")
 VERSION_TIMEOUT_S = 15.0
@@ -486,6 +502,79 @@ def _gemini(out: LaunchChannels, session: str, paths: Paths, python: str,
     out.channels += [c for c, on in (("hooks", hooks), ("mcp", mcp)) if on]
 
 
+def qwen_dir(env: Mapping[str, str]) -> Path:
+    """The person's Qwen dir: ``QWEN_HOME`` (``~`` and relative paths as Qwen
+    resolves them) or ``~/.qwen``."""
+    home = Path(env.get("HOME") or Path.home())
+    raw = env.get(QWEN_HOME_ENV, "")
+    if not raw:
+        return home / ".qwen"
+    if raw == "~" or raw.startswith("~/"):
+        return home / raw[2:]
+    return Path(os.path.abspath(raw))
+
+
+def _qwen(out: LaunchChannels, session: str, paths: Paths, python: str,
+          env: Mapping[str, str], hooks: bool, profile: str = "qwen") -> None:
+    if not hooks:
+        return
+    own = qwen_dir(env)
+    theirs = own / "settings.json"
+    try:
+        settings = json.loads(theirs.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        out.notes.append(f"hooks: not registered for Qwen Code: {theirs} does not exist yet"
+                         " (its first run writes it); they are from the next launch on")
+        return
+    except (OSError, ValueError) as exc:
+        out.notes.append(f"hooks: not registered for Qwen Code: {theirs} could not be read"
+                         f" as JSON ({exc})")
+        return
+    if not isinstance(settings, dict) or settings.get("disableAllHooks") is True:
+        out.notes.append(f"hooks: not registered for Qwen Code: {theirs} turns hooks off"
+                         if isinstance(settings, dict) else
+                         f"hooks: not registered for Qwen Code: {theirs} is not a JSON object")
+        return
+    raw_hooks = settings.get("hooks")
+    had: dict[str, Any] = raw_hooks if isinstance(raw_hooks, dict) else {}
+    merged = dict(had)
+    for e in HOOK_EVENTS["qwen"]:
+        theirs_e = had.get(e)
+        before: list[Any] = theirs_e if isinstance(theirs_e, list) else []
+        merged[e] = [*before, *_hook_group(
+            hook_command("qwen", e, session, paths, python, profile, hook_client()),
+            HOOK_TIMEOUT_S * 1000)]
+    settings["hooks"] = merged
+    private = launch_dir(paths, session) / "qwen-home"
+    if not out.dry_run:
+        _link_qwen_dir(own, private)
+    _write_json(out, private / "settings.json", settings)
+    out.files.append(private / "settings.json")
+    out.env[QWEN_HOME_ENV] = str(private)
+    runtime = settings.get("advanced", {}).get("runtimeOutputDir") \
+        if isinstance(settings.get("advanced"), dict) else None
+    if not env.get(QWEN_RUNTIME_ENV) and not runtime:
+        out.env[QWEN_RUNTIME_ENV] = str(own)  # sessions and logs where they always go
+    out.notes.append(f"hooks: through a private QWEN_HOME ({private}): your settings.json"
+                     " with agentwrap's hooks; settings changed in this session are not kept")
+    out.channels.insert(0, "hooks")
+
+
+def _link_qwen_dir(own: Path, private: Path) -> None:
+    """``private`` as ``own`` (the person's Qwen dir) seen through links, but
+    for settings.json: what Qwen reads and writes there is theirs."""
+    if private.is_dir() and not private.is_symlink():
+        shutil.rmtree(private)  # a previous launch's of this session name
+    private_dir(private, repair=True)
+    try:
+        entries = list(own.iterdir())
+    except OSError:
+        entries = []
+    for entry in entries:
+        if entry.name != "settings.json":
+            (private / entry.name).symlink_to(entry)
+
+
 def plan(
     profile: Profile, run: RunConfig, paths: Paths, session: str, argv: list[str],
     env: Mapping[str, str], *, enabled: bool = True, python: str | None = None,
@@ -527,6 +616,8 @@ def plan(
         _codex(out, session, paths, python, run, hooks, mcp, profile.name)
     elif kind == "gemini":
         _gemini(out, session, paths, python, env, hooks, mcp, euid)
+    elif kind == "qwen":
+        _qwen(out, session, paths, python, env, hooks, profile.name)
     if spec.read_file:
         _read_file(out, spec.read_file, session, paths)
     return out
@@ -578,7 +669,7 @@ def describe(options: SessionOptions) -> str:
 __all__ = [
     "ALLOWED_MCP_TOOLS", "HOOK_CLIENT", "HOOK_CLIENT_ENV", "HOOK_EVENTS", "LaunchChannels",
     "describe", "hook_client", "hook_command",
-    "launch_dir", "parse_version", "plan", "probe_version", "read_file_path",
+    "launch_dir", "parse_version", "plan", "probe_version", "qwen_dir", "read_file_path",
     "remove_launch_files", "root_private_chain",
     "version_at_least",
 ]

@@ -1,8 +1,8 @@
 """Native channels on the real agents: a message sent while the agent is in a
 multi-step tool loop reaches the model inside the same turn, through the hook
 registered by ``agentwrap run``, in the request that follows the next tool
-result, exactly once, and is never also typed (Claude Code, Gemini CLI, and
-Codex with the user's ``[run] codex_hook_trust = "bypass"``); a hook with the
+result, exactly once, and is never also typed (Claude Code, Gemini CLI, Qwen
+Code, and Codex with the user's ``[run] codex_hook_trust = "bypass"``); a hook with the
 database locked leaves the agent undisturbed.
 
 The model server is scripted (``[[loop]]``): one tool call per request, each
@@ -35,6 +35,7 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "claude": [("Read", {"file_path": "README.md"})] * STEPS,
     "codex": [("cat README.md", {})] * STEPS,
     "gemini": [("read_file", {"file_path": "README.md"})] * STEPS,
+    "qwen": [("list_directory", {"path": "{workdir}"})] * STEPS,  # it wants absolute paths
 }
 
 
@@ -92,7 +93,8 @@ def _session(make_session: Make, agent: str) -> AgentSession:
     s.server = server
     _repoint(s, server)
     (s.workdir / "README.md").write_text("# scratch project for agentwrap tests\n")
-    server.calls = CALLS[agent]
+    server.calls = [(name, {k: str(s.workdir) if v == "{workdir}" else v for k, v in args.items()})
+                    for name, args in CALLS[agent]]
     return s
 
 
@@ -118,7 +120,7 @@ def _bodies(s: AgentSession) -> list[tuple[float, str, bool]]:
             continue
         text = json.dumps(r.body, ensure_ascii=False)
         out.append((r.time, text, "tool_result" in text or "function_call_output" in text
-                    or "functionResponse" in text))
+                    or "functionResponse" in text or '"role": "tool"' in text))
     return out
 
 
@@ -136,7 +138,7 @@ def _start(s: AgentSession) -> None:
     assert "hooks" in (st.get("channels") or []), st
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen"])
 def test_message_sent_in_a_tool_loop_reaches_the_next_request_once(
     make_session: Make, agent: str
 ) -> None:

@@ -19,10 +19,10 @@ the hook does one thing and leaves:
    its store is open, so this process imports no more than a socket); only
    when none answers does the hook open the store itself, and then only if
    SQLite says something is due (:mod:`agentwrap.queue.due`);
-4. a **question** (Claude and Codex ``PermissionRequest``) is kept for the
+4. a **question** (Claude, Codex and Qwen ``PermissionRequest``) is kept for the
    supervisor with its exact text and, when one of the user's answer rules
    decides it, answered here (:mod:`agentwrap.answers.hook_questions`);
-5. at a turn's end the agent's reply (Claude and Codex ``last_assistant_message``,
+5. at a turn's end the agent's reply (Claude, Codex, Qwen ``last_assistant_message``,
    Gemini ``prompt_response``) is searched for ``ACK <token>``: the messages a
    hook handed over in that batch are acknowledged (``seen``, channel ``hook``),
    as the typing path does when it finds the ACK on screen. Only then is the
@@ -82,7 +82,7 @@ USAGE = """\
 usage: agentwrap hook AGENT EVENT < hook-input.json
 
 The handler an agent's native hook runs (registered per launch by `agentwrap
-run`): AGENT is claude, codex or gemini, EVENT the hook event. At the session
+run`): AGENT is claude, codex, gemini or qwen, EVENT the hook event. At the session
 start and between tool calls it hands the session's queued messages to the
 model as additional context (delivered once, channel "hook"); at a turn's end,
 a prompt submit or a notification it records a state signal for the

@@ -1,21 +1,21 @@
 """What each agent's hook events mean to agentwrap, and the JSON each expects back.
 
 Captured from the real CLIs (tests/fixtures/hooks/, how in its README): Claude
-Code 2.1.197, Codex 0.169.0 and Gemini CLI 0.61.0 send one JSON object on the
-hook's stdin (``hook_event_name``, ``session_id``, ``cwd``, ...) and read the
+Code 2.1.197, Codex 0.169.0, Gemini CLI 0.61.0 and Qwen Code 0.15.10 send one
+JSON object on the hook's stdin (``hook_event_name``, ``session_id``, ``cwd``, ...) and read the
 hook's stdout. Two kinds of event matter here:
 
 * **context** events let a hook add text to what the model reads next: the
   session start and the safe point between tool calls (Claude ``PostToolBatch``,
-  or ``PostToolUse`` where that is what is registered; Codex ``PostToolUse``;
-  Gemini ``AfterTool``). All three read the same shape,
+  or ``PostToolUse`` where that is what is registered; Codex and Qwen
+  ``PostToolUse``; Gemini ``AfterTool``). All four read the same shape,
   ``{"hookSpecificOutput": {"hookEventName": E, "additionalContext": TEXT}}``
   (Claude ignores a top-level ``additionalContext``; Codex's schema requires
   ``hookEventName`` and refuses other keys; Gemini escapes ``<`` and ``>`` in it
-  and wraps it in ``<hook_context>``).
+  and wraps it in ``<hook_context>``; Qwen escapes them as ``&lt;`` ``&gt;``).
 * **signal** events say what the agent does (see
   :data:`agentwrap.sessions.signals.SIGNAL_STATES`); the hook answers nothing.
-* **question** events (Claude and Codex ``PermissionRequest``, just before the
+* **question** events (Claude, Codex and Qwen ``PermissionRequest``, just before the
   agent opens a permission dialog or AskUserQuestion's) carry the exact
   request; the hook keeps it for the supervisor and, when an answer rule
   decides it, answers in the shape both read (:func:`permission_output`;
@@ -59,7 +59,20 @@ EVENTS: dict[str, dict[str, str]] = {
         "AfterAgent": "turn_end",
         "Notification": NOTIFICATION,
     },
+    "qwen": {  # Claude's names and shapes (Qwen Code 0.15.10)
+        "SessionStart": CONTEXT,
+        "PostToolUse": CONTEXT,  # its additionalContext is appended to the tool result
+        "UserPromptSubmit": "prompt_submitted",  # also after each tool result: CONTINUATIONS
+        "Stop": "turn_end",
+        "Notification": NOTIFICATION,
+        "PermissionRequest": QUESTION,  # just before its permission dialog opens
+    },
 }
+
+#: agent -> the prompt event it fires again inside a turn, with an empty
+#: ``prompt``, each time a tool result goes back to the model (Qwen Code runs
+#: UserPromptSubmit for every request of the turn): not a person's prompt.
+CONTINUATIONS = {"qwen": "UserPromptSubmit"}
 
 #: ``notification_type`` -> signal (other notifications are ignored).
 NOTIFICATION_SIGNALS = {
@@ -84,6 +97,8 @@ def action(agent: str, event: str, payload: dict[str, Any]) -> str | None:
         return None
     if kind == NOTIFICATION:
         return NOTIFICATION_SIGNALS.get(str(payload.get("notification_type", "")))
+    if CONTINUATIONS.get(agent) == event and not str(payload.get("prompt") or "").strip():
+        return None  # a tool result on its way back to the model, inside the turn
     if kind == CONTEXT and payload.get("agent_id"):
         # Claude fills agent_id in hooks that fire inside a subagent: its context
         # would go to the subagent, never to the session's own model
@@ -103,11 +118,11 @@ def permission_output(event: str, behavior: str, message: str = "") -> dict[str,
 
 
 def context_output(event: str, text: str) -> dict[str, Any]:
-    """The answer that hands ``text`` to the model, in the shape all three read."""
+    """The answer that hands ``text`` to the model, in the shape all four read."""
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 __all__ = [
-    "CONTEXT", "EVENTS", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "QUESTION", "action",
+    "CONTEXT", "CONTINUATIONS", "EVENTS", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "QUESTION", "action",
     "context_output", "permission_output",
 ]
