@@ -23,6 +23,16 @@ This module is the state machine that ties them: every step is preceded by a
 write-ahead phase in the store (claimed -> pasting -> submitting ->
 submitted), so a supervisor killed at any point and restarted resumes
 without typing anything twice (:meth:`DeliveryEngine._resume`).
+
+A batch between turns (a block held in the box, a batch a restarted
+supervisor found in flight) is *parked*: it takes its next step only when
+the screen lets it (:meth:`DeliveryEngine._parked_blocked`). Nothing of a
+claimed batch is typed before the typing window opens, as for a new one; a
+block that may be in the box already waits while a dialog hides the box,
+since a hidden box proves neither that it is there (submit) nor that it is
+not (paste again). A screen that does not let it for ``readiness_timeout_s``
+fails the attempt as a shut window does, and a block that may be in the box
+stays held in flight rather than going back to be pasted again.
 """
 
 from __future__ import annotations
@@ -121,7 +131,8 @@ class DeliveryEngine:
         self._channel = "tmux-paste"  # the typing channel last used (the backend's)
         self._leftovers_checked = False  # the section's unacknowledged entries, at start
         self._next_expiry = 0.0  # expire overdue messages on the first turn
-        self._held: dict[str, float] = {}  # token -> when to press submit again
+        # parked batches (held in the box, or resumed): token -> when to take their next step
+        self._parked: dict[str, float] = {}
         self._ack: _AckWait | None = None  # the batch whose ACK is awaited
         self._ack_patterns = [*cfg.ack_patterns, *profile.ack_patterns]
         # batches in flight through another channel of the supervisor (Aider's
@@ -179,7 +190,7 @@ class DeliveryEngine:
     def _step(self, sup: Driver) -> float | None:
         if not self._resumed:
             self._resumed = True
-            self._resume(sup)
+            self._resume()
             if not self._leftovers_checked:
                 self._leftovers_checked = True
                 self.escalation.announce_leftovers()
@@ -188,8 +199,8 @@ class DeliveryEngine:
             if wait is not None:
                 return wait
         now = self.clock()
-        if self._held:
-            wait = self._retry_held(sup, now)
+        if self._parked:
+            wait = self._step_parked(sup, now)
             if wait is not None:
                 return wait
         if now >= self._next_expiry:
@@ -208,14 +219,7 @@ class DeliveryEngine:
             return None
         reason = self.window(sup, due[0].priority)
         if reason is not None:
-            if sup.reading.state is State.EXITED:
-                return None
-            if self.typing_window.awaits_start_hook():
-                return 0.1  # a short wait of its own (bounded), not a failed attempt
-            if self.typing_window.shut_too_long(sup, now):
-                self._no_window(due, reason)
-                return 0.05
-            return 0.1
+            return self._shut(sup, now, functools.partial(self._no_window, reason))
         self.typing_window.opened()
         token = new_token()
         batch = self._claim(token, now, rows=sup.snap.rows if sup.snap is not None else None)
@@ -223,20 +227,63 @@ class DeliveryEngine:
             self._deliver(sup, token, batch, Phase.CLAIMED)
         return 0.05
 
-    def _retry_held(self, sup: Driver, now: float) -> float | None:
-        """Press submit again for a block left in the box by an earlier attempt."""
-        token, due_at = min(self._held.items(), key=lambda kv: kv[1])
-        if due_at > now:
-            return None if not self.store.peek(self.session, now) else min(0.5, due_at - now)
-        if not self.typing_window.may_press_again(sup):
-            return 0.1
-        del self._held[token]
+    def _shut(self, sup: Driver, now: float, fail: Callable[[], None]) -> float | None:
+        """The screen does not let the next step happen now: wait, or ``fail``
+        the attempt once it has not for the readiness timeout."""
         if sup.reading.state is State.EXITED:
             return None
+        if self.typing_window.awaits_start_hook():
+            return 0.1  # a short wait of its own (bounded), not a failed attempt
+        if self.typing_window.shut_too_long(sup, now):
+            fail()
+            return 0.05
+        return 0.1
+
+    def _step_parked(self, sup: Driver, now: float) -> float | None:
+        """The next step of a parked batch: a block left in the box by an
+        earlier attempt (press submit again), or a batch a restarted supervisor
+        found in flight (resume from its phase), once the screen lets it."""
+        token, due_at = min(self._parked.items(), key=lambda kv: kv[1])
+        if due_at > now:
+            return None if not self.store.peek(self.session, now) else min(0.5, due_at - now)
         batch = [m for m in self.store.in_flight(self.session) if m.batch_id == token]
-        if batch:
-            self._deliver(sup, token, batch, Phase.SUBMITTING)
+        if not batch:
+            del self._parked[token]  # ended meanwhile (abandoned, given up)
+            return 0.05
+        phase = batch[0].phase or Phase.CLAIMED
+        reason = self._parked_blocked(sup, phase, batch)
+        if reason is not None:
+            return self._shut(sup, now, functools.partial(
+                self._parked_shut_out, sup, token, batch, phase, reason))
+        del self._parked[token]
+        self.typing_window.opened()
+        self._deliver(sup, token, batch, phase)
         return 0.05
+
+    def _parked_blocked(self, sup: Driver, phase: Phase, batch: list[Message]) -> str | None:
+        """Why a parked batch may not take its next step now (None: it may).
+        Claimed: nothing typed yet, so it waits for the typing window like a
+        new batch. Pasting or submitting: the block may be in the box, which
+        must be visible (:meth:`TypingWindow.press_reason`). Submitted: its
+        next step (the ACK) types nothing. An exited agent: none (the
+        session's end settles the batch, :meth:`abandon`)."""
+        if sup.reading.state is State.EXITED:
+            return "agent exited"
+        if phase is Phase.CLAIMED:
+            return self.window(sup, max(m.priority for m in batch))
+        if phase is Phase.SUBMITTED:
+            return None
+        return self.typing_window.press_reason(sup)
+
+    def _parked_shut_out(
+        self, sup: Driver, token: str, batch: list[Message], phase: Phase, reason: str
+    ) -> None:
+        """A parked batch the screen did not let go on for the readiness
+        timeout: a failed attempt; one that may have left its block in the
+        box stays held in flight (its next attempt resumes from its phase)."""
+        del self._parked[token]
+        in_box = False if phase is Phase.CLAIMED else None
+        self._window_failed(sup, token, batch, reason, in_box=in_box)
 
     def window(self, sup: Driver, priority: Priority) -> str | None:
         """None when typing is safe now, else why not (:meth:`TypingWindow.reason`)."""
@@ -352,12 +399,16 @@ class DeliveryEngine:
         elif result.outcome == "agent_exited":
             self.store.finish(Status.FAILED, f"agent exited: {result.evidence}", batch_id=token)
         else:
-            stuck = (
-                sup is not None
-                and result.outcome == "submit_not_confirmed"
-                and self.evidence.in_box(sup, inj) is True
-            )
-            self._failed(sup, token, batch, result, still_in_box=stuck)
+            self._failed(sup, token, batch, result, in_box=self._left_in_box(sup, inj, result))
+
+    def _left_in_box(self, sup: Driver | None, inj: Injection, result: Outcome) -> bool | None:
+        """Whether a failed paste or submit left our block in the input box:
+        True (seen there), None (the box is hidden, by a dialog say: it may
+        be), False. Either of the first two holds the batch in flight, so
+        that it is never pasted a second time behind the first."""
+        if sup is None or result.outcome not in ("paste_not_seen", "submit_not_confirmed"):
+            return False
+        return self.evidence.in_box(sup, inj)
 
     def _run_phases(
         self, sup: Driver, inj: Injection, batch: list[Message], phase: Phase
@@ -371,10 +422,14 @@ class DeliveryEngine:
             # Resuming PASTING after a restart: the earlier paste may still be on its
             # way to the screen (a slow or stalled agent has not drawn it yet). Give it
             # as long as a fresh paste gets before deciding it never went out; one
-            # look at the box was not enough and typed the block twice.
-            pasted = phase is Phase.PASTING and self.evidence.wait_until(
-                sup, self.cfg.paste_timeout_s, lambda: self.evidence.in_box(sup, inj) is True
-            )
+            # look at the box was not enough and typed the block twice. A box still
+            # hidden then (a dialog over it) proves nothing either way: not pasted.
+            pasted = self.evidence.in_box_within(sup, inj, self.cfg.paste_timeout_s) \
+                if phase is Phase.PASTING else False
+            if pasted is None:
+                return Outcome(False, "paste_not_seen",
+                               "input box hidden, the earlier paste may be in it: "
+                               + screen_tail(sup))
             if not pasted:
                 sup.term.paste(inj.text, bracketed=self.profile.input.bracketed_paste)
             seen = self.evidence.wait_until(sup, self.cfg.paste_timeout_s, lambda: self.evidence.in_box(sup, inj) is True)
@@ -471,17 +526,24 @@ class DeliveryEngine:
 
     # --- failure, retry, fallback ----------------------------------------------------------
 
-    def _no_window(self, due: list[Message], reason: str) -> None:
+    def _no_window(self, reason: str) -> None:
+        """The window stayed shut for the readiness timeout: the due batch's attempt failed."""
         token = new_token()
         batch = self._claim(token)
-        if not batch:
-            return
+        if batch:
+            self._window_failed(None, token, batch, reason)
+
+    def _window_failed(
+        self, sup: Driver | None, token: str, batch: list[Message], reason: str, *,
+        in_box: bool | None = False,
+    ) -> None:
+        """Record an attempt that never got to act (``no_window``) and fail it."""
         now = self.clock()
         for m in batch:
             self.store.record_attempt(
                 Attempt(m.id, token, m.attempts + 1, now, now, "none", "no_window", reason)
             )
-        self._failed(None, token, batch, Outcome(False, "no_window", reason))
+        self._failed(sup, token, batch, Outcome(False, "no_window", reason), in_box=in_box)
 
     def _failed(
         self,
@@ -490,23 +552,30 @@ class DeliveryEngine:
         batch: list[Message],
         result: Outcome,
         *,
-        still_in_box: bool = False,
+        in_box: bool | None = False,
     ) -> None:
+        """``in_box``: the attempt left the block in the input box (True), or
+        may have (None: the box is hidden): the batch is held in flight."""
         detail = f"attempt failed: {result.outcome}"
+        where = ("block still in the box" if in_box
+                 else "input box hidden: the block may be in it" if in_box is None else "")
         give_up = [m for m in batch if m.attempts + 1 >= self.cfg.fallback_after]
         if give_up:
-            if still_in_box:
+            if in_box is True:
                 result = Outcome(False, result.outcome, "the block is still in the input box")
+            elif in_box is None:
+                result = Outcome(False, result.outcome,
+                                 f"the input box was hidden, the block may be in it: {result.evidence}")
             self.escalation.escalate(sup, give_up, result)
         rest = [m for m in batch if m not in give_up]
         if rest:
             n = min(m.attempts for m in rest)  # attempts before this one
             backoff = self.typing_window.backoff(n)
-            if still_in_box:
-                # Our block sits in the input box: the retry must press the submit
-                # key again, not paste a second copy behind it.
-                self.store.hold(token, self.clock() + backoff, detail + " (block still in the box)")
-                self._held[token] = self.clock() + backoff
+            if where:
+                # Our block sits (or may sit) in the input box: the retry must look
+                # for it and press the submit key again, not paste a second copy behind it.
+                self.store.hold(token, self.clock() + backoff, f"{detail} ({where})")
+                self._parked[token] = self.clock() + backoff
             else:
                 self.store.retry_later(token, self.clock() + backoff, detail)
         log.info("batch %s: %s (%d to retry, %d given up)", token, result.outcome, len(rest), len(give_up))
@@ -556,21 +625,19 @@ class DeliveryEngine:
 
     # --- restart -----------------------------------------------------------------------------
 
-    def _resume(self, sup: Driver) -> None:
-        """Finish batches a killed supervisor left in flight, from their phase."""
-        batches: dict[str, list[Message]] = {}
+    def _resume(self) -> None:
+        """Park the batches a killed supervisor left in flight: each goes on
+        from its phase once the screen lets it (:meth:`_step_parked`)."""
+        now = self.clock()
         for m in self.store.in_flight(self.session):
-            if m.batch_id:
-                batches.setdefault(m.batch_id, []).append(m)
-        for token, batch in batches.items():
-            if token in self._held or (self._ack is not None and self._ack.inj.token == token):
+            token = m.batch_id
+            if not token or token in self._parked \
+                    or (self._ack is not None and self._ack.inj.token == token):
                 continue  # ours, waiting for its next step
             if token in self.foreign_batches():
                 continue  # another channel's, settled by it
-            phase = batch[0].phase or Phase.CLAIMED
-            log.info("resuming batch %s from phase %s", token, phase)
-            sup.observe()
-            self._deliver(sup, token, batch, phase)
+            log.info("resuming batch %s from phase %s", token, m.phase or Phase.CLAIMED)
+            self._parked[token] = now
 
 
 

@@ -81,6 +81,19 @@ class ScreenEvidence:
             return True
         return any(p.search(box) for p in self.profile.input.paste_placeholders)
 
+    def in_box_within(self, sup: Driver, inj: Injection, timeout: float) -> bool | None:
+        """True once our block is seen in the input box within ``timeout``;
+        else the last look: False (the box shows without it) or None (the box
+        is hidden: the block may be behind a dialog)."""
+        result: list[bool | None] = []
+
+        def there() -> bool:
+            result.append(self.in_box(sup, inj))
+            return result[-1] is True
+
+        self.wait_until(sup, timeout, there)
+        return result[-1] if result else None
+
     def box_seen(self, sup: Driver, inj: Injection) -> bool | None:
         """:meth:`in_box`, waiting a moment for the box to be drawn."""
         result: list[bool | None] = []

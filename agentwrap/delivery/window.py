@@ -9,6 +9,11 @@ it would race it). A session with a channel that reaches the running turn
 (its hooks, Aider's read file) is never typed into while the agent works:
 typed text would become a user turn of its own.
 
+A block the engine may have typed already (held in the box, or found in
+flight by a restarted supervisor) waits for the box to be visible again
+(:meth:`TypingWindow.press_reason`): a dialog hides it, and a hidden box
+proves neither that the block is in it nor that it is not.
+
 A window shut for ``readiness_timeout_s`` (or ``busy_channel_timeout_s``
 while such a channel has the agent busy) makes a failed attempt; failed
 attempts come back after the configured backoff. Both clocks are here; what
@@ -55,10 +60,9 @@ class TypingWindow:
         reading = sup.reading
         if reading.state is State.EXITED:
             return "agent exited"
-        if reading.state is State.WAITING_INPUT:
-            return f"agent is waiting for an answer ({reading.reason})"
-        if reading.state is State.UNKNOWN:
-            return f"agent state unknown ({reading.reason})"
+        hidden = _box_hidden(sup)
+        if hidden is not None:
+            return hidden
         if self.awaits_start_hook():
             return "waiting for the agent's start-up (its SessionStart hook has not run yet)"
         if reading.state is State.DRAFT or sup.detector.draft:
@@ -82,12 +86,21 @@ class TypingWindow:
         idle = sup.term.user_idle_s()
         return idle is not None and idle * 1000 < self.cfg.typing_grace_ms
 
-    def may_press_again(self, sup: Driver) -> bool:
-        """Whether the submit key may be pressed again for a block held in the
-        box: never into a dialog or a start-up screen, nor while the person types."""
-        if sup.reading.state in (State.WAITING_INPUT, State.STARTING):
-            return False
-        return not self.person_typing(sup)
+    def press_reason(self, sup: Driver) -> str | None:
+        """None when the engine may take the next step of a block it may have
+        typed already (look for it in the input box, press the submit key for
+        it), else why not: never while a dialog or a screen the profile cannot
+        read hides the box (a key would answer the dialog, and a hidden box
+        proves neither that the block is there nor that it is not), nor on a
+        start-up screen, nor while the person types."""
+        hidden = _box_hidden(sup)
+        if hidden is not None:
+            return hidden
+        if sup.reading.state is State.STARTING:
+            return "agent starting"
+        if self.person_typing(sup):
+            return "person is typing"
+        return None
 
     # --- how long it stays shut ------------------------------------------------------------
 
@@ -113,6 +126,17 @@ class TypingWindow:
         times before this failure (the configured steps, the last one repeating)."""
         steps = self.cfg.backoff_s
         return steps[min(attempts, len(steps) - 1)] if steps else 1.0
+
+
+def _box_hidden(sup: Driver) -> str | None:
+    """Why the input box is hidden (a dialog, a screen the profile cannot
+    read), or None: nothing is typed then, and nothing concluded from the box."""
+    reading = sup.reading
+    if reading.state is State.WAITING_INPUT:
+        return f"agent is waiting for an answer ({reading.reason})"
+    if reading.state is State.UNKNOWN:
+        return f"agent state unknown ({reading.reason})"
+    return None
 
 
 __all__ = ["TypingWindow"]

@@ -8,7 +8,8 @@ the box, Enter moves the box into the history and makes the agent busy for
 ``busy_s``, after which it replies ``ACK <token>`` when the block asked for
 one (or "OK, noted."). Knobs script what a real TUI sometimes does: a paste
 drawn late or never, an Enter lost, a dialog opened by a message, a person
-typing, an agent that dies. Every paste and key is recorded, and so is every
+typing, a dialog the agent opens of its own (over the box, which keeps its
+text), an agent that dies. Every paste and key is recorded, and so is every
 message the agent took (``received``): what "typed twice" and "lost" are
 counted on.
 
@@ -80,6 +81,7 @@ class ScriptedTui:
         self.ignore_enter = 0  # this many Enters get lost
         self.dialog_on: str | None = None  # a message containing this opens a dialog
         self.dialog_s = math.inf  # an open dialog is answered (by the person) after this long
+        self.dialog_after_paste_s: float | None = None  # a dialog of its own opens this long after a paste
         self.idle_s: float | None = None  # seconds since the person typed (None: unknown)
         self.overlay: list[str] | None = None  # lines no profile rule explains, over the box
         # --- the agent's state ---
@@ -91,6 +93,7 @@ class ScriptedTui:
         self.reply: str | None = None
         self.dead = False
         self._pastes_due: list[tuple[float, str]] = []
+        self._dialog_due = math.inf
         # --- what happened ---
         self.pastes: list[str] = []
         self.keys: list[str] = []
@@ -119,6 +122,9 @@ class ScriptedTui:
 
     def _advance(self) -> None:
         now = self.clock()
+        if now >= self._dialog_due:
+            self._dialog_due = math.inf
+            self.open_dialog()
         if self.dialog and now >= self.dialog_since + self.dialog_s:
             self.dialog = False
             self.transcript.append("  ⎿ (dialog answered)")
@@ -153,6 +159,8 @@ class ScriptedTui:
 
     def paste(self, text: str, *, bracketed: bool = True) -> None:
         self.pastes.append(text)
+        if self.dialog_after_paste_s is not None:
+            self._dialog_due = self.clock() + self.dialog_after_paste_s
         if self.paste_delay_s != math.inf:
             self._pastes_due.append((self.clock() + self.paste_delay_s, text))
             self._advance()
