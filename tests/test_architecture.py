@@ -116,3 +116,75 @@ def test_no_private_name_is_imported_from_another_module() -> None:
                         crossings.append(f"{path.relative_to(ROOT)}:{node.lineno}:"
                                          f" {node.module or '.'} import {alias.name}")
     assert not crossings, "\n".join(crossings)
+
+
+def _declaring_packages() -> dict[str, dict[str, tuple[str, ...]]]:
+    """Each package of agentwrap whose ``__init__`` declares ``EXPORTS``."""
+    import importlib
+
+    found = {}
+    for init in sorted((ROOT / "agentwrap").glob("*/__init__.py")):
+        package = f"agentwrap.{init.parent.name}"
+        exports = getattr(importlib.import_module(package), "EXPORTS", None)
+        if exports is not None:
+            found[package] = exports
+    return found
+
+
+def test_packages_declare_what_other_packages_use() -> None:
+    """Issue 21: a package says what it offers (``EXPORTS`` in its ``__init__``,
+    :mod:`agentwrap.exports`), and another package imports nothing else of it:
+    what a package keeps to itself can change without a search of the tree."""
+    import ast
+
+    declared = _declaring_packages()
+    assert {"agentwrap.answers", "agentwrap.delivery", "agentwrap.detect", "agentwrap.sessions",
+            "agentwrap.terminal"} <= set(declared)
+    undeclared = []
+    for path in sorted((ROOT / "agentwrap").rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        own = ".".join(module.split(".")[:2])
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            target = ".".join(base.split(".")[:2])
+            if target == own or target not in declared:
+                continue
+            exports = declared[target]
+            sub = base[len(target) + 1:]
+            for alias in node.names:
+                if not sub:  # `from ..answers import hook_questions`: a module offered whole
+                    ok = alias.name in exports.get(alias.name, ())
+                else:
+                    ok = alias.name in exports.get(sub, ())
+                if not ok:
+                    undeclared.append(f"{rel}:{node.lineno}: {base} import {alias.name}")
+    assert not undeclared, "not in the package's EXPORTS:\n" + "\n".join(undeclared)
+
+
+def test_declared_names_resolve_and_importing_a_package_imports_nothing_more() -> None:
+    """Each declared name is the object its module defines (through the
+    package's lazy ``__getattr__``); importing a package alone loads none of
+    its modules (an agent's hook imports a few modules of several packages)."""
+    import importlib
+
+    for package, exports in _declaring_packages().items():
+        pkg = importlib.import_module(package)
+        assert sorted(pkg.__all__) == sorted({n for names in exports.values() for n in names})
+        for module, names in exports.items():
+            mod = importlib.import_module(f"{package}.{module}")
+            for name in names:
+                assert getattr(pkg, name) is (mod if name == module else getattr(mod, name)), \
+                    f"{package}.{name}"
+        loaded = subprocess.run(
+            [sys.executable, "-c", f"import sys, {package}; print(' '.join(m for m in sys.modules"
+             f" if m.startswith('{package}.')))"],
+            capture_output=True, text=True, timeout=60, check=True).stdout.split()
+        assert loaded == [], f"importing {package} loaded {loaded}"

@@ -16,3 +16,39 @@ This layer sits between ``sessions`` (which wires it into a supervisor) and
 :mod:`agentwrap.detect.question`. Importing the package is free: a hook
 imports :mod:`.hook_questions` alone, within its start-up budget.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..exports import lazy, names
+
+if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
+    from . import hook_questions as hook_questions
+    from .actions import AnswerStatus as AnswerStatus
+    from .actions import HookAnswer as HookAnswer
+    from .auto import AutoAnswer as AutoAnswer
+    from .folder import AnswerFolder as AnswerFolder
+    from .hook_questions import HookQuestion as HookQuestion
+    from .hook_questions import HookQuestions as HookQuestions
+    from .hook_questions import announcement as announcement
+    from .intake import AnswerIntake as AnswerIntake
+    from .intake import AnswerResult as AnswerResult
+    from .keys import Answerer as Answerer
+    from .store import Answer as Answer
+    from .store import AnswerStore as AnswerStore
+    from .telling import Teller as Teller
+
+#: What other packages may use, by the module that offers it (imported on first use).
+EXPORTS: dict[str, tuple[str, ...]] = {
+    "actions": ("AnswerStatus", "HookAnswer"),
+    "auto": ("AutoAnswer",),
+    "folder": ("AnswerFolder",),
+    "hook_questions": ("HookQuestion", "HookQuestions", "announcement", "hook_questions"),
+    "intake": ("AnswerIntake", "AnswerResult"),
+    "keys": ("Answerer",),
+    "store": ("Answer", "AnswerStore"),
+    "telling": ("Teller",),
+}
+__all__ = names(EXPORTS)
+__getattr__ = lazy(__name__, EXPORTS)

@@ -8,3 +8,31 @@ delivered to the next session started there (issue 12).
 * :mod:`.render`: the bounded, hostile-content-safe startup context;
 * :mod:`.launch`: at ``agentwrap run``: prepare the handoff, begin the record.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..exports import lazy, names
+
+if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
+    from .collect import Collector as Collector
+    from .hooks import TURN_SIGNS as TURN_SIGNS
+    from .hooks import on_hook as on_hook
+    from .launch import Handoff as Handoff
+    from .launch import begin as begin
+    from .launch import collector as collector
+    from .launch import prepare as prepare
+    from .launch import previous as previous
+    from .launch import store_for as store_for
+    from .store import project_path as project_path
+
+#: What other packages may use, by the module that offers it (imported on first use).
+EXPORTS: dict[str, tuple[str, ...]] = {
+    "collect": ("Collector",),
+    "hooks": ("TURN_SIGNS", "on_hook"),
+    "launch": ("Handoff", "begin", "collector", "prepare", "previous", "store_for"),
+    "store": ("project_path",),
+}
+__all__ = names(EXPORTS)
+__getattr__ = lazy(__name__, EXPORTS)

@@ -9,3 +9,52 @@ and the foundation; never to ``sessions`` or ``surfaces``. The engine is
 driven by a supervisor it is handed; that type is named only for the type
 checker (see the import-linter contract in ``pyproject.toml``).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..exports import lazy, names
+
+if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
+    from . import handover as handover
+    from .choice import busy_channel_of as busy_channel_of
+    from .choice import busy_reason as busy_reason
+    from .engine import DeliveryEngine as DeliveryEngine
+    from .fallback import context_file as context_file
+    from .fallback import notify_desktop as notify_desktop
+    from .fallback import prepare_context_file as prepare_context_file
+    from .framing import entry as entry
+    from .handover import CONSUMABLE_KINDS as CONSUMABLE_KINDS
+    from .handover import MAX_TAKE as MAX_TAKE
+    from .handover import AckRule as AckRule
+    from .handover import Claimed as Claimed
+    from .handover import claim as claim
+    from .handover import started as started
+    from .read_channel import FILE_NAME as FILE_NAME
+    from .read_channel import ReadFileChannel as ReadFileChannel
+    from .seams import AnswerDriver as AnswerDriver
+    from .seams import Asking as Asking
+    from .seams import DraftFlag as DraftFlag
+    from .seams import Driver as Driver
+
+#: What other packages may use, by the module that offers it (imported on first use).
+EXPORTS: dict[str, tuple[str, ...]] = {
+    "choice": ("busy_channel_of", "busy_reason"),
+    "engine": ("DeliveryEngine",),
+    "fallback": ("context_file", "notify_desktop", "prepare_context_file"),
+    "framing": ("entry",),
+    "handover": (
+        "AckRule",
+        "CONSUMABLE_KINDS",
+        "Claimed",
+        "MAX_TAKE",
+        "claim",
+        "handover",
+        "started",
+    ),
+    "read_channel": ("FILE_NAME", "ReadFileChannel"),
+    "seams": ("AnswerDriver", "Asking", "DraftFlag", "Driver"),
+}
+__all__ = names(EXPORTS)
+__getattr__ = lazy(__name__, EXPORTS)

@@ -20,3 +20,37 @@ The modules, each with one job:
 * :mod:`.companion`: a session's watchers and schedules in the supervisor host;
 * :mod:`.scheduler`: sources run every N seconds.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..exports import lazy, names
+
+if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
+    from .companion import FeedbackLoop as FeedbackLoop
+    from .companion import LoopOptions as LoopOptions
+    from .companion import for_session as for_session
+    from .edit_hook import after_tool as after_tool
+    from .sources import FeedbackSource as FeedbackSource
+    from .sources import ScheduleSource as ScheduleSource
+    from .sources import feedback_source as feedback_source
+    from .sources import parse_duration as parse_duration
+    from .sources import select as select
+    from .sources import split_command as split_command
+
+#: What other packages may use, by the module that offers it (imported on first use).
+EXPORTS: dict[str, tuple[str, ...]] = {
+    "companion": ("FeedbackLoop", "LoopOptions", "for_session"),
+    "edit_hook": ("after_tool",),
+    "sources": (
+        "FeedbackSource",
+        "ScheduleSource",
+        "feedback_source",
+        "parse_duration",
+        "select",
+        "split_command",
+    ),
+}
+__all__ = names(EXPORTS)
+__getattr__ = lazy(__name__, EXPORTS)

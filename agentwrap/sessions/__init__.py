@@ -10,3 +10,50 @@ wake-up socket that lets a sender reach a supervisor within milliseconds
 ``delivery``, ``detect``, ``queue``, ``terminal`` and the foundation; only
 ``surfaces`` (and the application service) import it.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..exports import lazy, names
+
+if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
+    from .channels import config_json as config_json
+    from .channels import describe as describe
+    from .channels import parse_version as parse_version
+    from .channels import plan as plan
+    from .channels import server_env as server_env
+    from .handover import ask as ask
+    from .handover import hook_socket as hook_socket
+    from .host import serve as serve
+    from .lifecycle import RunOptions as RunOptions
+    from .lifecycle import adopt as adopt
+    from .lifecycle import attach as attach
+    from .lifecycle import run_pty as run_pty
+    from .lifecycle import start_tmux as start_tmux
+    from .lifecycle import stop_many as stop_many
+    from .lifecycle import supervise as supervise
+    from .registry import Registry as Registry
+    from .registry import SessionRecord as SessionRecord
+    from .registry import Transition as Transition
+    from .signals import write_signal as write_signal
+
+#: What other packages may use, by the module that offers it (imported on first use).
+EXPORTS: dict[str, tuple[str, ...]] = {
+    "channels": ("config_json", "describe", "parse_version", "plan", "server_env"),
+    "handover": ("ask", "hook_socket"),
+    "host": ("serve",),
+    "lifecycle": (
+        "RunOptions",
+        "adopt",
+        "attach",
+        "run_pty",
+        "start_tmux",
+        "stop_many",
+        "supervise",
+    ),
+    "registry": ("Registry", "SessionRecord", "Transition"),
+    "signals": ("write_signal",),
+}
+__all__ = names(EXPORTS)
+__getattr__ = lazy(__name__, EXPORTS)
