@@ -1,8 +1,12 @@
 """The queue: the durable store of messages and their attempts.
 
 Here live the storage interface (``store``: ``MessageStore``), its SQLite
-implementation (``sqlite``, with the limits that need the stored rows: rate,
-pending, idempotency), the stateless checks every message passes before it is
+implementation (``sqlite``: the connection, its lock and transactions, each
+operation's work in the module for its job: ``schema`` the tables,
+``admission`` the limits that need the stored rows (rate, pending,
+idempotency) with what the counts allow in ``rules``, ``transitions`` the
+delivery side's status changes, ``reads`` and ``metrics``, ``writes`` a
+transaction and its events), the stateless checks every message passes before it is
 stored (``validate``: size, TTL, metadata, ids, reserved sources and
 priorities), text sanitizing (``sanitize``) and the one place SQLite
 connections are opened and their errors translated (``db``, which the session

@@ -4,8 +4,9 @@ Everything here is stateless: the shape, size and TTL of a new message, its
 metadata (depth, keys and size, without recursion), its ids, and the sources,
 priorities and kinds reserved for agentwrap itself, against the configured
 :class:`~agentwrap.message.QueueLimits`. What needs the stored rows (rate,
-pending limits, idempotency keys) is the store's (:mod:`agentwrap.queue.sqlite`),
-which calls :func:`validate` first and :func:`check_same` for a reused key.
+pending limits, idempotency keys) is the store's (:mod:`agentwrap.queue.sqlite`,
+:mod:`agentwrap.queue.admission`), which calls :func:`validate` first and
+:func:`check_same` for a reused key.
 """
 
 from __future__ import annotations

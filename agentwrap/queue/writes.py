@@ -1,0 +1,52 @@
+"""One write transaction of the message store, and the events it appends.
+
+Every change a reader may wait for appends its event (:mod:`agentwrap.events`)
+in the same transaction as the change, so the log never says more or less
+than the rows. A :class:`Write` is what the store's write transaction
+(``SQLiteMessageStore._write``) hands to the code that changes rows
+(:mod:`.admission`, :mod:`.transitions`): the open connection, and whether
+events were appended, which the store announces to the waiting readers once
+the transaction has committed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from .. import events
+from ..message import Status
+
+
+class Write:
+    """The open write transaction ``conn``; ``recorded``: it appended events."""
+
+    __slots__ = ("conn", "recorded")
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.recorded = False
+
+    def event(
+        self, now: float, session: str, kind: str, subject: str, /, **data: Any,
+    ) -> None:
+        """Append an event inside the open write transaction."""
+        events.record(self.conn, now, session, kind, subject, **data)
+        self.recorded = True
+
+    def ended(self, now: float, rows: Iterable[sqlite3.Row], status: Status, detail: str) -> None:
+        """``message.ended`` for each row (``id``, ``session``) that reached ``status``."""
+        for r in rows:
+            self.event(now, r["session"], "message.ended", r["id"],
+                       status=status.value, detail=detail)
+
+    def consumed(self, now: float, rows: Iterable[sqlite3.Row], channel: str) -> None:
+        """One ``session.consumed`` per session: a reader took these rows itself."""
+        by_session: dict[str, list[sqlite3.Row]] = {}
+        for r in rows:
+            by_session.setdefault(r["session"], []).append(r)
+        for session, taken in by_session.items():
+            self.event(now, session, "session.consumed", "", count=len(taken),
+                       sources=sorted({r["source"] for r in taken}), channel=channel,
+                       ids=[r["id"] for r in taken])
