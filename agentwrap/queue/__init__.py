@@ -17,3 +17,35 @@ included. Imports point down only: to the foundation (``message``, ``config``,
 ``paths``, ``errors``); never to ``detect`` (the two are independent),
 ``terminal``, ``delivery``, ``sessions`` or ``surfaces``.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..exports import lazy, names
+
+if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
+    from . import db as db
+    from . import sanitize as sanitize
+    from .due import anything_due as anything_due
+    from .sanitize import check_text as check_text
+    from .sanitize import decode_utf8 as decode_utf8
+    from .sqlite import SQLiteMessageStore as SQLiteMessageStore
+    from .store import MessageStore as MessageStore
+    from .store import QueueMetrics as QueueMetrics
+    from .store import SenderLimit as SenderLimit
+    from .validate import MAX_DEPTH as MAX_DEPTH
+    from .validate import MAX_ID_CHARS as MAX_ID_CHARS
+    from .validate import MIN_TTL_S as MIN_TTL_S
+
+#: What other packages may use, by the module that offers it (imported on first use).
+EXPORTS: dict[str, tuple[str, ...]] = {
+    "db": ("db",),
+    "due": ("anything_due",),
+    "sanitize": ("check_text", "decode_utf8", "sanitize"),
+    "sqlite": ("SQLiteMessageStore",),
+    "store": ("MessageStore", "QueueMetrics", "SenderLimit"),
+    "validate": ("MAX_DEPTH", "MAX_ID_CHARS", "MIN_TTL_S"),
+}
+__all__ = names(EXPORTS)
+__getattr__ = lazy(__name__, EXPORTS)
