@@ -465,7 +465,7 @@ def test_qwen_gets_a_private_home_with_its_hooks_beside_the_persons(
     assert (private / "memory").is_symlink() and (private / "memory").resolve() == own / "memory"
     assert (private / "oauth_creds.json").resolve() == own / "oauth_creds.json"
     assert (own / "settings.json").read_bytes() == before
-    assert "settings changed in this session are not kept" in describe(got.options())
+    assert "settings changed in this session are not kept" in describe(SessionOptions.from_json(got.options()))
     # the session ends: the private home goes, the person's dir is untouched
     assert channels.remove_launch_files(paths, "s1") == [channels.launch_dir(paths, "s1")]
     assert (own / "memory" / "notes.md").read_text() == "remember me\n"
