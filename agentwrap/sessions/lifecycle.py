@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from ..answers.store import AnswerStore
 from ..answers.telling import Teller
 from ..audit import AuditLog
-from ..config import Config, load_config
+from ..config import AnswerRule, Config, load_config
 from ..datagram import notify, send
 from ..delivery.fallback import context_file, prepare_context_file
 from ..detect.profiles import Profile, load_profile, profile_for_command
@@ -371,10 +371,25 @@ def _answer_sources(
     except (OSError, UnsafePath) as exc:  # answers still come through the CLI and the API
         logging.getLogger("agentwrap.session").warning("no answer folder for %s: %s",
                                                        sup.name, exc)
-    if cfg.answer_rules:
-        sup.policy = AutoAnswer(sup.name, profile.name, cfg.answer_rules, intake, answers, audit,
+    rules = (*cfg.answer_rules, *opted_in_rules(profile, trust_folder=sup.trust_folder))
+    if rules:
+        sup.policy = AutoAnswer(sup.name, profile.name, rules, intake, answers, audit,
                                 announce=sup.teller.announce if sup.teller else None,
                                 project=project)
+
+
+def opted_in_rules(profile: Profile, *, trust_folder: bool) -> tuple[AnswerRule, ...]:
+    """The answers a person opted in to (``--trust-folder``) for the dialogs whose
+    option is named by label (``opt_in_option``), as answer rules: typed like
+    any rule's answer, after the user's own rules (an ``ask`` rule of theirs
+    still leaves it to them). Dialogs with fixed ``keys`` are answered by the
+    supervisor itself."""
+    return tuple(
+        AnswerRule(name=f"--{d.opt_in.replace('_', '-')}", agent=profile.name, kind=d.kind,
+                   option=d.opt_in_option)
+        for d in profile.dialogs
+        if d.opt_in_option and d.opt_in == "trust_folder" and trust_folder
+    )
 
 
 # --- tmux ----------------------------------------------------------------------------
