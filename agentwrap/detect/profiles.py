@@ -220,6 +220,10 @@ class Profile:
     framing: str = "block"
     channels: ChannelSpec = field(default_factory=ChannelSpec)
     permissions: PermissionSpec = field(default_factory=PermissionSpec)
+    # The agent's version this profile was checked on (screens, dialogs, hooks;
+    # scripts/install_agents.sh pins it): ``agentwrap doctor`` warns when the
+    # installed one differs, since a new release may move what the profile reads.
+    verified_version: str = ""
 
     @property
     def raw(self) -> bool:
@@ -454,7 +458,11 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         framing=top.get("framing", str, "block"),
         channels=_parse_channels(top.sub("channels")),
         permissions=_parse_permissions(top.sub("permissions")),
+        verified_version=top.get("verified_version", str, ""),
     )
+    if profile.verified_version and not re.fullmatch(r"\d+(?:\.\d+)*", profile.verified_version):
+        raise top._err("verified_version", f"must be a version like 1.2.3, got"
+                       f" {profile.verified_version!r}")
     if profile.framing not in FRAMINGS:
         raise top._err("framing", f"must be one of {', '.join(FRAMINGS)}, got {profile.framing!r}")
     if profile.shell and not profile.raw:
