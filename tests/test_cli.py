@@ -291,3 +291,49 @@ def test_json_commands_refuse_in_json_too(aw: AwEnv) -> None:
     assert res.stderr.startswith("error: ")
     missing = aw.cli("send", "nobody", "x", "--json")
     assert json.loads(missing.stdout)["error"] == "SessionNotFound"
+
+
+@pytest.mark.parametrize(("shown", "status"), [
+    ("2.1.197 (Claude Code)", "verified"),
+    ("2.1.332 (Claude Code)", "newer"),
+    ("2.1.100 (Claude Code)", "older"),
+    ("2.0.5 (Claude Code)", "too_old"),
+])
+def test_doctor_compares_the_installed_version_with_the_verified_one(
+    aw: AwEnv, shown: str, status: str,
+) -> None:
+    """Issue 22: each agent is listed with the version agentwrap was verified on;
+    another installed version is a warning (the exit status stays 0), one older
+    than the profile's min_version a problem that says what to do."""
+    from agentwrap.detect.profiles import load_profile
+
+    claude = load_profile("claude")
+    verified, floor = claude.verified_version, claude.channels.min_version
+    assert verified == "2.1.197" and floor == "2.1.0"
+    bin_dir = aw.root / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text(f"#!/bin/sh\necho '{shown}'\n")
+    (bin_dir / "claude").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    rep = json.loads(aw.cli("doctor", "--json", env=env).stdout)
+    agent = rep["agents"]["claude"]
+    assert (agent["version"], agent["verified_version"]) == (shown, verified)
+    assert agent["version_status"] == status
+    warned = [w["warning"] for w in rep["warnings"] if w["warning"].startswith("claude ")]
+    failed = [p for p in rep["problems"] if p["problem"].startswith("claude ")]
+    if status == "verified":
+        assert not warned and not failed
+    elif status == "too_old":
+        assert not warned
+        (p,) = failed
+        assert f"older than {floor}" in p["problem"] and verified in p["fix"]
+    else:
+        assert not failed
+        (w,) = warned
+        assert f"{status} than {verified}" in w
+    table = aw.cli("doctor", env=env)
+    assert "VERIFIED ON" in table.stdout and verified in table.stdout
+    if status in ("newer", "older"):
+        assert "warning: claude" in table.stdout
+    if status == "too_old":
+        assert table.returncode == 1 and "problem: claude 2.0.5 is older than" in table.stdout

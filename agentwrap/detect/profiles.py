@@ -80,6 +80,11 @@ class Dialog:
 
     ``keys`` answer it, but only when the person opted in to ``opt_in`` (for
     example ``--trust-folder``); without opt-in agentwrap only tells them.
+    ``opt_in_option`` instead names the option the opted-in answer picks, by
+    label: it is typed like ``agentwrap answer``'s (the cursor walked to it on
+    the screen read then), for a dialog whose options move between versions
+    (Claude Code 2.1.332 lists "No, exit" first and preselects it; 2.1.197
+    preselected "Yes, I trust this folder": no fixed keys fit both).
     """
 
     name: str
@@ -87,6 +92,7 @@ class Dialog:
     message: str
     keys: tuple[str, ...] = ()
     opt_in: str | None = None
+    opt_in_option: str = ""
     region: str = "screen"  # a dialog drawn above the live input box is stale
     # What it asks (agentwrap.detect.question): its kind, and where the tool and
     # command it asks about are shown (a regex with named groups tool, command;
@@ -217,6 +223,10 @@ class Profile:
     framing: str = "block"
     channels: ChannelSpec = field(default_factory=ChannelSpec)
     permissions: PermissionSpec = field(default_factory=PermissionSpec)
+    # The agent's version this profile was checked on (screens, dialogs, hooks;
+    # scripts/install_agents.sh pins it): ``agentwrap doctor`` warns when the
+    # installed one differs, since a new release may move what the profile reads.
+    verified_version: str = ""
 
     @property
     def raw(self) -> bool:
@@ -451,7 +461,11 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         framing=top.get("framing", str, "block"),
         channels=_parse_channels(top.sub("channels")),
         permissions=_parse_permissions(top.sub("permissions")),
+        verified_version=top.get("verified_version", str, ""),
     )
+    if profile.verified_version and not re.fullmatch(r"\d+(?:\.\d+)*", profile.verified_version):
+        raise top._err("verified_version", f"must be a version like 1.2.3, got"
+                       f" {profile.verified_version!r}")
     if profile.framing not in FRAMINGS:
         raise top._err("framing", f"must be one of {', '.join(FRAMINGS)}, got {profile.framing!r}")
     if profile.shell and not profile.raw:
@@ -564,6 +578,7 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
         message=r.get("message", str),
         keys=r.strings("keys"),
         opt_in=r.get("opt_in", str, None),
+        opt_in_option=r.get("opt_in_option", str, ""),
         region=region,
         kind=r.get("kind", str, "permission"),
         subject=r.regex("subject", subject) if (subject := r.get("subject", str, None)) else None,
@@ -581,6 +596,8 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
     unknown = [k for k in dialog.deny_keys if k not in KEYS]
     if unknown or not dialog.deny_keys:
         raise r._err("deny_keys", f"must be key names from: {', '.join(sorted(KEYS))}")
+    if dialog.opt_in_option and (dialog.keys or not dialog.opt_in):
+        raise r._err("opt_in_option", "goes with opt_in and instead of keys")
     if dialog.free_text not in ("", "option"):
         raise r._err("free_text", f'must be "" or "option", got {dialog.free_text!r}')
     for name in ("toggle_key", "next_key", "prev_key"):

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .channels import parse_version as parse_version
     from .channels import plan as plan
     from .channels import server_env as server_env
+    from .channels import version_at_least as version_at_least
     from .handover import ask as ask
     from .handover import hook_socket as hook_socket
     from .host import serve as serve
@@ -40,7 +41,14 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "channels": ("config_json", "describe", "parse_version", "plan", "server_env"),
+    "channels": (
+        "config_json",
+        "describe",
+        "parse_version",
+        "plan",
+        "server_env",
+        "version_at_least",
+    ),
     "handover": ("ask", "hook_socket"),
     "host": ("serve",),
     "lifecycle": (

@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from ..audit import AuditLog
-from ..config import Config
+from ..config import AnswerRule, Config
 from ..detect.profiles import Profile
 from ..detect.structured import structured_source
 from ..errors import UnsafePath
@@ -220,10 +220,25 @@ def _answer_sources(
     except (OSError, UnsafePath) as exc:  # answers still come through the CLI and the API
         log.warning("no answer folder for %s: %s", rec.name, exc)
     policy = None
-    if cfg.answer_rules:
-        policy = AutoAnswer(rec.name, profile.name, cfg.answer_rules, intake, answers, audit,
+    rules = (*cfg.answer_rules, *opted_in_rules(profile, trust_folder=rec.options.trust_folder))
+    if rules:
+        policy = AutoAnswer(rec.name, profile.name, rules, intake, answers, audit,
                             announce=teller.announce, project=rec.cwd)
     return folder, policy
+
+
+def opted_in_rules(profile: Profile, *, trust_folder: bool) -> tuple[AnswerRule, ...]:
+    """The answers a person opted in to (``--trust-folder``) for the dialogs whose
+    option is named by label (``opt_in_option``), as answer rules: typed like
+    any rule's answer, after the user's own rules (an ``ask`` rule of theirs
+    still leaves it to them). Dialogs with fixed ``keys`` are answered by the
+    supervisor itself."""
+    return tuple(
+        AnswerRule(name=f"--{d.opt_in.replace('_', '-')}", agent=profile.name, kind=d.kind,
+                   option=d.opt_in_option)
+        for d in profile.dialogs
+        if d.opt_in_option and d.opt_in == "trust_folder" and trust_folder
+    )
 
 
 # --- companions -----------------------------------------------------------------------------

@@ -4,8 +4,9 @@
 evidence (``--explain``), follows the supervisor's transition log
 (``--watch``, woken by the event bus) or prints the screen the verdict was
 based on (``--screen``); all through :class:`~agentwrap.service.Service`.
-``doctor`` checks tmux, the relay, config, profiles, agent CLIs, sessions and
-the store, and says how to fix each problem; ``profiles`` lists the profiles.
+``doctor`` checks tmux, the relay, config, profiles, agent CLIs (their
+versions against the ones the profiles were verified on), sessions and the
+store, and says how to fix each problem; ``profiles`` lists the profiles.
 """
 
 from __future__ import annotations
@@ -206,6 +207,41 @@ def _version_of(cmd: str, arg: str = "--version") -> str | None:
     return lines[0].strip()
 
 
+def version_verdict(name: str, shown: str | None, prof: Any) -> tuple[str, str, str]:
+    """How the installed version (``shown``: what ``--version`` printed) stands to
+    the one the profile was verified on: ``(status, message, fix)`` with status
+    ``verified`` (the same), ``newer`` / ``older`` (a warning: the profile reads
+    screens, dialogs and hooks of the verified release, a new one may draw them
+    otherwise), ``too_old`` (older than ``[channels] min_version``: an error,
+    agentwrap registers no native channels for it), or ``unknown`` (no version
+    to compare); message and fix are empty when there is nothing to say."""
+    from ...sessions.channels import parse_version, version_at_least
+
+    verified, floor = prof.verified_version, prof.channels.min_version
+    have = parse_version(shown or "")
+    if have is None or not (verified or floor):
+        return "unknown", "", ""
+    version = ".".join(str(n) for n in have)
+    pins = f"{verified}, the version agentwrap was verified on (scripts/install_agents.sh" \
+        " installs it)" if verified else "a newer release"
+    if floor and not version_at_least(version, floor):
+        return ("too_old", f"{name} {version} is older than {floor}, the oldest version"
+                " agentwrap's native channels (hooks, MCP) for it work with: none are registered",
+                f"update {name} to {pins}")
+    if not verified:
+        return "unknown", "", ""
+    want = parse_version(verified) or ()
+    width = max(len(have), len(want))
+    have, want = have + (0,) * (width - len(have)), want + (0,) * (width - len(want))
+    if have == want:
+        return "verified", "", ""
+    status = "newer" if have > want else "older"
+    return (status, f"{name} {version} is installed, {status} than {verified} which agentwrap's"
+            f" {name} profile was verified on: its screens, dialogs or hooks may differ"
+            " (agentwrap state --explain shows what was read)",
+            f"if a session misreads it, install {name} {verified} (scripts/install_agents.sh)")
+
+
 def _channels_of(prof: Any, exe: str, paths: Any) -> dict[str, Any]:
     """What `agentwrap run` would register for this agent now (nothing written)."""
     import os
@@ -261,6 +297,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     except AgentwrapError as exc:
         problems.append({"problem": exc.message, "fix": exc.hint})
     agents: dict[str, Any] = {}
+    warnings: list[dict[str, str]] = []  # worth knowing, not a problem: the exit status stays 0
     try:
         profiles = load_all_profiles(paths)
     except AgentwrapError as exc:
@@ -272,7 +309,15 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         exe = next((shutil.which(c) for c in prof.commands if shutil.which(c)), None)
         agents[name] = {"path": exe,
                         "version": _version_of(exe, prof.channels.version_arg) if exe else None,
+                        "verified_version": prof.verified_version or None,
                         "profile": str(prof.source)}
+        if exe:
+            status, message, fix = version_verdict(name, agents[name]["version"], prof)
+            agents[name]["version_status"] = status
+            if status == "too_old":
+                problems.append({"problem": message, "fix": fix})
+            elif message:
+                warnings.append({"warning": message, "fix": fix})
         if exe and prof.channels.any:
             agents[name]["channels"] = _channels_of(prof, exe, paths)
         if exe and not prof.permissions.asks_by_default:
@@ -304,17 +349,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if not any(p["problem"] == exc.message for p in problems):
             problems.append({"problem": exc.message, "fix": exc.hint})
     report["problems"] = problems
+    report["warnings"] = warnings
     if args.json:
         emit_json(report)
         return 1 if problems else 0
     out.print(escape(f"agentwrap {__version__}  python {report['python']}  "
                      f"{report['tmux'] or 'tmux MISSING'}  pty relay: {report['pty_relay']}"))
     table = Table(title="agents", box=None, header_style="bold")
-    for col in ("AGENT", "FOUND", "VERSION"):
+    for col in ("AGENT", "FOUND", "VERSION", "VERIFIED ON"):
         table.add_column(col)
     for name, a in agents.items():
         found = Text(a["path"]) if a["path"] else Text("not found", style="red")
-        table.add_row(Text(name), found, Text(a["version"] or "-"))
+        style = {"newer": "yellow", "older": "yellow", "too_old": "red"}.get(
+            a.get("version_status", ""), "")
+        table.add_row(Text(name), found, Text(a["version"] or "-", style=style),
+                      Text(a["verified_version"] or "-"))
     out.print(table)
     for name, a in agents.items():
         if a.get("channels"):
@@ -330,6 +379,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         out.print(escape(f"  {key:15} {value}"))
     for pid, names in report.get("supervisors", {}).items():
         out.print(escape(f"  supervisor     pid {pid}: {len(names)} session(s) ({', '.join(names)})"))
+    for w in warnings:
+        out.print(f"[yellow]warning:[/] {escape(w['warning'])}\n  [green]fix:[/] {escape(w['fix'])}")
     if problems:
         for p in problems:
             out.print(f"[red]problem:[/] {escape(p['problem'])}\n  [green]fix:[/] {escape(p['fix'])}")
