@@ -11,7 +11,10 @@ registered for that launch only, the way ``agentwrap run`` will register them:
   ``--dangerously-bypass-hook-trust`` when ``--codex-bypass-trust`` is given;
 * Gemini CLI: ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH`` naming a settings file of ours;
 * Qwen Code: a private ``QWEN_HOME`` (its user settings.json with the hooks, the
-  rest of the home's ``.qwen`` linked): it runs no hooks from any other file.
+  rest of the home's ``.qwen`` linked): it runs no hooks from any other file;
+* Copilot CLI: ``--plugin-dir DIR``, a plugin of ours for this launch
+  (``DIR/plugin.json`` and ``DIR/hooks/hooks.json``: ``{"version": 1, "hooks":
+  {event: [{"type": "command", "bash": ..., "timeoutSec": ...}]}}``).
 
 Every hook is ``python3 capture.py EVENT OUT`` (below): it appends its event name
 and its stdin as one JSON line to OUT and prints nothing. The model is scripted to
@@ -24,6 +27,7 @@ Usage (from the repo root; one agent at a time on a busy machine):
     .venv/bin/python scripts/capture_hooks.py --agents claude --idle
     .venv/bin/python scripts/capture_hooks.py --agents codex --codex-bypass-trust
     .venv/bin/python scripts/capture_hooks.py --agents gemini --save
+    .venv/bin/python scripts/capture_hooks.py --agents copilot --save
 
 ``--deliver`` also registers the real handler (``python -m agentwrap hook AGENT
 EVENT``) for the between-tool-calls event, with one message queued in an
@@ -83,10 +87,14 @@ EVENTS: dict[str, tuple[str, ...]] = {
                "Notification", "SessionEnd"),
     "qwen": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
              "PostToolUse", "Stop", "Notification", "SessionEnd"),
+    "copilot": ("sessionStart", "userPromptSubmitted", "preToolUse", "permissionRequest",
+                "postToolUse", "postToolUseFailure", "agentStop", "notification",
+                "errorOccurred", "sessionEnd"),
 }
-TURN_END = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent", "qwen": "Stop"}
+TURN_END = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent", "qwen": "Stop",
+            "copilot": "agentStop"}
 READY = {"claude": "? for shortcuts", "codex": "? for shortcuts", "gemini": "Type your message",
-         "qwen": "Type your message"}
+         "qwen": "Type your message", "copilot": "Interactive"}
 
 
 def log(msg: str) -> None:
@@ -152,7 +160,7 @@ def hook_entry(event: str, capture: Path, out: Path, timeout: int = 10) -> dict[
 
 #: The event at the safe point between tool calls, per agent.
 BETWEEN_TOOLS = {"claude": "PostToolBatch", "codex": "PostToolUse", "gemini": "AfterTool",
-                 "qwen": "PostToolUse"}
+                 "qwen": "PostToolUse", "copilot": "postToolUse"}
 
 
 def register(agent: str, launch: Any, root: Path, capture: Path, out: Path,
@@ -192,6 +200,18 @@ def register(agent: str, launch: Any, root: Path, capture: Path, out: Path,
         settings["hooks"] = {e: entries(e, 10_000) for e in events}
         (private / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
         launch.env.update(QWEN_HOME=str(private), QWEN_RUNTIME_DIR=str(own))
+    elif agent == "copilot":
+        # a plugin loaded for this launch only: its manifest and hooks/hooks.json
+        # (Copilot's own hook format: a flat list per event, "bash", "timeoutSec")
+        plugin = root / "copilot-plugin"
+        (plugin / "hooks").mkdir(mode=0o700, parents=True)
+        (plugin / "plugin.json").write_text(json.dumps(
+            {"name": "agentwrap-capture", "description": "capture", "version": "0.0.1"}))
+        hooks = {e: [{"type": "command", "bash": h["command"], "timeoutSec": 10}
+                     for h in entries(e)[0]["hooks"]] for e in events}
+        (plugin / "hooks" / "hooks.json").write_text(
+            json.dumps({"version": 1, "hooks": hooks}, indent=2))
+        launch.argv.extend(["--plugin-dir", str(plugin)])
     else:
         # Gemini 0.61 loads a system settings file only if it and every directory
         # above it are owned by root and not writable by group or others: not
@@ -240,6 +260,8 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                        ("list_directory", {"dir_path": "."})],
             "qwen": [("read_file", {"absolute_path": str(work / "README.md")}),
                      ("list_directory", {"path": str(work)})],
+            "copilot": [("view", {"path": str(work / "README.md")}),
+                        ("cat notes.txt", {"command": "cat notes.txt"})],
         }[agent]
         register(agent, launch, root, capture, out, args.codex_bypass_trust, args.deliver)
         probe = f"HOOKPROBE {agent}: the nightly build is green"
@@ -351,7 +373,7 @@ def check_delivery(agent: str, launch: Any, server: Any, probe: str, message_id:
 
 def screens_quit(agent: str) -> list[str]:
     return {"claude": ["C-c", "C-c"], "codex": ["C-c", "C-c"], "gemini": ["C-c", "C-c"],
-            "qwen": ["C-c", "C-c"]}[agent]
+            "qwen": ["C-c", "C-c"], "copilot": ["C-c", "C-c"]}[agent]
 
 
 def scrub(value: Any, root: str) -> Any:
@@ -373,9 +395,9 @@ def save(agent: str, events: list[dict[str, Any]], root: Path,
     for e in events:
         payload = e["stdin"]
         name = e["event"]
-        if name == "Notification":
+        if name in ("Notification", "notification"):
             kind = payload.get("notification_type") or payload.get("notificationType") or "other"
-            name = f"Notification.{kind}"
+            name = f"{name}.{kind}"
         elif payload.get("tool_name") == "AskUserQuestion":  # beside the event's other tools
             name = f"{name}.AskUserQuestion"
         elif name == "UserPromptSubmit" and payload.get("prompt") == "":

@@ -24,6 +24,7 @@ from agentwrap.session_options import SessionOptions
 from agentwrap.sessions import channels
 from agentwrap.sessions.channels import describe, plan, version_at_least
 from agentwrap.sessions.signals import HookSignals, read_signal, write_signal
+from agentwrap.surfaces.hooks.protocol import EVENTS
 from agentwrap.terminal.screen import Snapshot
 
 if sys.version_info >= (3, 11):
@@ -495,3 +496,69 @@ def test_qwen_without_usable_settings_registers_nothing(
     got = _plan_qwen(paths, {"HOME": str(tmp_path / "person")})
     assert got.channels == [] and got.env == {} and got.files == []
     assert why in got.notes[0] and not channels.launch_dir(paths, "s1").exists()
+
+
+def test_copilot_gets_a_plugin_of_its_hooks_for_this_launch_only(
+    paths: Paths, tmp_path: Path,
+) -> None:
+    """Copilot CLI loads a plugin with ``--plugin-dir`` for one launch: its
+    manifest and hooks/hooks.json (Copilot's own format, timeouts in seconds)
+    in the private launch dir; the person's ~/.copilot and repo are not touched."""
+    home = tmp_path / "person"
+    (home / ".copilot" / "hooks").mkdir(parents=True)
+    (home / ".copilot" / "hooks" / "mine.json").write_text('{"version": 1, "hooks": {}}')
+    before = sorted(p.relative_to(home) for p in home.rglob("*"))
+    got = plan(load_profile("copilot", paths), RunConfig(), paths, "s1", ["/bin/copilot"],
+               {"PATH": "/bin", "HOME": str(home)}, version="1.0.102")
+    assert got.channels == ["hooks"] and got.env == {}
+    plugin = channels.launch_dir(paths, "s1") / "copilot-plugin"
+    assert got.argv == ["--plugin-dir", str(plugin)]
+    assert got.files == [plugin / "plugin.json", plugin / "hooks" / "hooks.json"]
+    for f in got.files:
+        _private(f)
+    for d in (channels.launch_dir(paths, "s1"), plugin, plugin / "hooks"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    assert json.loads((plugin / "plugin.json").read_text())["name"] == "agentwrap"
+    data = json.loads((plugin / "hooks" / "hooks.json").read_text())
+    assert data["version"] == 1
+    assert list(data["hooks"]) == list(channels.HOOK_EVENTS["copilot"])
+    assert set(channels.HOOK_EVENTS["copilot"]) == set(EVENTS["copilot"])
+    [hook] = data["hooks"]["postToolUse"]  # a flat list: no matcher groups
+    assert sorted(hook) == ["bash", "timeoutSec", "type"] and hook["type"] == "command"
+    assert hook["timeoutSec"] == 10  # seconds
+    assert " hook copilot postToolUse" in hook["bash"] and "AGENTWRAP_SESSION=s1" in hook["bash"]
+    assert "AGENTWRAP_PROFILE=copilot" in hook["bash"]
+    assert sorted(p.relative_to(home) for p in home.rglob("*")) == before
+    assert channels.remove_launch_files(paths, "s1") == [channels.launch_dir(paths, "s1")]
+    # a dry run (doctor) says the same and writes nothing
+    dry = plan(load_profile("copilot", paths), RunConfig(), paths, "s1", ["/bin/copilot"],
+               {"PATH": "/bin"}, version="1.0.102", dry_run=True)
+    assert dry.argv == got.argv and dry.channels == ["hooks"]
+    assert not channels.launch_dir(paths, "s1").exists()
+
+
+def test_copilots_registered_hook_hands_over_in_its_own_shape(paths: Paths) -> None:
+    """The command Copilot runs, fed its captured postToolUse, answers with a
+    top-level additionalContext (Copilot ignores hookSpecificOutput)."""
+    from agentwrap.message import NewMessage, Source
+    from agentwrap.service import Service
+    from agentwrap.sessions.registry import SessionRecord
+
+    got = _plan("copilot", paths, version="1.0.102")
+    hooks = json.loads(Path(got.argv[1], "hooks", "hooks.json").read_text())["hooks"]
+    with Service.open(paths) as svc:
+        svc.registry.register(SessionRecord(name="s1", profile="copilot", backend="tmux",
+                                            command=["copilot"], cwd="/", started=time.time()))
+        svc.send(NewMessage(session="s1", content="the build is green", source=Source.WEBHOOK,
+                            source_id="ci"))
+    root = Path(__file__).resolve().parents[1]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(root),
+           "AGENTWRAP_HOOK_CLIENT": "python"}
+    fixture = root / "tests" / "fixtures" / "hooks" / "copilot" / "postToolUse.json"
+    done = subprocess.run(["bash", "-c", hooks["postToolUse"][0]["bash"]],
+                          input=fixture.read_text(), env=env, capture_output=True, text=True,
+                          timeout=60, cwd=paths.state_dir)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert list(answer) == ["additionalContext"]
+    assert "[webhook:ci] the build is green" in answer["additionalContext"]

@@ -21,11 +21,19 @@ from typing import Any
 import pytest
 from conftest import ROOT, AwEnv
 
+from agentwrap.continuity.hooks import START_EVENTS
 from agentwrap.message import NewMessage, Priority, Source, Status
 from agentwrap.service import Service
 from agentwrap.sessions.signals import SIGNAL_STATES, read_signal
 from agentwrap.surfaces.hooks.handler import handle
-from agentwrap.surfaces.hooks.protocol import CONTEXT, EVENTS, MAX_CONTEXT_CHARS, QUESTION, action
+from agentwrap.surfaces.hooks.protocol import (
+    CONTEXT,
+    EVENTS,
+    FLAT_CONTEXT,
+    MAX_CONTEXT_CHARS,
+    QUESTION,
+    action,
+)
 
 FIXTURES = ROOT / "tests" / "fixtures" / "hooks"
 CASES = sorted((p.parent.name, p) for p in FIXTURES.glob("*/*.json"))
@@ -64,9 +72,14 @@ def startup(svc: Service, content: str, **kw: Any) -> str:
     return msg.id
 
 
-def context_of(out: str, event: str) -> str:
-    """The additionalContext of a hook's answer, checking the exact shape."""
+def context_of(out: str, event: str, agent: str = "claude") -> str:
+    """The additionalContext of a hook's answer, checking the exact shape ``agent`` reads."""
     answer = json.loads(out)
+    if agent in FLAT_CONTEXT:  # Copilot: top-level only (hookSpecificOutput is ignored)
+        assert list(answer) == ["additionalContext"]
+        text = answer["additionalContext"]
+        assert isinstance(text, str) and 0 < len(text) <= MAX_CONTEXT_CHARS
+        return text
     assert list(answer) == ["hookSpecificOutput"]  # top-level additionalContext is ignored
     specific = answer["hookSpecificOutput"]
     assert sorted(specific) == ["additionalContext", "hookEventName"]
@@ -92,12 +105,12 @@ def test_every_captured_event(aw: AwEnv, svc: Service, agent: str, path: Path) -
     mid = send(svc, "CI failed on main")
     todo = action(agent, event, payload(path))
     out = handle(agent, event, raw, env_of(aw))
-    if event == "SessionStart":  # start-up context only; a message waits to start a turn
+    if event in START_EVENTS:  # start-up context only; a message waits to start a turn
         assert out == ""
         assert svc.get(mid).status is Status.PENDING
         return
     if todo == CONTEXT:
-        text = context_of(out, event)
+        text = context_of(out, event, agent)
         assert "[webhook:ci] CI failed on main" in text
         assert svc.get(mid).status is Status.DELIVERED
         assert svc.history("fake")[0].channel == "hook"
@@ -127,6 +140,9 @@ def test_signals_say_what_the_agent_does(aw: AwEnv, svc: Service) -> None:
         ("qwen", "Notification.permission_prompt.json"): "waiting_input",
         ("qwen", "PermissionRequest.json"): "waiting_input",
         ("qwen", "Notification.idle_prompt.json"): "ready",
+        ("copilot", "userPromptSubmitted.json"): "busy",
+        ("copilot", "agentStop.json"): "ready",
+        ("copilot", "notification.permission_prompt.json"): "waiting_input",
     }
     for (agent, name), state in cases.items():
         path = FIXTURES / agent / name
@@ -347,7 +363,18 @@ def test_hook_start_up_imports_only_what_it_uses(aw: AwEnv, svc: Service, agent:
         assert "agentwrap.queue.sqlite" not in proc.stderr.decode()
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen"])
+#: Per agent: its session start, prompt and turn-end events, and the turn end's
+#: reply field (None: Copilot's agentStop carries no reply).
+TURN_EVENTS: dict[str, tuple[str, str, str, str | None]] = {
+    "claude": ("SessionStart", "UserPromptSubmit", "Stop", "last_assistant_message"),
+    "codex": ("SessionStart", "UserPromptSubmit", "Stop", "last_assistant_message"),
+    "gemini": ("SessionStart", "BeforeAgent", "AfterAgent", "prompt_response"),
+    "qwen": ("SessionStart", "UserPromptSubmit", "Stop", "last_assistant_message"),
+    "copilot": ("sessionStart", "userPromptSubmitted", "agentStop", None),
+}
+
+
+@pytest.mark.parametrize("agent", sorted(TURN_EVENTS))
 def test_session_start_hands_the_startup_context_over_until_the_first_turn(
         aw: AwEnv, svc: Service, agent: str) -> None:
     """Start-up context (`run --context`) queued when the agent starts goes
@@ -359,17 +386,17 @@ def test_session_start_hands_the_startup_context_over_until_the_first_turn(
     at the keyboard no first prompt may ever come (issue 25)."""
     sent = send(svc, "main is red", Priority.HIGH, require_ack=True)
     notes = startup(svc, "the plan: fix the parser first", require_ack=True)
-    start = FIXTURES / agent / "SessionStart.json"
-    text = context_of(handle(agent, "SessionStart", start.read_bytes(), env_of(aw)),
-                      "SessionStart")
+    start_event, prompt_event, end, field = TURN_EVENTS[agent]
+    start = FIXTURES / agent / f"{start_event}.json"
+    text = context_of(handle(agent, start_event, start.read_bytes(), env_of(aw)),
+                      start_event, agent)
     assert "the plan: fix the parser first" in text and "main is red" not in text
     assert 'Reply "ACK' in text
     view = {w.message.id: w for w in svc.peek("fake").entries}
     assert view[notes].waiting_because.startswith("handed at the session start")
     assert svc.get(sent).status is Status.PENDING and svc.get(sent).attempts == 0
-    again = handle(agent, "SessionStart", start.read_bytes(), env_of(aw))
+    again = handle(agent, start_event, start.read_bytes(), env_of(aw))
     assert again == ""  # nothing handed twice (a second start hands only what is new)
-    prompt_event = "BeforeAgent" if agent == "gemini" else "UserPromptSubmit"
     assert handle(agent, prompt_event, (FIXTURES / agent / f"{prompt_event}.json").read_bytes(),
                   env_of(aw)) == ""
     entry = svc.message(notes)
@@ -379,9 +406,12 @@ def test_session_start_hands_the_startup_context_over_until_the_first_turn(
     assert not aw.paths.started_batches("fake").exists()
     assert svc.get(sent).status is Status.PENDING
     token = svc.get(notes).batch_id
-    end = "AfterAgent" if agent == "gemini" else "Stop"
     reply = payload(FIXTURES / agent / f"{end}.json")
-    reply["prompt_response" if agent == "gemini" else "last_assistant_message"] = f"ACK {token}"
+    if field is None:  # no reply at the turn's end: nothing acknowledges it there
+        assert handle(agent, end, json.dumps(reply).encode(), env_of(aw)) == ""
+        assert svc.get(notes).status is Status.DELIVERED
+        return
+    reply[field] = f"ACK {token}"
     handle(agent, end, json.dumps(reply).encode(), env_of(aw))
     assert svc.get(notes).status is Status.ACKNOWLEDGED
 
@@ -422,7 +452,7 @@ def test_what_the_start_handed_is_never_typed_and_fails_at_the_end(
     assert [a.outcome for a in entry.attempts] == ["handed"]
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen"])
+@pytest.mark.parametrize("agent", sorted(TURN_EVENTS))
 def test_session_start_marks_the_start_up_complete(aw: AwEnv, svc: Service, agent: str) -> None:
     """The marker the supervisor waits on (typing and `ready`) is written even
     where the launch has no folder of its own yet: Gemini's settings live
@@ -430,6 +460,7 @@ def test_session_start_marks_the_start_up_complete(aw: AwEnv, svc: Service, agen
     import shutil
 
     shutil.rmtree(aw.paths.session_started("fake").parent, ignore_errors=True)
-    start = FIXTURES / agent / "SessionStart.json"
-    assert handle(agent, "SessionStart", start.read_bytes(), env_of(aw)) == ""
+    start_event = TURN_EVENTS[agent][0]
+    start = FIXTURES / agent / f"{start_event}.json"
+    assert handle(agent, start_event, start.read_bytes(), env_of(aw)) == ""
     assert aw.paths.session_started("fake").is_file()

@@ -36,6 +36,11 @@ CONTEXT = "context"
 #: a tool call's or a turn end's should that one be missed): the context the
 #: session start handed over has then reached the model.
 TURN_SIGNS = frozenset({PROMPT_SIGNAL, TURN_END_SIGNAL, CONTEXT, "question"})
+#: The session-start events (Copilot CLI names its own ``sessionStart``) and
+#: the ``source`` of a new session's start (Copilot says ``new``, also after
+#: ``/clear``; the others ``startup``, then ``resume``, ``clear``, ``compact``).
+START_EVENTS = frozenset({"SessionStart", "sessionStart"})
+START_SOURCES = (None, "startup", "new")
 #: The events that carry tool calls, per agent.
 TOOL_EVENTS = ("PostToolUse", "PostToolBatch", "AfterTool")
 REPLY_FIELDS = ("last_assistant_message", "prompt_response")
@@ -137,7 +142,7 @@ def note(paths: Paths, session: str, event: str, todo: str, payload: dict[str, A
 
 def session_start(paths: Paths, session: str, payload: dict[str, Any]) -> str:
     """The prepared handoff, once, at the agent's start ("" otherwise)."""
-    if payload.get("source") not in (None, "startup"):
+    if payload.get("source") not in START_SOURCES:
         return ""  # resume, clear, compact: not a new session's start
     path = handoff_file(paths, session)
     data = read_json(path)
@@ -169,7 +174,7 @@ def on_hook(paths: Paths, session: str, agent: str, event: str, todo: str,
     text to hand over ("" for none), else None (the handler goes on as usual).
     Never raises: continuity must not disturb a hook."""
     try:
-        if event == "SessionStart":
+        if event in START_EVENTS:
             return session_start(paths, session, payload)
         note(paths, session, event, todo, payload)
         if todo in TURN_SIGNS:
@@ -185,9 +190,9 @@ def on_hook(paths: Paths, session: str, agent: str, event: str, todo: str,
                 os.close(fd)
         except (OSError, ValueError):
             pass
-        return "" if event == "SessionStart" else None
+        return "" if event in START_EVENTS else None
     return None
 
 
-__all__ = ["HANDOFF_MARK", "TURN_SIGNS", "handoff_file", "notes_file", "on_hook", "session_start",
+__all__ = ["HANDOFF_MARK", "START_EVENTS", "START_SOURCES", "TURN_SIGNS", "handoff_file", "notes_file", "on_hook", "session_start",
            "tool_calls"]

@@ -46,6 +46,15 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   the copy and are not kept (the notes say so); without a settings.json of
   theirs yet (first run: onboarding writes it) or with ``disableAllHooks``,
   nothing is registered.
+* **GitHub Copilot CLI** (``hooks = "copilot"``): ``--plugin-dir DIR`` loads a
+  plugin for this launch only (1.0.102): ``DIR/plugin.json`` and
+  ``DIR/hooks/hooks.json`` in Copilot's own hook format (``{"version": 1,
+  "hooks": {event: [{"type": "command", "bash": ..., "timeoutSec": ...}]}}``,
+  timeouts in seconds; it waits for each hook but ``notification``). Its hooks
+  run beside the person's (``~/.copilot/hooks``, a repo's ``.github/hooks``),
+  which stay as they were; Copilot itself makes an empty data dir for the
+  plugin under ``~/.copilot/plugin-data/_direct/``. Its ``sessionStart`` runs
+  at the first prompt, not at launch (as Codex's).
 
 Nothing of the person's is edited (no ``~/.claude``, ``.claude/``,
 ``.codex/``, ``.gemini/``): the files live in ``<state>/launch/<session>/``
@@ -105,13 +114,15 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
     "gemini": ("SessionStart", "AfterTool", "BeforeAgent", "AfterAgent", "Notification"),
     "qwen": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "Notification",
              "PermissionRequest"),
+    "copilot": ("sessionStart", "postToolUse", "userPromptSubmitted", "agentStop",
+                "notification"),
 }
 #: Claude's events whose hook only reports (a state signal, the ACKs of a
 #: reply): registered ``"async": true`` where the version runs hooks in the
 #: background, so the agent never waits for them (issue 27). The others answer
 #: (hand-over, a rule's permission answer) and are waited for.
 CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Stop", "Notification"})
-#: Hook timeout: seconds for Claude and Codex, milliseconds for Gemini and Qwen.
+#: Hook timeout: seconds for Claude, Codex and Copilot, milliseconds for Gemini and Qwen.
 HOOK_TIMEOUT_S = 10
 #: The MCP tools Claude may call without asking (send_message still asks).
 ALLOWED_MCP_TOOLS = ("check_input_queue", "wait_for_input", "acknowledge", "list_sessions")
@@ -119,6 +130,9 @@ GEMINI_DEFAULTS_ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 CODEX_BYPASS_FLAG = "--dangerously-bypass-hook-trust"
 QWEN_HOME_ENV = "QWEN_HOME"
 QWEN_RUNTIME_ENV = "QWEN_RUNTIME_DIR"
+COPILOT_PLUGIN_FLAG = "--plugin-dir"
+#: The plugin's name in Copilot (one name per loaded plugin).
+COPILOT_PLUGIN_NAME = "agentwrap"
 #: Where a root-owned Gemini settings file goes when the state dir is not root-private.
 ROOT_RUN_DIR = Path("/run/agentwrap")
 VERSION_TIMEOUT_S = 15.0
@@ -575,6 +589,30 @@ def _link_qwen_dir(own: Path, private: Path) -> None:
             (private / entry.name).symlink_to(entry)
 
 
+def _copilot(out: LaunchChannels, session: str, paths: Paths, python: str, hooks: bool,
+             profile: str = "copilot") -> None:
+    """A plugin of agentwrap's hooks in the launch dir, loaded with ``--plugin-dir``."""
+    if not hooks:
+        return
+    folder = launch_dir(paths, session)
+    plugin = folder / "copilot-plugin"
+    if not out.dry_run:
+        for d in (folder, plugin, plugin / "hooks"):  # each 0700, not just the deepest
+            private_dir(d, repair=True)
+    manifest = {"name": COPILOT_PLUGIN_NAME, "version": "1.0.0",
+                "description": f"agentwrap's hooks for session {session} (this launch only)"}
+    client = hook_client()
+    config = {"version": 1, "hooks": {
+        e: [{"type": "command", "timeoutSec": HOOK_TIMEOUT_S,
+             "bash": hook_command("copilot", e, session, paths, python, profile, client)}]
+        for e in HOOK_EVENTS["copilot"]
+    }}
+    out.files += [_write_json(out, plugin / "plugin.json", manifest),
+                  _write_json(out, plugin / "hooks" / "hooks.json", config)]
+    out.argv += [COPILOT_PLUGIN_FLAG, str(plugin)]
+    out.channels.insert(0, "hooks")
+
+
 def plan(
     profile: Profile, run: RunConfig, paths: Paths, session: str, argv: list[str],
     env: Mapping[str, str], *, enabled: bool = True, python: str | None = None,
@@ -618,6 +656,8 @@ def plan(
         _gemini(out, session, paths, python, env, hooks, mcp, euid)
     elif kind == "qwen":
         _qwen(out, session, paths, python, env, hooks, profile.name)
+    elif kind == "copilot":
+        _copilot(out, session, paths, python, hooks, profile.name)
     if spec.read_file:
         _read_file(out, spec.read_file, session, paths)
     return out

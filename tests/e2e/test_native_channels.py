@@ -2,7 +2,7 @@
 multi-step tool loop reaches the model inside the same turn, through the hook
 registered by ``agentwrap run``, in the request that follows the next tool
 result, exactly once, and is never also typed (Claude Code, Gemini CLI, Qwen
-Code, and Codex with the user's ``[run] codex_hook_trust = "bypass"``); a hook with the
+Code, Copilot CLI, and Codex with the user's ``[run] codex_hook_trust = "bypass"``); a hook with the
 database locked leaves the agent undisturbed.
 
 The model server is scripted (``[[loop]]``): one tool call per request, each
@@ -36,6 +36,7 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "codex": [("cat README.md", {})] * STEPS,
     "gemini": [("read_file", {"file_path": "README.md"})] * STEPS,
     "qwen": [("list_directory", {"path": "{workdir}"})] * STEPS,  # it wants absolute paths
+    "copilot": [("view", {"path": "{workdir}"})] * STEPS,
 }
 
 
@@ -138,7 +139,7 @@ def _start(s: AgentSession) -> None:
     assert "hooks" in (st.get("channels") or []), st
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen", "copilot"])
 def test_message_sent_in_a_tool_loop_reaches_the_next_request_once(
     make_session: Make, agent: str
 ) -> None:

@@ -82,7 +82,7 @@ USAGE = """\
 usage: agentwrap hook AGENT EVENT < hook-input.json
 
 The handler an agent's native hook runs (registered per launch by `agentwrap
-run`): AGENT is claude, codex, gemini or qwen, EVENT the hook event. At the session
+run`): AGENT is claude, codex, gemini, qwen or copilot, EVENT the hook event. At the session
 start and between tool calls it hands the session's queued messages to the
 model as additional context (delivered once, channel "hook"); at a turn's end,
 a prompt submit or a notification it records a state signal for the
@@ -167,7 +167,8 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
         run = HookRun(agent, event, payload, session, paths, todo, hand_over, started)
         if handoff is not None:  # a session start
             text = "\n\n".join(t for t in (handoff, _at_start(run, len(handoff))) if t)
-            return json.dumps(context_output(event, text), ensure_ascii=False) if text else ""
+            return json.dumps(context_output(event, text, agent), ensure_ascii=False) \
+                if text else ""
         if todo in TURN_SIGNS and paths.started_batches(session).is_file():
             _first_turn(run)
         act = ACTIONS.get(todo, _signal)
@@ -209,7 +210,8 @@ def _context(run: HookRun, env: Mapping[str, str]) -> str:
     text = run.hand_over(run) if run.hand_over is not None else _from_supervisor(run)
     if text is None:
         text = _from_store(run)
-    return json.dumps(context_output(run.event, text), ensure_ascii=False) if text else ""
+    return json.dumps(context_output(run.event, text, run.agent), ensure_ascii=False) \
+        if text else ""
 
 
 def _from_supervisor(run: HookRun) -> str | None:
@@ -244,7 +246,9 @@ def _at_start(run: HookRun, used: int) -> str:
     The supervisor is not asked: it may not run yet, and it would count the
     messages delivered at once."""
     text = ""
-    if run.payload.get("source") in (None, "startup") and run.paths.db_path.is_file():
+    from ...continuity.hooks import START_SOURCES
+
+    if run.payload.get("source") in START_SOURCES and run.paths.db_path.is_file():
         from ...service import Service
 
         # once a session, and the supervisor waits for it: the store may be busy

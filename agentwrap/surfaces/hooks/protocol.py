@@ -3,7 +3,9 @@
 Captured from the real CLIs (tests/fixtures/hooks/, how in its README): Claude
 Code 2.1.197, Codex 0.169.0, Gemini CLI 0.61.0 and Qwen Code 0.15.10 send one
 JSON object on the hook's stdin (``hook_event_name``, ``session_id``, ``cwd``, ...) and read the
-hook's stdout. Two kinds of event matter here:
+hook's stdout; GitHub Copilot CLI 1.0.102 sends camelCase (``sessionId``,
+``toolName``, ``toolArgs``; no event name but in its notification, which says
+``"Notification"``). Two kinds of event matter here:
 
 * **context** events let a hook add text to what the model reads next: the
   session start and the safe point between tool calls (Claude ``PostToolBatch``,
@@ -12,7 +14,10 @@ hook's stdout. Two kinds of event matter here:
   ``{"hookSpecificOutput": {"hookEventName": E, "additionalContext": TEXT}}``
   (Claude ignores a top-level ``additionalContext``; Codex's schema requires
   ``hookEventName`` and refuses other keys; Gemini escapes ``<`` and ``>`` in it
-  and wraps it in ``<hook_context>``; Qwen escapes them as ``&lt;`` ``&gt;``).
+  and wraps it in ``<hook_context>``; Qwen escapes them as ``&lt;`` ``&gt;``). Copilot
+  reads only a top-level ``{"additionalContext": TEXT}`` (:data:`FLAT_CONTEXT`): at
+  ``postToolUse`` it is appended to the tool result, at ``sessionStart`` it becomes
+  a user message before the prompt.
 * **signal** events say what the agent does (see
   :data:`agentwrap.sessions.signals.SIGNAL_STATES`); the hook answers nothing.
 * **question** events (Claude, Codex and Qwen ``PermissionRequest``, just before the
@@ -67,7 +72,18 @@ EVENTS: dict[str, dict[str, str]] = {
         "Notification": NOTIFICATION,
         "PermissionRequest": QUESTION,  # just before its permission dialog opens
     },
+    "copilot": {  # its own names (Copilot CLI 1.0.102, a --plugin-dir plugin's hooks)
+        "sessionStart": CONTEXT,  # at the first prompt (source "new"), not at launch
+        "postToolUse": CONTEXT,  # after a successful tool call; appended to its result
+        "userPromptSubmitted": "prompt_submitted",
+        "agentStop": "turn_end",  # no reply in it (only transcriptPath): no ACKs from it
+        "notification": NOTIFICATION,  # run in the background; notification_type as Claude's
+    },
 }
+
+#: Agents that read ``additionalContext`` at the top level of the hook's output
+#: only (Copilot ignores ``hookSpecificOutput``).
+FLAT_CONTEXT = frozenset({"copilot"})
 
 #: agent -> the prompt event it fires again inside a turn, with an empty
 #: ``prompt``, each time a tool result goes back to the model (Qwen Code runs
@@ -93,8 +109,8 @@ def action(agent: str, event: str, payload: dict[str, Any]) -> str | None:
     if kind is None:
         return None
     named = payload.get("hook_event_name")
-    if named is not None and named != event:
-        return None
+    if named is not None and str(named).lower() != event.lower():
+        return None  # (Copilot's notification names itself "Notification")
     if kind == NOTIFICATION:
         return NOTIFICATION_SIGNALS.get(str(payload.get("notification_type", "")))
     if CONTINUATIONS.get(agent) == event and not str(payload.get("prompt") or "").strip():
@@ -117,12 +133,14 @@ def permission_output(event: str, behavior: str, message: str = "") -> dict[str,
     return {"hookSpecificOutput": {"hookEventName": event, "decision": decision}}
 
 
-def context_output(event: str, text: str) -> dict[str, Any]:
-    """The answer that hands ``text`` to the model, in the shape all four read."""
+def context_output(event: str, text: str, agent: str = "") -> dict[str, Any]:
+    """The answer that hands ``text`` to the model, in the shape ``agent`` reads."""
+    if agent in FLAT_CONTEXT:
+        return {"additionalContext": text}
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
 
 
 __all__ = [
-    "CONTEXT", "CONTINUATIONS", "EVENTS", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "QUESTION", "action",
+    "CONTEXT", "CONTINUATIONS", "EVENTS", "FLAT_CONTEXT", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "QUESTION", "action",
     "context_output", "permission_output",
 ]
