@@ -1,0 +1,44 @@
+"""The application service: the one path from every surface to the store.
+
+Surfaces (the CLI, the HTTP API, MCP tools, hooks and feedback watchers) are
+thin adapters over :class:`Service`: they parse, call one method and print.
+Whatever must hold for every surface is decided here, once: the store
+validates content, applies limits and honours idempotency keys; the service
+adds what needs the *session* (does it exist and still run, how will the
+message be typed, may this source have text typed as is), the audit line of
+every accepted or cancelled message, and waking the session's supervisor once
+the message is stored. Readers get typed answers (the queue with why each
+message waits, history with attempts, sessions with their pending counts) and
+the event bus (:mod:`agentwrap.events`): what happened, in order, and a way to
+wait for the next thing without polling.
+
+:meth:`Service.open` builds the store and registry from :class:`Paths` and the
+user's config; the plain constructor takes them ready-made (tests, a server
+holding its own).
+
+:class:`Service` (:mod:`.api`) is one object for the surfaces; each of its
+jobs is a module of its own, which it delegates to:
+
+* :mod:`.sending`: admission (session, trust, kind, an agent's flow limits),
+  storing, the audit line and the wake-up; cancelling;
+* :mod:`.hand_over`: messages a reader takes itself (MCP tools, hooks, the
+  SessionStart context) and the agent's acknowledgement;
+* :mod:`.reading`: messages, attempts, a session's queue and why each waits;
+* :mod:`.sessions`: the sessions' records and screens, starting and stopping;
+* :mod:`.answering`: answers to the questions agents ask;
+* :mod:`.events`: waiting on the event bus;
+* :mod:`.views` and :mod:`.profiles`: the typed answers, the parsed profiles.
+"""
+
+from ..sessions.registry import SessionRecord, Transition
+from .api import Service
+from .events import RECHECK_S
+from .hand_over import ACK_STATUSES, MAX_NOTE_CHARS
+from .sending import AGENT_FLOW_MAX_AGE_S, AGENT_MAX_DEPTH, AGENT_SEND_WINDOW_S, AGENT_SENDS
+from .views import HistoryEntry, QueueView, Sent, SessionView, Waiting
+
+__all__ = [
+    "ACK_STATUSES", "AGENT_FLOW_MAX_AGE_S", "AGENT_MAX_DEPTH", "AGENT_SENDS",
+    "AGENT_SEND_WINDOW_S", "MAX_NOTE_CHARS", "RECHECK_S", "HistoryEntry", "QueueView", "Sent",
+    "Service", "SessionRecord", "SessionView", "Transition", "Waiting",
+]

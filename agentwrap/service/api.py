@@ -1,0 +1,324 @@
+"""The :class:`Service` class: the one API every surface calls.
+
+It holds what one service has open (the store, the registry, the audit log,
+the answers table, the parsed profiles) and hands each call to the
+collaborator that does that job (:mod:`.sending`, :mod:`.hand_over`,
+:mod:`.reading`, :mod:`.sessions`, :mod:`.answering`, :mod:`.events`), so a
+surface sees one object with one set of rules and each job's rules are read
+in one place. The method docstrings here are the contract in one line; the
+collaborator's say the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..audit import AuditLog
+from ..config import load_config
+from ..delivery import handover
+from ..errors import AgentwrapError
+from ..events import Event, Subscription
+from ..message import Message, NewMessage, Priority, QueueLimits
+from ..paths import Paths
+from ..queue.store import MessageStore, QueueMetrics, SenderLimit
+from ..sessions.registry import Registry, SessionRecord, Transition
+from . import events
+from .answering import Answering
+from .events import RECHECK_S
+from .hand_over import HandOver
+from .profiles import ProfileCache
+from .reading import Reading
+from .sending import Sending
+from .sessions import Sessions
+from .views import HistoryEntry, QueueView, Sent, SessionView
+
+if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast
+    from ..answers.intake import AnswerIntake, AnswerResult
+    from ..answers.store import Answer, AnswerStore
+    from ..config import LaunchChoice
+    from ..terminal.styles import Screen
+
+
+class Service:
+    """The operations every surface offers, with one set of rules."""
+
+    def __init__(
+        self, paths: Paths, store: MessageStore, registry: Registry, *,
+        audit: AuditLog | None = None,
+    ) -> None:
+        self.paths = paths
+        self.store = store
+        self.registry = registry
+        self.audit = audit if audit is not None else AuditLog(paths.audit_log)
+        self.recheck_s = RECHECK_S  # a waiter's look again without an announcement
+        profiles = ProfileCache(paths)
+        self._sending = Sending(paths, store, registry, self.audit, profiles)
+        self._hand_over = HandOver(paths, store, registry, self.audit)
+        self._reading = Reading(paths, store, registry)
+        self._sessions = Sessions(paths, store, registry, self.audit, profiles)
+        self._answering = Answering(paths, registry, self.audit, profiles)
+
+    def _recheck_s(self) -> float:
+        """:attr:`recheck_s` as it is at each wait (a caller may change it
+        while a wait runs: a test unblocking a waiter does)."""
+        return self.recheck_s
+
+    @classmethod
+    def open(
+        cls, paths: Paths, *, limits: QueueLimits | None = None,
+        busy_timeout_ms: int | None = None,
+    ) -> Service:
+        """Store and registry of ``paths`` (its dirs made and checked first).
+
+        ``limits``: the queue limits to enforce; by default those of the
+        user's config, so a config error is reported here. A caller that only
+        reads (``doctor``) passes its own and does not depend on the config.
+        ``busy_timeout_ms``: how long a locked database is waited for before
+        :class:`~agentwrap.errors.StoreLocked` (a hook, which must answer at
+        once, waits ~100 ms; by default the store's own timeout).
+        """
+        from ..queue import db
+        from ..queue.sqlite import SQLiteMessageStore
+
+        paths.ensure()
+        if limits is None:
+            limits = load_config(paths).limits
+        wait = db.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
+        registry = Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=wait)
+        try:
+            store = SQLiteMessageStore(paths.db_path, limits, events_dir=paths.events_dir,
+                                       busy_timeout_ms=wait)
+        except BaseException:
+            registry.close()
+            raise
+        return cls(paths, store, registry)
+
+    def close(self) -> None:
+        self.store.close()
+        self.registry.close()
+        self._answering.close()
+
+    @property
+    def answers(self) -> AnswerStore:
+        """The answers table (opened on first use: most commands never need it)."""
+        return self._answering.store
+
+    def __enter__(self) -> Service:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- messages: admission (.sending) -----------------------------------------------
+
+    def send(self, new: NewMessage, *, raw: bool = False,
+             sender_limit: SenderLimit | None = None) -> Sent:
+        """Store ``new`` durably for its session and wake the session's
+        supervisor (:meth:`Sending.send <.sending.Sending.send>`)."""
+        return self._sending.send(new, raw=raw, sender_limit=sender_limit)
+
+    def send_many(self, news: Sequence[NewMessage]) -> list[Sent | AgentwrapError]:
+        """:meth:`send` for several senders at once, stored in one transaction
+        (:meth:`Sending.send_many <.sending.Sending.send_many>`)."""
+        return self._sending.send_many(news)
+
+    def send_as_agent(
+        self, caller: str, target: str, content: str, *,
+        priority: Priority | str = Priority.NORMAL, metadata: dict[str, Any] | None = None,
+    ) -> Sent:
+        """A message from the agent of session ``caller`` to session ``target``,
+        carrying the caller's flow on, within the agents' limits
+        (:meth:`Sending.send_as_agent <.sending.Sending.send_as_agent>`)."""
+        return self._sending.send_as_agent(caller, target, content, priority=priority,
+                                           metadata=metadata)
+
+    def cancel(self, message_id: str) -> Message:
+        """Cancel a pending message (id or unique prefix), audited
+        (:meth:`Sending.cancel <.sending.Sending.cancel>`)."""
+        return self._sending.cancel(message_id)
+
+    # --- messages a reader takes itself (.hand_over) --------------------------------------
+
+    def consume(
+        self, session: str, *, channel: str, max_bytes: int = 10 * 1024,
+        source: str | None = None, contains: str | None = None, limit: int | None = None,
+    ) -> list[Message]:
+        """Hand the due messages to a reader that delivers them itself, recorded
+        ``delivered`` through ``channel`` (:meth:`HandOver.consume <.hand_over.HandOver.consume>`)."""
+        return self._hand_over.consume(session, channel=channel, max_bytes=max_bytes,
+                                       source=source, contains=contains, limit=limit)
+
+    def hand_over(self, session: str, *, channel: str, limit_chars: int, at_start: bool = False,
+                  log: Callable[[str], None] = lambda _: None) -> str:
+        """The session's due messages that fit in ``limit_chars``, framed, for a
+        reader that shows the text to the model itself
+        (:meth:`HandOver.hand_over <.hand_over.HandOver.hand_over>`)."""
+        return self._hand_over.hand_over(session, channel=channel, limit_chars=limit_chars,
+                                         at_start=at_start, log=log)
+
+    def claim_hand_over(self, session: str, *, channel: str, limit_chars: int,
+                        log: Callable[[str], None] = lambda _: None) -> handover.Claimed | None:
+        """What :meth:`hand_over` hands over, claimed but not yet recorded
+        (:meth:`HandOver.claim_hand_over <.hand_over.HandOver.claim_hand_over>`)."""
+        return self._hand_over.claim_hand_over(session, channel=channel,
+                                               limit_chars=limit_chars, log=log)
+
+    def first_turn(self, session: str, channel: str) -> list[str]:
+        """A model turn has run since the session started: what its SessionStart
+        hook handed over went to the model in it
+        (:meth:`HandOver.first_turn <.hand_over.HandOver.first_turn>`)."""
+        return self._hand_over.first_turn(session, channel)
+
+    def inbox(
+        self, session: str, *, source: str | None = None, contains: str | None = None,
+        limit: int | None = None,
+    ) -> list[Message]:
+        """What :meth:`consume` with the same filters would hand over now,
+        changing nothing (:meth:`HandOver.inbox <.hand_over.HandOver.inbox>`)."""
+        return self._hand_over.inbox(session, source=source, contains=contains, limit=limit)
+
+    def acknowledge(
+        self, session: str, message_id: str, status: str, note: str | None = None, *,
+        channel: str,
+    ) -> Message:
+        """The agent of ``session`` acknowledges a message it got, once
+        (:meth:`HandOver.acknowledge <.hand_over.HandOver.acknowledge>`)."""
+        return self._hand_over.acknowledge(session, message_id, status, note, channel=channel)
+
+    # --- reading messages (.reading) ------------------------------------------------------
+
+    def get(self, message_id: str) -> Message:
+        """A message by its full id or a unique prefix a person typed (4+ characters)."""
+        return self._reading.get(message_id)
+
+    def message(self, message_id: str) -> HistoryEntry:
+        """One message (id or unique prefix) with every attempt at it."""
+        return self._reading.message(message_id)
+
+    def peek(self, session: str, now: float | None = None) -> QueueView:
+        """What waits for ``session`` and why, never consuming anything
+        (:meth:`Reading.peek <.reading.Reading.peek>`)."""
+        return self._reading.peek(session, now)
+
+    def history(self, session: str | None = None, limit: int = 200) -> list[HistoryEntry]:
+        """Messages newest first (of one session, or all), each with its attempts.
+        An unknown session is an error, not an empty history."""
+        return self._reading.history(session, limit)
+
+    def metrics(self, session: str | None = None) -> QueueMetrics:
+        """Delivery figures from the persisted rows (one session, or all)."""
+        return self._reading.metrics(session)
+
+    def wait_for_end_state(self, message_id: str, timeout: float) -> Message | None:
+        """Block until the message reaches a terminal status; None after ``timeout``.
+        Woken by the event bus, looking again every :attr:`recheck_s`
+        (:meth:`Reading.wait_for_end_state <.reading.Reading.wait_for_end_state>`)."""
+        return self._reading.wait_for_end_state(message_id, timeout, self._recheck_s)
+
+    # --- answering the question a waiting agent shows (.answering) -----------------------
+
+    def answer(
+        self, session: str, *, option: int | str | None = None,
+        options: Sequence[int | str] | None = None, text: str | None = None,
+        deny: bool = False, question_id: str | None = None, source: str = "cli",
+        answers: Mapping[str, Any] | None = None,
+    ) -> AnswerResult:
+        """Store an answer to the question ``session``'s agent shows, and wake its
+        supervisor, which types it with the agent's own keys only while the same
+        question is open (:mod:`agentwrap.answers.keys`).
+
+        The rules are :meth:`AnswerIntake.answer
+        <agentwrap.answers.intake.AnswerIntake.answer>`'s, which the
+        answer folder and the answer policy inside the supervisor use too.
+        """
+        return self.intake.answer(session, option=option, options=options, text=text,
+                                  deny=deny, question_id=question_id, source=source,
+                                  answers=answers)
+
+    @property
+    def intake(self) -> AnswerIntake:
+        return self._answering.intake
+
+    def answer_status(self, answer_id: str) -> Answer:
+        return self._answering.status(answer_id)
+
+    def wait_answer(self, answer_id: str, timeout: float) -> Answer:
+        """Block until the answer is applied, stale or failed, or ``timeout``
+        passed (then it is returned still pending); woken by the event bus."""
+        return self._answering.wait(answer_id, timeout, self._recheck_s)
+
+    # --- sessions (.sessions) -------------------------------------------------------------
+
+    def sessions(self, include_ended: bool = False) -> list[SessionView]:
+        """Every session (running and stale; ended ones too if asked), oldest
+        first, with its pending count."""
+        return self._sessions.listed(include_ended)
+
+    def state(self, name: str) -> SessionRecord:
+        """One session's record: state, and the signal, rule and evidence that
+        decided it; ``liveness`` is checked now, never stored."""
+        return self._sessions.state(name)
+
+    def transitions(self, name: str, after_id: int = 0) -> list[Transition]:
+        """The session's state changes after ``after_id``, oldest first (bounded log)."""
+        return self._sessions.transitions(name, after_id)
+
+    def screen(self, name: str) -> str:
+        """The screen the session's last verdict was based on (to debug a profile)."""
+        return self._sessions.screen(name)
+
+    def screen_view(self, name: str) -> Screen:
+        """The same screen with its colours, for a person watching
+        (:meth:`Sessions.screen_view <.sessions.Sessions.screen_view>`)."""
+        return self._sessions.screen_view(name)
+
+    def screen_stamps(self, session: str | None = None) -> dict[str, int]:
+        """When each session's styled screen was last saved (ns), cheaply."""
+        return self._sessions.screen_stamps(session)
+
+    def launch_choices(self) -> tuple[LaunchChoice, ...]:
+        """The sessions the person listed for the dashboard to start
+        (``[[dashboard.launch]]``, their own config file only)."""
+        return self._sessions.launch_choices()
+
+    def start(self, choice: str, name: str | None = None, *, by: str) -> SessionRecord:
+        """Start the listed session ``choice`` as ``run --detach`` does; nothing
+        but a listed entry (:meth:`Sessions.start <.sessions.Sessions.start>`)."""
+        return self._sessions.start(choice, name, by=by)
+
+    def stop(self, name: str, *, by: str) -> SessionRecord:
+        """Stop a running session's agent (its whole process tree), as
+        ``agentwrap stop`` does; the record with its exit code."""
+        return self._sessions.stop(name, by=by)
+
+    def check_store(self) -> None:
+        """Raise :class:`StoreCorrupt` unless the store's integrity check passes."""
+        self.store.check_integrity()
+
+    # --- events (.events) -----------------------------------------------------------------
+
+    def events(
+        self, after_id: int = 0, session: str | None = None, *,
+        kinds: Iterable[str] | None = None, subject: str | None = None, limit: int = 1000,
+    ) -> list[Event]:
+        """Events with ids above ``after_id``, oldest first (see :data:`agentwrap.events.KINDS`)."""
+        return self.store.events(after_id, session=session, kinds=kinds, subject=subject,
+                                 limit=limit)
+
+    def last_event_id(self) -> int:
+        """The newest event's id (0 if none): follow from here for only new ones."""
+        return self.store.last_event_id()
+
+    def subscribe(self) -> Subscription:
+        """A wake-up for every commit that records events, from any process.
+        Close it (or use it as a context manager) when done."""
+        return events.subscribe(self.paths)
+
+    def follow_events(
+        self, after_id: int = 0, session: str | None = None, *,
+        kinds: Iterable[str] | None = None,
+    ) -> Iterator[Event]:
+        """Every event after ``after_id``, then each new one as it is committed,
+        forever (:func:`.events.follow`), looking again every :attr:`recheck_s`."""
+        return events.follow(self.store, self.paths, after_id, session, kinds, self._recheck_s)

@@ -1,0 +1,147 @@
+"""Sessions as surfaces show and steer them: the list, one record, its state
+changes, its screen; starting a listed session and stopping one.
+
+The registry holds the records; what is added here is what a person
+watching needs (pending counts, the screen with its colours, cheap stamps
+telling the event stream a new screen was saved) and the rules of starting
+and stopping from a surface: only an entry the person listed in their own
+config can be started (never a command or a folder a caller names), and
+either is audited with who asked.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..audit import AuditLog
+from ..config import load_config
+from ..errors import InvalidMessage, SessionNotRunning
+from ..paths import Paths
+from ..queue.store import MessageStore
+from ..sessions.registry import Registry, SessionRecord, Transition
+from .profiles import ProfileCache
+from .views import SessionView
+
+if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast
+    from ..config import LaunchChoice
+    from ..terminal.styles import Screen
+
+
+class Sessions:
+    """The sessions' records and screens, and starting and stopping them."""
+
+    def __init__(self, paths: Paths, store: MessageStore, registry: Registry, audit: AuditLog,
+                 profiles: ProfileCache) -> None:
+        self.paths = paths
+        self.store = store
+        self.registry = registry
+        self.audit = audit
+        self.profiles = profiles
+
+    def listed(self, include_ended: bool = False) -> list[SessionView]:
+        """Every session (running and stale; ended ones too if asked), oldest
+        first, with its pending count."""
+        return [SessionView(r, self.store.pending_count(r.name))
+                for r in self.registry.list(include_ended=include_ended)]
+
+    def state(self, name: str) -> SessionRecord:
+        """One session's record: state, and the signal, rule and evidence that
+        decided it; ``liveness`` is checked now, never stored."""
+        return self.registry.get(name)
+
+    def transitions(self, name: str, after_id: int = 0) -> list[Transition]:
+        """The session's state changes after ``after_id``, oldest first (bounded
+        log), so a state shorter than a reader's wake-up is still seen."""
+        return self.registry.transitions(name, after_id)
+
+    def screen(self, name: str) -> str:
+        """The screen the session's last verdict was based on (to debug a profile)."""
+        self.registry.get(name)
+        path = self.paths.runtime_dir / f"{name}.screen"
+        if not path.exists():
+            raise SessionNotRunning(f"no screen recorded for {name!r} yet")
+        return path.read_text(encoding="utf-8")
+
+    def screen_view(self, name: str) -> Screen:
+        """The same screen with its colours, for a person watching (the
+        dashboard, ``GET /api/sessions/NAME/screen``): rows of styled runs,
+        every value checked as it is read (:mod:`agentwrap.terminal.styles`),
+        no escape sequence in it. A session whose supervisor kept only the
+        plain screen gets that, uncoloured."""
+        from ..terminal.styles import DOCUMENT_SUFFIX, Screen, read_document, rows_from_text
+
+        self.registry.get(name)
+        try:
+            got = read_document((self.paths.runtime_dir / f"{name}{DOCUMENT_SUFFIX}").read_bytes())
+        except FileNotFoundError:
+            got = None
+        if got is not None:
+            return got
+        text = self.screen(name)
+        lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+        return Screen(digest="", at=0.0, cols=max((len(x) for x in lines), default=0),
+                      cursor=(0, 0), title="", lines=rows_from_text(lines), styled=False)
+
+    def screen_stamps(self, session: str | None = None) -> dict[str, int]:
+        """When each session's styled screen was last saved (ns), cheaply (one
+        ``stat`` each): how the event stream notices a new screen to announce."""
+        from ..terminal.styles import DOCUMENT_SUFFIX
+
+        if session is not None:
+            candidates = [self.paths.runtime_dir / f"{session}{DOCUMENT_SUFFIX}"]
+        else:
+            try:
+                candidates = [p for p in self.paths.runtime_dir.iterdir()
+                              if p.name.endswith(DOCUMENT_SUFFIX)]
+            except OSError:
+                return {}
+        out: dict[str, int] = {}
+        for path in candidates:
+            try:
+                out[path.name[:-len(DOCUMENT_SUFFIX)]] = path.stat().st_mtime_ns
+            except OSError:
+                continue
+        return out
+
+    def launch_choices(self) -> tuple[LaunchChoice, ...]:
+        """The sessions the person listed for the dashboard to start
+        (``[[dashboard.launch]]``, their own config file only)."""
+        return load_config(self.paths).launch
+
+    def start(self, choice: str, name: str | None = None, *, by: str) -> SessionRecord:
+        """Start the listed session ``choice`` as ``run --detach`` does (tmux,
+        a supervisor of its own or the host's); ``name`` overrides its session
+        name. Nothing but a listed entry can be started this way: the caller
+        names an entry, never a command or a folder."""
+        from ..sessions.lifecycle import RunOptions, start_tmux
+
+        choices = {c.name: c for c in self.launch_choices()}
+        picked = choices.get(choice)
+        if picked is None:
+            raise InvalidMessage(
+                f"no launch entry named {choice!r}",
+                hint=("listed: " + ", ".join(choices)) if choices else
+                "list what may be started in [[dashboard.launch]] of"
+                " ~/.config/agentwrap/config.toml")
+        if not picked.folder.is_dir():
+            raise InvalidMessage(f"launch entry {choice!r}: folder not found: {picked.folder}",
+                                 hint="fix its cwd in ~/.config/agentwrap/config.toml")
+        command = picked.command
+        if command is None:
+            command = self.profiles.get(str(picked.profile)).commands[0]
+        rec = start_tmux(self.paths, RunOptions(
+            argv=[command, *picked.args], name=name or picked.session, profile=picked.profile,
+            backend="tmux", cwd=picked.folder.resolve(), detach=True))
+        self.audit.write(event="started", session=rec.name, launch=picked.name, by=by)
+        return rec
+
+    def stop(self, name: str, *, by: str) -> SessionRecord:
+        """Stop a running session's agent (its whole process tree), as
+        ``agentwrap stop`` does; the record with its exit code."""
+        from ..sessions.lifecycle import stop_many
+
+        if self.registry.get(name).ended is not None:
+            raise SessionNotRunning(f"session {name!r} has ended already")
+        (rec,) = stop_many(self.paths, [name])
+        self.audit.write(event="stopped", session=name, by=by)
+        return rec
