@@ -188,3 +188,19 @@ def test_declared_names_resolve_and_importing_a_package_imports_nothing_more() -
              f" if m.startswith('{package}.')))"],
             capture_output=True, text=True, timeout=60, check=True).stdout.split()
         assert loaded == [], f"importing {package} loaded {loaded}"
+
+
+def test_no_class_is_over_500_lines() -> None:
+    """Issue 21: a class that does five jobs is split along them (the delivery
+    engine into its window, evidence, escalation and ACK wait; the store and
+    the service into one module per job)."""
+    import ast
+
+    big = []
+    for path in sorted((ROOT / "agentwrap").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None \
+                    and node.end_lineno - node.lineno + 1 > 500:
+                big.append(f"{path.relative_to(ROOT)}: {node.name}"
+                           f" ({node.end_lineno - node.lineno + 1} lines)")
+    assert not big, "\n".join(big)

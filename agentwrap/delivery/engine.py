@@ -40,10 +40,8 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import re
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..audit import AuditLog
@@ -55,6 +53,7 @@ from ..message import UNACKNOWLEDGED, Attempt, Kind, Message, Phase, Priority, S
 from ..paths import Paths
 from ..queue.sqlite import SQLiteMessageStore
 from ..queue.store import MessageStore
+from .ack import AckWait
 from .choice import busy_channel_of
 from .escalation import Escalation, is_raw
 from .evidence import POLL_S, ScreenEvidence, screen_tail
@@ -66,25 +65,6 @@ from .seams import Driver, SessionInfo
 from .window import TypingWindow
 
 log = logging.getLogger("agentwrap.delivery")
-
-
-@dataclass
-class _AckWait:
-    """A submitted batch whose ACK is awaited.
-
-    Waiting is a *state* of the delivery, checked on each of the supervisor's
-    turns, never a loop that holds the supervisor: meanwhile it drains the
-    agent's output, notices the agent exit and obeys "stop".
-    """
-
-    inj: Injection
-    batch: list[Message]
-    started: float  # when this attempt began (for its Attempt record)
-    channel: str
-    submitted: str  # the evidence of submission
-    patterns: list[re.Pattern[str]]
-    hard_stop: float
-    quiet_since: float | None = None
 
 
 class DeliveryEngine:
@@ -133,7 +113,7 @@ class DeliveryEngine:
         self._next_expiry = 0.0  # expire overdue messages on the first turn
         # parked batches (held in the box, or resumed): token -> when to take their next step
         self._parked: dict[str, float] = {}
-        self._ack: _AckWait | None = None  # the batch whose ACK is awaited
+        self._ack: AckWait | None = None  # the batch whose ACK is awaited
         self._ack_patterns = [*cfg.ack_patterns, *profile.ack_patterns]
         # batches in flight through another channel of the supervisor (Aider's
         # read file): never resumed (typed) here
@@ -251,7 +231,7 @@ class DeliveryEngine:
             del self._parked[token]  # ended meanwhile (abandoned, given up)
             return 0.05
         phase = batch[0].phase or Phase.CLAIMED
-        reason = self._parked_blocked(sup, phase, batch)
+        reason = self.typing_window.resume_reason(sup, phase, max(m.priority for m in batch))
         if reason is not None:
             return self._shut(sup, now, functools.partial(
                 self._parked_shut_out, sup, token, batch, phase, reason))
@@ -259,21 +239,6 @@ class DeliveryEngine:
         self.typing_window.opened()
         self._deliver(sup, token, batch, phase)
         return 0.05
-
-    def _parked_blocked(self, sup: Driver, phase: Phase, batch: list[Message]) -> str | None:
-        """Why a parked batch may not take its next step now (None: it may).
-        Claimed: nothing typed yet, so it waits for the typing window like a
-        new batch. Pasting or submitting: the block may be in the box, which
-        must be visible (:meth:`TypingWindow.press_reason`). Submitted: its
-        next step (the ACK) types nothing. An exited agent: none (the
-        session's end settles the batch, :meth:`abandon`)."""
-        if sup.reading.state is State.EXITED:
-            return "agent exited"
-        if phase is Phase.CLAIMED:
-            return self.window(sup, max(m.priority for m in batch))
-        if phase is Phase.SUBMITTED:
-            return None
-        return self.typing_window.press_reason(sup)
 
     def _parked_shut_out(
         self, sup: Driver, token: str, batch: list[Message], phase: Phase, reason: str
@@ -301,28 +266,11 @@ class DeliveryEngine:
 
     def _claim(self, token: str, now: float | None = None, rows: int | None = None) -> list[Message]:
         """The next batch; a raw session types one message at a time. ``rows``:
-        the screen's height, which a block must stay well within (:meth:`_fit`)."""
+        the screen's height, which a block must stay well within (:func:`fit`)."""
         max_bytes = 0 if self.profile.raw else self.cfg.max_injection_bytes
-        limit = self._fit(rows, now) if rows and not self.profile.raw else None
+        limit = fit(self.store, self.session, self.profile, rows, now) \
+            if rows and not self.profile.raw else None
         return self.store.claim_batch(self.session, token, max_bytes, now, limit=limit)
-
-    def _fit(self, rows: int, now: float | None) -> int | None:
-        """How many due messages make a block of at most half the screen's
-        rows (at least one): an agent that shows a paste line by line (no
-        ``[Pasted text]`` placeholder) grows its input box with it, and a box
-        taller than the screen pushes its own edges off it: neither the paste
-        nor the submit can be seen, the screen reads as unknown, and every
-        message behind it ends in the fallback file. None: no limit."""
-        if self.profile.input.paste_placeholders:
-            return None  # a long paste collapses into one line
-        budget = max(2, rows // 2 - 2)  # the block's first and last lines aside
-        used = n = 0
-        for m in self.store.peek(self.session, now, due=True, limit=500):
-            used += m.content.count("\n") + 1
-            if n and used > budget:
-                break
-            n += 1
-        return n or None
 
     def _render(self, batch: Sequence[Message], token: str) -> Injection:
         if is_raw(self.profile, batch):
@@ -483,41 +431,15 @@ class DeliveryEngine:
     def _await_ack(
         self, inj: Injection, batch: list[Message], started: float, channel: str, submitted: str
     ) -> None:
-        patterns = [
-            re.compile(p.replace("{token}", re.escape(inj.token)), re.IGNORECASE)
-            for p in self._ack_patterns
-        ]
-        self._ack = _AckWait(
-            inj, batch, started, channel, submitted, patterns,
-            hard_stop=self.clock() + self.cfg.readiness_timeout_s * 4,
-        )
+        self._ack = AckWait.begin(inj, batch, started, channel, submitted, self._ack_patterns,
+                                  hard_stop=self.clock() + self.cfg.readiness_timeout_s * 4)
 
     def _check_ack(self, sup: Driver) -> float | None:
         """One look for the awaited ACK; the seconds until the next look, or
         None once the wait has ended (acknowledged, timed out, agent gone)."""
         w = self._ack
         assert w is not None
-        reading = sup.reading
-        now = self.clock()
-        result: Outcome | None = None
-        found = self.evidence.find_ack(sup, w.inj, w.patterns)
-        if found:
-            result = Outcome(True, "acknowledged", found)
-        elif reading.state is State.EXITED:
-            # It was submitted (that was proven before the wait began): the
-            # message reached the agent, which died before it could answer.
-            # (The same words as abandon()'s, which may see the exit first.)
-            result = Outcome(
-                True, "delivered", f"{w.submitted}; not acknowledged: the agent exited first"
-            )
-        elif reading.state in (State.READY, State.DRAFT, State.UNKNOWN):
-            w.quiet_since = w.quiet_since or now
-            if now - w.quiet_since >= self.cfg.ack_timeout_s:
-                result = Outcome(False, "no_ack", screen_tail(sup))
-        else:
-            w.quiet_since = None
-        if result is None and now >= w.hard_stop:
-            result = Outcome(False, "no_ack", "agent never went quiet: " + screen_tail(sup))
+        result = w.look(sup, self.evidence, self.cfg.ack_timeout_s, self.clock())
         if result is None:
             return POLL_S * 2
         self._ack = None
@@ -610,7 +532,7 @@ class DeliveryEngine:
             )
         return n
 
-    def _unacknowledged(self, msgs: list[Message], waited: _AckWait | None, why: str) -> None:
+    def _unacknowledged(self, msgs: list[Message], waited: AckWait | None, why: str) -> None:
         """Record the attempt that ends submitted messages whose ACK was asked and
         never came (:data:`~agentwrap.message.UNACKNOWLEDGED`: what ``send --wait``
         and the API tell senders by); one asked none gets no attempt here."""
@@ -639,6 +561,26 @@ class DeliveryEngine:
             log.info("resuming batch %s from phase %s", token, m.phase or Phase.CLAIMED)
             self._parked[token] = now
 
+
+
+def fit(store: MessageStore, session: str, profile: Profile, rows: int,
+        now: float | None) -> int | None:
+    """How many due messages make a block of at most half the screen's
+    rows (at least one): an agent that shows a paste line by line (no
+    ``[Pasted text]`` placeholder) grows its input box with it, and a box
+    taller than the screen pushes its own edges off it: neither the paste
+    nor the submit can be seen, the screen reads as unknown, and every
+    message behind it ends in the fallback file. None: no limit."""
+    if profile.input.paste_placeholders:
+        return None  # a long paste collapses into one line
+    budget = max(2, rows // 2 - 2)  # the block's first and last lines aside
+    used = n = 0
+    for m in store.peek(session, now, due=True, limit=500):
+        used += m.content.count("\n") + 1
+        if n and used > budget:
+            break
+        n += 1
+    return n or None
 
 
 def _trusted_raw_sources(paths: Paths, rec: SessionInfo) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from ..config import DeliveryConfig
 from ..detect.profiles import Profile
 from ..detect.states import State
-from ..message import Priority
+from ..message import Phase, Priority
 from .choice import busy_reason
 from .seams import Driver
 
@@ -85,6 +85,21 @@ class TypingWindow:
         """The person typed less than ``typing_grace_ms`` ago (when the backend can tell)."""
         idle = sup.term.user_idle_s()
         return idle is not None and idle * 1000 < self.cfg.typing_grace_ms
+
+    def resume_reason(self, sup: Driver, phase: Phase, priority: Priority) -> str | None:
+        """Why a parked batch may not take its next step now (None: it may).
+        Claimed: nothing typed yet, so it waits for the typing window like a
+        new batch. Pasting or submitting: the block may be in the box, which
+        must be visible (:meth:`press_reason`). Submitted: its next step (the
+        ACK) types nothing. An exited agent: none (the session's end settles
+        the batch, :meth:`DeliveryEngine.abandon`)."""
+        if sup.reading.state is State.EXITED:
+            return "agent exited"
+        if phase is Phase.CLAIMED:
+            return self.reason(sup, priority)
+        if phase is Phase.SUBMITTED:
+            return None
+        return self.press_reason(sup)
 
     def press_reason(self, sup: Driver) -> str | None:
         """None when the engine may take the next step of a block it may have
