@@ -77,7 +77,7 @@ class Inbox:
         self.close()
 
 
-def notify(paths: Paths, session: str, command: bytes = b"wake") -> bool:
+def wake(paths: Paths, session: str, command: bytes = b"wake") -> bool:
     """Wake a session's supervisor: producers (``agentwrap send``, hooks,
     servers) write to the store first, then nudge; False if nobody listens (the
     supervisor's slow safety poll finds the change anyway)."""

@@ -17,7 +17,7 @@ XDG config dir's patterns/.
   its own detached process).
 
 For each message: wait until the session is READY (registry) and the agent
-idle, then ``store.enqueue(...)`` + ``wake.notify(...)`` exactly like
+idle, then ``store.enqueue(...)`` + ``datagram.wake(...)`` exactly like
 ``agentwrap send``; latency = start of the enqueue call -> the agent's first
 read after it. The next message is sent only once the previous one is
 DELIVERED and the session is READY again.
@@ -237,7 +237,7 @@ def bench_baseline(work: Path, n: int, size: int) -> dict[str, Any]:
 
 def bench_session(backend: str, work: Path, env: dict[str, str], n: int, size: int,
                   timeout: float, aw_root: Path) -> dict[str, Any]:
-    from agentwrap.datagram import notify
+    from agentwrap.datagram import wake
     from agentwrap.message import NewMessage, QueueLimits, Source, Status
     from agentwrap.paths import Paths
     from agentwrap.queue.sqlite import SQLiteMessageStore
@@ -283,7 +283,7 @@ def bench_session(backend: str, work: Path, env: dict[str, str], n: int, size: i
             t0 = time.monotonic()
             msg, _ = store.enqueue(new)
             t1 = time.monotonic()
-            notify(paths, name)
+            wake(paths, name)
             t2 = time.monotonic()
             try:
                 first = wait_until(lambda t0=t0: stamps.first_after(t0), timeout, "the first byte",
@@ -412,7 +412,7 @@ def print_tables(res: dict[str, Any]) -> None:
                   f"{fmt(d.get('p50_ms'), '.0f'):>12}")
             for err in r.get("errors", []):
                 print(f"    ! {err}")
-        print("enqueue/notify: p50 of the store.enqueue / wake.notify calls (included in the latency);"
+        print("enqueue/notify: p50 of the store.enqueue / datagram.wake calls (included in the latency);"
               " -> delivered: p50 until this script saw DELIVERED (polling)")
     for s in res.get("store", []):
         print(f"\n(b) store costs, {s['queued']} pending before the bulk expiry, layout {s['layout']!r} "

@@ -12,7 +12,7 @@ every case alike), the wall time of:
 * ``hook claude PostToolBatch`` with nothing queued (opens the store, answers nothing);
 * ``hook claude PostToolBatch`` with one message queued before each run,
   handed over by the session's supervisor (the hook asks it over the wake
-  socket: :mod:`agentwrap.sessions.handover`; here its server runs in a thread
+  socket: :mod:`agentwrap.sessions.hook_requests`; here its server runs in a thread
   of this process, answering as the supervisor's loop does), and by the hook
   itself when no supervisor listens (it opens the store: peek, claim, record
   delivered, frame, answer);
@@ -58,7 +58,7 @@ from agentwrap.paths import Paths
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service import Service
 from agentwrap.sessions.channels import hook_client
-from agentwrap.sessions.handover import HandoverServer, hook_socket
+from agentwrap.sessions.hook_requests import HandoverServer, hook_socket
 from agentwrap.sessions.registry import SessionRecord
 from agentwrap.surfaces.hooks.server import HookServer
 

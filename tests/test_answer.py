@@ -25,7 +25,7 @@ from support.waiting import wait_for
 
 from agentwrap.answers.actions import OptionAnswer
 from agentwrap.answers.store import AnswerStore
-from agentwrap.datagram import notify
+from agentwrap.datagram import wake
 from agentwrap.detect.question import Item, Option, Question, question_id
 from agentwrap.detect.states import State
 from agentwrap.paths import Paths
@@ -181,7 +181,7 @@ def test_the_supervisor_types_nothing_for_another_question(aw: AwEnv) -> None:
     answers = AnswerStore(aw.paths.db_path, events_dir=aw.paths.events_dir)
     try:
         a = answers.request("sa", "0123456789ab", OptionAnswer(2, 2, "No"))
-        notify(aw.paths, "sa")
+        wake(aw.paths, "sa")
         done = wait_for(lambda: (x := answers.get(a.id)).ended and x, 30, "the answer's end")
     finally:
         answers.close()

@@ -569,8 +569,8 @@ def test_stop_during_a_delivery_step_leaves_the_batch_to_resume(aw: AwEnv) -> No
         mid = send(aw, "sa", "typed once")
         wait_phase(aw, mid, ["pasting"])
         supervisor_pid(aw)  # supervised now
-        from agentwrap.datagram import notify
-        notify(aw.paths, "sa", b"stop")
+        from agentwrap.datagram import wake
+        wake(aw.paths, "sa", b"stop")
         # The session's supervision ends (its process, or its thread of the host)
         wait_for(lambda: _liveness(aw, "sa") == "stale", 20, "the supervision to stop")
         assert get(aw, mid).phase is not None and get(aw, mid).phase.value == "pasting"

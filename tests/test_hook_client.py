@@ -32,7 +32,7 @@ from test_hooks import FIXTURES, context_of, env_of, send
 from agentwrap.message import Status
 from agentwrap.service import Service
 from agentwrap.sessions import channels
-from agentwrap.sessions.handover import hook_socket
+from agentwrap.sessions.hook_requests import hook_socket
 from agentwrap.sessions.signals import read_signal
 from agentwrap.surfaces.hooks.handler import MAX_STDIN, handle
 from agentwrap.surfaces.hooks.server import MIN_LEFT_S, HookServer, parse_header

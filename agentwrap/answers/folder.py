@@ -68,7 +68,7 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver, ObservedWatch
 
 from ..audit import AuditLog
-from ..datagram import notify
+from ..datagram import wake
 from ..errors import AgentwrapError, InvalidAnswer, StoreError, UnsafePath
 from ..paths import Paths, private_dir, write_private
 from .intake import AnswerIntake, AnswerResult
@@ -253,7 +253,7 @@ class AnswerFolder:
 
     def _poke(self) -> None:
         self._due.set()
-        notify(self.paths, self.session)  # the supervisor's loop wakes and calls step()
+        wake(self.paths, self.session)  # the supervisor's loop wakes and calls step()
 
     def close(self) -> None:
         if self._watch is not None:

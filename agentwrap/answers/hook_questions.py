@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..datagram import notify
+from ..datagram import wake
 from ..detect.question import Item, Option, Question, question_id
 from ..paths import Paths, ReplacedFile, check_session_name, write_private
 
@@ -214,7 +214,7 @@ def write_question(paths: Paths, session: str, hq: HookQuestion) -> Path | None:
     if not path.parent.is_dir():
         return None
     write_private(path, json.dumps(hq.to_json(), ensure_ascii=False).encode("utf-8"))
-    notify(paths, session)
+    wake(paths, session)
     return path
 
 

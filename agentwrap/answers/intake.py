@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..audit import AuditLog
-from ..datagram import notify
+from ..datagram import wake
 from ..detect.neutralise import live_tokens
 from ..detect.profiles import Dialog, Profile
 from ..detect.question import Item, Option, Question, free_text_option
@@ -181,7 +181,7 @@ class AnswerIntake:
         self.audit.write(event="answer_requested", session=session, answer=stored.id,
                          question=question.id, how=payload.how, source=source,
                          bytes=len((text or "").encode("utf-8")), **extra)
-        notify(self.paths, session)
+        wake(self.paths, session)
         return AnswerResult(stored, question, supervised=rec.liveness != "stale")
 
     @staticmethod

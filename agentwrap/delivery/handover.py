@@ -10,7 +10,7 @@ hands. Two callers hand a hook's text over, with the same words:
 * the hook itself, through :meth:`agentwrap.service.Service.hand_over`, when no
   supervisor answers (it then loads the store's code: ~190 ms a run);
 * the session's supervisor, asked by the hook over its wake socket
-  (:mod:`agentwrap.sessions.handover`): the store, the config and the framing
+  (:mod:`agentwrap.sessions.hook_requests`): the store, the config and the framing
   are loaded already, so the hook imports only a socket.
 
 The split between :func:`claim` and :meth:`Claimed.delivered` /

@@ -100,7 +100,7 @@ class HandOver:
         through ``channel``: "" when none is due, the session has ended, or the
         first alone is too long (that one stays queued for typing). The
         session's supervisor does the same when a hook asks it
-        (:mod:`agentwrap.sessions.handover`).
+        (:mod:`agentwrap.sessions.hook_requests`).
 
         ``at_start``: a SessionStart hook's context, which reaches the model
         with the session's first prompt (the agent does not start a turn for

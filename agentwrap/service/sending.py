@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..audit import AuditLog
 from ..config import Config, ConfigCache
-from ..datagram import notify
+from ..datagram import wake
 from ..delivery.handover import MAX_TAKE
 from ..errors import (
     AgentwrapError,
@@ -119,7 +119,7 @@ class Sending:
         message, created = self.store.enqueue(new, kind=kind, sender_limit=sender_limit)
         if created:
             self.audit.write(**_queued_line(message))
-        notify(self.paths, new.session)
+        wake(self.paths, new.session)
         return Sent(message, created, supervised=rec.liveness != "stale")
 
     def send_many(self, news: Sequence[NewMessage]) -> list[Sent | AgentwrapError]:
@@ -157,7 +157,7 @@ class Sending:
             out[i] = Sent(message, created, supervised=rec.liveness != "stale")
         self.audit.write_many(lines)
         for session in stored:
-            notify(self.paths, session)
+            wake(self.paths, session)
         return [r for r in out if r is not None]  # every slot was filled above
 
     def _admit(self, new: NewMessage, raw: bool, look: _Lookups) -> tuple[SessionRecord, Kind]:

@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .channels import plan as plan
     from .channels import server_env as server_env
     from .channels import version_at_least as version_at_least
-    from .handover import ask as ask
-    from .handover import hook_socket as hook_socket
+    from .hook_requests import ask as ask
+    from .hook_requests import hook_socket as hook_socket
     from .host import serve as serve
     from .lifecycle import RunOptions as RunOptions
     from .lifecycle import adopt as adopt
@@ -49,7 +49,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "server_env",
         "version_at_least",
     ),
-    "handover": ("ask", "hook_socket"),
+    "hook_requests": ("ask", "hook_socket"),
     "host": ("serve",),
     "lifecycle": (
         "RunOptions",

@@ -65,7 +65,7 @@ before it). Its context reaches the model with the first prompt (no agent
 starts a turn for it), so it counts as delivered at the first hook that shows
 a turn, not when handed (:mod:`agentwrap.delivery.handover`). Claude Code and
 Gemini CLI run it at launch, so the supervisor types nothing until it has run
-(at most :data:`agentwrap.sessions.handover.START_HOOK_WAIT_S`); Codex 0.169.0
+(at most :data:`agentwrap.sessions.hook_requests.START_HOOK_WAIT_S`); Codex 0.169.0
 runs it only once the first prompt is submitted, so there the queue is typed
 as ever and the hook hands over only what came meanwhile.
 
@@ -104,7 +104,7 @@ from ..detect.profiles import Profile
 from ..paths import Paths, check_session_name, private_dir, write_private
 from ..session_options import SessionOptions
 from ..terminal.relay_helper import BINARY as RELAY_BINARY
-from .handover import hook_socket
+from .hook_requests import hook_socket
 
 #: Events registered per agent: between tool calls, then the state signals.
 HOOK_EVENTS: dict[str, tuple[str, ...]] = {

@@ -97,7 +97,7 @@ def build_supervisor(
     start_hook: Callable[[], bool] | None = None
     if "hooks" in channels:
         from ..answers.hook_questions import HookQuestions
-        from .handover import awaits_start_hook
+        from .hook_requests import awaits_start_hook
         from .signals import HookSignals
 
         hooks = HookSignals(paths, rec.name, since=rec.started)
@@ -124,7 +124,7 @@ def build_supervisor(
             foreign_batches=_foreign_batches(paths, rec.name, held),
             awaits_start_hook=start_hook or (lambda: False))
         if hooks is not None:  # the hooks ask the supervisor for what to hand over (fast)
-            from .handover import HandoverServer
+            from .hook_requests import HandoverServer
 
             parts.append(HandoverPart(HandoverServer(
                 paths, rec.name, store, engine.audit, engine.ack_wording,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Config, load_config
-from ..datagram import notify, send
+from ..datagram import send, wake
 from ..delivery.fallback import context_file, prepare_context_file
 from ..detect.profiles import Profile, load_profile, profile_for_command
 from ..errors import (
@@ -597,7 +597,7 @@ def _finish_stop(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
     """Record the end of a session its supervisor did not record."""
     name = rec.name
     if rec.liveness == "running":
-        notify(paths, name, b"stop")
+        wake(paths, name, b"stop")
         time.sleep(0.2)
     if registry.get(name).ended is None:
         if rec.backend == "tmux":

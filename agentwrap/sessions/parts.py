@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from ..delivery.engine import DeliveryEngine
     from ..delivery.read_channel import ReadFileChannel
     from ..queue.store import MessageStore
-    from .handover import HandoverServer
+    from .hook_requests import HandoverServer
 
 log = logging.getLogger("agentwrap.supervisor")
 
@@ -230,7 +230,7 @@ class Parts:
 
 class HandoverPart(Part):
     """Answers the hooks' hand-over requests among the wake datagrams
-    (:mod:`agentwrap.sessions.handover`): the agent waits for its hook."""
+    (:mod:`agentwrap.sessions.hook_requests`): the agent waits for its hook."""
 
     def __init__(self, server: HandoverServer) -> None:
         self.server = server

@@ -12,7 +12,7 @@ signal is all there is (the detector weighs it against the screen by its
 time, ``at``). It is not written to the store on purpose: a hook must answer
 within milliseconds and work while the database is locked, and a supervisor
 can read a file in its loop without a query. The writer nudges the session's
-supervisor (:func:`~agentwrap.datagram.notify`) so it looks at once.
+supervisor (:func:`~agentwrap.datagram.wake`) so it looks at once.
 
 Nothing is created that does not exist: without agentwrap's runtime dir
 there is no supervisor to read a signal, and nothing is written.
@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..datagram import notify
+from ..datagram import wake
 from ..paths import Paths, ReplacedFile, check_session_name, write_private
 
 if TYPE_CHECKING:  # the hook that writes a signal never loads the detector
@@ -92,7 +92,7 @@ def write_signal(
         if latest is not None and latest.at > sig.at:
             return None
         write_private(path, json.dumps(asdict(sig)).encode("utf-8"))
-    notify(paths, session)
+    wake(paths, session)
     return sig
 
 

@@ -15,7 +15,7 @@ the hook does one thing and leaves:
    meanwhile is not taken again), framed as the typed block frames them
    (:mod:`agentwrap.delivery.handover`: quoted, ``[source:sourceId]``, the
    batch token, the ACK request when asked), plus how many still wait. The
-   session's running supervisor is asked first (:mod:`agentwrap.sessions.handover`:
+   session's running supervisor is asked first (:mod:`agentwrap.sessions.hook_requests`:
    its store is open, so this process imports no more than a socket); only
    when none answers does the hook open the store itself, and then only if
    SQLite says something is due (:mod:`agentwrap.queue.due`);
@@ -217,7 +217,7 @@ def _context(run: HookRun, env: Mapping[str, str]) -> str:
 def _from_supervisor(run: HookRun) -> str | None:
     """What the session's supervisor hands over ("" for nothing), None when it
     did not answer: it has the store open, so this hook loads none of it."""
-    from ...sessions.handover import ask
+    from ...sessions.hook_requests import ask
 
     return ask(run.paths, run.session)
 

@@ -6,7 +6,7 @@ Every hook is a process the agent waits for: a prompt waits for
 The native client (``agentwrap/terminal/_native/hook.c``) starts in a
 millisecond and hands the hook to the session's supervisor, which has Python,
 the config and the store loaded, over a stream socket in the private runtime
-dir (:func:`agentwrap.sessions.handover.hook_socket`). The supervisor runs the
+dir (:func:`agentwrap.sessions.hook_requests.hook_socket`). The supervisor runs the
 very :func:`~.handler.handle` the Python hook runs, in a thread of its own.
 
 The exchange, all of it bounded by the client's deadlines:
@@ -27,7 +27,7 @@ so what the server wrote before that is read and what it writes after fails:
 an ``ok`` the client never read is never followed by a run, and the messages
 a hand-over claimed are recorded ``delivered`` only once the whole answer was
 written, else they go back to the queue (as with the wake socket's
-hand-over: :mod:`agentwrap.sessions.handover`).
+hand-over: :mod:`agentwrap.sessions.hook_requests`).
 """
 
 from __future__ import annotations
@@ -321,7 +321,7 @@ def for_session(paths: Paths, session: str) -> HookServer | None:
     :data:`agentwrap.sessions.compose.Companion`); None when the session has no
     hooks registered, or no socket path fits."""
     from ...service import Service
-    from ...sessions.handover import hook_socket
+    from ...sessions.hook_requests import hook_socket
 
     with Service.open(paths) as svc:
         rec = svc.state(session)

@@ -1,4 +1,4 @@
-"""A hook asks the session's supervisor what to hand over (agentwrap.sessions.handover).
+"""A hook asks the session's supervisor what to hand over (agentwrap.sessions.hook_requests).
 
 The supervisor's end is the real :class:`HandoverServer` over the real store,
 answering on a real wake socket from a thread; the hook's end is
@@ -25,7 +25,7 @@ from agentwrap.delivery.handover import ack_rule
 from agentwrap.message import NewMessage, QueueLimits, Source, Status
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service import Service
-from agentwrap.sessions.handover import (
+from agentwrap.sessions.hook_requests import (
     MARGIN_S,
     VERB,
     HandoverServer,
@@ -212,7 +212,7 @@ def test_typing_waits_for_the_session_start_hook_a_bounded_time(aw: AwEnv) -> No
     handed the queue over (it would race it), nor waits longer than
     START_HOOK_WAIT_S for a hook that never runs."""
     from agentwrap.paths import private_dir
-    from agentwrap.sessions.handover import START_HOOK_WAIT_S, awaits_start_hook
+    from agentwrap.sessions.hook_requests import START_HOOK_WAIT_S, awaits_start_hook
 
     now = [100.0]
     waiting = awaits_start_hook(aw.paths, "s1", 100.0, clock=lambda: now[0])
