@@ -118,10 +118,11 @@ class Dialog:
     # An option answered by its key (Cline's "[y] Approve  [n] Deny") takes
     # effect at the key: no Enter after it, which would reach the composer.
     key_enter: bool = True
-    # Keys pressed sooner than this after the dialog is drawn may be lost
-    # (Claude Code 2.1.332 drops Tab and the arrows that switch tabs for about
-    # 0.2 s after AskUserQuestion appears): the answerer waits until the dialog
-    # has been on screen this long before its first key.
+    # Keys pressed sooner than this after the dialog is drawn may be lost or
+    # undone (Claude Code 2.1.332 drops Tab for about 0.2 s after AskUserQuestion
+    # appears, and puts the trust dialog's cursor back 0.1 s after drawing it):
+    # the answerer waits until the dialog has been on screen this long before
+    # its first key.
     settle_ms: int = 0
 
 
