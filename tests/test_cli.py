@@ -294,9 +294,9 @@ def test_json_commands_refuse_in_json_too(aw: AwEnv) -> None:
 
 
 @pytest.mark.parametrize(("shown", "status"), [
-    ("2.1.197 (Claude Code)", "verified"),
-    ("2.1.332 (Claude Code)", "newer"),
-    ("2.1.100 (Claude Code)", "older"),
+    ("2.1.332 (Claude Code)", "verified"),
+    ("2.1.400 (Claude Code)", "newer"),
+    ("2.1.197 (Claude Code)", "older"),
     ("2.0.5 (Claude Code)", "too_old"),
 ])
 def test_doctor_compares_the_installed_version_with_the_verified_one(
@@ -309,7 +309,7 @@ def test_doctor_compares_the_installed_version_with_the_verified_one(
 
     claude = load_profile("claude")
     verified, floor = claude.verified_version, claude.channels.min_version
-    assert verified == "2.1.197" and floor == "2.1.0"
+    assert verified == "2.1.332" and floor == "2.1.0"
     bin_dir = aw.root / "bin"
     bin_dir.mkdir()
     (bin_dir / "claude").write_text(f"#!/bin/sh\necho '{shown}'\n")

@@ -118,3 +118,28 @@ def test_ready_waits_for_the_agents_own_start_up(tmp_path: object) -> None:
     assert det.update(snap).state in (State.BUSY, State.READY)
     clock.t += 1.0
     assert det.update(snap).state is State.READY and len(asked) == calls
+
+
+def test_dialog_since_is_when_the_dialog_was_first_seen(tmp_path: object) -> None:
+    """The answerer waits out a dialog's ``settle_ms`` from this moment (Claude Code
+    2.1.332 drops Tab for about 0.2 s after AskUserQuestion is drawn): switching its
+    tabs keeps it, a screen without the dialog clears it."""
+    clock = Clock()
+    profile = _profile("claude", tmp_path)
+    det = Detector(profile, clock=clock)  # type: ignore[arg-type]
+    ask = next(d for d in profile.dialogs if d.name == "question")  # type: ignore[attr-defined]
+    assert ask.settle_ms > 0
+    footer = "Enter to select · Tab/Arrow keys to navigate · Esc to cancel"
+    tab = "←  ☐ Database  ☐ Features  ✔ Submit  →\n\n{q}\n\n❯ 1. A\n  2. B\n\n" + footer + "\n"
+    first = Snapshot.from_text(tab.format(q="Which database?"), cols=80, rows=12)
+    assert det.dialog_since is None
+    assert det.update(first).state is State.WAITING_INPUT
+    assert det.dialog_since == 1000.0
+    clock.t += 2.0
+    det.update(Snapshot.from_text(tab.format(q="Which features?"), cols=80, rows=12))
+    assert det.dialog_since == 1000.0  # another tab of the same dialog
+    det.update(Snapshot.from_text("● done\n", cols=80, rows=12))
+    assert det.dialog_since is None
+    clock.t += 1.0
+    det.update(first)
+    assert det.dialog_since == 1003.0

@@ -22,6 +22,14 @@ turn the supervisor hands it to :class:`Answerer`, which:
    to the options its tab shows before anything is picked, then the same
    again answering each tab, and on the review tab its ``submit_option``
    (the key sequence is in ``patterns/claude.toml``);
+Keys a dialog may drop are retried only where the screen proves they were not
+taken: before its first key the answerer waits out the dialog's ``settle_ms``
+(measured from when the dialog was first seen; Claude Code 2.1.332 ignores Tab
+for about 0.2 s after AskUserQuestion appears), and a key that should switch
+tabs is pressed again (up to :data:`KEY_TRIES` times) when the dialog shows the
+same tab for ``cursor_s`` after it; the arrows are re-counted from the cursor
+seen, and a box is toggled again only when it is still not as wanted.
+
 3. verifies: the dialog closed (the state leaves ``waiting_input`` or the agent
    asks something else) within ``verify_s`` -> ``applied``; else ``failed``
    with the screen's last lines as evidence.
@@ -61,6 +69,7 @@ log = logging.getLogger("agentwrap.answering")
 POLL_S = 0.03
 KEY_GAP_S = 0.02  # between two key presses: a TUI reads each as its own event
 STEADY_S = 0.3  # the dialog unchanged this long: keys that change nothing have been read
+KEY_TRIES = 3  # presses of a key whose effect the screen did not show (a dropped key)
 
 
 class _Outcome(Exception):
@@ -162,6 +171,8 @@ class Answerer:
     def _apply(self, sup: AnswerDriver, a: Answer) -> None:
         q = self._live(sup, a)
         dialog = self._dialog(q)
+        if self._settle(sup, dialog):
+            q = self._live(sup, a)
         act = a.answer
         if isinstance(act, DenyAnswer):
             self._keys(sup, dialog.deny_keys)
@@ -195,6 +206,18 @@ class Answerer:
             raise _Outcome(AnswerStatus.FAILED, f"cannot type answer {act.to_json()!r} into"
                            f" dialog {dialog.name!r}")
         self._verify(sup, a, typed)
+
+    def _settle(self, sup: AnswerDriver, dialog: Dialog) -> bool:
+        """Wait until the dialog has been on screen for its ``settle_ms`` (keys
+        sooner may be lost); True when it waited (look at the screen again)."""
+        since = sup.detector.dialog_since
+        if not dialog.settle_ms or since is None:
+            return False
+        left = since + dialog.settle_ms / 1000 - time.monotonic()
+        if left <= 0:
+            return False
+        self._pause(sup, left)
+        return True
 
     def _keys(self, sup: AnswerDriver, keys: tuple[str, ...]) -> None:
         for i, key in enumerate(keys):
@@ -257,9 +280,8 @@ class Answerer:
         typed = (f"options {sorted(numbers)} ticked ({dialog.toggle_key} on each box that"
                  f" differed), {dialog.next_key}")
         self._live(sup, a)
-        sup.term.send_key(dialog.next_key)
         if len(q.tabs) <= 1 and dialog.submit_option:  # one question: the review is next
-            review = self._next_tab(sup, a, q, dialog, typed)
+            review = self._next_tab(sup, a, q, dialog, typed, key=dialog.next_key)
             if not self._is_review(review, dialog):
                 raise _Outcome(AnswerStatus.FAILED, f"typed {typed}, but no review followed:"
                                f" {self._tail(sup)}")
@@ -267,6 +289,7 @@ class Answerer:
             self._verify(sup, a, f"{typed}; {dialog.submit_option} + Enter",
                          question_id=review.id)
             return
+        sup.term.send_key(dialog.next_key)
         self._verify(sup, a, typed)
 
     def _every_tab(self, sup: AnswerDriver, a: Answer, act: TabsAnswer, q: Question,
@@ -394,11 +417,13 @@ class Answerer:
                                f" {self._tail(sup)}")
 
     def _next_tab(self, sup: AnswerDriver, a: Answer, q: Question, dialog: Dialog, typed: str,
-                  *, key: str | None = None) -> Question:
-        """Press ``key`` (None: already pressed) and wait for the next tab of the same
-        dialog (another question id) to show."""
-        if key is not None:
-            sup.term.send_key(key)
+                  *, key: str) -> Question:
+        """Press ``key`` and wait for the next tab of the same dialog (another
+        question id) to show. The dialog's ``next_key`` only moves between tabs:
+        while the same tab stays on screen ``cursor_s`` after it, it was dropped
+        and is pressed again (:data:`KEY_TRIES` in all). Any other key (Enter,
+        which answers the tab) is pressed once: a second one could answer the
+        next tab."""
         seen: list[Question] = []
 
         def moved() -> bool:
@@ -408,10 +433,14 @@ class Answerer:
                 return True
             return False
 
-        if not self._wait(sup, moved, self.cursor_s * 2):
-            raise _Outcome(AnswerStatus.FAILED, f"typed {typed or 'nothing'}, but the dialog did not move"
-                           f" on from question {q.id}: {self._tail(sup)}")
-        return seen[-1]
+        tries = KEY_TRIES if key == dialog.next_key else 1
+        for _ in range(tries):
+            sup.term.send_key(key)
+            if self._wait(sup, moved, self.cursor_s if tries > 1 else self.cursor_s * 2):
+                return seen[-1]
+        raise _Outcome(AnswerStatus.FAILED, f"typed {typed or 'nothing'}, but the dialog did not move"
+                       f" on from question {q.id} ({key} pressed {tries}"
+                       f" time{'s' if tries > 1 else ''}): {self._tail(sup)}")
 
     def _first_tab(self, sup: AnswerDriver, a: Answer, q: Question, dialog: Dialog,
                    typed: str) -> Question:

@@ -72,6 +72,10 @@ class Asking(Protocol):
     def question(self) -> Question | None:
         """What the waiting agent asks, read off the last screen (None: nothing read)."""
 
+    @property
+    def dialog_since(self) -> float | None:
+        """When the dialog on screen was first seen (``time.monotonic``; None: no dialog)."""
+
 
 class AnswerDriver(_Turns, Protocol):
     """The supervisor, as the answerer (:mod:`.answering`) uses it."""

@@ -158,6 +158,10 @@ class Detector:
         self._screen_question: Question | None = None  # as read off the screen
         self._question_key: tuple[str, str] = ("", "")
         self._dialog_at: float | None = None  # last time a dialog was on screen
+        # When the dialog on screen now was first seen (None: no dialog), so that
+        # keys wait for a dialog's ``settle_ms`` (agentwrap.answers.keys)
+        self.dialog_since: float | None = None
+        self._dialog_name = ""
 
     @property
     def state(self) -> State:
@@ -179,7 +183,7 @@ class Detector:
 
     def exited(self, exit_code: int | None) -> Reading:
         code = "unknown" if exit_code is None else str(exit_code)
-        self.question = None
+        self.question, self.dialog_since = None, None
         return self._set(
             State.EXITED, Signal.PROCESS, "process", f"process exited with code {code}", None
         )
@@ -199,6 +203,8 @@ class Detector:
             if m:
                 self.draft = False
                 self._dialog_at = now
+                if self._dialog_name != dialog.name or self.dialog_since is None:
+                    self._dialog_name, self.dialog_since = dialog.name, now
                 if self._question_key != (snap.digest, dialog.name):
                     self._question_key = (snap.digest, dialog.name)
                     self._screen_question = parse_question(
@@ -213,6 +219,7 @@ class Detector:
                 )
 
         self.question, self._question_key = None, ("", "")
+        self.dialog_since, self._dialog_name = None, ""
         matches = evaluate_rules(self.profile, snap, regions)
         draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
         self.draft = draft_match is not None

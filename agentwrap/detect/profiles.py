@@ -118,6 +118,12 @@ class Dialog:
     # An option answered by its key (Cline's "[y] Approve  [n] Deny") takes
     # effect at the key: no Enter after it, which would reach the composer.
     key_enter: bool = True
+    # Keys pressed sooner than this after the dialog is drawn may be lost or
+    # undone (Claude Code 2.1.332 drops Tab for about 0.2 s after AskUserQuestion
+    # appears, and puts the trust dialog's cursor back 0.1 s after drawing it):
+    # the answerer waits until the dialog has been on screen this long before
+    # its first key.
+    settle_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -591,6 +597,7 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
         prev_key=r.get("prev_key", str, ""),
         submit_option=r.get("submit_option", str, ""),
         key_enter=r.get("key_enter", bool, True),
+        settle_ms=r.non_negative("settle_ms", 0),
     )
     if dialog.kind not in QUESTION_KINDS:
         raise r._err("kind", f"must be one of {', '.join(QUESTION_KINDS)}, got {dialog.kind!r}")

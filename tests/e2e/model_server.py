@@ -35,6 +35,8 @@ test can assert what actually reached the model (``user_texts``,
 Wire APIs (streaming SSE and plain JSON for each):
 
 * Anthropic Messages ``POST /v1/messages`` (+ ``count_tokens``, ``HEAD /``, ``GET /``).
+  Tools marked ``defer_loading`` are callable only after a tool search loaded them
+  (a ``tool_reference`` in a tool result), as with the real API.
 * OpenAI Responses ``POST /v1/responses`` (+ ``GET /v1/models``).
 * OpenAI Chat Completions ``POST /v1/chat/completions``.
 * Gemini ``POST /v1beta/models/M:streamGenerateContent`` / ``:generateContent`` /
@@ -105,10 +107,14 @@ from types import TracebackType
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
-__all__ = ["TOOL_COMMAND", "TOOL_DESCRIPTION", "TOOL_LONG_COMMAND", "ModelServer", "RecordedRequest", "fill_schema"]
+__all__ = ["TOOL_COMMAND", "TOOL_DESCRIPTION", "TOOL_LONG_COMMAND", "TOOL_SEARCH", "ModelServer", "RecordedRequest", "fill_schema"]
 
 log = logging.getLogger("agentwrap.e2e.model_server")
 
+#: Claude Code's tool that loads deferred tools (2.1.332: its MCP servers' tools):
+#: ``{"query": "select:NAME"}`` or keywords; the result names them in ``tool_reference``
+#: blocks, and from the next request on they are callable.
+TOOL_SEARCH = "ToolSearch"
 #: The shell command a ``[[tool]]`` reply asks the agent to run.
 TOOL_COMMAND = "touch tool_ran.txt"
 #: The command of a ``[[tool-described]]`` call: past Gemini CLI 0.61's 150-character
@@ -438,12 +444,34 @@ def anthropic_turn(body: JSON) -> Turn:
 
 
 def anthropic_tools(body: JSON) -> list[ToolSpec]:
-    """Client tools (server tools such as web search carry no input schema)."""
+    """Client tools the model can call now (server tools such as web search carry no
+    input schema). A tool marked ``defer_loading`` is callable only once a
+    ``tool_reference`` to it came back in a tool result, as with the real API's tool
+    search: Claude Code 2.1.332 lists its MCP tools that way, and a model reaches
+    them by calling ``ToolSearch`` first (:data:`TOOL_SEARCH`)."""
+    loaded = _tool_references(body.get("messages"))
     tools: list[ToolSpec] = []
     for tool in _as_list(body.get("tools")):
         if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+            if tool.get("defer_loading") and tool["name"] not in loaded:
+                continue
             tools.append(ToolSpec(tool["name"], _as_dict(tool.get("input_schema"))))
     return tools
+
+
+def _tool_references(value: Any) -> set[str]:
+    """The tool names of every ``tool_reference`` block in ``value`` (a tool
+    search's result: those tools' schemas are loaded from then on)."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        if value.get("type") == "tool_reference" and isinstance(value.get("tool_name"), str):
+            found.add(value["tool_name"])
+        for v in value.values():
+            found |= _tool_references(v)
+    elif isinstance(value, list):
+        for v in value:
+            found |= _tool_references(v)
+    return found
 
 
 def responses_turn(body: JSON) -> Turn:

@@ -599,6 +599,23 @@ def test_call_directive_calls_the_named_tool(server: ModelServer) -> None:
     missing = anthropic_text(call(server, "/v1/messages", anthropic_body("[[call: Nope {}]]")))
     assert missing.startswith("[[call]] asked for Nope") and "(Bash)" in missing
 
+
+def test_deferred_tools_are_callable_once_a_tool_search_loaded_them(server: ModelServer) -> None:
+    """Claude Code 2.1.332 lists MCP tools with ``defer_loading``: a model cannot
+    call one until a tool search's result named it in a ``tool_reference``."""
+    mcp = {"name": "mcp__agentwrap__check_input_queue", "defer_loading": True,
+           "input_schema": {"type": "object", "properties": {}}}
+    text = "[[call: mcp__agentwrap__check_input_queue {}]]"
+    before = anthropic_text(call(server, "/v1/messages", anthropic_body(
+        text, stream=True, tools=[BASH_TOOL, mcp])))
+    assert before.startswith("[[call]] asked for mcp__agentwrap__check_input_queue"), before
+    loaded = anthropic_body(text, tools=[BASH_TOOL, mcp])
+    loaded["messages"][0]["content"].insert(0, {
+        "type": "tool_result", "tool_use_id": "toolu_1",
+        "content": [{"type": "tool_reference", "tool_name": mcp["name"]}]})
+    call(server, "/v1/messages", loaded).events()
+    assert server.requests()[-1].reply == f"tool_call:{mcp['name']}"
+
 def test_gemini_routing_side_and_count_tokens(server: ModelServer) -> None:
     schema = {
         "type": "object",

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from .conftest import AgentSession
-from .model_server import ModelServer, Plan, ToolSpec, build_tool_args, pick_shell_tool
+from .model_server import TOOL_SEARCH, ModelServer, Plan, ToolSpec, build_tool_args, pick_shell_tool
 
 pytestmark = pytest.mark.e2e
 
@@ -62,12 +62,17 @@ class LoopServer(ModelServer):
                     self.mcp_pending = True
                     return Plan(tool=tool, tool_args={}, delay=MCP_DELAY_S)
                 # Claude Code sends its first request while MCP servers still
-                # connect, offering WaitForMcpServers: a model would call it first
+                # connect: 2.1.197 offers WaitForMcpServers, 2.1.332 lists MCP tools
+                # as deferred and offers ToolSearch (it waits for connecting servers
+                # and loads the tools it finds). A model would call that first.
                 wait = next((t for t in tools if t.name == "WaitForMcpServers"), None)
-                if wait is not None and self.mcp_waits < 3:
+                search = next((t for t in tools if t.name == TOOL_SEARCH), None)
+                if (wait is not None or search is not None) and self.mcp_waits < 3:
                     self.mcp_waiting = True
                     self.mcp_waits += 1
-                    return Plan(tool=wait, tool_args={"servers": ["agentwrap"]})
+                    if wait is not None:
+                        return Plan(tool=wait, tool_args={"servers": ["agentwrap"]})
+                    return Plan(tool=search, tool_args={"query": "check_input_queue"})
             if "[[loop]]" in turn.text:
                 self.step = 0
             if self.step >= 0 and (self.step == 0 or turn.tool_result):
