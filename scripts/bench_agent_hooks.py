@@ -97,7 +97,7 @@ class Session:
         self.socket = str(paths.tmux_socket_for(self.name))
         self.samples = {m: [] for m in METRICS}
         wait_until(lambda: self.rec().state == "ready", 120, f"{self.name} ready", poll=0.05)
-        channels = self.rec().options.get("channels") or []
+        channels = list(self.rec().options.channels or ())
         print(f"  {self.name}: channels {channels}", file=sys.stderr)
         self.poller = Poller(self.socket, f"={self.name}:0.0", self.poll_s)
 

@@ -146,7 +146,7 @@ def run_mode(agent: str, mode: str, work: Path, runs: int, steps: int, step: flo
         reg = Registry(paths.db_path)
         svc = Service.open(paths)
         wait_until(lambda: reg.get(name).state == "ready", 120, f"{agent} ready", poll=0.05)
-        have = reg.get(name).options.get("channels") or []
+        have = list(reg.get(name).options.channels or ())
         if mode == "hooks" and "hooks" not in have:
             raise RuntimeError(f"{agent}: no hooks registered: {reg.get(name).options}")
         for i in range(runs):

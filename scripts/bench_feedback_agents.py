@@ -224,7 +224,7 @@ def run_agent(agent: str, work: Path, rounds: int, think: float, timeout: float)
             raise RuntimeError(f"agentwrap run failed: {res.stderr}")
         reg = Registry(paths.db_path)
         wait_until(lambda: reg.get(name).state == "ready", 120, f"{agent} ready", poll=0.05)
-        out["channels"] = reg.get(name).options.get("channels") or []
+        out["channels"] = list(reg.get(name).options.channels or ())
         needle = [f"fb_{i}.py:{marks[i]}" for i in range(rounds)]
         psaves: list[float] = []
         if cli == "aider":

@@ -98,7 +98,7 @@ def run_mode(mode: str, work: Path, runs: int, hold: float, timeout: float) -> d
         reg = Registry(paths.db_path)
         svc = Service.open(paths)
         wait_until(lambda: reg.get(name).state == "ready", 120, "aider ready", poll=0.05)
-        have = reg.get(name).options.get("channels") or []
+        have = list(reg.get(name).options.channels or ())
         if mode == "read-file" and "read-file" not in have:
             raise RuntimeError(f"no read file registered: {reg.get(name).options}")
         for i in range(runs):
