@@ -130,6 +130,12 @@ def test_require_ack_none_and_false_round_trip(store: SQLiteMessageStore) -> Non
     b, _ = store.enqueue(msg(require_ack=False))
     assert store.get(a.id).require_ack is None
     assert store.get(b.id).require_ack is False
+    # what enqueue returns is built, not read back: it must be the stored row
+    assert (store.get(a.id), store.get(b.id)) == (a, b)
+    [(c, _), (d, _)] = store.enqueue_many([(msg(metadata={"t": (1, "x")}), Kind.INSTRUCTION),
+                                           (msg(require_ack=True), Kind.CONTENT)])  # type: ignore[misc]
+    assert (store.get(c.id), store.get(d.id)) == (c, d)
+    assert c.metadata == {"t": [1, "x"]} and c.kind is Kind.INSTRUCTION
 
 
 def test_content_is_stored_sanitized(store: SQLiteMessageStore) -> None:
