@@ -32,8 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
-from ...events import Subscription
-from ...message import NewMessage, QueueLimits
+from ...events import Event, Subscription
+from ...message import NewMessage, QueueLimits, Status
 from ...paths import Paths
 from ...service import Sent, Service
 
@@ -47,8 +47,8 @@ MAX_BATCH = 64
 T = TypeVar("T")
 P = ParamSpec("P")
 #: What a sender has computed for it on the writer thread after the commit,
-#: with the writer's service and the last event id before the batch.
-Then = Callable[[Service, Sent, int], T]
+#: with the writer's service and what the batch's commit ended.
+Then = Callable[[Service, Sent, "BatchEnded"], T]
 
 
 class ServicePool:
@@ -97,6 +97,28 @@ class ServicePool:
             idle, self._idle = self._idle, []
         for svc in idle:
             svc.close()
+
+
+class BatchEnded:
+    """The messages a batch's commit ended (evicted to make room), read once
+    for the whole batch when a sender first asks: a query per message was the
+    largest cost after the commit."""
+
+    def __init__(self, svc: Service, before: int) -> None:
+        self._svc = svc
+        self._before = before  # the last event id before the batch
+        self._ended: list[Event] | None = None
+
+    def evicted_by(self, message_id: str) -> list[Event]:
+        """The ``message.ended`` events of messages evicted for ``message_id``
+        (their detail says ``evicted by <id>``)."""
+        if self._ended is None:
+            self._ended = [
+                ev for ev in self._svc.events(self._before, kinds=["message.ended"],
+                                              limit=1_000_000)
+                if ev.data.get("status") == Status.EVICTED.value]
+        return [ev for ev in self._ended
+                if str(ev.data.get("detail", "")).startswith(f"evicted by {message_id}")]
 
 
 @dataclass
@@ -164,10 +186,10 @@ class Writer:
         answers: list[_Answer] = []
         try:
             with self._pool.lease() as svc:
-                before = svc.last_event_id()
+                ended = BatchEnded(svc, svc.last_event_id())
                 results = svc.send_many([job.new for job in jobs])
                 for job, result in zip(jobs, results, strict=True):
-                    answers.append(_then(svc, job, result, before))
+                    answers.append(_then(svc, job, result, ended))
         except Exception as exc:  # noqa: BLE001 - a store error: every unanswered sender gets it
             answers += [(job, None, exc) for job in jobs[len(answers):]]
         by_loop: dict[asyncio.AbstractEventLoop, list[_Answer]] = {}
@@ -183,11 +205,12 @@ class Writer:
 _Answer = tuple[_Job[Any], Any, BaseException | None]
 
 
-def _then(svc: Service, job: _Job[Any], result: Sent | Exception, before: int) -> _Answer:
+def _then(svc: Service, job: _Job[Any], result: Sent | Exception,
+          ended: BatchEnded) -> _Answer:
     if not isinstance(result, Sent):
         return job, None, result
     try:
-        return job, job.then(svc, result, before), None
+        return job, job.then(svc, result, ended), None
     except Exception as exc:  # noqa: BLE001 - the sender's request reports it
         return job, None, exc
 

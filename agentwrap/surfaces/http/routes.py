@@ -34,7 +34,7 @@ from . import models as m
 from . import ws
 from .auth import LoginCodes, require_token
 from .errors import MessageNotPending, Unauthorized
-from .pool import ServicePool
+from .pool import BatchEnded, ServicePool
 from .sse import parse_last_event_id, stream
 
 MAX_WAIT_S = 3600.0
@@ -152,10 +152,12 @@ async def post_input(
     return _accepted_as(sent, sent.message, [], evicted)
 
 
-def _evicted_of(svc: Service, sent: Sent, before: int) -> tuple[Sent, list[m.Evicted]]:
+def _evicted_of(svc: Service, sent: Sent, ended: BatchEnded) -> tuple[Sent, list[m.Evicted]]:
     """Run by the writer after the commit: what the new message evicted."""
-    return sent, _evicted_by(svc, sent.message.id, sent.message.session, before) \
-        if sent.created else []
+    if not sent.created:
+        return sent, []
+    return sent, [m.Evicted(id=ev.subject, source=str(svc.get(ev.subject).source))
+                  for ev in ended.evicted_by(sent.message.id)]
 
 
 def _accepted(svc: Service, sent: Sent, evicted: list[m.Evicted],
@@ -177,18 +179,6 @@ def _accepted_as(sent: Sent, msg: Message, attempts: list[Attempt],
                            final=msg.status.terminal,
                            acknowledged=acknowledged(msg.status, attempts),
                            outcome=end_outcome(msg.status, attempts))
-
-
-def _evicted_by(svc: Service, new_id: str, session: str, before: int) -> list[m.Evicted]:
-    """The messages the store evicted to make room for ``new_id`` (its events
-    of that commit say so: ``evicted by <id>``)."""
-    out = []
-    for ev in svc.events(before, session, kinds=["message.ended"]):
-        if ev.data.get("status") == Status.EVICTED.value and str(
-            ev.data.get("detail", "")
-        ).startswith(f"evicted by {new_id}"):
-            out.append(m.Evicted(id=ev.subject, source=str(svc.get(ev.subject).source)))
-    return out
 
 
 @api.get("/sessions/{name}/input", response_model=m.InputPeek, responses=ERRORS)
