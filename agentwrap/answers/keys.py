@@ -50,7 +50,6 @@ from ..detect.profiles import Dialog, Profile
 from ..detect.question import Item, Question, free_text_option, pick
 from ..detect.states import State
 from ..errors import AgentwrapError, InvalidAnswer
-from ..paths import Paths
 from ..terminal.screen import Snapshot
 from ..terminal.styles import Row
 from .actions import (
@@ -101,11 +100,6 @@ class Answerer:
         # nor applies answer rules to the screens an answer goes through (the next
         # tab of a dialog of several questions is no new question to them)
         self.applying = False
-
-    @classmethod
-    def for_session(cls, paths: Paths, profile: Profile, session: str) -> Answerer:
-        return cls(AnswerStore(paths.db_path, events_dir=paths.events_dir), profile, session,
-                   AuditLog(paths.audit_log))
 
     def close(self) -> None:
         self.store.close()
