@@ -207,6 +207,88 @@ def test_the_ack_in_the_reply_at_turn_end(aw: AwEnv, svc: Service, agent: str, b
     assert svc.get(other).status is Status.PENDING
 
 
+def _copilot_transcript(path: Path, *events: tuple[str, dict[str, Any]]) -> None:
+    """A Copilot CLI ``events.jsonl`` (the shape 1.0.102 writes: ``type``, ``data``)."""
+    with path.open("a", encoding="utf-8") as f:
+        for kind, data in events:
+            f.write(json.dumps({"type": kind, "data": data, "id": "x"}) + "\n")
+
+
+def _agent_stop(stop: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``hook.start`` event Copilot writes for an agentStop hook (its input's
+    ``timestamp`` is the payload's)."""
+    return "hook.start", {"hookType": "agentStop", "input": {"timestamp": stop["timestamp"]}}
+
+
+def test_copilots_ack_is_read_from_its_transcript(aw: AwEnv, svc: Service, tmp_path: Path) -> None:
+    """Copilot's agentStop carries no reply, only ``transcriptPath``: the reply is
+    what the model said since the last user message there, up to that hook's
+    start; the words asking for the ACK (in the tool result the hook added them
+    to) are never taken for one."""
+    asked = send(svc, "please confirm", require_ack=True)
+    raw = (FIXTURES / "copilot" / "postToolUse.json").read_bytes()
+    text = context_of(handle("copilot", "postToolUse", raw, env_of(aw)), "postToolUse", "copilot")
+    token = svc.get(asked).batch_id
+    assert token and f'Reply "ACK {token}"' in text
+    log = tmp_path / "events.jsonl"
+    stop = {**payload(FIXTURES / "copilot" / "agentStop.json"), "transcriptPath": str(log)}
+    first = {**stop, "timestamp": 1}
+    _copilot_transcript(
+        log, ("user.message", {"content": f"an older turn: ACK {token}"}),
+        ("assistant.message", {"content": f"ACK {token}", "toolRequests": []}),
+        ("user.message", {"content": "look around"}),
+        ("assistant.message", {"content": "", "toolRequests": [{"name": "view"}]}),
+        ("tool.execution_complete", {"result": {"content": f"README\n{text}"}}),
+        ("assistant.turn_end", {"turnId": "1"}), _agent_stop(first))
+    assert handle("copilot", "agentStop", json.dumps(first).encode(), env_of(aw)) == ""
+    assert svc.get(asked).status is Status.DELIVERED  # asked in the tool result, not answered
+    _copilot_transcript(log, ("assistant.message", {"content": f"Noted.\n\nACK {token}"}),
+                        ("assistant.turn_end", {"turnId": "2"}), _agent_stop(stop),
+                        ("assistant.message", {"content": "ACK 0badc0de (a later turn)"}))
+    assert handle("copilot", "agentStop", json.dumps(stop).encode(), env_of(aw)) == ""
+    m = svc.get(asked)
+    assert m.status is Status.ACKNOWLEDGED and m.detail == "acknowledged (seen) through hook"
+    # a path that is no regular file, or none: nothing, and no failure
+    for bad in (str(tmp_path), str(tmp_path / "missing.jsonl"), "", 7):
+        assert handle("copilot", "agentStop", json.dumps({**stop, "transcriptPath": bad}).encode(),
+                      env_of(aw)) == ""
+
+
+def test_a_transcript_is_read_again_until_the_hooks_own_start_is_there(tmp_path: Path) -> None:
+    """Copilot writes its events a moment after they happen: the reply counts
+    once the file shows the turn-end hook's start (at most ``wait_s``)."""
+    import threading
+
+    from agentwrap.surfaces.hooks.transcript import reply_from
+
+    log = tmp_path / "events.jsonl"
+    stop = {"timestamp": 42}
+    _copilot_transcript(log, ("user.message", {"content": "hi"}))
+    later = threading.Timer(0.3, _copilot_transcript, (
+        log, ("assistant.message", {"content": "ACK 0123abcd"}), _agent_stop(stop)))
+    later.start()
+    try:
+        assert reply_from(str(log), 42, wait_s=30) == "ACK 0123abcd"
+    finally:
+        later.cancel()
+    assert reply_from(str(log), 7, wait_s=0) == "ACK 0123abcd"  # not there: what is there
+
+
+def test_a_transcripts_tail_is_read_from_a_line_start(tmp_path: Path) -> None:
+    from agentwrap.surfaces.hooks import transcript
+
+    log = tmp_path / "events.jsonl"
+    _copilot_transcript(log, ("user.message", {"content": "x" * 100}),
+                        ("assistant.message", {"content": "early words"}))
+    cut = log.stat().st_size - 10  # the tail starts inside the assistant line: it is skipped
+    _copilot_transcript(log, ("assistant.message", {"content": "ACK 0123abcd"}))
+    old, transcript.MAX_TAIL = transcript.MAX_TAIL, log.stat().st_size - cut
+    try:
+        assert transcript.reply_from(str(log)) == "ACK 0123abcd"
+    finally:
+        transcript.MAX_TAIL = old
+
+
 def test_qwens_prompt_event_after_a_tool_result_is_not_a_prompt(aw: AwEnv, svc: Service) -> None:
     """Qwen Code runs UserPromptSubmit again, with an empty prompt, each time a
     tool result goes back to the model: inside the turn, not a person's prompt.

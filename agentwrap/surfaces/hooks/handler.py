@@ -23,7 +23,8 @@ the hook does one thing and leaves:
    supervisor with its exact text and, when one of the user's answer rules
    decides it, answered here (:mod:`agentwrap.answers.hook_questions`);
 5. at a turn's end the agent's reply (Claude, Codex, Qwen ``last_assistant_message``,
-   Gemini ``prompt_response``) is searched for ``ACK <token>``: the messages a
+   Gemini ``prompt_response``, Copilot's read from its ``transcriptPath``:
+   :mod:`.transcript`) is searched for ``ACK <token>``: the messages a
    hook handed over in that batch are acknowledged (``seen``, channel ``hook``),
    as the typing path does when it finds the ACK on screen. Only then is the
    store opened at a turn's end.
@@ -53,6 +54,7 @@ from .protocol import (
     EVENTS,
     MAX_CONTEXT_CHARS,
     QUESTION,
+    TRANSCRIPT_FIELDS,
     action,
     context_output,
     permission_output,
@@ -191,7 +193,7 @@ def _signal(run: HookRun, env: Mapping[str, str]) -> str:
         hq = hq_mod.from_payload(run.agent, run.event, run.payload)
         if hq is not None:
             hq_mod.write_question(run.paths, run.session, hq)
-    tokens = acked_tokens(run.payload) if run.action == "turn_end" else set()
+    tokens = acked_tokens(run.payload, run.agent) if run.action == "turn_end" else set()
     if tokens and run.paths.db_path.is_file():
         from ...service import Service
 
@@ -321,11 +323,17 @@ ACTIONS: dict[str, Callable[[HookRun, Mapping[str, str]], str]] = {
 }
 
 
-def acked_tokens(payload: Mapping[str, object]) -> set[str]:
-    """The batch tokens the agent's reply acknowledges."""
+def acked_tokens(payload: Mapping[str, object], agent: str = "") -> set[str]:
+    """The batch tokens the agent's reply acknowledges (``agent``: where its
+    payload names a transcript instead, the reply is read from that file)."""
+    replies = [payload.get(name) for name in REPLY_FIELDS]
+    transcript = payload.get(TRANSCRIPT_FIELDS.get(agent, ""))
+    if isinstance(transcript, str) and transcript:
+        from .transcript import WAIT_S, reply_from
+
+        replies.append(reply_from(transcript, payload.get("timestamp"), WAIT_S))
     found: set[str] = set()
-    for name in REPLY_FIELDS:
-        reply = payload.get(name)
+    for reply in replies:
         if isinstance(reply, str):
             found.update(t.lower() for t in ACK_RE.findall(reply[-20_000:]))
     return found

@@ -76,7 +76,7 @@ EVENTS: dict[str, dict[str, str]] = {
         "sessionStart": CONTEXT,  # at the first prompt (source "new"), not at launch
         "postToolUse": CONTEXT,  # after a successful tool call; appended to its result
         "userPromptSubmitted": "prompt_submitted",
-        "agentStop": "turn_end",  # no reply in it (only transcriptPath): no ACKs from it
+        "agentStop": "turn_end",  # no reply in it: read from its transcriptPath
         "notification": NOTIFICATION,  # run in the background; notification_type as Claude's
     },
 }
@@ -84,6 +84,11 @@ EVENTS: dict[str, dict[str, str]] = {
 #: Agents that read ``additionalContext`` at the top level of the hook's output
 #: only (Copilot ignores ``hookSpecificOutput``).
 FLAT_CONTEXT = frozenset({"copilot"})
+
+#: agent -> the turn-end payload's field naming its transcript, for agents whose
+#: turn-end hook carries no reply (Copilot): the reply is read from that file
+#: (:mod:`.transcript`).
+TRANSCRIPT_FIELDS = {"copilot": "transcriptPath"}
 
 #: agent -> the prompt event it fires again inside a turn, with an empty
 #: ``prompt``, each time a tool result goes back to the model (Qwen Code runs
@@ -141,6 +146,7 @@ def context_output(event: str, text: str, agent: str = "") -> dict[str, Any]:
 
 
 __all__ = [
-    "CONTEXT", "CONTINUATIONS", "EVENTS", "FLAT_CONTEXT", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "QUESTION", "action",
+    "CONTEXT", "CONTINUATIONS", "EVENTS", "FLAT_CONTEXT", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "QUESTION", "TRANSCRIPT_FIELDS",
+    "action",
     "context_output", "permission_output",
 ]
