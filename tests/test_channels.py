@@ -496,7 +496,7 @@ def test_qwen_without_usable_settings_registers_nothing(
     _qwen_home(tmp_path, settings)
     got = _plan_qwen(paths, {"HOME": str(tmp_path / "person")})
     assert got.channels == [] and got.env == {} and got.files == []
-    assert why in got.notes[0] and not channels.launch_dir(paths, "s1").exists()
+    assert why in " ".join(got.notes) and not channels.launch_dir(paths, "s1").exists()
 
 
 def test_copilot_gets_a_plugin_of_its_hooks_for_this_launch_only(
@@ -538,6 +538,52 @@ def test_copilot_gets_a_plugin_of_its_hooks_for_this_launch_only(
     assert not channels.launch_dir(paths, "s1").exists()
 
 
+def _mcp_entry(entry: dict[str, object], paths: Paths) -> None:
+    """A server entry that starts ``python -m agentwrap mcp`` for session s1 of this store."""
+    assert entry["args"][-3:] == ["-m", "agentwrap", "mcp"]  # type: ignore[index]
+    env = entry["env"]
+    assert isinstance(env, dict) and env["AGENTWRAP_SESSION"] == "s1"
+    assert Paths.from_env(env).db_path == paths.db_path
+
+
+def test_copilot_gets_the_mcp_server_for_this_launch_only(paths: Paths, tmp_path: Path) -> None:
+    """``--additional-mcp-config @FILE`` (it adds to ~/.copilot/mcp-config.json for
+    one launch) and the read-only tools allowed; each ``--allow-tool`` takes a
+    list, so an option of agentwrap's own follows the last one."""
+    got = _plan("copilot", paths, version="1.0.102")
+    assert got.channels == ["hooks", "mcp"]
+    config = channels.launch_dir(paths, "s1") / "copilot-mcp.json"
+    allowed = [f"--allow-tool=agentwrap({t})" for t in channels.ALLOWED_MCP_TOOLS]
+    assert got.argv[:len(allowed) + 2] == [*allowed, "--additional-mcp-config", f"@{config}"]
+    assert got.argv[-2] == "--plugin-dir"
+    assert "send_message" not in " ".join(got.argv)  # still asks the person
+    _private(config)
+    entry = json.loads(config.read_text())["mcpServers"]["agentwrap"]
+    assert (entry["type"], entry["tools"]) == ("local", ["*"])
+    _mcp_entry(entry, paths)
+    off = _plan("copilot", paths, version="1.0.102", run=RunConfig())
+    assert off.channels == ["hooks"] and "--additional-mcp-config" not in off.argv
+
+
+def test_qwen_gets_the_mcp_server_by_its_command_line(paths: Paths, tmp_path: Path) -> None:
+    """``--mcp-config FILE`` adds to the servers of Qwen's settings for this launch,
+    with or without a settings.json of the person's (then without hooks)."""
+    got = plan(load_profile("qwen", paths), RunConfig(mcp=True), paths, "s1", ["/bin/qwen"],
+               {"PATH": "/bin", "HOME": str(tmp_path / "nobody")}, version="0.15.10")
+    assert got.channels == ["mcp"] and "does not exist yet" in got.notes[0]
+    config = channels.launch_dir(paths, "s1") / "qwen-mcp.json"
+    allowed = ",".join(f"mcp__agentwrap__{t}" for t in channels.ALLOWED_MCP_TOOLS)
+    assert got.argv == [f"--allowed-tools={allowed}", "--mcp-config", str(config)]
+    _private(config)
+    _mcp_entry(json.loads(config.read_text())["mcpServers"]["agentwrap"], paths)
+    _qwen_home(tmp_path, {"model": {"name": "m"}})
+    both = plan(load_profile("qwen", paths), RunConfig(mcp=True), paths, "s1", ["/bin/qwen"],
+                {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="0.15.10")
+    assert both.channels == ["hooks", "mcp"] and both.argv == got.argv
+    private = json.loads((Path(both.env["QWEN_HOME"]) / "settings.json").read_text())
+    assert "mcpServers" not in private  # the person's settings copy gets hooks only
+
+
 def test_copilots_registered_hook_hands_over_in_its_own_shape(paths: Paths) -> None:
     """The command Copilot runs, fed its captured postToolUse, answers with a
     top-level additionalContext (Copilot ignores hookSpecificOutput)."""
@@ -546,7 +592,8 @@ def test_copilots_registered_hook_hands_over_in_its_own_shape(paths: Paths) -> N
     from agentwrap.sessions.registry import SessionRecord
 
     got = _plan("copilot", paths, version="1.0.102")
-    hooks = json.loads(Path(got.argv[1], "hooks", "hooks.json").read_text())["hooks"]
+    plugin = got.argv[got.argv.index("--plugin-dir") + 1]
+    hooks = json.loads(Path(plugin, "hooks", "hooks.json").read_text())["hooks"]
     with Service.open(paths) as svc:
         svc.registry.register(SessionRecord(name="s1", profile="copilot", backend="tmux",
                                             command=["copilot"], cwd="/", started=time.time()))

@@ -45,7 +45,10 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   were. Settings Qwen writes during the session (``/model``, ``/theme``) go to
   the copy and are not kept (the notes say so); without a settings.json of
   theirs yet (first run: onboarding writes it) or with ``disableAllHooks``,
-  nothing is registered.
+  no hook is registered. The MCP server goes on the command line
+  (``--mcp-config FILE``, added to the servers of its settings; the read-only
+  tools ``--allowed-tools``), with or without that copy. Qwen 0.15.10 offers
+  every MCP tool to the model only through its ``tool_search``.
 * **GitHub Copilot CLI** (``hooks = "copilot"``): ``--plugin-dir DIR`` loads a
   plugin for this launch only (1.0.102): ``DIR/plugin.json`` and
   ``DIR/hooks/hooks.json`` in Copilot's own hook format (``{"version": 1,
@@ -54,7 +57,11 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   run beside the person's (``~/.copilot/hooks``, a repo's ``.github/hooks``),
   which stay as they were; Copilot itself makes an empty data dir for the
   plugin under ``~/.copilot/plugin-data/_direct/``. Its ``sessionStart`` runs
-  at the first prompt, not at launch (as Codex's).
+  at the first prompt, not at launch (as Codex's). The MCP server:
+  ``--additional-mcp-config @FILE`` (``{"mcpServers": {name: {"type": "local",
+  "command", "args", "env", "tools": ["*"]}}}``, added to the person's
+  ``~/.copilot/mcp-config.json`` for this launch), and ``--allow-tool`` for the
+  read-only tools (Copilot asks before every MCP tool call otherwise).
 
 Nothing of the person's is edited (no ``~/.claude``, ``.claude/``,
 ``.codex/``, ``.gemini/``): the files live in ``<state>/launch/<session>/``
@@ -134,7 +141,11 @@ GEMINI_DEFAULTS_ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 CODEX_BYPASS_FLAG = "--dangerously-bypass-hook-trust"
 QWEN_HOME_ENV = "QWEN_HOME"
 QWEN_RUNTIME_ENV = "QWEN_RUNTIME_DIR"
+QWEN_MCP_FLAG = "--mcp-config"
+QWEN_ALLOW_FLAG = "--allowed-tools"
 COPILOT_PLUGIN_FLAG = "--plugin-dir"
+COPILOT_MCP_FLAG = "--additional-mcp-config"
+COPILOT_ALLOW_FLAG = "--allow-tool"
 #: The plugin's name in Copilot (one name per loaded plugin).
 COPILOT_PLUGIN_NAME = "agentwrap"
 #: Where a root-owned Gemini settings file goes when the state dir is not root-private.
@@ -533,7 +544,9 @@ def qwen_dir(env: Mapping[str, str]) -> Path:
 
 
 def _qwen(out: LaunchChannels, session: str, paths: Paths, python: str,
-          env: Mapping[str, str], hooks: bool, profile: str = "qwen") -> None:
+          env: Mapping[str, str], hooks: bool, mcp: bool = False, profile: str = "qwen") -> None:
+    if mcp:
+        _qwen_mcp(out, session, paths, python)
     if not hooks:
         return
     own = qwen_dir(env)
@@ -578,6 +591,23 @@ def _qwen(out: LaunchChannels, session: str, paths: Paths, python: str,
     out.channels.insert(0, "hooks")
 
 
+def _qwen_mcp(out: LaunchChannels, session: str, paths: Paths, python: str) -> None:
+    """``--mcp-config FILE``: Qwen Code adds its servers to those of its settings for
+    this launch (with or without a settings.json of the person's); the read-only
+    tools ``--allowed-tools=mcp__agentwrap__TOOL,...`` (one word: what follows is
+    the agent's own arguments, never more tool names)."""
+    folder = launch_dir(paths, session)
+    if not out.dry_run:
+        private_dir(folder, repair=True)
+    spec = _mcp_spec(session, paths, python)
+    entry = {"command": spec["command"], "args": spec["args"], "env": spec["env"]}
+    path = _write_json(out, folder / "qwen-mcp.json", {"mcpServers": {SERVER_NAME: entry}})
+    out.files.append(path)
+    allowed = ",".join(f"mcp__{SERVER_NAME}__{t}" for t in ALLOWED_MCP_TOOLS)
+    out.argv += [f"{QWEN_ALLOW_FLAG}={allowed}", QWEN_MCP_FLAG, str(path)]
+    out.channels.append("mcp")
+
+
 def _link_qwen_dir(own: Path, private: Path) -> None:
     """``private`` as ``own`` (the person's Qwen dir) seen through links, but
     for settings.json: what Qwen reads and writes there is theirs."""
@@ -594,14 +624,31 @@ def _link_qwen_dir(own: Path, private: Path) -> None:
 
 
 def _copilot(out: LaunchChannels, session: str, paths: Paths, python: str, hooks: bool,
-             profile: str = "copilot") -> None:
-    """A plugin of agentwrap's hooks in the launch dir, loaded with ``--plugin-dir``."""
+             mcp: bool, profile: str = "copilot") -> None:
+    """A plugin of agentwrap's hooks in the launch dir, loaded with ``--plugin-dir``;
+    the MCP server with ``--additional-mcp-config @FILE`` (it adds to the
+    person's ``~/.copilot/mcp-config.json`` for this launch), its read-only
+    tools allowed with ``--allow-tool=agentwrap(TOOL)`` (Copilot asks before
+    every MCP tool call otherwise). Each ``--allow-tool`` takes a list: one of
+    agentwrap's own options follows it, so the agent's own arguments after
+    agentwrap's are never read as tool names."""
+    folder = launch_dir(paths, session)
+    if not out.dry_run and (hooks or mcp):
+        private_dir(folder, repair=True)
+    if mcp:
+        spec = _mcp_spec(session, paths, python)
+        entry = {"type": "local", "command": spec["command"], "args": spec["args"],
+                 "env": spec["env"], "tools": ["*"]}
+        path = _write_json(out, folder / "copilot-mcp.json", {"mcpServers": {SERVER_NAME: entry}})
+        out.files.append(path)
+        out.argv += [f"{COPILOT_ALLOW_FLAG}={SERVER_NAME}({t})" for t in ALLOWED_MCP_TOOLS]
+        out.argv += [COPILOT_MCP_FLAG, f"@{path}"]
+        out.channels.append("mcp")
     if not hooks:
         return
-    folder = launch_dir(paths, session)
     plugin = folder / "copilot-plugin"
     if not out.dry_run:
-        for d in (folder, plugin, plugin / "hooks"):  # each 0700, not just the deepest
+        for d in (plugin, plugin / "hooks"):  # each 0700, not just the deepest
             private_dir(d, repair=True)
     manifest = {"name": COPILOT_PLUGIN_NAME, "version": "1.0.0",
                 "description": f"agentwrap's hooks for session {session} (this launch only)"}
@@ -659,9 +706,9 @@ def plan(
     elif kind == "gemini":
         _gemini(out, session, paths, python, env, hooks, mcp, euid)
     elif kind == "qwen":
-        _qwen(out, session, paths, python, env, hooks, profile.name)
+        _qwen(out, session, paths, python, env, hooks, mcp, profile.name)
     elif kind == "copilot":
-        _copilot(out, session, paths, python, hooks, profile.name)
+        _copilot(out, session, paths, python, hooks, mcp, profile.name)
     if spec.read_file:
         _read_file(out, spec.read_file, session, paths)
     return out

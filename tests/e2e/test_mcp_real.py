@@ -49,9 +49,12 @@ def _tool_names(s: AgentSession) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "copilot", "qwen"])
 def test_the_agent_calls_check_input_queue_and_gets_the_message(make_session: Make, agent: str) -> None:
     s = _session(make_session, agent)
+    own = {"copilot": s.home / ".copilot" / "mcp-config.json",
+           "qwen": s.home / ".qwen" / "settings.json"}.get(agent)
+    before = own.read_bytes() if own is not None and own.exists() else None
     s.start()
     st = s.wait_state("ready", timeout=90)
     assert "mcp" in (st.get("channels") or []), st
@@ -72,6 +75,9 @@ def test_the_agent_calls_check_input_queue_and_gets_the_message(make_session: Ma
     carrying = [b for b in _bodies(s) if marker in b[1]]
     first = carrying[0]
     assert all(b[2] for b in carrying)  # only ever inside the tool result, never a user turn
+    assert _bodies(s)[-1][1].count(marker) == 1  # once, in the last request too
+    if own is not None:  # registered for the launch: the person's own file as it was
+        assert (own.read_bytes() if own.exists() else None) == before, own
     from agentwrap.service import Service
 
     with Service.open(s._paths()) as svc:

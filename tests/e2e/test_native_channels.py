@@ -65,8 +65,11 @@ class LoopServer(ModelServer):
                 # connect: 2.1.197 offers WaitForMcpServers, 2.1.332 lists MCP tools
                 # as deferred and offers ToolSearch (it waits for connecting servers
                 # and loads the tools it finds). A model would call that first.
+                # Qwen Code 0.15.10 offers every MCP tool only through its
+                # tool_search (a keyword query finds it by name).
                 wait = next((t for t in tools if t.name == "WaitForMcpServers"), None)
-                search = next((t for t in tools if t.name == TOOL_SEARCH), None)
+                search = next((t for t in tools if t.name in (TOOL_SEARCH, "tool_search")),
+                              None)
                 if (wait is not None or search is not None) and self.mcp_waits < 3:
                     self.mcp_waiting = True
                     self.mcp_waits += 1
