@@ -53,7 +53,9 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   plugin for this launch only (1.0.102): ``DIR/plugin.json`` and
   ``DIR/hooks/hooks.json`` in Copilot's own hook format (``{"version": 1,
   "hooks": {event: [{"type": "command", "bash": ..., "timeoutSec": ...}]}}``,
-  timeouts in seconds; it waits for each hook but ``notification``). Its hooks
+  timeouts in seconds; it waits for each hook but ``notification``);
+  ``permissionRequest`` keeps the exact text only (it fires for requests
+  Copilot runs unasked too: :data:`agentwrap.surfaces.hooks.protocol.TEXT_ONLY_QUESTIONS`). Its hooks
   run beside the person's (``~/.copilot/hooks``, a repo's ``.github/hooks``),
   which stay as they were; Copilot itself makes an empty data dir for the
   plugin under ``~/.copilot/plugin-data/_direct/``. Its ``sessionStart`` runs
@@ -122,7 +124,7 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
     "qwen": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "Notification",
              "PermissionRequest"),
     "copilot": ("sessionStart", "postToolUse", "userPromptSubmitted", "agentStop",
-                "notification"),
+                "notification", "permissionRequest"),
 }
 #: Claude's events whose hook only reports a state: registered ``"async": true``
 #: where the version runs hooks in the background, so the agent never waits

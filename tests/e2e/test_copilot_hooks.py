@@ -10,6 +10,10 @@ agentwrap/sessions/channels.py):
   supervisor and the prompt is noted once;
 * a permission dialog: the ``notification`` hook (``permission_prompt``) says
   the session waits for the person.
+* a read-only command Copilot runs unasked: its ``permissionRequest`` hook
+  fires all the same; the exact request is kept, and the session never reads
+  waiting (the dialog with the hook's exact command is
+  tests/e2e/test_hook_questions.py's).
 
 * a message handed over between tool calls with ``--ack``: the model's ACK is
   read from the transcript the ``agentStop`` hook names (its payload carries no
@@ -144,3 +148,24 @@ def test_copilot_ack_to_a_hook_hand_over_is_read_from_the_transcript(make_sessio
     assert any(re.search(rf"ACK {token}\b", r.reply or "") for r in s.server.requests())
     assert [a.channel for a in entry.attempts] == ["hook"], entry.attempts
     assert entry.message.detail == "acknowledged (seen) through hook", entry.message.detail
+
+
+def test_copilot_a_read_only_commands_permission_request_asks_nobody(make_session: Make) -> None:
+    from agentwrap.answers.hook_questions import read_question
+    from agentwrap.service import Service
+
+    s = start(make_session)
+    (s.workdir / "notes.txt").write_text("hello from notes\n")
+    call = json.dumps({"command": "cat notes.txt", "description": "read the notes"})
+    sent = s.send(f"[[call: bash {call}]] read it", "--wait", "--timeout", "90")
+    assert sent.returncode == 0, sent.stderr
+    hq = s.wait_until(lambda: read_question(s._paths(), s.name), 60, "the hook's request")
+    assert (hq.tool, hq.command, hq.decision) == ("bash", "cat notes.txt", ""), hq
+    s.wait_until(lambda: any("hello from notes" in b[1] and b[2] for b in _bodies(s)), 60,
+                 "the command's output at the model")
+    st = s.wait_state("ready", timeout=60)
+    assert st.get("question") is None, st
+    with Service.open(s._paths()) as svc:
+        seen = [e.data.get("state") for e in svc.events(after_id=0, session=s.name,
+                                                         kinds=["session.state"])]
+    assert "waiting_input" not in seen, seen

@@ -22,6 +22,8 @@ the hook does one thing and leaves:
 4. a **question** (Claude, Codex and Qwen ``PermissionRequest``) is kept for the
    supervisor with its exact text and, when one of the user's answer rules
    decides it, answered here (:mod:`agentwrap.answers.hook_questions`);
+   Copilot's ``permissionRequest`` comes for requests it never asks about too,
+   so its text is kept and nothing more (:data:`~.protocol.TEXT_ONLY_QUESTIONS`);
 5. at a turn's end the agent's reply (Claude, Codex, Qwen ``last_assistant_message``,
    Gemini ``prompt_response``, Copilot's read from its ``transcriptPath``:
    :mod:`.transcript`) is searched for ``ACK <token>``: the messages a
@@ -54,6 +56,7 @@ from .protocol import (
     EVENTS,
     MAX_CONTEXT_CHARS,
     QUESTION,
+    TEXT_ONLY_QUESTIONS,
     TRANSCRIPT_FIELDS,
     action,
     context_output,
@@ -288,6 +291,9 @@ def _question(run: HookRun, env: Mapping[str, str]) -> str:
 
     hq = hq_mod.from_payload(run.agent, run.event, run.payload)
     if hq is None:
+        return ""
+    if run.agent in TEXT_ONLY_QUESTIONS:  # asked or not, nobody knows yet: the text only
+        hq_mod.write_question(run.paths, run.session, hq)
         return ""
     profile = env.get(PROFILE_ENV) or run.agent
     cwd = Path(str(run.payload.get("cwd") or "/"))

@@ -21,7 +21,8 @@ hook's stdout; GitHub Copilot CLI 1.0.102 sends camelCase (``sessionId``,
 * **signal** events say what the agent does (see
   :data:`agentwrap.sessions.signals.SIGNAL_STATES`); the hook answers nothing.
 * **question** events (Claude, Codex and Qwen ``PermissionRequest``, just before the
-  agent opens a permission dialog or AskUserQuestion's) carry the exact
+  agent opens a permission dialog or AskUserQuestion's; Copilot's
+  ``permissionRequest`` for every request, :data:`TEXT_ONLY_QUESTIONS`) carry the exact
   request; the hook keeps it for the supervisor and, when an answer rule
   decides it, answers in the shape both read (:func:`permission_output`;
   Codex's schema: tests/fixtures/hooks/codex/PermissionRequest.output.jsonschema).
@@ -78,12 +79,24 @@ EVENTS: dict[str, dict[str, str]] = {
         "userPromptSubmitted": "prompt_submitted",
         "agentStop": "turn_end",  # no reply in it: read from its transcriptPath
         "notification": NOTIFICATION,  # run in the background; notification_type as Claude's
+        "permissionRequest": QUESTION,  # every request, asked or not: TEXT_ONLY_QUESTIONS
     },
 }
 
 #: Agents that read ``additionalContext`` at the top level of the hook's output
 #: only (Copilot ignores ``hookSpecificOutput``).
 FLAT_CONTEXT = frozenset({"copilot"})
+
+#: Agents whose permission hook fires for every request, before the agent decides
+#: whether to ask at all: Copilot CLI 1.0.102 runs ``permissionRequest`` before its
+#: own rules (a read-only ``cat`` it runs unasked sends the same payload as a
+#: ``touch`` it asks about; only the ``notification`` hook, ``permission_prompt``,
+#: says a dialog opened). Their hook keeps the exact request for the supervisor,
+#: which uses it only for a dialog that is on screen, and says nothing else: no
+#: signal (no dialog may follow) and no rule's answer (an ``allow`` would also
+#: override the person's own Copilot rules, ``--deny-tool`` included, which run
+#: after the hook; a ``deny`` would refuse what Copilot would run unasked).
+TEXT_ONLY_QUESTIONS = frozenset({"copilot"})
 
 #: agent -> the turn-end payload's field naming its transcript, for agents whose
 #: turn-end hook carries no reply (Copilot): the reply is read from that file
@@ -146,7 +159,8 @@ def context_output(event: str, text: str, agent: str = "") -> dict[str, Any]:
 
 
 __all__ = [
-    "CONTEXT", "CONTINUATIONS", "EVENTS", "FLAT_CONTEXT", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "QUESTION", "TRANSCRIPT_FIELDS",
+    "CONTEXT", "CONTINUATIONS", "EVENTS", "FLAT_CONTEXT", "MAX_CONTEXT_CHARS", "NOTIFICATION_SIGNALS", "QUESTION", "TEXT_ONLY_QUESTIONS",
+    "TRANSCRIPT_FIELDS",
     "action",
     "context_output", "permission_output",
 ]
