@@ -120,12 +120,19 @@ class AckingLoopServer(LoopServer):
         return plan
 
 
-def test_copilot_ack_to_a_hook_hand_over_is_read_from_the_transcript(make_session: Make) -> None:
+# native: the supervisor reads the transcript after the hook let the agent go;
+# python: the Python hook does, while Copilot waits for it
+@pytest.mark.parametrize("client", ["native", "python"])
+def test_copilot_ack_to_a_hook_hand_over_is_read_from_the_transcript(
+    make_session: Make, client: str,
+) -> None:
     s = make_session("copilot")
     server = AckingLoopServer().start()
     s.server.stop()
     s.server = server
     _repoint(s, server)
+    if client == "python":
+        s.env["AGENTWRAP_HOOK_CLIENT"] = "python"
     server.calls = [(n, {k: str(s.workdir) if v == "{workdir}" else v for k, v in a.items()})
                     for n, a in CALLS["copilot"]]
     s.start()
