@@ -679,7 +679,15 @@ def test_kimi_gets_a_private_home_with_its_hooks_after_the_persons(
     before = after_tree(own)
     got = plan(load_profile("kimi", paths), RunConfig(), paths, "s1", ["/bin/kimi"],
                {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="2.1.0")
-    assert got.channels == ["hooks"] and got.argv == []
+    # signals only: nothing is handed over through them, so typing reaches the busy agent
+    assert got.channels == ["hook-signals"] and got.argv == []
+    from agentwrap.delivery.choice import busy_channel_of
+
+    opts = SessionOptions.from_json(got.options())
+    assert opts.has_hooks() and busy_channel_of(opts) is None
+    assert not channels.hands_over_at_start(load_profile("kimi", paths))
+    assert not channels.hands_over_at_start(load_profile("cline", paths))
+    assert channels.hands_over_at_start(load_profile("copilot", paths))
     private = Path(got.env["KIMI_CODE_HOME"])
     assert private == channels.launch_dir(paths, "s1") / "kimi-home"
     _private(private / "config.toml")

@@ -162,6 +162,9 @@ COPILOT_PLUGIN_FLAG = "--plugin-dir"
 CLINE_DIR_ENV = "CLINE_DIR"
 CLINE_DATA_ENV = "CLINE_DATA_DIR"
 KIMI_HOME_ENV = "KIMI_CODE_HOME"
+#: The channel of hooks that only report state (Kimi): nothing is handed over
+#: through them, so typing is the way in while the agent works.
+SIGNAL_CHANNEL = "hook-signals"
 #: The plugin's name in Copilot (one name per loaded plugin).
 COPILOT_PLUGIN_NAME = "agentwrap"
 #: Where a root-owned Gemini settings file goes when the state dir is not root-private.
@@ -722,10 +725,11 @@ def _kimi(out: LaunchChannels, session: str, paths: Paths, python: str,
         write_private(private / "config.toml", merged.encode("utf-8"))
     out.files.append(private / "config.toml")
     out.env[KIMI_HOME_ENV] = str(private)
-    out.notes.append(f"hooks: through a private KIMI_CODE_HOME ({private}): your config.toml"
-                     " with agentwrap's hooks (state signals; messages are typed after a turn);"
-                     " config changed in this session is not kept")
-    out.channels.insert(0, "hooks")
+    out.notes.append(f"hook-signals: through a private KIMI_CODE_HOME ({private}): your"
+                     " config.toml with agentwrap's hooks (they tell the agent's state;"
+                     " messages are typed after a turn); config changed in this session is"
+                     " not kept")
+    out.channels.insert(0, SIGNAL_CHANNEL)
 
 
 def _copilot(out: LaunchChannels, session: str, paths: Paths, python: str, hooks: bool,
@@ -806,6 +810,14 @@ def plan(
     return out
 
 
+def hands_over_at_start(profile: Profile) -> bool:
+    """Whether the agent's registered hooks include a session start that hands
+    the startup context over (Cline and Kimi have none: theirs is typed)."""
+    from ..continuity.hooks import START_EVENTS
+
+    return any(e in START_EVENTS for e in HOOK_EVENTS.get(profile.channels.hooks or "", ()))
+
+
 def remove_launch_files(paths: Paths, session: str) -> list[Path]:
     """The session ended: its launch dir (settings, MCP config, Aider's read
     file) and a root-run Gemini dir go, so no stale file names a session that
@@ -850,9 +862,25 @@ def describe(options: SessionOptions) -> str:
 
 
 __all__ = [
-    "ALLOWED_MCP_TOOLS", "HOOK_CLIENT", "HOOK_CLIENT_ENV", "HOOK_EVENTS", "LaunchChannels",
-    "cline_dir", "describe", "hook_client", "hook_command", "kimi_dir",
-    "launch_dir", "parse_version", "plan", "probe_version", "qwen_dir", "read_file_path",
-    "remove_launch_files", "root_private_chain",
+    "ALLOWED_MCP_TOOLS",
+    "HOOK_CLIENT",
+    "HOOK_CLIENT_ENV",
+    "HOOK_EVENTS",
+    "SIGNAL_CHANNEL",
+    "LaunchChannels",
+    "cline_dir",
+    "describe",
+    "hands_over_at_start",
+    "hook_client",
+    "hook_command",
+    "kimi_dir",
+    "launch_dir",
+    "parse_version",
+    "plan",
+    "probe_version",
+    "qwen_dir",
+    "read_file_path",
+    "remove_launch_files",
+    "root_private_chain",
     "version_at_least",
 ]

@@ -217,11 +217,14 @@ def _begin_continuity(paths: Paths, cfg: Config, rec: SessionRecord, opts: RunOp
     """This launch's handoff record, and the previous one's handoff on its channel
     (never typed into a shell, where every line would run as a command)."""
     from ..continuity.launch import begin
+    from .channels import hands_over_at_start
 
+    chans = list(rec.options.channels or ())
+    if not hands_over_at_start(profile):  # no start hook (Cline, Kimi): the handoff is typed
+        chans = [c for c in chans if c != "hooks"]
     try:
         begin(paths, cfg.continuity, rec.name, rec.profile, opts.cwd, rec.started, handoff,
-              list(rec.options.channels or ()), enabled=opts.continuity,
-              typed=not profile.shell)
+              chans, enabled=opts.continuity, typed=not profile.shell)
     except (OSError, AgentwrapError) as exc:
         logging.getLogger("agentwrap.session").warning("no handoff record: %s", exc)
 
