@@ -186,11 +186,15 @@ class PermissionSpec:
     own config says ``"permission": {...: "ask"}``: such a session has no
     permission gate, and ``state``, ``doctor`` and the dashboard say so.
     ``ask_first_env`` / ``ask_first_value``: the environment variable that starts
-    it in its ask-first mode, which ``agentwrap run`` sets with ``[run] ask_first``."""
+    it in its ask-first mode, which ``agentwrap run`` sets with ``[run] ask_first``;
+    ``ask_first_args``: the options that do (Cline CLI: ``--auto-approve false``),
+    which it adds to the command line then (the first names the option: one the
+    person gave is kept)."""
 
     asks_by_default: bool = True
     ask_first_env: str = ""
     ask_first_value: str = ""
+    ask_first_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -488,6 +492,7 @@ def _parse_permissions(r: _Reader) -> PermissionSpec:
         asks_by_default=r.get("asks_by_default", bool, True),
         ask_first_env=r.get("ask_first_env", str, ""),
         ask_first_value=r.get("ask_first_value", str, ""),
+        ask_first_args=r.strings("ask_first_args"),
     )
     if bool(spec.ask_first_env) != bool(spec.ask_first_value):
         raise r._err("ask_first_env", "ask_first_env and ask_first_value go together")
