@@ -239,6 +239,15 @@ def test_version_probe_runs_once_per_executable(paths: Paths, tmp_path: Path) ->
     _private(paths.state_dir / "agent-versions.json")
 
 
+def test_a_slow_version_probe_is_waited_for(paths: Paths, tmp_path: Path) -> None:
+    """Cline's and Kimi's --version took up to 18 s on a loaded machine: a probe
+    cut short at 15 s registered no channel for that launch."""
+    exe = tmp_path / "slowagent"
+    exe.write_text("#!/bin/sh\nsleep 17\necho 'slowagent 3.0.65'\n")
+    exe.chmod(0o755)
+    assert channels.probe_version(str(exe), "--version", paths) == "3.0.65"
+
+
 def test_registered_hook_command_runs_the_handler(paths: Paths) -> None:
     """The command string, run by a shell as the agents run it, writes the signal."""
     got = _plan("claude", paths, version="2.1.197")

@@ -169,7 +169,10 @@ SIGNAL_CHANNEL = "hook-signals"
 COPILOT_PLUGIN_NAME = "agentwrap"
 #: Where a root-owned Gemini settings file goes when the state dir is not root-private.
 ROOT_RUN_DIR = Path("/run/agentwrap")
-VERSION_TIMEOUT_S = 15.0
+#: How long ``--version`` may take (once per executable: cached). Cline 3.0.65 and
+#: Kimi Code 2.1.0 took 12-18 s for it on a loaded 2-core machine (load 20;
+#: 1.4 s of CPU): a probe cut short registers no channel for that launch.
+VERSION_TIMEOUT_S = 45.0
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
