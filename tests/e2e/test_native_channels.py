@@ -38,7 +38,9 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "gemini": [("read_file", {"file_path": "README.md"})] * STEPS,
     "qwen": [("list_directory", {"path": "{workdir}"})] * STEPS,  # it wants absolute paths
     "copilot": [("view", {"path": "{workdir}"})] * STEPS,
-    "cline": [("run_commands", {"commands": ["cat README.md"]})] * STEPS,
+    # twice the steps: the test's two sends (two CLI processes) took longer than
+    # Cline's remaining loop on the loaded machine, and the second was typed after it
+    "cline": [("run_commands", {"commands": ["cat README.md"]})] * (2 * STEPS),
 }
 
 
