@@ -39,8 +39,11 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "qwen": [("list_directory", {"path": "{workdir}"})] * STEPS,  # it wants absolute paths
     "copilot": [("view", {"path": "{workdir}"})] * STEPS,
     # twice the steps: the test's two sends (two CLI processes) took longer than
-    # Cline's remaining loop on the loaded machine, and the second was typed after it
-    "cline": [("run_commands", {"commands": ["cat README.md"]})] * (2 * STEPS),
+    # Cline's remaining loop on the loaded machine, and the second was typed after it;
+    # each a different command: Cline 3.0.65 ends a turn that repeats one call 5 times
+    "cline": [("run_commands", {"commands": [c]}) for c in (
+        "cat README.md", "ls", "wc -l README.md", "head -1 README.md", "pwd",
+        "ls -a", "tail -1 README.md", "wc -c README.md")],
 }
 
 
