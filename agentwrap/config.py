@@ -14,7 +14,7 @@ Example::
     trust_folder = false        # answer folder-trust dialogs automatically
     channels = true             # native hooks + MCP server per launch (run --no-channels)
     codex_hook_trust = "off"    # user config only; "bypass": see agentwrap.sessions.channels
-    ask_first = false           # start OpenCode (no permission gate by default) asking first
+    ask_first = false           # start OpenCode, Cline (no permission gate by default) asking first
 
     [delivery]
     require_ack = true
@@ -95,8 +95,8 @@ class RunConfig:
     # also runs *every* untrusted hook of that launch (the person's own, a
     # project's .codex/). "off": Codex gets the MCP server only. User config only.
     codex_hook_trust: str = "off"
-    # start an agent that runs every tool without asking (OpenCode) in its
-    # ask-first mode (the profile's [permissions] ask_first_env); off: no gate
+    # start an agent that runs every tool without asking (OpenCode, Cline) in its
+    # ask-first mode (the profile's [permissions] ask_first_env or _args); off: no gate
     ask_first: bool = False
     # how often a settled, silent screen is looked at anyway (output, exits and
     # wake-ups are seen at once): higher costs idle sessions less CPU

@@ -76,9 +76,9 @@ def startup(svc: Service, content: str, **kw: Any) -> str:
 def context_of(out: str, event: str, agent: str = "claude") -> str:
     """The additionalContext of a hook's answer, checking the exact shape ``agent`` reads."""
     answer = json.loads(out)
-    if agent in FLAT_CONTEXT:  # Copilot: top-level only (hookSpecificOutput is ignored)
-        assert list(answer) == ["additionalContext"]
-        text = answer["additionalContext"]
+    if agent in FLAT_CONTEXT:  # Copilot, Cline: top-level only (hookSpecificOutput is ignored)
+        assert list(answer) == [FLAT_CONTEXT[agent]]
+        text = answer[FLAT_CONTEXT[agent]]
         assert isinstance(text, str) and 0 < len(text) <= MAX_CONTEXT_CHARS
         return text
     assert list(answer) == ["hookSpecificOutput"]  # top-level additionalContext is ignored
@@ -144,6 +144,13 @@ def test_signals_say_what_the_agent_does(aw: AwEnv, svc: Service) -> None:
         ("copilot", "userPromptSubmitted.json"): "busy",
         ("copilot", "agentStop.json"): "ready",
         ("copilot", "notification.permission_prompt.json"): "waiting_input",
+        ("cline", "TaskStart.json"): "busy",
+        ("cline", "TaskComplete.json"): "ready",
+        ("cline", "SessionShutdown.json"): "ready",  # a turn cancelled with Esc
+        ("kimi", "UserPromptSubmit.json"): "busy",
+        ("kimi", "Stop.json"): "ready",
+        ("kimi", "PermissionRequest.json"): "waiting_input",
+        ("kimi", "Interrupt.json"): "ready",
     }
     for (agent, name), state in cases.items():
         path = FIXTURES / agent / name
@@ -322,6 +329,44 @@ def test_a_subagents_tool_calls_take_nothing(aw: AwEnv, svc: Service) -> None:
     sub = {**payload(FIXTURES / "claude" / "PostToolBatch.json"), "agent_id": "a1b2c3",
            "agent_type": "general-purpose"}  # what 2.1.197 adds inside a subagent
     assert handle("claude", "PostToolBatch", json.dumps(sub).encode(), env_of(aw)) == ""
+    # Cline names the running agent in every payload; a subagent has a parent
+    cline = payload(FIXTURES / "cline" / "PostToolUse.json")
+    assert cline["agent_id"] and cline["parent_agent_id"] is None
+    sub = {**cline, "parent_agent_id": cline["agent_id"], "agent_id": "agent_sub"}
+    assert handle("cline", "PostToolUse", json.dumps(sub).encode(), env_of(aw)) == ""
+    assert svc.get(mid).status is Status.PENDING
+    assert "[webhook:ci] for the main agent" in context_of(
+        handle("cline", "PostToolUse", json.dumps(cline).encode(), env_of(aw)),
+        "PostToolUse", "cline")
+
+
+def test_clines_reply_at_turn_end_acknowledges(aw: AwEnv, svc: Service) -> None:
+    """Cline's TaskComplete carries the reply in turn.outputText: its ACK counts."""
+    asked = send(svc, "please confirm", require_ack=True)
+    raw = (FIXTURES / "cline" / "PostToolUse.json").read_bytes()
+    text = context_of(handle("cline", "PostToolUse", raw, env_of(aw)), "PostToolUse", "cline")
+    token = svc.get(asked).batch_id
+    assert token and f'Reply "ACK {token}"' in text
+    end = payload(FIXTURES / "cline" / "TaskComplete.json")
+    reply = {**end, "turn": {**end["turn"], "outputText": f"Noted.\n\nACK {token}"}}
+    assert handle("cline", "TaskComplete", json.dumps(reply).encode(), env_of(aw)) == ""
+    assert svc.get(asked).status is Status.ACKNOWLEDGED
+
+
+def test_kimis_prompt_parts_are_noted_as_its_prompt(aw: AwEnv, svc: Service) -> None:
+    """Kimi Code sends the prompt as content parts: the notes keep its text; its
+    PostToolUse (run in the background, output never read) takes nothing."""
+    from agentwrap.continuity.hooks import notes_file, read_json
+
+    notes_file(aw.paths, "fake").parent.mkdir(parents=True, exist_ok=True)
+    mid = send(svc, "typed after the turn")
+    raw = (FIXTURES / "kimi" / "UserPromptSubmit.json").read_bytes()
+    assert isinstance(payload(FIXTURES / "kimi" / "UserPromptSubmit.json")["prompt"], list)
+    assert handle("kimi", "UserPromptSubmit", raw, env_of(aw)) == ""
+    notes = read_json(notes_file(aw.paths, "fake"))
+    assert notes.get("prompts") == 1 and notes.get("goal") == "Please look around. [[script]]"
+    after = (FIXTURES / "kimi" / "PostToolUse.json").read_bytes()
+    assert handle("kimi", "PostToolUse", after, env_of(aw)) == ""
     assert svc.get(mid).status is Status.PENDING
 
 

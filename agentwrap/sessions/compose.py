@@ -95,7 +95,7 @@ def build_supervisor(
     channels = rec.options.channels or ()
     hooks = questions = None
     start_hook: Callable[[], bool] | None = None
-    if "hooks" in channels:
+    if rec.options.has_hooks():  # hand-over and signals, or signals only
         from ..answers.hook_questions import HookQuestions
         from .hook_requests import awaits_start_hook
         from .signals import HookSignals
@@ -123,7 +123,7 @@ def build_supervisor(
             paths, cfg, profile, rec, store=store,
             foreign_batches=_foreign_batches(paths, rec.name, held),
             awaits_start_hook=start_hook or (lambda: False))
-        if hooks is not None:  # the hooks ask the supervisor for what to hand over (fast)
+        if "hooks" in channels:  # the hooks ask the supervisor for what to hand over (fast)
             from .hook_requests import HandoverServer
 
             parts.append(HandoverPart(HandoverServer(

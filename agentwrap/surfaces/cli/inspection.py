@@ -397,6 +397,8 @@ def _gate_of(prof: Any, ask_first: bool) -> str:
     env = prof.permissions.ask_first_env
     if env and (ask_first or env in os.environ):
         return f"asks first ({env} set{' by [run] ask_first' if env not in os.environ else ''})"
+    if prof.permissions.ask_first_args and ask_first:
+        return f"asks first ({' '.join(prof.permissions.ask_first_args)} added by [run] ask_first)"
     return ("none: runs every tool without asking unless its own config says to ask;"
             " [run] ask_first = true starts it in its ask-first mode")
 

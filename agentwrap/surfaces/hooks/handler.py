@@ -60,6 +60,7 @@ from .protocol import (
     TRANSCRIPT_FIELDS,
     action,
     context_output,
+    normalised,
     permission_output,
 )
 
@@ -87,9 +88,9 @@ USAGE = """\
 usage: agentwrap hook AGENT EVENT < hook-input.json
 
 The handler an agent's native hook runs (registered per launch by `agentwrap
-run`): AGENT is claude, codex, gemini, qwen or copilot, EVENT the hook event. At the session
-start and between tool calls it hands the session's queued messages to the
-model as additional context (delivered once, channel "hook"); at a turn's end,
+run`): AGENT is claude, codex, gemini, qwen, copilot, cline or kimi, EVENT
+the hook event. At the session start and between tool calls it hands the
+session's queued messages to the model as additional context (delivered once, channel "hook"); at a turn's end,
 a prompt submit or a notification it records a state signal for the
 supervisor; at a permission request (PermissionRequest) it keeps the exact
 request for the supervisor and answers it when one of your [[answer_rules]]
@@ -161,6 +162,7 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
         if not isinstance(payload, dict) or not session or agent not in EVENTS:
             return ""
         check_session_name(session)  # it names files: nothing else gets through
+        payload = normalised(agent, payload)
         todo = action(agent, event, payload)
         if todo is None:
             return ""
