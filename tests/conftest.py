@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import pg
+from support import pg, stores
 from support.waiting import wait_for
 
 from agentwrap.paths import Paths
@@ -195,3 +195,11 @@ def pg_url(pg_server: pg.PgServer) -> Iterator[str]:
         yield url
     finally:
         pg_server.drop_schema(name)
+
+
+@pytest.fixture(params=stores.BACKENDS)
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> stores.StoreTarget:
+    """The contract tests' store: each test runs once per backend."""
+    if request.param == "postgres":
+        return stores.StoreTarget("postgres", request.getfixturevalue("pg_url"))
+    return stores.StoreTarget("sqlite", str(tmp_path / "agentwrap.db"))

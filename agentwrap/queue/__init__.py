@@ -1,7 +1,9 @@
 """The queue: the durable store of messages and their attempts.
 
-Here live the storage interface (``store``: ``MessageStore``), its SQLite
-implementation (``sqlite``: the connection, its lock and transactions, each
+Here live the storage interface (``store``: ``MessageStore``), its two
+implementations over one set of operations (``sqlstore``): PostgreSQL's
+(``postgres``: shared by several hosts) and SQLite's (``sqlite``: the
+connection, its lock and transactions, each
 operation's work in the module for its job: ``schema`` the tables,
 ``admission`` the limits that need the stored rows (rate, pending,
 idempotency) with what the counts allow in ``rules``, ``transitions`` the
@@ -28,6 +30,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import db as db
     from . import sanitize as sanitize
     from .due import anything_due as anything_due
+    from .postgres import PgSubscription as PgSubscription
+    from .postgres import PostgresMessageStore as PostgresMessageStore
     from .sanitize import check_text as check_text
     from .sanitize import decode_utf8 as decode_utf8
     from .sqlite import SQLiteMessageStore as SQLiteMessageStore
@@ -43,6 +47,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "db": ("db",),
     "due": ("anything_due",),
     "sanitize": ("check_text", "decode_utf8", "sanitize"),
+    "postgres": ("PgSubscription", "PostgresMessageStore"),
     "sqlite": ("SQLiteMessageStore",),
     "store": ("MessageStore", "QueueMetrics", "SenderLimit"),
     "validate": ("MAX_DEPTH", "MAX_ID_CHARS", "MIN_TTL_S"),

@@ -68,6 +68,11 @@ class SQLMessageStore:
         """A connection for reads of several statements, under the store's lock."""
         raise NotImplementedError
 
+    def _admit(self, w: Write) -> None:
+        """Called first in every enqueue transaction: a backend whose writers
+        do not all take turns makes admissions take turns here (SQLite's
+        write lock already orders them)."""
+
     def _now(self, now: float | None) -> float:
         return self._clock() if now is None else now
 
@@ -96,6 +101,7 @@ class SQLMessageStore:
         """
         checked = validate(new, self.limits, kind, internal)
         with self._write() as w:
+            self._admit(w)
             if sender_limit is not None:
                 admission.check_sender(w.conn, checked, sender_limit, self._clock())
             return admission.admit(w, checked, self.limits, self._clock)
@@ -125,6 +131,7 @@ class SQLMessageStore:
                 out[i] = exc
         if checked:
             with self._write() as w:
+                self._admit(w)
                 stored = admission.admit_many(w, [c for _, c in checked], self.limits, self._clock)
             for (i, _), result in zip(checked, stored, strict=True):
                 out[i] = result
