@@ -7,8 +7,11 @@ more than SQLite's one write lock:
 
 * **Claims skip what another transaction holds.** A write's ``SELECT`` of the
   rows it is going to change ends with ``FOR UPDATE SKIP LOCKED``
-  (:attr:`PgWrite.LOCK_ROWS`): two supervisors never take the same message,
-  and neither waits for the other's batch.
+  (:attr:`PgWrite.LOCK_ROWS`): a row that another transaction is changing
+  (cancelling, evicting, expiring) is never taken twice nor waited for.
+  Claims of one session take turns on a lock of that session
+  (:meth:`PgWrite.claiming`): the batch is the head of its queue, in
+  delivery order, and hosts claiming other sessions never wait.
 * **Limits hold across hosts.** Admitting a message reads counts (pending,
   rate window, the sender's own, an idempotency key) and then writes: under
   READ COMMITTED two hosts could both read "one place left". Every enqueue
@@ -59,6 +62,7 @@ CHANNEL = "agentwrap_events"
 EVENTS_LOCK = 0x6177_0001
 ADMISSION_LOCK = 0x6177_0002
 SCHEMA_LOCK = 0x6177_0003
+CLAIM_LOCKS = 0x6177  # with the session's hash: one lock per session's claims
 PRUNE_EVERY = 500  # event ids: now and then the log is cut to events.KEEP rows
 
 DDL = (
@@ -204,6 +208,11 @@ class PgWrite(Write):
     def __init__(self, conn: PgConn) -> None:
         super().__init__(conn)
         self.pending: list[tuple[float, str, str, str, str]] = []
+
+    def claiming(self, session: str) -> None:
+        """Claims of one session take turns (the batch is the head of its
+        queue, in order); hosts claiming other sessions never wait for it."""
+        self.conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (CLAIM_LOCKS, session))
 
     def event(self, now: float, session: str, kind: str, subject: str, /, **data: Any) -> None:
         if kind not in events.KINDS:

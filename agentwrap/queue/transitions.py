@@ -33,6 +33,7 @@ def claim_batch(
 ) -> list[Row]:
     """The rows of the batch claimed at ``t`` (none: nothing was due)."""
     conn = w.conn
+    w.claiming(session)
     expire(w, t, session)
     extra, extra_params = selection(kinds, sources, contains, priorities)
     rows = conn.execute(

@@ -33,6 +33,11 @@ class Write:
         self.conn = conn
         self.recorded = False
 
+    def claiming(self, session: str) -> None:
+        """Called first in a claim of ``session``'s queue: a backend whose
+        writers do not all take turns makes claims of one session take turns
+        here, so a batch stays in delivery order (SQLite: its write lock does)."""
+
     def event(
         self, now: float, session: str, kind: str, subject: str, /, **data: Any,
     ) -> None:
