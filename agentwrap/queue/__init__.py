@@ -29,6 +29,10 @@ from ..exports import lazy, names
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import db as db
     from . import sanitize as sanitize
+    from .backend import configured_store as configured_store
+    from .backend import describe as describe
+    from .backend import open_store as open_store
+    from .backend import store_url as store_url
     from .due import anything_due as anything_due
     from .postgres import PgSubscription as PgSubscription
     from .postgres import PostgresMessageStore as PostgresMessageStore
@@ -44,6 +48,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
+    "backend": ("configured_store", "describe", "open_store", "store_url"),
     "db": ("db",),
     "due": ("anything_due",),
     "sanitize": ("check_text", "decode_utf8", "sanitize"),

@@ -73,6 +73,12 @@ class SQLMessageStore:
         do not all take turns makes admissions take turns here (SQLite's
         write lock already orders them)."""
 
+    def check_integrity(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
     def _now(self, now: float | None) -> float:
         return self._clock() if now is None else now
 
