@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from support.pg import PgServer
 from support.waiting import wait_for
 
 from agentwrap.errors import QueueError, StoreUnavailable
@@ -208,3 +209,17 @@ def test_the_password_is_never_shown() -> None:
         PostgresMessageStore(url, connect_timeout_s=2)
     text = f"{info.value} {info.value.hint} {info.value.__cause__!r}"
     assert "s3cr3t" not in text and "cannot use the store" in str(info.value)
+
+
+def test_a_server_restart_is_survived_without_a_person(
+    hosts: Callable[..., PostgresMessageStore], pg_server: PgServer,
+) -> None:
+    """The kept connection dies with the server; the next read and the next
+    write open a new one (nothing was sent on the dead one) and go on."""
+    store = hosts()
+    before, _ = store.enqueue(NewMessage(session="s1", content="before"))
+    pg_server.restart()
+    assert store.get(before.id).content == "before"
+    pg_server.restart()
+    after, _ = store.enqueue(NewMessage(session="s1", content="after"))
+    assert [m.id for m in store.peek("s1")] == [before.id, after.id]

@@ -42,9 +42,9 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -63,6 +63,7 @@ EVENTS_LOCK = 0x6177_0001
 ADMISSION_LOCK = 0x6177_0002
 SCHEMA_LOCK = 0x6177_0003
 CLAIM_LOCKS = 0x6177  # with the session's hash: one lock per session's claims
+T = TypeVar("T")
 PRUNE_EVERY = 500  # event ids: now and then the log is cut to events.KEEP rows
 
 DDL = (
@@ -281,6 +282,24 @@ class PostgresMessageStore(SQLMessageStore):
             self._pg = connect(self.url, self._timeout_s)
         return self._pg
 
+    def _drop(self) -> None:
+        if self._pg is not None:
+            self._pg.raw.close()
+            self._pg = None
+
+    def _first(self, start: Callable[[PgConn], T]) -> T:
+        """``start(connection)``, on a new connection if the one kept broke
+        while idle (the server restarted, a proxy closed it): the failure
+        came before anything was sent, so trying once more is safe."""
+        conn = self._conn()
+        try:
+            return start(conn)
+        except psycopg.OperationalError:
+            if not conn.raw.broken:
+                raise
+            self._drop()
+            return start(self._conn())
+
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """psycopg's failures as :class:`StoreError`; bugs (bad SQL, a
@@ -291,8 +310,7 @@ class PostgresMessageStore(SQLMessageStore):
         except psycopg.Error as exc:
             mapped = self._translate(exc)
             if self._pg is not None and (self._pg.raw.broken or self._pg.raw.closed):
-                self._pg.raw.close()
-                self._pg = None
+                self._drop()
             if mapped is None:
                 raise
             raise mapped from None  # the original may quote the URL
@@ -319,12 +337,15 @@ class PostgresMessageStore(SQLMessageStore):
         """One write transaction; once it committed, its events are announced
         (NOTIFY to every host at the commit, the datagram to this host's readers)."""
         with self._lock:
-            with self._errors():
-                conn = self._conn()
-                with conn.raw.transaction():
-                    w = PgWrite(conn)
-                    yield w
-                    w.flush()
+            with self._errors(), ExitStack() as tx:
+
+                def begin(c: PgConn) -> PgConn:
+                    tx.enter_context(c.raw.transaction())  # sends BEGIN
+                    return c
+
+                w = PgWrite(self._first(begin))
+                yield w
+                w.flush()
             if w.recorded and self.events_dir is not None:
                 events.announce(self.events_dir)
 
@@ -332,8 +353,8 @@ class PostgresMessageStore(SQLMessageStore):
         w.conn.execute("SELECT pg_advisory_xact_lock(?)", (ADMISSION_LOCK,))
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> list[PgRow]:
-        with self._lock, self._errors():
-            return self._conn().execute(sql, params).fetchall()
+        with self._lock, self._errors():  # one statement: safe to send again
+            return self._first(lambda c: c.execute(sql, params).fetchall())
 
     @contextmanager
     def _reading(self) -> Iterator[PgConn]:
@@ -352,9 +373,7 @@ class PostgresMessageStore(SQLMessageStore):
 
     def close(self) -> None:
         with self._lock:
-            if self._pg is not None:
-                self._pg.raw.close()
-                self._pg = None
+            self._drop()
 
 
 class PgSubscription:
