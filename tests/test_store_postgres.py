@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -20,7 +21,12 @@ from support.waiting import wait_for
 from agentwrap.errors import QueueError, StoreUnavailable
 from agentwrap.message import NewMessage, Priority, QueueLimits, Status
 from agentwrap.queue import transitions
-from agentwrap.queue.postgres import PgSubscription, PostgresMessageStore, display
+from agentwrap.queue.postgres import (
+    NotifyBridge,
+    PgSubscription,
+    PostgresMessageStore,
+    display,
+)
 
 ROOMY = QueueLimits(max_pending_per_session=1000, max_pending_total=10_000,
                     rate_per_minute=100_000)
@@ -223,3 +229,32 @@ def test_a_server_restart_is_survived_without_a_person(
     pg_server.restart()
     after, _ = store.enqueue(NewMessage(session="s1", content="after"))
     assert [m.id for m in store.peek("s1")] == [before.id, after.id]
+
+
+def test_another_hosts_commit_wakes_this_hosts_waiters(
+    pg_url: str, tmp_path: Path,
+) -> None:
+    """Each host's readers wait on its own events dir; a commit on host B is
+    announced there by host A's bridge (LISTEN), so ``send --wait``, ``events
+    -f`` and SSE on A wake for it as for a local one."""
+    from agentwrap.events import Subscription
+
+    dirs = [tmp_path / "a-events", tmp_path / "b-events"]
+    for d in dirs:
+        d.mkdir(mode=0o700)
+    a = PostgresMessageStore(pg_url, events_dir=dirs[0])
+    b = PostgresMessageStore(pg_url, events_dir=dirs[1])
+    try:
+        with Subscription(dirs[0]) as sub:
+            first, _ = b.enqueue(NewMessage(session="s1", content="before the bridge"))
+            assert sub.wait(0.5) is False  # B announces on its own host only
+            a.listen()
+            bridge = NotifyBridge.start(pg_url, dirs[0])
+            assert bridge.listening.wait(30)
+            sub.drain()  # the bridge's first announcement (anything missed before it)
+            m, _ = b.enqueue(NewMessage(session="s1", content="from host b"))
+            assert sub.wait(30) is True
+            assert [e.subject for e in a.events(0)] == [first.id, m.id]
+    finally:
+        a.close()
+        b.close()

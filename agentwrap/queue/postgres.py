@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -367,6 +367,12 @@ class PostgresMessageStore(SQLMessageStore):
             " WHERE n.nspname = current_schema() AND c.relname = ANY(?)", (list(TABLES),))
         return int(rows[0][0]) == len(set(TABLES))
 
+    def listen(self) -> None:
+        """Commits of every host wake this host's readers: :class:`NotifyBridge`
+        (one per process and events dir, started on first use)."""
+        if self.events_dir is not None:
+            NotifyBridge.start(self.url, self.events_dir)
+
     def check_integrity(self) -> None:
         """The server answers (PostgreSQL checks its own pages)."""
         self._read("SELECT 1")
@@ -403,3 +409,47 @@ class PgSubscription:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class NotifyBridge:
+    """Hands the server's NOTIFY (a commit of any host) on to this host's
+    readers as the datagram the SQLite store sends (:func:`events.announce`),
+    so every waiter (``send --wait``, ``events -f``, SSE, the WebSocket)
+    wakes for another host's change as for a local one, and waits as before.
+
+    One daemon thread per process and events dir, with its own ``LISTEN``
+    connection; a lost connection is opened again (a wake-up missed meanwhile
+    costs latency only: readers look again every few seconds)."""
+
+    _running: ClassVar[dict[tuple[str, str], NotifyBridge]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+    RETRY_S = 1.0
+
+    def __init__(self, url: str, events_dir: Path) -> None:
+        self.url = url
+        self.events_dir = events_dir
+        self.listening = threading.Event()  # set while a LISTEN connection is up
+        self.thread = threading.Thread(target=self._run, name="agentwrap-notify", daemon=True)
+
+    @classmethod
+    def start(cls, url: str, events_dir: Path) -> NotifyBridge:
+        key = (url, str(events_dir))
+        with cls._guard:
+            bridge = cls._running.get(key)
+            if bridge is None:
+                bridge = cls._running[key] = cls(url, events_dir)
+                bridge.thread.start()
+        return bridge
+
+    def _run(self) -> None:
+        while True:
+            try:
+                with PgSubscription(self.url) as sub:
+                    events.announce(self.events_dir)  # a commit may have been missed
+                    self.listening.set()
+                    while True:
+                        if sub.wait(60.0):
+                            events.announce(self.events_dir)
+            except psycopg.Error:
+                self.listening.clear()
+                time.sleep(self.RETRY_S)

@@ -73,6 +73,10 @@ class SQLMessageStore:
         do not all take turns makes admissions take turns here (SQLite's
         write lock already orders them)."""
 
+    def listen(self) -> None:
+        """Nothing to do where every writer is on this host: its commits are
+        announced to the readers in ``events_dir`` already."""
+
     def check_integrity(self) -> None:
         raise NotImplementedError
 

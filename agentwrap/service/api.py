@@ -323,7 +323,7 @@ class Service:
     def subscribe(self) -> Subscription:
         """A wake-up for every commit that records events, from any process.
         Close it (or use it as a context manager) when done."""
-        return events.subscribe(self.paths)
+        return events.subscribe(self.paths, self.store)
 
     def follow_events(
         self, after_id: int = 0, session: str | None = None, *,
