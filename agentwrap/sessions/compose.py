@@ -90,7 +90,7 @@ def build_supervisor(
     from ..answers.store import AnswerStore
     from ..answers.telling import Teller
     from ..delivery.engine import DeliveryEngine
-    from ..queue.sqlite import SQLiteMessageStore
+    from ..queue.backend import configured_store
 
     channels = rec.options.channels or ()
     hooks = questions = None
@@ -104,7 +104,7 @@ def build_supervisor(
         questions = HookQuestions(paths, rec.name, since=rec.started)
         if profile.channels.session_start_at_launch:
             start_hook = awaits_start_hook(paths, rec.name, rec.started)
-    store = SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir)
+    store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
     answers = AnswerStore(paths.db_path, events_dir=paths.events_dir)
     shared = SharedStores(store, answers)
     try:
@@ -181,17 +181,17 @@ def _foreign_batches(paths: Paths, session: str,
 def _collector(paths: Paths, cfg: Config, rec: SessionRecord, hooks: bool) -> Collector | None:
     """The updater of this launch's handoff record (None: continuity is off for it)."""
     from ..continuity.launch import collector
-    from ..queue.sqlite import SQLiteMessageStore
+    from ..queue.backend import configured_store
 
     def messages() -> list[Message]:
-        store = SQLiteMessageStore(paths.db_path, cfg.limits)
+        store = configured_store(paths.db_path, cfg)
         try:
             return store.history(rec.name, limit=100)
         finally:
             store.close()
 
     def unacknowledged(delivered: Sequence[str]) -> set[str]:
-        store = SQLiteMessageStore(paths.db_path, cfg.limits)
+        store = configured_store(paths.db_path, cfg)
         try:
             return {i for i in delivered
                     if acknowledged(Status.DELIVERED, store.attempts(i)) is False}

@@ -160,12 +160,12 @@ def _orphaned(paths: Paths | None, rec: SessionRecord) -> bool:
 
 def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> list[str]:
     """Startup context: its own priority class, delivered first once ready."""
-    from ..queue.sqlite import SQLiteMessageStore
+    from ..queue.backend import configured_store
 
     ids: list[str] = []
     if not files:
         return ids
-    store = SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir)
+    store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
     try:
         for f in files:
             text = f.read_text(encoding="utf-8")

@@ -329,6 +329,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     try:
         # default limits: the doctor reads, and reports a config error above
         with open_service(paths, limits=QueueLimits()) as svc:
+            report["store"] = svc.store_where  # never the password
             views = svc.sessions()
             stale = [v.record.name for v in views if v.record.liveness == "stale"]
             # who supervises the running tmux sessions: one host pid, or a pid each
@@ -377,6 +378,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             out.print(escape(f"  {name} permission gate: {a['permission_gate']}"))
     for key, value in report["paths"].items():
         out.print(escape(f"  {key:15} {value}"))
+    if report.get("store"):
+        out.print(escape(f"  {'store':15} {report['store']}"))
     for pid, names in report.get("supervisors", {}).items():
         out.print(escape(f"  supervisor     pid {pid}: {len(names)} session(s) ({', '.join(names)})"))
     for w in warnings:
