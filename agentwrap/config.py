@@ -14,7 +14,7 @@ Example::
     trust_folder = false        # answer folder-trust dialogs automatically
     channels = true             # native hooks + MCP server per launch (run --no-channels)
     codex_hook_trust = "off"    # user config only; "bypass": see agentwrap.sessions.channels
-    ask_first = false           # start OpenCode (no permission gate by default) asking first
+    ask_first = false           # start OpenCode, Cline (no permission gate by default) asking first
 
     [delivery]
     require_ack = true
@@ -26,6 +26,9 @@ Example::
 
     [profiles.codex.delivery]
     ack_timeout_s = 10
+
+    [store]                     # user config only; or AGENTWRAP_STORE_URL
+    url = "postgresql://aw@db.example/agentwrap?sslmode=verify-full"  # default: SQLite
 
     [trust]                     # user config only: who may type raw (shells, send --raw)
     raw_sources = ["user"]
@@ -95,12 +98,22 @@ class RunConfig:
     # also runs *every* untrusted hook of that launch (the person's own, a
     # project's .codex/). "off": Codex gets the MCP server only. User config only.
     codex_hook_trust: str = "off"
-    # start an agent that runs every tool without asking (OpenCode) in its
-    # ask-first mode (the profile's [permissions] ask_first_env); off: no gate
+    # start an agent that runs every tool without asking (OpenCode, Cline) in its
+    # ask-first mode (the profile's [permissions] ask_first_env or _args); off: no gate
     ask_first: bool = False
     # how often a settled, silent screen is looked at anyway (output, exits and
     # wake-ups are seen at once): higher costs idle sessions less CPU
     idle_tick_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    """[store]: where the queue lives (user config only). Empty: the SQLite
+    file of this machine; ``postgresql://...``: a server every host shares
+    (libpq's URL; keep the password in ~/.pgpass, not here). The environment's
+    AGENTWRAP_STORE_URL wins over it (:func:`agentwrap.queue.open.store_url`)."""
+
+    url: str = ""
 
 
 @dataclass(frozen=True)
@@ -233,6 +246,7 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
     limits: QueueLimits = field(default_factory=QueueLimits)
+    store: StoreConfig = field(default_factory=StoreConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     continuity: ContinuityConfig = field(default_factory=ContinuityConfig)
@@ -256,11 +270,12 @@ class Config:
 
 
 _SECTIONS = {
-    "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "trust": TrustConfig,
+    "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "store": StoreConfig,
+    "trust": TrustConfig,
     "notify": NotifyConfig, "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
 }
 COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
-USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard")  # never from a project's file
+USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 
@@ -315,6 +330,9 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                 raise ConfigError(f"{where}: [dashboard] is set at the top level")
             cfg = replace(cfg, launch=_launch_choices(value))
             continue
+        if section == "store" and where:
+            raise ConfigError(f"{where}: [store] is set at the top level",
+                              hint="every agent of a machine shares one store")
         if section not in _SECTIONS:
             raise ConfigError(
                 f"{where or 'config'}: unknown section [{section}]",

@@ -24,10 +24,10 @@ import os
 import secrets
 import socket
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .datagram import Inbox
 
@@ -62,6 +62,29 @@ KEEP = 20_000
 _PRUNE_EVERY = 500  # ids
 
 
+class Row(Protocol):
+    """One row, read by column name or by index."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+
+class Cursor(Protocol):
+    """What a statement gives back: rows by name and by index (``sqlite3.Row``,
+    or the PostgreSQL store's rows), one, all, or one at a time."""
+
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Conn(Protocol):
+    """A connection the store's SQL runs on: ``sqlite3.Connection``, or the
+    PostgreSQL store's (which takes the same ``?`` placeholders). The queue's
+    statements and :func:`since` are written once, in the SQL both engines share."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Cursor: ...
+
+
 @dataclass(frozen=True)
 class Event:
     id: int
@@ -76,7 +99,7 @@ class Event:
                 "subject": self.subject, "data": dict(self.data)}
 
 
-def create(conn: sqlite3.Connection) -> None:
+def create(conn: Conn) -> None:
     """Create the table if needed; safe inside the caller's transaction
     (statement by statement: ``executescript`` would commit it)."""
     for statement in SCHEMA.split(";"):
@@ -85,24 +108,24 @@ def create(conn: sqlite3.Connection) -> None:
 
 
 def record(
-    conn: sqlite3.Connection, at: float, session: str, kind: str, subject: str = "", /,
+    conn: Conn, at: float, session: str, kind: str, subject: str = "", /,
     **data: Any,
 ) -> int:
     """Append one event inside the caller's write transaction; returns its id."""
     if kind not in KINDS:
         raise ValueError(f"unknown event kind {kind!r}")
-    cur = conn.execute(
-        "INSERT INTO events (at, session, kind, subject, data) VALUES (?, ?, ?, ?, ?)",
+    new_id = int(conn.execute(
+        "INSERT INTO events (at, session, kind, subject, data) VALUES (?, ?, ?, ?, ?)"
+        " RETURNING id",
         (at, session, kind, subject, json.dumps(data, separators=(",", ":"))),
-    )
-    new_id = int(cur.lastrowid or 0)
+    ).fetchall()[0][0])  # all: the statement is done before the commit
     if new_id % _PRUNE_EVERY == 0:
         conn.execute("DELETE FROM events WHERE id <= ?", (new_id - KEEP,))
     return new_id
 
 
 def since(
-    conn: sqlite3.Connection,
+    conn: Conn,
     after: int,
     *,
     session: str | None = None,
@@ -134,7 +157,7 @@ def since(
     ]
 
 
-def last_id(conn: sqlite3.Connection) -> int:
+def last_id(conn: Conn) -> int:
     row = conn.execute("SELECT COALESCE(MAX(id), 0) AS n FROM events").fetchone()
     return int(row["n"] if isinstance(row, sqlite3.Row) else row[0])
 

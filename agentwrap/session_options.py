@@ -26,6 +26,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+#: The channels of an agent's own hooks: ``hooks`` hand messages over between
+#: tool calls and report what the agent does; ``hook-signals`` only report
+#: (Kimi Code 2.1.0: its hooks' output never reaches the model).
+HOOK_CHANNELS = ("hooks", "hook-signals")
+
 
 @dataclass(frozen=True)
 class SessionOptions:
@@ -37,7 +42,7 @@ class SessionOptions:
     require_ack: bool | None = None
     #: who supervises a tmux session: "host" (one process for all) or "process"
     supervisor: str = ""
-    #: the native channels registered at launch (hooks, mcp, read-file); None: not
+    #: the native channels registered at launch (hooks, hook-signals, mcp, read-file); None: not
     #: recorded (launched before native channels, or by an older agentwrap)
     channels: tuple[str, ...] | None = None
     #: why a channel was not registered
@@ -53,6 +58,10 @@ class SessionOptions:
     def has(self, channel: str) -> bool:
         """Whether ``channel`` (``hooks``, ``mcp``, ``read-file``) was registered."""
         return channel in (self.channels or ())
+
+    def has_hooks(self) -> bool:
+        """Whether the agent's hooks were registered (either of :data:`HOOK_CHANNELS`)."""
+        return any(self.has(c) for c in HOOK_CHANNELS)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> SessionOptions:

@@ -14,7 +14,12 @@ registered for that launch only, the way ``agentwrap run`` will register them:
   rest of the home's ``.qwen`` linked): it runs no hooks from any other file;
 * Copilot CLI: ``--plugin-dir DIR``, a plugin of ours for this launch
   (``DIR/plugin.json`` and ``DIR/hooks/hooks.json``: ``{"version": 1, "hooks":
-  {event: [{"type": "command", "bash": ..., "timeoutSec": ...}]}}``).
+  {event: [{"type": "command", "bash": ..., "timeoutSec": ...}]}}``);
+* Cline CLI: a private ``CLINE_DIR`` whose ``hooks/`` holds one executable per
+  event named after it (``hooks/PostToolUse``, a shell script), the rest of the
+  home's ``.cline`` linked and ``CLINE_DATA_DIR`` at its ``data``;
+* Kimi Code: a private ``KIMI_CODE_HOME`` (its config.toml with ``[[hooks]]``
+  added, the rest of the home's ``.kimi-code`` linked): no flag takes hooks.
 
 Every hook is ``python3 capture.py EVENT OUT`` (below): it appends its event name
 and its stdin as one JSON line to OUT and prints nothing. The model is scripted to
@@ -28,6 +33,7 @@ Usage (from the repo root; one agent at a time on a busy machine):
     .venv/bin/python scripts/capture_hooks.py --agents codex --codex-bypass-trust
     .venv/bin/python scripts/capture_hooks.py --agents gemini --save
     .venv/bin/python scripts/capture_hooks.py --agents copilot --save
+    .venv/bin/python scripts/capture_hooks.py --agents cline,kimi --cancel --save
 
 ``--deliver`` also registers the real handler (``python -m agentwrap hook AGENT
 EVENT``) for the between-tool-calls event, with one message queued in an
@@ -90,11 +96,17 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "copilot": ("sessionStart", "userPromptSubmitted", "preToolUse", "permissionRequest",
                 "postToolUse", "postToolUseFailure", "agentStop", "notification",
                 "errorOccurred", "sessionEnd"),
+    "cline": ("TaskStart", "TaskResume", "UserPromptSubmit", "PreToolUse", "PostToolUse",
+              "TaskComplete", "TaskCancel", "TaskError", "SessionShutdown"),
+    "kimi": ("SessionStart", "UserPromptSubmit", "PreToolUse", "PermissionRequest",
+             "PermissionResult", "PostToolUse", "PostToolUseFailure", "Stop", "StopFailure",
+             "Interrupt", "Notification", "SessionEnd"),
 }
 TURN_END = {"claude": "Stop", "codex": "Stop", "gemini": "AfterAgent", "qwen": "Stop",
-            "copilot": "agentStop"}
+            "copilot": "agentStop", "cline": "TaskComplete", "kimi": "Stop"}
 READY = {"claude": "? for shortcuts", "codex": "? for shortcuts", "gemini": "Type your message",
-         "qwen": "Type your message", "copilot": "Interactive"}
+         "qwen": "Type your message", "copilot": "Interactive", "cline": "What can I do for you?",
+         "kimi": "│ >"}
 
 
 def log(msg: str) -> None:
@@ -160,7 +172,8 @@ def hook_entry(event: str, capture: Path, out: Path, timeout: int = 10) -> dict[
 
 #: The event at the safe point between tool calls, per agent.
 BETWEEN_TOOLS = {"claude": "PostToolBatch", "codex": "PostToolUse", "gemini": "AfterTool",
-                 "qwen": "PostToolUse", "copilot": "postToolUse"}
+                 "qwen": "PostToolUse", "copilot": "postToolUse", "cline": "PostToolUse",
+                 "kimi": "PostToolUse"}
 
 
 def register(agent: str, launch: Any, root: Path, capture: Path, out: Path,
@@ -212,6 +225,38 @@ def register(agent: str, launch: Any, root: Path, capture: Path, out: Path,
         (plugin / "hooks" / "hooks.json").write_text(
             json.dumps({"version": 1, "hooks": hooks}, indent=2))
         launch.argv.extend(["--plugin-dir", str(plugin)])
+    elif agent == "cline":
+        # Cline 3.0.65 runs the executables in $CLINE_DIR/hooks (and a workspace's
+        # .clinerules/hooks), one per event named after it (no extension: bash);
+        # --hooks-dir only sets CLINE_HOOKS_DIR, which nothing reads. So a private
+        # CLINE_DIR: the home's .cline linked but for hooks/, CLINE_DATA_DIR at its data
+        own = Path(launch.env.get("HOME", str(Path.home()))) / ".cline"
+        private = root / "cline-dir"
+        folder = private / "hooks"
+        folder.mkdir(mode=0o700, parents=True)
+        for entry in own.iterdir() if own.is_dir() else ():
+            if entry.name != "hooks":
+                (private / entry.name).symlink_to(entry)
+        for e in events:
+            script = folder / e
+            runs = "".join(f"{h['command']} <\"$in\"\n" for h in entries(e)[0]["hooks"])
+            script.write_text(f"#!/bin/sh\nin=$(mktemp); cat >\"$in\"\n{runs}rm -f \"$in\"\n")
+            script.chmod(0o700)
+        launch.env.update(CLINE_DIR=str(private), CLINE_DATA_DIR=str(own / "data"))
+    elif agent == "kimi":
+        # a private KIMI_CODE_HOME: the home's config.toml plus [[hooks]], the rest linked
+        private = root / "kimi-home"
+        private.mkdir(mode=0o700)
+        own = Path(launch.env.get("HOME", str(Path.home()))) / ".kimi-code"
+        for entry in own.iterdir() if own.is_dir() else ():
+            if entry.name != "config.toml":
+                (private / entry.name).symlink_to(entry)
+        text = (own / "config.toml").read_text(encoding="utf-8")
+        for e in events:
+            for h in entries(e)[0]["hooks"]:
+                text += f"\n[[hooks]]\nevent = {json.dumps(e)}\ncommand = {json.dumps(h['command'])}\ntimeout = 10\n"
+        (private / "config.toml").write_text(text, encoding="utf-8")
+        launch.env["KIMI_CODE_HOME"] = str(private)
     else:
         # Gemini 0.61 loads a system settings file only if it and every directory
         # above it are owned by root and not writable by group or others: not
@@ -262,6 +307,9 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
                      ("list_directory", {"path": str(work)})],
             "copilot": [("view", {"path": str(work / "README.md")}),
                         ("cat notes.txt", {"command": "cat notes.txt"})],
+            "cline": [("cat README.md", {}), ("cat notes.txt", {})],
+            "kimi": [("Read", {"path": str(work / "README.md")}),
+                     ("Glob", {"pattern": "*.txt"})],
         }[agent]
         register(agent, launch, root, capture, out, args.codex_bypass_trust, args.deliver)
         probe = f"HOOKPROBE {agent}: the nightly build is green"
@@ -298,6 +346,15 @@ def run_agent(agent: str, args: argparse.Namespace) -> list[dict[str, Any]]:
             log(f"{agent}: events since: {[e['event'] for e in read_events(out)[n:]]}")
             pane.keys("Escape")
             time.sleep(2.0)
+        if args.cancel:  # a slow reply cancelled with Escape (Cline TaskCancel, Kimi Interrupt)
+            n = len(read_events(out))
+            pane.paste("Take your time. [[delay: 8]]")
+            time.sleep(0.4)
+            pane.keys("Enter")
+            time.sleep(2.5)
+            pane.keys("Escape")
+            time.sleep(3.0)
+            log(f"{agent}: events after the cancel: {[e['event'] for e in read_events(out)[n:]]}")
         if args.ask and agent == "claude":
             n = len(read_events(out))
             pane.paste(f"Ask me. [[call: AskUserQuestion {json.dumps(ASK)}]]")
@@ -373,7 +430,8 @@ def check_delivery(agent: str, launch: Any, server: Any, probe: str, message_id:
 
 def screens_quit(agent: str) -> list[str]:
     return {"claude": ["C-c", "C-c"], "codex": ["C-c", "C-c"], "gemini": ["C-c", "C-c"],
-            "qwen": ["C-c", "C-c"], "copilot": ["C-c", "C-c"]}[agent]
+            "qwen": ["C-c", "C-c"], "copilot": ["C-c", "C-c"], "cline": ["C-c"],
+            "kimi": ["C-c", "C-c"]}[agent]
 
 
 def scrub(value: Any, root: str) -> Any:
@@ -422,6 +480,8 @@ def main() -> int:
                    help="also run agentwrap's handler between tool calls; check the message")
     p.add_argument("--permission-wait", type=float, default=8.0,
                    help="seconds to leave the permission dialog open; 0: no [[tool]] turn")
+    p.add_argument("--cancel", action="store_true",
+                   help="a slow turn cancelled with Escape (its cancel/interrupt event)")
     p.add_argument("--ask", action="store_true",
                    help="Claude: a turn that calls AskUserQuestion (two questions)")
     p.add_argument("--only", default="",

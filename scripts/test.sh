@@ -16,6 +16,8 @@ command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || need_apt+=(gc
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 # the dashboard's tests: headless Chromium and its WebDriver, from the distribution
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium chromium-driver)
+# the PostgreSQL store's tests start a throwaway server of their own (tests/support/pg.py)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

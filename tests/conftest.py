@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import pg, stores
 from support.waiting import wait_for
 
 from agentwrap.paths import Paths
@@ -171,3 +172,34 @@ def svc(aw: AwEnv) -> Iterator[Service]:
                                       command=["x"], cwd=str(aw.project), started=time.time()))
     yield s
     s.close()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[pg.PgServer]:
+    """One real PostgreSQL for the whole run (tests/support/pg.py), started on first use."""
+    try:
+        server = pg.start()
+    except RuntimeError as exc:
+        pytest.fail(f"cannot start PostgreSQL for the tests: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: pg.PgServer) -> Iterator[str]:
+    """A URL whose connections see a fresh, empty schema of their own."""
+    name, url = pg_server.new_schema()
+    try:
+        yield url
+    finally:
+        pg_server.drop_schema(name)
+
+
+@pytest.fixture(params=stores.BACKENDS)
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> stores.StoreTarget:
+    """The contract tests' store: each test runs once per backend."""
+    if request.param == "postgres":
+        return stores.StoreTarget("postgres", request.getfixturevalue("pg_url"))
+    return stores.StoreTarget("sqlite", str(tmp_path / "agentwrap.db"))

@@ -239,6 +239,15 @@ def test_version_probe_runs_once_per_executable(paths: Paths, tmp_path: Path) ->
     _private(paths.state_dir / "agent-versions.json")
 
 
+def test_a_slow_version_probe_is_waited_for(paths: Paths, tmp_path: Path) -> None:
+    """Cline's and Kimi's --version took up to 18 s on a loaded machine: a probe
+    cut short at 15 s registered no channel for that launch."""
+    exe = tmp_path / "slowagent"
+    exe.write_text("#!/bin/sh\nsleep 17\necho 'slowagent 3.0.65'\n")
+    exe.chmod(0o755)
+    assert channels.probe_version(str(exe), "--version", paths) == "3.0.65"
+
+
 def test_registered_hook_command_runs_the_handler(paths: Paths) -> None:
     """The command string, run by a shell as the agents run it, writes the signal."""
     got = _plan("claude", paths, version="2.1.197")
@@ -496,7 +505,7 @@ def test_qwen_without_usable_settings_registers_nothing(
     _qwen_home(tmp_path, settings)
     got = _plan_qwen(paths, {"HOME": str(tmp_path / "person")})
     assert got.channels == [] and got.env == {} and got.files == []
-    assert why in got.notes[0] and not channels.launch_dir(paths, "s1").exists()
+    assert why in " ".join(got.notes) and not channels.launch_dir(paths, "s1").exists()
 
 
 def test_copilot_gets_a_plugin_of_its_hooks_for_this_launch_only(
@@ -538,6 +547,52 @@ def test_copilot_gets_a_plugin_of_its_hooks_for_this_launch_only(
     assert not channels.launch_dir(paths, "s1").exists()
 
 
+def _mcp_entry(entry: dict[str, object], paths: Paths) -> None:
+    """A server entry that starts ``python -m agentwrap mcp`` for session s1 of this store."""
+    assert entry["args"][-3:] == ["-m", "agentwrap", "mcp"]  # type: ignore[index]
+    env = entry["env"]
+    assert isinstance(env, dict) and env["AGENTWRAP_SESSION"] == "s1"
+    assert Paths.from_env(env).db_path == paths.db_path
+
+
+def test_copilot_gets_the_mcp_server_for_this_launch_only(paths: Paths, tmp_path: Path) -> None:
+    """``--additional-mcp-config @FILE`` (it adds to ~/.copilot/mcp-config.json for
+    one launch) and the read-only tools allowed; each ``--allow-tool`` takes a
+    list, so an option of agentwrap's own follows the last one."""
+    got = _plan("copilot", paths, version="1.0.102")
+    assert got.channels == ["hooks", "mcp"]
+    config = channels.launch_dir(paths, "s1") / "copilot-mcp.json"
+    allowed = [f"--allow-tool=agentwrap({t})" for t in channels.ALLOWED_MCP_TOOLS]
+    assert got.argv[:len(allowed) + 2] == [*allowed, "--additional-mcp-config", f"@{config}"]
+    assert got.argv[-2] == "--plugin-dir"
+    assert "send_message" not in " ".join(got.argv)  # still asks the person
+    _private(config)
+    entry = json.loads(config.read_text())["mcpServers"]["agentwrap"]
+    assert (entry["type"], entry["tools"]) == ("local", ["*"])
+    _mcp_entry(entry, paths)
+    off = _plan("copilot", paths, version="1.0.102", run=RunConfig())
+    assert off.channels == ["hooks"] and "--additional-mcp-config" not in off.argv
+
+
+def test_qwen_gets_the_mcp_server_by_its_command_line(paths: Paths, tmp_path: Path) -> None:
+    """``--mcp-config FILE`` adds to the servers of Qwen's settings for this launch,
+    with or without a settings.json of the person's (then without hooks)."""
+    got = plan(load_profile("qwen", paths), RunConfig(mcp=True), paths, "s1", ["/bin/qwen"],
+               {"PATH": "/bin", "HOME": str(tmp_path / "nobody")}, version="0.15.10")
+    assert got.channels == ["mcp"] and "does not exist yet" in got.notes[0]
+    config = channels.launch_dir(paths, "s1") / "qwen-mcp.json"
+    allowed = ",".join(f"mcp__agentwrap__{t}" for t in channels.ALLOWED_MCP_TOOLS)
+    assert got.argv == [f"--allowed-tools={allowed}", "--mcp-config", str(config)]
+    _private(config)
+    _mcp_entry(json.loads(config.read_text())["mcpServers"]["agentwrap"], paths)
+    _qwen_home(tmp_path, {"model": {"name": "m"}})
+    both = plan(load_profile("qwen", paths), RunConfig(mcp=True), paths, "s1", ["/bin/qwen"],
+                {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="0.15.10")
+    assert both.channels == ["hooks", "mcp"] and both.argv == got.argv
+    private = json.loads((Path(both.env["QWEN_HOME"]) / "settings.json").read_text())
+    assert "mcpServers" not in private  # the person's settings copy gets hooks only
+
+
 def test_copilots_registered_hook_hands_over_in_its_own_shape(paths: Paths) -> None:
     """The command Copilot runs, fed its captured postToolUse, answers with a
     top-level additionalContext (Copilot ignores hookSpecificOutput)."""
@@ -546,7 +601,8 @@ def test_copilots_registered_hook_hands_over_in_its_own_shape(paths: Paths) -> N
     from agentwrap.sessions.registry import SessionRecord
 
     got = _plan("copilot", paths, version="1.0.102")
-    hooks = json.loads(Path(got.argv[1], "hooks", "hooks.json").read_text())["hooks"]
+    plugin = got.argv[got.argv.index("--plugin-dir") + 1]
+    hooks = json.loads(Path(plugin, "hooks", "hooks.json").read_text())["hooks"]
     with Service.open(paths) as svc:
         svc.registry.register(SessionRecord(name="s1", profile="copilot", backend="tmux",
                                             command=["copilot"], cwd="/", started=time.time()))
@@ -563,3 +619,160 @@ def test_copilots_registered_hook_hands_over_in_its_own_shape(paths: Paths) -> N
     answer = json.loads(done.stdout)
     assert list(answer) == ["additionalContext"]
     assert "[webhook:ci] the build is green" in answer["additionalContext"]
+
+
+def _cline_home(tmp_path: Path) -> Path:
+    own = tmp_path / "person" / ".cline"
+    (own / "data" / "settings").mkdir(parents=True)
+    (own / "data" / "settings" / "providers.json").write_text('{"version": 1}')
+    (own / "hooks").mkdir()
+    (own / "hooks" / "PostToolUse").write_text("#!/bin/sh\necho mine\n")  # theirs, no suffix
+    (own / "hooks" / "TaskComplete.py").write_text("print('mine')\n")
+    return own
+
+
+def test_cline_gets_a_private_dir_with_its_hooks_beside_the_persons(
+    paths: Paths, tmp_path: Path,
+) -> None:
+    """Cline CLI runs the hook files of $CLINE_DIR/hooks only (--hooks-dir is
+    read by nothing in 3.0.65): the launch gets a private CLINE_DIR whose hooks/
+    holds agentwrap's scripts beside links to the person's own, the rest of their
+    Cline dir linked and CLINE_DATA_DIR at their data; nothing of theirs changes."""
+    own = _cline_home(tmp_path)
+    before = sorted((p.relative_to(own), p.read_bytes() if p.is_file() else b"")
+                    for p in own.rglob("*"))
+    got = plan(load_profile("cline", paths), RunConfig(), paths, "s1", ["/bin/cline"],
+               {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="3.0.65")
+    assert got.channels == ["hooks"] and got.argv == []
+    private = Path(got.env["CLINE_DIR"])
+    assert private == channels.launch_dir(paths, "s1") / "cline-dir"
+    assert got.env["CLINE_DATA_DIR"] == str(own / "data")
+    assert (private / "data").resolve() == own / "data"
+    hooks = private / "hooks"
+    assert stat.S_IMODE(hooks.stat().st_mode) == 0o700
+    assert (hooks / "PostToolUse").resolve() == own / "hooks" / "PostToolUse"  # theirs runs
+    assert (hooks / "TaskComplete.py").resolve() == own / "hooks" / "TaskComplete.py"
+    # ours: one file per event, named after it, a suffix of its own where theirs took the name
+    names = sorted(p.name for p in got.files)
+    assert names == sorted(["PostToolUse.sh", "TaskStart", "TaskComplete", "SessionShutdown"])
+    for f in got.files:
+        assert stat.S_IMODE(f.stat().st_mode) == 0o700 and not f.is_symlink()
+        text = f.read_text()
+        assert text.startswith("#!/bin/sh\nexec ") and " hook cline " in text
+        assert "AGENTWRAP_SESSION=s1" in text
+    assert after_tree(own) == before
+    assert "private CLINE_DIR" in describe(SessionOptions.from_json(got.options()))
+    assert channels.remove_launch_files(paths, "s1") == [channels.launch_dir(paths, "s1")]
+    assert after_tree(own) == before
+
+
+def after_tree(own: Path) -> list[tuple[Path, bytes]]:
+    return sorted((p.relative_to(own), p.read_bytes() if p.is_file() else b"")
+                  for p in own.rglob("*"))
+
+
+def test_cline_keeps_the_persons_cline_and_data_dirs(paths: Paths, tmp_path: Path) -> None:
+    own = _cline_home(tmp_path)
+    got = plan(load_profile("cline", paths), RunConfig(), paths, "s1", ["/bin/cline"],
+               {"PATH": "/bin", "HOME": "/nowhere", "CLINE_DIR": str(own),
+                "CLINE_DATA_DIR": "/theirs"}, version="3.0.65")
+    assert (Path(got.env["CLINE_DIR"]) / "hooks" / "TaskComplete.py").resolve() == \
+        own / "hooks" / "TaskComplete.py"
+    assert "CLINE_DATA_DIR" not in got.env  # their own setting decides
+
+
+def test_clines_registered_hook_hands_over_as_context_modification(
+    paths: Paths, tmp_path: Path,
+) -> None:
+    """The script Cline runs, fed its captured PostToolUse, answers with a
+    top-level contextModification (what Cline 3.0.65 turns into a user message
+    after the tool result)."""
+    from agentwrap.message import NewMessage, Source
+    from agentwrap.service import Service
+    from agentwrap.sessions.registry import SessionRecord
+
+    got = plan(load_profile("cline", paths), RunConfig(), paths, "s1", ["/bin/cline"],
+               {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="3.0.65")
+    script = Path(got.env["CLINE_DIR"]) / "hooks" / "PostToolUse"
+    with Service.open(paths) as svc:
+        svc.registry.register(SessionRecord(name="s1", profile="cline", backend="tmux",
+                                            command=["cline"], cwd="/", started=time.time()))
+        svc.send(NewMessage(session="s1", content="the build is green", source=Source.WEBHOOK,
+                            source_id="ci"))
+    root = Path(__file__).resolve().parents[1]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(root),
+           "AGENTWRAP_HOOK_CLIENT": "python"}
+    fixture = root / "tests" / "fixtures" / "hooks" / "cline" / "PostToolUse.json"
+    done = subprocess.run([str(script)], input=fixture.read_text(), env=env,
+                          capture_output=True, text=True, timeout=60, cwd=paths.state_dir)
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout)
+    assert list(answer) == ["contextModification"]
+    assert "[webhook:ci] the build is green" in answer["contextModification"]
+
+
+KIMI_CONFIG = ('default_model = "m"\n\n[providers.p]\ntype = "openai"\napi_key = "k"\n\n'
+               '[models.m]\nprovider = "p"\nmodel = "x"\nmax_context_size = 1000\n\n'
+               '[[hooks]]\nevent = "Stop"\ncommand = "my-stop"\n')
+
+
+def _kimi_home(tmp_path: Path, config: str | None) -> Path:
+    own = tmp_path / "person" / ".kimi-code"
+    (own / "sessions").mkdir(parents=True)
+    (own / "tui.toml").write_text('theme = "dark"\n')
+    if config is not None:
+        (own / "config.toml").write_text(config)
+    return own
+
+
+def test_kimi_gets_a_private_home_with_its_hooks_after_the_persons(
+    paths: Paths, tmp_path: Path,
+) -> None:
+    """Kimi Code takes hooks from [[hooks]] in its config.toml only: the launch
+    gets a private KIMI_CODE_HOME with the person's config.toml, their text kept
+    and agentwrap's [[hooks]] appended, the rest of their Kimi dir linked."""
+    own = _kimi_home(tmp_path, KIMI_CONFIG)
+    before = after_tree(own)
+    got = plan(load_profile("kimi", paths), RunConfig(), paths, "s1", ["/bin/kimi"],
+               {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="2.1.0")
+    # signals only: nothing is handed over through them, so typing reaches the busy agent
+    assert got.channels == ["hook-signals"] and got.argv == []
+    from agentwrap.delivery.choice import busy_channel_of
+
+    opts = SessionOptions.from_json(got.options())
+    assert opts.has_hooks() and busy_channel_of(opts) is None
+    assert not channels.hands_over_at_start(load_profile("kimi", paths))
+    assert not channels.hands_over_at_start(load_profile("cline", paths))
+    assert channels.hands_over_at_start(load_profile("copilot", paths))
+    private = Path(got.env["KIMI_CODE_HOME"])
+    assert private == channels.launch_dir(paths, "s1") / "kimi-home"
+    _private(private / "config.toml")
+    text = (private / "config.toml").read_text()
+    assert text.startswith(KIMI_CONFIG)  # theirs, byte for byte
+    data = tomllib.loads(text)
+    assert data["providers"] == {"p": {"type": "openai", "api_key": "k"}}
+    assert [h["event"] for h in data["hooks"]] == ["Stop", *channels.HOOK_EVENTS["kimi"]]
+    assert data["hooks"][0]["command"] == "my-stop"
+    ours = data["hooks"][1]
+    assert " hook kimi UserPromptSubmit" in ours["command"] and ours["timeout"] == 10
+    assert "PostToolUse" not in channels.HOOK_EVENTS["kimi"]  # its output never reaches the model
+    assert (private / "sessions").resolve() == own / "sessions"
+    assert (private / "tui.toml").resolve() == own / "tui.toml"
+    assert after_tree(own) == before
+    assert "config changed in this session is not kept" in describe(
+        SessionOptions.from_json(got.options()))
+
+
+@pytest.mark.parametrize(("config", "why"), [
+    (None, "does not exist yet"),
+    ("hooks = []\n", "is not TOML"),  # an inline array: [[hooks]] cannot extend it
+    ("default_model = \n", "is not TOML"),
+])
+def test_kimi_without_a_usable_config_registers_nothing(
+    paths: Paths, tmp_path: Path, config: str | None, why: str,
+) -> None:
+    _kimi_home(tmp_path, config)
+    got = plan(load_profile("kimi", paths), RunConfig(), paths, "s1", ["/bin/kimi"],
+               {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="2.1.0")
+    assert got.channels == [] and got.env == {} and got.files == []
+    assert why in got.notes[0] and not channels.launch_dir(paths, "s1").exists()

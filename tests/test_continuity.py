@@ -455,3 +455,32 @@ def test_context_edit_changes_the_next_handoff(aw: AwEnv, editor: str) -> None:
     assert done.returncode == 0, done.stderr
     shown = json.loads(aw.cli("context", "show", "--json", check=True).stdout)
     assert shown["source"] == "edited" and "fix the LOGIN bug" in shown["text"]
+
+
+@pytest.mark.parametrize(("profile", "channels", "want"), [
+    ("cline", ["hooks"], "typed"),  # hooks between tool calls, no session-start hook
+    ("kimi", ["hook-signals"], "typed"),  # signals only
+    ("copilot", ["hooks"], "hook"),  # its sessionStart hands the handoff over
+])
+def test_the_handoff_goes_by_the_hook_only_where_one_starts_the_session(
+    tmp_path: Path, profile: str, channels: list[str], want: str,
+) -> None:
+    """Cline CLI and Kimi Code run no session-start hook agentwrap registers:
+    their handoff is typed, though the launch has their hooks."""
+    from agentwrap.config import Config
+    from agentwrap.continuity.launch import Handoff
+    from agentwrap.detect.profiles import load_profile
+    from agentwrap.session_options import SessionOptions
+    from agentwrap.sessions.lifecycle import RunOptions, _begin_continuity
+    from agentwrap.sessions.registry import SessionRecord
+
+    paths = _state(tmp_path)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    rec = SessionRecord(name="next", profile=profile, backend="tmux", command=[profile],
+                        cwd=str(proj), started=time.time(),
+                        options=SessionOptions.from_json({"channels": channels}))
+    opts = RunOptions(argv=[profile], cwd=proj)
+    _begin_continuity(paths, Config(), rec, opts, Handoff(str(proj), "pick up the docs", "r1"),
+                      load_profile(profile, paths))
+    assert ContinuityStore(paths).read_handoff("next")["channel"] == want  # type: ignore[index]

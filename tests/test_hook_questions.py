@@ -364,6 +364,34 @@ def test_gemini_tells_the_exact_command_but_never_answers(aw: AwEnv) -> None:
     assert read_question(aw.paths, "fake") is None
 
 
+def test_copilot_keeps_the_exact_command_and_nothing_more(aw: AwEnv) -> None:
+    """Copilot CLI runs its permissionRequest hook for every request, before it
+    decides whether to ask (the captured read-only ``cat`` it ran unasked): the
+    hook keeps the exact request, writes no signal (no dialog may follow) and
+    answers nothing, even with a rule that would (an ``allow`` would override the
+    person's own Copilot rules). A dialog on screen takes the exact command."""
+    rules(aw, ALLOW_ALL)
+    data = fixture("copilot", "permissionRequest.json")
+    assert data["toolInput"] == {"command": "cat notes.txt"}  # it ran without a dialog
+    env = env_of(aw, profile="copilot")
+    assert handle("copilot", "permissionRequest", json.dumps(data).encode(), env) == ""
+    assert read_signal(aw.paths, "fake") is None
+    hq = read_question(aw.paths, "fake")
+    assert hq is not None and (hq.tool, hq.command, hq.decision) == ("bash", "cat notes.txt", "")
+    assert not [a for a in audit(aw) if a["event"] == "policy_answered"]
+    screen = "waiting_input__permission__160x45.txt"  # "touch tool_ran.txt" in its box
+    plain = screen_question("copilot", screen, None)
+    assert screen_question("copilot", screen, HookQuestions(aw.paths, "fake")) == plain
+    long = "touch tool_ran.txt && echo " + "z" * 300
+    data["toolInput"] = {"command": long}
+    assert handle("copilot", "permissionRequest", json.dumps(data).encode(), env) == ""
+    hq = read_question(aw.paths, "fake")
+    assert hq is not None and hq.command == long
+    q = screen_question("copilot", screen, HookQuestions(aw.paths, "fake"))
+    assert (q.source, q.command, q.id) == ("hook", long, plain.id), q
+    assert read_signal(aw.paths, "fake") is None
+
+
 def test_gemini_the_exact_command_of_a_described_call(aw: AwEnv) -> None:
     """A run_shell_command with a description (longer than 150 characters): the dialog
     titles it with the description and wraps the command in its box. The screen's

@@ -32,6 +32,7 @@ from agentwrap.surfaces.hooks.protocol import (
     FLAT_CONTEXT,
     MAX_CONTEXT_CHARS,
     QUESTION,
+    TEXT_ONLY_QUESTIONS,
     action,
 )
 
@@ -75,9 +76,9 @@ def startup(svc: Service, content: str, **kw: Any) -> str:
 def context_of(out: str, event: str, agent: str = "claude") -> str:
     """The additionalContext of a hook's answer, checking the exact shape ``agent`` reads."""
     answer = json.loads(out)
-    if agent in FLAT_CONTEXT:  # Copilot: top-level only (hookSpecificOutput is ignored)
-        assert list(answer) == ["additionalContext"]
-        text = answer["additionalContext"]
+    if agent in FLAT_CONTEXT:  # Copilot, Cline: top-level only (hookSpecificOutput is ignored)
+        assert list(answer) == [FLAT_CONTEXT[agent]]
+        text = answer[FLAT_CONTEXT[agent]]
         assert isinstance(text, str) and 0 < len(text) <= MAX_CONTEXT_CHARS
         return text
     assert list(answer) == ["hookSpecificOutput"]  # top-level additionalContext is ignored
@@ -118,8 +119,8 @@ def test_every_captured_event(aw: AwEnv, svc: Service, agent: str, path: Path) -
     assert out == ""
     assert svc.get(mid).status is Status.PENDING  # only context events take messages
     sig = read_signal(aw.paths, "fake")
-    if todo is None:
-        assert sig is None
+    if todo is None or (todo == QUESTION and agent in TEXT_ONLY_QUESTIONS):
+        assert sig is None  # (Copilot asks about a request only after its hook: no signal)
     else:  # a question no rule answers is a permission prompt (tests/test_hook_questions.py)
         want = "permission_prompt" if todo == QUESTION else todo
         assert sig is not None and (sig.signal, sig.agent, sig.event) == (want, agent, event)
@@ -143,6 +144,13 @@ def test_signals_say_what_the_agent_does(aw: AwEnv, svc: Service) -> None:
         ("copilot", "userPromptSubmitted.json"): "busy",
         ("copilot", "agentStop.json"): "ready",
         ("copilot", "notification.permission_prompt.json"): "waiting_input",
+        ("cline", "TaskStart.json"): "busy",
+        ("cline", "TaskComplete.json"): "ready",
+        ("cline", "SessionShutdown.json"): "ready",  # a turn cancelled with Esc
+        ("kimi", "UserPromptSubmit.json"): "busy",
+        ("kimi", "Stop.json"): "ready",
+        ("kimi", "PermissionRequest.json"): "waiting_input",
+        ("kimi", "Interrupt.json"): "ready",
     }
     for (agent, name), state in cases.items():
         path = FIXTURES / agent / name
@@ -207,6 +215,88 @@ def test_the_ack_in_the_reply_at_turn_end(aw: AwEnv, svc: Service, agent: str, b
     assert svc.get(other).status is Status.PENDING
 
 
+def _copilot_transcript(path: Path, *events: tuple[str, dict[str, Any]]) -> None:
+    """A Copilot CLI ``events.jsonl`` (the shape 1.0.102 writes: ``type``, ``data``)."""
+    with path.open("a", encoding="utf-8") as f:
+        for kind, data in events:
+            f.write(json.dumps({"type": kind, "data": data, "id": "x"}) + "\n")
+
+
+def _agent_stop(stop: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The ``hook.start`` event Copilot writes for an agentStop hook (its input's
+    ``timestamp`` is the payload's)."""
+    return "hook.start", {"hookType": "agentStop", "input": {"timestamp": stop["timestamp"]}}
+
+
+def test_copilots_ack_is_read_from_its_transcript(aw: AwEnv, svc: Service, tmp_path: Path) -> None:
+    """Copilot's agentStop carries no reply, only ``transcriptPath``: the reply is
+    what the model said since the last user message there, up to that hook's
+    start; the words asking for the ACK (in the tool result the hook added them
+    to) are never taken for one."""
+    asked = send(svc, "please confirm", require_ack=True)
+    raw = (FIXTURES / "copilot" / "postToolUse.json").read_bytes()
+    text = context_of(handle("copilot", "postToolUse", raw, env_of(aw)), "postToolUse", "copilot")
+    token = svc.get(asked).batch_id
+    assert token and f'Reply "ACK {token}"' in text
+    log = tmp_path / "events.jsonl"
+    stop = {**payload(FIXTURES / "copilot" / "agentStop.json"), "transcriptPath": str(log)}
+    first = {**stop, "timestamp": 1}
+    _copilot_transcript(
+        log, ("user.message", {"content": f"an older turn: ACK {token}"}),
+        ("assistant.message", {"content": f"ACK {token}", "toolRequests": []}),
+        ("user.message", {"content": "look around"}),
+        ("assistant.message", {"content": "", "toolRequests": [{"name": "view"}]}),
+        ("tool.execution_complete", {"result": {"content": f"README\n{text}"}}),
+        ("assistant.turn_end", {"turnId": "1"}), _agent_stop(first))
+    assert handle("copilot", "agentStop", json.dumps(first).encode(), env_of(aw)) == ""
+    assert svc.get(asked).status is Status.DELIVERED  # asked in the tool result, not answered
+    _copilot_transcript(log, ("assistant.message", {"content": f"Noted.\n\nACK {token}"}),
+                        ("assistant.turn_end", {"turnId": "2"}), _agent_stop(stop),
+                        ("assistant.message", {"content": "ACK 0badc0de (a later turn)"}))
+    assert handle("copilot", "agentStop", json.dumps(stop).encode(), env_of(aw)) == ""
+    m = svc.get(asked)
+    assert m.status is Status.ACKNOWLEDGED and m.detail == "acknowledged (seen) through hook"
+    # a path that is no regular file, or none: nothing, and no failure
+    for bad in (str(tmp_path), str(tmp_path / "missing.jsonl"), "", 7):
+        assert handle("copilot", "agentStop", json.dumps({**stop, "transcriptPath": bad}).encode(),
+                      env_of(aw)) == ""
+
+
+def test_a_transcript_is_read_again_until_the_hooks_own_start_is_there(tmp_path: Path) -> None:
+    """Copilot writes its events a moment after they happen: the reply counts
+    once the file shows the turn-end hook's start (at most ``wait_s``)."""
+    import threading
+
+    from agentwrap.surfaces.hooks.transcript import reply_from
+
+    log = tmp_path / "events.jsonl"
+    stop = {"timestamp": 42}
+    _copilot_transcript(log, ("user.message", {"content": "hi"}))
+    later = threading.Timer(0.3, _copilot_transcript, (
+        log, ("assistant.message", {"content": "ACK 0123abcd"}), _agent_stop(stop)))
+    later.start()
+    try:
+        assert reply_from(str(log), 42, wait_s=30) == "ACK 0123abcd"
+    finally:
+        later.cancel()
+    assert reply_from(str(log), 7, wait_s=0) == "ACK 0123abcd"  # not there: what is there
+
+
+def test_a_transcripts_tail_is_read_from_a_line_start(tmp_path: Path) -> None:
+    from agentwrap.surfaces.hooks import transcript
+
+    log = tmp_path / "events.jsonl"
+    _copilot_transcript(log, ("user.message", {"content": "x" * 100}),
+                        ("assistant.message", {"content": "early words"}))
+    cut = log.stat().st_size - 10  # the tail starts inside the assistant line: it is skipped
+    _copilot_transcript(log, ("assistant.message", {"content": "ACK 0123abcd"}))
+    old, transcript.MAX_TAIL = transcript.MAX_TAIL, log.stat().st_size - cut
+    try:
+        assert transcript.reply_from(str(log)) == "ACK 0123abcd"
+    finally:
+        transcript.MAX_TAIL = old
+
+
 def test_qwens_prompt_event_after_a_tool_result_is_not_a_prompt(aw: AwEnv, svc: Service) -> None:
     """Qwen Code runs UserPromptSubmit again, with an empty prompt, each time a
     tool result goes back to the model: inside the turn, not a person's prompt.
@@ -239,6 +329,44 @@ def test_a_subagents_tool_calls_take_nothing(aw: AwEnv, svc: Service) -> None:
     sub = {**payload(FIXTURES / "claude" / "PostToolBatch.json"), "agent_id": "a1b2c3",
            "agent_type": "general-purpose"}  # what 2.1.197 adds inside a subagent
     assert handle("claude", "PostToolBatch", json.dumps(sub).encode(), env_of(aw)) == ""
+    # Cline names the running agent in every payload; a subagent has a parent
+    cline = payload(FIXTURES / "cline" / "PostToolUse.json")
+    assert cline["agent_id"] and cline["parent_agent_id"] is None
+    sub = {**cline, "parent_agent_id": cline["agent_id"], "agent_id": "agent_sub"}
+    assert handle("cline", "PostToolUse", json.dumps(sub).encode(), env_of(aw)) == ""
+    assert svc.get(mid).status is Status.PENDING
+    assert "[webhook:ci] for the main agent" in context_of(
+        handle("cline", "PostToolUse", json.dumps(cline).encode(), env_of(aw)),
+        "PostToolUse", "cline")
+
+
+def test_clines_reply_at_turn_end_acknowledges(aw: AwEnv, svc: Service) -> None:
+    """Cline's TaskComplete carries the reply in turn.outputText: its ACK counts."""
+    asked = send(svc, "please confirm", require_ack=True)
+    raw = (FIXTURES / "cline" / "PostToolUse.json").read_bytes()
+    text = context_of(handle("cline", "PostToolUse", raw, env_of(aw)), "PostToolUse", "cline")
+    token = svc.get(asked).batch_id
+    assert token and f'Reply "ACK {token}"' in text
+    end = payload(FIXTURES / "cline" / "TaskComplete.json")
+    reply = {**end, "turn": {**end["turn"], "outputText": f"Noted.\n\nACK {token}"}}
+    assert handle("cline", "TaskComplete", json.dumps(reply).encode(), env_of(aw)) == ""
+    assert svc.get(asked).status is Status.ACKNOWLEDGED
+
+
+def test_kimis_prompt_parts_are_noted_as_its_prompt(aw: AwEnv, svc: Service) -> None:
+    """Kimi Code sends the prompt as content parts: the notes keep its text; its
+    PostToolUse (run in the background, output never read) takes nothing."""
+    from agentwrap.continuity.hooks import notes_file, read_json
+
+    notes_file(aw.paths, "fake").parent.mkdir(parents=True, exist_ok=True)
+    mid = send(svc, "typed after the turn")
+    raw = (FIXTURES / "kimi" / "UserPromptSubmit.json").read_bytes()
+    assert isinstance(payload(FIXTURES / "kimi" / "UserPromptSubmit.json")["prompt"], list)
+    assert handle("kimi", "UserPromptSubmit", raw, env_of(aw)) == ""
+    notes = read_json(notes_file(aw.paths, "fake"))
+    assert notes.get("prompts") == 1 and notes.get("goal") == "Please look around. [[script]]"
+    after = (FIXTURES / "kimi" / "PostToolUse.json").read_bytes()
+    assert handle("kimi", "PostToolUse", after, env_of(aw)) == ""
     assert svc.get(mid).status is Status.PENDING
 
 

@@ -23,11 +23,13 @@ from agentwrap.surfaces.cli.inspection import _gate_of, _state_json
 ASK = "OPENCODE_PERMISSION"
 
 
-def test_only_opencode_runs_tools_without_asking() -> None:
+def test_only_opencode_and_cline_run_tools_without_asking() -> None:
     oc = load_profile("opencode").permissions
     assert not oc.asks_by_default and oc.ask_first_env == ASK
     assert '"bash": "ask"' in oc.ask_first_value
-    for name in ("claude", "codex", "gemini", "aider", "copilot", "qwen"):
+    cline = load_profile("cline").permissions
+    assert not cline.asks_by_default and cline.ask_first_args == ("--auto-approve", "false")
+    for name in ("claude", "codex", "gemini", "aider", "copilot", "qwen", "kimi"):
         assert load_profile(name).permissions.asks_by_default, name
 
 
@@ -78,3 +80,39 @@ def test_state_and_doctor_tell_it() -> None:
     oc = load_profile("opencode")
     assert _gate_of(oc, ask_first=False).startswith("none: runs every tool without asking")
     assert _gate_of(oc, ask_first=True).startswith(f"asks first ({ASK} set by [run] ask_first")
+
+
+def test_cline_has_no_gate_unless_asked_first_by_config() -> None:
+    """Cline CLI runs every tool without asking by default: the session says so;
+    [run] ask_first adds --auto-approve false to its command line."""
+    cline = load_profile("cline")
+    argv = ["/bin/cline"]
+    got = permission_gate(cline, Config(), {}, argv)
+    assert str(got["permission_gate"]).startswith("none: Cline CLI runs every tool without asking")
+    assert argv == ["/bin/cline"]
+    argv = ["/bin/cline", "fix the tests"]
+    got = permission_gate(cline, Config(run=RunConfig(ask_first=True)), {}, argv)
+    assert argv == ["/bin/cline", "--auto-approve", "false", "fix the tests"]
+    assert got == {"permission_gate": "asks first (--auto-approve false)"}
+
+
+@pytest.mark.parametrize(("given", "gate"), [
+    (["--auto-approve", "true"], "none"),
+    (["--auto-approve=true"], "none"),
+    (["--auto-approve", "false"], "asks first"),
+    (["--auto-approve=false"], "asks first"),
+])
+def test_clines_own_auto_approve_option_is_kept(given: list[str], gate: str) -> None:
+    for ask_first in (False, True):
+        argv = ["/bin/cline", *given]
+        got = permission_gate(load_profile("cline"), Config(run=RunConfig(ask_first=ask_first)),
+                              {}, argv)
+        assert argv == ["/bin/cline", *given]  # the person's choice, as given
+        assert str(got["permission_gate"]).startswith(gate), (given, ask_first, got)
+
+
+def test_doctor_tells_clines_gate() -> None:
+    cline = load_profile("cline")
+    assert _gate_of(cline, ask_first=False).startswith("none: runs every tool without asking")
+    assert _gate_of(cline, ask_first=True) == \
+        "asks first (--auto-approve false added by [run] ask_first)"

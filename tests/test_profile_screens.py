@@ -108,6 +108,14 @@ DIALOG_OF = {
     ("qwen", "create-file"): "file_edit",
     ("qwen", "web-fetch"): "web_fetch",
     ("qwen", "folder-trust"): "trust_folder",
+    ("cline", "permission-ask-first"): "permission",
+    ("cline", "edit-file"): "permission",
+    ("cline", "ask-question"): "question",
+    ("cline", "onboarding"): "onboarding",
+    ("kimi", "permission"): "permission",
+    ("kimi", "folder-trust"): "trust_folder",
+    ("kimi", "ask-user-question"): "question",
+    ("kimi", "onboarding"): "onboarding",
 }
 
 

@@ -1,4 +1,6 @@
-"""The durable queue over real SQLite files; time comes from an injected clock."""
+"""The durable queue, the contract every store keeps: each test runs against
+SQLite (a real file) and PostgreSQL (a real server, its own schema) through
+the ``store_target`` fixture; time comes from an injected clock."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.stores import StoreTarget
 
 from agentwrap.errors import (
     InvalidMessage,
@@ -29,7 +32,7 @@ from agentwrap.message import (
     Source,
     Status,
 )
-from agentwrap.queue.sqlite import SQLiteMessageStore
+from agentwrap.queue.sqlstore import SQLMessageStore
 from agentwrap.queue.store import ChannelMetrics, MessageStore, QueueMetrics
 
 T0 = 1_700_000_000.0
@@ -61,11 +64,13 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def make_store(tmp_path: Path, clock: Clock) -> Iterator[Callable[..., SQLiteMessageStore]]:
-    stores: list[SQLiteMessageStore] = []
+def make_store(
+    store_target: StoreTarget, clock: Clock
+) -> Iterator[Callable[..., SQLMessageStore]]:
+    stores: list[SQLMessageStore] = []
 
-    def make(limits: QueueLimits = ROOMY) -> SQLiteMessageStore:
-        store = SQLiteMessageStore(tmp_path / "agentwrap.db", limits=limits, clock=clock)
+    def make(limits: QueueLimits = ROOMY) -> SQLMessageStore:
+        store = store_target.open(limits, clock)
         stores.append(store)
         return store
 
@@ -75,7 +80,7 @@ def make_store(tmp_path: Path, clock: Clock) -> Iterator[Callable[..., SQLiteMes
 
 
 @pytest.fixture
-def store(make_store: Callable[..., SQLiteMessageStore]) -> SQLiteMessageStore:
+def store(make_store: Callable[..., SQLMessageStore]) -> SQLMessageStore:
     return make_store()
 
 
@@ -83,19 +88,19 @@ def msg(content: str = "hello", session: str = "s1", **kw: Any) -> NewMessage:
     return NewMessage(session=session, content=content, **kw)
 
 
-def total_rows(store: SQLiteMessageStore) -> int:
+def total_rows(store: SQLMessageStore) -> int:
     return len(store.history(None, limit=1_000_000))
 
 
 # --- enqueue: storing and round trips ---------------------------------------------------
 
 
-def test_store_satisfies_the_protocol(store: SQLiteMessageStore) -> None:
+def test_store_satisfies_the_protocol(store: SQLMessageStore) -> None:
     as_protocol: MessageStore = store
     assert as_protocol.pending_count() == 0
 
 
-def test_enqueue_stores_every_field(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_enqueue_stores_every_field(store: SQLMessageStore, clock: Clock) -> None:
     new = msg(
         "do the thing",
         source=Source.WEBHOOK,
@@ -125,7 +130,7 @@ def test_enqueue_stores_every_field(store: SQLiteMessageStore, clock: Clock) -> 
     assert store.get(message.id) == message
 
 
-def test_require_ack_none_and_false_round_trip(store: SQLiteMessageStore) -> None:
+def test_require_ack_none_and_false_round_trip(store: SQLMessageStore) -> None:
     a, _ = store.enqueue(msg(require_ack=None))
     b, _ = store.enqueue(msg(require_ack=False))
     assert store.get(a.id).require_ack is None
@@ -138,7 +143,7 @@ def test_require_ack_none_and_false_round_trip(store: SQLiteMessageStore) -> Non
     assert c.metadata == {"t": [1, "x"]} and c.kind is Kind.INSTRUCTION
 
 
-def test_content_is_stored_sanitized(store: SQLiteMessageStore) -> None:
+def test_content_is_stored_sanitized(store: SQLMessageStore) -> None:
     message, _ = store.enqueue(msg("run\x1b[201~\rrm -rf /\x1b]0;x\x07 now\r\n"))
     assert message.content == "run\nrm -rf / now\n"
     assert message.metadata["sanitized_removed"] == 2
@@ -147,7 +152,7 @@ def test_content_is_stored_sanitized(store: SQLiteMessageStore) -> None:
     assert "sanitized_removed" not in clean.metadata
 
 
-def test_size_limit_applies_after_sanitizing(make_store: Callable[..., SQLiteMessageStore]) -> None:
+def test_size_limit_applies_after_sanitizing(make_store: Callable[..., SQLMessageStore]) -> None:
     store = make_store(QueueLimits(max_content_bytes=10, rate_per_minute=100))
     message, _ = store.enqueue(msg("\x1b[31m" * 20 + "0123456789"))  # fits once cleaned
     assert message.content == "0123456789"
@@ -187,7 +192,7 @@ def test_size_limit_applies_after_sanitizing(make_store: Callable[..., SQLiteMes
     ids=lambda v: repr(v)[:40] if not isinstance(v, NewMessage) else None,
 )
 def test_invalid_input_is_rejected_and_nothing_stored(
-    store: SQLiteMessageStore, new: NewMessage, error: type[Exception]
+    store: SQLMessageStore, new: NewMessage, error: type[Exception]
 ) -> None:
     store.enqueue(msg("already here"))
     with pytest.raises(error) as info:
@@ -198,14 +203,14 @@ def test_invalid_input_is_rejected_and_nothing_stored(
     assert store.pending_count() == 1
 
 
-def test_limits_at_the_boundary_are_accepted(store: SQLiteMessageStore) -> None:
+def test_limits_at_the_boundary_are_accepted(store: SQLMessageStore) -> None:
     store.enqueue(msg("x" * 10 * 1024, ttl_s=3600, depth=16, source_id="s" * 128))
     store.enqueue(msg(ttl_s=0.001, depth=0))
     assert total_rows(store) == 2
 
 
 def test_ttl_defaults_to_the_configured_value(
-    make_store: Callable[..., SQLiteMessageStore],
+    make_store: Callable[..., SQLMessageStore],
 ) -> None:
     store = make_store(QueueLimits(default_ttl_s=42.0))
     message, _ = store.enqueue(msg())
@@ -216,7 +221,7 @@ def test_ttl_defaults_to_the_configured_value(
 
 
 def test_same_idempotency_key_returns_the_first_message(
-    store: SQLiteMessageStore, clock: Clock
+    store: SQLMessageStore, clock: Clock
 ) -> None:
     first, created = store.enqueue(msg("first", idempotency_key="k"))
     clock.advance(5)
@@ -232,7 +237,7 @@ def test_same_idempotency_key_returns_the_first_message(
 
 
 def test_idempotent_repeat_is_not_rate_limited_or_refused(
-    make_store: Callable[..., SQLiteMessageStore],
+    make_store: Callable[..., SQLMessageStore],
 ) -> None:
     store = make_store(QueueLimits(rate_per_minute=1, max_pending_per_session=1))
     first, _ = store.enqueue(msg(idempotency_key="k", priority=Priority.HIGH))
@@ -243,7 +248,7 @@ def test_idempotent_repeat_is_not_rate_limited_or_refused(
         store.enqueue(msg(idempotency_key="new"))
 
 
-def test_idempotency_survives_the_first_message_finishing(store: SQLiteMessageStore) -> None:
+def test_idempotency_survives_the_first_message_finishing(store: SQLMessageStore) -> None:
     first, _ = store.enqueue(msg(idempotency_key="k"))
     store.finish(Status.DELIVERED, "ok", message_ids=[first.id])
     again, created = store.enqueue(msg(idempotency_key="k"))
@@ -253,7 +258,7 @@ def test_idempotency_survives_the_first_message_finishing(store: SQLiteMessageSt
 # --- ordering, peek and claim -------------------------------------------------------
 
 
-def test_peek_orders_by_priority_then_age(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_peek_orders_by_priority_then_age(store: SQLMessageStore, clock: Clock) -> None:
     plan = [
         ("low-1", Priority.LOW),
         ("normal-1", Priority.NORMAL),
@@ -281,7 +286,7 @@ def test_peek_orders_by_priority_then_age(store: SQLiteMessageStore, clock: Cloc
     ]
 
 
-def test_peek_changes_nothing_and_claim_does(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_peek_changes_nothing_and_claim_does(store: SQLMessageStore, clock: Clock) -> None:
     for i in range(3):
         store.enqueue(msg(f"m{i}"))
     before = store.peek("s1")
@@ -299,7 +304,7 @@ def test_peek_changes_nothing_and_claim_does(store: SQLiteMessageStore, clock: C
     assert store.peek("s2") == [] and store.in_flight("s2") == []
 
 
-def test_claim_respects_max_bytes_in_order(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_claim_respects_max_bytes_in_order(store: SQLMessageStore, clock: Clock) -> None:
     for content in ["a" * 10, "b" * 10, "c" * 10, "d" * 3]:
         store.enqueue(msg(content))
         clock.advance(1)
@@ -309,19 +314,19 @@ def test_claim_respects_max_bytes_in_order(store: SQLiteMessageStore, clock: Clo
     assert [m.content for m in batch] == ["c" * 10, "d" * 3]
 
 
-def test_claim_takes_one_oversized_message(store: SQLiteMessageStore) -> None:
+def test_claim_takes_one_oversized_message(store: SQLMessageStore) -> None:
     store.enqueue(msg("x" * 100))
     store.enqueue(msg("y"))
     assert [m.content for m in store.claim_batch("s1", "b1", max_bytes=10)] == ["x" * 100]
 
 
-def test_claim_counts_utf8_bytes(store: SQLiteMessageStore) -> None:
+def test_claim_counts_utf8_bytes(store: SQLMessageStore) -> None:
     store.enqueue(msg("漢"))  # 3 bytes
     store.enqueue(msg("字"))
     assert len(store.claim_batch("s1", "b1", max_bytes=5)) == 1
 
 
-def test_claim_respects_next_attempt_at(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_claim_respects_next_attempt_at(store: SQLMessageStore, clock: Clock) -> None:
     a, _ = store.enqueue(msg("a", priority=Priority.HIGH))
     b, _ = store.enqueue(msg("b"))
     store.claim_batch("s1", "b1", max_bytes=1)
@@ -337,7 +342,7 @@ def test_claim_respects_next_attempt_at(store: SQLiteMessageStore, clock: Clock)
 
 
 def test_full_session_evicts_oldest_below_high(
-    make_store: Callable[..., SQLiteMessageStore], clock: Clock
+    make_store: Callable[..., SQLMessageStore], clock: Clock
 ) -> None:
     store = make_store(QueueLimits(max_pending_per_session=4, rate_per_minute=100))
     ids = {}
@@ -368,7 +373,7 @@ def test_full_session_evicts_oldest_below_high(
 
 
 def test_queue_full_when_nothing_is_evictable(
-    make_store: Callable[..., SQLiteMessageStore],
+    make_store: Callable[..., SQLMessageStore],
 ) -> None:
     store = make_store(QueueLimits(max_pending_per_session=3, rate_per_minute=100))
     for priority in (Priority.HIGH, Priority.CRITICAL, Priority.STARTUP):
@@ -383,7 +388,7 @@ def test_queue_full_when_nothing_is_evictable(
 
 
 def test_delivering_and_finished_messages_do_not_take_room(
-    make_store: Callable[..., SQLiteMessageStore],
+    make_store: Callable[..., SQLMessageStore],
 ) -> None:
     store = make_store(QueueLimits(max_pending_per_session=2, rate_per_minute=100))
     store.enqueue(msg("a", priority=Priority.HIGH))
@@ -393,7 +398,7 @@ def test_delivering_and_finished_messages_do_not_take_room(
     assert store.pending_count("s1") == 2
 
 
-def test_total_pending_limit(make_store: Callable[..., SQLiteMessageStore]) -> None:
+def test_total_pending_limit(make_store: Callable[..., SQLMessageStore]) -> None:
     store = make_store(
         QueueLimits(max_pending_per_session=2, max_pending_total=3, rate_per_minute=100)
     )
@@ -412,7 +417,7 @@ def test_total_pending_limit(make_store: Callable[..., SQLiteMessageStore]) -> N
 
 
 def test_expired_messages_free_room(
-    make_store: Callable[..., SQLiteMessageStore], clock: Clock
+    make_store: Callable[..., SQLMessageStore], clock: Clock
 ) -> None:
     store = make_store(QueueLimits(max_pending_per_session=1, rate_per_minute=100))
     old, _ = store.enqueue(msg(priority=Priority.HIGH, ttl_s=10))
@@ -425,7 +430,7 @@ def test_expired_messages_free_room(
 
 
 def test_rate_limit_window_and_retry_after(
-    make_store: Callable[..., SQLiteMessageStore], clock: Clock
+    make_store: Callable[..., SQLMessageStore], clock: Clock
 ) -> None:
     store = make_store(QueueLimits(rate_per_minute=3))
     for _ in range(3):
@@ -447,7 +452,7 @@ def test_rate_limit_window_and_retry_after(
     assert info.value.retry_after == pytest.approx(10.0)
 
 
-def test_rate_limit_exemptions(make_store: Callable[..., SQLiteMessageStore]) -> None:
+def test_rate_limit_exemptions(make_store: Callable[..., SQLMessageStore]) -> None:
     store = make_store(QueueLimits(rate_per_minute=2))
     for _ in range(5):  # agentwrap's own: internal=True
         store.enqueue(msg(source=Source.SYSTEM), internal=True)
@@ -461,7 +466,7 @@ def test_rate_limit_exemptions(make_store: Callable[..., SQLiteMessageStore]) ->
 
 
 def test_rate_limit_counts_messages_that_already_left_the_queue(
-    make_store: Callable[..., SQLiteMessageStore],
+    make_store: Callable[..., SQLMessageStore],
 ) -> None:
     store = make_store(QueueLimits(rate_per_minute=1))
     first, _ = store.enqueue(msg())
@@ -472,7 +477,7 @@ def test_rate_limit_counts_messages_that_already_left_the_queue(
 
 
 def test_a_group_commit_counts_the_rate_window_as_single_sends_do(
-    make_store: Callable[..., SQLiteMessageStore], clock: Clock
+    make_store: Callable[..., SQLMessageStore], clock: Clock
 ) -> None:
     """enqueue_many counts each (session, source) window once and adds what it
     stores: a batch that crosses the limit accepts exactly the messages that fit,
@@ -494,7 +499,7 @@ def test_a_group_commit_counts_the_rate_window_as_single_sends_do(
 # --- TTL and expiry -------------------------------------------------------------------
 
 
-def test_expired_messages_are_never_claimed(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_expired_messages_are_never_claimed(store: SQLMessageStore, clock: Clock) -> None:
     short, _ = store.enqueue(msg("short", ttl_s=5, priority=Priority.CRITICAL))
     long, _ = store.enqueue(msg("long", ttl_s=60))
     clock.advance(5)
@@ -507,7 +512,7 @@ def test_expired_messages_are_never_claimed(store: SQLiteMessageStore, clock: Cl
 
 
 def test_expire_overdue_covers_all_sessions_and_untyped_claims(
-    store: SQLiteMessageStore, clock: Clock
+    store: SQLMessageStore, clock: Clock
 ) -> None:
     a, _ = store.enqueue(msg("a", session="s1", ttl_s=10))
     b, _ = store.enqueue(msg("b", session="s2", ttl_s=10))
@@ -530,7 +535,7 @@ def test_expire_overdue_covers_all_sessions_and_untyped_claims(
 
 
 def test_set_phase_returns_only_messages_still_in_flight(
-    store: SQLiteMessageStore, clock: Clock
+    store: SQLMessageStore, clock: Clock
 ) -> None:
     short, _ = store.enqueue(msg("short", ttl_s=5, priority=Priority.HIGH))
     long, _ = store.enqueue(msg("long", ttl_s=60))
@@ -547,7 +552,7 @@ def test_set_phase_returns_only_messages_still_in_flight(
 
 
 def test_retry_later_requeues_and_counts_the_attempt(
-    store: SQLiteMessageStore, clock: Clock
+    store: SQLMessageStore, clock: Clock
 ) -> None:
     m, _ = store.enqueue(msg())
     store.claim_batch("s1", "b1", max_bytes=100)
@@ -563,7 +568,7 @@ def test_retry_later_requeues_and_counts_the_attempt(
 
 
 def test_retry_later_expires_messages_whose_ttl_passed(
-    store: SQLiteMessageStore, clock: Clock
+    store: SQLMessageStore, clock: Clock
 ) -> None:
     m, _ = store.enqueue(msg(ttl_s=10))
     store.claim_batch("s1", "b1", max_bytes=100)
@@ -574,7 +579,7 @@ def test_retry_later_expires_messages_whose_ttl_passed(
     assert gone.finished == clock.t and "busy" in gone.detail
 
 
-def test_finish_happens_exactly_once(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_finish_happens_exactly_once(store: SQLMessageStore, clock: Clock) -> None:
     a, _ = store.enqueue(msg("a"))
     b, _ = store.enqueue(msg("b"))
     store.claim_batch("s1", "b1", max_bytes=100)
@@ -589,7 +594,7 @@ def test_finish_happens_exactly_once(store: SQLiteMessageStore, clock: Clock) ->
     assert store.get(a.id) == done
 
 
-def test_finish_pending_by_id_is_not_an_attempt(store: SQLiteMessageStore) -> None:
+def test_finish_pending_by_id_is_not_an_attempt(store: SQLMessageStore) -> None:
     a, _ = store.enqueue(msg("a"))
     b, _ = store.enqueue(msg("b"))
     assert store.finish(Status.ESCALATED, "needs a person", message_ids=[a.id]) == 1
@@ -599,7 +604,7 @@ def test_finish_pending_by_id_is_not_an_attempt(store: SQLiteMessageStore) -> No
     assert store.finish(Status.FAILED, message_ids=["no-such-id"]) == 0
 
 
-def test_finish_rejects_misuse(store: SQLiteMessageStore) -> None:
+def test_finish_rejects_misuse(store: SQLMessageStore) -> None:
     with pytest.raises(ValueError):
         store.finish(Status.PENDING, batch_id="b1")
     with pytest.raises(ValueError):
@@ -608,7 +613,7 @@ def test_finish_rejects_misuse(store: SQLiteMessageStore) -> None:
         store.finish(Status.DELIVERED, message_ids=["x"], batch_id="b1")
 
 
-def test_cancel_only_pending(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_cancel_only_pending(store: SQLMessageStore, clock: Clock) -> None:
     a, _ = store.enqueue(msg("a"))
     clock.advance(1)
     cancelled = store.cancel(a.id)
@@ -628,7 +633,7 @@ def test_cancel_only_pending(store: SQLiteMessageStore, clock: Clock) -> None:
 # --- attempts -------------------------------------------------------------------------
 
 
-def test_attempts_are_recorded_in_order_and_updated_in_place(store: SQLiteMessageStore) -> None:
+def test_attempts_are_recorded_in_order_and_updated_in_place(store: SQLMessageStore) -> None:
     m, _ = store.enqueue(msg())
     second = Attempt(m.id, "b2", 2, T0 + 20, None, "tmux-paste", "started", "")
     first = Attempt(m.id, "b1", 1, T0 + 1, T0 + 2, "tmux-paste", "no_window", "busy spinner")
@@ -646,7 +651,7 @@ def test_attempts_are_recorded_in_order_and_updated_in_place(store: SQLiteMessag
 # --- lookup and history -------------------------------------------------------------------
 
 
-def test_get_and_prefix_lookup(store: SQLiteMessageStore, tmp_path: Path) -> None:
+def test_get_and_prefix_lookup(store: SQLMessageStore, store_target: StoreTarget) -> None:
     m, _ = store.enqueue(msg())
     assert store.get_by_prefix(m.id[:8]) == m
     assert store.get_by_prefix(m.id[:4].upper()) == m
@@ -661,17 +666,14 @@ def test_get_and_prefix_lookup(store: SQLiteMessageStore, tmp_path: Path) -> Non
         store.get_by_prefix("%%%%")
     # make two ids share a prefix (uuid4 collisions are too rare to wait for)
     n, _ = store.enqueue(msg())
-    raw = sqlite3.connect(tmp_path / "agentwrap.db")
-    with raw:
-        raw.execute("UPDATE messages SET id = ? WHERE id = ?", ("abcd1" + m.id[5:], m.id))
-        raw.execute("UPDATE messages SET id = ? WHERE id = ?", ("abcd2" + n.id[5:], n.id))
-    raw.close()
+    store_target.execute("UPDATE messages SET id = ? WHERE id = ?", ("abcd1" + m.id[5:], m.id))
+    store_target.execute("UPDATE messages SET id = ? WHERE id = ?", ("abcd2" + n.id[5:], n.id))
     with pytest.raises(InvalidMessage, match="ambiguous"):
         store.get_by_prefix("abcd")
     assert store.get_by_prefix("abcd2").content == n.content
 
 
-def test_history_newest_first_with_filters(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_history_newest_first_with_filters(store: SQLMessageStore, clock: Clock) -> None:
     a, _ = store.enqueue(msg("a", session="s1"))
     clock.advance(1)
     b, _ = store.enqueue(msg("b", session="s2"))
@@ -692,7 +694,7 @@ def test_history_newest_first_with_filters(store: SQLiteMessageStore, clock: Clo
 
 
 def test_everything_survives_reopening(
-    make_store: Callable[..., SQLiteMessageStore], tmp_path: Path
+    make_store: Callable[..., SQLMessageStore], store_target: StoreTarget
 ) -> None:
     first = make_store()
     m, _ = first.enqueue(msg(metadata={"k": 1}))
@@ -702,23 +704,21 @@ def test_everything_survives_reopening(
     second = make_store()
     resumed = second.in_flight("s1")
     assert [x.id for x in resumed] == [m.id] and resumed[0].phase is Phase.SUBMITTING
-    raw = sqlite3.connect(tmp_path / "agentwrap.db")
-    tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    raw.close()
     # the event log is the store's too (sqlite_sequence: its AUTOINCREMENT ids);
     # the registry's sessions table is not ours
-    assert tables == {"messages", "attempts", "events", "sqlite_sequence"}
+    assert store_target.tables() == {"messages", "attempts", "events"} | (
+        {"sqlite_sequence"} if store_target.backend == "sqlite" else set())
 
 
 # --- metrics ---------------------------------------------------------------------------
 
 
-def _deliver(store: SQLiteMessageStore, session: str, status: Status, detail: str) -> None:
+def _deliver(store: SQLMessageStore, session: str, status: Status, detail: str) -> None:
     assert store.claim_batch(session, f"{session}-{detail}", max_bytes=10_000)
     store.finish(status, detail, batch_id=f"{session}-{detail}")
 
 
-def test_metrics_on_a_known_scenario(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_metrics_on_a_known_scenario(store: SQLMessageStore, clock: Clock) -> None:
     # m1: delivered first try after 2 s; m2: acknowledged on the third try after 10 s;
     # m3: escalated after one try; m4: failed pending (no try); m5: expired;
     # m6: still pending; m7 (other session): delivered first try after 1 s.
@@ -765,7 +765,7 @@ def test_metrics_on_a_known_scenario(store: SQLiteMessageStore, clock: Clock) ->
     assert empty.total == 0 and empty.mean_attempts is None and empty.p95_latency_s is None
 
 
-def test_metrics_p95_uses_nearest_rank(store: SQLiteMessageStore, clock: Clock) -> None:
+def test_metrics_p95_uses_nearest_rank(store: SQLMessageStore, clock: Clock) -> None:
     for i in range(20):
         store.enqueue(msg(f"m{i}", session=f"s{i}"))
     for i in range(20):
@@ -776,7 +776,7 @@ def test_metrics_p95_uses_nearest_rank(store: SQLiteMessageStore, clock: Clock) 
     assert metrics.mean_latency_s == pytest.approx(10.5)
 
 
-def _attempt(store: SQLiteMessageStore, session: str, token: str, channel: str,
+def _attempt(store: SQLMessageStore, session: str, token: str, channel: str,
              outcome: str, status: Status | None, clock: Clock) -> None:
     """One attempt the way a channel makes it: claim, record, then end or retry."""
     (m,) = store.claim_batch(session, token, max_bytes=10_000)
@@ -789,7 +789,7 @@ def _attempt(store: SQLiteMessageStore, session: str, token: str, channel: str,
 
 
 def test_metrics_by_channel_count_each_message_for_the_channel_that_ended_it(
-    store: SQLiteMessageStore, clock: Clock,
+    store: SQLMessageStore, clock: Clock,
 ) -> None:
     # a: typed first try after 1 s; b: typing failed twice, then a hook took it
     # after 5 s; c: one failed paste, still pending; d: mcp, acknowledged after 2 s;
@@ -832,16 +832,17 @@ def test_metrics_by_channel_count_each_message_for_the_channel_that_ended_it(
 RACE = 120  # messages two claimers fight over
 
 
-def _enqueue_worker(path: str, session: str, n: int, barrier: Any) -> None:
-    store = SQLiteMessageStore(Path(path), limits=ROOMY)
+def _enqueue_worker(target: StoreTarget, session: str, n: int, barrier: Any) -> None:
+    store = target.open(ROOMY)
     barrier.wait()
     for i in range(n):
         store.enqueue(NewMessage(session=session, content=f"{session} #{i}"))
     store.close()
 
 
-def _claim_worker(path: str, session: str, name: str, barrier: Any, results: Any) -> None:
-    store = SQLiteMessageStore(Path(path), limits=ROOMY)
+def _claim_worker(target: StoreTarget, session: str, name: str, barrier: Any,
+                  results: Any) -> None:
+    store = target.open(ROOMY)
     barrier.wait()
     claimed: list[str] = []
     k = 0
@@ -853,18 +854,17 @@ def _claim_worker(path: str, session: str, name: str, barrier: Any, results: Any
     store.close()
 
 
-def test_many_processes_store_once_and_never_claim_twice(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
-    setup = SQLiteMessageStore(path, limits=ROOMY)
+def test_many_processes_store_once_and_never_claim_twice(store_target: StoreTarget) -> None:
+    setup = store_target.open(ROOMY)
     race_ids = {setup.enqueue(msg(f"race {i}", session="race"))[0].id for i in range(RACE)}
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(6)
     results = ctx.Queue()
     procs = [
-        ctx.Process(target=_enqueue_worker, args=(str(path), f"w{i}", 50, barrier))
+        ctx.Process(target=_enqueue_worker, args=(store_target, f"w{i}", 50, barrier))
         for i in range(4)
     ] + [
-        ctx.Process(target=_claim_worker, args=(str(path), "race", name, barrier, results))
+        ctx.Process(target=_claim_worker, args=(store_target, "race", name, barrier, results))
         for name in ("c1", "c2")
     ]
     for p in procs:

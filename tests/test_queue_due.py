@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from agentwrap.message import Kind, NewMessage, Status
 from agentwrap.queue.due import anything_due
 from agentwrap.service import Service
@@ -54,3 +56,13 @@ def test_in_doubt_it_says_yes(tmp_path: Path) -> None:
     (tmp_path / "junk.db").write_bytes(b"not sqlite at all" * 100)
     assert anything_due(tmp_path / "junk.db", "fake") is True
     assert not (tmp_path / "missing.db").exists()  # nothing made
+
+
+def test_a_queue_on_a_server_is_never_answered_from_the_local_file(
+    svc: Service, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The local file may hold an old, empty queue: with AGENTWRAP_STORE_URL
+    the quick answer is "maybe", and the service asks the server."""
+    assert anything_due(svc.paths.db_path, "fake") is False
+    monkeypatch.setenv("AGENTWRAP_STORE_URL", "postgresql://aw@db/agentwrap")
+    assert anything_due(svc.paths.db_path, "fake") is True

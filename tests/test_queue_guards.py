@@ -1,6 +1,8 @@
 """What senders may not do to the queue: claim agentwrap's own sources and
 kinds, reuse an idempotency key for other content, or hand it metadata that
-is huge or deeply nested. Real SQLite files throughout."""
+is huge or deeply nested. Part of the store contract: each test with the
+``store`` fixture runs against SQLite (a real file) and PostgreSQL (a real
+server); migrating an older SQLite file is SQLite's alone."""
 
 from __future__ import annotations
 
@@ -12,15 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.stores import StoreTarget
 
 from agentwrap.errors import IdempotencyConflict, InvalidMessage, MessageTooLarge, RateLimited
 from agentwrap.message import Kind, NewMessage, Priority, QueueLimits, Source, Status
 from agentwrap.queue.sqlite import SQLiteMessageStore
+from agentwrap.queue.sqlstore import SQLMessageStore
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteMessageStore]:
-    s = SQLiteMessageStore(tmp_path / "agentwrap.db")
+def store(store_target: StoreTarget) -> Iterator[SQLMessageStore]:
+    s = store_target.open()
     yield s
     s.close()
 
@@ -42,7 +46,7 @@ def msg(content: str = "hello", **kw: Any) -> NewMessage:
     ids=["system-source", "startup-priority", "fallback-kind"],
 )
 def test_senders_cannot_claim_what_is_agentwraps(
-    store: SQLiteMessageStore, fields: dict[str, Any], kind: Kind, named: str
+    store: SQLMessageStore, fields: dict[str, Any], kind: Kind, named: str
 ) -> None:
     with pytest.raises(InvalidMessage) as info:
         store.enqueue(msg(**fields), kind=kind)
@@ -55,7 +59,7 @@ def test_senders_cannot_claim_what_is_agentwraps(
 
 @pytest.mark.parametrize("ttl", [5e-324, 1e-9, 0.0009])
 def test_a_ttl_too_short_to_outlast_its_timestamp_is_refused(
-    store: SQLiteMessageStore, ttl: float
+    store: SQLMessageStore, ttl: float
 ) -> None:
     """Found by the HTTP fuzzer: the tiniest positive TTL was accepted and
     stored as expires == created, a message expired at birth."""
@@ -66,15 +70,15 @@ def test_a_ttl_too_short_to_outlast_its_timestamp_is_refused(
     assert m.expires > m.created
 
 
-def test_metadata_is_never_a_flag(store: SQLiteMessageStore) -> None:
+def test_metadata_is_never_a_flag(store: SQLMessageStore) -> None:
     """A sender writing the old marker into metadata gets plain content."""
     m, _ = store.enqueue(msg(metadata={"fallback_notice": True}))
     assert m.kind is Kind.CONTENT
     assert m.metadata == {"fallback_notice": True}
 
 
-def test_only_internal_system_messages_skip_the_rate_limit(tmp_path: Path) -> None:
-    store = SQLiteMessageStore(tmp_path / "a.db", QueueLimits(rate_per_minute=1))
+def test_only_internal_system_messages_skip_the_rate_limit(store_target: StoreTarget) -> None:
+    store = store_target.open(QueueLimits(rate_per_minute=1))
     for _ in range(3):
         store.enqueue(msg(source=Source.SYSTEM), internal=True)
     store.enqueue(msg(source=Source.USER))
@@ -137,7 +141,7 @@ def test_the_rate_window_index_of_an_older_database_is_replaced(tmp_path: Path) 
     ids=["content", "source", "source_id", "priority"],
 )
 def test_a_key_reused_for_another_message_is_a_conflict(
-    store: SQLiteMessageStore, change: dict[str, Any], named: str
+    store: SQLMessageStore, change: dict[str, Any], named: str
 ) -> None:
     first, _ = store.enqueue(msg("the text", idempotency_key="k"))
     fields: dict[str, Any] = {"content": "the text", "idempotency_key": "k", **change}
@@ -150,7 +154,7 @@ def test_a_key_reused_for_another_message_is_a_conflict(
 
 
 def test_a_key_whose_message_ended_still_answers_with_that_message(
-    store: SQLiteMessageStore,
+    store: SQLMessageStore,
 ) -> None:
     """Documented choice: a key stays bound to its first message, terminal or not."""
     first, _ = store.enqueue(msg("x", idempotency_key="k", ttl_s=1))
@@ -174,7 +178,7 @@ def nested(depth: int) -> dict[str, Any]:
     return top
 
 
-def test_metadata_depth_is_capped_without_recursion(store: SQLiteMessageStore) -> None:
+def test_metadata_depth_is_capped_without_recursion(store: SQLMessageStore) -> None:
     store.enqueue(msg(metadata=nested(8)))
     for depth in (9, 600, 100_000):  # 100 000 would overflow any recursive walk
         with pytest.raises(InvalidMessage, match="deeper than 8 levels"):
@@ -185,7 +189,7 @@ def test_metadata_depth_is_capped_without_recursion(store: SQLiteMessageStore) -
         store.enqueue(msg(metadata=looped))
 
 
-def test_metadata_size_is_capped(store: SQLiteMessageStore) -> None:
+def test_metadata_size_is_capped(store: SQLMessageStore) -> None:
     store.enqueue(msg(metadata={"blob": "x" * (16 * 1024 - 20)}))
     with pytest.raises(MessageTooLarge, match="the limit is 16384"):
         store.enqueue(msg(metadata={"blob": "x" * (16 * 1024)}))
@@ -206,12 +210,12 @@ class Unserialisable:
         raise AssertionError("json.dumps must not run for an oversized object")
 
 
-def test_oversized_metadata_is_refused_before_serializing(store: SQLiteMessageStore) -> None:
+def test_oversized_metadata_is_refused_before_serializing(store: SQLMessageStore) -> None:
     with pytest.raises(MessageTooLarge):
         store.enqueue(msg(metadata={"blob": "x" * 20_000, "z": Unserialisable()}))
 
 
-def test_metadata_keys_are_capped(store: SQLiteMessageStore) -> None:
+def test_metadata_keys_are_capped(store: SQLMessageStore) -> None:
     with pytest.raises(InvalidMessage, match="more than 256 keys"):
         store.enqueue(msg(metadata={str(i): 0 for i in range(257)}))
     with pytest.raises(InvalidMessage, match="129 characters; the limit is 128"):

@@ -3,7 +3,9 @@
 The screen shows a permission dialog or an AskUserQuestion cut to the
 terminal's width: a long command ends at the edge, an option's description
 wraps or is dropped. Claude Code and Codex run a ``PermissionRequest`` hook
-just before they open such a dialog, with the exact request as JSON
+just before they open such a dialog (Copilot CLI its ``permissionRequest`` for
+every request, asked or not: its text only, see
+:data:`agentwrap.surfaces.hooks.protocol.TEXT_ONLY_QUESTIONS`), with the exact request as JSON
 (``tool_name``, ``tool_input``: the command, the file, AskUserQuestion's
 ``questions`` with headers, options, descriptions, ``multiSelect``); Gemini
 CLI only notifies (``Notification`` ``ToolPermission``, ``details.command``), which
@@ -62,6 +64,7 @@ TOOL_NAMES: dict[str, dict[str, str]] = {
     "claude": {"Write": "Create", "MultiEdit": "Edit", "NotebookEdit": "Edit", "WebFetch": "Fetch"},
     "codex": {},  # every Codex approval is the "shell" dialog (patterns/codex.toml)
     "qwen": {"run_shell_command": "Shell"},  # its shell dialog (the others not seen yet)
+    "copilot": {"create": "Create", "edit": "Edit"},  # its file dialog; "bash" as is
 }
 #: A profile whose permission dialog gives one tool name for every request.
 ONE_TOOL = {"codex": "shell"}
@@ -131,8 +134,8 @@ def from_payload(agent: str, event: str, payload: Mapping[str, Any],
     notification), or None (nothing usable)."""
     if agent == "gemini":
         return _gemini(event, payload, now)
-    name = payload.get("tool_name")
-    tool_input = payload.get("tool_input")
+    name = payload.get("tool_name", payload.get("toolName"))  # Copilot: camelCase
+    tool_input = payload.get("tool_input", payload.get("toolInput"))
     if not isinstance(name, str) or not name or not isinstance(tool_input, dict):
         return None
     at = time.time() if now is None else now

@@ -17,6 +17,7 @@ from ..exports import lazy, names
 
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .collect import Collector as Collector
+    from .hooks import START_EVENTS as START_EVENTS
     from .hooks import START_SOURCES as START_SOURCES
     from .hooks import TURN_SIGNS as TURN_SIGNS
     from .hooks import on_hook as on_hook
@@ -31,7 +32,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "collect": ("Collector",),
-    "hooks": ("START_SOURCES", "TURN_SIGNS", "on_hook"),
+    "hooks": ("START_EVENTS", "START_SOURCES", "TURN_SIGNS", "on_hook"),
     "launch": ("Handoff", "begin", "collector", "prepare", "previous", "store_for"),
     "store": ("project_path",),
 }

@@ -82,11 +82,18 @@ def prepare(paths: Paths, cfg: ContinuityConfig, cwd: Path, *, enabled: bool = T
 
 def still_queued(paths: Paths, session: str, ids: list[str]) -> set[str]:
     """Which of ``ids`` are still queued (pending or in flight) for ``session``."""
-    from ..queue.sqlite import SQLiteMessageStore
+    from ..config import load_config
+    from ..errors import ConfigError
+    from ..queue.backend import open_store, store_url
 
-    if not paths.db_path.is_file():
+    try:
+        configured = load_config(paths).store.url
+    except ConfigError:  # a config broken since the launch: its supervisor reports it
+        configured = ""
+    url = store_url(configured)
+    if not url and not paths.db_path.is_file():
         return set()
-    store = SQLiteMessageStore(paths.db_path)
+    store = open_store(paths.db_path, url=url)
     try:
         queued = {m.id for m in store.peek(session)} | {m.id for m in store.in_flight(session)}
         return queued & set(ids)
@@ -130,10 +137,10 @@ def enqueue_typed(paths: Paths, session: str, handoff: Handoff) -> str:
     """Queue the handoff as startup context, typed first, with an ACK asked."""
     from ..config import load_config
     from ..message import NewMessage, Priority, Source
-    from ..queue.sqlite import SQLiteMessageStore
+    from ..queue.backend import configured_store
 
     cfg = load_config(paths, Path(handoff.project))
-    store = SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir)
+    store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
     try:
         msg, _ = store.enqueue(
             NewMessage(session=session, content=handoff.text, source=Source.SYSTEM,

@@ -51,7 +51,7 @@ from ..detect.states import State
 from ..errors import AgentExited, AgentwrapError, BackendError
 from ..message import UNACKNOWLEDGED, Attempt, Kind, Message, Phase, Priority, Status
 from ..paths import Paths
-from ..queue.sqlite import SQLiteMessageStore
+from ..queue.backend import configured_store
 from ..queue.store import MessageStore
 from .ack import AckWait
 from .choice import busy_channel_of
@@ -135,7 +135,7 @@ class DeliveryEngine:
             # The file the agent was launched to read (see session.agent_argv).
             fallback_dir = context_file(paths.state_dir, rec.name, profile.instruction_file).parent
         engine = cls(
-            store or SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
+            store or configured_store(paths.db_path, cfg, events_dir=paths.events_dir),
             cfg.delivery,
             profile,
             rec.name,

@@ -102,7 +102,7 @@ from ..detect.profiles import Profile
 from ..detect.states import State
 from ..message import Attempt, Message, Status
 from ..paths import Paths, write_private
-from ..queue.sqlite import SQLiteMessageStore
+from ..queue.backend import configured_store
 from ..queue.store import MessageStore
 from .framing import new_token
 from .handover import CONSUMABLE_KINDS, ack_rule, compose
@@ -265,7 +265,7 @@ class ReadFileChannel:
         """(``store``: one the composition root opened and shares; else its own.)"""
         require_ack = rec.options.require_ack
         chan = cls(
-            store or SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir),
+            store or configured_store(paths.db_path, cfg, events_dir=paths.events_dir),
             cfg.delivery, profile, rec.name, path, AuditLog(paths.audit_log),
             require_ack=require_ack if isinstance(require_ack, bool) else None,
         )

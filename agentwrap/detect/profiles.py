@@ -142,7 +142,7 @@ class InputSpec:
 
 
 #: Which agent's native registration a profile's ``[channels]`` names.
-CHANNEL_KINDS = ("claude", "codex", "gemini", "qwen", "copilot")
+CHANNEL_KINDS = ("claude", "codex", "gemini", "qwen", "copilot", "cline", "kimi")
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class ChannelSpec:
     """``[channels]``: the native channels ``agentwrap run`` registers for the
     agent (see :mod:`agentwrap.sessions.channels`): ``hooks`` and ``mcp`` name
     whose registration to use (``claude``, ``codex``, ``gemini``, ``qwen``,
-    ``copilot``; unset: none), from ``min_version`` of the installed CLI on
+    ``copilot``, ``cline``, ``kimi``; unset: none), from ``min_version`` of the installed CLI on
     (probed with ``version_arg``).
     ``batch_event_since``: Claude's PostToolBatch from this version on (else
     PostToolUse). ``read_file``: the option that makes the agent re-read a
@@ -186,11 +186,15 @@ class PermissionSpec:
     own config says ``"permission": {...: "ask"}``: such a session has no
     permission gate, and ``state``, ``doctor`` and the dashboard say so.
     ``ask_first_env`` / ``ask_first_value``: the environment variable that starts
-    it in its ask-first mode, which ``agentwrap run`` sets with ``[run] ask_first``."""
+    it in its ask-first mode, which ``agentwrap run`` sets with ``[run] ask_first``;
+    ``ask_first_args``: the options that do (Cline CLI: ``--auto-approve false``),
+    which it adds to the command line then (the first names the option: one the
+    person gave is kept)."""
 
     asks_by_default: bool = True
     ask_first_env: str = ""
     ask_first_value: str = ""
+    ask_first_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -488,6 +492,7 @@ def _parse_permissions(r: _Reader) -> PermissionSpec:
         asks_by_default=r.get("asks_by_default", bool, True),
         ask_first_env=r.get("ask_first_env", str, ""),
         ask_first_value=r.get("ask_first_value", str, ""),
+        ask_first_args=r.strings("ask_first_args"),
     )
     if bool(spec.ask_first_env) != bool(spec.ask_first_value):
         raise r._err("ask_first_env", "ask_first_env and ask_first_value go together")

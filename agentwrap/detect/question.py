@@ -116,8 +116,10 @@ _BOX_EDGE = re.compile(r"^\s*[│┃║]\s?|\s?[│┃║]\s*$")
 _RULE = re.compile(r"^\s*[─━═╌┄╍┈▀▄-]{8,}\s*$")
 _BOX_TOP = re.compile(r"^\s*[╭┌╔]")
 _BOX_BOTTOM = re.compile(r"^\s*[╰└╚]")
+# "1. label", or "[1] label" (Kimi Code 2.1.0's AskUserQuestion, cursor "→")
 _OPTION = re.compile(
-    r"^(?P<indent>\s*)(?P<cursor>[❯›●>▸▶→]\s*)?(?P<num>\d{1,2})\.\s+(?P<label>\S.*?)\s*$"
+    r"^(?P<indent>\s*)(?P<cursor>[❯›●>▸▶→]\s*)?(?P<bracket>\[)?(?P<num>\d{1,2})(?(bracket)\]|\.)"
+    r"\s+(?P<label>\S.*?)\s*$"
 )
 _KEY_HINT = re.compile(r"\s*\((?P<key>esc|tab|[a-z]|(?:shift|ctrl|alt)\+[a-z]+)\)$")
 _CHECKBOX = re.compile(r"^\[(?P<mark>[ x✔✓×])\]\s*")

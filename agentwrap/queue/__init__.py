@@ -1,7 +1,9 @@
 """The queue: the durable store of messages and their attempts.
 
-Here live the storage interface (``store``: ``MessageStore``), its SQLite
-implementation (``sqlite``: the connection, its lock and transactions, each
+Here live the storage interface (``store``: ``MessageStore``), its two
+implementations over one set of operations (``sqlstore``): PostgreSQL's
+(``postgres``: shared by several hosts) and SQLite's (``sqlite``: the
+connection, its lock and transactions, each
 operation's work in the module for its job: ``schema`` the tables,
 ``admission`` the limits that need the stored rows (rate, pending,
 idempotency) with what the counts allow in ``rules``, ``transitions`` the
@@ -27,7 +29,13 @@ from ..exports import lazy, names
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import db as db
     from . import sanitize as sanitize
+    from .backend import configured_store as configured_store
+    from .backend import describe as describe
+    from .backend import open_store as open_store
+    from .backend import store_url as store_url
     from .due import anything_due as anything_due
+    from .postgres import PgSubscription as PgSubscription
+    from .postgres import PostgresMessageStore as PostgresMessageStore
     from .sanitize import check_text as check_text
     from .sanitize import decode_utf8 as decode_utf8
     from .sqlite import SQLiteMessageStore as SQLiteMessageStore
@@ -40,9 +48,11 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
+    "backend": ("configured_store", "describe", "open_store", "store_url"),
     "db": ("db",),
     "due": ("anything_due",),
     "sanitize": ("check_text", "decode_utf8", "sanitize"),
+    "postgres": ("PgSubscription", "PostgresMessageStore"),
     "sqlite": ("SQLiteMessageStore",),
     "store": ("MessageStore", "QueueMetrics", "SenderLimit"),
     "validate": ("MAX_DEPTH", "MAX_ID_CHARS", "MIN_TTL_S"),

@@ -20,11 +20,11 @@ message (which cost the most per message).
 from __future__ import annotations
 
 import json
-import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
 
 from ..errors import QueueError
+from ..events import Conn
 from ..message import Message, Priority, QueueLimits, Status
 from . import rules
 from .schema import session_filter, to_message
@@ -86,7 +86,7 @@ def admit_many(w: Write, checked: Sequence[Checked], limits: QueueLimits,
     return out
 
 
-def insert(conn: sqlite3.Connection, message_id: str, c: Checked, now: float) -> Message:
+def insert(conn: Conn, message_id: str, c: Checked, now: float) -> Message:
     """Store the checked message as a new PENDING row; returns the message as
     stored (built from the same values, not read back: a read and its
     conversion were a fifth of a group commit's time per message)."""
@@ -120,7 +120,7 @@ def insert(conn: sqlite3.Connection, message_id: str, c: Checked, now: float) ->
     return message
 
 
-def check_rate(conn: sqlite3.Connection, checked: Checked, limits: QueueLimits, now: float,
+def check_rate(conn: Conn, checked: Checked, limits: QueueLimits, now: float,
                counts: PendingCounts | None = None) -> None:
     """At most ``rate_per_minute`` accepted messages per (session, source) per 60 s
     (:func:`rules.rate_exempt` says which are not counted).
@@ -145,7 +145,7 @@ def check_rate(conn: sqlite3.Connection, checked: Checked, limits: QueueLimits, 
     rules.check_rate(checked, [r["created"] for r in rows], rate, now)
 
 
-def check_sender(conn: sqlite3.Connection, checked: Checked, limit: SenderLimit,
+def check_sender(conn: Conn, checked: Checked, limit: SenderLimit,
                  now: float) -> None:
     """:class:`RateLimited` when the sender stored ``limit.count`` messages (to
     any session) in the last ``limit.window_s``; inside the write transaction,
@@ -170,7 +170,7 @@ def make_room(w: Write, session: str, new_id: str, now: float, limits: QueueLimi
         return 0
     victims = conn.execute(
         "SELECT id FROM messages WHERE session = ? AND status = ? AND priority < ?"
-        " ORDER BY created ASC, seq ASC LIMIT ?",
+        " ORDER BY created ASC, seq ASC LIMIT ?" + w.LOCK_ROWS,
         (session, Status.PENDING.value, rules.EVICTABLE_BELOW, n_evict),
     ).fetchall()
     rules.check_victims(len(victims), n_evict, session, in_session, limits)
@@ -194,7 +194,7 @@ class PendingCounts:
         self._known: dict[str | None, int] = {}
         self._rated: dict[tuple[str, str], int] = {}  # (session, source) -> in the rate window
 
-    def of(self, conn: sqlite3.Connection, session: str | None) -> int:
+    def of(self, conn: Conn, session: str | None) -> int:
         if session not in self._known:
             self._known[session] = count_pending(conn, session)
         return self._known[session]
@@ -205,7 +205,7 @@ class PendingCounts:
             if key in self._known:
                 self._known[key] += change
 
-    def in_window(self, conn: sqlite3.Connection, session: str, source: str, since: float,
+    def in_window(self, conn: Conn, session: str, source: str, since: float,
                   rate: int) -> int:
         """How many rate-counted messages (session, source) has stored since
         ``since``, up to ``rate`` (at least: counting stops there). Counted once
@@ -217,7 +217,7 @@ class PendingCounts:
         if key not in self._rated:
             self._rated[key] = int(conn.execute(
                 "SELECT COUNT(*) FROM (SELECT 1 FROM messages WHERE session = ? AND source = ?"
-                " AND created > ? AND priority != ? LIMIT ?)",
+                " AND created > ? AND priority != ? LIMIT ?) AS counted",
                 (session, source, since, Priority.STARTUP, rate)).fetchone()[0])
         return self._rated[key]
 
@@ -228,7 +228,7 @@ class PendingCounts:
             self._rated[key] += 1
 
 
-def count_pending(conn: sqlite3.Connection, session: str | None) -> int:
+def count_pending(conn: Conn, session: str | None) -> int:
     """Pending rows of ``session`` (None: all), expired or not: what the limits count."""
     where, params = session_filter(session)
     row = conn.execute(

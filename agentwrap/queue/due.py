@@ -7,11 +7,14 @@ agentwrap (~50 ms of a hook's ~130); this asks SQLite alone, read-only, the
 question :meth:`agentwrap.service.Service.inbox` answers (a pending message a
 reader may take, not waiting for a retry, not expired), so only a hook that has
 something to hand over pays for the service. Any doubt (no database, a lock, a
-damaged file) answers True: the full path then decides, and says why.
+damaged file) answers True: the full path then decides, and says why; so
+does a queue on a PostgreSQL server (AGENTWRAP_STORE_URL: the local file does
+not hold it).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -25,10 +28,16 @@ _SQL = (
 )
 
 
+#: :data:`agentwrap.queue.backend.ENV`, not imported: that module loads the stores.
+STORE_URL_ENV = "AGENTWRAP_STORE_URL"
+
+
 def anything_due(db_path: Path, session: str, now: float | None = None,
                  busy_timeout_ms: int = 100) -> bool:
     """Whether a reader of ``session``'s queue would get something now."""
     t = time.time() if now is None else now
+    if os.environ.get(STORE_URL_ENV):  # the queue is on a server: the full path asks it
+        return True
     if not db_path.is_file():  # connecting would make an empty one
         return True
     try:
@@ -43,4 +52,4 @@ def anything_due(db_path: Path, session: str, now: float | None = None,
         conn.close()
 
 
-__all__ = ["anything_due"]
+__all__ = ["STORE_URL_ENV", "anything_due"]

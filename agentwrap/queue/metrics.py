@@ -11,9 +11,9 @@ lock, outside any transaction.
 from __future__ import annotations
 
 import math
-import sqlite3
 from typing import Any
 
+from ..events import Conn
 from ..message import SECTION_REMOVED, TERMINAL_STATUSES, Status
 from .schema import session_filter
 from .store import ChannelMetrics, QueueMetrics
@@ -21,7 +21,7 @@ from .store import ChannelMetrics, QueueMetrics
 SUCCESS_STATUSES = frozenset({Status.DELIVERED, Status.ACKNOWLEDGED})
 
 
-def queue_metrics(conn: sqlite3.Connection, session: str | None) -> QueueMetrics:
+def queue_metrics(conn: Conn, session: str | None) -> QueueMetrics:
     """The figures of ``session``'s messages (None: of every session)."""
     where, params = session_filter(session)
     by_status = {s: 0 for s in Status}
@@ -33,12 +33,12 @@ def queue_metrics(conn: sqlite3.Connection, session: str | None) -> QueueMetrics
     terminal = [s.value for s in TERMINAL_STATUSES]
     row = conn.execute(
         "SELECT"
-        " SUM(attempts >= 1),"
-        f" SUM(status IN (?, ?) AND attempts = 1),"
-        f" SUM(status IN (?, ?) AND attempts > 1),"
+        " SUM(CASE WHEN attempts >= 1 THEN 1 ELSE 0 END),"
+        " SUM(CASE WHEN status IN (?, ?) AND attempts = 1 THEN 1 ELSE 0 END),"
+        " SUM(CASE WHEN status IN (?, ?) AND attempts > 1 THEN 1 ELSE 0 END),"
         f" AVG(CASE WHEN status IN ({','.join('?' * len(terminal))}) THEN attempts END),"
         " AVG(CASE WHEN status IN (?, ?) THEN finished - created END),"
-        " SUM(status IN (?, ?))"
+        " SUM(CASE WHEN status IN (?, ?) THEN 1 ELSE 0 END)"
         f" FROM messages WHERE {where}",
         [*success, *success, *terminal, *success, *success, *params],
     ).fetchone()
@@ -59,15 +59,16 @@ def queue_metrics(conn: sqlite3.Connection, session: str | None) -> QueueMetrics
 
 
 def _by_channel(
-    conn: sqlite3.Connection, where: str, params: list[Any], success: list[str]
+    conn: Conn, where: str, params: list[Any], success: list[str]
 ) -> dict[str, ChannelMetrics]:
     """Per channel: its attempts, and the messages its attempt ended (a message
     counts for the channel of its last attempt). An attempt neither ended a
     message successfully nor is still open failed."""
     counts = conn.execute(
         "SELECT a.channel, COUNT(*),"
-        " SUM(a.number = m.attempts AND m.status IN (?, ?)),"
-        " SUM(a.number = m.attempts + 1 AND m.status = ?)"  # counted once it ends
+        " SUM(CASE WHEN a.number = m.attempts AND m.status IN (?, ?) THEN 1 ELSE 0 END),"
+        " SUM(CASE WHEN a.number = m.attempts + 1 AND m.status = ? THEN 1 ELSE 0 END)"
+        # (the open attempt is counted once it ends)
         f" FROM attempts a JOIN messages m ON m.id = a.message_id WHERE a.outcome != ? AND {where}"
         " GROUP BY a.channel",
         [*success, Status.DELIVERING.value, SECTION_REMOVED, *params],
@@ -100,7 +101,7 @@ def _nearest_rank(ordered: list[float], q: float) -> float | None:
 
 
 def _p95(
-    conn: sqlite3.Connection, where: str, params: list[Any], success: list[str], n: int
+    conn: Conn, where: str, params: list[Any], success: list[str], n: int
 ) -> float | None:
     """Nearest-rank 95th percentile of created -> success, sorted in SQL."""
     if n == 0:

@@ -10,17 +10,17 @@ index must not read as "no messages".
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidMessage, MessageNotFound, StoreCorrupt
+from ..events import Row
 from ..message import Attempt, Kind, Message, Priority, Source, Status
 from .schema import ORDER, selection, session_filter, to_attempt, to_message
 
 #: The store's one statement read: ``read(sql, params)`` -> its rows.
-Read = Callable[[str, Sequence[Any]], list[sqlite3.Row]]
+Read = Callable[[str, Sequence[Any]], Sequence[Row]]
 
 MIN_PREFIX = 4  # shortest id prefix a person may type
 
@@ -147,7 +147,7 @@ def flow_started(read: Read, correlation_id: str) -> float | None:
     none); None if no message is left of it."""
     rows = read(
         "SELECT MIN(created) FROM (SELECT created FROM messages WHERE correlation_id = ?"
-        " UNION ALL SELECT created FROM messages WHERE id = ?)",
+        " UNION ALL SELECT created FROM messages WHERE id = ?) AS flow",
         (correlation_id, correlation_id),
     )
     return None if rows[0][0] is None else float(rows[0][0])

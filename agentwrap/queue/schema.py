@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 from collections.abc import Collection
 from typing import Any
 
@@ -102,7 +101,7 @@ NAMES = frozenset({"messages", "attempts", "events", "events_by_session", *INDEX
 NEWEST_COLUMN = "kind"  # the last column :func:`migrate` adds: if it is there, all are
 
 
-def create(conn: sqlite3.Connection) -> None:
+def create(conn: events.Conn) -> None:
     """Create (or bring up to date) every table and index, inside the open
     write transaction ``conn``; the event log's too (:mod:`agentwrap.events`)."""
     conn.execute(SCHEMA[0])
@@ -112,7 +111,7 @@ def create(conn: sqlite3.Connection) -> None:
     events.create(conn)
 
 
-def migrate(conn: sqlite3.Connection) -> None:
+def migrate(conn: events.Conn) -> None:
     """Bring a database made by an older agentwrap up to this schema."""
     columns = {row["name"] for row in conn.execute("PRAGMA table_info(messages)")}
     if "kind" not in columns:  # before internal kinds; every old row is content
@@ -122,7 +121,7 @@ def migrate(conn: sqlite3.Connection) -> None:
 def session_filter(session: str | None) -> tuple[str, list[Any]]:
     """SQL and parameters for one session's rows, or every row (``None``)."""
     if session is None:
-        return "1", []
+        return "1 = 1", []  # PostgreSQL's WHERE wants a boolean, not 1
     return "session = ?", [session]
 
 
@@ -155,7 +154,7 @@ def selection(
     return sql, params
 
 
-def to_message(row: sqlite3.Row) -> Message:
+def to_message(row: events.Row) -> Message:
     require_ack = row["require_ack"]
     phase = row["phase"]
     return Message(
@@ -184,7 +183,7 @@ def to_message(row: sqlite3.Row) -> Message:
     )
 
 
-def to_attempt(row: sqlite3.Row) -> Attempt:
+def to_attempt(row: events.Row) -> Attempt:
     return Attempt(
         message_id=row["message_id"],
         batch_id=row["batch_id"],

@@ -1,12 +1,14 @@
 """The queue's storage interface: what every store offers its callers.
 
-:class:`MessageStore` mentions no SQLite type, so another backend (Redis) can
+:class:`MessageStore` mentions no SQLite type, so another backend can
 implement it and drop in without touching the delivery engine, the supervisor
-or the command line. :class:`QueueMetrics` are the delivery figures a store
+or the command line: PostgreSQL's does (:mod:`.postgres`, shared by several
+hosts), with the same operations as SQLite's (:mod:`.sqlstore`). :class:`QueueMetrics` are the delivery figures a store
 computes from what it persisted. Every store also keeps the event log
 (:mod:`agentwrap.events`): each change appends its events in the same
 transaction, and readers ask for the events after an id. The semantics of each operation are those of
-:class:`agentwrap.queue.sqlite.SQLiteMessageStore`, the implementation in use.
+:class:`agentwrap.queue.sqlstore.SQLMessageStore`, and tests/test_queue.py
+holds both backends to them.
 """
 
 from __future__ import annotations
@@ -122,5 +124,8 @@ class MessageStore(Protocol):
         limit: int = 1000,
     ) -> list[Event]: ...
     def last_event_id(self) -> int: ...
+    def listen(self) -> None:
+        """Let commits of other hosts wake this host's readers (see the backend)."""
+        ...
     def check_integrity(self) -> None: ...
     def close(self) -> None: ...

@@ -13,11 +13,11 @@ the commit. Which rows a batch takes is :func:`rules.fit`'s.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from ..errors import InvalidMessage, MessageNotFound
+from ..events import Conn, Row
 from ..message import Attempt, Kind, Phase, Priority, Source, Status
 from . import rules
 from .schema import ORDER, selection, session_filter
@@ -30,15 +30,16 @@ def claim_batch(
     w: Write, session: str, batch_id: str, max_bytes: int, t: float,
     *, kinds: Collection[Kind] | None, sources: Collection[Source] | None,
     contains: str | None, limit: int | None, priorities: Collection[Priority] | None,
-) -> list[sqlite3.Row]:
+) -> list[Row]:
     """The rows of the batch claimed at ``t`` (none: nothing was due)."""
     conn = w.conn
+    w.claiming(session)
     expire(w, t, session)
     extra, extra_params = selection(kinds, sources, contains, priorities)
     rows = conn.execute(
         f"SELECT id, content_bytes, kind FROM messages WHERE session = ? AND status = ?"
         f" AND next_attempt_at <= ? AND +expires > ?{extra} ORDER BY {ORDER}"
-        + (" LIMIT ?" if limit is not None else ""),
+        + (" LIMIT ?" if limit is not None else "") + w.LOCK_ROWS,
         (session, Status.PENDING.value, t, t, *extra_params,
          *((limit,) if limit is not None else ())),
     ).fetchall()
@@ -58,7 +59,7 @@ def claim_batch(
     return batch(w.conn, batch_id)
 
 
-def batch(conn: sqlite3.Connection, batch_id: str) -> list[sqlite3.Row]:
+def batch(conn: Conn, batch_id: str) -> list[Row]:
     """The rows of a batch still in flight, in delivery order."""
     return conn.execute(
         f"SELECT * FROM messages WHERE batch_id = ? AND status = ? ORDER BY {ORDER}",
@@ -66,7 +67,7 @@ def batch(conn: sqlite3.Connection, batch_id: str) -> list[sqlite3.Row]:
     ).fetchall()
 
 
-def set_phase(w: Write, batch_id: str, phase: Phase, now: float) -> list[sqlite3.Row]:
+def set_phase(w: Write, batch_id: str, phase: Phase, now: float) -> list[Row]:
     """Record the batch's phase; the rows of the batch still in flight."""
     changed = w.conn.execute(
         "UPDATE messages SET phase = ?, updated = ? WHERE batch_id = ? AND status = ?"
@@ -79,7 +80,7 @@ def set_phase(w: Write, batch_id: str, phase: Phase, now: float) -> list[sqlite3
     return batch(w.conn, batch_id)
 
 
-def record_attempt(conn: sqlite3.Connection, attempt: Attempt) -> bool:
+def record_attempt(conn: Conn, attempt: Attempt) -> bool:
     """Store (or update) the attempt; False if its message is not stored."""
     if conn.execute(
         "SELECT 1 FROM messages WHERE id = ?", (attempt.message_id,)
@@ -183,7 +184,7 @@ def finish(w: Write, status: Status, detail: str, target: str, target_params: Se
     """End the rows ``target`` (SQL) selects that have not ended; how many."""
     rows = w.conn.execute(
         "UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ?,"
-        " attempts = attempts + (status = ?)"
+        " attempts = attempts + CASE WHEN status = ? THEN 1 ELSE 0 END"
         f" WHERE {target} AND status IN (?, ?) RETURNING id, session, source",
         (
             status.value,
@@ -201,7 +202,7 @@ def finish(w: Write, status: Status, detail: str, target: str, target_params: Se
     return len(rows)
 
 
-def cancel(w: Write, message_id: str, clock: Callable[[], float]) -> sqlite3.Row:
+def cancel(w: Write, message_id: str, clock: Callable[[], float]) -> Row:
     """CANCELLED, if still PENDING; the row as it is now."""
     conn = w.conn
     row = conn.execute("SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
@@ -221,7 +222,7 @@ def cancel(w: Write, message_id: str, clock: Callable[[], float]) -> sqlite3.Row
     )
     w.event(now, row["session"], "message.ended", message_id,
             status=Status.CANCELLED.value, detail="cancelled")
-    changed: sqlite3.Row = conn.execute(
+    changed: Row = conn.execute(
         "SELECT * FROM messages WHERE id = ?", (message_id,)).fetchone()
     return changed
 
@@ -230,7 +231,7 @@ def acknowledge(w: Write, message_id: str, detail: str, now: float) -> bool:
     """ACKNOWLEDGED, if delivered or submitted and awaiting its ACK."""
     rows = w.conn.execute(
         "UPDATE messages SET status = ?, detail = ?, finished = COALESCE(finished, ?),"
-        " updated = ?, attempts = attempts + (status = ?)"
+        " updated = ?, attempts = attempts + CASE WHEN status = ? THEN 1 ELSE 0 END"
         " WHERE id = ? AND (status = ? OR (status = ? AND phase = ?)) RETURNING id, session",
         (Status.ACKNOWLEDGED.value, detail, now, now, Status.DELIVERING.value, message_id,
          Status.DELIVERED.value, Status.DELIVERING.value, Phase.SUBMITTED.value),

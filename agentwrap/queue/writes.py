@@ -11,7 +11,6 @@ the transaction has committed.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,13 +19,24 @@ from ..message import Status
 
 
 class Write:
-    """The open write transaction ``conn``; ``recorded``: it appended events."""
+    """The open write transaction ``conn``; ``recorded``: it appended events.
+
+    ``LOCK_ROWS``: what a ``SELECT`` that picks rows to change ends with, so
+    that a concurrent transaction of another process skips the rows this one
+    takes (SQLite: nothing, its write lock already orders every writer; the
+    PostgreSQL store's subclass: ``FOR UPDATE SKIP LOCKED``)."""
 
     __slots__ = ("conn", "recorded")
+    LOCK_ROWS = ""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: events.Conn) -> None:
         self.conn = conn
         self.recorded = False
+
+    def claiming(self, session: str) -> None:
+        """Called first in a claim of ``session``'s queue: a backend whose
+        writers do not all take turns makes claims of one session take turns
+        here, so a batch stays in delivery order (SQLite: its write lock does)."""
 
     def event(
         self, now: float, session: str, kind: str, subject: str, /, **data: Any,
@@ -35,15 +45,15 @@ class Write:
         events.record(self.conn, now, session, kind, subject, **data)
         self.recorded = True
 
-    def ended(self, now: float, rows: Iterable[sqlite3.Row], status: Status, detail: str) -> None:
+    def ended(self, now: float, rows: Iterable[events.Row], status: Status, detail: str) -> None:
         """``message.ended`` for each row (``id``, ``session``) that reached ``status``."""
         for r in rows:
             self.event(now, r["session"], "message.ended", r["id"],
                        status=status.value, detail=detail)
 
-    def consumed(self, now: float, rows: Iterable[sqlite3.Row], channel: str) -> None:
+    def consumed(self, now: float, rows: Iterable[events.Row], channel: str) -> None:
         """One ``session.consumed`` per session: a reader took these rows itself."""
-        by_session: dict[str, list[sqlite3.Row]] = {}
+        by_session: dict[str, list[events.Row]] = {}
         for r in rows:
             by_session.setdefault(r["session"], []).append(r)
         for session, taken in by_session.items():

@@ -52,6 +52,7 @@ class Service:
         self.registry = registry
         self.audit = audit if audit is not None else AuditLog(paths.audit_log)
         self.recheck_s = RECHECK_S  # a waiter's look again without an announcement
+        self.store_where = ""  # where the queue is, no password (open() says it)
         profiles = ProfileCache(paths)
         self._sending = Sending(paths, store, registry, self.audit, profiles)
         self._hand_over = HandOver(paths, store, registry, self.audit)
@@ -79,20 +80,29 @@ class Service:
         once, waits ~100 ms; by default the store's own timeout).
         """
         from ..queue import db
-        from ..queue.sqlite import SQLiteMessageStore
+        from ..queue.backend import describe, open_store, store_url
 
         paths.ensure()
         if limits is None:
-            limits = load_config(paths).limits
+            cfg = load_config(paths)
+            limits, configured = cfg.limits, cfg.store.url
+        else:
+            try:
+                configured = load_config(paths).store.url
+            except AgentwrapError:  # the caller reads only, and reports the config itself
+                configured = ""
+        url = store_url(configured)
         wait = db.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
         registry = Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=wait)
         try:
-            store = SQLiteMessageStore(paths.db_path, limits, events_dir=paths.events_dir,
-                                       busy_timeout_ms=wait)
+            store = open_store(paths.db_path, limits, url=url, events_dir=paths.events_dir,
+                               busy_timeout_ms=wait)
         except BaseException:
             registry.close()
             raise
-        return cls(paths, store, registry)
+        svc = cls(paths, store, registry)
+        svc.store_where = describe(paths.db_path, url)
+        return svc
 
     def close(self) -> None:
         self.store.close()
@@ -313,7 +323,7 @@ class Service:
     def subscribe(self) -> Subscription:
         """A wake-up for every commit that records events, from any process.
         Close it (or use it as a context manager) when done."""
-        return events.subscribe(self.paths)
+        return events.subscribe(self.paths, self.store)
 
     def follow_events(
         self, after_id: int = 0, session: str | None = None, *,

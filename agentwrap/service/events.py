@@ -30,21 +30,24 @@ FOLLOW_BATCH = 1000
 T = TypeVar("T")
 
 
-def subscribe(paths: Paths) -> Subscription:
-    """A wake-up for every commit that records events, from any process.
+def subscribe(paths: Paths, store: MessageStore | None = None) -> Subscription:
+    """A wake-up for every commit that records events, from any process
+    (``store``: and from any host, when it is shared: :meth:`MessageStore.listen`).
     Close it (or use it as a context manager) when done."""
+    if store is not None:
+        store.listen()
     return Subscription(paths.events_dir)
 
 
 def wait_for(paths: Paths, look: Callable[[], T], done: Callable[[T], bool], timeout: float,
-             recheck_s: Callable[[], float]) -> T:
+             recheck_s: Callable[[], float], store: MessageStore | None = None) -> T:
     """``look()`` again at each wake-up until ``done`` says so or ``timeout``
     passed; the last look either way. Subscribed before the first look, so a
     change between the two is not missed; looks again every ``recheck_s()``
     seconds (asked at each wait: the service's may change meanwhile) in case
     an announcement was lost."""
     deadline = time.monotonic() + timeout
-    with subscribe(paths) as sub:
+    with subscribe(paths, store) as sub:
         while True:
             got = look()
             left = deadline - time.monotonic()
@@ -61,7 +64,7 @@ def follow(
     forever (stop by closing the generator, or Ctrl-C). Waits on the bus,
     looking again every ``recheck_s()`` seconds for a lost announcement."""
     wanted = list(kinds or ())
-    with subscribe(paths) as sub:
+    with subscribe(paths, store) as sub:
         last = after_id
         while True:
             batch = store.events(last, session=session, kinds=wanted, subject=None,

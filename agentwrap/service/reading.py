@@ -100,5 +100,5 @@ class Reading:
         Subscribed before the first look, so an end between the two is not missed.
         """
         m = wait_for(self.paths, lambda: self.store.get(message_id),
-                     lambda m: m.status.terminal, timeout, recheck_s)
+                     lambda m: m.status.terminal, timeout, recheck_s, self.store)
         return m if m.status.terminal else None

@@ -45,16 +45,41 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   were. Settings Qwen writes during the session (``/model``, ``/theme``) go to
   the copy and are not kept (the notes say so); without a settings.json of
   theirs yet (first run: onboarding writes it) or with ``disableAllHooks``,
-  nothing is registered.
+  no hook is registered. The MCP server goes on the command line
+  (``--mcp-config FILE``, added to the servers of its settings; the read-only
+  tools ``--allowed-tools``), with or without that copy. Qwen 0.15.10 offers
+  every MCP tool to the model only through its ``tool_search``.
 * **GitHub Copilot CLI** (``hooks = "copilot"``): ``--plugin-dir DIR`` loads a
   plugin for this launch only (1.0.102): ``DIR/plugin.json`` and
   ``DIR/hooks/hooks.json`` in Copilot's own hook format (``{"version": 1,
   "hooks": {event: [{"type": "command", "bash": ..., "timeoutSec": ...}]}}``,
-  timeouts in seconds; it waits for each hook but ``notification``). Its hooks
+  timeouts in seconds; it waits for each hook but ``notification``);
+  ``permissionRequest`` keeps the exact text only (it fires for requests
+  Copilot runs unasked too: :data:`agentwrap.surfaces.hooks.protocol.TEXT_ONLY_QUESTIONS`). Its hooks
   run beside the person's (``~/.copilot/hooks``, a repo's ``.github/hooks``),
   which stay as they were; Copilot itself makes an empty data dir for the
   plugin under ``~/.copilot/plugin-data/_direct/``. Its ``sessionStart`` runs
-  at the first prompt, not at launch (as Codex's).
+  at the first prompt, not at launch (as Codex's). The MCP server:
+  ``--additional-mcp-config @FILE`` (``{"mcpServers": {name: {"type": "local",
+  "command", "args", "env", "tools": ["*"]}}}``, added to the person's
+  ``~/.copilot/mcp-config.json`` for this launch), and ``--allow-tool`` for the
+  read-only tools (Copilot asks before every MCP tool call otherwise).
+* **Cline CLI** (``hooks = "cline"``): 3.0.65 runs the executables in
+  ``$CLINE_DIR/hooks`` (``~/.cline/hooks``; also a workspace's
+  ``.clinerules/hooks``), one per event, named after it; ``--hooks-dir`` only
+  sets a variable nothing reads. So the launch gets a private ``CLINE_DIR``:
+  a ``hooks/`` of agentwrap's scripts beside links to the person's own hook
+  files, every other entry of their Cline dir linked, and ``CLINE_DATA_DIR``
+  at their data dir (providers, sessions: where they always are).
+* **Kimi Code** (``hooks = "kimi"``): 2.1.0 takes hooks from ``[[hooks]]`` in
+  its ``config.toml`` (or an installed plugin) only, no flag. So the launch
+  gets a private ``KIMI_CODE_HOME``: the person's config.toml with agentwrap's
+  ``[[hooks]]`` appended (their text kept as it is), every other entry of their
+  Kimi dir linked. Signals only: its PostToolUse runs in the background and
+  its output never reaches the model. What Kimi writes to config.toml in the
+  session (``/model``, a login), and entries it makes new at the top of its
+  dir (a first run's ``sessions/``), are not kept (the notes say so); without
+  a config.toml of theirs yet nothing is registered.
 
 Nothing of the person's is edited (no ``~/.claude``, ``.claude/``,
 ``.codex/``, ``.gemini/``): the files live in ``<state>/launch/<session>/``
@@ -98,6 +123,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 from ..config import RunConfig
 from ..delivery.read_channel import FILE_NAME as READ_FILE_NAME
 from ..detect.profiles import Profile
@@ -115,7 +145,9 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
     "qwen": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "Notification",
              "PermissionRequest"),
     "copilot": ("sessionStart", "postToolUse", "userPromptSubmitted", "agentStop",
-                "notification"),
+                "notification", "permissionRequest"),
+    "cline": ("PostToolUse", "TaskStart", "TaskComplete", "SessionShutdown"),
+    "kimi": ("UserPromptSubmit", "Stop", "PermissionRequest", "Interrupt"),
 }
 #: Claude's events whose hook only reports a state: registered ``"async": true``
 #: where the version runs hooks in the background, so the agent never waits
@@ -126,7 +158,8 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
 #: turn that has ended. The others answer (hand-over, a rule's permission
 #: answer) and are waited for.
 CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Notification"})
-#: Hook timeout: seconds for Claude, Codex and Copilot, milliseconds for Gemini and Qwen.
+#: Hook timeout: seconds for Claude, Codex, Copilot and Kimi, milliseconds for
+#: Gemini and Qwen (Cline takes none: 120 s for a waited-for hook).
 HOOK_TIMEOUT_S = 10
 #: The MCP tools Claude may call without asking (send_message still asks).
 ALLOWED_MCP_TOOLS = ("check_input_queue", "wait_for_input", "acknowledge", "list_sessions")
@@ -134,12 +167,25 @@ GEMINI_DEFAULTS_ENV = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 CODEX_BYPASS_FLAG = "--dangerously-bypass-hook-trust"
 QWEN_HOME_ENV = "QWEN_HOME"
 QWEN_RUNTIME_ENV = "QWEN_RUNTIME_DIR"
+QWEN_MCP_FLAG = "--mcp-config"
+QWEN_ALLOW_FLAG = "--allowed-tools"
 COPILOT_PLUGIN_FLAG = "--plugin-dir"
+COPILOT_MCP_FLAG = "--additional-mcp-config"
+COPILOT_ALLOW_FLAG = "--allow-tool"
+CLINE_DIR_ENV = "CLINE_DIR"
+CLINE_DATA_ENV = "CLINE_DATA_DIR"
+KIMI_HOME_ENV = "KIMI_CODE_HOME"
+#: The channel of hooks that only report state (Kimi): nothing is handed over
+#: through them, so typing is the way in while the agent works.
+SIGNAL_CHANNEL = "hook-signals"
 #: The plugin's name in Copilot (one name per loaded plugin).
 COPILOT_PLUGIN_NAME = "agentwrap"
 #: Where a root-owned Gemini settings file goes when the state dir is not root-private.
 ROOT_RUN_DIR = Path("/run/agentwrap")
-VERSION_TIMEOUT_S = 15.0
+#: How long ``--version`` may take (once per executable: cached). Cline 3.0.65 and
+#: Kimi Code 2.1.0 took 12-18 s for it on a loaded 2-core machine (load 20;
+#: 1.4 s of CPU): a probe cut short registers no channel for that launch.
+VERSION_TIMEOUT_S = 45.0
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
@@ -523,17 +569,24 @@ def _gemini(out: LaunchChannels, session: str, paths: Paths, python: str,
 def qwen_dir(env: Mapping[str, str]) -> Path:
     """The person's Qwen dir: ``QWEN_HOME`` (``~`` and relative paths as Qwen
     resolves them) or ``~/.qwen``."""
+    return _agent_dir(env, QWEN_HOME_ENV, ".qwen")
+
+
+def _agent_dir(env: Mapping[str, str], var: str, default: str) -> Path:
+    """An agent's own dir: ``var`` (``~`` and relative paths resolved) or ``~/default``."""
     home = Path(env.get("HOME") or Path.home())
-    raw = env.get(QWEN_HOME_ENV, "")
+    raw = env.get(var, "").strip()
     if not raw:
-        return home / ".qwen"
+        return home / default
     if raw == "~" or raw.startswith("~/"):
         return home / raw[2:]
     return Path(os.path.abspath(raw))
 
 
 def _qwen(out: LaunchChannels, session: str, paths: Paths, python: str,
-          env: Mapping[str, str], hooks: bool, profile: str = "qwen") -> None:
+          env: Mapping[str, str], hooks: bool, mcp: bool = False, profile: str = "qwen") -> None:
+    if mcp:
+        _qwen_mcp(out, session, paths, python)
     if not hooks:
         return
     own = qwen_dir(env)
@@ -578,30 +631,168 @@ def _qwen(out: LaunchChannels, session: str, paths: Paths, python: str,
     out.channels.insert(0, "hooks")
 
 
+def _qwen_mcp(out: LaunchChannels, session: str, paths: Paths, python: str) -> None:
+    """``--mcp-config FILE``: Qwen Code adds its servers to those of its settings for
+    this launch (with or without a settings.json of the person's); the read-only
+    tools ``--allowed-tools=mcp__agentwrap__TOOL,...`` (one word: what follows is
+    the agent's own arguments, never more tool names)."""
+    folder = launch_dir(paths, session)
+    if not out.dry_run:
+        private_dir(folder, repair=True)
+    spec = _mcp_spec(session, paths, python)
+    entry = {"command": spec["command"], "args": spec["args"], "env": spec["env"]}
+    path = _write_json(out, folder / "qwen-mcp.json", {"mcpServers": {SERVER_NAME: entry}})
+    out.files.append(path)
+    allowed = ",".join(f"mcp__{SERVER_NAME}__{t}" for t in ALLOWED_MCP_TOOLS)
+    out.argv += [f"{QWEN_ALLOW_FLAG}={allowed}", QWEN_MCP_FLAG, str(path)]
+    out.channels.append("mcp")
+
+
 def _link_qwen_dir(own: Path, private: Path) -> None:
     """``private`` as ``own`` (the person's Qwen dir) seen through links, but
     for settings.json: what Qwen reads and writes there is theirs."""
+    _link_dir(own, private, "settings.json")
+
+
+def _link_dir(own: Path, private: Path, mine: str) -> None:
+    """``private`` (made anew, 0700) as the agent's dir ``own`` seen through
+    links, but for the entry ``mine``, which the launch writes itself."""
     if private.is_dir() and not private.is_symlink():
         shutil.rmtree(private)  # a previous launch's of this session name
+    private_dir(private.parent, repair=True)
     private_dir(private, repair=True)
     try:
         entries = list(own.iterdir())
     except OSError:
         entries = []
     for entry in entries:
-        if entry.name != "settings.json":
+        if entry.name != mine:
             (private / entry.name).symlink_to(entry)
 
 
-def _copilot(out: LaunchChannels, session: str, paths: Paths, python: str, hooks: bool,
-             profile: str = "copilot") -> None:
-    """A plugin of agentwrap's hooks in the launch dir, loaded with ``--plugin-dir``."""
+#: The extensions Cline 3.0.65 runs a hook file with (a file without one: bash).
+CLINE_HOOK_SUFFIXES = ("", ".sh", ".bash", ".zsh")
+
+
+def cline_dir(env: Mapping[str, str]) -> Path:
+    """The person's Cline dir: ``CLINE_DIR`` or ``~/.cline``."""
+    return _agent_dir(env, CLINE_DIR_ENV, ".cline")
+
+
+def _cline(out: LaunchChannels, session: str, paths: Paths, python: str,
+           env: Mapping[str, str], hooks: bool, profile: str = "cline") -> None:
+    """A private ``CLINE_DIR`` whose ``hooks/`` holds agentwrap's hook scripts
+    and links to the person's own hook files."""
     if not hooks:
         return
+    own = cline_dir(env)
+    private = launch_dir(paths, session) / "cline-dir"
+    theirs: list[Path] = []
+    try:
+        theirs = sorted(p for p in (own / "hooks").iterdir())
+    except OSError:
+        pass
+    taken = {p.name.lower() for p in theirs}
+    if not out.dry_run:
+        _link_dir(own, private, "hooks")
+        private_dir(private / "hooks", repair=True)
+        for entry in theirs:
+            (private / "hooks" / entry.name).symlink_to(entry)
+    client = hook_client()
+    for e in HOOK_EVENTS["cline"]:
+        # a name of its own beside a hook file of theirs for the same event (both run)
+        name = next(e + x for x in CLINE_HOOK_SUFFIXES if (e + x).lower() not in taken)
+        script = private / "hooks" / name
+        command = hook_command("cline", e, session, paths, python, profile, client)
+        if not out.dry_run:
+            write_private(script, f"#!/bin/sh\nexec {command}\n".encode())
+            script.chmod(0o700)
+        out.files.append(script)
+    out.env[CLINE_DIR_ENV] = str(private)
+    if not env.get(CLINE_DATA_ENV, "").strip():
+        out.env[CLINE_DATA_ENV] = str(own / "data")  # providers, sessions: where they are
+    out.notes.append(f"hooks: through a private CLINE_DIR ({private}): your Cline dir linked,"
+                     " agentwrap's hooks beside yours")
+    out.channels.insert(0, "hooks")
+
+
+def kimi_dir(env: Mapping[str, str]) -> Path:
+    """The person's Kimi Code dir: ``KIMI_CODE_HOME`` or ``~/.kimi-code``."""
+    return _agent_dir(env, KIMI_HOME_ENV, ".kimi-code")
+
+
+def _kimi(out: LaunchChannels, session: str, paths: Paths, python: str,
+          env: Mapping[str, str], hooks: bool, profile: str = "kimi") -> None:
+    """A private ``KIMI_CODE_HOME``: the person's config.toml with agentwrap's
+    ``[[hooks]]`` appended, the rest of their dir linked."""
+    if not hooks:
+        return
+    own = kimi_dir(env)
+    theirs = own / "config.toml"
+    why = ""
+    try:
+        text = theirs.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        out.notes.append(f"hooks: not registered for Kimi Code: {theirs} does not exist yet"
+                         " (its first run writes it); they are from the next launch on")
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        text, why = "", f"{theirs} could not be read ({exc})"
+    client = hook_client()
+    added = "".join(
+        f"\n[[hooks]]\nevent = {json.dumps(e)}\ncommand = "
+        f"{json.dumps(hook_command('kimi', e, session, paths, python, profile, client))}"
+        f"\ntimeout = {HOOK_TIMEOUT_S}\n" for e in HOOK_EVENTS["kimi"])
+    merged = text + ("" if not text or text.endswith("\n") else "\n") + added
+    if not why:
+        try:
+            hooks_seen = tomllib.loads(merged).get("hooks")
+            if not isinstance(hooks_seen, list) or len(hooks_seen) < len(HOOK_EVENTS["kimi"]):
+                why = f"{theirs} has hooks agentwrap cannot add to"
+        except tomllib.TOMLDecodeError as exc:
+            why = f"{theirs} with agentwrap's [[hooks]] is not TOML ({exc})"
+    if why:
+        out.notes.append(f"hooks: not registered for Kimi Code: {why}")
+        return
+    private = launch_dir(paths, session) / "kimi-home"
+    if not out.dry_run:
+        _link_dir(own, private, "config.toml")
+        write_private(private / "config.toml", merged.encode("utf-8"))
+    out.files.append(private / "config.toml")
+    out.env[KIMI_HOME_ENV] = str(private)
+    out.notes.append(f"hook-signals: through a private KIMI_CODE_HOME ({private}): your"
+                     " config.toml with agentwrap's hooks (they tell the agent's state;"
+                     " messages are typed after a turn); config changed in this session is"
+                     " not kept")
+    out.channels.insert(0, SIGNAL_CHANNEL)
+
+
+def _copilot(out: LaunchChannels, session: str, paths: Paths, python: str, hooks: bool,
+             mcp: bool, profile: str = "copilot") -> None:
+    """A plugin of agentwrap's hooks in the launch dir, loaded with ``--plugin-dir``;
+    the MCP server with ``--additional-mcp-config @FILE`` (it adds to the
+    person's ``~/.copilot/mcp-config.json`` for this launch), its read-only
+    tools allowed with ``--allow-tool=agentwrap(TOOL)`` (Copilot asks before
+    every MCP tool call otherwise). Each ``--allow-tool`` takes a list: one of
+    agentwrap's own options follows it, so the agent's own arguments after
+    agentwrap's are never read as tool names."""
     folder = launch_dir(paths, session)
+    if not out.dry_run and (hooks or mcp):
+        private_dir(folder, repair=True)
+    if mcp:
+        spec = _mcp_spec(session, paths, python)
+        entry = {"type": "local", "command": spec["command"], "args": spec["args"],
+                 "env": spec["env"], "tools": ["*"]}
+        path = _write_json(out, folder / "copilot-mcp.json", {"mcpServers": {SERVER_NAME: entry}})
+        out.files.append(path)
+        out.argv += [f"{COPILOT_ALLOW_FLAG}={SERVER_NAME}({t})" for t in ALLOWED_MCP_TOOLS]
+        out.argv += [COPILOT_MCP_FLAG, f"@{path}"]
+        out.channels.append("mcp")
+    if not hooks:
+        return
     plugin = folder / "copilot-plugin"
     if not out.dry_run:
-        for d in (folder, plugin, plugin / "hooks"):  # each 0700, not just the deepest
+        for d in (plugin, plugin / "hooks"):  # each 0700, not just the deepest
             private_dir(d, repair=True)
     manifest = {"name": COPILOT_PLUGIN_NAME, "version": "1.0.0",
                 "description": f"agentwrap's hooks for session {session} (this launch only)"}
@@ -659,12 +850,24 @@ def plan(
     elif kind == "gemini":
         _gemini(out, session, paths, python, env, hooks, mcp, euid)
     elif kind == "qwen":
-        _qwen(out, session, paths, python, env, hooks, profile.name)
+        _qwen(out, session, paths, python, env, hooks, mcp, profile.name)
     elif kind == "copilot":
-        _copilot(out, session, paths, python, hooks, profile.name)
+        _copilot(out, session, paths, python, hooks, mcp, profile.name)
+    elif kind == "cline":
+        _cline(out, session, paths, python, env, hooks, profile.name)
+    elif kind == "kimi":
+        _kimi(out, session, paths, python, env, hooks, profile.name)
     if spec.read_file:
         _read_file(out, spec.read_file, session, paths)
     return out
+
+
+def hands_over_at_start(profile: Profile) -> bool:
+    """Whether the agent's registered hooks include a session start that hands
+    the startup context over (Cline and Kimi have none: theirs is typed)."""
+    from ..continuity.hooks import START_EVENTS
+
+    return any(e in START_EVENTS for e in HOOK_EVENTS.get(profile.channels.hooks or "", ()))
 
 
 def remove_launch_files(paths: Paths, session: str) -> list[Path]:
@@ -711,9 +914,25 @@ def describe(options: SessionOptions) -> str:
 
 
 __all__ = [
-    "ALLOWED_MCP_TOOLS", "HOOK_CLIENT", "HOOK_CLIENT_ENV", "HOOK_EVENTS", "LaunchChannels",
-    "describe", "hook_client", "hook_command",
-    "launch_dir", "parse_version", "plan", "probe_version", "qwen_dir", "read_file_path",
-    "remove_launch_files", "root_private_chain",
+    "ALLOWED_MCP_TOOLS",
+    "HOOK_CLIENT",
+    "HOOK_CLIENT_ENV",
+    "HOOK_EVENTS",
+    "SIGNAL_CHANNEL",
+    "LaunchChannels",
+    "cline_dir",
+    "describe",
+    "hands_over_at_start",
+    "hook_client",
+    "hook_command",
+    "kimi_dir",
+    "launch_dir",
+    "parse_version",
+    "plan",
+    "probe_version",
+    "qwen_dir",
+    "read_file_path",
+    "remove_launch_files",
+    "root_private_chain",
     "version_at_least",
 ]

@@ -90,12 +90,12 @@ def build_supervisor(
     from ..answers.store import AnswerStore
     from ..answers.telling import Teller
     from ..delivery.engine import DeliveryEngine
-    from ..queue.sqlite import SQLiteMessageStore
+    from ..queue.backend import configured_store
 
     channels = rec.options.channels or ()
     hooks = questions = None
     start_hook: Callable[[], bool] | None = None
-    if "hooks" in channels:
+    if rec.options.has_hooks():  # hand-over and signals, or signals only
         from ..answers.hook_questions import HookQuestions
         from .hook_requests import awaits_start_hook
         from .signals import HookSignals
@@ -104,7 +104,7 @@ def build_supervisor(
         questions = HookQuestions(paths, rec.name, since=rec.started)
         if profile.channels.session_start_at_launch:
             start_hook = awaits_start_hook(paths, rec.name, rec.started)
-    store = SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir)
+    store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
     answers = AnswerStore(paths.db_path, events_dir=paths.events_dir)
     shared = SharedStores(store, answers)
     try:
@@ -123,7 +123,7 @@ def build_supervisor(
             paths, cfg, profile, rec, store=store,
             foreign_batches=_foreign_batches(paths, rec.name, held),
             awaits_start_hook=start_hook or (lambda: False))
-        if hooks is not None:  # the hooks ask the supervisor for what to hand over (fast)
+        if "hooks" in channels:  # the hooks ask the supervisor for what to hand over (fast)
             from .hook_requests import HandoverServer
 
             parts.append(HandoverPart(HandoverServer(
@@ -181,17 +181,17 @@ def _foreign_batches(paths: Paths, session: str,
 def _collector(paths: Paths, cfg: Config, rec: SessionRecord, hooks: bool) -> Collector | None:
     """The updater of this launch's handoff record (None: continuity is off for it)."""
     from ..continuity.launch import collector
-    from ..queue.sqlite import SQLiteMessageStore
+    from ..queue.backend import configured_store
 
     def messages() -> list[Message]:
-        store = SQLiteMessageStore(paths.db_path, cfg.limits)
+        store = configured_store(paths.db_path, cfg)
         try:
             return store.history(rec.name, limit=100)
         finally:
             store.close()
 
     def unacknowledged(delivered: Sequence[str]) -> set[str]:
-        store = SQLiteMessageStore(paths.db_path, cfg.limits)
+        store = configured_store(paths.db_path, cfg)
         try:
             return {i for i in delivered
                     if acknowledged(Status.DELIVERED, store.attempts(i)) is False}

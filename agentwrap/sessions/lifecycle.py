@@ -160,12 +160,12 @@ def _orphaned(paths: Paths | None, rec: SessionRecord) -> bool:
 
 def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> list[str]:
     """Startup context: its own priority class, delivered first once ready."""
-    from ..queue.sqlite import SQLiteMessageStore
+    from ..queue.backend import configured_store
 
     ids: list[str] = []
     if not files:
         return ids
-    store = SQLiteMessageStore(paths.db_path, cfg.limits, events_dir=paths.events_dir)
+    store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
     try:
         for f in files:
             text = f.read_text(encoding="utf-8")
@@ -217,20 +217,25 @@ def _begin_continuity(paths: Paths, cfg: Config, rec: SessionRecord, opts: RunOp
     """This launch's handoff record, and the previous one's handoff on its channel
     (never typed into a shell, where every line would run as a command)."""
     from ..continuity.launch import begin
+    from .channels import hands_over_at_start
 
+    chans = list(rec.options.channels or ())
+    if not hands_over_at_start(profile):  # no start hook (Cline, Kimi): the handoff is typed
+        chans = [c for c in chans if c != "hooks"]
     try:
         begin(paths, cfg.continuity, rec.name, rec.profile, opts.cwd, rec.started, handoff,
-              list(rec.options.channels or ()), enabled=opts.continuity,
-              typed=not profile.shell)
+              chans, enabled=opts.continuity, typed=not profile.shell)
     except (OSError, AgentwrapError) as exc:
         logging.getLogger("agentwrap.session").warning("no handoff record: %s", exc)
 
 
-def permission_gate(profile: Profile, cfg: Config, env: dict[str, str]) -> dict[str, object]:
-    """For an agent that runs every tool without asking by default (OpenCode):
-    its ask-first mode when ``[run] ask_first`` is on (the environment updated
-    in place; a value the person set is kept), and what the session's record
-    says of the gate (``permission_gate``), for ``state``, the API and the page."""
+def permission_gate(profile: Profile, cfg: Config, env: dict[str, str],
+                    argv: list[str] | None = None) -> dict[str, object]:
+    """For an agent that runs every tool without asking by default (OpenCode,
+    Cline CLI): its ask-first mode when ``[run] ask_first`` is on (the
+    environment or the command line ``argv`` updated in place; a value or an
+    option the person gave is kept), and what the session's record says of the
+    gate (``permission_gate``), for ``state``, the API and the page."""
     spec = profile.permissions
     if spec.asks_by_default:
         return {}
@@ -238,6 +243,16 @@ def permission_gate(profile: Profile, cfg: Config, env: dict[str, str]) -> dict[
         env.setdefault(spec.ask_first_env, spec.ask_first_value)
     if spec.ask_first_env and spec.ask_first_env in env:
         return {"permission_gate": f"asks first ({spec.ask_first_env} set)"}
+    if spec.ask_first_args and argv is not None:
+        option, wanted = spec.ask_first_args[0], " ".join(spec.ask_first_args)
+        given = [a for a in argv[1:] if a == option or a.startswith(f"{option}=")]
+        if cfg.run.ask_first and not given:
+            argv[1:1] = spec.ask_first_args
+        joined = f"{option}={' '.join(spec.ask_first_args[1:])}"
+        n = len(spec.ask_first_args)
+        if joined in argv[1:] or any(tuple(argv[i:i + n]) == spec.ask_first_args
+                                     for i in range(1, len(argv))):
+            return {"permission_gate": f"asks first ({wanted})"}
     return {"permission_gate": (
         f"none: {profile.description or profile.name} runs every tool without asking, unless"
         " its own config says to ask; [run] ask_first = true starts it in its ask-first mode")}
@@ -269,7 +284,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         argv = agent_argv(opts.argv, profile, env, paths, name)
         handoff = _handoff(paths, cfg, opts, name)
         argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
-        channel_opts.update(permission_gate(profile, cfg, env))
+        channel_opts.update(permission_gate(profile, cfg, env, argv))
         socket = paths.tmux_socket_for(name)
         registry.register(
             SessionRecord(
@@ -497,7 +512,7 @@ def run_pty(
     argv = agent_argv(opts.argv, profile, env, paths, name)
     handoff = _handoff(paths, cfg, opts, name)
     argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
-    channel_opts.update(permission_gate(profile, cfg, env))
+    channel_opts.update(permission_gate(profile, cfg, env, argv))
     from ..terminal.pty import PtyTerminal, terminal_size
 
     size = terminal_size(sys.stdout.fileno()) if interactive else None

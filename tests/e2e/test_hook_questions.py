@@ -37,6 +37,7 @@ import pytest
 from .conftest import AgentSession
 from .model_server import TOOL_DESCRIPTION, TOOL_FILE, TOOL_LONG_COMMAND
 from .test_answering import answer, main_requests, next_tool_result, wait_question
+from .test_more_agents_a import chat_tool_results
 
 pytestmark = pytest.mark.e2e
 
@@ -67,7 +68,7 @@ def stored_answers(s: AgentSession) -> list[tuple[str, str, Any]]:
 #: Codex runs hooks given per launch only with this in the person's own config.
 CODEX_TRUST = '[run]\ncodex_hook_trust = "bypass"\n\n'
 #: The tool the permission dialog names, per agent (as the screen and the rules name it).
-TOOL = {"claude": "Bash", "codex": "shell", "gemini": "Shell"}
+TOOL = {"claude": "Bash", "codex": "shell", "gemini": "Shell", "copilot": "bash"}
 
 
 def hook_question(s: AgentSession) -> dict[str, Any]:
@@ -100,6 +101,8 @@ def call_bash(s: AgentSession, command: str) -> None:
             "justification": "scripted by the test"})
     elif s.agent == "gemini":  # (with a description, its dialog shows that, not the command)
         directive = "run_shell_command " + json.dumps({"command": command})
+    elif s.agent == "copilot":
+        directive = "bash " + json.dumps({"command": command, "description": "scripted"})
     else:
         directive = "Bash " + json.dumps({"command": command, "description": "scripted by the test"})
     res = s.send(f"[[call: {directive}]] please", "--wait", "--timeout", "90")
@@ -148,7 +151,8 @@ def test_a_deny_listed_command_is_never_approved(make_session: Make, agent: str)
     s.wait_state("ready", timeout=60)
 
 
-@pytest.mark.parametrize("agent", [*AGENTS, "gemini"])  # Gemini: its ToolPermission notification
+# Gemini: its ToolPermission notification; Copilot: its permissionRequest (text only)
+@pytest.mark.parametrize("agent", [*AGENTS, "gemini", "copilot"])
 def test_without_a_rule_the_dialog_shows_the_hooks_exact_command(
     make_session: Make, agent: str
 ) -> None:
@@ -167,7 +171,11 @@ def test_without_a_rule_the_dialog_shows_the_hooks_exact_command(
     code, out = answer(s, "--option", "1", "--question", q["id"])
     assert code == 0 and out["status"] == "applied", out
     s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
-    assert "part39" in next_tool_result(s, seen)
+    if agent == "copilot":  # Chat Completions: its tool results are "role": "tool" messages
+        s.wait_until(lambda: any("part39" in t for r in main_requests(s)[seen:]
+                                 for t in chat_tool_results(r.body)), 60, "the tool result")
+    else:
+        assert "part39" in next_tool_result(s, seen)
 
 
 def test_ask_user_question_takes_the_hooks_texts(make_session: Make) -> None:

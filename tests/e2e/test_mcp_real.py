@@ -12,6 +12,7 @@ engine types nothing into a busy agent whose hooks take messages.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -49,9 +50,22 @@ def _tool_names(s: AgentSession) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
+def _items_with(body: str, needle: str) -> int:
+    """How many items of a request's conversation carry ``needle`` (Copilot CLI
+    1.0.102 puts a tool's text and its structured content both in one tool
+    result: the message is there twice, in one item)."""
+    data = json.loads(body)
+    items = [*(data.get("messages") or []), *(data.get("input") or []),
+             *(data.get("contents") or [])]
+    return sum(needle in json.dumps(item, ensure_ascii=False) for item in items)
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "copilot", "qwen"])
 def test_the_agent_calls_check_input_queue_and_gets_the_message(make_session: Make, agent: str) -> None:
     s = _session(make_session, agent)
+    own = {"copilot": s.home / ".copilot" / "mcp-config.json",
+           "qwen": s.home / ".qwen" / "settings.json"}.get(agent)
+    before = own.read_bytes() if own is not None and own.exists() else None
     s.start()
     st = s.wait_state("ready", timeout=90)
     assert "mcp" in (st.get("channels") or []), st
@@ -72,6 +86,9 @@ def test_the_agent_calls_check_input_queue_and_gets_the_message(make_session: Ma
     carrying = [b for b in _bodies(s) if marker in b[1]]
     first = carrying[0]
     assert all(b[2] for b in carrying)  # only ever inside the tool result, never a user turn
+    assert _items_with(_bodies(s)[-1][1], marker) == 1  # one tool result, in the last request too
+    if own is not None:  # registered for the launch: the person's own file as it was
+        assert (own.read_bytes() if own.exists() else None) == before, own
     from agentwrap.service import Service
 
     with Service.open(s._paths()) as svc:

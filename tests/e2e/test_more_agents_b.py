@@ -33,8 +33,9 @@ pytestmark = pytest.mark.e2e
 Make = Callable[..., AgentSession]
 
 AGENTS = ("cline", "kimi")
-# What a launch adds to the command line: Cline asks before tools only so.
-ARGS = {"cline": ["--auto-approve", "false"], "kimi": []}
+# Cline asks before tools only in its ask-first mode: [run] ask_first starts it so
+CONFIG = {"cline": "[run]\nask_first = true\n", "kimi": ""}
+GATE = {"cline": "asks first (--auto-approve false)", "kimi": None}
 # The permission dialog's profile name, tool and command as read off the screen.
 PERMISSION = {"cline": ("permission", "run_commands", TOOL_COMMAND),
               "kimi": ("permission", "Bash", TOOL_COMMAND)}
@@ -144,10 +145,12 @@ def check_permission(s: AgentSession) -> None:
 @pytest.mark.parametrize("agent", AGENTS)
 def test_more_agent_end_to_end(make_session: Make, agent: str) -> None:
     s = make_session(agent)
-    s.argv += ARGS[agent]
+    if CONFIG[agent]:
+        s.write_config(CONFIG[agent])
     s.start()
     st = s.wait_state("ready", timeout=90)
     assert st["rule"] == READY_RULE[agent], st  # its own profile, not the generic one
+    assert st["permission_gate"] == GATE[agent], st
     check_delivery(s)
     check_draft(s)
     check_syntax(s)

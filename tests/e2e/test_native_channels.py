@@ -2,8 +2,9 @@
 multi-step tool loop reaches the model inside the same turn, through the hook
 registered by ``agentwrap run``, in the request that follows the next tool
 result, exactly once, and is never also typed (Claude Code, Gemini CLI, Qwen
-Code, Copilot CLI, and Codex with the user's ``[run] codex_hook_trust = "bypass"``); a hook with the
-database locked leaves the agent undisturbed.
+Code, Copilot CLI, Cline CLI, and Codex with the user's ``[run]
+codex_hook_trust = "bypass"``); a hook with the database locked leaves the
+agent undisturbed.
 
 The model server is scripted (``[[loop]]``): one tool call per request, each
 answer held back ``STEP_DELAY_S`` so the agent is visibly inside the loop.
@@ -37,6 +38,12 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "gemini": [("read_file", {"file_path": "README.md"})] * STEPS,
     "qwen": [("list_directory", {"path": "{workdir}"})] * STEPS,  # it wants absolute paths
     "copilot": [("view", {"path": "{workdir}"})] * STEPS,
+    # twice the steps: the test's two sends (two CLI processes) took longer than
+    # Cline's remaining loop on the loaded machine, and the second was typed after it;
+    # each a different command: Cline 3.0.65 ends a turn that repeats one call 5 times
+    "cline": [("run_commands", {"commands": [c]}) for c in (
+        "cat README.md", "ls", "wc -l README.md", "head -1 README.md", "pwd",
+        "ls -a", "tail -1 README.md", "wc -c README.md")],
 }
 
 
@@ -65,8 +72,11 @@ class LoopServer(ModelServer):
                 # connect: 2.1.197 offers WaitForMcpServers, 2.1.332 lists MCP tools
                 # as deferred and offers ToolSearch (it waits for connecting servers
                 # and loads the tools it finds). A model would call that first.
+                # Qwen Code 0.15.10 offers every MCP tool only through its
+                # tool_search (a keyword query finds it by name).
                 wait = next((t for t in tools if t.name == "WaitForMcpServers"), None)
-                search = next((t for t in tools if t.name == TOOL_SEARCH), None)
+                search = next((t for t in tools if t.name in (TOOL_SEARCH, "tool_search")),
+                              None)
                 if (wait is not None or search is not None) and self.mcp_waits < 3:
                     self.mcp_waiting = True
                     self.mcp_waits += 1
@@ -144,7 +154,7 @@ def _start(s: AgentSession) -> None:
     assert "hooks" in (st.get("channels") or []), st
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen", "copilot"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen", "copilot", "cline"])
 def test_message_sent_in_a_tool_loop_reaches_the_next_request_once(
     make_session: Make, agent: str
 ) -> None:

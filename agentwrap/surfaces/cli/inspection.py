@@ -329,6 +329,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     try:
         # default limits: the doctor reads, and reports a config error above
         with open_service(paths, limits=QueueLimits()) as svc:
+            report["store"] = svc.store_where  # never the password
             views = svc.sessions()
             stale = [v.record.name for v in views if v.record.liveness == "stale"]
             # who supervises the running tmux sessions: one host pid, or a pid each
@@ -377,6 +378,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             out.print(escape(f"  {name} permission gate: {a['permission_gate']}"))
     for key, value in report["paths"].items():
         out.print(escape(f"  {key:15} {value}"))
+    if report.get("store"):
+        out.print(escape(f"  {'store':15} {report['store']}"))
     for pid, names in report.get("supervisors", {}).items():
         out.print(escape(f"  supervisor     pid {pid}: {len(names)} session(s) ({', '.join(names)})"))
     for w in warnings:
@@ -397,6 +400,8 @@ def _gate_of(prof: Any, ask_first: bool) -> str:
     env = prof.permissions.ask_first_env
     if env and (ask_first or env in os.environ):
         return f"asks first ({env} set{' by [run] ask_first' if env not in os.environ else ''})"
+    if prof.permissions.ask_first_args and ask_first:
+        return f"asks first ({' '.join(prof.permissions.ask_first_args)} added by [run] ask_first)"
     return ("none: runs every tool without asking unless its own config says to ask;"
             " [run] ask_first = true starts it in its ask-first mode")
 

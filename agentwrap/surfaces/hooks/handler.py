@@ -22,8 +22,11 @@ the hook does one thing and leaves:
 4. a **question** (Claude, Codex and Qwen ``PermissionRequest``) is kept for the
    supervisor with its exact text and, when one of the user's answer rules
    decides it, answered here (:mod:`agentwrap.answers.hook_questions`);
+   Copilot's ``permissionRequest`` comes for requests it never asks about too,
+   so its text is kept and nothing more (:data:`~.protocol.TEXT_ONLY_QUESTIONS`);
 5. at a turn's end the agent's reply (Claude, Codex, Qwen ``last_assistant_message``,
-   Gemini ``prompt_response``) is searched for ``ACK <token>``: the messages a
+   Gemini ``prompt_response``, Copilot's read from its ``transcriptPath``:
+   :mod:`.transcript`) is searched for ``ACK <token>``: the messages a
    hook handed over in that batch are acknowledged (``seen``, channel ``hook``),
    as the typing path does when it finds the ACK on screen. Only then is the
    store opened at a turn's end.
@@ -53,8 +56,11 @@ from .protocol import (
     EVENTS,
     MAX_CONTEXT_CHARS,
     QUESTION,
+    TEXT_ONLY_QUESTIONS,
+    TRANSCRIPT_FIELDS,
     action,
     context_output,
+    normalised,
     permission_output,
 )
 
@@ -82,9 +88,9 @@ USAGE = """\
 usage: agentwrap hook AGENT EVENT < hook-input.json
 
 The handler an agent's native hook runs (registered per launch by `agentwrap
-run`): AGENT is claude, codex, gemini, qwen or copilot, EVENT the hook event. At the session
-start and between tool calls it hands the session's queued messages to the
-model as additional context (delivered once, channel "hook"); at a turn's end,
+run`): AGENT is claude, codex, gemini, qwen, copilot, cline or kimi, EVENT
+the hook event. At the session start and between tool calls it hands the
+session's queued messages to the model as additional context (delivered once, channel "hook"); at a turn's end,
 a prompt submit or a notification it records a state signal for the
 supervisor; at a permission request (PermissionRequest) it keeps the exact
 request for the supervisor and answers it when one of your [[answer_rules]]
@@ -156,6 +162,7 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
         if not isinstance(payload, dict) or not session or agent not in EVENTS:
             return ""
         check_session_name(session)  # it names files: nothing else gets through
+        payload = normalised(agent, payload)
         todo = action(agent, event, payload)
         if todo is None:
             return ""
@@ -191,7 +198,7 @@ def _signal(run: HookRun, env: Mapping[str, str]) -> str:
         hq = hq_mod.from_payload(run.agent, run.event, run.payload)
         if hq is not None:
             hq_mod.write_question(run.paths, run.session, hq)
-    tokens = acked_tokens(run.payload) if run.action == "turn_end" else set()
+    tokens = acked_tokens(run.payload, run.agent) if run.action == "turn_end" else set()
     if tokens and run.paths.db_path.is_file():
         from ...service import Service
 
@@ -287,6 +294,9 @@ def _question(run: HookRun, env: Mapping[str, str]) -> str:
     hq = hq_mod.from_payload(run.agent, run.event, run.payload)
     if hq is None:
         return ""
+    if run.agent in TEXT_ONLY_QUESTIONS:  # asked or not, nobody knows yet: the text only
+        hq_mod.write_question(run.paths, run.session, hq)
+        return ""
     profile = env.get(PROFILE_ENV) or run.agent
     cwd = Path(str(run.payload.get("cwd") or "/"))
     rules = hq_mod.rules_for(run.paths, profile, cwd)
@@ -321,11 +331,17 @@ ACTIONS: dict[str, Callable[[HookRun, Mapping[str, str]], str]] = {
 }
 
 
-def acked_tokens(payload: Mapping[str, object]) -> set[str]:
-    """The batch tokens the agent's reply acknowledges."""
+def acked_tokens(payload: Mapping[str, object], agent: str = "") -> set[str]:
+    """The batch tokens the agent's reply acknowledges (``agent``: where its
+    payload names a transcript instead, the reply is read from that file)."""
+    replies = [payload.get(name) for name in REPLY_FIELDS]
+    transcript = payload.get(TRANSCRIPT_FIELDS.get(agent, ""))
+    if isinstance(transcript, str) and transcript:
+        from .transcript import WAIT_S, reply_from
+
+        replies.append(reply_from(transcript, payload.get("timestamp"), WAIT_S))
     found: set[str] = set()
-    for name in REPLY_FIELDS:
-        reply = payload.get(name)
+    for reply in replies:
         if isinstance(reply, str):
             found.update(t.lower() for t in ACK_RE.findall(reply[-20_000:]))
     return found

@@ -325,7 +325,7 @@ def for_session(paths: Paths, session: str) -> HookServer | None:
 
     with Service.open(paths) as svc:
         rec = svc.state(session)
-    if not rec.options.has("hooks"):
+    if not rec.options.has_hooks():
         return None
     path = hook_socket(paths, session)
     if path is None:

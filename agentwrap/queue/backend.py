@@ -1,0 +1,72 @@
+"""Which store this host's queue is in: SQLite's file, or a shared PostgreSQL server.
+
+SQLite stays the default, opened exactly as before: nothing to set up for one
+machine. A team whose hosts share one queue sets ``[store] url =
+"postgresql://..."`` in the user's config, or ``AGENTWRAP_STORE_URL`` (which
+wins: one shell, one CI job). The URL goes to libpq as it is, so its
+conventions hold for secrets (a password file, ``PGPASSFILE``, ``PGPASSWORD``,
+``sslmode`` and client certificates in the URL); agentwrap never prints or
+logs it, only :func:`describe`, without the password. psycopg is imported
+only when a PostgreSQL store is opened.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..config import Config
+from ..errors import ConfigError
+from ..message import QueueLimits
+from . import db
+from .sqlite import SQLiteMessageStore
+from .sqlstore import DEFAULT_LIMITS, SQLMessageStore
+
+ENV = "AGENTWRAP_STORE_URL"
+SCHEMES = ("postgresql://", "postgres://")
+
+
+def store_url(configured: str = "", env: Mapping[str, str] | None = None) -> str:
+    """The PostgreSQL URL this host uses, or "" for the SQLite file.
+
+    ``configured``: ``[store] url``; the environment's :data:`ENV` wins.
+    Anything but a ``postgresql://`` URL is a :class:`ConfigError` that does
+    not repeat it (it may hold a password)."""
+    url = ((os.environ if env is None else env).get(ENV, "") or configured).strip()
+    if url and not url.startswith(SCHEMES):
+        raise ConfigError(
+            f"the store URL ({ENV} or [store] url) must start with postgresql://",
+            hint="unset it for this machine's SQLite file, or give a libpq URL such as"
+            " postgresql://USER@HOST/DB?sslmode=verify-full (password in ~/.pgpass)",
+        )
+    return url
+
+
+def open_store(
+    db_path: Path, limits: QueueLimits = DEFAULT_LIMITS, *, url: str = "",
+    events_dir: Path | None = None, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
+) -> SQLMessageStore:
+    """The queue at ``url`` (PostgreSQL), or else the SQLite file ``db_path``."""
+    if url:
+        from .postgres import PostgresMessageStore
+
+        return PostgresMessageStore(url, limits, events_dir=events_dir,
+                                    connect_timeout_s=max(1.0, busy_timeout_ms / 1000))
+    return SQLiteMessageStore(db_path, limits, events_dir=events_dir,
+                              busy_timeout_ms=busy_timeout_ms)
+
+
+def describe(db_path: Path, url: str = "") -> str:
+    """Where the queue is, for people: the file, or the server without its password."""
+    if not url:
+        return f"sqlite {db_path}"
+    from .postgres import display
+
+    return display(url)
+
+
+def configured_store(db_path: Path, cfg: Config, *, events_dir: Path | None = None
+                     ) -> SQLMessageStore:
+    """The store ``cfg`` (its ``[store]`` and ``[limits]``) and the environment choose."""
+    return open_store(db_path, cfg.limits, url=store_url(cfg.store.url), events_dir=events_dir)

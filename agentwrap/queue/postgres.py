@@ -1,0 +1,455 @@
+"""The message store on PostgreSQL: one durable queue shared by every host (issue 23).
+
+The operations are :class:`~agentwrap.queue.sqlstore.SQLMessageStore`'s, the
+same code and statements as SQLite's; this module is the plumbing, and the
+few places where a server shared by many processes on many machines needs
+more than SQLite's one write lock:
+
+* **Claims skip what another transaction holds.** A write's ``SELECT`` of the
+  rows it is going to change ends with ``FOR UPDATE SKIP LOCKED``
+  (:attr:`PgWrite.LOCK_ROWS`): a row that another transaction is changing
+  (cancelling, evicting, expiring) is never taken twice nor waited for.
+  Claims of one session take turns on a lock of that session
+  (:meth:`PgWrite.claiming`): the batch is the head of its queue, in
+  delivery order, and hosts claiming other sessions never wait.
+* **Limits hold across hosts.** Admitting a message reads counts (pending,
+  rate window, the sender's own, an idempotency key) and then writes: under
+  READ COMMITTED two hosts could both read "one place left". Every enqueue
+  transaction first takes one advisory lock (:data:`ADMISSION_LOCK`), so
+  admissions take turns as SQLite's do, while claims and finishes go on.
+* **Event ids in commit order.** A sequence hands out ids when a row is
+  inserted, not when it commits: a reader that saw id 11 committed and
+  resumes "after 11" would never see 10 committing later. So a write keeps its
+  events until it is about to commit (:meth:`PgWrite.flush`), then takes
+  :data:`EVENTS_LOCK` (held to the end of the transaction), draws the ids and
+  inserts them: whoever draws later commits later, and ``events(after=id)``
+  misses nothing.
+* **Wake-ups** are ``NOTIFY`` on :data:`CHANNEL`, delivered at commit to
+  every host's ``LISTEN`` (:class:`PgSubscription`), besides the local
+  datagram announcement of SQLite's store.
+
+Secrets follow libpq's conventions (a password file, ``PGPASSWORD``,
+``sslmode`` in the URL): the URL is handed to libpq as it is, and only
+:func:`display` (no password) is ever printed, logged or put in an error.
+The statements use ``?`` placeholders; :func:`to_pg` turns them into
+psycopg's, once per statement.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+
+from .. import events
+from ..errors import StoreError, StoreFull, StoreLocked, StoreUnavailable
+from ..message import QueueLimits
+from . import schema
+from .sqlstore import DEFAULT_LIMITS, SQLMessageStore
+from .writes import Write
+
+CHANNEL = "agentwrap_events"
+# advisory lock keys (one 64-bit space per database): "aw" and a number
+EVENTS_LOCK = 0x6177_0001
+ADMISSION_LOCK = 0x6177_0002
+SCHEMA_LOCK = 0x6177_0003
+CLAIM_LOCKS = 0x6177  # with the session's hash: one lock per session's claims
+T = TypeVar("T")
+PRUNE_EVERY = 500  # event ids: now and then the log is cut to events.KEEP rows
+
+DDL = (
+    """
+    CREATE TABLE IF NOT EXISTS messages (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id TEXT COLLATE "C" NOT NULL UNIQUE,  -- C: prefix look-ups range over bytes
+        session TEXT NOT NULL,
+        content TEXT NOT NULL,
+        content_bytes INTEGER NOT NULL,
+        source TEXT NOT NULL,
+        source_id TEXT NOT NULL,
+        priority INTEGER NOT NULL,
+        created DOUBLE PRECISION NOT NULL,
+        expires DOUBLE PRECISION NOT NULL,
+        metadata TEXT NOT NULL,
+        correlation_id TEXT,
+        depth INTEGER NOT NULL,
+        idempotency_key TEXT,
+        require_ack INTEGER,
+        status TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        updated DOUBLE PRECISION NOT NULL,
+        finished DOUBLE PRECISION,
+        detail TEXT NOT NULL DEFAULT '',
+        batch_id TEXT,
+        phase TEXT,
+        next_attempt_at DOUBLE PRECISION NOT NULL,
+        kind TEXT NOT NULL DEFAULT 'content'
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS attempts (
+        message_id TEXT COLLATE "C" NOT NULL REFERENCES messages (id),
+        number INTEGER NOT NULL,
+        batch_id TEXT NOT NULL,
+        started DOUBLE PRECISION NOT NULL,
+        finished DOUBLE PRECISION,
+        channel TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        evidence TEXT NOT NULL,
+        PRIMARY KEY (message_id, number)
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS events (
+        id BIGINT PRIMARY KEY,  -- drawn from events_id under EVENTS_LOCK: commit order
+        at DOUBLE PRECISION NOT NULL,
+        session TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        subject TEXT NOT NULL DEFAULT '',
+        data TEXT NOT NULL DEFAULT '{}'
+    )
+    """,
+    "CREATE SEQUENCE IF NOT EXISTS events_id",
+    "CREATE INDEX IF NOT EXISTS events_by_session ON events (session, id)",
+    # SQLite's instr(), which the shared selection (schema.selection) uses
+    "CREATE OR REPLACE FUNCTION instr(text, text) RETURNS integer"
+    " LANGUAGE sql IMMUTABLE PARALLEL SAFE AS 'SELECT strpos($1, $2)'",
+    # the indexes are SQLite's, statement for statement (their comments name their queries)
+    *(s for s in schema.SCHEMA if "CREATE TABLE" not in s),
+)
+TABLES = ("messages", "attempts", "events", "events_id", "events_by_session", *schema.INDEXES)
+
+
+@functools.lru_cache(maxsize=512)
+def to_pg(sql: str) -> bytes:
+    """A statement of the shared dialect for psycopg: ``?`` -> ``%s`` (no
+    statement has a ``?`` or ``%`` in a literal), and SQLite's ``NOT INDEXED``
+    hint (:func:`reads.verify_none`) dropped: PostgreSQL takes no such hint."""
+    return sql.replace(" NOT INDEXED", "").replace("?", "%s").encode()
+
+
+def display(url: str) -> str:
+    """The store's address without its password, for messages and ``doctor``."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql (an unreadable URL)"
+    shown = [f"{k}={parts[k]}" for k in ("host", "port", "dbname", "user", "sslmode")
+             if parts.get(k)]
+    return "postgresql " + " ".join(shown) if shown else "postgresql (libpq defaults)"
+
+
+def _password(url: str) -> str:
+    try:
+        return str(conninfo_to_dict(url).get("password") or "")
+    except psycopg.ProgrammingError:
+        return ""
+
+
+class PgRow:
+    """A row read by column name or by index, as ``sqlite3.Row`` is."""
+
+    __slots__ = ("_index", "_values")
+
+    def __init__(self, values: Sequence[Any], index: dict[str, int]) -> None:
+        self._values = values
+        self._index = index
+
+    def __getitem__(self, key: int | str, /) -> Any:
+        return self._values[self._index[key] if isinstance(key, str) else key]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def keys(self) -> list[str]:
+        return list(self._index)
+
+
+def _rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], PgRow]:
+    index = {c.name: i for i, c in enumerate(cursor.description or ())}
+    return lambda values: PgRow(values, index)
+
+
+class PgConn:
+    """:class:`agentwrap.events.Conn` over a psycopg connection."""
+
+    def __init__(self, raw: psycopg.Connection[PgRow]) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, parameters: Any = (), /) -> psycopg.Cursor[PgRow]:
+        return self.raw.execute(to_pg(sql), parameters or None)
+
+
+def connect(url: str, timeout_s: float = 10.0) -> PgConn:
+    raw = psycopg.connect(url, autocommit=True, row_factory=_rows,
+                          connect_timeout=max(1, int(timeout_s)),
+                          application_name="agentwrap")
+    return PgConn(raw)
+
+
+class PgWrite(Write):
+    """A write transaction on PostgreSQL: rows it changes are locked, its
+    events wait for :meth:`flush` (see the module: ids in commit order)."""
+
+    __slots__ = ("pending",)
+    LOCK_ROWS = " FOR UPDATE SKIP LOCKED"
+
+    def __init__(self, conn: PgConn) -> None:
+        super().__init__(conn)
+        self.pending: list[tuple[float, str, str, str, str]] = []
+
+    def claiming(self, session: str) -> None:
+        """Claims of one session take turns (the batch is the head of its
+        queue, in order); hosts claiming other sessions never wait for it."""
+        self.conn.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (CLAIM_LOCKS, session))
+
+    def event(self, now: float, session: str, kind: str, subject: str, /, **data: Any) -> None:
+        if kind not in events.KINDS:
+            raise ValueError(f"unknown event kind {kind!r}")
+        self.pending.append((now, session, kind, subject, json.dumps(data, separators=(",", ":"))))
+        self.recorded = True
+
+    def flush(self) -> None:
+        """Append the kept events as the last thing before the commit: their ids
+        are drawn under :data:`EVENTS_LOCK`, which the transaction holds until
+        it has committed, so ids grow in commit order. Then ``NOTIFY``."""
+        if not self.pending:
+            return
+        conn = self.conn
+        conn.execute("SELECT pg_advisory_xact_lock(?)", (EVENTS_LOCK,))
+        last = 0
+        for at, session, kind, subject, data in self.pending:
+            last = int(conn.execute(
+                "INSERT INTO events (id, at, session, kind, subject, data)"
+                " VALUES (nextval('events_id'), ?, ?, ?, ?, ?) RETURNING id",
+                (at, session, kind, subject, data)).fetchall()[0][0])
+        if last // PRUNE_EVERY != (last - len(self.pending)) // PRUNE_EVERY:
+            conn.execute("DELETE FROM events WHERE id <= ?", (last - events.KEEP,))
+        conn.execute("SELECT pg_notify(?, '')", (CHANNEL,))
+        self.pending.clear()
+
+
+class PostgresMessageStore(SQLMessageStore):
+    """:class:`MessageStore` on a PostgreSQL server shared by several hosts.
+
+    One connection per instance (autocommit: a read is one statement, a write
+    one explicit transaction), guarded by a lock so threads may share the
+    store; lost connections are opened again on the next call.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        limits: QueueLimits = DEFAULT_LIMITS,
+        clock: Callable[[], float] = time.time,
+        *,
+        events_dir: Path | None = None,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__(limits, clock)
+        self.url = url
+        self.shown = display(url)
+        self.where = Path(self.shown)
+        self._secret = _password(url)
+        self.events_dir = events_dir
+        self._timeout_s = connect_timeout_s
+        self._lock = threading.RLock()
+        self._pg: PgConn | None = None
+        with self._lock, self._errors():
+            if not self._schema_is_current():
+                with self._conn().raw.transaction():
+                    c = self._conn()
+                    c.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
+                    for statement in DDL:
+                        c.execute(statement)
+
+    # --- plumbing -----------------------------------------------------------------
+
+    def _conn(self) -> PgConn:
+        if self._pg is None or self._pg.raw.closed:
+            self._pg = connect(self.url, self._timeout_s)
+        return self._pg
+
+    def _drop(self) -> None:
+        if self._pg is not None:
+            self._pg.raw.close()
+            self._pg = None
+
+    def _first(self, start: Callable[[PgConn], T]) -> T:
+        """``start(connection)``, on a new connection if the one kept broke
+        while idle (the server restarted, a proxy closed it): the failure
+        came before anything was sent, so trying once more is safe."""
+        conn = self._conn()
+        try:
+            return start(conn)
+        except psycopg.OperationalError:
+            if not conn.raw.broken:
+                raise
+            self._drop()
+            return start(self._conn())
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """psycopg's failures as :class:`StoreError`; bugs (bad SQL, a
+        constraint) keep their traceback. A broken connection is dropped, to
+        be opened again by the next call."""
+        try:
+            yield
+        except psycopg.Error as exc:
+            mapped = self._translate(exc)
+            if self._pg is not None and (self._pg.raw.broken or self._pg.raw.closed):
+                self._drop()
+            if mapped is None:
+                raise
+            raise mapped from None  # the original may quote the URL
+
+    def _translate(self, exc: psycopg.Error) -> StoreError | None:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        if self._secret:
+            first = first.replace(self._secret, "***")
+        if isinstance(exc, (pg_errors.DeadlockDetected, pg_errors.SerializationFailure,
+                            pg_errors.LockNotAvailable)):
+            return StoreLocked(f"the store {self.shown} was busy: {first} (nothing was written)")
+        if isinstance(exc, (pg_errors.DiskFull, pg_errors.OutOfMemory)):
+            return StoreFull(f"the store {self.shown} cannot grow: {first} (nothing was written)")
+        if isinstance(exc, psycopg.OperationalError):
+            return StoreUnavailable(
+                f"cannot use the store {self.shown}: {first}",
+                hint="check that the server is up and reachable, and the URL's user,"
+                " password file (~/.pgpass) and sslmode; `agentwrap doctor` checks the store",
+            )
+        return None
+
+    @contextmanager
+    def _write(self) -> Iterator[Write]:
+        """One write transaction; once it committed, its events are announced
+        (NOTIFY to every host at the commit, the datagram to this host's readers)."""
+        with self._lock:
+            with self._errors(), ExitStack() as tx:
+
+                def begin(c: PgConn) -> PgConn:
+                    tx.enter_context(c.raw.transaction())  # sends BEGIN
+                    return c
+
+                w = PgWrite(self._first(begin))
+                yield w
+                w.flush()
+            if w.recorded and self.events_dir is not None:
+                events.announce(self.events_dir)
+
+    def _admit(self, w: Write) -> None:
+        w.conn.execute("SELECT pg_advisory_xact_lock(?)", (ADMISSION_LOCK,))
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> list[PgRow]:
+        with self._lock, self._errors():  # one statement: safe to send again
+            return self._first(lambda c: c.execute(sql, params).fetchall())
+
+    @contextmanager
+    def _reading(self) -> Iterator[PgConn]:
+        with self._lock, self._errors():
+            yield self._conn()
+
+    def _schema_is_current(self) -> bool:
+        rows = self._read(
+            "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = current_schema() AND c.relname = ANY(?)", (list(TABLES),))
+        return int(rows[0][0]) == len(set(TABLES))
+
+    def listen(self) -> None:
+        """Commits of every host wake this host's readers: :class:`NotifyBridge`
+        (one per process and events dir, started on first use)."""
+        if self.events_dir is not None:
+            NotifyBridge.start(self.url, self.events_dir)
+
+    def check_integrity(self) -> None:
+        """The server answers (PostgreSQL checks its own pages)."""
+        self._read("SELECT 1")
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
+class PgSubscription:
+    """A reader's wake-up from every host: ``LISTEN`` on :data:`CHANNEL` over a
+    connection of its own. Same use as :class:`agentwrap.events.Subscription`."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True, application_name="agentwrap-listen")
+        self.conn.execute(f"LISTEN {CHANNEL}".encode())
+
+    def fileno(self) -> int:
+        return self.conn.fileno()
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a commit's NOTIFY or ``timeout``; True (and drained) if one came."""
+        got = any(True for _ in self.conn.notifies(timeout=max(0.0, timeout), stop_after=1))
+        if got:
+            for _ in self.conn.notifies(timeout=0.0):
+                pass
+        return got
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> PgSubscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class NotifyBridge:
+    """Hands the server's NOTIFY (a commit of any host) on to this host's
+    readers as the datagram the SQLite store sends (:func:`events.announce`),
+    so every waiter (``send --wait``, ``events -f``, SSE, the WebSocket)
+    wakes for another host's change as for a local one, and waits as before.
+
+    One daemon thread per process and events dir, with its own ``LISTEN``
+    connection; a lost connection is opened again (a wake-up missed meanwhile
+    costs latency only: readers look again every few seconds)."""
+
+    _running: ClassVar[dict[tuple[str, str], NotifyBridge]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+    RETRY_S = 1.0
+
+    def __init__(self, url: str, events_dir: Path) -> None:
+        self.url = url
+        self.events_dir = events_dir
+        self.listening = threading.Event()  # set while a LISTEN connection is up
+        self.thread = threading.Thread(target=self._run, name="agentwrap-notify", daemon=True)
+
+    @classmethod
+    def start(cls, url: str, events_dir: Path) -> NotifyBridge:
+        key = (url, str(events_dir))
+        with cls._guard:
+            bridge = cls._running.get(key)
+            if bridge is None:
+                bridge = cls._running[key] = cls(url, events_dir)
+                bridge.thread.start()
+        return bridge
+
+    def _run(self) -> None:
+        while True:
+            try:
+                with PgSubscription(self.url) as sub:
+                    events.announce(self.events_dir)  # a commit may have been missed
+                    self.listening.set()
+                    while True:
+                        if sub.wait(60.0):
+                            events.announce(self.events_dir)
+            except psycopg.Error:
+                self.listening.clear()
+                time.sleep(self.RETRY_S)

@@ -1,0 +1,58 @@
+"""The message store of a test, on either backend: the contract tests run
+each store test against SQLite (a file) and PostgreSQL (a schema of the
+suite's own server, tests/support/pg.py) through one :class:`StoreTarget`."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentwrap.message import QueueLimits
+from agentwrap.queue.sqlstore import DEFAULT_LIMITS, SQLMessageStore
+
+BACKENDS = ("sqlite", "postgres")
+
+
+@dataclass(frozen=True)
+class StoreTarget:
+    """Where a test's store is: ``backend`` and its file path or URL."""
+
+    backend: str
+    where: str
+
+    def open(self, limits: QueueLimits = DEFAULT_LIMITS,
+             clock: Callable[[], float] = time.time, **kw: Any) -> SQLMessageStore:
+        if self.backend == "postgres":
+            from agentwrap.queue.postgres import PostgresMessageStore
+
+            return PostgresMessageStore(self.where, limits, clock, **kw)
+        from agentwrap.queue.sqlite import SQLiteMessageStore
+
+        return SQLiteMessageStore(Path(self.where), limits, clock, **kw)
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Run SQL (``?`` placeholders) on the backend itself, behind the store's back."""
+        if self.backend == "postgres":
+            import psycopg
+
+            with psycopg.connect(self.where, autocommit=True) as conn:
+                cur = conn.execute(sql.replace("?", "%s").encode(), params or None)
+                return [] if cur.description is None else [tuple(r) for r in cur.fetchall()]
+        raw = sqlite3.connect(self.where)
+        try:
+            with raw:
+                return [tuple(r) for r in raw.execute(sql, params).fetchall()]
+        finally:
+            raw.close()
+
+    def tables(self) -> set[str]:
+        if self.backend == "postgres":
+            rows = self.execute("SELECT tablename FROM pg_tables"
+                                " WHERE schemaname = current_schema()")
+        else:
+            rows = self.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        return {str(r[0]) for r in rows}
