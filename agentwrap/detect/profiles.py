@@ -142,7 +142,7 @@ class InputSpec:
 
 
 #: Which agent's native registration a profile's ``[channels]`` names.
-CHANNEL_KINDS = ("claude", "codex", "gemini", "qwen", "copilot")
+CHANNEL_KINDS = ("claude", "codex", "gemini", "qwen", "copilot", "opencode")
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class ChannelSpec:
     """``[channels]``: the native channels ``agentwrap run`` registers for the
     agent (see :mod:`agentwrap.sessions.channels`): ``hooks`` and ``mcp`` name
     whose registration to use (``claude``, ``codex``, ``gemini``, ``qwen``,
-    ``copilot``; unset: none), from ``min_version`` of the installed CLI on
+    ``copilot``, ``opencode``; unset: none), from ``min_version`` of the installed CLI on
     (probed with ``version_arg``).
     ``batch_event_since``: Claude's PostToolBatch from this version on (else
     PostToolUse). ``read_file``: the option that makes the agent re-read a

@@ -2,8 +2,9 @@
 multi-step tool loop reaches the model inside the same turn, through the hook
 registered by ``agentwrap run``, in the request that follows the next tool
 result, exactly once, and is never also typed (Claude Code, Gemini CLI, Qwen
-Code, Copilot CLI, and Codex with the user's ``[run] codex_hook_trust = "bypass"``); a hook with the
-database locked leaves the agent undisturbed.
+Code, Copilot CLI, OpenCode through agentwrap's plugin, and Codex with the
+user's ``[run] codex_hook_trust = "bypass"``); a hook with the database locked
+leaves the agent undisturbed.
 
 The model server is scripted (``[[loop]]``): one tool call per request, each
 answer held back ``STEP_DELAY_S`` so the agent is visibly inside the loop.
@@ -37,6 +38,8 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "gemini": [("read_file", {"file_path": "README.md"})] * STEPS,
     "qwen": [("list_directory", {"path": "{workdir}"})] * STEPS,  # it wants absolute paths
     "copilot": [("view", {"path": "{workdir}"})] * STEPS,
+    # (not glob: OpenCode 1.18.33 runs no tool.execute.after plugin hook for it)
+    "opencode": [("read", {"filePath": "{workdir}/README.md"})] * STEPS,
 }
 
 
@@ -99,7 +102,8 @@ def _session(make_session: Make, agent: str) -> AgentSession:
     s.server = server
     _repoint(s, server)
     (s.workdir / "README.md").write_text("# scratch project for agentwrap tests\n")
-    server.calls = [(name, {k: str(s.workdir) if v == "{workdir}" else v for k, v in args.items()})
+    server.calls = [(name, {k: v.replace("{workdir}", str(s.workdir)) if isinstance(v, str) else v
+                            for k, v in args.items()})
                     for name, args in CALLS[agent]]
     return s
 
@@ -144,7 +148,7 @@ def _start(s: AgentSession) -> None:
     assert "hooks" in (st.get("channels") or []), st
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen", "copilot"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen", "copilot", "opencode"])
 def test_message_sent_in_a_tool_loop_reaches_the_next_request_once(
     make_session: Make, agent: str
 ) -> None:

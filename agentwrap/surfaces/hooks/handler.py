@@ -82,9 +82,10 @@ USAGE = """\
 usage: agentwrap hook AGENT EVENT < hook-input.json
 
 The handler an agent's native hook runs (registered per launch by `agentwrap
-run`): AGENT is claude, codex, gemini, qwen or copilot, EVENT the hook event. At the session
-start and between tool calls it hands the session's queued messages to the
-model as additional context (delivered once, channel "hook"); at a turn's end,
+run`): AGENT is claude, codex, gemini, qwen, copilot or opencode, EVENT
+the hook event. At the session start and between tool calls it hands the
+session's queued messages to the model as additional context (delivered
+once, channel "hook"); at a turn's end,
 a prompt submit or a notification it records a state signal for the
 supervisor; at a permission request (PermissionRequest) it keeps the exact
 request for the supervisor and answers it when one of your [[answer_rules]]

@@ -17,7 +17,10 @@ hook's stdout; GitHub Copilot CLI 1.0.102 sends camelCase (``sessionId``,
   and wraps it in ``<hook_context>``; Qwen escapes them as ``&lt;`` ``&gt;``). Copilot
   reads only a top-level ``{"additionalContext": TEXT}`` (:data:`FLAT_CONTEXT`): at
   ``postToolUse`` it is appended to the tool result, at ``sessionStart`` it becomes
-  a user message before the prompt.
+  a user message before the prompt. OpenCode has no command hooks: agentwrap's
+  plugin (agentwrap/sessions/opencode_plugin.js) runs this hook at its plugin
+  events with a payload in Claude's names and appends a top-level
+  ``additionalContext`` to the tool's result at ``tool.execute.after``.
 * **signal** events say what the agent does (see
   :data:`agentwrap.sessions.signals.SIGNAL_STATES`); the hook answers nothing.
 * **question** events (Claude, Codex and Qwen ``PermissionRequest``, just before the
@@ -79,11 +82,19 @@ EVENTS: dict[str, dict[str, str]] = {
         "agentStop": "turn_end",  # no reply in it (only transcriptPath): no ACKs from it
         "notification": NOTIFICATION,  # run in the background; notification_type as Claude's
     },
+    "opencode": {  # agentwrap's own plugin's names: OpenCode's plugin events (1.18.33)
+        "chat.message": "prompt_submitted",  # a person's prompt goes to the model
+        "tool.execute.after": CONTEXT,  # the plugin appends it to the tool's result
+        "session.idle": "turn_end",  # no reply in it: no ACKs from it
+        "permission.asked": "permission_prompt",  # its permission dialog opens
+        "question.asked": "permission_prompt",  # its question tool's dialog opens
+    },
 }
 
 #: Agents that read ``additionalContext`` at the top level of the hook's output
-#: only (Copilot ignores ``hookSpecificOutput``).
-FLAT_CONTEXT = frozenset({"copilot"})
+#: only (Copilot ignores ``hookSpecificOutput``; agentwrap's OpenCode plugin
+#: reads it there).
+FLAT_CONTEXT = frozenset({"copilot", "opencode"})
 
 #: agent -> the prompt event it fires again inside a turn, with an empty
 #: ``prompt``, each time a tool result goes back to the model (Qwen Code runs
