@@ -2,7 +2,8 @@
 """Benchmark: a real agent's permission dialog -> ``waiting_input`` with the parsed
 question, and an answer -> the dialog closed, per agent.
 
-Each agent (Claude Code, Codex, Gemini CLI, Aider; one at a time) runs under
+Each agent (Claude Code, Codex, Gemini CLI, Aider, Copilot CLI, OpenCode, Qwen
+Code, Cline, Kimi Code; one at a time) runs under
 ``agentwrap run --detach`` against the loopback model server of the e2e tests
 (tests/e2e/model_server.py), with the first-run state of tests/e2e/agents.py.
 Each run sends ``[[delay: D]] [[tool]]`` (the agent is busy D seconds, then
@@ -28,9 +29,11 @@ file?``) and, while this script polls the pane (``tmux capture-pane`` every
   dialog's line; and **-> applied**: -> the answer's ``finished`` time (the
   supervisor typed the keys and saw the dialog close).
 
-Claude, Codex and Gemini are answered option 1 (approve, the file is removed
-before the next run); aider is denied (``n`` + Enter), because once the file
-exists the same edit no longer asks ``Create new file?``. The poll is the
+Claude, Codex, Gemini and the five others are answered option 1 (approve, the
+file is removed before the next run; OpenCode started in its ask-first mode,
+Cline with ``--auto-approve false``, so that they ask); aider is denied
+(``n`` + Enter), because once the file exists the same edit no longer asks
+``Create new file?``. The poll is the
 screen's clock: an event is seen up to one poll interval late, so the
 "seen ->" figures are short by up to that much (the same for the baseline).
 
@@ -78,8 +81,20 @@ DIALOG = {
     "gemini": re.compile(r"Allow execution of \["),
     # the answered question stays in aider's transcript: only the last line asks
     "aider": re.compile(r"Create new file\? \(Y\)es/\(N\)o \[Yes\]:\Z"),
+    "copilot": re.compile(r"Do you want to run this command\?"),
+    "opencode": re.compile(r"△ Permission required"),
+    "qwen": re.compile(r"Allow execution of"),
+    "cline": re.compile(r"Cline needs permission"),
+    "kimi": re.compile(r"Run this command\?"),
 }
-HOW = {"claude": "option 1", "codex": "option 1", "gemini": "option 1", "aider": "deny"}
+HOW = {"claude": "option 1", "codex": "option 1", "gemini": "option 1", "aider": "deny",
+       "copilot": "option 1", "opencode": "option 1", "qwen": "option 1", "cline": "option 1",
+       "kimi": "option 1"}
+#: What makes an agent ask before its shell tool runs: agentwrap config (OpenCode
+#: runs every tool without asking unless started in its ask-first mode) and
+#: arguments after the agent's own (Cline approves everything by default).
+ASK_CONFIG = {"opencode": "[run]\nask_first = true\n"}
+ASK_ARGS = {"cline": ["--auto-approve", "false"]}
 STATES = ("draft", "question", "reply", "gone", "applied", "tabs_gone", "tabs_applied")
 TABS = re.compile(r"Tab/Arrow keys to navigate|Ready to submit your answers\?")
 ASK_TWO = {"questions": [
@@ -139,6 +154,9 @@ def bench_agent(agent: str, work: Path, runs: int, delay: float, poll: float,
     env.update(XDG_RUNTIME_DIR=str(root / "r"), PYTHONPATH=str(ROOT))
     (root / "r").mkdir(mode=0o700)
     paths = Paths.from_env(env)
+    if agent in ASK_CONFIG:
+        paths.config_dir.mkdir(parents=True, exist_ok=True)
+        (paths.config_dir / "config.toml").write_text(ASK_CONFIG[agent], encoding="utf-8")
     name = f"bench-{agent}"
     samples: dict[str, list[float]] = {k: [] for k in STATES}
     notes: list[str] = []
@@ -146,8 +164,8 @@ def bench_agent(agent: str, work: Path, runs: int, delay: float, poll: float,
     try:
         res = subprocess.run(
             [sys.executable, "-m", "agentwrap", "run", "--detach", "--name", name, "--cwd",
-             str(project), "--", *launch.argv], env=env, capture_output=True, text=True,
-            timeout=90, check=False)
+             str(project), "--", *launch.argv, *ASK_ARGS.get(agent, [])], env=env,
+            capture_output=True, text=True, timeout=90, check=False)
         if res.returncode != 0:
             raise RuntimeError(f"{agent}: agentwrap run failed: {res.stderr}")
         reg = Registry(paths.db_path)
@@ -279,7 +297,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--agents", default=",".join(agents_mod.AGENT_NAMES))
+    ap.add_argument("--agents", default=",".join((*agents_mod.AGENT_NAMES,
+                                                  *agents_mod.MORE_AGENTS)))
     ap.add_argument("--runs", type=int, default=5, help="dialogs per agent")
     ap.add_argument("--delay", type=float, default=1.5, help="seconds the agent is busy first")
     ap.add_argument("--poll", type=float, default=0.015, help="pane poll interval, s")

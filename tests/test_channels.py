@@ -621,6 +621,96 @@ def test_copilots_registered_hook_hands_over_in_its_own_shape(paths: Paths) -> N
     assert "[webhook:ci] the build is green" in answer["additionalContext"]
 
 
+def _opencode_commands(plugin: Path) -> dict[str, str]:
+    """The hook commands filled into agentwrap's OpenCode plugin."""
+    import re
+
+    m = re.search(r"^const COMMANDS = (\{.*?\n\});$", plugin.read_text(), re.M | re.S)
+    assert m is not None, plugin.read_text()[:2000]
+    commands: dict[str, str] = json.loads(m.group(1))
+    return commands
+
+
+def test_opencode_gets_agentwraps_plugin_through_an_extra_config(
+    paths: Paths, tmp_path: Path,
+) -> None:
+    """OpenCode has plugins, not command hooks: agentwrap's plugin, its hook
+    commands filled in, and a config naming it, both in the private launch dir,
+    given with OPENCODE_CONFIG; the person's ~/.config/opencode is not touched."""
+    home = tmp_path / "person"
+    (home / ".config" / "opencode").mkdir(parents=True)
+    (home / ".config" / "opencode" / "opencode.json").write_text('{"plugin": ["theirs"]}')
+    before = sorted(p.relative_to(home) for p in home.rglob("*"))
+    got = plan(load_profile("opencode", paths), RunConfig(), paths, "s1", ["/bin/opencode"],
+               {"PATH": "/bin", "HOME": str(home)}, version="1.18.33")
+    folder = channels.launch_dir(paths, "s1") / "opencode"
+    plugin, config = folder / "agentwrap-plugin.js", folder / "opencode.json"
+    assert got.channels == ["hooks"] and got.argv == []
+    assert got.env == {"OPENCODE_CONFIG": str(config)}
+    assert got.files == [plugin, config]
+    for f in got.files:
+        _private(f)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert json.loads(config.read_text()) == {"plugin": [plugin.as_uri()]}
+    commands = _opencode_commands(plugin)
+    assert list(commands) == list(channels.HOOK_EVENTS["opencode"])
+    assert set(channels.HOOK_EVENTS["opencode"]) == set(EVENTS["opencode"])
+    assert " hook opencode tool.execute.after" in commands["tool.execute.after"]
+    assert "AGENTWRAP_SESSION=s1" in commands["session.idle"]
+    assert "AGENTWRAP_PROFILE=opencode" in commands["chat.message"]
+    assert sorted(p.relative_to(home) for p in home.rglob("*")) == before
+    # a dry run (doctor) says the same and writes nothing
+    assert channels.remove_launch_files(paths, "s1") == [channels.launch_dir(paths, "s1")]
+    dry = plan(load_profile("opencode", paths), RunConfig(), paths, "s1", ["/bin/opencode"],
+               {"PATH": "/bin"}, version="1.18.33", dry_run=True)
+    assert dry.env == got.env and dry.channels == ["hooks"]
+    assert not channels.launch_dir(paths, "s1").exists()
+
+
+def test_opencode_config_of_the_persons_own_is_left_alone(paths: Paths) -> None:
+    got = plan(load_profile("opencode", paths), RunConfig(), paths, "s1", ["/bin/opencode"],
+               {"PATH": "/bin", "OPENCODE_CONFIG": "/home/me/oc.json"}, version="1.18.33")
+    assert got.channels == [] and got.env == {} and got.files == []
+    assert "OPENCODE_CONFIG is already set" in got.notes[0]
+    assert not (channels.launch_dir(paths, "s1") / "opencode").exists()
+
+
+def test_opencode_plugins_hook_hands_over_in_the_shape_it_reads(paths: Paths) -> None:
+    """The command the plugin runs after a tool call, fed the payload the plugin
+    builds, answers with a top-level additionalContext (what the plugin appends
+    to the tool's result); a prompt's signal prints nothing."""
+    from agentwrap.message import NewMessage, Source
+    from agentwrap.service import Service
+    from agentwrap.sessions.registry import SessionRecord
+
+    _plan("opencode", paths, version="1.18.33")
+    commands = _opencode_commands(channels.launch_dir(paths, "s1") / "opencode"
+                                  / "agentwrap-plugin.js")
+    with Service.open(paths) as svc:
+        svc.registry.register(SessionRecord(name="s1", profile="opencode", backend="tmux",
+                                            command=["opencode"], cwd="/", started=time.time()))
+        svc.send(NewMessage(session="s1", content="the build is green", source=Source.WEBHOOK,
+                            source_id="ci"))
+    root = Path(__file__).resolve().parents[1]
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(root),
+           "AGENTWRAP_HOOK_CLIENT": "python"}
+
+    def run(event: str, payload: dict[str, object]) -> str:
+        done = subprocess.run(["/bin/sh", "-c", commands[event]],
+                              input=json.dumps({"hook_event_name": event, **payload}),
+                              env=env, capture_output=True, text=True, timeout=60,
+                              cwd=paths.state_dir)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert run("chat.message", {"session_id": "ses_1", "cwd": "/", "prompt": "hi"}) == ""
+    answer = json.loads(run("tool.execute.after", {
+        "session_id": "ses_1", "cwd": "/", "tool_name": "read",
+        "tool_input": {"filePath": "/x"}}))
+    assert list(answer) == ["additionalContext"]
+    assert "[webhook:ci] the build is green" in answer["additionalContext"]
+
+
 def _cline_home(tmp_path: Path) -> Path:
     own = tmp_path / "person" / ".cline"
     (own / "data" / "settings").mkdir(parents=True)

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import AwEnv
@@ -245,6 +246,18 @@ def test_profiles_json(aw: AwEnv) -> None:
     assert {"claude", "codex", "aider", "gemini", "generic", "standin"} <= set(by_name)
     assert by_name["claude"]["commands"] and by_name["claude"]["source"].endswith("claude.toml")
     assert by_name["standin"]["source"] == str(aw.paths.user_patterns_dir / "standin.toml")
+
+
+def test_profiles_list_the_nine_agents(aw: AwEnv) -> None:
+    """Every agent agentwrap supports has a built-in profile `profiles` lists
+    (README's agent table names the same nine)."""
+    rows = json.loads(aw.cli("profiles", "--json", check=True).stdout)
+    nine = {"claude", "codex", "gemini", "aider", "copilot", "opencode", "qwen", "cline", "kimi"}
+    builtin = {r["name"] for r in rows if Path(r["source"]).parent.name == "patterns"}
+    assert nine <= builtin, nine - builtin
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for name in nine:
+        assert f"\n| `{name}` | " in readme, name
 
 
 def test_doctor_says_a_version_only_when_the_program_names_one(aw: AwEnv) -> None:

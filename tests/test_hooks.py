@@ -41,7 +41,10 @@ CASES = sorted((p.parent.name, p) for p in FIXTURES.glob("*/*.json"))
 
 
 def event_of(path: Path) -> str:
-    return path.name.split(".")[0]  # Notification.permission_prompt.json -> Notification
+    name = path.name.removesuffix(".json")
+    if name in EVENTS.get(path.parent.name, {}):  # OpenCode's: tool.execute.after
+        return name
+    return name.split(".")[0]  # Notification.permission_prompt.json -> Notification
 
 
 def payload(path: Path) -> dict[str, Any]:
@@ -151,6 +154,10 @@ def test_signals_say_what_the_agent_does(aw: AwEnv, svc: Service) -> None:
         ("kimi", "Stop.json"): "ready",
         ("kimi", "PermissionRequest.json"): "waiting_input",
         ("kimi", "Interrupt.json"): "ready",
+        ("opencode", "chat.message.json"): "busy",
+        ("opencode", "session.idle.json"): "ready",
+        ("opencode", "permission.asked.json"): "waiting_input",
+        ("opencode", "question.asked.json"): "waiting_input",
     }
     for (agent, name), state in cases.items():
         path = FIXTURES / agent / name

@@ -142,7 +142,7 @@ class InputSpec:
 
 
 #: Which agent's native registration a profile's ``[channels]`` names.
-CHANNEL_KINDS = ("claude", "codex", "gemini", "qwen", "copilot", "cline", "kimi")
+CHANNEL_KINDS = ("claude", "codex", "gemini", "qwen", "copilot", "opencode", "cline", "kimi")
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class ChannelSpec:
     """``[channels]``: the native channels ``agentwrap run`` registers for the
     agent (see :mod:`agentwrap.sessions.channels`): ``hooks`` and ``mcp`` name
     whose registration to use (``claude``, ``codex``, ``gemini``, ``qwen``,
-    ``copilot``, ``cline``, ``kimi``; unset: none), from ``min_version`` of the installed CLI on
+    ``copilot``, ``opencode``, ``cline``, ``kimi``; unset: none), from ``min_version`` of the installed CLI on
     (probed with ``version_arg``).
     ``batch_event_since``: Claude's PostToolBatch from this version on (else
     PostToolUse). ``read_file``: the option that makes the agent re-read a

@@ -80,6 +80,21 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   session (``/model``, a login), and entries it makes new at the top of its
   dir (a first run's ``sessions/``), are not kept (the notes say so); without
   a config.toml of theirs yet nothing is registered.
+* **OpenCode** (``hooks = "opencode"``): no command hooks, only JS plugins, so
+  agentwrap writes its own (agentwrap/sessions/opencode_plugin.js, the hook
+  commands filled in) in the launch dir and names it in an extra config,
+  ``OPENCODE_CONFIG`` (1.18.33 merges that file over the person's global
+  config and under the project's; its ``plugin`` entries add to theirs). Not
+  ``OPENCODE_CONFIG_DIR`` (OpenCode installs ``@opencode-ai/plugin`` into every
+  config dir) nor ``OPENCODE_CONFIG_CONTENT`` (it outranks the project's
+  config). A variable the person set is left alone: then nothing is
+  registered. The plugin runs agentwrap's hook at a prompt (``chat.message``),
+  after each tool call (``tool.execute.after``: the hand-over, appended to the
+  tool's result), at the turn's end (``session.idle``) and when a permission or
+  question dialog opens. Cost: with any plugin configured, OpenCode waits at
+  start for its own install of ``@opencode-ai/plugin`` into
+  ``~/.config/opencode`` (which it starts at every launch anyway) until that dir
+  has it; offline, npm's retries make that about a minute.
 
 Nothing of the person's is edited (no ``~/.claude``, ``.claude/``,
 ``.codex/``, ``.gemini/``): the files live in ``<state>/launch/<session>/``
@@ -148,6 +163,8 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
                 "notification", "permissionRequest"),
     "cline": ("PostToolUse", "TaskStart", "TaskComplete", "SessionShutdown"),
     "kimi": ("UserPromptSubmit", "Stop", "PermissionRequest", "Interrupt"),
+    "opencode": ("tool.execute.after", "chat.message", "session.idle", "permission.asked",
+                 "question.asked"),
 }
 #: Claude's events whose hook only reports a state: registered ``"async": true``
 #: where the version runs hooks in the background, so the agent never waits
@@ -178,6 +195,10 @@ KIMI_HOME_ENV = "KIMI_CODE_HOME"
 #: The channel of hooks that only report state (Kimi): nothing is handed over
 #: through them, so typing is the way in while the agent works.
 SIGNAL_CHANNEL = "hook-signals"
+OPENCODE_CONFIG_ENV = "OPENCODE_CONFIG"
+#: agentwrap's OpenCode plugin, filled in per launch (its COMMANDS).
+OPENCODE_PLUGIN = Path(__file__).with_name("opencode_plugin.js")
+OPENCODE_COMMANDS_MARK = "/*AGENTWRAP_COMMANDS*/ {}"
 #: The plugin's name in Copilot (one name per loaded plugin).
 COPILOT_PLUGIN_NAME = "agentwrap"
 #: Where a root-owned Gemini settings file goes when the state dir is not root-private.
@@ -808,6 +829,36 @@ def _copilot(out: LaunchChannels, session: str, paths: Paths, python: str, hooks
     out.channels.insert(0, "hooks")
 
 
+def _opencode(out: LaunchChannels, session: str, paths: Paths, python: str,
+              env: Mapping[str, str], hooks: bool, profile: str = "opencode") -> None:
+    """agentwrap's plugin in the launch dir, named by an extra config in ``OPENCODE_CONFIG``."""
+    if not hooks:
+        return
+    if env.get(OPENCODE_CONFIG_ENV):
+        out.notes.append(f"hooks: not registered for OpenCode: {OPENCODE_CONFIG_ENV} is already"
+                         " set (your own config file is left alone)")
+        return
+    folder = launch_dir(paths, session) / "opencode"
+    client = hook_client()
+    commands = {e: hook_command("opencode", e, session, paths, python, profile, client)
+                for e in HOOK_EVENTS["opencode"]}
+    source = OPENCODE_PLUGIN.read_text(encoding="utf-8")
+    if OPENCODE_COMMANDS_MARK not in source:  # a broken install: say so, register nothing
+        out.notes.append(f"hooks: not registered for OpenCode: {OPENCODE_PLUGIN} has no"
+                         " commands mark")
+        return
+    plugin = folder / "agentwrap-plugin.js"
+    if not out.dry_run:
+        private_dir(launch_dir(paths, session), repair=True)
+        private_dir(folder, repair=True)
+        write_private(plugin, source.replace(OPENCODE_COMMANDS_MARK, json.dumps(
+            commands, indent=2, ensure_ascii=True)).encode("utf-8"))
+    config = _write_json(out, folder / "opencode.json", {"plugin": [plugin.as_uri()]})
+    out.files += [plugin, config]
+    out.env[OPENCODE_CONFIG_ENV] = str(config)
+    out.channels.insert(0, "hooks")
+
+
 def plan(
     profile: Profile, run: RunConfig, paths: Paths, session: str, argv: list[str],
     env: Mapping[str, str], *, enabled: bool = True, python: str | None = None,
@@ -857,6 +908,8 @@ def plan(
         _cline(out, session, paths, python, env, hooks, profile.name)
     elif kind == "kimi":
         _kimi(out, session, paths, python, env, hooks, profile.name)
+    elif kind == "opencode":
+        _opencode(out, session, paths, python, env, hooks, profile.name)
     if spec.read_file:
         _read_file(out, spec.read_file, session, paths)
     return out

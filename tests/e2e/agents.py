@@ -428,7 +428,9 @@ def _prepare_opencode(
     every tool without asking by default (no "permission" here): a test that
     wants its dialog sets agentwrap's ``[run] ask_first`` (or the env var
     ``OPENCODE_PERMISSION``). Its start-up install of a plugin package goes to
-    a closed loopback port instead of the npm registry."""
+    a closed loopback port instead of the npm registry, without npm's retries
+    (with a plugin configured, agentwrap's included, OpenCode waits at start
+    for that install: npm's retries of a refused connection take ~70 s)."""
     model = MODEL_NAMES["opencode"]
     config = {
         "$schema": "https://opencode.ai/config.json",
@@ -453,6 +455,7 @@ def _prepare_opencode(
             "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
             "OPENCODE_DISABLE_SHARE": "1",
             "npm_config_registry": "http://127.0.0.1:9/",
+            "npm_config_fetch_retries": "0",
         }
     )
     _ensure_git_repo(workdir, env)

@@ -2,9 +2,9 @@
 multi-step tool loop reaches the model inside the same turn, through the hook
 registered by ``agentwrap run``, in the request that follows the next tool
 result, exactly once, and is never also typed (Claude Code, Gemini CLI, Qwen
-Code, Copilot CLI, Cline CLI, and Codex with the user's ``[run]
-codex_hook_trust = "bypass"``); a hook with the database locked leaves the
-agent undisturbed.
+Code, Copilot CLI, Cline CLI, OpenCode through agentwrap's plugin, and Codex with the
+user's ``[run] codex_hook_trust = "bypass"``); a hook with the database locked
+leaves the agent undisturbed.
 
 The model server is scripted (``[[loop]]``): one tool call per request, each
 answer held back ``STEP_DELAY_S`` so the agent is visibly inside the loop.
@@ -44,6 +44,8 @@ CALLS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "cline": [("run_commands", {"commands": [c]}) for c in (
         "cat README.md", "ls", "wc -l README.md", "head -1 README.md", "pwd",
         "ls -a", "tail -1 README.md", "wc -c README.md")],
+    # (not glob: OpenCode 1.18.33 runs no tool.execute.after plugin hook for it)
+    "opencode": [("read", {"filePath": "{workdir}/README.md"})] * STEPS,
 }
 
 
@@ -109,7 +111,8 @@ def _session(make_session: Make, agent: str) -> AgentSession:
     s.server = server
     _repoint(s, server)
     (s.workdir / "README.md").write_text("# scratch project for agentwrap tests\n")
-    server.calls = [(name, {k: str(s.workdir) if v == "{workdir}" else v for k, v in args.items()})
+    server.calls = [(name, {k: v.replace("{workdir}", str(s.workdir)) if isinstance(v, str) else v
+                            for k, v in args.items()})
                     for name, args in CALLS[agent]]
     return s
 
@@ -154,7 +157,8 @@ def _start(s: AgentSession) -> None:
     assert "hooks" in (st.get("channels") or []), st
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen", "copilot", "cline"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini", "qwen", "copilot", "cline",
+                                   "opencode"])
 def test_message_sent_in_a_tool_loop_reaches_the_next_request_once(
     make_session: Make, agent: str
 ) -> None:

@@ -88,7 +88,7 @@ USAGE = """\
 usage: agentwrap hook AGENT EVENT < hook-input.json
 
 The handler an agent's native hook runs (registered per launch by `agentwrap
-run`): AGENT is claude, codex, gemini, qwen, copilot, cline or kimi, EVENT
+run`): AGENT is claude, codex, gemini, qwen, copilot, opencode, cline or kimi, EVENT
 the hook event. At the session start and between tool calls it hands the
 session's queued messages to the model as additional context (delivered once, channel "hook"); at a turn's end,
 a prompt submit or a notification it records a state signal for the

@@ -26,6 +26,10 @@ reply in ``turn.outputText``); Kimi Code 2.1.0 Claude's names and fields, its
   tool result. Kimi Code runs its PostToolUse in the background and never reads
   its output (checked: a message handed there never reached the model), so it
   gets signals only and its messages are typed after the turn.
+  a user message before the prompt. OpenCode has no command hooks: agentwrap's
+  plugin (agentwrap/sessions/opencode_plugin.js) runs this hook at its plugin
+  events with a payload in Claude's names and appends a top-level
+  ``additionalContext`` to the tool's result at ``tool.execute.after``.
 * **signal** events say what the agent does (see
   :data:`agentwrap.sessions.signals.SIGNAL_STATES`); the hook answers nothing.
 * **question** events (Claude, Codex and Qwen ``PermissionRequest``, just before the
@@ -102,12 +106,20 @@ EVENTS: dict[str, dict[str, str]] = {
         "PermissionRequest": "permission_prompt",  # in the background, as its dialog opens
         "Interrupt": "turn_end",  # the turn was cancelled (Esc)
     },
+    "opencode": {  # agentwrap's own plugin's names: OpenCode's plugin events (1.18.33)
+        "chat.message": "prompt_submitted",  # a person's prompt goes to the model
+        "tool.execute.after": CONTEXT,  # the plugin appends it to the tool's result
+        "session.idle": "turn_end",  # no reply in it: no ACKs from it
+        "permission.asked": "permission_prompt",  # its permission dialog opens
+        "question.asked": "permission_prompt",  # its question tool's dialog opens
+    },
 }
 
 #: Agents that read the context at the top level of the hook's output only,
 #: and under which key (Copilot ignores ``hookSpecificOutput``; Cline reads
-#: ``contextModification``).
-FLAT_CONTEXT = {"copilot": "additionalContext", "cline": "contextModification"}
+#: ``contextModification``; agentwrap's OpenCode plugin reads ``additionalContext``).
+FLAT_CONTEXT = {"copilot": "additionalContext", "cline": "contextModification",
+                "opencode": "additionalContext"}
 
 #: The payload field that is set when a hook fires inside a subagent, per agent
 #: (default ``agent_id``: Claude fills it only there; Cline names every run's
