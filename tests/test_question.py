@@ -144,11 +144,9 @@ EXPECTED: dict[tuple[str, str], tuple[str, str | None, list[str] | None, str | N
 # Kimi Code's no-provider screen (nothing to choose): still waiting_input with
 # the profile's message, but no options are read.
 NOT_READ_YET = {("cline", "ask-question"), ("cline", "onboarding"), ("kimi", "onboarding")}
-# Read, but wrongly: Kimi's folder trust lists each option with a description line
-# at the same indent and no number, so the description is read as the 2nd option
-# (its fixed Enter and --trust-folder are right; `answer --option 2` still moves
-# one down, to "Don't trust").
-MISREAD = {("kimi", "folder-trust")}
+# Read, but wrongly (none now: Kimi's folder trust, whose options each have a
+# description line in the same column, is read so by its profile's `described`).
+MISREAD: set[tuple[str, str]] = set()
 
 
 def waiting_fixtures() -> list[pytest.param]:
@@ -426,3 +424,21 @@ def test_where_the_cursor_is_and_how_it_moves(agent: str, what: str, row: bool, 
         snap = snapshot_of(path, m)
         assert _cursor_on(q, snap) == cursor
         assert _in_a_row(q, snap) is row
+
+
+@pytest.mark.parametrize("size", ["80x24", "160x45", "200x50"])
+def test_described_options_pair_each_option_with_its_description(size: str) -> None:
+    """Kimi Code's folder trust draws each option with a description line under
+    it, in the same column, the pairs set apart by a blank line: its profile says
+    ``described``, so the descriptions are not read as options (they were: "2"
+    answered "Enable project MCP servers", one down from the cursor, which is
+    "Don't trust")."""
+    text = (SCREENS / "kimi" / f"waiting_input__folder-trust__{size}.txt").read_text()
+    q = parse_question(text, dialog="trust_folder", kind="trust", described=True)
+    assert q is not None and q.highlighted == 1
+    assert [(o.label, o.description) for o in q.questions[0].options] == [
+        ("Trust this folder", "Enable project MCP servers. Remembered for this folder."),
+        ("Don't trust", "Exit Kimi Code. Asked again next launch.")]
+    plain = parse_question(text, dialog="trust_folder", kind="trust")
+    assert plain is not None and len(plain.questions[0].options) == 2  # the old reading
+    assert plain.questions[0].options[1].label.startswith("Enable project")

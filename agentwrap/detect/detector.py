@@ -209,7 +209,7 @@ class Detector:
                     self._question_key = (snap.digest, dialog.name)
                     self._screen_question = parse_question(
                         text, dialog=dialog.name, kind=dialog.kind, subject=dialog.subject,
-                        tool=dialog.tool)
+                        tool=dialog.tool, described=dialog.described)
                 self.question = self._screen_question
                 if self.question is not None and self.questions is not None:
                     self.question = self.questions.refine(self.question)

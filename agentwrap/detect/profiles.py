@@ -124,6 +124,10 @@ class Dialog:
     # the answerer waits until the dialog has been on screen this long before
     # its first key.
     settle_ms: int = 0
+    # Each option of a list without numbers is drawn with one line describing it
+    # under it, in the same column (Kimi Code's folder trust): every second line
+    # of the list is a description, not an option.
+    described: bool = False
 
 
 @dataclass(frozen=True)
@@ -603,6 +607,7 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
         submit_option=r.get("submit_option", str, ""),
         key_enter=r.get("key_enter", bool, True),
         settle_ms=r.non_negative("settle_ms", 0),
+        described=r.get("described", bool, False),
     )
     if dialog.kind not in QUESTION_KINDS:
         raise r._err("kind", f"must be one of {', '.join(QUESTION_KINDS)}, got {dialog.kind!r}")

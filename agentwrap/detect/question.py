@@ -251,11 +251,14 @@ def _option_list(lines: Sequence[str]) -> _Draft | None:
     return draft
 
 
-def _cursor_list(lines: Sequence[str]) -> _Draft | None:
+def _cursor_list(lines: Sequence[str], described: bool = False) -> _Draft | None:
     """Options shown without numbers (Copilot CLI's ask_user): the lowest line
     that starts with a cursor, and the lines beside it whose text starts in the
     same column. They are numbered by position: an answer moves the cursor there
-    with the arrows, as for a numbered list (no number is ever typed)."""
+    with the arrows, as for a numbered list (no number is ever typed).
+    ``described``: each option has one line of description under it, in the
+    same column (the profile says so): every second line, counted from the
+    cursor's, is an option."""
     at = next((i for i in range(len(lines) - 1, -1, -1) if _CURSOR_ITEM.match(lines[i])), None)
     if at is None:
         return None
@@ -264,17 +267,32 @@ def _cursor_list(lines: Sequence[str]) -> _Draft | None:
     def item(line: str) -> bool:
         return len(line) > col and not line[:col].strip() and not line[col].isspace()
 
-    first = at
-    while first > 0 and item(lines[first - 1]):
-        first -= 1
-    last = at
-    while last + 1 < len(lines) and item(lines[last + 1]):
-        last += 1
-    if last == first:
+    gap = 1 if described else 0  # described options are set apart by a blank line
+
+    def next_to(i: int, way: int) -> int | None:
+        """The item line next to ``i`` that way, across at most ``gap`` blank lines."""
+        for j in range(i + way, i + way * (gap + 2), way):
+            if not 0 <= j < len(lines):
+                return None
+            if item(lines[j]):
+                return j
+            if lines[j].strip():
+                return None
+        return None
+
+    run = [at]
+    while (j := next_to(run[0], -1)) is not None:
+        run.insert(0, j)
+    while (j := next_to(run[-1], 1)) is not None:
+        run.append(j)
+    if len(run) == 1:
         return None  # one line with a cursor: a prompt, not a choice
-    draft = _Draft(first=first, highlighted=at - first + 1)
-    for n, line in enumerate(lines[first:last + 1], start=1):
-        draft.options.append(_make_option(n, line[col:].strip(), ""))
+    step = 2 if described else 1
+    start = run.index(at) % step  # the cursor is on an option, never on a description
+    draft = _Draft(first=run[start], highlighted=(run.index(at) - start) // step + 1)
+    for n, k in enumerate(range(start, len(run), step), start=1):
+        below = lines[run[k + 1]][col:].strip() if described and k + 1 < len(run) else ""
+        draft.options.append(_make_option(n, lines[run[k]][col:].strip(), below))
     return draft
 
 
@@ -404,9 +422,12 @@ def parse_question(
     kind: str,
     subject: re.Pattern[str] | None = None,
     tool: str | None = None,
+    described: bool = False,
 ) -> Question | None:
     """The question on ``screen`` (the agent's visible screen, plain text), as
-    drawn by the dialog the profile matched; None when nothing reads as one."""
+    drawn by the dialog the profile matched; None when nothing reads as one.
+    ``described``: the dialog's unnumbered options each have a description line
+    under them (see :func:`_cursor_list`)."""
     lines = [_unbox(line) for line in screen.splitlines()]
     width = max((len(line) for line in lines), default=0)
     lines = [_without_sidebar(line, width) for line in lines]
@@ -414,7 +435,7 @@ def parse_question(
         lines.pop()
     draft = _option_list(lines)
     if draft is None and not _asks_yes_no(lines) and _key_list(lines) is None:
-        draft = _cursor_list(lines) or _button_row(lines)  # read last: the loosest shapes
+        draft = _cursor_list(lines, described) or _button_row(lines)  # read last: the loosest shapes
     item: Item
     highlighted: int | None
     title: str
