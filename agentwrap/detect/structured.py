@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,7 +72,8 @@ class ClaudeSessionFile:
         state = _CLAUDE_STATUS.get(str(status))
         if state is None:
             return None
-        return StructuredReading(state, f"claude session file says {status!r}")
+        return StructuredReading(state, f"claude session file says {status!r}",
+                                 max(0.0, time.time() - mtime))
 
 
 def structured_source(
