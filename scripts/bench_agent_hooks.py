@@ -23,6 +23,16 @@ the machine's load hits both alike. Per run and mode, with the pane polled
   ``state_since`` of ``waiting_input`` (denied then, via ``Service.answer``).
 
 Prints p50/p90 per mode and the hooks/--no-channels ratio of the p50s.
+
+**ccmanager** (optional column, when ``npm install --prefix /opt/ccmanager
+ccmanager`` put it there, or ``--ccmanager DIR``): ccmanager's own state
+detector module (``services/stateDetector``, per-agent regexes on the last 30
+lines; Claude's idle only after 1.5 s unchanged) is driven from node on the
+``--no-channels`` pane of the same run, as ccmanager's session manager drives
+it: every 100 ms, the screen (here ``tmux capture-pane``, in ccmanager its
+xterm buffer) and the previous state in, the state out. Its **reply -> idle**
+and **dialog -> waiting_input** are measured from the same on-screen moments.
+Without it the column says why it is missing.
 Codex's hooks need ``[run] codex_hook_trust = "bypass"`` (set here); Gemini's
 need agentwrap to run as root (else that agent's hooks row equals the other).
 
@@ -39,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +64,74 @@ MODES = ("hooks", "no-channels")
 METRICS = ("enter_request", "reply_ready", "enter_dialog", "dialog_waiting")
 LABELS = {"enter_request": "Enter->request", "reply_ready": "reply->ready",
           "enter_dialog": "Enter->dialog", "dialog_waiting": "dialog->waiting_input"}
+
+
+CCM_STRATEGY = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
+CCM_DETECTORS = "node_modules/ccmanager/dist/services/stateDetector/index.js"
+#: ccmanager's check, as its session manager runs it (STATE_CHECK_INTERVAL_MS = 100):
+#: the screen and the previous state in, the state out; a change printed with
+#: the time the check began.
+CCM_WATCH = r"""
+import { execFileSync } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
+const [mod, strategy, sock, target, interval] = process.argv.slice(2);
+const { createStateDetector } = await import(pathToFileURL(mod).href);
+const detector = createStateDetector(strategy);
+let state = 'busy';
+const terminal = (lines) => ({
+  rows: lines.length, cols: 500,
+  buffer: { active: { baseY: 0, type: 'normal', cursorX: 0, cursorY: 0,
+    getLine: (y) => ({ translateToString: () => lines[y] ?? '' }) } },
+});
+setInterval(() => {
+  const t = Date.now();
+  let out;
+  try {
+    out = execFileSync('tmux', ['-S', sock, 'capture-pane', '-p', '-t', target], { encoding: 'utf8' });
+  } catch { return; }
+  const next = detector.detectState(terminal(out.replace(/\n$/, '').split('\n')), state);
+  if (next !== state) { state = next; process.stdout.write(`${t} ${next}\n`); }
+}, Number(interval));
+"""
+
+
+class CcmanagerWatch:
+    """ccmanager's state detector on one pane: its state changes, with times."""
+
+    def __init__(self, ccm_dir: Path, agent: str, socket: str, target: str, work: Path) -> None:
+        script = work / "ccm-watch.mjs"
+        script.write_text(CCM_WATCH, encoding="utf-8")
+        self.changes: list[tuple[float, str]] = []
+        self.proc = subprocess.Popen(
+            ["node", str(script), str(ccm_dir / CCM_DETECTORS), CCM_STRATEGY[agent], socket,
+             target, "100"], stdout=subprocess.PIPE, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            ms, _, state = line.strip().partition(" ")
+            self.changes.append((int(ms) / 1000, state))
+
+    def first(self, after: float, state: str) -> float | None:
+        return next((t for t, s in list(self.changes) if t >= after and s == state), None)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=5)
+
+
+def ccmanager_dir(given: str | None) -> tuple[Path | None, str]:
+    """Where ccmanager is installed, or None and why not."""
+    if shutil.which("node") is None:
+        return None, "ccmanager: skipped (no node on PATH)"
+    root = Path(given or "/opt/ccmanager")
+    if not (root / CCM_DETECTORS).is_file():
+        return None, (f"ccmanager: skipped (not installed: npm install --prefix {root}"
+                      " ccmanager, or --ccmanager DIR)")
+    pkg = json.loads((root / "node_modules/ccmanager/package.json").read_text(encoding="utf-8"))
+    return root, f"ccmanager {pkg.get('version')}: its state detector on the --no-channels pane"
 
 
 @dataclass
@@ -102,6 +181,53 @@ class Session:
         self.poller = Poller(self.socket, f"={self.name}:0.0", self.poll_s)
 
     poll_s: float = 0.01
+    trace: bool = False
+    ccm: CcmanagerWatch | None = None
+
+    def watch_ccmanager(self, ccm_dir: Path) -> None:
+        self.ccm = CcmanagerWatch(ccm_dir, self.agent, self.socket, f"={self.name}:0.0", self.root)
+        self.samples.update({"ccm_reply_ready": [], "ccm_dialog_waiting": []})
+
+    def ccm_sample(self, metric: str, after: float, state: str, timeout: float) -> None:
+        """ccmanager's first ``state`` after ``after`` (its idle needs 1.5 s still)."""
+        ccm = self.ccm
+        if ccm is None:
+            return
+        try:
+            t = wait_until(lambda: ccm.first(after - 0.2, state), timeout,
+                           f"ccmanager {state}", poll=0.02)
+        except TimeoutError:
+            print(f"  {self.name}: ccmanager never read {state}", file=sys.stderr)
+            return
+        self.samples[metric].append(t - after)
+
+    def print_trace(self, t0: float, seen: float, request: float) -> None:
+        """One turn's detector inputs and verdicts, in ms from the reply on screen:
+        the pane's changes (as polled), the state transitions (signal, rule, reason)."""
+        assert self.poller is not None
+        time.sleep(0.3)  # the hook's late signals and their transitions
+        with self.poller.lock:
+            frames = [(t, x) for t, x in self.poller.frames if t >= t0]
+        rows = [(request, "request  the model server has the turn")]
+        prev = ""
+        for t, text in frames:
+            if text != prev:
+                tail = " | ".join(ln.strip() for ln in text.rstrip().splitlines()[-6:] if ln.strip())
+                rows.append((t, f"screen   {tail[:150]}"))
+                prev = text
+        rows += [(tr.at, f"state    {tr.state:13} {tr.signal:10} {tr.rule:14} {tr.reason[:90]}")
+                 for tr in self.reg.transitions(self.name) if tr.at >= t0]
+        for f in (self.root / "home" / ".claude" / "sessions").glob("*.json"):  # Claude's own
+            rows.append((f.stat().st_mtime, f"file     {f.name} last written: {f.read_text()[:80]}"))
+        from agentwrap.paths import Paths
+        from agentwrap.sessions.signals import read_signal
+
+        sig = read_signal(Paths.from_env(self.env), self.name)
+        if sig is not None and sig.at >= t0:
+            rows.append((sig.at, f"signal   {sig.event} -> {sig.signal} (the hook's start)"))
+        print(f"--- {self.name} turn trace (ms from the reply on screen)", file=sys.stderr)
+        for t, what in sorted(rows):
+            print(f"  {(t - seen) * 1000:+8.0f}  {what}", file=sys.stderr)
 
     def rec(self) -> Any:
         return self.reg.get(self.name)
@@ -144,6 +270,9 @@ class Session:
                           and r.state_since > req.time and r, timeout,
                           f"{self.name} ready after the reply", poll=0.005)
         self.samples["reply_ready"].append(done.state_since - seen)
+        self.ccm_sample("ccm_reply_ready", seen, "idle", 10)
+        if self.trace:
+            self.print_trace(t0, seen, req.time)
 
     def dialog_turn(self, i: int, timeout: float) -> None:
         """Enter -> dialog on screen -> waiting_input; denied."""
@@ -161,11 +290,14 @@ class Session:
                            poll=0.005)
         self.samples["enter_dialog"].append(shown - t0)
         self.samples["dialog_waiting"].append(asked.state_since - shown)
+        self.ccm_sample("ccm_dialog_waiting", shown, "waiting_input", 10)
         result = self.svc.answer(self.name, deny=True, question_id=asked.question["id"],
                                  source="bench")
         self.svc.wait_answer(result.answer.id, timeout)
 
     def close(self) -> None:
+        if self.ccm is not None:
+            self.ccm.close()
         if self.poller is not None:
             self.poller.close()
         for h in (self.reg, self.svc):
@@ -182,12 +314,14 @@ def stats(xs: list[float]) -> dict[str, float]:
 
 
 def bench_agent(agent: str, work: Path, runs: int, poll: float,
-                timeout: float) -> dict[str, Any]:
+                timeout: float, trace: bool = False, ccm_dir: Path | None = None) -> dict[str, Any]:
     sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in MODES]
     try:
         for s in sessions:
-            s.poll_s = poll
+            s.poll_s, s.trace = poll, trace
             s.start()
+            if ccm_dir is not None and s.mode == "no-channels":
+                s.watch_ccmanager(ccm_dir)
         for i in range(runs):
             for s in sessions:  # interleaved: each mode once per round
                 s.plain_turn(i, timeout)
@@ -200,19 +334,29 @@ def bench_agent(agent: str, work: Path, runs: int, poll: float,
             s.close()
 
 
-def print_table(results: list[dict[str, Any]]) -> None:
-    head = f"{'agent':7} {'metric':22} {'hooks p50/p90':>15} {'--no-channels':>15} {'ratio':>6}"
+CCM_OF = {"reply_ready": "ccm_reply_ready", "dialog_waiting": "ccm_dialog_waiting"}
+
+
+def print_table(results: list[dict[str, Any]], ccm_note: str) -> None:
+    def cell(x: dict[str, float]) -> str:
+        return fmt(x["p50_ms"], ".0f") + "/" + fmt(x["p90_ms"], ".0f")
+
+    head = (f"{'agent':7} {'metric':22} {'hooks p50/p90':>15} {'--no-channels':>15} {'ratio':>6}"
+            f" {'ccmanager':>11} {'hooks/ccm':>9}")
     print(head)
     print("-" * len(head))
     for r in results:
         for m in METRICS:
             h, n = r["hooks"][m], r["no-channels"][m]
             ratio = h["p50_ms"] / n["p50_ms"] if n["p50_ms"] else None
-            print(f"{r['agent']:7} {LABELS[m]:22}"
-                  f" {fmt(h['p50_ms'], '.0f') + '/' + fmt(h['p90_ms'], '.0f'):>15}"
-                  f" {fmt(n['p50_ms'], '.0f') + '/' + fmt(n['p90_ms'], '.0f'):>15}"
-                  f" {fmt(ratio, '.2f'):>6}")
-    print("ms, p50/p90 over the runs; ratio: hooks p50 over --no-channels p50 (same run)")
+            c = r["no-channels"].get(CCM_OF.get(m, ""))
+            c_ratio = h["p50_ms"] / c["p50_ms"] if c and c["p50_ms"] else None
+            print(f"{r['agent']:7} {LABELS[m]:22} {cell(h):>15} {cell(n):>15}"
+                  f" {fmt(ratio, '.2f'):>6} {cell(c) if c else '':>11}"
+                  f" {fmt(c_ratio, '.2f') if c else '':>9}")
+    print("ms, p50/p90 over the runs; ratio: hooks p50 over --no-channels p50 (same run);"
+          " hooks/ccm: hooks p50 over ccmanager's p50 (same run)")
+    print(ccm_note)
 
 
 def main() -> int:
@@ -223,8 +367,14 @@ def main() -> int:
     ap.add_argument("--poll", type=float, default=0.01, help="pane poll interval, s")
     ap.add_argument("--timeout", type=float, default=60, help="seconds to wait for any one step")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--ccmanager", metavar="DIR",
+                    help="ccmanager's npm prefix (default /opt/ccmanager; skipped if absent)")
+    ap.add_argument("--trace", action="store_true",
+                    help="print each plain turn's screen changes and state transitions (stderr)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="awah-", dir="/tmp"))
+    ccm_dir, ccm_note = ccmanager_dir(args.ccmanager)
+    print(ccm_note, file=sys.stderr)
     results = []
     try:
         for agent in args.agents.split(","):
@@ -232,15 +382,16 @@ def main() -> int:
                 print(f"{agent}: not installed (scripts/install_agents.sh)", file=sys.stderr)
                 continue
             try:
-                results.append(bench_agent(agent, work, args.runs, args.poll, args.timeout))
+                results.append(bench_agent(agent, work, args.runs, args.poll, args.timeout,
+                                           args.trace, ccm_dir))
             except (RuntimeError, TimeoutError) as exc:
                 print(f"{agent}: FAILED: {exc}", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if args.json:
-        print(json.dumps(json_safe(results), indent=2))
+        print(json.dumps(json_safe({"ccmanager": ccm_note, "results": results}), indent=2))
     else:
-        print_table(results)
+        print_table(results, ccm_note)
     return 0
 
 
