@@ -15,6 +15,9 @@ the machine's load hits both alike. Per run and mode, with the pane polled
 * **reply -> ready**: the reply's text first on screen -> the registry's
   ``state_since`` of ``ready`` (the Stop / AfterAgent hook, or the screen's
   quiet window without hooks);
+* **tool step**: a read-only tool call (Claude ``Read``, Gemini ``read_file``):
+  the model's request that calls it -> the next request, with its result (the
+  agent runs the tool, then waits for ``PostToolBatch`` / ``AfterTool``);
 * **Enter -> dialog**: ``[[tool]]`` (the model calls the shell tool): Enter ->
   the permission dialog first on screen (it waits for ``PermissionRequest``
   with hooks: the model's reply is sent at once, so the difference is the
@@ -61,9 +64,16 @@ from benchlib import fmt, json_safe, pct, teardown_agentwrap, wait_until
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ("claude", "codex", "gemini")
 MODES = ("hooks", "no-channels")
-METRICS = ("enter_request", "reply_ready", "enter_dialog", "dialog_waiting")
+#: ``--spawn-true``: Gemini CLI with ``true`` as its hooks (same events, no agentwrap
+#: channels): what spawning a hook process costs it, whatever the hook does.
+TRUE_MODE = "true-hooks"
+METRICS = ("enter_request", "reply_ready", "tool_step", "enter_dialog", "dialog_waiting")
 LABELS = {"enter_request": "Enter->request", "reply_ready": "reply->ready",
-          "enter_dialog": "Enter->dialog", "dialog_waiting": "dialog->waiting_input"}
+          "tool_step": "tool step", "enter_dialog": "Enter->dialog",
+          "dialog_waiting": "dialog->waiting_input"}
+#: A read-only tool call that needs no permission, per agent (``[[call: ...]]``;
+#: {file}: the project's README.md). Codex has none here: its shell asks.
+READ_CALL = {"claude": ("Read", "file_path"), "gemini": ("read_file", "file_path")}
 
 
 CCM_STRATEGY = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
@@ -122,6 +132,24 @@ class CcmanagerWatch:
         self.proc.wait(timeout=5)
 
 
+GEMINI_DEFAULTS = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
+
+
+def true_hooks_file() -> Path:
+    """Gemini's system defaults with ``true`` as the hook of each event agentwrap
+    registers, in a private dir under /run (Gemini reads such a file only when
+    root owns it and no dir above it is group/world writable: not /tmp)."""
+    from agentwrap.sessions.channels import HOOK_EVENTS
+
+    path = Path(tempfile.mkdtemp(prefix="awah-true-", dir="/run")) / "gemini-true-hooks.json"
+    hook = {"type": "command", "command": "true", "timeout": 10000}
+    path.write_text(json.dumps({"hooksConfig": {"enabled": True},
+                                "hooks": {e: [{"hooks": [hook]}] for e in HOOK_EVENTS["gemini"]}}),
+                    encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
 def ccmanager_dir(given: str | None) -> tuple[Path | None, str]:
     """Where ccmanager is installed, or None and why not."""
     if shutil.which("node") is None:
@@ -164,7 +192,9 @@ class Session:
         (paths.config_dir / "config.toml").write_text('[run]\ncodex_hook_trust = "bypass"\n',
                                                       encoding="utf-8")
         self.name = f"b-{self.agent}-{'h' if self.mode == 'hooks' else 'n'}"
-        extra = ["--no-channels"] if self.mode == "no-channels" else []
+        extra = ["--no-channels"] if self.mode != "hooks" else []
+        if self.mode == TRUE_MODE:
+            self.env[GEMINI_DEFAULTS] = str(true_hooks_file())
         res = subprocess.run(
             [sys.executable, "-m", "agentwrap", "run", "--detach", "--name", self.name, *extra,
              "--cwd", str(project), "--", *launch.argv], env=self.env, capture_output=True,
@@ -274,6 +304,22 @@ class Session:
         if self.trace:
             self.print_trace(t0, seen, req.time)
 
+    def tool_turn(self, i: int, timeout: float) -> None:
+        """The request that calls a read-only tool -> the one with its result."""
+        if self.agent not in READ_CALL:
+            return
+        tool, arg = READ_CALL[self.agent]
+        self.ready(timeout)
+        path = self.root / "project" / "README.md"
+        path.write_text(f"# bench project, round {i}\n", encoding="utf-8")
+        self.keys(f"[[call: {tool} {json.dumps({arg: str(path)})}]] round {i}", literal=True)
+        time.sleep(0.4)
+        n = len(self.turns())
+        self.keys("Enter")
+        reqs = wait_until(lambda: len(self.turns()) >= n + 2 and self.turns()[n:n + 2], timeout,
+                          f"{self.name} tool result request")
+        self.samples["tool_step"].append(reqs[1].time - reqs[0].time)
+
     def dialog_turn(self, i: int, timeout: float) -> None:
         """Enter -> dialog on screen -> waiting_input; denied."""
         assert self.poller is not None
@@ -291,6 +337,8 @@ class Session:
         self.samples["enter_dialog"].append(shown - t0)
         self.samples["dialog_waiting"].append(asked.state_since - shown)
         self.ccm_sample("ccm_dialog_waiting", shown, "waiting_input", 10)
+        if self.trace:
+            self.print_trace(t0, shown, t0)
         result = self.svc.answer(self.name, deny=True, question_id=asked.question["id"],
                                  source="bench")
         self.svc.wait_answer(result.answer.id, timeout)
@@ -304,6 +352,8 @@ class Session:
             if h is not None:
                 h.close()
         teardown_agentwrap(self.env, str(self.root))
+        if GEMINI_DEFAULTS in self.env and self.mode == TRUE_MODE:
+            shutil.rmtree(Path(self.env[GEMINI_DEFAULTS]).parent, ignore_errors=True)
         if self.server is not None:
             self.server.stop()
 
@@ -314,8 +364,10 @@ def stats(xs: list[float]) -> dict[str, float]:
 
 
 def bench_agent(agent: str, work: Path, runs: int, poll: float,
-                timeout: float, trace: bool = False, ccm_dir: Path | None = None) -> dict[str, Any]:
-    sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in MODES]
+                timeout: float, trace: bool = False, ccm_dir: Path | None = None,
+                spawn_true: bool = False) -> dict[str, Any]:
+    modes = (*MODES, TRUE_MODE) if spawn_true and agent == "gemini" else MODES
+    sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in modes]
     try:
         for s in sessions:
             s.poll_s, s.trace = poll, trace
@@ -325,6 +377,7 @@ def bench_agent(agent: str, work: Path, runs: int, poll: float,
         for i in range(runs):
             for s in sessions:  # interleaved: each mode once per round
                 s.plain_turn(i, timeout)
+                s.tool_turn(i, timeout)
                 s.dialog_turn(i, timeout)
             print(f"  {agent} run {i} done", file=sys.stderr)
         return {"agent": agent, "runs": runs,
@@ -351,9 +404,12 @@ def print_table(results: list[dict[str, Any]], ccm_note: str) -> None:
             ratio = h["p50_ms"] / n["p50_ms"] if n["p50_ms"] else None
             c = r["no-channels"].get(CCM_OF.get(m, ""))
             c_ratio = h["p50_ms"] / c["p50_ms"] if c and c["p50_ms"] else None
+            t = r.get(TRUE_MODE, {}).get(m)
+            t_ratio = t["p50_ms"] / n["p50_ms"] if t and n["p50_ms"] else None
             print(f"{r['agent']:7} {LABELS[m]:22} {cell(h):>15} {cell(n):>15}"
                   f" {fmt(ratio, '.2f'):>6} {cell(c) if c else '':>11}"
-                  f" {fmt(c_ratio, '.2f') if c else '':>9}")
+                  f" {fmt(c_ratio, '.2f') if c else '':>9}"
+                  + (f"   `true` hooks {cell(t)} ({fmt(t_ratio, '.2f')})" if t else ""))
     print("ms, p50/p90 over the runs; ratio: hooks p50 over --no-channels p50 (same run);"
           " hooks/ccm: hooks p50 over ccmanager's p50 (same run)")
     print(ccm_note)
@@ -369,6 +425,8 @@ def main() -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--ccmanager", metavar="DIR",
                     help="ccmanager's npm prefix (default /opt/ccmanager; skipped if absent)")
+    ap.add_argument("--spawn-true", action="store_true",
+                    help="Gemini also with `true` as its hooks (what a hook spawn costs it)")
     ap.add_argument("--trace", action="store_true",
                     help="print each plain turn's screen changes and state transitions (stderr)")
     args = ap.parse_args()
@@ -383,7 +441,7 @@ def main() -> int:
                 continue
             try:
                 results.append(bench_agent(agent, work, args.runs, args.poll, args.timeout,
-                                           args.trace, ccm_dir))
+                                           args.trace, ccm_dir, args.spawn_true))
             except (RuntimeError, TimeoutError) as exc:
                 print(f"{agent}: FAILED: {exc}", file=sys.stderr)
     finally:

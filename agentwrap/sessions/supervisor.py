@@ -67,6 +67,21 @@ class Timing:
     heartbeat_s: float = 1.0
 
 
+def snapshot_spacing(reading: Reading, cost_gap: float, timing: Timing) -> float:
+    """Seconds between output-driven snapshots: ``cost_gap`` (9 x a snapshot's
+    cost), except while the agent has announced a dialog the screen has not
+    shown yet (its hook's permission request, Claude's session file saying
+    ``waiting``): then :attr:`Timing.min_snapshot_s`, so the dialog, and the
+    question a person or a rule answers, is read as soon as it is drawn and
+    not up to a second later on a loaded machine (issue 27: dialog ->
+    ``waiting_input`` with a question took 350-480 ms at load 10, while a
+    poll every 100 ms, as ccmanager does, reads it in ~50). Only the
+    dialog's own drawing is output then, so this costs little."""
+    if reading.state is State.WAITING_INPUT and not reading.rule.startswith("dialog:"):
+        return timing.min_snapshot_s
+    return cost_gap
+
+
 class Supervisor:
     def __init__(
         self,
@@ -372,7 +387,8 @@ class Supervisor:
             now = time.monotonic()
             deadlines = [self._last_snap + tick()]
             if dirty:
-                deadlines.append(max(last_output + t.pause_s, self._last_snap + snap_gap))
+                gap = snapshot_spacing(self.reading, snap_gap, t)
+                deadlines.append(max(last_output + t.pause_s, self._last_snap + gap))
             quiet_at = self.detector.last_change + self.profile.quiet_ms / 1000 + 0.01
             if quiet_at > self._last_snap:
                 deadlines.append(quiet_at)
@@ -414,7 +430,7 @@ class Supervisor:
             # that mistake had floods snapshotted every snap_gap.)
             quiet_seen = out_fd is None or (watching and out_fd not in ready)
             paused = (dirty and quiet_seen and now - last_output >= t.pause_s
-                      and now - self._last_snap >= snap_gap)
+                      and now - self._last_snap >= snapshot_spacing(self.reading, snap_gap, t))
             if paused or now - self._last_snap >= tick() or self._last_snap < quiet_at <= now \
                     or (part_due is not None and now >= part_due):
                 dirty = False
