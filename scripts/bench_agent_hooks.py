@@ -64,8 +64,9 @@ from benchlib import fmt, json_safe, pct, teardown_agentwrap, wait_until
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ("claude", "codex", "gemini")
 MODES = ("hooks", "no-channels")
-#: ``--spawn-true``: Gemini CLI with ``true`` as its hooks (same events, no agentwrap
-#: channels): what spawning a hook process costs it, whatever the hook does.
+#: ``--spawn-true``: Claude Code and Gemini CLI with ``true`` as their hooks (same
+#: events, the same in the background, no agentwrap channels): what spawning a
+#: hook process costs the agent, whatever the hook does.
 TRUE_MODE = "true-hooks"
 METRICS = ("enter_request", "reply_ready", "tool_step", "enter_dialog", "dialog_waiting")
 LABELS = {"enter_request": "Enter->request", "reply_ready": "reply->ready",
@@ -135,17 +136,25 @@ class CcmanagerWatch:
 GEMINI_DEFAULTS = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 
 
-def true_hooks_file() -> Path:
-    """Gemini's system defaults with ``true`` as the hook of each event agentwrap
-    registers, in a private dir under /run (Gemini reads such a file only when
-    root owns it and no dir above it is group/world writable: not /tmp)."""
-    from agentwrap.sessions.channels import HOOK_EVENTS
+def true_hooks_file(agent: str) -> Path:
+    """``true`` as the hook of each event agentwrap registers, the same ones in
+    the background: Gemini's system defaults (in a private dir under /run: Gemini
+    reads such a file only when root owns it and no dir above it is group/world
+    writable, not /tmp), Claude's ``--settings`` layer."""
+    from agentwrap.sessions.channels import CLAUDE_SIGNAL_EVENTS, HOOK_EVENTS
 
-    path = Path(tempfile.mkdtemp(prefix="awah-true-", dir="/run")) / "gemini-true-hooks.json"
-    hook = {"type": "command", "command": "true", "timeout": 10000}
-    path.write_text(json.dumps({"hooksConfig": {"enabled": True},
-                                "hooks": {e: [{"hooks": [hook]}] for e in HOOK_EVENTS["gemini"]}}),
-                    encoding="utf-8")
+    path = Path(tempfile.mkdtemp(prefix="awah-true-", dir="/run")) / f"{agent}-true-hooks.json"
+    events = HOOK_EVENTS[agent]
+    if agent == "claude":  # agentwrap's background set without answer rules
+        background = CLAUDE_SIGNAL_EVENTS | {"PermissionRequest"}
+        hooks = {e: [{"hooks": [{"type": "command", "command": "true", "timeout": 10,
+                                 **({"async": True} if e in background else {})}]}]
+                 for e in events}
+        data: dict[str, Any] = {"hooks": hooks}
+    else:
+        hook = {"type": "command", "command": "true", "timeout": 10000}
+        data = {"hooksConfig": {"enabled": True}, "hooks": {e: [{"hooks": [hook]}] for e in events}}
+    path.write_text(json.dumps(data), encoding="utf-8")
     path.chmod(0o600)
     return path
 
@@ -193,11 +202,16 @@ class Session:
                                                       encoding="utf-8")
         self.name = f"b-{self.agent}-{'h' if self.mode == 'hooks' else 'n'}"
         extra = ["--no-channels"] if self.mode != "hooks" else []
+        argv = list(launch.argv)
         if self.mode == TRUE_MODE:
-            self.env[GEMINI_DEFAULTS] = str(true_hooks_file())
+            self.true_file = true_hooks_file(self.agent)
+            if self.agent == "gemini":
+                self.env[GEMINI_DEFAULTS] = str(self.true_file)
+            else:
+                argv += ["--settings", str(self.true_file)]
         res = subprocess.run(
             [sys.executable, "-m", "agentwrap", "run", "--detach", "--name", self.name, *extra,
-             "--cwd", str(project), "--", *launch.argv], env=self.env, capture_output=True,
+             "--cwd", str(project), "--", *argv], env=self.env, capture_output=True,
             text=True, timeout=90, check=False)
         if res.returncode != 0:
             raise RuntimeError(f"{self.name}: agentwrap run failed: {res.stderr}")
@@ -213,6 +227,7 @@ class Session:
     poll_s: float = 0.01
     trace: bool = False
     ccm: CcmanagerWatch | None = None
+    true_file: Path | None = None
 
     def watch_ccmanager(self, ccm_dir: Path) -> None:
         self.ccm = CcmanagerWatch(ccm_dir, self.agent, self.socket, f"={self.name}:0.0", self.root)
@@ -352,8 +367,8 @@ class Session:
             if h is not None:
                 h.close()
         teardown_agentwrap(self.env, str(self.root))
-        if GEMINI_DEFAULTS in self.env and self.mode == TRUE_MODE:
-            shutil.rmtree(Path(self.env[GEMINI_DEFAULTS]).parent, ignore_errors=True)
+        if self.true_file is not None:
+            shutil.rmtree(self.true_file.parent, ignore_errors=True)
         if self.server is not None:
             self.server.stop()
 
@@ -366,7 +381,7 @@ def stats(xs: list[float]) -> dict[str, float]:
 def bench_agent(agent: str, work: Path, runs: int, poll: float,
                 timeout: float, trace: bool = False, ccm_dir: Path | None = None,
                 spawn_true: bool = False) -> dict[str, Any]:
-    modes = (*MODES, TRUE_MODE) if spawn_true and agent == "gemini" else MODES
+    modes = (*MODES, TRUE_MODE) if spawn_true and agent in ("claude", "gemini") else MODES
     sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in modes]
     try:
         for s in sessions:
@@ -426,7 +441,7 @@ def main() -> int:
     ap.add_argument("--ccmanager", metavar="DIR",
                     help="ccmanager's npm prefix (default /opt/ccmanager; skipped if absent)")
     ap.add_argument("--spawn-true", action="store_true",
-                    help="Gemini also with `true` as its hooks (what a hook spawn costs it)")
+                    help="Claude, Gemini also with `true` as their hooks (what a hook spawn costs)")
     ap.add_argument("--trace", action="store_true",
                     help="print each plain turn's screen changes and state transitions (stderr)")
     args = ap.parse_args()
