@@ -22,8 +22,13 @@ the machine's load hits both alike. Per run and mode, with the pane polled
   the permission dialog first on screen (it waits for ``PermissionRequest``
   with hooks: the model's reply is sent at once, so the difference is the
   agent's own time);
-* **dialog -> waiting_input**: the dialog on screen -> the registry's
-  ``state_since`` of ``waiting_input`` (denied then, via ``Service.answer``).
+* **dialog -> waiting state**: the dialog on screen -> the first state
+  transition to ``waiting_input`` after Enter, whatever decided it (a hook's
+  permission request or Claude's session file can say so before the dialog is
+  drawn: negative);
+* **dialog -> its question**: the dialog on screen -> the registry's
+  ``state_since`` of ``waiting_input`` with the question read off the screen
+  (what an answer needs; denied then, via ``Service.answer``).
 
 Prints p50/p90 per mode and the hooks/--no-channels ratio of the p50s.
 
@@ -34,7 +39,8 @@ lines; Claude's idle only after 1.5 s unchanged) is driven from node on the
 ``--no-channels`` pane of the same run, as ccmanager's session manager drives
 it: every 100 ms, the screen (here ``tmux capture-pane``, in ccmanager its
 xterm buffer) and the previous state in, the state out. Its **reply -> idle**
-and **dialog -> waiting_input** are measured from the same on-screen moments.
+and **dialog -> waiting_input** (shown against both dialog rows) are measured
+from the same on-screen moments.
 Without it the column says why it is missing.
 Codex's hooks need ``[run] codex_hook_trust = "bypass"`` (set here); Gemini's
 need agentwrap to run as root (else that agent's hooks row equals the other).
@@ -68,10 +74,11 @@ MODES = ("hooks", "no-channels")
 #: events, the same in the background, no agentwrap channels): what spawning a
 #: hook process costs the agent, whatever the hook does.
 TRUE_MODE = "true-hooks"
-METRICS = ("enter_request", "reply_ready", "tool_step", "enter_dialog", "dialog_waiting")
+METRICS = ("enter_request", "reply_ready", "tool_step", "enter_dialog", "dialog_state",
+           "dialog_waiting")
 LABELS = {"enter_request": "Enter->request", "reply_ready": "reply->ready",
           "tool_step": "tool step", "enter_dialog": "Enter->dialog",
-          "dialog_waiting": "dialog->waiting_input"}
+          "dialog_state": "dialog->waiting state", "dialog_waiting": "dialog->its question"}
 #: A read-only tool call that needs no permission, per agent (``[[call: ...]]``;
 #: {file}: the project's README.md). Codex has none here: its shell asks.
 READ_CALL = {"claude": ("Read", "file_path"), "gemini": ("read_file", "file_path")}
@@ -351,6 +358,9 @@ class Session:
                            poll=0.005)
         self.samples["enter_dialog"].append(shown - t0)
         self.samples["dialog_waiting"].append(asked.state_since - shown)
+        first = min(tr.at for tr in self.reg.transitions(self.name)
+                    if tr.state == "waiting_input" and tr.at > t0)
+        self.samples["dialog_state"].append(first - shown)
         self.ccm_sample("ccm_dialog_waiting", shown, "waiting_input", 10)
         if self.trace:
             self.print_trace(t0, shown, t0)
@@ -402,7 +412,8 @@ def bench_agent(agent: str, work: Path, runs: int, poll: float,
             s.close()
 
 
-CCM_OF = {"reply_ready": "ccm_reply_ready", "dialog_waiting": "ccm_dialog_waiting"}
+CCM_OF = {"reply_ready": "ccm_reply_ready", "dialog_state": "ccm_dialog_waiting",
+          "dialog_waiting": "ccm_dialog_waiting"}
 
 
 def print_table(results: list[dict[str, Any]], ccm_note: str) -> None:
