@@ -607,3 +607,18 @@ def test_copilots_registered_hook_hands_over_in_its_own_shape(paths: Paths) -> N
     answer = json.loads(done.stdout)
     assert list(answer) == ["additionalContext"]
     assert "[webhook:ci] the build is green" in answer["additionalContext"]
+
+
+def test_a_signal_wakes_the_supervisor_to_look_not_to_run_a_queue_turn(paths: Paths) -> None:
+    """Issue 27: a hook's signal says "look at the screen"; it brings nothing to
+    deliver, so its wake-up is told apart (the supervisor runs no queue turn for
+    it, which held its loop past Claude's repaint at a turn's end)."""
+    from agentwrap.datagram import SIGNAL, WakeSocket, only_signals
+
+    paths.runtime_dir.mkdir(parents=True, exist_ok=True)
+    with WakeSocket(paths.wake_socket("s1")) as inbox:
+        write_signal(paths, "s1", "turn_end", source="hook", agent="claude", event="Stop")
+        got = inbox.drain()
+    assert got == [SIGNAL]
+    assert only_signals(got)
+    assert not only_signals([SIGNAL, b"wake"]) and not only_signals([])

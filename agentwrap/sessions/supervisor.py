@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..answers.hook_questions import HookQuestions, announcement
-from ..datagram import WakeSocket
+from ..datagram import WakeSocket, only_signals
 from ..detect.detector import Detector, HookSource, StructuredSource
 from ..detect.profiles import Profile
 from ..detect.question import Question
@@ -178,7 +178,7 @@ class Supervisor:
             commands = self.parts.datagrams(self.wake.drain())
             if b"stop" in commands:
                 self._stop.set()
-            if commands:
+            if commands and not only_signals(commands):
                 self._woken = True
 
     @property
@@ -423,7 +423,8 @@ class Supervisor:
             if commands:
                 if b"stop" in commands:
                     return
-                turn_due = now
+                if not only_signals(commands):  # a message, an answer: the parts' turn
+                    turn_due = now
                 dirty = True  # a hook's signal (or a message) came: look at the screen again
             # A pause is output *seen* to stop: the fd was watched and stayed
             # quiet. (Merely not having watched it for pause_s is no pause:
