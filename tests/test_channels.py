@@ -365,6 +365,9 @@ class FakePublished:
     def read(self) -> StructuredReading | None:
         return self.reading
 
+    def stamp(self) -> float | None:
+        return None
+
 
 def test_the_agents_newer_published_state_wins_over_an_older_hook_signal(tmp_path: Path) -> None:
     """Issue 27: Claude writes its session file's ``idle`` as its turn ends and

@@ -94,3 +94,16 @@ def test_a_reading_carries_the_files_age(tmp_path: Path, agent: subprocess.Popen
     later = ClaudeSessionFile(tmp_path, lambda: agent.pid).read()
     assert later is not None and later.age_s is not None
     assert abs((time.time() - later.age_s) - (before - 0.5)) < 0.05
+
+
+def test_its_stamp_follows_the_files_writes(tmp_path: Path, agent: subprocess.Popen[bytes]) -> None:
+    """The supervisor checks the stamp while the agent is busy (a stat, no
+    parse): a write shows there, output or not (issue 27)."""
+    source = ClaudeSessionFile(tmp_path, lambda: agent.pid)
+    assert source.stamp() is None  # not found yet
+    path = write_session(tmp_path, agent.pid, status="busy")
+    assert source.read() is not None
+    first = source.stamp()
+    assert first == path.stat().st_mtime
+    os.utime(path, (first + 1, first + 1))  # written again (mtime set: no sleep)
+    assert source.stamp() == first + 1

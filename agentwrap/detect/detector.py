@@ -92,6 +92,11 @@ class StructuredSource(Protocol):
 
     def read(self) -> StructuredReading | None: ...
 
+    def stamp(self) -> float | None:
+        """When the agent last published (cheap: a stat), or None: the
+        supervisor looks again when it changes, output or not."""
+        ...
+
 
 @dataclass(frozen=True)
 class Match:

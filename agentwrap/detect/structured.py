@@ -53,6 +53,13 @@ class ClaudeSessionFile:
                 return candidate
         return None
 
+    def stamp(self) -> float | None:
+        """When the file found by :meth:`read` was last written (a stat), or None."""
+        try:
+            return self._path.stat().st_mtime if self._path is not None else None
+        except OSError:
+            return None
+
     def read(self) -> StructuredReading | None:
         path = self._locate()
         if path is None:

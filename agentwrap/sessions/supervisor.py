@@ -65,6 +65,10 @@ class Timing:
     max_tick_s: float = 2.0  # ... nor the stretched flood tick this: one slow
     # snapshot (a busy machine, tmux starting) must not blind the supervisor
     heartbeat_s: float = 1.0
+    # While busy, how often the agent's published state (Claude's session file)
+    # is checked for a write (a stat): it comes with no output of its own, often
+    # just after the last repaint of a turn's end (issue 27).
+    published_poll_s: float = 0.03
 
 
 def snapshot_spacing(reading: Reading, cost_gap: float, timing: Timing) -> float:
@@ -372,6 +376,8 @@ class Supervisor:
         watch_out_at = 0.0
         snap_gap = t.min_snapshot_s
         turn_due: float | None = time.monotonic()  # the parts' next turn
+        structured = self.detector.structured
+        published = structured.stamp() if structured is not None else None
 
         def settled(now: float) -> bool:
             if self._pidfd_fired:
@@ -400,6 +406,9 @@ class Supervisor:
             watching = out_fd is not None and now >= watch_out_at
             if out_fd is not None and not watching:
                 deadlines.append(watch_out_at)
+            polling = structured is not None and self.reading.state is State.BUSY
+            if polling:
+                deadlines.append(now + t.published_poll_s)
             timeout = max(0.0, min(deadlines) - now)
             fds = [self.wake.fileno()] + ([out_fd] if watching and out_fd is not None else [])
             if self._pidfd is not None:
@@ -430,10 +439,14 @@ class Supervisor:
             # quiet. (Merely not having watched it for pause_s is no pause:
             # that mistake had floods snapshotted every snap_gap.)
             quiet_seen = out_fd is None or (watching and out_fd not in ready)
+            republished = False
+            if polling and structured is not None:
+                stamp = structured.stamp()
+                republished, published = stamp != published, stamp
             paused = (dirty and quiet_seen and now - last_output >= t.pause_s
                       and now - self._last_snap >= snapshot_spacing(self.reading, snap_gap, t))
-            if paused or now - self._last_snap >= tick() or self._last_snap < quiet_at <= now \
-                    or (part_due is not None and now >= part_due):
+            if paused or republished or now - self._last_snap >= tick() \
+                    or self._last_snap < quiet_at <= now or (part_due is not None and now >= part_due):
                 dirty = False
                 started = time.monotonic()
                 reading = self.observe()
