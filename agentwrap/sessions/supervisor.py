@@ -9,9 +9,11 @@ order, is the composition root's business (:mod:`agentwrap.sessions.compose`).
 
 It reacts to events rather than polling: output (tmux ``pipe-pane`` into a
 fifo, or the pty relay's output pipe) makes it take a snapshot at most every
-``min_snapshot_s``; a datagram on the wake socket means new messages. A slow
-periodic tick remains as a safety net (lost nudges, title-only changes,
-structured state files).
+``min_snapshot_s``; a datagram on the wake socket means new messages (or,
+``signal``, a hook's state signal: look again). While the agent is busy, its
+published state file (Claude's session file) is checked by its stamp every
+``published_poll_s``: it changes with no output. A slow periodic tick remains
+as a safety net (lost nudges, title-only changes).
 
 For tmux sessions the supervisor is a detached process of its own, so
 delivery goes on after the person closes their terminal; if it dies,
