@@ -77,6 +77,19 @@ class Inbox:
         self.close()
 
 
+#: The wake-up of a hook's state signal (:mod:`agentwrap.sessions.signals`): the
+#: supervisor looks at the screen again; there is nothing new to deliver, so it
+#: runs no queue turn for it (issue 27: a turn's end signal came ~40-250 ms
+#: before Claude repainted its prompt, and the queue turn it started, a few
+#: store reads that take 100+ ms on a loaded machine, held the loop past it).
+SIGNAL = b"signal"
+
+
+def only_signals(commands: list[bytes]) -> bool:
+    """True when every wake-up is a state signal's (no queue turn wanted)."""
+    return bool(commands) and all(c == SIGNAL for c in commands)
+
+
 def wake(paths: Paths, session: str, command: bytes = b"wake") -> bool:
     """Wake a session's supervisor: producers (``agentwrap send``, hooks,
     servers) write to the store first, then nudge; False if nobody listens (the

@@ -16,14 +16,33 @@ the machine's load hits both alike. Per run and mode, with the pane polled
 * **reply -> ready**: the reply's text first on screen -> the registry's
   ``state_since`` of ``ready`` (the Stop / AfterAgent hook, or the screen's
   quiet window without hooks);
+* **tool step**: a read-only tool call (Claude ``Read``, Gemini ``read_file``):
+  the model's request that calls it -> the next request, with its result (the
+  agent runs the tool, then waits for ``PostToolBatch`` / ``AfterTool``);
 * **Enter -> dialog**: ``[[tool]]`` (the model calls the shell tool): Enter ->
   the permission dialog first on screen (it waits for ``PermissionRequest``
   with hooks: the model's reply is sent at once, so the difference is the
   agent's own time);
-* **dialog -> waiting_input**: the dialog on screen -> the registry's
-  ``state_since`` of ``waiting_input`` (denied then, via ``Service.answer``).
+* **dialog -> waiting state**: the dialog on screen -> the first state
+  transition to ``waiting_input`` after Enter, whatever decided it (a hook's
+  permission request or Claude's session file can say so before the dialog is
+  drawn: negative);
+* **dialog -> its question**: the dialog on screen -> the registry's
+  ``state_since`` of ``waiting_input`` with the question read off the screen
+  (what an answer needs; denied then, via ``Service.answer``).
 
 Prints p50/p90 per mode and the hooks/--no-channels ratio of the p50s.
+
+**ccmanager** (optional column, when ``npm install --prefix /opt/ccmanager
+ccmanager`` put it there, or ``--ccmanager DIR``): ccmanager's own state
+detector module (``services/stateDetector``, per-agent regexes on the last 30
+lines; Claude's idle only after 1.5 s unchanged) is driven from node on the
+``--no-channels`` pane of the same run, as ccmanager's session manager drives
+it: every 100 ms, the screen (here ``tmux capture-pane``, in ccmanager its
+xterm buffer) and the previous state in, the state out. Its **reply -> idle**
+and **dialog -> waiting_input** (shown against both dialog rows) are measured
+from the same on-screen moments.
+Without it the column says why it is missing.
 Codex's hooks need ``[run] codex_hook_trust = "bypass"`` (set here); Gemini's
 need agentwrap to run as root (else that agent's hooks row equals the other).
 An agent with no native channel (Aider has its read file, which tells no state;
@@ -46,6 +65,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,9 +77,112 @@ from benchlib import fmt, json_safe, pct, teardown_agentwrap, wait_until
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = (*agents_mod.AGENT_NAMES, *agents_mod.MORE_AGENTS)
 MODES = ("hooks", "no-channels")
-METRICS = ("enter_request", "reply_ready", "enter_dialog", "dialog_waiting")
+#: ``--spawn-true``: Claude Code and Gemini CLI with ``true`` as their hooks (same
+#: events, the same in the background, no agentwrap channels): what spawning a
+#: hook process costs the agent, whatever the hook does.
+TRUE_MODE = "true-hooks"
+METRICS = ("enter_request", "reply_ready", "tool_step", "enter_dialog", "dialog_state",
+           "dialog_waiting")
 LABELS = {"enter_request": "Enter->request", "reply_ready": "reply->ready",
-          "enter_dialog": "Enter->dialog", "dialog_waiting": "dialog->waiting_input"}
+          "tool_step": "tool step", "enter_dialog": "Enter->dialog",
+          "dialog_state": "dialog->waiting state", "dialog_waiting": "dialog->its question"}
+#: A read-only tool call that needs no permission, per agent (``[[call: ...]]``;
+#: {file}: the project's README.md). Codex has none here: its shell asks.
+READ_CALL = {"claude": ("Read", "file_path"), "gemini": ("read_file", "file_path")}
+
+
+CCM_STRATEGY = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
+CCM_DETECTORS = "node_modules/ccmanager/dist/services/stateDetector/index.js"
+#: ccmanager's check, as its session manager runs it (STATE_CHECK_INTERVAL_MS = 100):
+#: the screen and the previous state in, the state out; a change printed with
+#: the time the check began.
+CCM_WATCH = r"""
+import { execFileSync } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
+const [mod, strategy, sock, target, interval] = process.argv.slice(2);
+const { createStateDetector } = await import(pathToFileURL(mod).href);
+const detector = createStateDetector(strategy);
+let state = 'busy';
+const terminal = (lines) => ({
+  rows: lines.length, cols: 500,
+  buffer: { active: { baseY: 0, type: 'normal', cursorX: 0, cursorY: 0,
+    getLine: (y) => ({ translateToString: () => lines[y] ?? '' }) } },
+});
+setInterval(() => {
+  const t = Date.now();
+  let out;
+  try {
+    out = execFileSync('tmux', ['-S', sock, 'capture-pane', '-p', '-t', target], { encoding: 'utf8' });
+  } catch { return; }
+  const next = detector.detectState(terminal(out.replace(/\n$/, '').split('\n')), state);
+  if (next !== state) { state = next; process.stdout.write(`${t} ${next}\n`); }
+}, Number(interval));
+"""
+
+
+class CcmanagerWatch:
+    """ccmanager's state detector on one pane: its state changes, with times."""
+
+    def __init__(self, ccm_dir: Path, agent: str, socket: str, target: str, work: Path) -> None:
+        script = work / "ccm-watch.mjs"
+        script.write_text(CCM_WATCH, encoding="utf-8")
+        self.changes: list[tuple[float, str]] = []
+        self.proc = subprocess.Popen(
+            ["node", str(script), str(ccm_dir / CCM_DETECTORS), CCM_STRATEGY[agent], socket,
+             target, "100"], stdout=subprocess.PIPE, text=True)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            ms, _, state = line.strip().partition(" ")
+            self.changes.append((int(ms) / 1000, state))
+
+    def first(self, after: float, state: str) -> float | None:
+        return next((t for t, s in list(self.changes) if t >= after and s == state), None)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=5)
+
+
+GEMINI_DEFAULTS = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
+
+
+def true_hooks_file(agent: str) -> Path:
+    """``true`` as the hook of each event agentwrap registers, the same ones in
+    the background: Gemini's system defaults (in a private dir under /run: Gemini
+    reads such a file only when root owns it and no dir above it is group/world
+    writable, not /tmp), Claude's ``--settings`` layer."""
+    from agentwrap.sessions.channels import CLAUDE_SIGNAL_EVENTS, HOOK_EVENTS
+
+    path = Path(tempfile.mkdtemp(prefix="awah-true-", dir="/run")) / f"{agent}-true-hooks.json"
+    events = HOOK_EVENTS[agent]
+    if agent == "claude":  # agentwrap's background set without answer rules
+        background = CLAUDE_SIGNAL_EVENTS | {"PermissionRequest"}
+        hooks = {e: [{"hooks": [{"type": "command", "command": "true", "timeout": 10,
+                                 **({"async": True} if e in background else {})}]}]
+                 for e in events}
+        data: dict[str, Any] = {"hooks": hooks}
+    else:
+        hook = {"type": "command", "command": "true", "timeout": 10000}
+        data = {"hooksConfig": {"enabled": True}, "hooks": {e: [{"hooks": [hook]}] for e in events}}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def ccmanager_dir(given: str | None) -> tuple[Path | None, str]:
+    """Where ccmanager is installed, or None and why not."""
+    if shutil.which("node") is None:
+        return None, "ccmanager: skipped (no node on PATH)"
+    root = Path(given or "/opt/ccmanager")
+    if not (root / CCM_DETECTORS).is_file():
+        return None, (f"ccmanager: skipped (not installed: npm install --prefix {root}"
+                      " ccmanager, or --ccmanager DIR)")
+    pkg = json.loads((root / "node_modules/ccmanager/package.json").read_text(encoding="utf-8"))
+    return root, f"ccmanager {pkg.get('version')}: its state detector on the --no-channels pane"
 
 
 @dataclass
@@ -93,10 +216,17 @@ class Session:
         (paths.config_dir / "config.toml").write_text(
             '[run]\ncodex_hook_trust = "bypass"\nask_first = true\n', encoding="utf-8")
         self.name = f"b-{self.agent}-{'h' if self.mode == 'hooks' else 'n'}"
-        extra = ["--no-channels"] if self.mode == "no-channels" else []
+        extra = ["--no-channels"] if self.mode != "hooks" else []
+        argv = list(launch.argv)
+        if self.mode == TRUE_MODE:
+            self.true_file = true_hooks_file(self.agent)
+            if self.agent == "gemini":
+                self.env[GEMINI_DEFAULTS] = str(self.true_file)
+            else:
+                argv += ["--settings", str(self.true_file)]
         res = subprocess.run(
             [sys.executable, "-m", "agentwrap", "run", "--detach", "--name", self.name, *extra,
-             "--cwd", str(project), "--", *launch.argv, *ASK_ARGS.get(self.agent, [])],
+             "--cwd", str(project), "--", *argv, *ASK_ARGS.get(self.agent, [])],
             env=self.env, capture_output=True,
             text=True, timeout=90, check=False)
         if res.returncode != 0:
@@ -111,6 +241,54 @@ class Session:
         self.poller = Poller(self.socket, f"={self.name}:0.0", self.poll_s)
 
     poll_s: float = 0.01
+    trace: bool = False
+    ccm: CcmanagerWatch | None = None
+    true_file: Path | None = None
+
+    def watch_ccmanager(self, ccm_dir: Path) -> None:
+        self.ccm = CcmanagerWatch(ccm_dir, self.agent, self.socket, f"={self.name}:0.0", self.root)
+        self.samples.update({"ccm_reply_ready": [], "ccm_dialog_waiting": []})
+
+    def ccm_sample(self, metric: str, after: float, state: str, timeout: float) -> None:
+        """ccmanager's first ``state`` after ``after`` (its idle needs 1.5 s still)."""
+        ccm = self.ccm
+        if ccm is None:
+            return
+        try:
+            t = wait_until(lambda: ccm.first(after - 0.2, state), timeout,
+                           f"ccmanager {state}", poll=0.02)
+        except TimeoutError:
+            print(f"  {self.name}: ccmanager never read {state}", file=sys.stderr)
+            return
+        self.samples[metric].append(t - after)
+
+    def print_trace(self, t0: float, seen: float, request: float) -> None:
+        """One turn's detector inputs and verdicts, in ms from the reply on screen:
+        the pane's changes (as polled), the state transitions (signal, rule, reason)."""
+        assert self.poller is not None
+        time.sleep(0.3)  # the hook's late signals and their transitions
+        with self.poller.lock:
+            frames = [(t, x) for t, x in self.poller.frames if t >= t0]
+        rows = [(request, "request  the model server has the turn")]
+        prev = ""
+        for t, text in frames:
+            if text != prev:
+                tail = " | ".join(ln.strip() for ln in text.rstrip().splitlines()[-6:] if ln.strip())
+                rows.append((t, f"screen   {tail[:150]}"))
+                prev = text
+        rows += [(tr.at, f"state    {tr.state:13} {tr.signal:10} {tr.rule:14} {tr.reason[:90]}")
+                 for tr in self.reg.transitions(self.name) if tr.at >= t0]
+        for f in (self.root / "home" / ".claude" / "sessions").glob("*.json"):  # Claude's own
+            rows.append((f.stat().st_mtime, f"file     {f.name} last written: {f.read_text()[:80]}"))
+        from agentwrap.paths import Paths
+        from agentwrap.sessions.signals import read_signal
+
+        sig = read_signal(Paths.from_env(self.env), self.name)
+        if sig is not None and sig.at >= t0:
+            rows.append((sig.at, f"signal   {sig.event} -> {sig.signal} (the hook's start)"))
+        print(f"--- {self.name} turn trace (ms from the reply on screen)", file=sys.stderr)
+        for t, what in sorted(rows):
+            print(f"  {(t - seen) * 1000:+8.0f}  {what}", file=sys.stderr)
 
     def rec(self) -> Any:
         return self.reg.get(self.name)
@@ -153,6 +331,25 @@ class Session:
                           and r.state_since > req.time and r, timeout,
                           f"{self.name} ready after the reply", poll=0.005)
         self.samples["reply_ready"].append(done.state_since - seen)
+        self.ccm_sample("ccm_reply_ready", seen, "idle", 10)
+        if self.trace:
+            self.print_trace(t0, seen, req.time)
+
+    def tool_turn(self, i: int, timeout: float) -> None:
+        """The request that calls a read-only tool -> the one with its result."""
+        if self.agent not in READ_CALL:
+            return
+        tool, arg = READ_CALL[self.agent]
+        self.ready(timeout)
+        path = self.root / "project" / "README.md"
+        path.write_text(f"# bench project, round {i}\n", encoding="utf-8")
+        self.keys(f"[[call: {tool} {json.dumps({arg: str(path)})}]] round {i}", literal=True)
+        time.sleep(0.4)
+        n = len(self.turns())
+        self.keys("Enter")
+        reqs = wait_until(lambda: len(self.turns()) >= n + 2 and self.turns()[n:n + 2], timeout,
+                          f"{self.name} tool result request")
+        self.samples["tool_step"].append(reqs[1].time - reqs[0].time)
 
     def dialog_turn(self, i: int, timeout: float) -> None:
         """Enter -> dialog on screen -> waiting_input; denied."""
@@ -170,17 +367,27 @@ class Session:
                            poll=0.005)
         self.samples["enter_dialog"].append(shown - t0)
         self.samples["dialog_waiting"].append(asked.state_since - shown)
+        first = min(tr.at for tr in self.reg.transitions(self.name)
+                    if tr.state == "waiting_input" and tr.at > t0)
+        self.samples["dialog_state"].append(first - shown)
+        self.ccm_sample("ccm_dialog_waiting", shown, "waiting_input", 10)
+        if self.trace:
+            self.print_trace(t0, shown, t0)
         result = self.svc.answer(self.name, deny=True, question_id=asked.question["id"],
                                  source="bench")
         self.svc.wait_answer(result.answer.id, timeout)
 
     def close(self) -> None:
+        if self.ccm is not None:
+            self.ccm.close()
         if self.poller is not None:
             self.poller.close()
         for h in (self.reg, self.svc):
             if h is not None:
                 h.close()
         teardown_agentwrap(self.env, str(self.root))
+        if self.true_file is not None:
+            shutil.rmtree(self.true_file.parent, ignore_errors=True)
         if self.server is not None:
             self.server.stop()
 
@@ -191,17 +398,23 @@ def stats(xs: list[float]) -> dict[str, float]:
 
 
 def bench_agent(agent: str, work: Path, runs: int, poll: float,
-                timeout: float, dialogs: bool = True) -> dict[str, Any]:
-    sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in MODES]
+                timeout: float, trace: bool = False, ccm_dir: Path | None = None,
+                spawn_true: bool = False, dialogs: bool = True) -> dict[str, Any]:
+    modes = (*MODES, TRUE_MODE) if spawn_true and agent in ("claude", "gemini") else MODES
+    sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in modes]
     try:
         for s in sessions:
-            s.poll_s = poll
+            s.poll_s, s.trace = poll, trace
             s.start()
+            if ccm_dir is not None and s.mode == "no-channels":
+                s.watch_ccmanager(ccm_dir)
         for i in range(runs):
             for s in sessions:  # interleaved: each mode once per round
                 s.plain_turn(i, timeout)
-                if dialogs and agent in DIALOG:
-                    s.dialog_turn(i, timeout)
+                if dialogs:
+                    s.tool_turn(i, timeout)
+                    if agent in DIALOG:
+                        s.dialog_turn(i, timeout)
             print(f"  {agent} run {i} done", file=sys.stderr)
         return {"agent": agent, "runs": runs,
                 **{s.mode: {m: stats(v) for m, v in s.samples.items()} for s in sessions}}
@@ -210,8 +423,16 @@ def bench_agent(agent: str, work: Path, runs: int, poll: float,
             s.close()
 
 
-def print_table(results: list[dict[str, Any]]) -> None:
-    head = f"{'agent':8} {'metric':22} {'hooks p50/p90':>15} {'--no-channels':>15} {'ratio':>6}"
+CCM_OF = {"reply_ready": "ccm_reply_ready", "dialog_state": "ccm_dialog_waiting",
+          "dialog_waiting": "ccm_dialog_waiting"}
+
+
+def print_table(results: list[dict[str, Any]], ccm_note: str) -> None:
+    def cell(x: dict[str, float]) -> str:
+        return fmt(x["p50_ms"], ".0f") + "/" + fmt(x["p90_ms"], ".0f")
+
+    head = (f"{'agent':8} {'metric':22} {'hooks p50/p90':>15} {'--no-channels':>15} {'ratio':>6}"
+            f" {'ccmanager':>11} {'hooks/ccm':>9}")
     print(head)
     print("-" * len(head))
     for r in results:
@@ -220,11 +441,17 @@ def print_table(results: list[dict[str, Any]]) -> None:
             if not h["n"]:
                 continue
             ratio = h["p50_ms"] / n["p50_ms"] if n["p50_ms"] else None
-            print(f"{r['agent']:8} {LABELS[m]:22}"
-                  f" {fmt(h['p50_ms'], '.0f') + '/' + fmt(h['p90_ms'], '.0f'):>15}"
-                  f" {fmt(n['p50_ms'], '.0f') + '/' + fmt(n['p90_ms'], '.0f'):>15}"
-                  f" {fmt(ratio, '.2f'):>6}")
-    print("ms, p50/p90 over the runs; ratio: hooks p50 over --no-channels p50 (same run)")
+            c = r["no-channels"].get(CCM_OF.get(m, ""))
+            c_ratio = h["p50_ms"] / c["p50_ms"] if c and c["p50_ms"] else None
+            t = r.get(TRUE_MODE, {}).get(m)
+            t_ratio = t["p50_ms"] / n["p50_ms"] if t and n["p50_ms"] else None
+            print(f"{r['agent']:8} {LABELS[m]:22} {cell(h):>15} {cell(n):>15}"
+                  f" {fmt(ratio, '.2f'):>6} {cell(c) if c else '':>11}"
+                  f" {fmt(c_ratio, '.2f') if c else '':>9}"
+                  + (f"   `true` hooks {cell(t)} ({fmt(t_ratio, '.2f')})" if t else ""))
+    print("ms, p50/p90 over the runs; ratio: hooks p50 over --no-channels p50 (same run);"
+          " hooks/ccm: hooks p50 over ccmanager's p50 (same run)")
+    print(ccm_note)
 
 
 def main() -> int:
@@ -237,8 +464,16 @@ def main() -> int:
     ap.add_argument("--plain", action="store_true",
                     help="plain turns only (Enter -> request, reply -> ready): no dialogs")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--ccmanager", metavar="DIR",
+                    help="ccmanager's npm prefix (default /opt/ccmanager; skipped if absent)")
+    ap.add_argument("--spawn-true", action="store_true",
+                    help="Claude, Gemini also with `true` as their hooks (what a hook spawn costs)")
+    ap.add_argument("--trace", action="store_true",
+                    help="print each plain turn's screen changes and state transitions (stderr)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="awah-", dir="/tmp"))
+    ccm_dir, ccm_note = ccmanager_dir(args.ccmanager)
+    print(ccm_note, file=sys.stderr)
     results = []
     print(f"load average at the start: {os.getloadavg()[0]:.1f}", file=sys.stderr)
     try:
@@ -248,6 +483,7 @@ def main() -> int:
                 continue
             try:
                 results.append(bench_agent(agent, work, args.runs, args.poll, args.timeout,
+                                           args.trace, ccm_dir, args.spawn_true,
                                            dialogs=not args.plain))
             except (RuntimeError, TimeoutError) as exc:
                 print(f"{agent}: FAILED: {exc}", file=sys.stderr)
@@ -255,9 +491,9 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     print(f"load average at the end: {os.getloadavg()[0]:.1f}", file=sys.stderr)
     if args.json:
-        print(json.dumps(json_safe(results), indent=2))
+        print(json.dumps(json_safe({"ccmanager": ccm_note, "results": results}), indent=2))
     else:
-        print_table(results)
+        print_table(results, ccm_note)
     return 0
 
 

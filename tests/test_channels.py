@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentwrap.config import RunConfig, load_config
-from agentwrap.detect.detector import HOOK_FRESH_S, Detector, HookReading
+from agentwrap.detect.detector import HOOK_FRESH_S, Detector, HookReading, StructuredReading
 from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.states import Signal, State
 from agentwrap.errors import ConfigError
@@ -94,14 +94,14 @@ def _background(settings_file: Path) -> set[str]:
 
 def test_claude_signal_hooks_run_in_the_background(paths: Paths) -> None:
     """Issue 27: the agent waits for no hook that only reports (prompt,
-    notification); hand-overs are waited for, the turn's end (in the
-    background Claude starts it late), and the permission request when an
-    answer rule of the person's could answer it before the dialog opens."""
+    notification, turn end: the session file's ``idle`` says ready first);
+    hand-overs are waited for, and the permission request when an answer
+    rule of the person's could answer it before the dialog opens."""
     no_rules = _plan("claude", paths, version="2.1.197", rules=False)
     assert _background(Path(no_rules.argv[1])) == {
-        "UserPromptSubmit", "Notification", "PermissionRequest"}
+        "UserPromptSubmit", "Notification", "Stop", "PermissionRequest"}
     rules = _plan("claude", paths, version="2.1.197", rules=True)
-    assert _background(Path(rules.argv[1])) == {"UserPromptSubmit", "Notification"}
+    assert _background(Path(rules.argv[1])) == {"UserPromptSubmit", "Notification", "Stop"}
     older = _plan("claude", paths, version="2.1.150", rules=False)  # async unknown: all waited
     assert _background(Path(older.argv[1])) == set()
 
@@ -363,6 +363,53 @@ def test_a_turn_end_is_ready_at_once_unless_the_screen_contradicts_it(tmp_path: 
     r = det.update(_claude_screen(box="x"))
     assert (r.state, r.signal) == (State.DRAFT, Signal.HOOK), r
 
+
+
+class FakePublished:
+    """The agent's published state (Claude's session file), as the detector reads it."""
+
+    def __init__(self) -> None:
+        self.reading: StructuredReading | None = None
+
+    def read(self) -> StructuredReading | None:
+        return self.reading
+
+    def stamp(self) -> float | None:
+        return None
+
+
+def test_the_agents_newer_published_state_wins_over_an_older_hook_signal(tmp_path: Path) -> None:
+    """Issue 27: Claude writes its session file's ``idle`` as its turn ends and
+    starts its (background) Stop hook only later: the prompt's ``busy`` signal,
+    older than that file, must not hold ``ready`` back. Mid-turn the file says
+    ``busy`` (or is older than the signal): the hook's busy holds."""
+    clock, hooks, published = Clock(), FakeHooks(), FakePublished()
+    profile = load_profile("claude", Paths.from_env({"HOME": str(tmp_path)}))
+    det = Detector(profile, clock=clock, hooks=hooks, structured=published)
+    det.update(_claude_screen())
+    clock.t += 1.0
+    # the previous turn's idle, older than this turn's prompt signal: busy holds
+    published.reading = StructuredReading(State.READY, "claude session file says 'idle'", 5.0)
+    hooks.reading = HookReading(State.BUSY, "claude hook UserPromptSubmit: prompt submitted", 1.0)
+    r = det.update(_claude_screen())
+    assert (r.state, r.signal) == (State.BUSY, Signal.HOOK), r
+    # mid-turn, between tool calls: the file says busy, written after the signal
+    published.reading = StructuredReading(State.BUSY, "claude session file says 'busy'", 0.5)
+    r = det.update(_claude_screen())
+    assert r.state is State.BUSY, r
+    # the turn ended: idle written after the prompt's signal, before any Stop signal
+    clock.t += 0.01
+    published.reading = StructuredReading(State.READY, "claude session file says 'idle'", 0.02)
+    r = det.update(_claude_screen())
+    assert (r.state, r.signal) == (State.READY, Signal.STRUCTURED), r
+    # the Stop signal that follows says the same, as the newer word
+    hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.0)
+    r = det.update(_claude_screen())
+    assert (r.state, r.signal) == (State.READY, Signal.HOOK), r
+    # a file of unknown age never outweighs a fresh signal
+    hooks.reading = HookReading(State.BUSY, "claude hook UserPromptSubmit: prompt submitted", 1.0)
+    published.reading = StructuredReading(State.READY, "claude session file says 'idle'")
+    assert det.update(_claude_screen()).state is State.BUSY
 
 
 def test_a_signal_never_replaces_one_of_a_later_event(paths: Paths) -> None:
@@ -866,3 +913,16 @@ def test_kimi_without_a_usable_config_registers_nothing(
                {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="2.1.0")
     assert got.channels == [] and got.env == {} and got.files == []
     assert why in got.notes[0] and not channels.launch_dir(paths, "s1").exists()
+def test_a_signal_wakes_the_supervisor_to_look_not_to_run_a_queue_turn(paths: Paths) -> None:
+    """Issue 27: a hook's signal says "look at the screen"; it brings nothing to
+    deliver, so its wake-up is told apart (the supervisor runs no queue turn for
+    it, which held its loop past Claude's repaint at a turn's end)."""
+    from agentwrap.datagram import SIGNAL, WakeSocket, only_signals
+
+    paths.runtime_dir.mkdir(parents=True, exist_ok=True)
+    with WakeSocket(paths.wake_socket("s1")) as inbox:
+        write_signal(paths, "s1", "turn_end", source="hook", agent="claude", event="Stop")
+        got = inbox.drain()
+    assert got == [SIGNAL]
+    assert only_signals(got)
+    assert not only_signals([SIGNAL, b"wake"]) and not only_signals([])

@@ -80,3 +80,30 @@ def test_mismatched_or_unknown_content_is_ignored(
 def test_no_file_or_no_agent_means_no_reading(tmp_path: Path) -> None:
     assert ClaudeSessionFile(tmp_path, lambda: None).read() is None
     assert ClaudeSessionFile(tmp_path, lambda: os.getpid()).read() is None
+
+
+def test_a_reading_carries_the_files_age(tmp_path: Path, agent: subprocess.Popen[bytes]) -> None:
+    """Its age is the file's (when Claude wrote it), so the detector can tell
+    it from a hook's signal that came before or after (issue 27)."""
+    before = time.time()
+    path = write_session(tmp_path, agent.pid, status="idle")
+    got = ClaudeSessionFile(tmp_path, lambda: agent.pid).read()
+    assert got is not None and got.age_s is not None
+    assert 0.0 <= got.age_s <= time.time() - before + 0.01
+    os.utime(path, (before - 0.5, before - 0.5))  # as if written half a second earlier
+    later = ClaudeSessionFile(tmp_path, lambda: agent.pid).read()
+    assert later is not None and later.age_s is not None
+    assert abs((time.time() - later.age_s) - (before - 0.5)) < 0.05
+
+
+def test_its_stamp_follows_the_files_writes(tmp_path: Path, agent: subprocess.Popen[bytes]) -> None:
+    """The supervisor checks the stamp while the agent is busy (a stat, no
+    parse): a write shows there, output or not (issue 27)."""
+    source = ClaudeSessionFile(tmp_path, lambda: agent.pid)
+    assert source.stamp() is None  # not found yet
+    path = write_session(tmp_path, agent.pid, status="busy")
+    assert source.read() is not None
+    first = source.stamp()
+    assert first == path.stat().st_mtime
+    os.utime(path, (first + 1, first + 1))  # written again (mtime set: no sleep)
+    assert source.stamp() == first + 1

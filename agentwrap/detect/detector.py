@@ -49,8 +49,12 @@ _STATE_ORDER = {
 
 @dataclass(frozen=True)
 class StructuredReading:
+    """A state the agent published (a file it writes), ``age_s`` seconds ago
+    (None: unknown), so it can be weighed against a hook's signal by time."""
+
     state: State  # READY, BUSY or WAITING_INPUT
     reason: str
+    age_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,11 @@ class StructuredSource(Protocol):
     """An agent-published state (file, socket); None when unknown or stale."""
 
     def read(self) -> StructuredReading | None: ...
+
+    def stamp(self) -> float | None:
+        """When the agent last published (cheap: a stat), or None: the
+        supervisor looks again when it changes, output or not."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -224,19 +233,18 @@ class Detector:
         draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
         self.draft = draft_match is not None
 
-        hooked = self._hook_reading(quiet, matches, draft_match)
+        published = self.structured.read() if self.structured is not None else None
+        hooked = self._hook_reading(quiet, matches, draft_match, published)
         if hooked is not None:
             state, reason = hooked
             return self._set(state, Signal.HOOK, "hook", reason, None, quiet, now)
 
-        if self.structured is not None:
-            got = self.structured.read()
-            if got is not None:
-                state, reason = got.state, got.reason
-                if state is State.READY and draft_match is not None:
-                    state = State.DRAFT
-                    reason = f"{reason}; {draft_match.rule.explain or 'text in the input box'}"
-                return self._set(state, Signal.STRUCTURED, "structured", reason, None, quiet, now)
+        if published is not None:
+            state, reason = published.state, published.reason
+            if state is State.READY and draft_match is not None:
+                state = State.DRAFT
+                reason = f"{reason}; {draft_match.rule.explain or 'text in the input box'}"
+            return self._set(state, Signal.STRUCTURED, "structured", reason, None, quiet, now)
 
         for match in matches:
             rule = match.rule
@@ -271,11 +279,17 @@ class Detector:
         held = State.BUSY if self._seen_ready else State.STARTING
         return self._set(held, Signal.SCREEN, "none", "no rule matched", None, quiet, now)
 
-    def _hook_reading(self, quiet: int, matches: list[Match],
-                      draft_match: Match | None) -> tuple[State, str] | None:
+    def _hook_reading(self, quiet: int, matches: list[Match], draft_match: Match | None,
+                      structured: StructuredReading | None) -> tuple[State, str] | None:
         """The hook's signal when it is fresh: younger than :data:`HOOK_FRESH_S`
         and the screen has not changed more than :data:`HOOK_GRACE_MS` after it
-        (a newer screen wins). A dialog on screen was decided before this.
+        (a newer screen wins), and the agent has published no state since
+        (``structured`` newer than the signal: both are the agent's own word,
+        and the later one is true now. Claude Code writes its session file's
+        ``idle`` as its turn ends, before its Stop hook, which it starts only
+        after its end-of-turn work: the prompt's ``busy`` signal must not hold
+        the turn's end back till then, issue 27). A dialog on screen was
+        decided before this.
 
         A turn's end is the agent itself saying its turn is over, so it is
         ``ready`` at once, with no quiet window (that window is for readings
@@ -289,6 +303,9 @@ class Detector:
             return None
         got = self.hooks.read()
         if got is None or got.age_s > HOOK_FRESH_S or got.age_s * 1000 > quiet + HOOK_GRACE_MS:
+            return None
+        if structured is not None and structured.age_s is not None \
+                and structured.age_s < got.age_s:
             return None
         if got.state is State.WAITING_INPUT and self._dialog_at is not None \
                 and self.clock() - got.age_s <= self._dialog_at:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,6 +53,13 @@ class ClaudeSessionFile:
                 return candidate
         return None
 
+    def stamp(self) -> float | None:
+        """When the file found by :meth:`read` was last written (a stat), or None."""
+        try:
+            return self._path.stat().st_mtime if self._path is not None else None
+        except OSError:
+            return None
+
     def read(self) -> StructuredReading | None:
         path = self._locate()
         if path is None:
@@ -71,7 +79,8 @@ class ClaudeSessionFile:
         state = _CLAUDE_STATUS.get(str(status))
         if state is None:
             return None
-        return StructuredReading(state, f"claude session file says {status!r}")
+        return StructuredReading(state, f"claude session file says {status!r}",
+                                 max(0.0, time.time() - mtime))
 
 
 def structured_source(

@@ -168,13 +168,14 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
 }
 #: Claude's events whose hook only reports a state: registered ``"async": true``
 #: where the version runs hooks in the background, so the agent never waits
-#: for them (issue 27: a prompt's request leaves at once). Not Stop: Claude
-#: 2.1.332 starts a background Stop hook only after its own end-of-turn work,
-#: ~120 ms after the reply is on screen, while a waited-for one reports the
-#: turn's end at once (reply -> ready 153 vs 80 ms), and nobody waits for a
-#: turn that has ended. The others answer (hand-over, a rule's permission
+#: for them (issue 27: a prompt's request leaves at once, a turn's end is not
+#: held on screen by a Stop hook the agent waits for: 2.1.332 shows "running
+#: Stop hook" 30-130 ms longer then). Claude writes its session file's
+#: ``idle`` as the turn ends, and the detector lets that newer word end the
+#: prompt's ``busy`` signal (detect.detector), so ``ready`` does not wait for
+#: the Stop hook either. The others answer (hand-over, a rule's permission
 #: answer) and are waited for.
-CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Notification"})
+CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Notification", "Stop"})
 #: Hook timeout: seconds for Claude, Codex, Copilot and Kimi, milliseconds for
 #: Gemini and Qwen (Cline takes none: 120 s for a waited-for hook).
 HOOK_TIMEOUT_S = 10

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..datagram import wake
+from ..datagram import SIGNAL, wake
 from ..paths import Paths, ReplacedFile, check_session_name, write_private
 
 if TYPE_CHECKING:  # the hook that writes a signal never loads the detector
@@ -92,7 +92,7 @@ def write_signal(
         if latest is not None and latest.at > sig.at:
             return None
         write_private(path, json.dumps(asdict(sig)).encode("utf-8"))
-    wake(paths, session)
+    wake(paths, session, SIGNAL)
     return sig
 
 

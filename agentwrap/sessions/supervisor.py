@@ -9,9 +9,11 @@ order, is the composition root's business (:mod:`agentwrap.sessions.compose`).
 
 It reacts to events rather than polling: output (tmux ``pipe-pane`` into a
 fifo, or the pty relay's output pipe) makes it take a snapshot at most every
-``min_snapshot_s``; a datagram on the wake socket means new messages. A slow
-periodic tick remains as a safety net (lost nudges, title-only changes,
-structured state files).
+``min_snapshot_s``; a datagram on the wake socket means new messages (or,
+``signal``, a hook's state signal: look again). While the agent is busy, its
+published state file (Claude's session file) is checked by its stamp every
+``published_poll_s``: it changes with no output. A slow periodic tick remains
+as a safety net (lost nudges, title-only changes).
 
 For tmux sessions the supervisor is a detached process of its own, so
 delivery goes on after the person closes their terminal; if it dies,
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..answers.hook_questions import HookQuestions, announcement
-from ..datagram import WakeSocket
+from ..datagram import WakeSocket, only_signals
 from ..detect.detector import Detector, HookSource, StructuredSource
 from ..detect.profiles import Profile
 from ..detect.question import Question
@@ -65,6 +67,25 @@ class Timing:
     max_tick_s: float = 2.0  # ... nor the stretched flood tick this: one slow
     # snapshot (a busy machine, tmux starting) must not blind the supervisor
     heartbeat_s: float = 1.0
+    # While busy, how often the agent's published state (Claude's session file)
+    # is checked for a write (a stat): it comes with no output of its own, often
+    # just after the last repaint of a turn's end (issue 27).
+    published_poll_s: float = 0.03
+
+
+def snapshot_spacing(reading: Reading, cost_gap: float, timing: Timing) -> float:
+    """Seconds between output-driven snapshots: ``cost_gap`` (9 x a snapshot's
+    cost), except while the agent has announced a dialog the screen has not
+    shown yet (its hook's permission request, Claude's session file saying
+    ``waiting``): then :attr:`Timing.min_snapshot_s`, so the dialog, and the
+    question a person or a rule answers, is read as soon as it is drawn and
+    not up to a second later on a loaded machine (issue 27: dialog ->
+    ``waiting_input`` with a question took 350-480 ms at load 10, while a
+    poll every 100 ms, as ccmanager does, reads it in ~50). Only the
+    dialog's own drawing is output then, so this costs little."""
+    if reading.state is State.WAITING_INPUT and not reading.rule.startswith("dialog:"):
+        return timing.min_snapshot_s
+    return cost_gap
 
 
 class Supervisor:
@@ -163,7 +184,7 @@ class Supervisor:
             commands = self.parts.datagrams(self.wake.drain())
             if b"stop" in commands:
                 self._stop.set()
-            if commands:
+            if commands and not only_signals(commands):
                 self._woken = True
 
     @property
@@ -357,6 +378,8 @@ class Supervisor:
         watch_out_at = 0.0
         snap_gap = t.min_snapshot_s
         turn_due: float | None = time.monotonic()  # the parts' next turn
+        structured = self.detector.structured
+        published = structured.stamp() if structured is not None else None
 
         def settled(now: float) -> bool:
             if self._pidfd_fired:
@@ -372,7 +395,8 @@ class Supervisor:
             now = time.monotonic()
             deadlines = [self._last_snap + tick()]
             if dirty:
-                deadlines.append(max(last_output + t.pause_s, self._last_snap + snap_gap))
+                gap = snapshot_spacing(self.reading, snap_gap, t)
+                deadlines.append(max(last_output + t.pause_s, self._last_snap + gap))
             quiet_at = self.detector.last_change + self.profile.quiet_ms / 1000 + 0.01
             if quiet_at > self._last_snap:
                 deadlines.append(quiet_at)
@@ -384,6 +408,9 @@ class Supervisor:
             watching = out_fd is not None and now >= watch_out_at
             if out_fd is not None and not watching:
                 deadlines.append(watch_out_at)
+            polling = structured is not None and self.reading.state is State.BUSY
+            if polling:
+                deadlines.append(now + t.published_poll_s)
             timeout = max(0.0, min(deadlines) - now)
             fds = [self.wake.fileno()] + ([out_fd] if watching and out_fd is not None else [])
             if self._pidfd is not None:
@@ -407,16 +434,21 @@ class Supervisor:
             if commands:
                 if b"stop" in commands:
                     return
-                turn_due = now
+                if not only_signals(commands):  # a message, an answer: the parts' turn
+                    turn_due = now
                 dirty = True  # a hook's signal (or a message) came: look at the screen again
             # A pause is output *seen* to stop: the fd was watched and stayed
             # quiet. (Merely not having watched it for pause_s is no pause:
             # that mistake had floods snapshotted every snap_gap.)
             quiet_seen = out_fd is None or (watching and out_fd not in ready)
+            republished = False
+            if polling and structured is not None:
+                stamp = structured.stamp()
+                republished, published = stamp != published, stamp
             paused = (dirty and quiet_seen and now - last_output >= t.pause_s
-                      and now - self._last_snap >= snap_gap)
-            if paused or now - self._last_snap >= tick() or self._last_snap < quiet_at <= now \
-                    or (part_due is not None and now >= part_due):
+                      and now - self._last_snap >= snapshot_spacing(self.reading, snap_gap, t))
+            if paused or republished or now - self._last_snap >= tick() \
+                    or self._last_snap < quiet_at <= now or (part_due is not None and now >= part_due):
                 dirty = False
                 started = time.monotonic()
                 reading = self.observe()

@@ -262,3 +262,32 @@ def test_supervisor_killed_mid_loop_the_agent_goes_on_and_hooks_still_deliver(
     assert status in ("delivered", "acknowledged") and channels_used == ["hook"], (
         status, channels_used)
     assert s.agent_pid() is not None  # the agent itself is still there
+
+
+def test_no_ready_inside_a_claude_tool_loop_with_hooks(make_session: Make) -> None:
+    """Issue 27: Claude Code's own ``idle`` (its session file, written before its
+    Stop hook) may end the prompt's ``busy`` signal early, but never inside a
+    multi-step tool loop: no ``ready`` from Enter until the model's last request
+    (after the last tool result), then ``ready`` once the turn ends."""
+    from agentwrap.sessions.registry import Registry
+
+    s = _session(make_session, "claude")
+    _start(s)
+    reg = Registry(s._paths().db_path)
+    try:
+        s.type_keys("Look around please. [[loop]]")
+        time.sleep(0.5)
+        seen = max((tr.id for tr in reg.transitions(s.name)), default=0)
+        s.press("Enter")
+        s.wait_until(lambda: s.server.step == -1 and sum(b[2] for b in _bodies(s)) >= STEPS,
+                     90, "the loop ran to its end")
+        last_request = _bodies(s)[-1][0]
+        s.wait_state("ready", timeout=60)
+        turn = reg.transitions(s.name, seen)
+    finally:
+        reg.close()
+    early = [(tr.at - last_request, tr.signal, tr.reason) for tr in turn
+             if tr.state == "ready" and tr.at < last_request]
+    assert not early, f"ready inside the tool loop: {early}"
+    assert any(tr.state == "busy" for tr in turn), turn
+    assert any(tr.state == "ready" and tr.at >= last_request for tr in turn), turn
