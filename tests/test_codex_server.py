@@ -58,3 +58,25 @@ def test_a_codex_without_the_app_server_is_named_as_such(tmp_path: Path) -> None
     problem = support_problem(str(old))
     assert problem is not None and "app-server" in problem
     assert support_problem(str(tmp_path / "missing")) is not None
+
+
+def test_a_launch_with_an_old_codex_falls_back_to_todays_and_says_why(tmp_path: Path) -> None:
+    from agentwrap.config import RunConfig
+    from agentwrap.detect.profiles import load_profile
+    from agentwrap.paths import Paths
+    from agentwrap.session_options import SessionOptions
+    from agentwrap.sessions.app_server import describe_app_server, with_app_server
+
+    old = tmp_path / "codex"
+    old.write_text("#!/bin/sh\necho 'Usage: codex [OPTIONS] [PROMPT]'\n", encoding="utf-8")
+    old.chmod(old.stat().st_mode | stat.S_IXUSR)
+    paths = Paths(config_dir=tmp_path / "c", state_dir=tmp_path / "s", runtime_dir=tmp_path / "r")
+    profile = load_profile("codex", paths)
+    argv = [str(old), "-c", "x=1"]
+    on = RunConfig(codex_app_server=True)
+    got, opts = with_app_server(on, profile, paths, "cx", argv, {}, tmp_path)
+    assert got == argv and "app_server" not in opts
+    note = describe_app_server(SessionOptions.from_json(opts))
+    assert note is not None and note.startswith("off: this Codex has no") and "typed" in note
+    # the switch off (the default): nothing probed, nothing recorded
+    assert with_app_server(RunConfig(), profile, paths, "cx", argv, {}, tmp_path) == (argv, {})

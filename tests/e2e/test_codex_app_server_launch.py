@@ -1,0 +1,61 @@
+"""``agentwrap run codex`` on a private app-server (issue 24 step 3), on the real
+Codex 0.169.0, behind ``[run] codex_app_server`` (off by default).
+
+On: the TUI runs as ``codex --remote unix://SOCKET`` with the socket in
+agentwrap's 0700 runtime dir; ``state --explain`` says so; the session works
+as before (ready, a message typed and acknowledged: the screen is the same);
+the server goes when the session stops. Off: the launch is today's.
+"""
+
+from __future__ import annotations
+
+import stat
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentwrap.terminal import alive
+
+from .conftest import AgentSession
+
+pytestmark = pytest.mark.e2e
+
+Make = Callable[..., AgentSession]
+
+
+def test_codex_runs_on_a_private_app_server_when_asked(make_session: Make) -> None:
+    s = make_session("codex")
+    s.write_config("[run]\ncodex_app_server = true\n")
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    assert st["app_server"].startswith("on: the TUI runs on unix://"), st
+    sock = Path(st["app_server"].split("unix://", 1)[1].split(" ", 1)[0])
+    runtime = Path(s.env["XDG_RUNTIME_DIR"])
+    assert runtime in sock.parents and stat.S_ISSOCK(sock.stat().st_mode)
+    assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    explain = s.cli("state", s.name, "--explain").stdout
+    assert "app-server: on" in explain, explain
+    pid = int(st["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
+    assert alive(pid)
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    assert len(s.wait_received(marker)) == 1
+    assert not any((s.home / ".codex").glob("*.sock"))  # nothing of it in the person's ~/.codex
+    s.cli("stop", s.name)
+    deadline = time.monotonic() + 30
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid) and not sock.exists()
+
+
+def test_codex_launch_is_todays_with_the_switch_off(make_session: Make) -> None:
+    s = make_session("codex")
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    assert st["app_server"] is None
+    assert "app-server" not in s.cli("state", s.name, "--explain").stdout
+    assert not list(Path(s.env["XDG_RUNTIME_DIR"]).rglob("codex-*.sock"))
