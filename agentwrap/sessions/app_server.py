@@ -21,6 +21,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from ..codex_server.process import AppServer, support_problem
@@ -30,6 +32,8 @@ from ..errors import AppServerError
 from ..paths import Paths
 from ..session_options import SessionOptions
 from ..terminal.proctree import descendants, kill_pids
+from .parts import Host, Part
+from .registry import Registry
 
 #: Codex's own ``-c key=value`` overrides the channels add (hooks, MCP server) belong
 #: to the server too: it, not the TUI, runs the thread that fires them.
@@ -88,14 +92,9 @@ def stop_app_server(paths: Paths, name: str, pid: int | None, grace: float = 2.0
     the TUI): its process group, if ``pid`` is still that server (its command
     line names this session's socket; a reused pid is left alone)."""
     sock = socket_path(paths, name)
-    if pid is not None:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            cmdline = []
-        if f"unix://{sock}".encode() in cmdline:
-            group = [pid, *(p for p in descendants(pid) if p != pid)]
-            kill_pids(group, signal.SIGTERM, grace=grace)
+    if pid is not None and _serves(pid, sock):
+        group = [pid, *(p for p in descendants(pid) if p != pid)]
+        kill_pids(group, signal.SIGTERM, grace=grace)
     with contextlib.suppress(FileNotFoundError):
         sock.unlink()
 
@@ -116,3 +115,68 @@ def doctor_app_server(run: RunConfig, exe: str) -> str:
     if problem is not None:
         return f"asked for, but falls back to typing and the screen: {problem}"
     return "on: each codex session starts its TUI on a private app-server (codex --remote)"
+
+
+def _serves(pid: int | None, sock: Path) -> bool:
+    """Whether ``pid`` is still the app-server listening on ``sock``."""
+    if pid is None:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"unix://{sock}".encode() in cmdline
+
+
+class AppServerKeeper(Part):
+    """Keeps the session's app-server running: the TUI without it only shows
+    "Reconnecting to server…", and reconnects (to the same thread) as soon as
+    a server listens on the socket again. So a server that died is started
+    again on the same socket with the same overrides, and the registry
+    records its new pid. Meanwhile the state comes from the screen."""
+
+    CHECK_EVERY_S = 1.0
+
+    def __init__(self, paths: Paths, registry: Registry, name: str, env: dict[str, str],
+                 agent_pid: Callable[[], int | None]) -> None:
+        self.paths, self.registry, self.name, self.env = paths, registry, name, env
+        self.agent_pid = agent_pid
+        self._server: AppServer | None = None  # the one started here (reaped here)
+        self.restarts = 0
+
+    def turn(self, sup: Host) -> float | None:
+        rec = self.registry.get(self.name)
+        sock = socket_path(self.paths, self.name)
+        if self._server is not None:
+            self._server.process.poll()  # reap a dead one
+        if _serves(rec.options.app_server_pid, sock):
+            return self.CHECK_EVERY_S
+        log = logging.getLogger("agentwrap.session")
+        log.warning("codex app-server of %s is gone: starting it again on %s", self.name, sock)
+        try:
+            self._server = AppServer.start(
+                rec.command[0], sock, env=self._launch_env(), cwd=Path(rec.cwd),
+                log=self.paths.logs_dir / f"codex-app-server-{self.name}.log",
+                extra_args=tuple(_config_args(rec.command[1:])),
+            )
+        except AppServerError as exc:
+            log.warning("codex app-server of %s did not start again: %s", self.name, exc)
+            return self.CHECK_EVERY_S * 5
+        self.restarts += 1
+        self.registry.update(self.name, options=replace(rec.options, app_server_pid=self._server.pid))
+        return self.CHECK_EVERY_S
+
+    def _launch_env(self) -> dict[str, str]:
+        """The environment the session was launched with, as the TUI still has
+        it (its API keys, ``CODEX_HOME``); the supervisor's own when unreadable
+        (a supervisor host may have been started from another shell)."""
+        pid = self.agent_pid()
+        if pid is not None:
+            try:
+                raw = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                raw = b""
+            pairs = [e.split(b"=", 1) for e in raw.split(b"\0") if b"=" in e]
+            if pairs:
+                return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+        return self.env

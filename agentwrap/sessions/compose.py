@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from ..answers.store import AnswerStore
     from ..answers.telling import Teller
     from ..continuity.collect import Collector
+    from ..detect.detector import StructuredSource
 
 log = logging.getLogger("agentwrap.session")
 
@@ -139,13 +140,17 @@ def build_supervisor(
         if reader is not None:
             parts.append(reader)
         parts.append(DeliveryPart(engine))
+        if rec.options.app_server:  # Codex's private app-server (issue 24): kept running
+            from .app_server import AppServerKeeper
+
+            parts.append(AppServerKeeper(paths, registry, rec.name, env, term.agent_pid))
         collector = _collector(paths, cfg, rec, hooks=hooks is not None)
         if collector is not None:
             parts.append(ContinuityPart(collector))
         parts.append(shared)
         return Supervisor(
             rec.name, term, profile, paths, registry, parts=parts,
-            structured=structured_source(profile.structured, env, term.agent_pid),
+            structured=_structured(paths, rec, profile, env, term),
             hooks=hooks, hook_questions=questions,
             trust_folder=rec.options.trust_folder,
             timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
@@ -154,6 +159,23 @@ def build_supervisor(
     except BaseException:
         shared.close(None)
         raise
+
+
+def _structured(paths: Paths, rec: SessionRecord, profile: Profile, env: dict[str, str],
+                term: Terminal) -> StructuredSource | None:
+    """The agent's own state: Codex's app-server when the session runs on one
+    (issue 24; its changes wake the supervisor), else the profile's file, if any."""
+    if rec.options.app_server and rec.options.app_server.startswith("unix://"):
+        from ..datagram import wake
+        from ..detect.app_server_state import AppServerState
+
+        name = rec.name
+
+        def changed() -> None:
+            wake(paths, name, b"app-server")
+
+        return AppServerState(Path(rec.options.app_server.removeprefix("unix://")), on_change=changed)
+    return structured_source(profile.structured, env, term.agent_pid)
 
 
 def _start_pending(awaits: Callable[[], bool] | None) -> Callable[[], str | None] | None:

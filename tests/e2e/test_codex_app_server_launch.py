@@ -9,6 +9,8 @@ the server goes when the session stops. Off: the launch is today's.
 
 from __future__ import annotations
 
+import os
+import signal
 import stat
 import time
 import uuid
@@ -59,3 +61,35 @@ def test_codex_launch_is_todays_with_the_switch_off(make_session: Make) -> None:
     assert st["app_server"] is None
     assert "app-server" not in s.cli("state", s.name, "--explain").stdout
     assert not list(Path(s.env["XDG_RUNTIME_DIR"]).rglob("codex-*.sock"))
+
+
+def test_state_comes_from_the_app_server_which_is_restarted_when_it_dies(
+    make_session: Make,
+) -> None:
+    s = make_session("codex")
+    s.write_config("[run]\ncodex_app_server = true\n")
+    s.start()
+    s.wait_state("ready", timeout=90)
+    s.type_keys("[[delay: 2]] [[reply: from the server]]")
+    time.sleep(0.4)
+    s.press("Enter")
+    busy = s.wait_state("busy", timeout=60)
+    ready = s.wait_state("ready", timeout=60)
+    assert ready["signal"] == "structured" and "app-server" in ready["reason"], ready
+    assert "app-server says the thread is idle" in s.cli("state", s.name, "--explain").stdout
+    print(f"codex busy via {busy['signal']}: {busy['reason']}")
+    # the server dies: the TUI shows "Reconnecting to server…" until one listens
+    # again; the supervisor starts it again and the session works on
+    pid = int(ready["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
+    os.killpg(pid, signal.SIGKILL)
+    s.wait_until(lambda: not alive(pid), 30, "the app-server gone")
+    again = s.wait_until(
+        lambda: (a := s.state()["app_server"]) and f"(pid {pid})" not in a and a, 60,
+        "the app-server started again")
+    new_pid = int(again.rsplit("pid ", 1)[1].rstrip(")"))
+    assert alive(new_pid)
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"after the restart {marker}", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    assert len(s.wait_received(marker)) == 1
+    s.wait_until(lambda: s.state()["signal"] == "structured", 30, "the server deciding again")
