@@ -22,7 +22,10 @@ the machine's load hits both alike. Per run and mode, with the pane polled
 * **dialog -> waiting_input**: the dialog on screen -> the registry's
   ``state_since`` of ``waiting_input`` (denied then, via ``Service.answer``).
 
-Prints p50/p90 per mode and the hooks/--no-channels ratio of the p50s.
+Codex runs a third time in mode ``app-server`` (issue 24: its TUI on agentwrap's
+private app-server, ``[run] codex_app_server = true``, no channels), whose state
+comes from the server's thread status. Prints p50/p90 per mode and the
+hooks/--no-channels (and app-server/--no-channels) ratio of the p50s.
 Codex's hooks need ``[run] codex_hook_trust = "bypass"`` (set here); Gemini's
 need agentwrap to run as root (else that agent's hooks row equals the other).
 
@@ -50,6 +53,9 @@ from benchlib import fmt, json_safe, pct, teardown_agentwrap, wait_until
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS = ("claude", "codex", "gemini")
 MODES = ("hooks", "no-channels")
+# issue 24: Codex's TUI on agentwrap's private app-server ([run] codex_app_server),
+# without channels: its state from the server's thread status instead of the screen
+APP_SERVER = "app-server"
 METRICS = ("enter_request", "reply_ready", "enter_dialog", "dialog_waiting")
 LABELS = {"enter_request": "Enter->request", "reply_ready": "reply->ready",
           "enter_dialog": "Enter->dialog", "dialog_waiting": "dialog->waiting_input"}
@@ -82,10 +88,11 @@ class Session:
         (self.root / "r").mkdir(mode=0o700)
         paths = Paths.from_env(self.env)
         paths.config_dir.mkdir(parents=True, exist_ok=True)
-        (paths.config_dir / "config.toml").write_text('[run]\ncodex_hook_trust = "bypass"\n',
-                                                      encoding="utf-8")
-        self.name = f"b-{self.agent}-{'h' if self.mode == 'hooks' else 'n'}"
-        extra = ["--no-channels"] if self.mode == "no-channels" else []
+        server_on = "codex_app_server = true\n" if self.mode == APP_SERVER else ""
+        (paths.config_dir / "config.toml").write_text(
+            f'[run]\ncodex_hook_trust = "bypass"\n{server_on}', encoding="utf-8")
+        self.name = f"b-{self.agent}-{self.mode[0]}"
+        extra = ["--no-channels"] if self.mode != "hooks" else []
         res = subprocess.run(
             [sys.executable, "-m", "agentwrap", "run", "--detach", "--name", self.name, *extra,
              "--cwd", str(project), "--", *launch.argv], env=self.env, capture_output=True,
@@ -183,7 +190,8 @@ def stats(xs: list[float]) -> dict[str, float]:
 
 def bench_agent(agent: str, work: Path, runs: int, poll: float,
                 timeout: float) -> dict[str, Any]:
-    sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in MODES]
+    modes = (*MODES, APP_SERVER) if agent == "codex" else MODES
+    sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in modes]
     try:
         for s in sessions:
             s.poll_s = poll
@@ -201,7 +209,8 @@ def bench_agent(agent: str, work: Path, runs: int, poll: float,
 
 
 def print_table(results: list[dict[str, Any]]) -> None:
-    head = f"{'agent':7} {'metric':22} {'hooks p50/p90':>15} {'--no-channels':>15} {'ratio':>6}"
+    head = (f"{'agent':7} {'metric':22} {'hooks p50/p90':>15} {'--no-channels':>15} {'ratio':>6}"
+            f" {'app-server':>15} {'ratio':>6}")
     print(head)
     print("-" * len(head))
     for r in results:
@@ -211,8 +220,16 @@ def print_table(results: list[dict[str, Any]]) -> None:
             print(f"{r['agent']:7} {LABELS[m]:22}"
                   f" {fmt(h['p50_ms'], '.0f') + '/' + fmt(h['p90_ms'], '.0f'):>15}"
                   f" {fmt(n['p50_ms'], '.0f') + '/' + fmt(n['p90_ms'], '.0f'):>15}"
-                  f" {fmt(ratio, '.2f'):>6}")
-    print("ms, p50/p90 over the runs; ratio: hooks p50 over --no-channels p50 (same run)")
+                  f" {fmt(ratio, '.2f'):>6}", end="")
+            a = r.get(APP_SERVER, {}).get(m)
+            if a is None:
+                print()
+                continue
+            a_ratio = a["p50_ms"] / n["p50_ms"] if n["p50_ms"] else None
+            print(f" {fmt(a['p50_ms'], '.0f') + '/' + fmt(a['p90_ms'], '.0f'):>15}"
+                  f" {fmt(a_ratio, '.2f'):>6}")
+    print("ms, p50/p90 over the runs; ratio: hooks (app-server) p50 over --no-channels p50"
+          " (same run); app-server: Codex's TUI on agentwrap's app-server, no channels")
 
 
 def main() -> int:
