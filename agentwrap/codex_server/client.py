@@ -35,9 +35,11 @@ from ..errors import AppServerError
 from .protocol import (
     APPROVAL_METHODS,
     JSON,
+    AgentMessage,
     ApprovalRequest,
     Notification,
     UserMessage,
+    agent_message,
     approval_request,
     text_input,
     user_message,
@@ -278,21 +280,28 @@ class AppServerClient:
         )
         return str(result["queuedSubmission"]["id"])
 
-    def user_messages(self, thread_id: str, *, limit: int = 50) -> list[UserMessage]:
-        """The thread's last ``limit`` user message items, newest first (readable
-        without subscribing)."""
+    def _items(self, thread_id: str, limit: int) -> list[tuple[JSON, str | None]]:
         result = self.request(
             "thread/items/list", {"threadId": thread_id, "limit": limit, "sortDirection": "desc"}
         )
-        found: list[UserMessage] = []
+        found: list[tuple[JSON, str | None]] = []
         for entry in (result or {}).get("data", []):
-            if not isinstance(entry, dict) or not isinstance(entry.get("item"), dict):
-                continue
-            turn_id = entry.get("turnId")
-            msg = user_message(entry["item"], turn_id if isinstance(turn_id, str) else None)
-            if msg is not None:
-                found.append(msg)
+            if isinstance(entry, dict) and isinstance(entry.get("item"), dict):
+                turn_id = entry.get("turnId")
+                found.append((entry["item"], turn_id if isinstance(turn_id, str) else None))
         return found
+
+    def user_messages(self, thread_id: str, *, limit: int = 50) -> list[UserMessage]:
+        """The thread's last ``limit`` items' user messages, newest first (readable
+        without subscribing)."""
+        return [m for item, turn in self._items(thread_id, limit)
+                if (m := user_message(item, turn)) is not None]
+
+    def agent_messages(self, thread_id: str, *, limit: int = 50) -> list[AgentMessage]:
+        """The thread's last ``limit`` items' agent messages, newest first: what
+        the model said (an ACK), readable without subscribing."""
+        return [m for item, turn in self._items(thread_id, limit)
+                if (m := agent_message(item, turn)) is not None]
 
     def find_message(self, thread_id: str, client_id: str, *, limit: int = 50) -> UserMessage | None:
         """The user message we sent as ``client_id``, if it reached the thread:

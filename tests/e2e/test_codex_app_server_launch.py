@@ -93,3 +93,32 @@ def test_state_comes_from_the_app_server_which_is_restarted_when_it_dies(
     assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
     assert len(s.wait_received(marker)) == 1
     s.wait_until(lambda: s.state()["signal"] == "structured", 30, "the server deciding again")
+
+
+def test_a_message_goes_through_the_server_as_a_turn_and_is_acknowledged_once(
+    make_session: Make,
+) -> None:
+    s = make_session("codex")
+    s.write_config("[run]\ncodex_app_server = true\n")
+    s.start()
+    s.wait_state("ready", timeout=90)
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"check $skill-installer {marker}", "--ack", "--wait", "--timeout", "90")
+    # the server's answer (the turn id) is the attempt's receipt; the ACK is read from
+    # the thread's agent message items
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    got = s.wait_received(marker)
+    assert len(got) == 1
+    assert "$skill-installer" not in got[0] and "\uff04skill-installer" in got[0]  # inert
+    msg = next(m for m in s.history() if marker in m["content"])
+    assert msg["status"] == "acknowledged" and "through app-server" in msg["detail"], msg
+    from agentwrap.queue.sqlite import SQLiteMessageStore
+
+    store = SQLiteMessageStore(s._paths().db_path)
+    try:
+        attempts = store.attempts(msg["id"])
+    finally:
+        store.close()
+    assert [(a.channel, a.outcome) for a in attempts] == [("app-server", "acknowledged")]
+    assert attempts[0].evidence.startswith("turn "), attempts  # the receipt: the server's ids
+    s.wait_until(lambda: marker in s.screen(), 30, "the block shown in the TUI as input")

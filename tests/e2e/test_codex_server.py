@@ -271,3 +271,55 @@ def test_a_turn_started_by_agentwrap_shows_in_the_remote_tui_as_the_persons_inpu
             client.close()
             app.stop()
             shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+class _Eyes:
+    draft = False
+
+
+class _Host:
+    detector = _Eyes()
+
+
+def test_a_supervisor_crash_around_turn_start_ends_each_batch_exactly_once(
+    rig: Rig, tmp_path: Path
+) -> None:
+    """Two batches recorded ``handed`` to the server by a supervisor that then
+    died: one after turn/start went out (its answer never recorded), one before.
+    The next supervisor finds the first in the thread by its client id (delivered,
+    not sent again) and sends the second once."""
+    from agentwrap.audit import AuditLog
+    from agentwrap.delivery.handover import take
+    from agentwrap.detect.app_server_state import AppServerState
+    from agentwrap.message import NewMessage, Source, Status
+    from agentwrap.queue.sqlite import SQLiteMessageStore
+    from agentwrap.sessions.app_server_delivery import CHANNEL, AppServerDelivery
+
+    store = SQLiteMessageStore(tmp_path / "q.db")
+    try:
+        sent, unsent = (
+            store.enqueue(NewMessage(session="cx", content=f"[[reply: {w}]]", source=Source.USER))[0]
+            for w in ("first-once", "second-once"))
+        a = take(store, "cx", channel=CHANNEL, max_bytes=10_000, limit=1)
+        b = take(store, "cx", channel=CHANNEL, max_bytes=10_000, limit=1)
+        assert a is not None and b is not None and a.messages[0].id == sent.id
+        a.handed("turn/start sent")
+        b.handed("turn/start sent")
+        turn = rig.client.start_turn(rig.thread, "[[reply: first-once]]", a.token)  # then: crash
+        rig.idle_after(turn)
+
+        state = AppServerState(rig.socket)
+        part = AppServerDelivery(state, store, AuditLog(tmp_path / "audit.log"), "cx",
+                                 ack_wording="", require_ack=False, ack_patterns=(),
+                                 syntax=None, limit_chars=10_000)
+        part.turn(_Host())  # type: ignore[arg-type]
+        first = store.get(sent.id)
+        assert first.status is Status.DELIVERED and f"found in turn {turn}" in first.detail
+        second = store.get(unsent.id)
+        assert second.status is Status.DELIVERED and "turn/start: turn" in second.detail
+        rig.seen.wait_for(_agent_said("second-once"), "the second reply")
+        assert _reached(rig, "[[reply: first-once]]") == 1
+        assert sum(1 for t in rig.model.user_texts() if "second-once" in t) == 1
+        part.close(None)
+    finally:
+        store.close()
