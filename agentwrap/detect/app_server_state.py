@@ -17,6 +17,7 @@ person's thread, the first non-ephemeral one, counts.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -109,6 +110,13 @@ class AppServerState:
                         self._ephemeral.add(thread["id"])
                     elif self.thread_id is None:
                         self.thread_id = thread["id"]
+                        status = thread.get("status")
+                        if isinstance(status, dict):  # no status change comes before a turn
+                            with contextlib.suppress(AppServerError):
+                                self._status[thread["id"]] = thread_status(
+                                    {"threadId": thread["id"], "status": status})
+                                changed = True
+                                self.changed_at = time.monotonic()
             elif message.method == "thread/status/changed":
                 try:
                     status = thread_status(message.params)

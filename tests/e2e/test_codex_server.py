@@ -323,3 +323,33 @@ def test_a_supervisor_crash_around_turn_start_ends_each_batch_exactly_once(
         part.close(None)
     finally:
         store.close()
+
+
+def test_the_state_knows_a_thread_started_after_it_connected_as_idle(tmp_path: Path) -> None:
+    """The TUI starts its thread after agentwrap's supervisor has connected: no
+    status change comes until the first turn, so the thread's status is taken
+    from thread/started (else the screen, and typing, would decide until then)."""
+    from agentwrap.detect.app_server_state import AppServerState
+
+    require_agent("codex")
+    sock_dir = Path(tempfile.mkdtemp(prefix="aw-cx-"))
+    with ModelServer() as server:
+        launch = prepare_agent("codex", tmp_path / "home", tmp_path / "work", server.url)
+        app = AppServer.start(launch.argv[0], sock_dir / "codex.sock", env=launch.env,
+                              cwd=launch.cwd)
+        state = AppServerState(app.socket)
+        try:
+            assert state.status() is None  # connected; no thread yet
+            with AppServerClient.connect(app.socket) as tui:
+                thread = tui.start_thread(launch.cwd)
+                deadline = time.monotonic() + WAIT_S
+                while state.status() is None and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                status = state.status()
+                assert status is not None and status.thread_id == thread and not status.busy
+                reading = state.read()
+                assert reading is not None and "idle" in reading.reason
+        finally:
+            state.close()
+            app.stop()
+            shutil.rmtree(sock_dir, ignore_errors=True)
