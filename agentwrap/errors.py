@@ -95,6 +95,13 @@ class AgentExited(BackendError):
     """The agent process is gone; nothing can be typed into it."""
 
 
+class AppServerError(BackendError):
+    """Codex's app-server (issue 24) could not be reached, closed, or answered a
+    request with an error; the session falls back to the screen and typing."""
+
+    default_hint = "`agentwrap state --explain` says whether the session runs on Codex's app-server"
+
+
 # --- sessions ---------------------------------------------------------------------
 
 

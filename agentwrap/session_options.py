@@ -50,6 +50,12 @@ class SessionOptions:
     agent_version: str | None = None  # the agent's version, as probed at launch
     #: set for an agent that runs tools without asking by default (OpenCode): its gate
     permission_gate: str | None = None
+    #: Codex on a private app-server (issue 24, ``[run] codex_app_server``): its
+    #: socket (``unix:///...``) and pid when the TUI runs on it; None: not asked for
+    app_server: str | None = None
+    app_server_pid: int | None = None
+    #: why the launch fell back to today's (typed, read off the screen) when asked for
+    app_server_note: str | None = None
     #: keys this agentwrap does not know (a newer one's), kept as stored
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: the keys as stored, in order (to_json writes them back)
@@ -76,6 +82,9 @@ class SessionOptions:
             channel_notes=_strings(data.get("channel_notes")) or (),
             agent_version=_str(data.get("agent_version")),
             permission_gate=_str(data.get("permission_gate")),
+            app_server=_str(data.get("app_server")),
+            app_server_pid=_int(data.get("app_server_pid")),
+            app_server_note=_str(data.get("app_server_note")),
             extra={k: v for k, v in data.items() if k not in known},
             stored_keys=tuple(data),
         )
@@ -88,7 +97,8 @@ class SessionOptions:
             "supervisor": self.supervisor,
             "channels": None if self.channels is None else list(self.channels),
             "channel_notes": list(self.channel_notes), "agent_version": self.agent_version,
-            "permission_gate": self.permission_gate,
+            "permission_gate": self.permission_gate, "app_server": self.app_server,
+            "app_server_pid": self.app_server_pid, "app_server_note": self.app_server_note,
         }
         default = SessionOptions()
         out: dict[str, Any] = {}
@@ -104,6 +114,10 @@ class SessionOptions:
 
 def _bool(value: Any) -> bool | None:
     return value if isinstance(value, bool) else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _str(value: Any) -> str | None:

@@ -43,6 +43,10 @@ xterm buffer) and the previous state in, the state out. Its **reply -> idle**
 and **dialog -> waiting_input** (shown against both dialog rows) are measured
 from the same on-screen moments.
 Without it the column says why it is missing.
+Codex runs a third time in mode ``app-server`` (issue 24: its TUI on agentwrap's
+private app-server, ``[run] codex_app_server = true``, no channels), whose state
+comes from the server's thread status. Prints p50/p90 per mode and the
+hooks/--no-channels (and app-server/--no-channels) ratio of the p50s.
 Codex's hooks need ``[run] codex_hook_trust = "bypass"`` (set here); Gemini's
 need agentwrap to run as root (else that agent's hooks row equals the other).
 An agent with no native channel (Aider has its read file, which tells no state;
@@ -81,6 +85,9 @@ MODES = ("hooks", "no-channels")
 #: events, the same in the background, no agentwrap channels): what spawning a
 #: hook process costs the agent, whatever the hook does.
 TRUE_MODE = "true-hooks"
+# issue 24: Codex's TUI on agentwrap's private app-server ([run] codex_app_server),
+# without channels: its state from the server's thread status instead of the screen
+APP_SERVER = "app-server"
 METRICS = ("enter_request", "reply_ready", "tool_step", "enter_dialog", "dialog_state",
            "dialog_waiting")
 LABELS = {"enter_request": "Enter->request", "reply_ready": "reply->ready",
@@ -213,9 +220,11 @@ class Session:
         paths = Paths.from_env(self.env)
         paths.config_dir.mkdir(parents=True, exist_ok=True)
         # Codex's hooks need the person's opt-in; OpenCode asks only in its ask-first mode
+        server_on = "codex_app_server = true\n" if self.mode == APP_SERVER else ""
         (paths.config_dir / "config.toml").write_text(
-            '[run]\ncodex_hook_trust = "bypass"\nask_first = true\n', encoding="utf-8")
-        self.name = f"b-{self.agent}-{'h' if self.mode == 'hooks' else 'n'}"
+            f'[run]\ncodex_hook_trust = "bypass"\nask_first = true\n{server_on}',
+            encoding="utf-8")
+        self.name = f"b-{self.agent}-{self.mode[0]}"
         extra = ["--no-channels"] if self.mode != "hooks" else []
         argv = list(launch.argv)
         if self.mode == TRUE_MODE:
@@ -400,7 +409,8 @@ def stats(xs: list[float]) -> dict[str, float]:
 def bench_agent(agent: str, work: Path, runs: int, poll: float,
                 timeout: float, trace: bool = False, ccm_dir: Path | None = None,
                 spawn_true: bool = False, dialogs: bool = True) -> dict[str, Any]:
-    modes = (*MODES, TRUE_MODE) if spawn_true and agent in ("claude", "gemini") else MODES
+    modes = (*MODES, *((TRUE_MODE,) if spawn_true and agent in ("claude", "gemini") else ()),
+             *((APP_SERVER,) if agent == "codex" else ()))
     sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in modes]
     try:
         for s in sessions:
@@ -445,12 +455,16 @@ def print_table(results: list[dict[str, Any]], ccm_note: str) -> None:
             c_ratio = h["p50_ms"] / c["p50_ms"] if c and c["p50_ms"] else None
             t = r.get(TRUE_MODE, {}).get(m)
             t_ratio = t["p50_ms"] / n["p50_ms"] if t and n["p50_ms"] else None
+            a = r.get(APP_SERVER, {}).get(m)
+            a_ratio = a["p50_ms"] / n["p50_ms"] if a and n["p50_ms"] else None
             print(f"{r['agent']:8} {LABELS[m]:22} {cell(h):>15} {cell(n):>15}"
                   f" {fmt(ratio, '.2f'):>6} {cell(c) if c else '':>11}"
                   f" {fmt(c_ratio, '.2f') if c else '':>9}"
-                  + (f"   `true` hooks {cell(t)} ({fmt(t_ratio, '.2f')})" if t else ""))
+                  + (f"   `true` hooks {cell(t)} ({fmt(t_ratio, '.2f')})" if t else "")
+                  + (f"   app-server {cell(a)} ({fmt(a_ratio, '.2f')})" if a else ""))
     print("ms, p50/p90 over the runs; ratio: hooks p50 over --no-channels p50 (same run);"
-          " hooks/ccm: hooks p50 over ccmanager's p50 (same run)")
+          " hooks/ccm: hooks p50 over ccmanager's p50 (same run); app-server: Codex's TUI on"
+          " agentwrap's app-server, no channels")
     print(ccm_note)
 
 

@@ -29,7 +29,9 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .handover import MAX_TAKE as MAX_TAKE
     from .handover import AckRule as AckRule
     from .handover import Claimed as Claimed
+    from .handover import ack_rule as ack_rule
     from .handover import claim as claim
+    from .handover import compose as compose
     from .handover import started as started
     from .read_channel import FILE_NAME as FILE_NAME
     from .read_channel import ReadFileChannel as ReadFileChannel
@@ -49,7 +51,9 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "CONSUMABLE_KINDS",
         "Claimed",
         "MAX_TAKE",
+        "ack_rule",
         "claim",
+        "compose",
         "handover",
         "started",
     ),

@@ -21,6 +21,7 @@ from ..exports import lazy, names
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import neutralise as neutralise
     from . import states as states
+    from .app_server_state import AppServerState as AppServerState
     from .detector import Detector as Detector
     from .detector import HookReading as HookReading
     from .detector import HookSource as HookSource
@@ -64,6 +65,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "regions": ("split_around",),
     "states": ("Reading", "Signal", "State", "states"),
     "structured": ("structured_source",),
+    "app_server_state": ("AppServerState",),
 }
 __all__ = names(EXPORTS)
 __getattr__ = lazy(__name__, EXPORTS)

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 from ..exports import lazy, names
 
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
+    from .app_server import describe_app_server as describe_app_server
+    from .app_server import doctor_app_server as doctor_app_server
     from .channels import config_json as config_json
     from .channels import describe as describe
     from .channels import parse_version as parse_version
@@ -41,6 +43,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
+    "app_server": ("describe_app_server", "doctor_app_server"),
     "channels": (
         "config_json",
         "describe",

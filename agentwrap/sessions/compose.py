@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from ..answers.store import AnswerStore
     from ..answers.telling import Teller
     from ..continuity.collect import Collector
+    from ..detect.app_server_state import AppServerState
 
 log = logging.getLogger("agentwrap.session")
 
@@ -119,6 +120,16 @@ def build_supervisor(
             channel = ReadFileChannel.for_session(paths, cfg, profile, rec,
                                                   read_file_path(paths, rec.name), store=store)
             reader, held = ReadFilePart(channel), channel.batches
+        server = _app_server_state(paths, rec)
+        if server is not None:  # Codex's app-server (issue 24): its batches are never typed
+            from .app_server_delivery import app_server_batches
+
+            read_held = held
+
+            def held_both() -> set[str]:
+                return {*(read_held() if read_held else ()), *app_server_batches(store, rec.name)}
+
+            held = held_both
         engine = DeliveryEngine.for_session(
             paths, cfg, profile, rec, store=store,
             foreign_batches=_foreign_batches(paths, rec.name, held),
@@ -138,14 +149,28 @@ def build_supervisor(
         parts.append(AnswersPart(Answerer(answers, profile, rec.name, audit)))
         if reader is not None:
             parts.append(reader)
+        if server is not None:  # before the typing: it takes what is due while idle
+            from .app_server_delivery import AppServerDelivery
+
+            parts.append(AppServerDelivery(
+                server, store, audit, rec.name, ack_wording=cfg.delivery.ack_wording,
+                require_ack=engine.require_ack,
+                ack_patterns=[*cfg.delivery.ack_patterns, *profile.ack_patterns],
+                syntax=profile.syntax, limit_chars=cfg.delivery.max_injection_bytes,
+                ack_timeout_s=cfg.delivery.ack_timeout_s))
         parts.append(DeliveryPart(engine))
+        if rec.options.app_server:  # Codex's private app-server (issue 24): kept running
+            from .app_server import AppServerKeeper
+
+            parts.append(AppServerKeeper(paths, registry, rec.name, env, term.agent_pid))
         collector = _collector(paths, cfg, rec, hooks=hooks is not None)
         if collector is not None:
             parts.append(ContinuityPart(collector))
         parts.append(shared)
         return Supervisor(
             rec.name, term, profile, paths, registry, parts=parts,
-            structured=structured_source(profile.structured, env, term.agent_pid),
+            structured=server if server is not None else structured_source(
+                profile.structured, env, term.agent_pid),
             hooks=hooks, hook_questions=questions,
             trust_folder=rec.options.trust_folder,
             timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
@@ -154,6 +179,22 @@ def build_supervisor(
     except BaseException:
         shared.close(None)
         raise
+
+
+def _app_server_state(paths: Paths, rec: SessionRecord) -> AppServerState | None:
+    """Codex's app-server as the session's structured state when it runs on one
+    (issue 24; its changes wake the supervisor), else None."""
+    if not (rec.options.app_server and rec.options.app_server.startswith("unix://")):
+        return None
+    from ..datagram import wake
+    from ..detect.app_server_state import AppServerState
+
+    name = rec.name
+
+    def changed() -> None:
+        wake(paths, name, b"app-server")
+
+    return AppServerState(Path(rec.options.app_server.removeprefix("unix://")), on_change=changed)
 
 
 def _start_pending(awaits: Callable[[], bool] | None) -> Callable[[], str | None] | None:

@@ -25,10 +25,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ... import __version__
+from ...config import RunConfig
 from ...errors import AgentwrapError
 from ...message import QueueLimits
 from ...paths import private_problems
 from ...service import Service, SessionRecord, Transition
+from ...sessions.app_server import describe_app_server, doctor_app_server
 from .common import emit_json, fmt_age, open_service, out, render_rows, user_paths
 
 
@@ -50,6 +52,8 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
         "channels": rec.options.to_json().get("channels"),
         # set for an agent that runs tools without asking by default (OpenCode)
         "permission_gate": rec.options.permission_gate,
+        # Codex on a private app-server (issue 24): on, or why it fell back
+        "app_server": describe_app_server(rec.options),
     }
 
 
@@ -108,6 +112,8 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
             out.print(escape(f"  channels:   {describe(rec.options)}"))
             if rec.options.permission_gate:
                 out.print(escape(f"  permission gate: {rec.options.permission_gate}"))
+            if describe_app_server(rec.options):
+                out.print(escape(f"  app-server: {describe_app_server(rec.options)}"))
             if rec.question:
                 _print_question(rec.question)
         else:
@@ -290,10 +296,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         "answer_dirs": str(paths.answers_root / "NAME"),
     }
     ask_first = False  # [run] ask_first, for the agents without a permission gate
+    run_cfg = RunConfig()
     try:
         cfg = load_config(paths)
         report["config_files"] = [str(p) for p in cfg.sources]
         ask_first = cfg.run.ask_first
+        run_cfg = cfg.run
     except AgentwrapError as exc:
         problems.append({"problem": exc.message, "fix": exc.hint})
     agents: dict[str, Any] = {}
@@ -322,6 +330,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             agents[name]["channels"] = _channels_of(prof, exe, paths)
         if exe and not prof.permissions.asks_by_default:
             agents[name]["permission_gate"] = _gate_of(prof, ask_first)
+        if exe and name == "codex":  # issue 24: its TUI on a private app-server
+            agents[name]["app_server"] = doctor_app_server(run_cfg, exe)
     report["agents"] = agents
     if not any(a["path"] for a in agents.values()):
         problems.append({"problem": "no agent CLI found on PATH",
@@ -376,6 +386,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for name, a in agents.items():
         if a.get("permission_gate"):
             out.print(escape(f"  {name} permission gate: {a['permission_gate']}"))
+        if a.get("app_server"):
+            out.print(escape(f"  {name} app-server: {a['app_server']}"))
     for key, value in report["paths"].items():
         out.print(escape(f"  {key:15} {value}"))
     if report.get("store"):

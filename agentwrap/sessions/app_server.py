@@ -1,0 +1,182 @@
+"""Codex's TUI on a private app-server that agentwrap owns (issue 24).
+
+With ``[run] codex_app_server = true`` a Codex launch starts ``codex
+app-server --listen unix://SOCKET`` first (the socket in agentwrap's 0700
+runtime directory, the person's ``~/.codex`` read as the TUI would and never
+written) and then the person's TUI as ``codex --remote unix://SOCKET ...``: the
+person sees and types exactly as before, and agentwrap can read the session as
+data (docs/codex-app-server.md, :mod:`agentwrap.codex_server`).
+
+Fail-open: a Codex without ``app-server --listen``/``--remote``, a socket path
+too long for a unix socket, or a server that does not come up leaves the
+launch as it is today (typed, read off the screen), and the session's options
+say why (``app_server_note``: ``state --explain`` and ``doctor`` show it).
+
+The switch is off by default until state, delivery and approvals run through
+the server; with it off nothing here runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from ..codex_server.process import AppServer, support_problem
+from ..config import RunConfig
+from ..detect.profiles import Profile
+from ..errors import AppServerError
+from ..paths import Paths
+from ..session_options import SessionOptions
+from ..terminal.proctree import descendants, kill_pids
+from .parts import Host, Part
+from .registry import Registry
+
+#: Codex's own ``-c key=value`` overrides the channels add (hooks, MCP server) belong
+#: to the server too: it, not the TUI, runs the thread that fires them.
+_CONFIG_FLAG = "-c"
+_MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, with room for the NUL
+
+
+def socket_path(paths: Paths, name: str) -> Path:
+    """The session's app-server socket, in the private runtime directory."""
+    return paths.runtime_dir / f"codex-{name}.sock"
+
+
+def _config_args(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for i, arg in enumerate(argv[:-1]):
+        if arg == _CONFIG_FLAG:
+            out += [arg, argv[i + 1]]
+    return out
+
+
+def with_app_server(
+    run: RunConfig, profile: Profile, paths: Paths, name: str, argv: list[str],
+    env: dict[str, str], cwd: Path,
+) -> tuple[list[str], dict[str, object]]:
+    """The TUI's argv on a freshly started private app-server, and what the
+    session's options record of it; unchanged argv (and the reason) when the
+    switch is off, the agent is not Codex, or the server cannot run."""
+    if not run.codex_app_server or profile.name != "codex":
+        return argv, {}
+    log = logging.getLogger("agentwrap.session")
+    sock = socket_path(paths, name)
+    problem = support_problem(argv[0], env)
+    if problem is None and len(str(sock)) > _MAX_SOCKET_PATH:
+        problem = f"the socket path {sock} is too long for a unix socket"
+    if problem is None:
+        try:
+            server = AppServer.start(
+                argv[0], sock, env=env, cwd=cwd, log=paths.logs_dir / f"codex-app-server-{name}.log",
+                extra_args=tuple(_config_args(argv[1:])),
+            )
+        except AppServerError as exc:
+            problem = str(exc)
+    if problem is not None:
+        note = f"off: {problem}; typed and read off the screen as without it"
+        log.warning("codex app-server for %s: %s", name, note)
+        return argv, {"app_server_note": note}
+    address = f"unix://{server.socket}"
+    log.info("codex app-server for %s: %s (pid %d)", name, address, server.pid)
+    return [argv[0], "--remote", address, *argv[1:]], {
+        "app_server": address, "app_server_pid": server.pid,
+    }
+
+
+def stop_app_server(paths: Paths, name: str, pid: int | None, grace: float = 2.0) -> None:
+    """Stop the session's app-server when its agent has ended (the person quit
+    the TUI): its process group, if ``pid`` is still that server (its command
+    line names this session's socket; a reused pid is left alone)."""
+    sock = socket_path(paths, name)
+    if pid is not None and _serves(pid, sock):
+        group = [pid, *(p for p in descendants(pid) if p != pid)]
+        kill_pids(group, signal.SIGTERM, grace=grace)
+    with contextlib.suppress(FileNotFoundError):
+        sock.unlink()
+
+
+def describe_app_server(options: SessionOptions) -> str | None:
+    """What ``state --explain`` says of the session's app-server; None when the
+    launch did not ask for one (the switch was off, or another agent)."""
+    if options.app_server:
+        return f"on: the TUI runs on {options.app_server} (pid {options.app_server_pid})"
+    return options.app_server_note
+
+
+def doctor_app_server(run: RunConfig, exe: str) -> str:
+    """What ``doctor`` says of Codex's app-server for the installed ``exe``."""
+    if not run.codex_app_server:  # nothing probed: with the switch off nothing changes
+        return "off ([run] codex_app_server = false): typed and read off the screen"
+    problem = support_problem(exe)
+    if problem is not None:
+        return f"asked for, but falls back to typing and the screen: {problem}"
+    return "on: each codex session starts its TUI on a private app-server (codex --remote)"
+
+
+def _serves(pid: int | None, sock: Path) -> bool:
+    """Whether ``pid`` is still the app-server listening on ``sock``."""
+    if pid is None:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"unix://{sock}".encode() in cmdline
+
+
+class AppServerKeeper(Part):
+    """Keeps the session's app-server running: the TUI without it only shows
+    "Reconnecting to server…", and reconnects (to the same thread) as soon as
+    a server listens on the socket again. So a server that died is started
+    again on the same socket with the same overrides, and the registry
+    records its new pid. Meanwhile the state comes from the screen."""
+
+    CHECK_EVERY_S = 1.0
+
+    def __init__(self, paths: Paths, registry: Registry, name: str, env: dict[str, str],
+                 agent_pid: Callable[[], int | None]) -> None:
+        self.paths, self.registry, self.name, self.env = paths, registry, name, env
+        self.agent_pid = agent_pid
+        self._server: AppServer | None = None  # the one started here (reaped here)
+        self.restarts = 0
+
+    def turn(self, sup: Host) -> float | None:
+        rec = self.registry.get(self.name)
+        sock = socket_path(self.paths, self.name)
+        if self._server is not None:
+            self._server.process.poll()  # reap a dead one
+        if _serves(rec.options.app_server_pid, sock):
+            return self.CHECK_EVERY_S
+        log = logging.getLogger("agentwrap.session")
+        log.warning("codex app-server of %s is gone: starting it again on %s", self.name, sock)
+        try:
+            self._server = AppServer.start(
+                rec.command[0], sock, env=self._launch_env(), cwd=Path(rec.cwd),
+                log=self.paths.logs_dir / f"codex-app-server-{self.name}.log",
+                extra_args=tuple(_config_args(rec.command[1:])),
+            )
+        except AppServerError as exc:
+            log.warning("codex app-server of %s did not start again: %s", self.name, exc)
+            return self.CHECK_EVERY_S * 5
+        self.restarts += 1
+        self.registry.update(self.name, options=replace(rec.options, app_server_pid=self._server.pid))
+        return self.CHECK_EVERY_S
+
+    def _launch_env(self) -> dict[str, str]:
+        """The environment the session was launched with, as the TUI still has
+        it (its API keys, ``CODEX_HOME``); the supervisor's own when unreadable
+        (a supervisor host may have been started from another shell)."""
+        pid = self.agent_pid()
+        if pid is not None:
+            try:
+                raw = Path(f"/proc/{pid}/environ").read_bytes()
+            except OSError:
+                raw = b""
+            pairs = [e.split(b"=", 1) for e in raw.split(b"\0") if b"=" in e]
+            if pairs:
+                return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
+        return self.env

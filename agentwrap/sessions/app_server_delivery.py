@@ -1,0 +1,240 @@
+"""Messages to Codex through its app-server instead of typing (issue 24 step 5).
+
+When the session's Codex runs on agentwrap's private app-server and the
+person's thread is idle, the due messages are claimed like a hook's hand-over
+(:func:`agentwrap.delivery.handover.claim`, framed as a typed block, Codex's
+``$skill`` syntax defused because Codex parses it in any user input) and sent
+with ``turn/start``: the TUI shows them as the person's input and the model
+gets them in a turn of their own. Nothing is typed, so a draft in the
+composer is never touched.
+
+Exactly once, across a supervisor crash: the batch's token is the turn's
+``clientUserMessageId``, and the attempt is recorded ``handed`` *before* the
+request goes out. The server's answer (the turn id) makes it ``delivered``.
+A supervisor that died in between finds the batch in flight on its next start
+and asks the thread's items for a user message with that client id: found,
+the batch is delivered (receipt: the item's turn); not found, it goes back
+to the queue. The typing engine never resumes these batches (they are
+foreign to it, :func:`app_server_batches`).
+
+ACK: the model's reply is read from the thread's agent message items
+(``thread/items/list`` once the thread is idle again), not from the screen.
+
+While the thread is busy the messages wait for the turn's end (``turn/steer``
+and Codex's own queue are verified, docs/codex-app-server.md, and not used
+yet).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+
+from ..audit import AuditLog
+from ..detect.app_server_state import AppServerState
+from ..detect.neutralise import SyntaxSpec
+from ..errors import AppServerError
+from ..message import UNACKNOWLEDGED, Attempt, Message
+from ..queue.store import MessageStore
+from .parts import Ended, Host, Part
+
+CHANNEL = "app-server"
+ACK_ITEMS = 20  # the thread's last items an ACK is looked for in
+HANDED = "handed"
+SUBMITTED = "submitted"
+_log = logging.getLogger("agentwrap.delivery")
+
+
+def app_server_batches(store: MessageStore, session: str) -> set[str]:
+    """The session's batches in flight through the app-server: never typed."""
+    return {m.batch_id for m in store.in_flight(session)
+            if m.batch_id and _last_channel(store, m) == CHANNEL}
+
+
+def _last_channel(store: MessageStore, m: Message) -> str | None:
+    attempts = store.attempts(m.id)
+    return attempts[-1].channel if attempts else None
+
+
+class AppServerDelivery(Part):
+    """The part that starts turns with the due messages (see the module doc)."""
+
+    RECHECK_S = 1.0
+
+    def __init__(self, state: AppServerState, store: MessageStore, audit: AuditLog, session: str,
+                 *, ack_wording: str, require_ack: bool, ack_patterns: Sequence[str],
+                 syntax: SyntaxSpec | None, limit_chars: int, ack_timeout_s: float = 5.0) -> None:
+        self.state, self.store, self.audit, self.session = state, store, audit, session
+        self.ack_wording, self.require_ack = ack_wording, require_ack
+        self.ack_patterns, self.syntax, self.limit_chars = tuple(ack_patterns), syntax, limit_chars
+        self.ack_timeout_s = ack_timeout_s
+        self._recovered = False
+        #: batches awaiting their ACK: the messages, the patterns, since when idle
+        self._acks: dict[str, tuple[list[Message], list[re.Pattern[str]], float | None]] = {}
+
+    # ------------------------------------------------------------------ the turn
+
+    def turn(self, sup: Host) -> float | None:
+        status = self.state.status()
+        client = self.state.client()
+        thread = self.state.thread_id
+        if status is None or client is None or thread is None:
+            return self.RECHECK_S  # the typing engine decides meanwhile
+        if not self._recovered:
+            self._recover(thread)
+            self._recovered = True
+        if status.kind != "idle":
+            return self.RECHECK_S
+        self._look_for_acks(thread)
+        if sup.detector.draft:
+            return self.RECHECK_S  # busy, or the person is typing: after the turn
+        self._send(thread)
+        return self.RECHECK_S
+
+    def _ack_for(self, batch: Sequence[Message]) -> str | None:
+        from ..delivery.handover import ack_rule
+
+        return ack_rule(self.require_ack, self.ack_wording)(batch)
+
+    def _send(self, thread: str) -> None:
+        from ..delivery.handover import claim, compose
+
+        ack_for = self._ack_for
+        got = claim(self.store, self.session, channel=CHANNEL, limit_chars=self.limit_chars,
+                    ack_for=ack_for)
+        if got is None:
+            return
+        batch = list(got.messages)
+        ack = ack_for(batch)
+        text = compose(batch, got.token, ack, got.left, syntax=self.syntax)
+        client = self.state.client()
+        got.handed(f"turn/start sent with clientUserMessageId {got.token}")  # before it goes out
+        try:
+            if client is None:
+                raise AppServerError("the app-server connection is gone")
+            turn = client.start_turn(thread, text, got.token)
+        except AppServerError as exc:
+            self._settle(thread, batch, got.token, f"turn/start failed: {exc}")
+            return
+        receipt = f"turn/start: turn {turn} (client id {got.token})"
+        if ack is None:
+            self._delivered(batch, got.token, receipt)
+        else:
+            self._submitted(batch, got.token, receipt)
+
+    # ------------------------------------------------------------------ records
+
+    def _delivered(self, batch: Sequence[Message], token: str, evidence: str,
+                   outcome: str = "delivered") -> None:
+        from ..message import Status
+
+        now = time.time()
+        for m in batch:
+            handed = [a for a in self.store.attempts(m.id) if a.number == m.attempts + 1]
+            began = handed[0].started if handed else now
+            self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, began, now, CHANNEL,
+                                              outcome, evidence))
+        self.store.finish(Status.DELIVERED, f"delivered: consumed through {CHANNEL} ({evidence})",
+                          batch_id=token, consumed_through=CHANNEL)
+        self.audit.write(event="consumed", session=self.session, channel=CHANNEL,
+                         ids=[m.id for m in batch])
+        _log.info("batch %s delivered through %s: %s", token, CHANNEL, evidence)
+
+    def _submitted(self, batch: Sequence[Message], token: str, evidence: str) -> None:
+        """In the thread, awaiting its ACK (as a typed batch waits for its own)."""
+        from ..message import Phase
+
+        now = time.time()
+        for m in batch:
+            handed = [a for a in self.store.attempts(m.id) if a.number == m.attempts + 1]
+            began = handed[0].started if handed else now
+            self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, began, now, CHANNEL,
+                                              SUBMITTED, evidence))
+        self.store.set_phase(token, Phase.SUBMITTED)
+        self._expect_ack(batch, token)
+        _log.info("batch %s submitted through %s: %s", token, CHANNEL, evidence)
+
+    def _settle(self, thread: str, batch: Sequence[Message], token: str, why: str) -> None:
+        """The outcome of a send not known: the thread's items decide."""
+        client = self.state.client()
+        try:
+            found = client.find_message(thread, token) if client is not None else None
+        except AppServerError:
+            return  # unknown still: the batch stays in flight, the next start decides
+        if found is not None:
+            receipt = f"found in turn {found.turn_id} (client id {token})"
+            if self._ack_for(batch) is None:
+                self._delivered(batch, token, receipt)
+            else:
+                self._submitted(batch, token, receipt)
+            return
+        now = time.time()
+        for m in batch:
+            self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, now, CHANNEL,
+                                              "not_handed", why))
+        self.store.retry_later(token, now, why)
+        _log.info("batch %s back to the queue: %s", token, why)
+
+    def _recover(self, thread: str) -> None:
+        """After a supervisor crash: batches handed to the server whose answer was
+        never recorded are delivered (the thread has our client id) or queued again."""
+        by_token: dict[str, list[Message]] = {}
+        waiting: dict[str, list[Message]] = {}
+        for m in self.store.in_flight(self.session):
+            attempts = self.store.attempts(m.id)
+            if not (m.batch_id and attempts and attempts[-1].channel == CHANNEL):
+                continue
+            if attempts[-1].outcome == HANDED:
+                by_token.setdefault(m.batch_id, []).append(m)
+            elif attempts[-1].outcome == SUBMITTED:
+                waiting.setdefault(m.batch_id, []).append(m)
+        for token, batch in by_token.items():
+            self._settle(thread, batch, token, "the supervisor stopped before the server answered")
+        for token, batch in waiting.items():  # its ACK may be in the thread already
+            self._expect_ack(batch, token)
+
+    # ------------------------------------------------------------------ ACKs
+
+    def _expect_ack(self, batch: Sequence[Message], token: str) -> None:
+        patterns = [re.compile(p.replace("{token}", re.escape(token)), re.IGNORECASE)
+                    for p in self.ack_patterns]
+        self._acks[token] = (list(batch), patterns, None)
+
+    def _look_for_acks(self, thread: str) -> None:
+        """The thread's agent messages since the batches went (their items: no
+        subscription needed, nothing read off the screen) carry their ACKs."""
+        if not self._acks:
+            return
+        client = self.state.client()
+        if client is None:
+            return
+        try:
+            said = client.agent_messages(thread, limit=ACK_ITEMS)
+        except AppServerError:
+            return
+        now = time.time()
+        for token, (batch, patterns, idle_since) in list(self._acks.items()):
+            hit = next((m for m in said if any(p.search(m.text) for p in patterns)), None)
+            ids = [m.id for m in batch]
+            if hit is None:
+                if idle_since is None:  # the thread is idle: the reply is complete
+                    self._acks[token] = (batch, patterns, now)
+                elif now - idle_since >= self.ack_timeout_s:
+                    del self._acks[token]
+                    self._delivered(batch, token, "in the thread; its ACK never came",
+                                    outcome=UNACKNOWLEDGED)
+                continue
+            del self._acks[token]
+            for m in batch:
+                self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, now, CHANNEL,
+                                                  "acknowledged",
+                                                  f"turn {hit.turn_id}, item {hit.item_id}:"
+                                                  f" {hit.text[:200]}"))
+                self.store.acknowledge(m.id, f"acknowledged: {hit.text[:200]} (through {CHANNEL})")
+            self.audit.write(event="acknowledged", session=self.session, channel=CHANNEL, ids=ids)
+            _log.info("batch %s acknowledged in item %s", token, hit.item_id)
+
+    def close(self, ended: Ended | None) -> None:
+        self.state.close()

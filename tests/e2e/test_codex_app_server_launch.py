@@ -1,0 +1,124 @@
+"""``agentwrap run codex`` on a private app-server (issue 24 step 3), on the real
+Codex 0.169.0, behind ``[run] codex_app_server`` (off by default).
+
+On: the TUI runs as ``codex --remote unix://SOCKET`` with the socket in
+agentwrap's 0700 runtime dir; ``state --explain`` says so; the session works
+as before (ready, a message typed and acknowledged: the screen is the same);
+the server goes when the session stops. Off: the launch is today's.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentwrap.terminal import alive
+
+from .conftest import AgentSession
+
+pytestmark = pytest.mark.e2e
+
+Make = Callable[..., AgentSession]
+
+
+def test_codex_runs_on_a_private_app_server_when_asked(make_session: Make) -> None:
+    s = make_session("codex")
+    s.write_config("[run]\ncodex_app_server = true\n")
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    assert st["app_server"].startswith("on: the TUI runs on unix://"), st
+    sock = Path(st["app_server"].split("unix://", 1)[1].split(" ", 1)[0])
+    runtime = Path(s.env["XDG_RUNTIME_DIR"])
+    assert runtime in sock.parents and stat.S_ISSOCK(sock.stat().st_mode)
+    assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+    explain = s.cli("state", s.name, "--explain").stdout
+    assert "app-server: on" in explain, explain
+    pid = int(st["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
+    assert alive(pid)
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    assert len(s.wait_received(marker)) == 1
+    assert not any((s.home / ".codex").glob("*.sock"))  # nothing of it in the person's ~/.codex
+    s.cli("stop", s.name)
+    deadline = time.monotonic() + 30
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid) and not sock.exists()
+
+
+def test_codex_launch_is_todays_with_the_switch_off(make_session: Make) -> None:
+    s = make_session("codex")
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    assert st["app_server"] is None
+    assert "app-server" not in s.cli("state", s.name, "--explain").stdout
+    assert not list(Path(s.env["XDG_RUNTIME_DIR"]).rglob("codex-*.sock"))
+
+
+def test_state_comes_from_the_app_server_which_is_restarted_when_it_dies(
+    make_session: Make,
+) -> None:
+    s = make_session("codex")
+    s.write_config("[run]\ncodex_app_server = true\n")
+    s.start()
+    s.wait_state("ready", timeout=90)
+    s.type_keys("[[delay: 2]] [[reply: from the server]]")
+    time.sleep(0.4)
+    s.press("Enter")
+    busy = s.wait_state("busy", timeout=60)
+    ready = s.wait_state("ready", timeout=60)
+    assert ready["signal"] == "structured" and "app-server" in ready["reason"], ready
+    assert "app-server says the thread is idle" in s.cli("state", s.name, "--explain").stdout
+    print(f"codex busy via {busy['signal']}: {busy['reason']}")
+    # the server dies: the TUI shows "Reconnecting to server…" until one listens
+    # again; the supervisor starts it again and the session works on
+    pid = int(ready["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
+    os.killpg(pid, signal.SIGKILL)
+    s.wait_until(lambda: not alive(pid), 30, "the app-server gone")
+    again = s.wait_until(
+        lambda: (a := s.state()["app_server"]) and f"(pid {pid})" not in a and a, 60,
+        "the app-server started again")
+    new_pid = int(again.rsplit("pid ", 1)[1].rstrip(")"))
+    assert alive(new_pid)
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"after the restart {marker}", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    assert len(s.wait_received(marker)) == 1
+    s.wait_until(lambda: s.state()["signal"] == "structured", 30, "the server deciding again")
+
+
+def test_a_message_goes_through_the_server_as_a_turn_and_is_acknowledged_once(
+    make_session: Make,
+) -> None:
+    s = make_session("codex")
+    s.write_config("[run]\ncodex_app_server = true\n")
+    s.start()
+    s.wait_state("ready", timeout=90)
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"check $skill-installer {marker}", "--ack", "--wait", "--timeout", "90")
+    # the server's answer (the turn id) is the attempt's receipt; the ACK is read from
+    # the thread's agent message items
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    got = s.wait_received(marker)
+    assert len(got) == 1
+    assert "$skill-installer" not in got[0] and "\uff04skill-installer" in got[0]  # inert
+    msg = next(m for m in s.history() if marker in m["content"])
+    assert msg["status"] == "acknowledged" and "through app-server" in msg["detail"], msg
+    from agentwrap.queue.sqlite import SQLiteMessageStore
+
+    store = SQLiteMessageStore(s._paths().db_path)
+    try:
+        attempts = store.attempts(msg["id"])
+    finally:
+        store.close()
+    assert [(a.channel, a.outcome) for a in attempts] == [("app-server", "acknowledged")]
+    assert attempts[0].evidence.startswith("turn "), attempts  # the receipt: the server's ids
+    s.wait_until(lambda: marker in s.screen(), 30, "the block shown in the TUI as input")
