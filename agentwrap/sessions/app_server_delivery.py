@@ -130,28 +130,29 @@ class AppServerDelivery(Part):
                    outcome: str = "delivered") -> None:
         from ..message import Status
 
-        now = time.time()
-        for m in batch:
-            handed = [a for a in self.store.attempts(m.id) if a.number == m.attempts + 1]
-            began = handed[0].started if handed else now
-            self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, began, now, CHANNEL,
-                                              outcome, evidence))
+        self._record(batch, token, outcome, evidence)
         self.store.finish(Status.DELIVERED, f"delivered: consumed through {CHANNEL} ({evidence})",
                           batch_id=token, consumed_through=CHANNEL)
         self.audit.write(event="consumed", session=self.session, channel=CHANNEL,
                          ids=[m.id for m in batch])
         _log.info("batch %s delivered through %s: %s", token, CHANNEL, evidence)
 
-    def _submitted(self, batch: Sequence[Message], token: str, evidence: str) -> None:
-        """In the thread, awaiting its ACK (as a typed batch waits for its own)."""
-        from ..message import Phase
-
+    def _record(self, batch: Sequence[Message], token: str, outcome: str,
+                evidence: str) -> None:
+        """Each message's attempt through the server ends now with ``outcome``
+        (begun when it was handed, as the write-ahead record says)."""
         now = time.time()
         for m in batch:
             handed = [a for a in self.store.attempts(m.id) if a.number == m.attempts + 1]
             began = handed[0].started if handed else now
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, began, now, CHANNEL,
-                                              SUBMITTED, evidence))
+                                              outcome, evidence))
+
+    def _submitted(self, batch: Sequence[Message], token: str, evidence: str) -> None:
+        """In the thread, awaiting its ACK (as a typed batch waits for its own)."""
+        from ..message import Phase
+
+        self._record(batch, token, SUBMITTED, evidence)
         self.store.set_phase(token, Phase.SUBMITTED)
         self._expect_ack(batch, token)
         _log.info("batch %s submitted through %s: %s", token, CHANNEL, evidence)
