@@ -19,6 +19,7 @@ from ...message import QueueLimits
 from ...paths import Paths
 from . import control, dashboard, errors
 from .auth import LoginCodes, TokenSource, token_path
+from .fast_input import FastInput
 from .middleware import AccessLog, BodyLimit
 from .pool import ServicePool
 from .routes import api, public
@@ -59,6 +60,7 @@ def create_app(
     app.include_router(control.router)
     app.include_router(public)
     app.include_router(dashboard.router)
+    app.add_middleware(FastInput, state=app.state)  # inside BodyLimit: the body is read
     app.add_middleware(BodyLimit, max_bytes=body_limit(limits))
     app.add_middleware(AccessLog)  # added last: outermost, sees every answer
     return app

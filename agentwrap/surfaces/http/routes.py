@@ -14,27 +14,24 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, WebSocket
 from fastapi.responses import StreamingResponse
-from starlette.concurrency import run_in_threadpool
 
 from ... import __version__
 from ...answers.actions import AnswerStatus
 from ...errors import InvalidMessage, StaleAnswer
 from ...message import (
-    Attempt,
     Message,
-    NewMessage,
-    Priority,
     Status,
     acknowledged,
     end_outcome,
 )
 from ...queue.store import QueueMetrics
-from ...service import HistoryEntry, Sent, Service, SessionRecord, Waiting
+from ...service import HistoryEntry, Service, SessionRecord, Waiting
 from . import models as m
 from . import ws
 from .auth import LoginCodes, require_token
+from .enqueue import enqueue
 from .errors import MessageNotPending, Unauthorized
-from .pool import BatchEnded, ServicePool
+from .pool import ServicePool
 from .sse import parse_last_event_id, stream
 
 MAX_WAIT_S = 3600.0
@@ -135,50 +132,9 @@ async def post_input(
         "block up to this many seconds until the message ends (like `send --wait`)"))] = None,
 ) -> m.InputAccepted:
     """Queue a message for the session's agent; stored durably before this answers."""
-    new = NewMessage(
-        session=name, content=body.content, source=body.source, source_id=body.sourceId,
-        priority=Priority.parse(body.priority), ttl_s=body.ttl, metadata=body.metadata,
-        correlation_id=body.correlationId, depth=body.depth,
-        idempotency_key=body.idempotencyKey, require_ack=body.ack,
-    )
-    pool: ServicePool = request.app.state.pool
-    # Stored by the pool's writer with whatever else arrived meanwhile (one
-    # commit); this request waits on the event loop, no worker thread.
-    sent, evicted = await pool.writer.send(new, _evicted_of)
-    if not sent.created:
-        response.status_code = 200
-    if wait or sent.message.status.terminal:  # more reads: on a worker thread
-        return await run_in_threadpool(pool.call, _accepted, sent, evicted, wait)
-    return _accepted_as(sent, sent.message, [], evicted)
-
-
-def _evicted_of(svc: Service, sent: Sent, ended: BatchEnded) -> tuple[Sent, list[m.Evicted]]:
-    """Run by the writer after the commit: what the new message evicted."""
-    if not sent.created:
-        return sent, []
-    return sent, [m.Evicted(id=ev.subject, source=str(svc.get(ev.subject).source))
-                  for ev in ended.evicted_by(sent.message.id)]
-
-
-def _accepted(svc: Service, sent: Sent, evicted: list[m.Evicted],
-              wait: float | None) -> m.InputAccepted:
-    msg = sent.message
-    if wait:
-        msg = svc.wait_for_end_state(msg.id, wait) or svc.get(msg.id)
-    attempts = []
-    if msg.status.terminal:  # the message and its attempts read together
-        entry = svc.message(msg.id)
-        msg, attempts = entry.message, entry.attempts
-    return _accepted_as(sent, msg, attempts, evicted)
-
-
-def _accepted_as(sent: Sent, msg: Message, attempts: list[Attempt],
-                 evicted: list[m.Evicted]) -> m.InputAccepted:
-    return m.InputAccepted(id=msg.id, created=sent.created, supervised=sent.supervised,
-                           evicted=evicted or None, status=str(msg.status), detail=msg.detail,
-                           final=msg.status.terminal,
-                           acknowledged=acknowledged(msg.status, attempts),
-                           outcome=end_outcome(msg.status, attempts))
+    status, answer = await enqueue(request.app.state.pool, name, body, wait)
+    response.status_code = status
+    return answer
 
 
 @api.get("/sessions/{name}/input", response_model=m.InputPeek, responses=ERRORS)
