@@ -27,13 +27,14 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...errors import AgentwrapError
 from . import models as m
 from .auth import token_accepted
 from .enqueue import enqueue
 from .errors import agentwrap_error
+from .middleware import replay
 
 _PATH = re.compile(r"/api/sessions/([^/]+)/input")
 _JSON = b"application/json"
@@ -57,7 +58,7 @@ class FastInput:
         try:
             request = m.InputRequest.model_validate(json.loads(body))
         except (ValueError, RecursionError, ValidationError):  # the route says what is wrong
-            await self.app(scope, _replay(message, receive), send)
+            await self.app(scope, replay(message, receive), send)
             return
         name = match.group(1)
         try:
@@ -80,15 +81,3 @@ class FastInput:
                     given.strip(), self.state.tokens.current())
         return False
 
-
-def _replay(message: Message, receive: Receive) -> Receive:
-    replayed = False
-
-    async def again() -> Message:
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return message
-        return await receive()
-
-    return again

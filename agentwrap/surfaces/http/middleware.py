@@ -79,16 +79,22 @@ class BodyLimit:
                 "error": "Invalid request",
                 "detail": f"the request body is not valid UTF-8 (byte {exc.start})"})
             return
-        replayed = False
+        await self.app(scope, replay({"type": "http.request", "body": data, "more_body": False},
+                                     receive), send)
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": data, "more_body": False}
-            return await receive()
 
-        await self.app(scope, replay, send)
+def replay(message: Message, receive: Receive) -> Receive:
+    """``receive`` that gives ``message`` (a body read already) first."""
+    replayed = False
+
+    async def again() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return message
+        return await receive()
+
+    return again
 
 
 class AccessLog:
