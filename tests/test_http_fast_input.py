@@ -58,7 +58,7 @@ def test_the_hot_path_answers_without_the_routes_machinery(aw: AwEnv, api: InPro
 @pytest.mark.parametrize("case", [
     "stored", "every field", "repeat of a key", "key reused", "unknown session",
     "bad priority", "unknown field", "not json", "deep json", "not an object", "over the limit",
-    "no token", "wrong token", "not bearer", "empty content",
+    "no token", "wrong token", "not bearer", "empty content", "text/plain", "json; charset",
 ])
 def test_the_hot_path_and_the_route_answer_alike(aw: AwEnv, api: InProcess, case: str) -> None:
     path = "/api/sessions/fake/input"
@@ -92,6 +92,12 @@ def test_the_hot_path_and_the_route_answer_alike(aw: AwEnv, api: InProcess, case
         kw["headers"] = {"Authorization": "Bearer wrong"}
     elif case == "not bearer":
         kw["headers"] = {"Authorization": f"Basic {api.token}"}
+    elif case == "text/plain":
+        kw = {"content": b'{"source": "webhook", "content": "hi"}',
+              "headers": {"content-type": "text/plain"}}
+    elif case == "json; charset":
+        kw = {"content": b'{"source": "webhook", "content": "hi"}',
+              "headers": {"content-type": "Application/JSON; charset=utf-8"}}
     elif case == "empty content":
         kw["json"] = body(" \n")
     fast, route = _both(api, path, **kw)

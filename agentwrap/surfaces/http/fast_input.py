@@ -14,7 +14,8 @@ same :func:`~.enqueue.enqueue` (the writer, the answer), and errors from the ser
 :func:`~.errors.agentwrap_error`.
 
 Anything else is handed on unchanged to the application: another path or
-method, a query string (``?wait=``), a body that is not a JSON object of the
+method, a query string (``?wait=``), a content type other than JSON, a body
+that is not a JSON object of the
 model's shape, a missing or wrong token. So every refusal the route makes is
 still made by the route, and the OpenAPI document still describes it.
 """
@@ -50,7 +51,7 @@ class FastInput:
             await self.app(scope, receive, send)
             return
         match = _PATH.fullmatch(scope["path"])
-        if match is None or not self._authorized(scope):
+        if match is None or not self._ours(scope):
             await self.app(scope, receive, send)
             return
         message = await receive()  # the whole body: BodyLimit read it
@@ -73,11 +74,16 @@ class FastInput:
                                 (b"content-type", _JSON)]})
         await send({"type": "http.response.body", "body": data})
 
-    def _authorized(self, scope: Scope) -> bool:
+    def _ours(self, scope: Scope) -> bool:
+        """A JSON body (no content type, as FastAPI reads it, or exactly
+        application/json) with the server's bearer token."""
+        authorized = False
         for key, value in scope["headers"]:
             if key == b"authorization":
                 scheme, _, given = value.decode("latin-1").partition(" ")
-                return scheme.lower() == "bearer" and token_accepted(
+                authorized = scheme.lower() == "bearer" and token_accepted(
                     given.strip(), self.state.tokens.current())
-        return False
+            elif key == b"content-type" and value.split(b";")[0].strip().lower() != _JSON:
+                return False
+        return authorized
 
