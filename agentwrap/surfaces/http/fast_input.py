@@ -15,8 +15,9 @@ same :func:`~.enqueue.enqueue` (the writer, the answer), and errors from the ser
 
 Anything else is handed on unchanged to the application: another path or
 method, a query string (``?wait=``), a content type other than JSON, a body
-that is not a JSON object of the model's shape, a missing or wrong token. So every refusal the route makes is
-still made by the route, and the OpenAPI document still describes it.
+that is not a JSON object of the model's shape, a missing or wrong token. So
+every refusal the route makes is still made by the route, and the OpenAPI
+document still describes it.
 """
 
 from __future__ import annotations
