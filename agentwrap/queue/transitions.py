@@ -140,11 +140,7 @@ def retry_later(w: Write, batch_id: str, next_attempt_at: float, detail: str,
             Status.DELIVERING.value,
         ),
     ).fetchall()
-    for r in back:
-        w.event(now, r["session"], "message.retry", r["id"],
-                next_attempt_at=next_attempt_at, detail=detail,
-                attempts=r["attempts"], held=False)
-    return len(back)
+    return _retried(w, back, now, next_attempt_at, detail, held=False)
 
 
 def hold(w: Write, batch_id: str, next_attempt_at: float, detail: str, now: float) -> int:
@@ -155,11 +151,17 @@ def hold(w: Write, batch_id: str, next_attempt_at: float, detail: str, now: floa
         " RETURNING id, session, attempts",
         (next_attempt_at, now, detail, batch_id, Status.DELIVERING.value),
     ).fetchall()
-    for r in held:
+    return _retried(w, held, now, next_attempt_at, detail, held=True)
+
+
+def _retried(w: Write, rows: Sequence[Any], now: float, next_attempt_at: float, detail: str, *,
+             held: bool) -> int:
+    """A ``message.retry`` event for each row (``held``: still in flight); how many."""
+    for r in rows:
         w.event(now, r["session"], "message.retry", r["id"],
                 next_attempt_at=next_attempt_at, detail=detail,
-                attempts=r["attempts"], held=True)
-    return len(held)
+                attempts=r["attempts"], held=held)
+    return len(rows)
 
 
 def finish_target(
