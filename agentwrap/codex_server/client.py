@@ -31,7 +31,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosedOK, WebSocketException
 from websockets.sync.client import ClientConnection, unix_connect
 
-from ..errors import AppServerError
+from ..errors import AppServerError, AppServerRefused
 from .protocol import (
     APPROVAL_METHODS,
     JSON,
@@ -42,6 +42,7 @@ from .protocol import (
     agent_message,
     approval_request,
     text_input,
+    turn_in_progress,
     user_message,
 )
 
@@ -58,6 +59,7 @@ class _Pending:
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
     error: str | None = None
+    refused: bool = False  # the error is the server's answer, not a lost connection
 
 
 class AppServerClient:
@@ -143,8 +145,9 @@ class AppServerClient:
             raise AppServerError(f"Codex's app-server connection failed: {exc}") from exc
 
     def request(self, method: str, params: JSON, *, timeout: float = 30.0) -> Any:
-        """Send a request and wait for its result; an error answer, a closed
-        connection or no answer within ``timeout`` raises AppServerError."""
+        """Send a request and wait for its result; an error answer raises
+        AppServerRefused (the server did not do it), a closed connection or no
+        answer within ``timeout`` AppServerError (it may have)."""
         pending = _Pending()
         with self._lock:
             self._next_id += 1
@@ -158,7 +161,9 @@ class AppServerClient:
             with self._lock:
                 self._pending.pop(rid, None)
         if pending.error is not None:
-            raise AppServerError(f"Codex's app-server refused {method}: {pending.error}")
+            if pending.refused:
+                raise AppServerRefused(f"Codex's app-server refused {method}: {pending.error}")
+            raise AppServerError(f"Codex's app-server did not answer {method}: {pending.error}")
         return pending.result
 
     def respond(self, request_id: int | str, result: JSON) -> None:
@@ -189,6 +194,7 @@ class AppServerClient:
             error = message.get("error")
             if error is not None:
                 pending.error = str(error.get("message", error)) if isinstance(error, dict) else str(error)
+                pending.refused = True
             pending.result = message.get("result")
             pending.done.set()
             return
@@ -216,8 +222,9 @@ class AppServerClient:
             self._closed.set()
             waiting = list(self._pending.values())
         for pending in waiting:
-            pending.error = f"connection closed ({reason})"
-            pending.done.set()
+            if not pending.done.is_set():  # an answer that came first stands
+                pending.error = f"connection closed ({reason})"
+                pending.done.set()
 
     # ------------------------------------------------------------------ typed methods
 
@@ -267,6 +274,15 @@ class AppServerClient:
             },
         )
         return str(result["turnId"])
+
+    def running_turn(self, thread_id: str) -> str | None:
+        """The id of the thread's running turn, None when it is idle: what a
+        steer must name (``thread/turns/list``, readable without subscribing)."""
+        result = self.request(
+            "thread/turns/list",
+            {"threadId": thread_id, "limit": 1, "sortDirection": "desc", "itemsView": "notLoaded"},
+        )
+        return turn_in_progress(result if isinstance(result, dict) else None)
 
     def interrupt(self, thread_id: str, turn_id: str) -> None:
         self.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id})

@@ -275,6 +275,7 @@ def test_a_turn_started_by_agentwrap_shows_in_the_remote_tui_as_the_persons_inpu
 
 class _Eyes:
     draft = False
+    question = None
 
 
 class _Host:
