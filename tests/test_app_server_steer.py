@@ -189,6 +189,30 @@ def test_a_steer_whose_answer_was_never_recorded_is_found_not_sent_again(
     assert len(server.sent) == 1
 
 
+def test_a_turn_that_refuses_a_steer_is_not_asked_again(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """A turn that cannot be steered (Codex refuses it for a reason of its own):
+    one refusal, then the message waits for the turn's end, not one a second."""
+    server = FakeServer(kind="active", turn="turn-0")
+
+    def refuse(*_: object) -> str:
+        server.sent.append(("refused", "", ""))
+        raise AppServerRefused("this turn cannot be steered")
+
+    server.steer = refuse  # type: ignore[method-assign]
+    part = _part(server, store, tmp_path)
+    msg = _send(store, "urgent", Priority.HIGH)
+    for _ in range(3):
+        part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["refused"]
+    assert store.get(msg.id).status is Status.PENDING and store.get(msg.id).attempts == 1
+    server.kind, server.turn = "idle", None
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["refused", "turn/start"]
+    assert store.get(msg.id).status is Status.DELIVERED
+
+
 def test_a_lost_answer_not_yet_in_the_items_waits_for_idle_never_sent_twice(
     store: SQLiteMessageStore, tmp_path: Path,
 ) -> None:

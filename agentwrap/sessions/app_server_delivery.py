@@ -98,6 +98,7 @@ class AppServerDelivery(Part):
         self.ack_patterns, self.syntax, self.limit_chars = tuple(ack_patterns), syntax, limit_chars
         self.ack_timeout_s = ack_timeout_s
         self._recovered = False
+        self._refused_turn: str | None = None  # the last turn that refused a steer
         #: batches sent whose outcome the thread's items do not tell yet: why
         self._undecided: dict[str, tuple[list[Message], str]] = {}
         #: batches awaiting their ACK: the messages, the patterns, since when idle
@@ -145,7 +146,9 @@ class AppServerDelivery(Part):
             running = client.running_turn(thread) if client is not None else None
         except AppServerError:
             return
-        if running is not None:  # None: it has just ended; the next turn() sends it
+        # None: it has just ended, the next turn() sends it; a turn that refused a
+        # steer (one that cannot be steered) is not asked again: its end is awaited
+        if running is not None and running != self._refused_turn:
             self._send(thread, running)
 
     def _send(self, thread: str, running: str | None) -> None:
@@ -173,6 +176,7 @@ class AppServerDelivery(Part):
             else:  # refused when the turn has ended meanwhile: _settle finds it absent
                 turn = client.steer(thread, running, text, got.token)
         except AppServerRefused as exc:  # it did nothing: back to the queue at once
+            self._refused_turn = running
             self._release(batch, got.token, f"{method} refused: {exc}")
             return
         except AppServerError as exc:  # it may have: the thread's items decide
