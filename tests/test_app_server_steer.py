@@ -41,6 +41,7 @@ class FakeServer:
     listed: bool = True  # the thread's items list what was sent (not yet, just after)
     thread_id: str = THREAD
     changed_at: float | None = None
+    since: float | None = None  # what the last lookup was bounded by
 
     # the state
     def status(self) -> ThreadStatus:
@@ -73,7 +74,9 @@ class FakeServer:
             raise AppServerError("connection lost")
         return turn_id
 
-    def find_message(self, thread_id: str, client_id: str) -> UserMessage | None:
+    def find_message(self, thread_id: str, client_id: str, *,
+                     since: float | None = None) -> UserMessage | None:
+        self.since = since
         if not self.listed:
             return None
         return next((m for m in self.items if m.client_id == client_id), None)
@@ -231,6 +234,8 @@ def test_a_lost_answer_not_yet_in_the_items_waits_for_idle_never_sent_twice(
     done = store.get(msg.id)
     assert done.status is Status.DELIVERED and "found in turn turn-0" in done.detail
     assert len(server.sent) == 1
+    handed = store.attempts(msg.id)[0]
+    assert server.since == handed.started  # looked for among the items since it went
 
 
 def test_a_handed_batch_never_listed_goes_back_once_the_thread_is_idle(

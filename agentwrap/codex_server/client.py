@@ -52,6 +52,7 @@ Handler = Callable[[Message], None]
 
 CLIENT_NAME = "agentwrap"
 _MAX_FRAME = 64 * 1024 * 1024  # thread/items/list pages of a long thread are large
+_SINCE_SLACK_S = 60.0  # clocks: the item's start (server) against the send (agentwrap)
 
 
 @dataclass
@@ -296,16 +297,23 @@ class AppServerClient:
         )
         return str(result["queuedSubmission"]["id"])
 
-    def _items(self, thread_id: str, limit: int) -> list[tuple[JSON, str | None]]:
-        result = self.request(
-            "thread/items/list", {"threadId": thread_id, "limit": limit, "sortDirection": "desc"}
-        )
+    def _page(self, thread_id: str, limit: int,
+              cursor: str | None = None) -> tuple[list[tuple[JSON, str | None]], str | None]:
+        """One page of the thread's items, newest first, and the cursor to the next."""
+        params: JSON = {"threadId": thread_id, "limit": limit, "sortDirection": "desc"}
+        if cursor is not None:
+            params["cursor"] = cursor
+        result = self.request("thread/items/list", params) or {}
         found: list[tuple[JSON, str | None]] = []
-        for entry in (result or {}).get("data", []):
+        for entry in result.get("data", []):
             if isinstance(entry, dict) and isinstance(entry.get("item"), dict):
                 turn_id = entry.get("turnId")
                 found.append((entry["item"], turn_id if isinstance(turn_id, str) else None))
-        return found
+        after = result.get("nextCursor")
+        return found, after if isinstance(after, str) and after else None
+
+    def _items(self, thread_id: str, limit: int) -> list[tuple[JSON, str | None]]:
+        return self._page(thread_id, limit)[0]
 
     def user_messages(self, thread_id: str, *, limit: int = 50) -> list[UserMessage]:
         """The thread's last ``limit`` items' user messages, newest first (readable
@@ -319,13 +327,28 @@ class AppServerClient:
         return [m for item, turn in self._items(thread_id, limit)
                 if (m := agent_message(item, turn)) is not None]
 
-    def find_message(self, thread_id: str, client_id: str, *, limit: int = 50) -> UserMessage | None:
+    def find_message(self, thread_id: str, client_id: str, *, since: float | None = None,
+                     page: int = 50, max_items: int = 5000) -> UserMessage | None:
         """The user message we sent as ``client_id``, if it reached the thread:
-        after a crash between sending and recording, this says whether to send again."""
-        for msg in self.user_messages(thread_id, limit=limit):
-            if msg.client_id == client_id:
-                return msg
-        return None
+        after a crash between sending and recording, this says whether to send again.
+        The items are read back page by page, newest first, down to the first one
+        started before ``since`` (when it was sent, epoch seconds; a minute of
+        slack): a long turn after a steer pushes its item far back."""
+        floor = (since - _SINCE_SLACK_S) * 1000 if since is not None else None
+        cursor: str | None = None
+        seen = 0
+        while True:
+            items, cursor = self._page(thread_id, page, cursor)
+            for item, turn in items:
+                msg = user_message(item, turn)
+                if msg is not None and msg.client_id == client_id:
+                    return msg
+                started = item.get("startedAtMs")
+                if floor is not None and isinstance(started, (int, float)) and started < floor:
+                    return None  # older than the send: it is not further back
+            seen += len(items)
+            if cursor is None or not items or seen >= max_items:
+                return None
 
     def answer(self, request: ApprovalRequest, decision: str) -> None:
         """Answer an approval request with one of its decisions (``accept``,

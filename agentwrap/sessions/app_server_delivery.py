@@ -173,7 +173,7 @@ class AppServerDelivery(Part):
                 raise AppServerError("the app-server connection is gone")
             if running is None:
                 turn = client.start_turn(thread, text, got.token)
-            else:  # refused when the turn has ended meanwhile: _settle finds it absent
+            else:  # refused (AppServerRefused) when the turn has ended meanwhile
                 turn = client.steer(thread, running, text, got.token)
         except AppServerRefused as exc:  # it did nothing: back to the queue at once
             self._refused_turn = running
@@ -225,13 +225,15 @@ class AppServerDelivery(Part):
         """The outcome of a send not known: the thread's items decide. Found,
         the batch is delivered. Not found is final only once the thread has been
         idle a moment: an accepted steer (or turn) is listed in the items some
-        tens of milliseconds after the server's answer (measured on 0.169.0), and
-        a steer's input waits for the turn's next model request; until then the
-        batch stays in flight and is looked for again at each turn."""
+        tens of milliseconds after the server's answer (measured on 0.169.0);
+        until then the batch stays in flight and is looked for again at each
+        turn, in the items since it was handed."""
         self._undecided.pop(token, None)
         client = self.state.client()
+        handed = [a for a in self.store.attempts(batch[0].id) if a.number == batch[0].attempts + 1]
         try:
-            found = client.find_message(thread, token) if client is not None else None
+            found = client.find_message(thread, token, since=handed[0].started if handed else None) \
+                if client is not None else None
         except AppServerError:
             found = None
             client = None  # unknown still

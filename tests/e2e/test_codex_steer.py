@@ -238,3 +238,18 @@ def test_a_steer_whose_answer_was_lost_is_recovered_from_the_thread(
     finally:
         state.close()
         store.close()
+
+
+def test_a_message_far_back_in_the_thread_is_found_page_by_page(rig: Rig) -> None:  # noqa: F811
+    """A long turn after a steer pushes its item behind many others: the lookup
+    reads the items back page by page, down to the time it was sent."""
+    sent_at = time.time()
+    first = rig.client.start_turn(rig.thread, "[[reply: page-0]]", "aw-page-0")
+    rig.idle_after(first)
+    for k in (1, 2, 3):
+        rig.idle_after(rig.client.start_turn(rig.thread, f"[[reply: page-{k}]]", f"aw-page-{k}"))
+    found = rig.client.find_message(rig.thread, "aw-page-0", since=sent_at, page=2)
+    assert found is not None and found.turn_id == first
+    # nothing sent before the oldest item looked at: the lookup stops there
+    assert rig.client.find_message(rig.thread, "aw-page-0", since=time.time() + 600,
+                                   page=2) is None
