@@ -253,3 +253,37 @@ def test_a_message_far_back_in_the_thread_is_found_page_by_page(rig: Rig) -> Non
     # nothing sent before the oldest item looked at: the lookup stops there
     assert rig.client.find_message(rig.thread, "aw-page-0", since=time.time() + 600,
                                    page=2) is None
+
+
+def test_a_steered_message_asking_for_an_ack_is_acknowledged_from_the_items(
+    make_session: Make,
+) -> None:
+    """``send --ack`` of a high message while the person's turn waits on the
+    model: steered into that turn, and the ACK the model gives in it is read
+    from the thread's agent message items once the turn has ended."""
+    s = make_session("codex")
+    s.write_config(CONFIG)
+    s.start()
+    s.wait_state("ready", timeout=90)
+    s.type_keys("Think about it. [[delay: 3]]")
+    time.sleep(0.5)
+    s.press("Enter")
+    s.wait_state("busy", timeout=60)
+    s.wait_until(lambda: any("Think about it." in t for t in s.server.user_texts()), 60,
+                 "the person's turn at the model")
+    marker = tag()
+    res = s.send(f"urgent {marker}", "--priority", "high", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    msg = next(m for m in s.history() if marker in m["content"])
+    attempts = _evidence(s, msg["id"])
+    assert [(c, o) for c, o, _ in attempts] == [("app-server", "acknowledged")], attempts
+    sock = Path(s.state()["app_server"].split("unix://", 1)[1].split(" ", 1)[0])
+    client = AppServerClient.connect(sock)
+    try:
+        thread = _thread(client)
+        person = next(m.turn_id for m in client.user_messages(thread) if "Think about it." in m.text)
+        assert attempts[0][2].startswith(f"turn {person}, item "), attempts  # the same turn
+        assert len(client.user_messages(thread)) == 2  # the person's and the steer: no new turn
+    finally:
+        client.close()
+    assert _carrying(s, marker) == 1
