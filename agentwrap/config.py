@@ -21,6 +21,7 @@ Example::
     require_ack = true
     backoff_s = [1, 2, 5, 10, 30]
     fallback_after = 3
+    steer = "high"              # Codex on its app-server: steer high/critical into a running turn
 
     [limits]
     rate_per_minute = 20
@@ -140,6 +141,10 @@ class DeliveryConfig:
     max_injection_bytes: int = 10 * 1024
     paste_timeout_s: float = 3.0  # pasted text must show in the box within this
     submit_timeout_s: float = 5.0  # the box must empty / the agent react within this
+    # Codex on its app-server (issue 24): which messages are steered into a running
+    # turn (turn/steer) instead of waiting for its end: "high" (priority high and
+    # critical), "all", or "off"
+    steer: str = "high"
 
 
 @dataclass(frozen=True)
@@ -284,6 +289,7 @@ COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentw
 USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
+STEER_MODES = ("off", "high", "all")
 
 
 def _coerce(value: Any, default: Any, where: str) -> Any:
@@ -377,6 +383,11 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             raise ConfigError(
                 f"run.codex_hook_trust: must be one of {', '.join(CODEX_HOOK_TRUST)},"
                 f" got {changes['codex_hook_trust']!r}"
+            )
+        if section == "delivery" and changes.get("steer", "off") not in STEER_MODES:
+            raise ConfigError(
+                f"{dotted_section(where, section)}.steer: must be one of"
+                f" {', '.join(STEER_MODES)}, got {changes['steer']!r}"
             )
         if section == "run" and changes.get("idle_tick_s", 1.0) < 0.5:
             raise ConfigError(f"run.idle_tick_s: must be at least 0.5, got {changes['idle_tick_s']!r}")

@@ -102,6 +102,12 @@ class AppServerError(BackendError):
     default_hint = "`agentwrap state --explain` says whether the session runs on Codex's app-server"
 
 
+class AppServerRefused(AppServerError):
+    """Codex's app-server answered a request with an error: it did not do it
+    (a ``turn/steer`` naming a turn that has just ended), unlike a lost answer,
+    after which it may have."""
+
+
 # --- sessions ---------------------------------------------------------------------
 
 

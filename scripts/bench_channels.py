@@ -25,6 +25,10 @@ server's request log:
 
 Codex runs its per-launch hooks only with ``[run] codex_hook_trust = "bypass"``
 in the person's own config; the script writes that into its throwaway config.
+For Codex a third mode, ``steer``, runs it on agentwrap's private app-server
+(``[run] codex_app_server = true``, ``[delivery] steer = "high"``, no hooks):
+the message goes into the running turn with ``turn/steer``. The message is
+sent with priority high in every mode (only the steer looks at it).
 
     .venv/bin/python scripts/bench_channels.py                  # 3 runs per agent and mode
     .venv/bin/python scripts/bench_channels.py --agents claude --runs 5 --json out.json
@@ -58,6 +62,12 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 MAIN_APIS = ("anthropic", "responses", "gemini", "chat")
 MODES = ("hooks", "typed")
+EXTRA_MODES: dict[str, tuple[str, ...]] = {"codex": ("steer",)}  # first, in the same run
+CONFIGS: dict[tuple[str, str], str] = {
+    ("codex", "hooks"): '[run]\ncodex_hook_trust = "bypass"\n',
+    ("codex", "typed"): '[run]\ncodex_hook_trust = "bypass"\n',
+    ("codex", "steer"): '[run]\ncodex_app_server = true\n\n[delivery]\nsteer = "high"\n',
+}
 
 
 class LoopServer(server_mod.ModelServer):  # type: ignore[misc,name-defined]
@@ -112,7 +122,7 @@ class Requests:
 
 def run_mode(agent: str, mode: str, work: Path, runs: int, steps: int, step: float,
              timeout: float) -> dict[str, Any]:
-    from agentwrap.message import NewMessage, Source
+    from agentwrap.message import NewMessage, Priority, Source
     from agentwrap.paths import Paths
     from agentwrap.service import Service
     from agentwrap.sessions.registry import Registry
@@ -128,7 +138,7 @@ def run_mode(agent: str, mode: str, work: Path, runs: int, steps: int, step: flo
     (project / "README.md").write_text("# scratch project for the channel benchmark\n")
     paths = Paths.from_env(env)
     paths.config_dir.mkdir(parents=True, exist_ok=True)
-    paths.config_file.write_text('[run]\ncodex_hook_trust = "bypass"\n' if agent == "codex" else "")
+    paths.config_file.write_text(CONFIGS.get((agent, mode), ""))
     name = f"bench-{agent}"
     socket = str(paths.tmux_socket_for(name))
     to_request: list[float] = []
@@ -149,6 +159,8 @@ def run_mode(agent: str, mode: str, work: Path, runs: int, steps: int, step: flo
         have = list(reg.get(name).options.channels or ())
         if mode == "hooks" and "hooks" not in have:
             raise RuntimeError(f"{agent}: no hooks registered: {reg.get(name).options}")
+        if mode == "steer" and not reg.get(name).options.app_server:
+            raise RuntimeError(f"{agent}: not on an app-server: {reg.get(name).options}")
         for i in range(runs):
             wait_until(lambda: reg.get(name).state == "ready" and server.step == -1, timeout,
                        f"{agent} ready", poll=0.05)
@@ -164,7 +176,8 @@ def run_mode(agent: str, mode: str, work: Path, runs: int, steps: int, step: flo
             marker = f"CH{uuid.uuid4().hex[:8]}"
             t0 = time.time()
             sent = svc.send(NewMessage(session=name, content=f"build {marker} is green",
-                                       source=Source.WEBHOOK, source_id="ci"))
+                                       source=Source.WEBHOOK, source_id="ci",
+                                       priority=Priority.HIGH))
             bodies = wait_until(
                 lambda marker=marker: (b := _main_requests()) and any(marker in x[1] for x in b) and b,
                 timeout, f"{agent}: the message at the model (run {i})", poll=0.005)
@@ -218,7 +231,7 @@ def main() -> int:
             if agents_mod.find_agent(agent) is None:
                 print(f"{agent}: not installed, skipped", file=sys.stderr)
                 continue
-            for mode in MODES:
+            for mode in (*EXTRA_MODES.get(agent, ()), *MODES):
                 results.append(run_mode(agent, mode, work, args.runs, args.steps, args.step,
                                         args.timeout))
     finally:
@@ -234,7 +247,7 @@ def main() -> int:
               f" {fmt(e['p50_ms'], '13.0f')} {fmt(e['p99_ms'], '13.0f')} {fmt(ratio, '8.2f')}"
               f" {fmt(s['p50_ms'], '11.0f')} {fmt(s['p99_ms'], '11.0f')}")
     print(f"(loop: {args.steps} tool calls, replies held {args.step} s; 'x typed': hooks"
-          " against typed delivery after the turn, same agent, same run)")
+          " or steer against typed delivery after the turn, same agent, same run)")
     if args.json:
         write_json(args.json, results)
     return 0

@@ -31,7 +31,7 @@ from typing import Any
 from websockets.exceptions import ConnectionClosedOK, WebSocketException
 from websockets.sync.client import ClientConnection, unix_connect
 
-from ..errors import AppServerError
+from ..errors import AppServerError, AppServerRefused
 from .protocol import (
     APPROVAL_METHODS,
     JSON,
@@ -42,6 +42,7 @@ from .protocol import (
     agent_message,
     approval_request,
     text_input,
+    turn_in_progress,
     user_message,
 )
 
@@ -51,6 +52,7 @@ Handler = Callable[[Message], None]
 
 CLIENT_NAME = "agentwrap"
 _MAX_FRAME = 64 * 1024 * 1024  # thread/items/list pages of a long thread are large
+_SINCE_SLACK_S = 60.0  # clocks: the item's start (server) against the send (agentwrap)
 
 
 @dataclass
@@ -58,6 +60,7 @@ class _Pending:
     done: threading.Event = field(default_factory=threading.Event)
     result: Any = None
     error: str | None = None
+    refused: bool = False  # the error is the server's answer, not a lost connection
 
 
 class AppServerClient:
@@ -143,8 +146,9 @@ class AppServerClient:
             raise AppServerError(f"Codex's app-server connection failed: {exc}") from exc
 
     def request(self, method: str, params: JSON, *, timeout: float = 30.0) -> Any:
-        """Send a request and wait for its result; an error answer, a closed
-        connection or no answer within ``timeout`` raises AppServerError."""
+        """Send a request and wait for its result; an error answer raises
+        AppServerRefused (the server did not do it), a closed connection or no
+        answer within ``timeout`` AppServerError (it may have)."""
         pending = _Pending()
         with self._lock:
             self._next_id += 1
@@ -158,7 +162,9 @@ class AppServerClient:
             with self._lock:
                 self._pending.pop(rid, None)
         if pending.error is not None:
-            raise AppServerError(f"Codex's app-server refused {method}: {pending.error}")
+            if pending.refused:
+                raise AppServerRefused(f"Codex's app-server refused {method}: {pending.error}")
+            raise AppServerError(f"Codex's app-server did not answer {method}: {pending.error}")
         return pending.result
 
     def respond(self, request_id: int | str, result: JSON) -> None:
@@ -189,6 +195,7 @@ class AppServerClient:
             error = message.get("error")
             if error is not None:
                 pending.error = str(error.get("message", error)) if isinstance(error, dict) else str(error)
+                pending.refused = True
             pending.result = message.get("result")
             pending.done.set()
             return
@@ -216,8 +223,9 @@ class AppServerClient:
             self._closed.set()
             waiting = list(self._pending.values())
         for pending in waiting:
-            pending.error = f"connection closed ({reason})"
-            pending.done.set()
+            if not pending.done.is_set():  # an answer that came first stands
+                pending.error = f"connection closed ({reason})"
+                pending.done.set()
 
     # ------------------------------------------------------------------ typed methods
 
@@ -268,6 +276,15 @@ class AppServerClient:
         )
         return str(result["turnId"])
 
+    def running_turn(self, thread_id: str) -> str | None:
+        """The id of the thread's running turn, None when it is idle: what a
+        steer must name (``thread/turns/list``, readable without subscribing)."""
+        result = self.request(
+            "thread/turns/list",
+            {"threadId": thread_id, "limit": 1, "sortDirection": "desc", "itemsView": "notLoaded"},
+        )
+        return turn_in_progress(result if isinstance(result, dict) else None)
+
     def interrupt(self, thread_id: str, turn_id: str) -> None:
         self.request("turn/interrupt", {"threadId": thread_id, "turnId": turn_id})
 
@@ -280,16 +297,23 @@ class AppServerClient:
         )
         return str(result["queuedSubmission"]["id"])
 
-    def _items(self, thread_id: str, limit: int) -> list[tuple[JSON, str | None]]:
-        result = self.request(
-            "thread/items/list", {"threadId": thread_id, "limit": limit, "sortDirection": "desc"}
-        )
+    def _page(self, thread_id: str, limit: int,
+              cursor: str | None = None) -> tuple[list[tuple[JSON, str | None]], str | None]:
+        """One page of the thread's items, newest first, and the cursor to the next."""
+        params: JSON = {"threadId": thread_id, "limit": limit, "sortDirection": "desc"}
+        if cursor is not None:
+            params["cursor"] = cursor
+        result = self.request("thread/items/list", params) or {}
         found: list[tuple[JSON, str | None]] = []
-        for entry in (result or {}).get("data", []):
+        for entry in result.get("data", []):
             if isinstance(entry, dict) and isinstance(entry.get("item"), dict):
                 turn_id = entry.get("turnId")
                 found.append((entry["item"], turn_id if isinstance(turn_id, str) else None))
-        return found
+        after = result.get("nextCursor")
+        return found, after if isinstance(after, str) and after else None
+
+    def _items(self, thread_id: str, limit: int) -> list[tuple[JSON, str | None]]:
+        return self._page(thread_id, limit)[0]
 
     def user_messages(self, thread_id: str, *, limit: int = 50) -> list[UserMessage]:
         """The thread's last ``limit`` items' user messages, newest first (readable
@@ -303,13 +327,28 @@ class AppServerClient:
         return [m for item, turn in self._items(thread_id, limit)
                 if (m := agent_message(item, turn)) is not None]
 
-    def find_message(self, thread_id: str, client_id: str, *, limit: int = 50) -> UserMessage | None:
+    def find_message(self, thread_id: str, client_id: str, *, since: float | None = None,
+                     page: int = 50, max_items: int = 5000) -> UserMessage | None:
         """The user message we sent as ``client_id``, if it reached the thread:
-        after a crash between sending and recording, this says whether to send again."""
-        for msg in self.user_messages(thread_id, limit=limit):
-            if msg.client_id == client_id:
-                return msg
-        return None
+        after a crash between sending and recording, this says whether to send again.
+        The items are read back page by page, newest first, down to the first one
+        started before ``since`` (when it was sent, epoch seconds; a minute of
+        slack): a long turn after a steer pushes its item far back."""
+        floor = (since - _SINCE_SLACK_S) * 1000 if since is not None else None
+        cursor: str | None = None
+        seen = 0
+        while True:
+            items, cursor = self._page(thread_id, page, cursor)
+            for item, turn in items:
+                msg = user_message(item, turn)
+                if msg is not None and msg.client_id == client_id:
+                    return msg
+                started = item.get("startedAtMs")
+                if floor is not None and isinstance(started, (int, float)) and started < floor:
+                    return None  # older than the send: it is not further back
+            seen += len(items)
+            if cursor is None or not items or seen >= max_items:
+                return None
 
     def answer(self, request: ApprovalRequest, decision: str) -> None:
         """Answer an approval request with one of its decisions (``accept``,

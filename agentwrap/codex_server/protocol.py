@@ -181,6 +181,17 @@ def agent_message(item: Mapping[str, Any], turn_id: str | None) -> AgentMessage 
     )
 
 
+def turn_in_progress(result: Mapping[str, Any] | None) -> str | None:
+    """The id of the running turn in a ``thread/turns/list`` answer (newest
+    first), or None when the newest turn has ended (or there is none). A client
+    that did not start the turn (the person typed it in the TUI) hears no
+    ``turn/started``: this is how it learns the id ``turn/steer`` expects."""
+    for turn in (result or {}).get("data") or []:
+        if isinstance(turn, dict) and isinstance(turn.get("id"), str):
+            return turn["id"] if turn.get("status") == "inProgress" else None
+    return None
+
+
 def text_input(text: str) -> list[JSON]:
     """``input`` of turn/start, turn/steer and thread/queue/add for plain text.
     ``text_elements`` stays empty: no mention or skill chip is made of it (the

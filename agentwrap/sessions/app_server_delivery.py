@@ -13,16 +13,30 @@ Exactly once, across a supervisor crash: the batch's token is the turn's
 request goes out. The server's answer (the turn id) makes it ``delivered``.
 A supervisor that died in between finds the batch in flight on its next start
 and asks the thread's items for a user message with that client id: found,
-the batch is delivered (receipt: the item's turn); not found, it goes back
-to the queue. The typing engine never resumes these batches (they are
-foreign to it, :func:`app_server_batches`).
+the batch is delivered (receipt: the item's turn); not found once the thread
+has been idle a moment, it goes back to the queue (while a turn runs the
+items may not list it yet: the batch stays in flight and is looked for
+again). A lost answer (the connection dropped) is settled the same way; an
+error answer (the server did nothing) puts the batch back at once. The typing
+engine never resumes these batches (they are foreign to it,
+:func:`app_server_batches`).
 
 ACK: the model's reply is read from the thread's agent message items
 (``thread/items/list`` once the thread is idle again), not from the screen.
 
-While the thread is busy the messages wait for the turn's end (``turn/steer``
-and Codex's own queue are verified, docs/codex-app-server.md, and not used
-yet).
+Steering (``[delivery] steer``): while the thread is busy (a turn runs, no
+dialog waits) a due message whose priority the setting names (``"high"``:
+high and critical; ``"all"``; ``"off"``: none) goes into the running turn with
+``turn/steer``: the model gets it in its next request of the same turn, framed
+and defused exactly as a turn/start block. The running turn's id comes from
+``thread/turns/list`` (agentwrap's connection hears no ``turn/started`` of a
+turn the person typed). The write-ahead record, the client id and the recovery
+are the same as for turn/start. A steer refused because the turn has just
+ended (wrong ``expectedTurnId``) reached nothing: the batch goes back to the
+queue and leaves as turn/start once idle (or as a steer into the next turn).
+The other messages wait for the turn's end. A draft in the composer does not
+hold a steer back: nothing is typed into it.
+Codex's own queue (``thread/queue/add``, verified) is not used.
 """
 
 from __future__ import annotations
@@ -35,16 +49,27 @@ from collections.abc import Sequence
 from ..audit import AuditLog
 from ..detect.app_server_state import AppServerState
 from ..detect.neutralise import SyntaxSpec
-from ..errors import AppServerError
-from ..message import UNACKNOWLEDGED, Attempt, Message
+from ..errors import AppServerError, AppServerRefused
+from ..message import UNACKNOWLEDGED, Attempt, Message, Priority
 from ..queue.store import MessageStore
 from .parts import Ended, Host, Part
 
 CHANNEL = "app-server"
 ACK_ITEMS = 20  # the thread's last items an ACK is looked for in
+SETTLE_IDLE_S = 1.0  # idle this long, the thread's items list every input it took
 HANDED = "handed"
 SUBMITTED = "submitted"
 _log = logging.getLogger("agentwrap.delivery")
+
+
+def steer_priorities(mode: str) -> frozenset[Priority]:
+    """The priorities ``[delivery] steer = mode`` steers into a running turn
+    (empty: none, every message waits for the turn's end)."""
+    if mode == "all":
+        return frozenset(Priority)
+    if mode == "high":
+        return frozenset({Priority.HIGH, Priority.CRITICAL})
+    return frozenset()
 
 
 def app_server_batches(store: MessageStore, session: str) -> set[str]:
@@ -65,12 +90,17 @@ class AppServerDelivery(Part):
 
     def __init__(self, state: AppServerState, store: MessageStore, audit: AuditLog, session: str,
                  *, ack_wording: str, require_ack: bool, ack_patterns: Sequence[str],
-                 syntax: SyntaxSpec | None, limit_chars: int, ack_timeout_s: float = 5.0) -> None:
+                 syntax: SyntaxSpec | None, limit_chars: int, ack_timeout_s: float = 5.0,
+                 steer: frozenset[Priority] = frozenset()) -> None:
         self.state, self.store, self.audit, self.session = state, store, audit, session
+        self.steer = steer  # the priorities steered into a running turn
         self.ack_wording, self.require_ack = ack_wording, require_ack
         self.ack_patterns, self.syntax, self.limit_chars = tuple(ack_patterns), syntax, limit_chars
         self.ack_timeout_s = ack_timeout_s
         self._recovered = False
+        self._refused_turn: str | None = None  # the last turn that refused a steer
+        #: batches sent whose outcome the thread's items do not tell yet: why
+        self._undecided: dict[str, tuple[list[Message], str]] = {}
         #: batches awaiting their ACK: the messages, the patterns, since when idle
         self._acks: dict[str, tuple[list[Message], list[re.Pattern[str]], float | None]] = {}
 
@@ -85,12 +115,18 @@ class AppServerDelivery(Part):
         if not self._recovered:
             self._recover(thread)
             self._recovered = True
+        for token, (batch, why) in list(self._undecided.items()):
+            self._settle(thread, batch, token, why)
         if status.kind != "idle":
+            dialog = any(f.startswith("waitingOn") for f in status.flags) \
+                or sup.detector.question is not None
+            if status.kind == "active" and self.steer and not dialog:
+                self._steer(thread)  # the rest waits for the turn's end
             return self.RECHECK_S
         self._look_for_acks(thread)
         if sup.detector.draft:
-            return self.RECHECK_S  # busy, or the person is typing: after the turn
-        self._send(thread)
+            return self.RECHECK_S  # the person is typing: after their turn
+        self._send(thread, None)
         return self.RECHECK_S
 
     def _ack_for(self, batch: Sequence[Message]) -> str | None:
@@ -98,27 +134,55 @@ class AppServerDelivery(Part):
 
         return ack_rule(self.require_ack, self.ack_wording)(batch)
 
-    def _send(self, thread: str) -> None:
+    def _steer(self, thread: str) -> None:
+        """A due message of a steered priority goes into the running turn."""
+        from ..delivery.handover import CONSUMABLE_KINDS
+
+        if not self.store.peek(self.session, kinds=CONSUMABLE_KINDS, due=True, limit=1,
+                               priorities=self.steer):
+            return
+        client = self.state.client()
+        try:
+            running = client.running_turn(thread) if client is not None else None
+        except AppServerError:
+            return
+        # None: it has just ended, the next turn() sends it; a turn that refused a
+        # steer (one that cannot be steered) is not asked again: its end is awaited
+        if running is not None and running != self._refused_turn:
+            self._send(thread, running)
+
+    def _send(self, thread: str, running: str | None) -> None:
+        """Claim the due messages and send them: ``turn/start`` when idle
+        (``running`` None), else ``turn/steer`` into the turn ``running``
+        (only the steered priorities)."""
         from ..delivery.handover import claim, compose
 
         ack_for = self._ack_for
         got = claim(self.store, self.session, channel=CHANNEL, limit_chars=self.limit_chars,
-                    ack_for=ack_for)
+                    ack_for=ack_for, priorities=self.steer if running is not None else None)
         if got is None:
             return
         batch = list(got.messages)
         ack = ack_for(batch)
         text = compose(batch, got.token, ack, got.left, syntax=self.syntax)
+        method = "turn/start" if running is None else "turn/steer"
         client = self.state.client()
-        got.handed(f"turn/start sent with clientUserMessageId {got.token}")  # before it goes out
+        got.handed(f"{method} sent with clientUserMessageId {got.token}")  # before it goes out
         try:
             if client is None:
                 raise AppServerError("the app-server connection is gone")
-            turn = client.start_turn(thread, text, got.token)
-        except AppServerError as exc:
-            self._settle(thread, batch, got.token, f"turn/start failed: {exc}")
+            if running is None:
+                turn = client.start_turn(thread, text, got.token)
+            else:  # refused (AppServerRefused) when the turn has ended meanwhile
+                turn = client.steer(thread, running, text, got.token)
+        except AppServerRefused as exc:  # it did nothing: back to the queue at once
+            self._refused_turn = running
+            self._release(batch, got.token, f"{method} refused: {exc}")
             return
-        receipt = f"turn/start: turn {turn} (client id {got.token})"
+        except AppServerError as exc:  # it may have: the thread's items decide
+            self._settle(thread, batch, got.token, f"{method} failed: {exc}")
+            return
+        receipt = f"{method}: turn {turn} (client id {got.token})"
         if ack is None:
             self._delivered(batch, got.token, receipt)
         else:
@@ -158,12 +222,21 @@ class AppServerDelivery(Part):
         _log.info("batch %s submitted through %s: %s", token, CHANNEL, evidence)
 
     def _settle(self, thread: str, batch: Sequence[Message], token: str, why: str) -> None:
-        """The outcome of a send not known: the thread's items decide."""
+        """The outcome of a send not known: the thread's items decide. Found,
+        the batch is delivered. Not found is final only once the thread has been
+        idle a moment: an accepted steer (or turn) is listed in the items some
+        tens of milliseconds after the server's answer (measured on 0.169.0);
+        until then the batch stays in flight and is looked for again at each
+        turn, in the items since it was handed."""
+        self._undecided.pop(token, None)
         client = self.state.client()
+        handed = [a for a in self.store.attempts(batch[0].id) if a.number == batch[0].attempts + 1]
         try:
-            found = client.find_message(thread, token) if client is not None else None
+            found = client.find_message(thread, token, since=handed[0].started if handed else None) \
+                if client is not None else None
         except AppServerError:
-            return  # unknown still: the batch stays in flight, the next start decides
+            found = None
+            client = None  # unknown still
         if found is not None:
             receipt = f"found in turn {found.turn_id} (client id {token})"
             if self._ack_for(batch) is None:
@@ -171,6 +244,17 @@ class AppServerDelivery(Part):
             else:
                 self._submitted(batch, token, receipt)
             return
+        status = self.state.status()
+        since = self.state.changed_at
+        quiet = status is not None and status.kind == "idle" \
+            and (since is None or time.monotonic() - since >= SETTLE_IDLE_S)
+        if client is None or not quiet:
+            self._undecided[token] = (list(batch), why)
+            return
+        self._release(batch, token, why)
+
+    def _release(self, batch: Sequence[Message], token: str, why: str) -> None:
+        """The batch never reached the thread: back to the queue (a counted attempt)."""
         now = time.time()
         for m in batch:
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, now, CHANNEL,

@@ -150,14 +150,15 @@ def build_supervisor(
         if reader is not None:
             parts.append(reader)
         if server is not None:  # before the typing: it takes what is due while idle
-            from .app_server_delivery import AppServerDelivery
+            from .app_server_delivery import AppServerDelivery, steer_priorities
 
             parts.append(AppServerDelivery(
                 server, store, audit, rec.name, ack_wording=cfg.delivery.ack_wording,
                 require_ack=engine.require_ack,
                 ack_patterns=[*cfg.delivery.ack_patterns, *profile.ack_patterns],
                 syntax=profile.syntax, limit_chars=cfg.delivery.max_injection_bytes,
-                ack_timeout_s=cfg.delivery.ack_timeout_s))
+                ack_timeout_s=cfg.delivery.ack_timeout_s,
+                steer=steer_priorities(cfg.delivery.steer)))
         parts.append(DeliveryPart(engine))
         if rec.options.app_server:  # Codex's private app-server (issue 24): kept running
             from .app_server import AppServerKeeper

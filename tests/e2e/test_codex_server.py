@@ -34,7 +34,7 @@ from agentwrap.codex_server import (
     support_problem,
     thread_status,
 )
-from agentwrap.errors import AppServerError
+from agentwrap.errors import AppServerError, AppServerRefused
 
 from .agents import AgentLaunch, prepare_agent
 from .conftest import require_agent
@@ -177,7 +177,7 @@ def test_a_steer_lands_inside_the_running_turn(rig: Rig) -> None:
     assert _reached(rig, "[[reply: steered-in]]") == 1
     found = rig.client.find_message(rig.thread, "aw-steer")
     assert found is not None and found.turn_id == turn
-    with pytest.raises(AppServerError):  # the turn is over: a steer is refused, not queued
+    with pytest.raises(AppServerRefused):  # the turn is over: a steer is refused, not queued
         rig.client.steer(rig.thread, turn, "late", "aw-late")
 
 
@@ -219,8 +219,9 @@ def test_an_approval_request_names_the_exact_command_and_its_answer_decides(
 def test_the_client_sees_the_server_die(rig: Rig) -> None:
     rig.app.stop(grace=0.5)
     assert rig.client.wait_closed(WAIT_S)
-    with pytest.raises(AppServerError):
+    with pytest.raises(AppServerError) as lost:
         rig.client.start_turn(rig.thread, "after death", "aw-dead")
+    assert not isinstance(lost.value, AppServerRefused)  # it may not be taken as "not done"
 
 
 def test_the_installed_codex_supports_the_app_server() -> None:
@@ -275,6 +276,7 @@ def test_a_turn_started_by_agentwrap_shows_in_the_remote_tui_as_the_persons_inpu
 
 class _Eyes:
     draft = False
+    question = None
 
 
 class _Host:

@@ -1,0 +1,287 @@
+"""Steering into Codex's running turn through its app-server (issue 24), with a
+scripted stand-in for the server: which messages are steered and which wait,
+the write-ahead record, a steer refused because the turn just ended, and a
+supervisor restarted after a crash between the steer and its record. The real
+server is driven by tests/e2e/test_codex_steer.py (and the protocol by
+tests/e2e/test_codex_server.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentwrap.audit import AuditLog
+from agentwrap.codex_server import ThreadStatus, UserMessage
+from agentwrap.codex_server.protocol import turn_in_progress
+from agentwrap.config import Config, load_config
+from agentwrap.errors import AppServerError, AppServerRefused, ConfigError
+from agentwrap.message import Message, NewMessage, Priority, Source, Status
+from agentwrap.paths import Paths
+from agentwrap.queue.sqlite import SQLiteMessageStore
+from agentwrap.sessions.app_server_delivery import CHANNEL, AppServerDelivery, steer_priorities
+
+THREAD = "th-1"
+
+
+@dataclass
+class FakeServer:
+    """The client and the state as AppServerDelivery uses them: a thread that
+    is idle or runs turn ``turn``; what was sent, in order."""
+
+    kind: str = "idle"
+    flags: tuple[str, ...] = ()
+    turn: str | None = None
+    sent: list[tuple[str, str, str]] = field(default_factory=list)  # (method, text, client id)
+    items: list[UserMessage] = field(default_factory=list)
+    end_turn_before_steer: bool = False
+    lose_answer: bool = False  # the connection drops after the request went out
+    listed: bool = True  # the thread's items list what was sent (not yet, just after)
+    thread_id: str = THREAD
+    changed_at: float | None = None
+    since: float | None = None  # what the last lookup was bounded by
+
+    # the state
+    def status(self) -> ThreadStatus:
+        return ThreadStatus(THREAD, self.kind, self.flags)
+
+    def client(self) -> FakeServer:
+        return self
+
+    def close(self) -> None:
+        pass
+
+    # the client
+    def running_turn(self, thread_id: str) -> str | None:
+        return self.turn if self.kind == "active" else None
+
+    def start_turn(self, thread_id: str, text: str, client_id: str) -> str:
+        self.turn = f"turn-{len(self.sent) + 1}"
+        self.sent.append(("turn/start", text, client_id))
+        self.items.append(UserMessage(f"item-{len(self.items)}", self.turn, client_id, text))
+        return self.turn
+
+    def steer(self, thread_id: str, turn_id: str, text: str, client_id: str) -> str:
+        if self.end_turn_before_steer:  # the turn ended between the look and the steer
+            self.kind, self.turn = "idle", None
+        if self.kind != "active" or turn_id != self.turn:
+            raise AppServerRefused(f"expected active turn id `{turn_id}` but found `{self.turn}`")
+        self.sent.append(("turn/steer", text, client_id))
+        self.items.append(UserMessage(f"item-{len(self.items)}", turn_id, client_id, text))
+        if self.lose_answer:
+            raise AppServerError("connection lost")
+        return turn_id
+
+    def find_message(self, thread_id: str, client_id: str, *,
+                     since: float | None = None) -> UserMessage | None:
+        self.since = since
+        if not self.listed:
+            return None
+        return next((m for m in self.items if m.client_id == client_id), None)
+
+    def agent_messages(self, thread_id: str, **_: Any) -> list[Any]:
+        return []
+
+
+class _Eyes:
+    draft = False
+    question = None
+
+
+class _Host:
+    detector = _Eyes()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    s = SQLiteMessageStore(tmp_path / "q.db")
+    yield s
+    s.close()
+
+
+def _part(server: FakeServer, store: SQLiteMessageStore, tmp_path: Path,
+          steer: str = "high") -> AppServerDelivery:
+    return AppServerDelivery(server, store, AuditLog(tmp_path / "audit.log"), "cx",  # type: ignore[arg-type]
+                             ack_wording="", require_ack=False, ack_patterns=(),
+                             syntax=None, limit_chars=10_000, steer=steer_priorities(steer))
+
+
+def _send(store: SQLiteMessageStore, text: str, priority: Priority = Priority.NORMAL) -> Message:
+    return store.enqueue(NewMessage(session="cx", content=text, source=Source.USER,
+                                    priority=priority))[0]
+
+
+def test_a_high_message_is_steered_into_the_running_turn_a_normal_one_waits(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    server = FakeServer(kind="active", turn="turn-0")
+    part = _part(server, store, tmp_path)
+    normal = _send(store, "normal one")
+    urgent = _send(store, "urgent one", Priority.HIGH)
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert [(m, c) for m, _, c in server.sent] == [
+        ("turn/steer", store.attempts(urgent.id)[0].batch_id)]
+    assert "urgent one" in server.sent[0][1] and "normal one" not in server.sent[0][1]
+    done = store.get(urgent.id)
+    assert done.status is Status.DELIVERED and "turn/steer: turn turn-0" in done.detail
+    assert [a.outcome for a in store.attempts(urgent.id)] == ["delivered"]
+    assert store.get(normal.id).status is Status.PENDING  # waits for the turn's end
+    server.kind, server.turn = "idle", None
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["turn/steer", "turn/start"]
+    assert store.get(normal.id).status is Status.DELIVERED
+
+
+@pytest.mark.parametrize("mode, steered", [("off", False), ("high", False), ("all", True)])
+def test_the_steer_setting_decides_which_priorities_are_steered(
+    store: SQLiteMessageStore, tmp_path: Path, mode: str, steered: bool,
+) -> None:
+    server = FakeServer(kind="active", turn="turn-0")
+    msg = _send(store, "a normal message")
+    _part(server, store, tmp_path, mode).turn(_Host())  # type: ignore[arg-type]
+    assert bool(server.sent) is steered
+    assert (store.get(msg.id).status is Status.DELIVERED) is steered
+
+
+def test_nothing_is_steered_while_a_dialog_waits(store: SQLiteMessageStore,
+                                                 tmp_path: Path) -> None:
+    server = FakeServer(kind="active", turn="turn-0", flags=("waitingOnApproval",))
+    msg = _send(store, "urgent", Priority.CRITICAL)
+    _part(server, store, tmp_path).turn(_Host())  # type: ignore[arg-type]
+    assert server.sent == [] and store.get(msg.id).status is Status.PENDING
+
+
+def test_a_steer_refused_because_the_turn_ended_goes_as_turn_start_once(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    server = FakeServer(kind="active", turn="turn-0", end_turn_before_steer=True)
+    part = _part(server, store, tmp_path)
+    msg = _send(store, "urgent", Priority.HIGH)
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert server.sent == []  # refused: nothing reached the thread
+    back = store.get(msg.id)
+    assert back.status is Status.PENDING and "turn/steer refused" in back.detail
+    assert [a.outcome for a in store.attempts(msg.id)] == ["not_handed"]
+    server.end_turn_before_steer = False
+    part.turn(_Host())  # type: ignore[arg-type]  # idle now: a turn of its own
+    assert [m for m, _, _ in server.sent] == ["turn/start"]
+    assert store.get(msg.id).status is Status.DELIVERED
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert len(server.sent) == 1
+
+
+def test_a_steer_whose_answer_was_never_recorded_is_found_not_sent_again(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """A supervisor that died between the steer and its record: the next one
+    finds the batch's client id in the thread and settles it delivered."""
+    from agentwrap.delivery.handover import take
+
+    server = FakeServer(kind="active", turn="turn-0")
+    msg = _send(store, "urgent", Priority.HIGH)
+    got = take(store, "cx", channel=CHANNEL, max_bytes=10_000)
+    assert got is not None
+    got.handed("turn/steer sent")
+    server.steer(THREAD, "turn-0", "urgent", got.token)  # then: kill -9
+    part = _part(server, store, tmp_path)
+    part.turn(_Host())  # type: ignore[arg-type]
+    done = store.get(msg.id)
+    assert done.status is Status.DELIVERED and "found in turn turn-0" in done.detail
+    assert len(server.sent) == 1
+
+
+def test_a_turn_that_refuses_a_steer_is_not_asked_again(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """A turn that cannot be steered (Codex refuses it for a reason of its own):
+    one refusal, then the message waits for the turn's end, not one a second."""
+    server = FakeServer(kind="active", turn="turn-0")
+
+    def refuse(*_: object) -> str:
+        server.sent.append(("refused", "", ""))
+        raise AppServerRefused("this turn cannot be steered")
+
+    server.steer = refuse  # type: ignore[method-assign]
+    part = _part(server, store, tmp_path)
+    msg = _send(store, "urgent", Priority.HIGH)
+    for _ in range(3):
+        part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["refused"]
+    assert store.get(msg.id).status is Status.PENDING and store.get(msg.id).attempts == 1
+    server.kind, server.turn = "idle", None
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["refused", "turn/start"]
+    assert store.get(msg.id).status is Status.DELIVERED
+
+
+def test_a_lost_answer_not_yet_in_the_items_waits_for_idle_never_sent_twice(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """The connection drops after the steer went out, and the thread's items do
+    not list it yet (they lag the answer; a steer's input waits for the next
+    model request): while the turn runs the batch stays in flight, not sent
+    again; listed later, it is delivered."""
+    server = FakeServer(kind="active", turn="turn-0", lose_answer=True, listed=False)
+    part = _part(server, store, tmp_path)
+    msg = _send(store, "urgent", Priority.HIGH)
+    part.turn(_Host())  # type: ignore[arg-type]
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert len(server.sent) == 1 and store.get(msg.id).status is Status.DELIVERING
+    server.kind, server.turn, server.listed = "idle", None, True
+    part.turn(_Host())  # type: ignore[arg-type]
+    done = store.get(msg.id)
+    assert done.status is Status.DELIVERED and "found in turn turn-0" in done.detail
+    assert len(server.sent) == 1
+    handed = store.attempts(msg.id)[0]
+    assert server.since == handed.started  # looked for among the items since it went
+
+
+def test_a_handed_batch_never_listed_goes_back_once_the_thread_is_idle(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """Handed, then the supervisor died before the request went out: not in the
+    items; once the thread has been idle a moment it goes back and is sent once."""
+    import time
+
+    from agentwrap.delivery.handover import take
+
+    server = FakeServer(kind="active", turn="turn-0")
+    msg = _send(store, "urgent", Priority.HIGH)
+    got = take(store, "cx", channel=CHANNEL, max_bytes=10_000)
+    assert got is not None
+    got.handed("turn/steer sent")  # then: kill -9, nothing sent
+    part = _part(server, store, tmp_path)
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert server.sent == [] and store.get(msg.id).status is Status.DELIVERING
+    server.kind, server.turn, server.changed_at = "idle", None, time.monotonic()
+    part.turn(_Host())  # type: ignore[arg-type]  # idle only just: still undecided
+    assert server.sent == [] and store.get(msg.id).status is Status.DELIVERING
+    server.changed_at = time.monotonic() - 5
+    part.turn(_Host())  # type: ignore[arg-type]
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["turn/start"]
+    assert store.get(msg.id).status is Status.DELIVERED
+    assert [a.outcome for a in store.attempts(msg.id)] == ["not_handed", "delivered"]
+
+
+def test_the_running_turn_is_read_from_thread_turns_list() -> None:
+    running = {"data": [{"id": "t2", "status": "inProgress"}, {"id": "t1", "status": "completed"}]}
+    assert turn_in_progress(running) == "t2"
+    assert turn_in_progress({"data": [{"id": "t1", "status": "completed"}]}) is None
+    assert turn_in_progress({"data": []}) is None and turn_in_progress(None) is None
+
+
+def test_steer_is_off_high_or_all(tmp_path: Path) -> None:
+    assert Config().delivery.steer == "high"
+    assert steer_priorities("high") == {Priority.HIGH, Priority.CRITICAL}
+    assert steer_priorities("off") == frozenset() and Priority.LOW in steer_priorities("all")
+    paths = Paths.from_env({"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+                            "XDG_STATE_HOME": str(tmp_path / "state")})
+    paths.config_file.parent.mkdir(parents=True)
+    paths.config_file.write_text('[profiles.codex.delivery]\nsteer = "all"\n')
+    assert load_config(paths, tmp_path).for_profile("codex").delivery.steer == "all"
+    paths.config_file.write_text('[delivery]\nsteer = "sometimes"\n')
+    with pytest.raises(ConfigError, match=r"delivery\.steer: must be one of off, high, all"):
+        load_config(paths, tmp_path)
