@@ -114,8 +114,17 @@ class AppServerState:
 
     def _find_thread(self, client: AppServerClient) -> None:
         """After a (re)connection: the person's thread among the loaded ones, and
-        its status now (the notifications say only what changes)."""
+        its status now (the notifications say only what changes). A thread known
+        from before gets its status read again: what a dead server last said of
+        it (waiting on an approval, say) is not true of the new one."""
         if self.thread_id is not None:
+            with self._lock:
+                self._status.pop(self.thread_id, None)  # unknown: the screen decides
+            status = client.read_thread(self.thread_id).get("status")
+            if isinstance(status, dict):
+                with self._lock:
+                    self._status.setdefault(self.thread_id, thread_status(
+                        {"threadId": self.thread_id, "status": status}))
             return
         for tid in client.loaded_threads():
             thread = client.read_thread(tid)
