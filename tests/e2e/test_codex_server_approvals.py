@@ -14,7 +14,9 @@ dialog closes by itself. Here:
 3. an allow-everything rule approves a harmless command through the server, and
    the built-in deny-list still holds a destructive one for the person;
 4. the person answers in the TUI first: the server resolves the request, the
-   question is gone at once and a late answer to it changes nothing.
+   question is gone at once and a late answer to it changes nothing;
+5. the server killed with a request open: the session goes on (ready, a message
+   delivered) and the next approval comes through the restarted server.
 
 What happened is read from the files, the model server's requests, the audit
 log and the answers kept, never from the screen alone. Waits are deadlines.
@@ -22,10 +24,15 @@ log and the answers kept, never from the screen alone. Waits are deadlines.
 
 from __future__ import annotations
 
+import os
+import signal
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+
+from agentwrap.terminal import alive
 
 from .conftest import AgentSession
 from .model_server import TOOL_COMMAND, TOOL_FILE
@@ -165,4 +172,31 @@ def test_answered_in_the_tui_first_the_question_is_gone_and_a_late_answer_does_n
     code, out = answer(s, "--deny", "--question", q["id"])
     assert code != 0, out  # stale or no question: refused, nothing stored or sent
     assert not [a for a in stored_answers(s) if a[0] in ("pending", "applied")], stored_answers(s)
+    s.wait_state("ready", timeout=60)
+
+
+
+def test_the_server_killed_with_an_approval_open_the_session_goes_on_and_asks_again(
+    make_session: Make,
+) -> None:
+    """kill -9 of the app-server while its request waits: the question goes with the
+    connection (the screen decides meanwhile), the thread's status is read again
+    from the new server (not the dead one's "waiting on approval"), a message is
+    delivered, and the next approval comes through the new server's subscription."""
+    s = start(make_session)
+    ask_tool(s)
+    pid = int(s.state()["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
+    os.killpg(pid, signal.SIGKILL)
+    s.wait_until(lambda: not alive(pid), 30, "the app-server gone")
+    s.wait_until(lambda: (st := s.state())["state"] == "ready" and st["question"] is None, 60,
+                 "the session ready again, the dead server's question gone")
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"after the kill {marker}", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    assert len(s.wait_received(marker)) == 1
+    s.wait_state("ready", timeout=60)
+    q, _seen = ask_tool(s)  # subscribed again, on the new server
+    code, out = answer(s, "--option", "1", "--question", q["id"])
+    assert code == 0 and out["status"] == "applied" and "replied 'accept'" in out["detail"], out
+    s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
     s.wait_state("ready", timeout=60)
