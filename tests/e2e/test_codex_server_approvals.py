@@ -9,7 +9,7 @@ dialog closes by itself. Here:
 
 1. an answer through the HTTP API runs the exact command (the file appears, the
    model gets the result);
-2. ``agentwrap answer --deny`` declines it: the command does not run, the
+2. ``agentwrap answer --deny`` (or a file in the answer folder) declines it: the command does not run, the
    model is told, the turn goes on to its end;
 3. an allow-everything rule approves a harmless command through the server, and
    the built-in deny-list still holds a destructive one for the person;
@@ -24,10 +24,12 @@ log and the answers kept, never from the screen alone. Waits are deadlines.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,12 +110,21 @@ def test_an_approval_answered_through_the_http_api_runs_the_exact_command(
     s.wait_state("ready", timeout=60)
 
 
-def test_deny_declines_the_request_and_the_model_is_told(make_session: Make) -> None:
+@pytest.mark.parametrize("how", ["cli", "folder"])
+def test_deny_declines_the_request_and_the_model_is_told(make_session: Make, how: str) -> None:
     s = start(make_session)
     q, seen = ask_tool(s)
-    code, out = answer(s, "--deny", "--question", q["id"])
-    assert code == 0 and out["status"] == "applied", out
-    assert "replied 'decline'" in out["detail"], out
+    if how == "cli":
+        code, out = answer(s, "--deny", "--question", q["id"])
+        assert code == 0 and out["status"] == "applied", out
+        assert "replied 'decline'" in out["detail"], out
+    else:  # a file dropped in the session's answer folder
+        folder = Path(s.cli_json("state", s.name)["answer_dir"])
+        tmp = folder / ".answer.tmp"
+        tmp.write_text(json.dumps({"questionId": q["id"], "answers": {"deny": True}}))
+        tmp.rename(folder / "answer.json")
+        s.wait_until(lambda: [a for a in stored_answers(s) if a[1] == "file"
+                              and a[0] == "applied"], 30, "the folder's answer applied")
     result = next_tool_result(s, seen)
     print(f"codex: declined tool result {result[:300]}")
     assert "declined" in result.lower() or "rejected" in result.lower(), result
