@@ -193,17 +193,14 @@ class AppServerState:
         (``on_change``), there is no file to watch."""
         return None
 
-    def asked(self) -> ServerQuestion | None:
-        """The approval the thread waits for, as the server asked it (None: none, or
-        the server is not read: then the screen shows the dialog)."""
-        return self.approvals.open() if self.client() is not None else None
-
     def reply(self, asked: ServerQuestion, decision: str) -> None:
         """Answer the request with ``decision`` (one of its question's, or
         ``decline``); AppServerError when it cannot be sent."""
         client = self.client()
         if client is None:
             raise AppServerError(f"Codex's app-server cannot be reached ({self.problem})")
+        if self.approvals.get(asked.question.id) is None:  # gone with a lost connection
+            raise AppServerError("the request went with the connection it came on")
         client.respond(asked.request.request_id, asked.result(decision))
 
     def read(self) -> StructuredReading | None:
