@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -95,8 +96,10 @@ def test_an_approval_answered_through_the_http_api_runs_the_exact_command(
     served = next(server)
     try:
         with served.client() as c:
+            started = time.monotonic()
             res = c.post(f"/api/sessions/{s.name}/answer", params={"wait": 30},
                          json={"option": 1, "questionId": q["id"]})
+            print(f"codex app-server: answer applied in {time.monotonic() - started:.2f} s")
             assert res.status_code == 200, res.text
             out = res.json()
             assert (out["status"], out["source"]) == ("applied", "http"), out
@@ -115,7 +118,9 @@ def test_deny_declines_the_request_and_the_model_is_told(make_session: Make, how
     s = start(make_session)
     q, seen = ask_tool(s)
     if how == "cli":
+        started = time.monotonic()
         code, out = answer(s, "--deny", "--question", q["id"])
+        print(f"codex app-server: deny applied in {time.monotonic() - started:.2f} s (CLI)")
         assert code == 0 and out["status"] == "applied", out
         assert "replied 'decline'" in out["detail"], out
     else:  # a file dropped in the session's answer folder
