@@ -6,7 +6,8 @@ answer folder) or a rule of the person's policy. Every answer passes the same
 checks (:mod:`.intake`), becomes a typed action (:mod:`.actions`), is stored
 (:mod:`.store`), and the session's supervisor
 types it with the agent's own keys (:mod:`.keys`) only while the same question
-is open, or replies to the hook that asked (:mod:`.hook_questions`). The rules
+is open, or replies to the hook that asked (:mod:`.hook_questions`), or to
+Codex's app-server request the question came from (:mod:`.server_replies`). The rules
 (:mod:`.rules`) never approve what the deny-list (:mod:`.denylist`) calls
 destructive; :mod:`.auto` is where a rule's decision has effects, and
 :mod:`.telling` tells the person what waits for them.

@@ -34,6 +34,10 @@ seen, and a box is toggled again only when it is still not as wanted.
    asks something else) within ``verify_s`` -> ``applied``; else ``failed``
    with the screen's last lines as evidence.
 
+A question Codex's app-server asked (``source == "app-server"``) is never
+typed: after step 1 its answer is a reply to the server's request
+(:mod:`.server_replies`).
+
 The question id is checked again right before Enter, so a dialog that changed
 under the cursor (the agent moved on) gets no Enter meant for another one.
 """
@@ -43,15 +47,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..audit import AuditLog
 from ..delivery.seams import AnswerDriver
+from ..detect.app_server_approvals import SOURCE as SERVER_SOURCE
 from ..detect.profiles import Dialog, Profile
 from ..detect.question import Item, Question, free_text_option, pick
 from ..detect.states import State
 from ..errors import AgentwrapError, InvalidAnswer
 from ..terminal.screen import Snapshot
 from ..terminal.styles import Row
+from . import server_replies
 from .actions import (
     AnswerAction,
     AnswerStatus,
@@ -62,6 +69,9 @@ from .actions import (
     TextAnswer,
 )
 from .store import Answer, AnswerStore
+
+if TYPE_CHECKING:
+    from ..detect.app_server_state import AppServerState
 
 log = logging.getLogger("agentwrap.answering")
 
@@ -86,9 +96,10 @@ class Answerer:
     def __init__(
         self, store: AnswerStore, profile: Profile, session: str, audit: AuditLog, *,
         verify_s: float = 5.0, cursor_s: float = 2.0, max_age_s: float = 120.0,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time, server: AppServerState | None = None,
     ) -> None:
         self.store = store
+        self.server = server  # Codex's app-server: its questions are answered by a reply
         self.profile = profile
         self.session = session
         self.audit = audit
@@ -164,6 +175,9 @@ class Answerer:
 
     def _apply(self, sup: AnswerDriver, a: Answer) -> None:
         q = self._live(sup, a)
+        if q.source == SERVER_SOURCE:  # never typed: the reply closes the TUI's dialog
+            raise _Outcome(*server_replies.reply(self.server, q, a.answer,
+                                                 lambda s: self._pause(sup, s), self.verify_s))
         dialog = self._dialog(q)
         if self._settle(sup, dialog):
             q = self._live(sup, a)

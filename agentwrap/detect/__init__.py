@@ -21,6 +21,10 @@ from ..exports import lazy, names
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import neutralise as neutralise
     from . import states as states
+    from .app_server_approvals import SOURCE as SOURCE
+    from .app_server_approvals import ServerApprovals as ServerApprovals
+    from .app_server_approvals import ServerQuestion as ServerQuestion
+    from .app_server_approvals import approval_question as approval_question
     from .app_server_state import AppServerState as AppServerState
     from .detector import Detector as Detector
     from .detector import HookReading as HookReading
@@ -65,6 +69,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "regions": ("split_around",),
     "states": ("Reading", "Signal", "State", "states"),
     "structured": ("structured_source",),
+    "app_server_approvals": ("SOURCE", "ServerApprovals", "ServerQuestion", "approval_question"),
     "app_server_state": ("AppServerState",),
 }
 __all__ = names(EXPORTS)

@@ -13,6 +13,10 @@ and then).
 
 Codex also runs *ephemeral* side threads (the session title): only the
 person's thread, the first non-ephemeral one, counts.
+
+Once that thread has had a turn, the connection subscribes to it
+(``thread/resume``): its approval requests then reach agentwrap too, and the
+one open is the session's question, exact (:mod:`.app_server_approvals`).
 """
 
 from __future__ import annotations
@@ -27,10 +31,12 @@ from pathlib import Path
 from ..codex_server.client import AppServerClient
 from ..codex_server.protocol import ApprovalRequest, Notification, ThreadStatus, thread_status
 from ..errors import AppServerError
+from .app_server_approvals import ServerApprovals, ServerQuestion
 from .detector import StructuredReading
 from .states import State
 
 RECONNECT_EVERY_S = 2.0
+SUBSCRIBE_EVERY_S = 1.0  # thread/resume fails until the thread's first turn has started
 _log = logging.getLogger("agentwrap.app_server")
 
 
@@ -51,6 +57,11 @@ class AppServerState:
         self._status: dict[str, ThreadStatus] = {}
         self.changed_at: float | None = None  # monotonic time of the last status of the thread
         self.problem: str | None = None  # why the server is not read (None: it is)
+        # the approvals the thread asks (reach only a subscribed connection: thread/resume)
+        self.approvals = ServerApprovals()
+        self._subscribed: AppServerClient | None = None  # the connection thread/resume took on
+        self._next_subscribe = 0.0
+        self._turned = False  # the thread has had a turn (so it has a rollout to resume)
 
     # ------------------------------------------------------------------ connection
 
@@ -67,6 +78,7 @@ class AppServerState:
             _log.warning("codex app-server connection lost (%s)", self._client.close_reason)
             self.problem = f"the app-server connection was lost ({self._client.close_reason})"
             self._client = None
+            self.approvals.forget()  # its requests went with it: the screen shows the dialog
         try:
             client = AppServerClient.connect(self.socket, timeout=2.0)
         except AppServerError as exc:
@@ -81,10 +93,38 @@ class AppServerState:
             _log.info("codex app-server: no thread yet (%s)", exc)
         return client
 
+    def _subscribe(self, client: AppServerClient) -> None:
+        """``thread/resume`` on this connection, so the thread's approval requests
+        reach agentwrap too (docs/codex-app-server.md): once the thread has had a
+        turn (before that it has no rollout and the server refuses), tried again
+        every :data:`SUBSCRIBE_EVERY_S` until it takes."""
+        if self._subscribed is client or self.thread_id is None or not self._turned:
+            return
+        now = time.monotonic()
+        if now < self._next_subscribe:
+            return
+        self._next_subscribe = now + SUBSCRIBE_EVERY_S
+        try:
+            client.resume(self.thread_id)
+        except AppServerError as exc:
+            _log.info("codex app-server: not subscribed to %s yet (%s)", self.thread_id, exc)
+            return
+        self._subscribed = client
+        _log.info("codex app-server: subscribed to thread %s (its approvals)", self.thread_id)
+
     def _find_thread(self, client: AppServerClient) -> None:
         """After a (re)connection: the person's thread among the loaded ones, and
-        its status now (the notifications say only what changes)."""
+        its status now (the notifications say only what changes). A thread known
+        from before gets its status read again: what a dead server last said of
+        it (waiting on an approval, say) is not true of the new one."""
         if self.thread_id is not None:
+            with self._lock:
+                self._status.pop(self.thread_id, None)  # unknown: the screen decides
+            status = client.read_thread(self.thread_id).get("status")
+            if isinstance(status, dict):
+                with self._lock:
+                    self._status.setdefault(self.thread_id, thread_status(
+                        {"threadId": self.thread_id, "status": status}))
             return
         for tid in client.loaded_threads():
             thread = client.read_thread(tid)
@@ -93,12 +133,15 @@ class AppServerState:
             status = thread.get("status")
             with self._lock:
                 if self.thread_id is None:
-                    self.thread_id = tid
+                    self.thread_id = self.approvals.thread_id = tid
+                    self._turned = True  # it may have had turns: thread/resume will say
                 if isinstance(status, dict) and tid not in self._status:
                     self._status[tid] = thread_status({"threadId": tid, "status": status})
             return
 
     def _heard(self, message: Notification | ApprovalRequest) -> None:
+        if self.approvals.heard(message):
+            self.on_change()
         if not isinstance(message, Notification):
             return
         changed = False
@@ -109,7 +152,7 @@ class AppServerState:
                     if thread.get("ephemeral"):
                         self._ephemeral.add(thread["id"])
                     elif self.thread_id is None:
-                        self.thread_id = thread["id"]
+                        self.thread_id = self.approvals.thread_id = thread["id"]
                         status = thread.get("status")
                         if isinstance(status, dict):  # no status change comes before a turn
                             with contextlib.suppress(AppServerError):
@@ -124,6 +167,7 @@ class AppServerState:
                     return
                 self._status[status.thread_id] = status
                 changed = status.thread_id == self.thread_id
+                self._turned = self._turned or (changed and status.busy)
                 if changed:
                     self.changed_at = time.monotonic()
         if changed:
@@ -137,8 +181,10 @@ class AppServerState:
 
     def status(self) -> ThreadStatus | None:
         """The person's thread's last status, or None when it is not known."""
-        if self.client() is None:
+        client = self.client()
+        if client is None:
             return None
+        self._subscribe(client)
         with self._lock:
             return self._status.get(self.thread_id) if self.thread_id else None
 
@@ -147,10 +193,26 @@ class AppServerState:
         (``on_change``), there is no file to watch."""
         return None
 
+    def reply(self, asked: ServerQuestion, decision: str) -> None:
+        """Answer the request with ``decision`` (one of its question's, or
+        ``decline``); AppServerError when it cannot be sent."""
+        client = self.client()
+        if client is None:
+            raise AppServerError(f"Codex's app-server cannot be reached ({self.problem})")
+        if self.approvals.get(asked.question.id) is None:  # gone with a lost connection
+            raise AppServerError("the request went with the connection it came on")
+        client.respond(asked.request.request_id, asked.result(decision))
+
     def read(self) -> StructuredReading | None:
         status = self.status()
         if status is None:
             return None
+        asked = self.approvals.open()
+        if asked is not None:
+            q = asked.question
+            return StructuredReading(
+                State.WAITING_INPUT, f"Codex's app-server asks to approve {q.command or q.title}"
+                f" ({asked.request.method})", question=q)
         where = "Codex's app-server says the thread is"
         if status.kind == "idle":
             return StructuredReading(State.READY, f"{where} idle (thread/status/changed)")

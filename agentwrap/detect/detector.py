@@ -55,6 +55,9 @@ class StructuredReading:
     state: State  # READY, BUSY or WAITING_INPUT
     reason: str
     age_s: float | None = None
+    # What the agent asks, as it published it (Codex's app-server: the approval
+    # request's exact command): it wins over a dialog read off the screen.
+    question: Question | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +208,9 @@ class Detector:
         quiet = self.quiet_ms(now)
         text = snap.text()
 
+        published = self.structured.read() if self.structured is not None else None
+        if published is not None and published.question is not None:
+            return self._asked(published, quiet, now)
         regions = ScreenRegions(self.profile, snap)
         for dialog in self.profile.dialogs:
             lines = text if dialog.region == "screen" else "\n".join(regions.get(dialog.region) or [])
@@ -233,7 +239,6 @@ class Detector:
         draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
         self.draft = draft_match is not None
 
-        published = self.structured.read() if self.structured is not None else None
         hooked = self._hook_reading(quiet, matches, draft_match, published)
         if hooked is not None:
             state, reason = hooked
@@ -278,6 +283,17 @@ class Detector:
             )
         held = State.BUSY if self._seen_ready else State.STARTING
         return self._set(held, Signal.SCREEN, "none", "no rule matched", None, quiet, now)
+
+    def _asked(self, published: StructuredReading, quiet: int, now: float) -> Reading:
+        """The agent published what it asks (exact, no screen read): waiting on it,
+        whatever its dialog on screen looks like meanwhile."""
+        assert published.question is not None
+        self.draft, self._dialog_at = False, now
+        if self._dialog_name != published.question.id or self.dialog_since is None:
+            self._dialog_name, self.dialog_since = published.question.id, now
+        self.question, self._question_key = published.question, ("", "")
+        return self._set(State.WAITING_INPUT, Signal.STRUCTURED, "structured:question",
+                         published.reason, None, quiet, now)
 
     def _hook_reading(self, quiet: int, matches: list[Match], draft_match: Match | None,
                       structured: StructuredReading | None) -> tuple[State, str] | None:

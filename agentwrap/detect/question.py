@@ -94,6 +94,8 @@ class Question:
     # Why ``command`` as read off the screen may not be exactly what runs ("" when
     # it was read whole, or a hook told it): an answer rule must not approve it.
     command_unsure: str = ""
+    # Where the command runs, when the agent told it (Codex's app-server request).
+    cwd: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -146,7 +146,7 @@ def build_supervisor(
         parts.append(TellingPart(rec.name, teller, policy, questions))
         if folder is not None:
             parts.append(AnswerFolderPart(folder))
-        parts.append(AnswersPart(Answerer(answers, profile, rec.name, audit)))
+        parts.append(AnswersPart(Answerer(answers, profile, rec.name, audit, server=server)))
         if reader is not None:
             parts.append(reader)
         if server is not None:  # before the typing: it takes what is due while idle

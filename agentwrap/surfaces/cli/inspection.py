@@ -63,6 +63,8 @@ def _print_question(q: dict[str, Any]) -> None:
     what = f" {q['tool']}" + (f": {q['command']}" if q.get("command") else "") if q.get("tool") \
         else (f" {q['command']}" if q.get("command") else "")
     out.print(f"  [bold]{escape(q['kind'])}[/]{escape(what)}")
+    if q.get("cwd"):  # told by the agent (Codex's app-server): where the command runs
+        out.print(f"  [dim]in:[/] {escape(q['cwd'])}")
     if q.get("description"):  # the agent's own words for the call: not what runs
         out.print(f"  [dim]described as:[/] {escape(q['description'])}")
     if q.get("command_unsure"):

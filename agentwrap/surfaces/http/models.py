@@ -198,7 +198,9 @@ class QuestionOut(_Out):
     tool: str | None = None
     command: str | None = None
     dialog: str = Field("", description="the profile's dialog that matched")
-    source: Literal["screen", "hook"] = "screen"
+    source: Literal["screen", "hook", "app-server"] = Field(
+        "screen", description="where it was read: the screen, the agent's hook, or Codex's"
+        " app-server (its approval request: exact command and `cwd`, answered by a reply)")
     tabs: list[str] = Field(
         default_factory=list, description="a dialog of several questions shown as tabs: every"
         " question's header, in order (answer them all at once with `answers`)")
@@ -208,6 +210,8 @@ class QuestionOut(_Out):
     command_unsure: str = Field(
         "", description="why `command`, read off the screen, may not be exactly what runs"
         " (empty: read whole, or told by the agent's hook); answer rules never approve it")
+    cwd: str = Field("", description="where the command runs, when the agent told it"
+                     " (Codex's app-server)")
 
 
 class AnswerRequest(BaseModel):

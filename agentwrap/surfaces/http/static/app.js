@@ -999,6 +999,7 @@
       el('span', {class: 'q-id mono muted', title: 'question id: an answer names it'}, q.id)));
     parts.push(el('h3', {id: 'q-title', class: 'q-title'}, q.title || questionText(q) || 'The agent asks'));
     if (q.command) parts.push(el('pre', {class: 'q-command mono', title: 'the command it wants to run'}, q.command));
+    if (q.cwd) parts.push(el('p', {class: 'q-cwd muted mono', title: 'where the command runs'}, `in ${q.cwd}`));
     const answerable = q.questions.length === 1;
     const tabs = q.tabs || [];
     if (tabs.length) {

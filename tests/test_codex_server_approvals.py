@@ -1,0 +1,221 @@
+"""Codex's approval requests as the session's question, and the reply that answers
+them, without Codex: the request -> question mapping, the open requests kept from
+the server's messages, the detector taking the server's question over the
+screen's dialog, the reply an answer becomes, and the deny-list over a rule.
+The real server is driven by tests/e2e/test_codex_server_approvals.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from agentwrap.answers.actions import AnswerStatus, DenyAnswer, OptionAnswer
+from agentwrap.answers.denylist import Where
+from agentwrap.answers.rules import BUILTIN, decide
+from agentwrap.answers.server_replies import reply
+from agentwrap.codex_server.protocol import ApprovalRequest, Notification, approval_request
+from agentwrap.config import AnswerRule
+from agentwrap.detect.app_server_approvals import (
+    ServerApprovals,
+    ServerQuestion,
+    approval_question,
+    shell_script,
+)
+from agentwrap.detect.detector import Detector, StructuredReading
+from agentwrap.detect.profiles import load_profile
+from agentwrap.detect.states import Signal, State
+from agentwrap.errors import AppServerError
+from agentwrap.paths import Paths
+from agentwrap.terminal.screen import Snapshot
+
+COMMAND = "item/commandExecution/requestApproval"
+# As Codex 0.169.0 sent it (docs/codex-app-server.md).
+PARAMS: dict[str, Any] = {
+    "threadId": "t1", "turnId": "u1", "itemId": "call_1", "reason": "scripted by the test",
+    "command": "/bin/bash -lc 'touch tool_ran.txt'", "cwd": "/w",
+    "commandActions": [{"type": "unknown", "command": "touch tool_ran.txt"}],
+    "availableDecisions": [
+        "accept", {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch"]}}, "cancel",
+    ],
+}
+
+
+def request(rid: int = 7, **params: Any) -> ApprovalRequest:
+    return approval_request(rid, COMMAND, {**PARAMS, **params})
+
+
+def asked(rid: int = 7, **params: Any) -> ServerQuestion:
+    got = approval_question(request(rid, **params))
+    assert got is not None
+    return got
+
+
+def test_a_command_request_is_a_permission_question_with_the_exact_command_and_cwd() -> None:
+    sq = asked()
+    q = sq.question
+    assert (q.kind, q.tool, q.command, q.cwd, q.source, q.dialog, q.command_unsure) == (
+        "permission", "shell", "touch tool_ran.txt", "/w", "app-server", "permission", "")
+    labels = [(o.number, o.label) for o in q.questions[0].options]
+    assert labels == [(1, "Yes, proceed"),
+                      (2, "Yes, and don't ask again for commands that start with `touch`"),
+                      (3, "No, and tell Codex what to do differently")]
+    assert q.questions[0].question == "scripted by the test"
+    assert sq.decisions == ("accept", "acceptWithExecpolicyAmendment", "cancel")
+
+
+def test_each_request_is_its_own_question_even_for_the_same_command() -> None:
+    assert asked(7).question.id == asked(7).question.id
+    assert asked(7).question.id != asked(8).question.id
+
+
+def test_an_answer_becomes_the_requests_decision() -> None:
+    sq = asked()
+    assert sq.decision_for(1, False) == "accept"
+    assert sq.result("accept") == {"decision": "accept"}
+    assert sq.decision_for(2, False) == "acceptWithExecpolicyAmendment"
+    assert sq.result("acceptWithExecpolicyAmendment") == {"decision": {
+        "acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch"]}}}
+    assert sq.decision_for(3, False) == "cancel"
+    assert sq.decision_for(None, True) == "decline"  # deny: not run, the model is told
+    assert sq.decision_for(4, False) is None and sq.decision_for(None, False) is None
+
+
+def test_the_shell_wrapper_is_taken_off_only_when_it_is_one() -> None:
+    assert shell_script("/bin/bash -lc 'rm -rf ~/x && ls'") == "rm -rf ~/x && ls"
+    assert shell_script("sh -c 'echo hi'") == "echo hi"
+    assert shell_script("/usr/bin/python3 -c 'print(1)'") == "/usr/bin/python3 -c 'print(1)'"
+    assert shell_script("bash -lc 'a' extra") == "bash -lc 'a' extra"
+    assert shell_script("bash -lc 'open") == "bash -lc 'open"  # not shell words: as it is
+
+
+def test_file_changes_name_their_files_and_other_requests_are_left_to_the_screen() -> None:
+    approvals = ServerApprovals()
+    approvals.thread_id = "t1"
+    approvals.heard(Notification("item/started", {"item": {
+        "type": "fileChange", "id": "call_2", "changes": [{"path": "/w/a.py", "kind": "add"}]}}))
+    change = approval_request(3, "item/fileChange/requestApproval",
+                              {"threadId": "t1", "turnId": "u1", "itemId": "call_2"})
+    assert approvals.heard(change)
+    got = approvals.open()
+    assert got is not None and got.question.command == "/w/a.py"
+    assert got.decisions == ("accept", "acceptForSession", "cancel")
+    perms = approval_request(4, "item/permissions/requestApproval",
+                             {"threadId": "t1", "turnId": "u1", "itemId": "x"})
+    assert approval_question(perms) is None
+    assert approval_question(request(command=None)) is None
+
+
+def test_open_requests_follow_the_servers_messages() -> None:
+    approvals = ServerApprovals()
+    approvals.thread_id = "t1"
+    assert not approvals.heard(request(1, threadId="side"))  # another thread's
+    assert approvals.heard(request(1)) and approvals.heard(request(2))
+    first = approvals.open()
+    assert first is not None and first.request.request_id == 1  # the oldest first
+    qid = first.question.id
+    assert approvals.get(qid) is first and not approvals.resolved(qid)
+    # answered anywhere (the TUI, or our reply): the server says so
+    assert approvals.heard(Notification("serverRequest/resolved", {"requestId": 1, "threadId": "t1"}))
+    assert approvals.resolved(qid)
+    assert not approvals.heard(Notification("serverRequest/resolved", {"requestId": 1}))
+    assert approvals.heard(Notification("turn/completed", {"turn": {"id": "u1"}}))
+    assert approvals.open() is None
+    approvals.heard(request(5))
+    approvals.forget()  # the connection is gone
+    assert approvals.open() is None
+
+
+class Published:
+    def __init__(self, reading: StructuredReading | None) -> None:
+        self.reading = reading
+
+    def read(self) -> StructuredReading | None:
+        return self.reading
+
+    def stamp(self) -> float | None:
+        return None
+
+
+DIALOG = """
+  Would you like to run the following command?
+
+  $ touch tool_ra…
+
+› 1. Yes, proceed (y)
+  2. No, and tell Codex what to do differently (esc)
+"""
+
+
+def test_the_servers_question_wins_over_the_dialog_on_screen(tmp_path: Path) -> None:
+    q = asked().question
+    source = Published(StructuredReading(State.WAITING_INPUT, "Codex's app-server asks", question=q))
+    det = Detector(load_profile("codex", Paths.from_env({"HOME": str(tmp_path)})), source)
+    reading = det.update(Snapshot.from_text(DIALOG, cols=80, rows=12))
+    assert (reading.state, reading.signal) == (State.WAITING_INPUT, Signal.STRUCTURED)
+    assert det.question == q and det.question.command == "touch tool_ran.txt"
+    source.reading = None  # resolved: the screen decides again
+    det.update(Snapshot.from_text(DIALOG, cols=80, rows=12))
+    assert det.question is not None and det.question.source == "screen"
+
+
+class Server:
+    """A scripted stand-in for AppServerState: the real ServerApprovals, and a
+    reply that the server resolves (or a connection that fails)."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.approvals = ServerApprovals()
+        self.sent: list[tuple[int | str, dict[str, Any]]] = []
+        self.fail = fail
+
+    def reply(self, sq: ServerQuestion, decision: str) -> None:
+        if self.fail:
+            raise AppServerError("connection lost")
+        self.sent.append((sq.request.request_id, sq.result(decision)))
+        self.approvals.heard(Notification("serverRequest/resolved",
+                                          {"requestId": sq.request.request_id}))
+
+
+def _reply(server: Server | None, q: Any, answer: Any) -> tuple[AnswerStatus, str]:
+    return reply(server, q, answer, lambda _s: None, verify_s=1.0)  # type: ignore[arg-type]
+
+
+def test_an_answer_is_a_reply_to_the_open_request_and_never_to_another() -> None:
+    server = Server()
+    server.approvals.heard(request(9))
+    sq = server.approvals.open()
+    assert sq is not None
+    status, detail = _reply(server, sq.question, OptionAnswer(1, 1, "Yes, proceed"))
+    assert status is AnswerStatus.APPLIED and "replied 'accept'" in detail, detail
+    assert server.sent == [(9, {"decision": "accept"})]
+    # the same question again: resolved already (answered in the TUI, say): stale, nothing sent
+    status, detail = _reply(server, sq.question, DenyAnswer())
+    assert status is AnswerStatus.STALE and server.sent == [(9, {"decision": "accept"})], detail
+
+
+def test_deny_declines_and_a_failed_reply_types_nothing() -> None:
+    server = Server()
+    server.approvals.heard(request(10))
+    sq = server.approvals.open()
+    assert sq is not None
+    assert _reply(server, sq.question, DenyAnswer())[0] is AnswerStatus.APPLIED
+    assert server.sent == [(10, {"decision": "decline"})]
+    broken = Server(fail=True)
+    broken.approvals.heard(request(11))
+    sq = broken.approvals.open()
+    assert sq is not None
+    status, detail = _reply(broken, sq.question, OptionAnswer(1, 1, "Yes, proceed"))
+    assert status is AnswerStatus.FAILED and "nothing was typed" in detail
+    assert _reply(None, sq.question, DenyAnswer())[0] is AnswerStatus.FAILED
+
+
+def test_an_allow_everything_rule_never_approves_a_destructive_request(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    where = Where.of(project, home=str(tmp_path))
+    rule = AnswerRule(name="allow-all", option=1)
+    bad = asked(command="/bin/bash -lc 'rm -rf ~/important'", cwd=str(project)).question
+    decision = decide(bad, "codex", [rule], where=where)
+    assert decision is not None and decision.holds and decision.rule == BUILTIN, decision
+    good = asked(cwd=str(project)).question
+    decision = decide(good, "codex", [rule], where=where)
+    assert decision is not None and decision.answer == {"option": 1}, decision
