@@ -122,15 +122,21 @@ def test_a_rule_approves_through_the_hook(make_session: Make, agent: str) -> Non
     s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 90, f"{TOOL_FILE} created")
     result = next_tool_result(s, seen)
     assert "denied" not in result.lower() and "reject" not in result.lower(), result
-    s.wait_state("ready", timeout=60)
+    # the hook kept and audited its answer before it gave it: the tool ran after that
     lines = [a for a in audit(s) if a["event"] == "policy_answered"]
-    log = s._paths().supervisor_log(s.name).read_text()
+    log = s._paths().supervisor_log(s.name)
     assert [(a.get("via"), a["rule"], a["how"], a["command"]) for a in lines] == [
-        ("hook", "touch", "allow", "touch tool_ran.txt")], (lines, log[-3000:])
+        ("hook", "touch", "allow", "touch tool_ran.txt")], (lines, log.read_text()[-3000:])
     # kept like any answer (its events reach the API and the page), given through the hook
+    assert stored_answers(s) == [("applied", "policy", {"decision": "allow", "via": "hook"})], \
+        (stored_answers(s), log.read_text()[-3000:])
+    # announced by the supervisor when it next looks (a "ready" read now may be one it
+    # published before the hook answered: a state is no sign of what it has seen since)
+    s.wait_until(lambda: f"approved {TOOL[agent]} touch tool_ran.txt by rule 'touch'"
+                 in log.read_text(), 60, "the supervisor's announcement")
+    s.wait_state("ready", timeout=60)
     assert stored_answers(s) == [("applied", "policy", {"decision": "allow", "via": "hook"})]
     assert not [a for a in audit(s) if a["event"] in ("answer_requested", "answer_applied")]
-    assert f"approved {TOOL[agent]} touch tool_ran.txt by rule 'touch'" in log  # announced
 
 
 @pytest.mark.parametrize("agent", AGENTS)
