@@ -139,6 +139,43 @@ def test_a_rule_approves_through_the_hook(make_session: Make, agent: str) -> Non
     assert not [a for a in audit(s) if a["event"] in ("answer_requested", "answer_applied")]
 
 
+def test_a_hook_answer_is_kept_while_the_supervisor_looks_away(make_session: Make) -> None:
+    """The answers table holds a rule's hook answer once the agent has it, whatever
+    the supervisor does meanwhile: here it is stopped (SIGSTOP: a starved process on
+    a loaded machine, to the extreme) from before the hook runs until the tool the
+    answer allowed has run and its result reached the model. It was kept by the
+    supervisor at its next look, so a person asking then found nothing."""
+    import os
+    import signal
+
+    from agentwrap.sessions.registry import Registry
+
+    s = make_session("claude")
+    start(s, '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n')
+    reg = Registry(s._paths().db_path)
+    try:
+        pid = reg.get(s.name).supervisor_pid
+    finally:
+        reg.close()
+    assert pid
+    seen = len(main_requests(s))
+    # the tool call comes 5 s after the prompt's request: the supervisor stops first
+    res = s.send("[[delay: 5]] [[tool]] please create the file", "--wait", "--timeout", "90")
+    assert res.returncode == 0, res.stderr
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 90, f"{TOOL_FILE} created")
+        assert "denied" not in next_tool_result(s, seen).lower()
+        assert stored_answers(s) == [("applied", "policy", {"decision": "allow", "via": "hook"})]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    log = s._paths().supervisor_log(s.name)
+    s.wait_until(lambda: "approved Bash touch tool_ran.txt by rule 'touch'" in log.read_text(),
+                 60, "the supervisor's announcement")
+    s.wait_state("ready", timeout=60)
+    assert stored_answers(s) == [("applied", "policy", {"decision": "allow", "via": "hook"})]
+
+
 @pytest.mark.parametrize("agent", AGENTS)
 def test_a_deny_listed_command_is_never_approved(make_session: Make, agent: str) -> None:
     s = make_session(agent)
