@@ -130,6 +130,9 @@ def test_the_answer_is_the_python_hooks(aw: AwEnv, svc: Service, client: Path) -
     assert native.returncode == python.returncode == 0
     assert b'"behavior": "allow"' in native.stdout
     assert native.stdout == python.stdout
+    # each kept its answer once, before it gave it (the supervisor keeps none)
+    assert [(a.status, a.source) for a in svc.answers.recent("fake")] == [
+        ("applied", "policy"), ("applied", "policy")]
 
 
 def test_forced_python_leaves_the_supervisor_alone(aw: AwEnv, svc: Service,

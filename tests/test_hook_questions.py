@@ -25,6 +25,7 @@ import pytest
 from conftest import ROOT, AwEnv
 from test_profile_screens import NAME_RE, snapshot_of
 
+from agentwrap.answers.actions import HookAnswer
 from agentwrap.answers.hook_questions import (
     FRESH_S,
     HOLD_MAX_S,
@@ -40,6 +41,7 @@ from agentwrap.detect.detector import Detector
 from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.question import Question
 from agentwrap.detect.states import State
+from agentwrap.service import Service
 from agentwrap.sessions.signals import read_signal
 from agentwrap.surfaces.hooks.handler import handle
 
@@ -68,9 +70,13 @@ def run_hook(aw: AwEnv, agent: str, data: dict[str, Any], profile: str | None = 
     return handle(agent, "PermissionRequest", json.dumps(data).encode(), env_of(aw, profile))
 
 
-def rules(aw: AwEnv, text: str) -> None:
+def rules(aw: AwEnv, text: str, *, store: bool = True) -> None:
+    """The person's answer rules, and (``store``) the store their session has, where
+    the hook keeps a rule's answer before it gives it."""
     aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
     aw.paths.config_file.write_text(text, encoding="utf-8")
+    if store:
+        Service.open(aw.paths).close()
 
 
 ALLOW_TOUCH = '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n'
@@ -142,6 +148,10 @@ def test_a_rule_approves_through_the_hook(aw: AwEnv, agent: str) -> None:
     assert (line["via"], line["rule"], line["how"], line["command"]) == (
         "hook", "touch", "allow", "touch tool_ran.txt")
     assert line["question"] == hq.id and line["session"] == "fake"
+    # kept by the hook before it answered: the tool it allows runs after that
+    [kept] = kept_answers(aw)
+    assert (kept.status, kept.source, kept.question_id, kept.answer.to_json()) == (
+        "applied", "policy", hq.id, {"decision": "allow", "via": "hook"})
 
 
 @pytest.mark.parametrize("agent", ["claude", "codex"])
@@ -188,7 +198,8 @@ def test_what_the_hook_leaves_to_the_screen(aw: AwEnv) -> None:
 
 def test_the_hook_never_fails_the_agent(aw: AwEnv) -> None:
     data = fixture("claude", "PermissionRequest.json")
-    rules(aw, "[[answer_rules]]\nthis is not toml = = =\n")  # a broken config: say nothing
+    rules(aw, ALLOW_TOUCH)
+    rules(aw, "[[answer_rules]]\nthis is not toml = = =\n", store=False)  # a broken config: say nothing
     assert run_hook(aw, "claude", data) == ""
     for bad in (b"", b"[]", b"{not json", json.dumps({**data, "tool_input": "x"}).encode(),
                 json.dumps({**data, "tool_name": None}).encode()):
@@ -322,23 +333,46 @@ def test_the_supervisors_rules_wait_for_the_hooks_word(aw: AwEnv) -> None:
     assert not hooks.holds(asked)
 
 
-def test_a_locked_or_missing_store_changes_nothing(aw: AwEnv) -> None:
-    """The question path never opens the store: a database held by another writer
-    (or none at all) neither slows nor changes the hook's answer."""
+def test_an_answer_the_store_cannot_keep_is_not_given(
+    aw: AwEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rule's answer is given through the hook only once it is kept: with the
+    database held by another writer past the wait (or no store at all) the hook
+    says nothing and leaves the request to the dialog, where the supervisor's
+    rules answer it from the screen (kept as they type it)."""
     import sqlite3
 
-    rules(aw, ALLOW_TOUCH)
+    from agentwrap.surfaces.hooks import handler
+
+    monkeypatch.setattr(handler, "KEEP_BUSY_TIMEOUT_MS", 100)
+    rules(aw, ALLOW_TOUCH, store=False)
     data = fixture("claude", "PermissionRequest.json")
+    screen = "waiting_input__permission__160x45.txt"
+
+    def left_to_the_dialog() -> None:
+        hq = read_question(aw.paths, "fake")
+        assert hq is not None and hq.decision == ""  # the supervisor's rules may act
+        assert not HookQuestions(aw.paths, "fake").holds(screen_question("claude", screen, None))
+        sig = read_signal(aw.paths, "fake")
+        assert sig is not None and sig.signal == "permission_prompt"
+        assert not [a for a in audit(aw) if a["event"] == "policy_answered"]
+
     assert not aw.paths.db_path.exists()
-    assert check_output("claude", run_hook(aw, "claude", data))["behavior"] == "allow"
+    assert run_hook(aw, "claude", data) == ""
+    left_to_the_dialog()
+    assert not aw.paths.db_path.exists()  # no store made by a hook
+    rules(aw, ALLOW_TOUCH)
     db = sqlite3.connect(aw.paths.db_path, isolation_level=None)
     try:
         db.execute("CREATE TABLE IF NOT EXISTS x (a)")
         db.execute("BEGIN EXCLUSIVE")
-        assert check_output("claude", run_hook(aw, "claude", data))["behavior"] == "allow"
+        assert run_hook(aw, "claude", data) == ""
+        left_to_the_dialog()
     finally:
         db.execute("ROLLBACK")
         db.close()
+    assert check_output("claude", run_hook(aw, "claude", data))["behavior"] == "allow"
+    assert len(kept_answers(aw)) == 1
 
 
 def test_gemini_tells_the_exact_command_but_never_answers(aw: AwEnv) -> None:
@@ -464,28 +498,36 @@ def test_a_permission_signal_ends_with_the_dialog_it_announced(aw: AwEnv) -> Non
 
 
 def test_an_answer_given_through_the_hook_is_kept_like_any_other(aw: AwEnv) -> None:
-    """The supervisor records a rule's hook answer in the answers table, so its
-    ``session.answered`` events (by policy, applied) reach the API and the page."""
-    from agentwrap.answers.actions import HookAnswer
-    from agentwrap.answers.keys import Answerer
-    from agentwrap.answers.store import AnswerStore
-    from agentwrap.audit import AuditLog
-    from agentwrap.detect.profiles import load_profile
+    """The hook keeps a rule's answer in the answers table (one row, applied at
+    once: never pending for a supervisor to type), so its ``session.answered``
+    events (by policy) reach the API and the page, and the supervisor keeps
+    nothing more when it announces it."""
+    rules(aw, ALLOW_TOUCH)
+    data = fixture("claude", "PermissionRequest.json")
+    assert check_output("claude", run_hook(aw, "claude", data, profile="claude")) == {
+        "behavior": "allow"}
+    hq = read_question(aw.paths, "fake")
+    assert hq is not None
+    [kept] = kept_answers(aw)
+    assert (kept.status, kept.source, kept.question_id) == ("applied", "policy", hq.id)
+    assert kept.answer == HookAnswer("allow") and kept.finished is not None
+    events = [e.data for e in _answered_events(aw)]
+    assert [(e["status"], e["by"], e.get("rule")) for e in events] == [
+        ("pending", "policy", "touch"), ("applied", "policy", None)]
+    assert events[1]["detail"] == "allow through the agent's hook by rule 'touch'"
 
-    store = AnswerStore(aw.paths.db_path, events_dir=aw.paths.events_dir)
-    answerer = Answerer(store, load_profile("claude", aw.paths), "sa", AuditLog(aw.paths.audit_log))
+
+def kept_answers(aw: AwEnv) -> list[Any]:
+    """The answers table's rows for the session "fake" (none without a store)."""
+    from agentwrap.answers.store import AnswerStore
+
+    if not aw.paths.db_path.exists():
+        return []
+    store = AnswerStore(aw.paths.db_path)
     try:
-        answerer.record_applied("q123", HookAnswer("allow"), "safe-reads",
-                                "allow through the agent's hook by rule 'safe-reads'")
-        (kept,) = store.recent("sa")
-        assert (kept.status, kept.source, kept.question_id) == ("applied", "policy", "q123")
-        assert kept.answer == HookAnswer("allow")
-        assert kept.answer.to_json() == {"decision": "allow", "via": "hook"}
-        events = [e.data for e in _answered_events(aw)]
-        assert [(e["status"], e["by"], e.get("rule")) for e in events] == [
-            ("pending", "policy", "safe-reads"), ("applied", "policy", None)]
+        return store.recent("fake")
     finally:
-        answerer.close()
+        store.close()
 
 
 def _answered_events(aw: AwEnv) -> list[Any]:
@@ -493,6 +535,6 @@ def _answered_events(aw: AwEnv) -> list[Any]:
 
     s = SQLiteMessageStore(aw.paths.db_path)
     try:
-        return s.events(0, session="sa", kinds=["session.answered"])
+        return s.events(0, session="fake", kinds=["session.answered"])
     finally:
         s.close()

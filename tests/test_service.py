@@ -22,7 +22,7 @@ from agentwrap.detect.states import State
 from agentwrap.errors import InvalidMessage, QueueFull, SessionNotFound, UntrustedSource
 from agentwrap.message import Kind, NewMessage, Phase, Priority, QueueLimits, Source, Status
 from agentwrap.queue.sqlite import SQLiteMessageStore
-from agentwrap.service import Service
+from agentwrap.service import Service, SessionRecord
 from agentwrap.sessions.registry import Registry
 
 
@@ -270,6 +270,47 @@ def test_state_watch_ends_with_the_session(aw: AwEnv, svc: Service) -> None:
             proc.communicate()
     assert proc.returncode == 0, stderr
     assert json.loads(out.splitlines()[-1])["state"] == "exited"
+
+
+def test_state_watch_misses_no_change_made_as_it_starts(
+    aw: AwEnv, svc: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The session turns ready just after the watcher's first look at its state,
+    # before it reads where the transition log ends: that ready was neither its
+    # first line nor followed (it showed "starting", then nothing until the next change).
+    import argparse
+    import io
+
+    from agentwrap.surfaces.cli.inspection import _watch_state
+
+    real_state, looks = svc.state, []
+
+    def state(name: str) -> SessionRecord:
+        rec = real_state(name)
+        if not looks:
+            svc.registry.set_state("fake", State.READY, signal="screen", rule="prompt",
+                                   reason="saw ready", evidence="> ", quiet_ms=10, draft=False,
+                                   changed=True)
+        looks.append(rec.state.value)
+        return rec
+
+    monkeypatch.setattr(svc, "state", state)
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    watcher = threading.Thread(
+        target=_watch_state, args=(svc, argparse.Namespace(name="fake", json=True)), daemon=True)
+    watcher.start()
+
+    def shown() -> list[str]:
+        return [json.loads(x)["state"] for x in out.getvalue().splitlines()]
+
+    try:
+        wait_for(lambda: "ready" in shown(), 10, "the watcher to show ready")
+    finally:
+        svc.registry.mark_ended("fake", 0)  # the end of the session ends the watcher
+        watcher.join(timeout=30)
+    assert not watcher.is_alive()
+    assert shown() == ["ready", "exited"]
 
 
 def test_consume_hands_messages_to_a_reader_exactly_once(aw: AwEnv, svc: Service) -> None:

@@ -18,7 +18,9 @@ gives the exact text but can never answer. So:
 * when an ``[[answer_rules]]`` rule decides a permission request (the same pure
   :func:`~agentwrap.answers.rules.decide` the supervisor uses, the built-in
   deny-list included), the hook answers it itself (:func:`hook_decision`): the
-  dialog never opens. A veto of the built-in deny-list, an ``ask`` rule, or an
+  dialog never opens. It keeps the answer in the answers table first (the
+  supervisor only looks now and then, and by its next look the tool the answer
+  allowed may have run), and leaves the request to the dialog when it cannot. A veto of the built-in deny-list, an ``ask`` rule, or an
   option that says neither yes nor no leave it to the person: the hook says
   nothing and the dialog opens as usual;
 * the supervisor's detector still decides from the screen that a dialog is

@@ -60,7 +60,6 @@ from ..terminal.screen import Snapshot
 from ..terminal.styles import Row
 from . import server_replies
 from .actions import (
-    AnswerAction,
     AnswerStatus,
     DenyAnswer,
     OptionAnswer,
@@ -114,13 +113,6 @@ class Answerer:
 
     def close(self) -> None:
         self.store.close()
-
-    def record_applied(self, question_id: str, answer: AnswerAction, rule: str, detail: str) -> None:
-        """An answer a rule gave outside the keys (through the agent's hook), kept
-        like every other: its ``session.answered`` events (pending, applied; by
-        policy) reach ``state``, the API and the dashboard."""
-        a = self.store.request(self.session, question_id, answer, source="policy", rule=rule)
-        self.store.conclude(a.id, AnswerStatus.APPLIED, detail)
 
     def abandon(self, reason: str) -> int:
         """The agent is gone: every pending answer fails."""

@@ -78,14 +78,15 @@ class AnswerStore:
 
     def __init__(
         self, path: Path, *, events_dir: Path | None = None,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
     ) -> None:
         self.path = path
         self.events_dir = events_dir
         self._clock = clock
+        self._busy_ms = busy_timeout_ms
         self._lock = threading.RLock()
-        self._conn = db.connect(path)
-        with self._lock, db.store_errors(path):
+        self._conn = db.connect(path, busy_timeout_ms)
+        with self._lock, db.store_errors(path, busy_timeout_ms):
             names = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master")}
         if not {"answers", "answers_pending", "events"} <= names:
             with self._write(announce=False) as conn:
@@ -97,13 +98,13 @@ class AnswerStore:
     @contextmanager
     def _write(self, *, announce: bool = True) -> Iterator[sqlite3.Connection]:
         with self._lock:
-            with db.store_errors(self.path), db.transaction(self._conn) as conn:
+            with db.store_errors(self.path, self._busy_ms), db.transaction(self._conn) as conn:
                 yield conn
             if announce and self.events_dir is not None:
                 events.announce(self.events_dir)
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock, db.store_errors(self.path):
+        with self._lock, db.store_errors(self.path, self._busy_ms):
             return self._conn.execute(sql, params).fetchall()
 
     def close(self) -> None:
@@ -118,18 +119,38 @@ class AnswerStore:
         the answer rule that chose it (source ``policy``), named in the event."""
         now = self._clock()
         aid = uuid.uuid4().hex[:16]
+        with self._write() as conn:
+            self._insert(conn, now, aid, session, question_id, answer, source, rule)
+        return self.get(aid)
+
+    def given(
+        self, session: str, question_id: str, answer: AnswerAction, detail: str, *,
+        source: str, rule: str | None = None,
+    ) -> Answer:
+        """Keep an answer that was given without the keys (a rule's, by the agent's
+        hook) as ``applied``: the row and both its events (pending, applied) in one
+        transaction, so it is never seen pending (for a supervisor to type) nor lost
+        between the two."""
+        now = self._clock()
+        aid = uuid.uuid4().hex[:16]
+        with self._write() as conn:
+            self._insert(conn, now, aid, session, question_id, answer, source, rule)
+            self._end(conn, now, aid, AnswerStatus.APPLIED, detail)
+        return self.get(aid)
+
+    @staticmethod
+    def _insert(conn: sqlite3.Connection, now: float, aid: str, session: str, question_id: str,
+                answer: AnswerAction, source: str, rule: str | None) -> None:
         data = answer.to_json()
         body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO answers (id, session, question_id, answer, source, status, created)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (aid, session, question_id, body, source, AnswerStatus.PENDING.value, now),
-            )
-            events.record(conn, now, session, "session.answered", aid,
-                          status=AnswerStatus.PENDING.value, questionId=question_id, answer=data, source=source,
-                          by=answered_by(source), **({"rule": rule} if rule else {}))
-        return self.get(aid)
+        conn.execute(
+            "INSERT INTO answers (id, session, question_id, answer, source, status, created)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (aid, session, question_id, body, source, AnswerStatus.PENDING.value, now),
+        )
+        events.record(conn, now, session, "session.answered", aid,
+                      status=AnswerStatus.PENDING.value, questionId=question_id, answer=data, source=source,
+                      by=answered_by(source), **({"rule": rule} if rule else {}))
 
     def get(self, answer_id: str) -> Answer:
         rows = self._read("SELECT * FROM answers WHERE id = ?", (answer_id,))
@@ -154,15 +175,20 @@ class AnswerStore:
             raise ValueError(f"not an end status: {status!r}")
         now = self._clock()
         with self._write() as conn:
-            row = conn.execute("SELECT * FROM answers WHERE id = ?", (answer_id,)).fetchone()
-            if row is None or row["status"] != AnswerStatus.PENDING:
-                return False
-            conn.execute("UPDATE answers SET status = ?, detail = ?, finished = ? WHERE id = ?",
-                         (status.value, detail, now, answer_id))
-            events.record(conn, now, row["session"], "session.answered", answer_id,
-                          status=status.value, detail=detail, questionId=row["question_id"],
-                          answer=json.loads(row["answer"]), source=row["source"],
-                          by=answered_by(row["source"]))
+            return self._end(conn, now, answer_id, status, detail)
+
+    @staticmethod
+    def _end(conn: sqlite3.Connection, now: float, answer_id: str, status: AnswerStatus,
+             detail: str) -> bool:
+        row = conn.execute("SELECT * FROM answers WHERE id = ?", (answer_id,)).fetchone()
+        if row is None or row["status"] != AnswerStatus.PENDING:
+            return False
+        conn.execute("UPDATE answers SET status = ?, detail = ?, finished = ? WHERE id = ?",
+                     (status.value, detail, now, answer_id))
+        events.record(conn, now, row["session"], "session.answered", answer_id,
+                      status=status.value, detail=detail, questionId=row["question_id"],
+                      answer=json.loads(row["answer"]), source=row["source"],
+                      by=answered_by(row["source"]))
         return True
 
 

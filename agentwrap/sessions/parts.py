@@ -16,7 +16,8 @@ The hooks, in the order the loop reaches them:
   waiting for its answer, even while a typed delivery waits for the screen);
   a part takes the ones addressed to it and passes the rest on.
 * :meth:`Part.hook_answered`: an answer rule answered the agent through its
-  hook (no dialog on the screen): announced and recorded like any answer.
+  hook (no dialog on the screen): announced (the hook kept it in the answers
+  table before it answered).
 * :meth:`Part.recorded`: a state was recorded in the registry.
 * :meth:`Part.typing`: a part is typing into the agent now, so the screens
   that follow are its doing: then nobody is told of them and no rule looks at them.
@@ -48,7 +49,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from ..answers.actions import HookAnswer
 from ..answers.hook_questions import HookQuestion, announcement
 from ..delivery.seams import AnswerDriver, Asking, DraftFlag, Driver
 from ..detect.question import Question
@@ -288,21 +288,13 @@ class AnswerFolderPart(Part):
 
 
 class AnswersPart(Part):
-    """Types the answers people gave (:mod:`agentwrap.answers.keys`), and keeps
-    the answers rules gave through the agent's hook like every other answer."""
+    """Types the answers people gave (:mod:`agentwrap.answers.keys`). The answers
+    rules give through the agent's hook are kept by the hook itself, before it
+    answers (:mod:`agentwrap.surfaces.hooks.handler`): not here, when the
+    supervisor next looks, which may be after the tool they allowed has run."""
 
     def __init__(self, answerer: Answerer) -> None:
         self.answerer = answerer
-
-    def hook_answered(self, hooked: HookQuestion) -> None:
-        """Its ``session.answered`` events (by policy, via hook) reach ``state``,
-        the API and the dashboard, not only the audit log."""
-        try:
-            self.answerer.record_applied(
-                hooked.id, HookAnswer(hooked.decision), hooked.rule,
-                f"{hooked.decision} through the agent's hook by rule {hooked.rule!r}")
-        except AgentwrapError as exc:  # the answer was given; only its record failed
-            log.warning("hook answer to %s not recorded: %s", hooked.id, exc.message)
 
     def typing(self) -> bool:
         return self.answerer.applying

@@ -122,15 +122,58 @@ def test_a_rule_approves_through_the_hook(make_session: Make, agent: str) -> Non
     s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 90, f"{TOOL_FILE} created")
     result = next_tool_result(s, seen)
     assert "denied" not in result.lower() and "reject" not in result.lower(), result
-    s.wait_state("ready", timeout=60)
+    # the hook kept and audited its answer before it gave it: the tool ran after that
     lines = [a for a in audit(s) if a["event"] == "policy_answered"]
-    log = s._paths().supervisor_log(s.name).read_text()
+    log = s._paths().supervisor_log(s.name)
     assert [(a.get("via"), a["rule"], a["how"], a["command"]) for a in lines] == [
-        ("hook", "touch", "allow", "touch tool_ran.txt")], (lines, log[-3000:])
+        ("hook", "touch", "allow", "touch tool_ran.txt")], (lines, log.read_text()[-3000:])
     # kept like any answer (its events reach the API and the page), given through the hook
+    assert stored_answers(s) == [("applied", "policy", {"decision": "allow", "via": "hook"})], \
+        (stored_answers(s), log.read_text()[-3000:])
+    # announced by the supervisor when it next looks (a "ready" read now may be one it
+    # published before the hook answered: a state is no sign of what it has seen since)
+    s.wait_until(lambda: f"approved {TOOL[agent]} touch tool_ran.txt by rule 'touch'"
+                 in log.read_text(), 60, "the supervisor's announcement")
+    s.wait_state("ready", timeout=60)
     assert stored_answers(s) == [("applied", "policy", {"decision": "allow", "via": "hook"})]
     assert not [a for a in audit(s) if a["event"] in ("answer_requested", "answer_applied")]
-    assert f"approved {TOOL[agent]} touch tool_ran.txt by rule 'touch'" in log  # announced
+
+
+def test_a_hook_answer_is_kept_while_the_supervisor_looks_away(make_session: Make) -> None:
+    """The answers table holds a rule's hook answer once the agent has it, whatever
+    the supervisor does meanwhile: here it is stopped (SIGSTOP: a starved process on
+    a loaded machine, to the extreme) from before the hook runs until the tool the
+    answer allowed has run and its result reached the model. It was kept by the
+    supervisor at its next look, so a person asking then found nothing."""
+    import os
+    import signal
+
+    from agentwrap.sessions.registry import Registry
+
+    s = make_session("claude")
+    start(s, '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n')
+    reg = Registry(s._paths().db_path)
+    try:
+        pid = reg.get(s.name).supervisor_pid
+    finally:
+        reg.close()
+    assert pid
+    seen = len(main_requests(s))
+    # the tool call comes 5 s after the prompt's request: the supervisor stops first
+    res = s.send("[[delay: 5]] [[tool]] please create the file", "--wait", "--timeout", "90")
+    assert res.returncode == 0, res.stderr
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 90, f"{TOOL_FILE} created")
+        assert "denied" not in next_tool_result(s, seen).lower()
+        assert stored_answers(s) == [("applied", "policy", {"decision": "allow", "via": "hook"})]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    log = s._paths().supervisor_log(s.name)
+    s.wait_until(lambda: "approved Bash touch tool_ran.txt by rule 'touch'" in log.read_text(),
+                 60, "the supervisor's announcement")
+    s.wait_state("ready", timeout=60)
+    assert stored_answers(s) == [("applied", "policy", {"decision": "allow", "via": "hook"})]
 
 
 @pytest.mark.parametrize("agent", AGENTS)

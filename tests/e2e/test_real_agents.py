@@ -401,6 +401,9 @@ def test_state_watch_through_start_reply_dialog_exit(make_session: Make, agent_n
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     try:
+        # it watches once it has printed the state it found (its start takes seconds on
+        # a loaded machine): what the session did before that, it never saw
+        s.wait_until(lambda: seen, 60, "the watcher's first line")
         s.wait_state("ready", timeout=90)
         assert s.send("[[delay: 3]] [[reply: hello there]] say hi", "--wait").returncode == 0
         s.wait_until(lambda: "busy" in seen, 30, "busy")

@@ -134,6 +134,35 @@ def _transition_json(name: str, profile: str, t: Transition) -> dict[str, Any]:
     }
 
 
+#: How often the watcher's first look is taken again when the state changed during it.
+_START_TRIES = 20
+
+
+def _watch_start(svc: Service, name: str) -> tuple[SessionRecord, int]:
+    """The session's state and the last transition it follows, as of one moment.
+
+    Read apart, a change recorded between the two (the session turning
+    ``ready`` just as the watcher started) was neither the first line nor
+    followed: the watcher never showed it. The registry records a state and
+    its transition in one transaction, so the log's last id, the same before
+    and after the state was read, is that state's. Should the state keep
+    changing, the id read before it is taken: a change is then shown twice,
+    never missed."""
+
+    def last_id() -> int:
+        seen = svc.transitions(name)
+        return seen[-1].id if seen else 0
+
+    before = last_id()
+    for _ in range(_START_TRIES):
+        rec = svc.state(name)
+        after = last_id()
+        if after == before:
+            return rec, after
+        before = after
+    return svc.state(name), before
+
+
 def _watch_state(svc: Service, args: argparse.Namespace) -> int:
     """Every state change, in order, until the session ends (or Ctrl-C).
 
@@ -142,9 +171,7 @@ def _watch_state(svc: Service, args: argparse.Namespace) -> int:
     bus (a state change announces itself) with a slow re-check for a lost
     announcement, never a fast poll.
     """
-    rec = svc.state(args.name)
-    seen = svc.transitions(args.name)
-    last_id = seen[-1].id if seen else 0
+    rec, last_id = _watch_start(svc, args.name)
     recent: list[dict[str, Any]] = [_state_json(rec)]
     plain = args.json or not sys.stdout.isatty()
 

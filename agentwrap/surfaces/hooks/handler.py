@@ -50,6 +50,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from ...errors import AgentwrapError, StoreUnavailable
 from ...paths import Paths, check_session_name, private_dir, write_private
 from .protocol import (
     CONTEXT,
@@ -65,6 +66,7 @@ from .protocol import (
 )
 
 if TYPE_CHECKING:  # imported where used: a signal never loads the store's code
+    from ...answers.hook_questions import HookQuestion
     from ...service import Service
 
 SESSION_ENV = "AGENTWRAP_SESSION"
@@ -75,6 +77,9 @@ BUSY_TIMEOUT_MS = 100
 #: The same at a session start: once a session, while the supervisor, the
 #: host and the registry write their first rows, and the agent waits for it anyway.
 START_BUSY_TIMEOUT_MS = 2000
+#: How long a rule's answer waits for a locked database to be kept before the hook
+#: leaves the request to the dialog instead (the agent waits for its hook anyway).
+KEEP_BUSY_TIMEOUT_MS = 2000
 #: The channel consumed messages are recorded under (``history``, ``metrics``).
 CHANNEL = "hook"
 #: Most stdin read; a bigger payload (a huge tool output) is drained, not parsed.
@@ -286,10 +291,10 @@ def _first_turn(run: HookRun) -> None:
 def _question(run: HookRun, env: Mapping[str, str]) -> str:
     """A permission request or AskUserQuestion about to be asked: kept for the
     supervisor (exact text); answered here when an answer rule decides it (the
-    dialog then never opens: audited, and announced by the supervisor); else a
-    permission_prompt signal and nothing printed, and the dialog opens."""
+    dialog then never opens: kept in the answers table and audited first, then
+    announced by the supervisor); else a permission_prompt signal and nothing
+    printed, and the dialog opens."""
     from ...answers import hook_questions as hq_mod
-    from ...sessions.signals import write_signal
 
     hq = hq_mod.from_payload(run.agent, run.event, run.payload)
     if hq is None:
@@ -304,23 +309,59 @@ def _question(run: HookRun, env: Mapping[str, str]) -> str:
         hq_mod.write_question(run.paths, run.session, replace(hq, decision=hq_mod.PENDING))
     behavior, decision = hq_mod.hook_decision(hq, profile, rules)
     if not behavior or decision is None:
-        hq_mod.write_question(run.paths, run.session, hq)
-        write_signal(run.paths, run.session, "permission_prompt", source="hook",
-                     agent=run.agent, event=run.event, detail=hq.tool, now=run.started)
         if decision is not None:
             run.log(f"{hq.tool} {hq.command!r} left to the person: {decision.reason}")
-        return ""
-    hq = hq_mod.decided(hq, behavior, decision)
+        return _to_the_dialog(run, hq)
+    answered = hq_mod.decided(hq, behavior, decision)
+    how = "allow" if behavior == "allow" else "deny"
+    try:
+        _keep_answer(run, answered, how)
+    except (AgentwrapError, OSError) as exc:  # not kept, so not given: the dialog opens
+        run.log(f"{hq.tool} {hq.command!r} left to the screen: the answer by rule"
+                f" {decision.rule!r} could not be kept ({exc})")
+        return _to_the_dialog(run, hq)
     from ...audit import AuditLog
 
-    how = "allow" if behavior == "allow" else "deny"
     AuditLog(run.paths.audit_log).write(
-        event="policy_answered", session=run.session, question=hq.id, rule=decision.rule,
-        how=how, via="hook", tool=hq.tool, command=hq.command or "")
-    hq_mod.write_question(run.paths, run.session, hq)
+        event="policy_answered", session=run.session, question=answered.id, rule=decision.rule,
+        how=how, via="hook", tool=answered.tool, command=answered.command or "")
+    hq_mod.write_question(run.paths, run.session, answered)
     run.log(f"{how} {hq.tool} {hq.command!r} by rule {decision.rule!r}")
     message = f"agentwrap: {decision.reason}" if behavior == "deny" else ""
     return json.dumps(permission_output(run.event, behavior, message), ensure_ascii=False)
+
+
+def _to_the_dialog(run: HookRun, hq: HookQuestion) -> str:
+    """Nothing answered here: the request kept for the supervisor, a
+    permission_prompt signal, nothing printed: the agent opens its dialog."""
+    from ...answers import hook_questions as hq_mod
+    from ...sessions.signals import write_signal
+
+    hq_mod.write_question(run.paths, run.session, hq)
+    write_signal(run.paths, run.session, "permission_prompt", source="hook",
+                 agent=run.agent, event=run.event, detail=hq.tool, now=run.started)
+    return ""
+
+
+def _keep_answer(run: HookRun, hq: HookQuestion, how: str) -> None:
+    """The rule's answer in the answers table, ``applied``, before the agent is
+    given it: whoever sees its effect (the tool ran) finds it kept, once (the
+    hook is its only writer). Raises when it cannot be kept (the store locked
+    past :data:`KEEP_BUSY_TIMEOUT_MS`, or none: agentwrap never ran here): then it
+    is not given."""
+    from ...answers.actions import HookAnswer
+    from ...answers.store import AnswerStore
+
+    if not run.paths.db_path.is_file():
+        raise StoreUnavailable(f"no store at {run.paths.db_path}")
+    store = AnswerStore(run.paths.db_path, events_dir=run.paths.events_dir,
+                        busy_timeout_ms=KEEP_BUSY_TIMEOUT_MS)
+    try:
+        store.given(run.session, hq.id, HookAnswer(hq.decision),
+                    f"{how} through the agent's hook by rule {hq.rule!r}",
+                    source="policy", rule=hq.rule)
+    finally:
+        store.close()
 
 
 #: What each action does (a signal name not listed here: :func:`_signal`). Add an
@@ -354,7 +395,6 @@ def acknowledge(
     """Acknowledge the delivered messages a hook handed over in the batches
     ``tokens``; returns their ids (an ACK for another channel's batch is the
     typing path's to find, and is left alone)."""
-    from ...errors import AgentwrapError
     from ...message import Status
 
     done: list[str] = []
