@@ -16,11 +16,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..config import Config
+from ..config import Config, load_config
 from ..errors import ConfigError
 from ..message import QueueLimits
+from ..paths import Paths
 from . import db
-from .sqlite import SQLiteMessageStore
+from .database import Database
+from .sqlite import SQLiteDatabase, SQLiteMessageStore
 from .sqlstore import DEFAULT_LIMITS, SQLMessageStore
 
 ENV = "AGENTWRAP_STORE_URL"
@@ -55,6 +57,27 @@ def open_store(
                                     connect_timeout_s=max(1.0, busy_timeout_ms / 1000))
     return SQLiteMessageStore(db_path, limits, events_dir=events_dir,
                               busy_timeout_ms=busy_timeout_ms)
+
+
+def open_database(
+    db_path: Path, url: str = "", *, events_dir: Path | None = None,
+    busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
+) -> Database:
+    """The plumbing of the registry and the answers (:mod:`.database`) at
+    ``url`` (PostgreSQL), or else in the SQLite file ``db_path``: the store
+    the queue of the same ``url`` is in."""
+    if url:
+        from .postgres import PgDatabase
+
+        return PgDatabase(url, events_dir=events_dir,
+                          connect_timeout_s=max(1.0, busy_timeout_ms / 1000))
+    return SQLiteDatabase(db_path, busy_timeout_ms=busy_timeout_ms, events_dir=events_dir)
+
+
+def user_store_url(paths: Paths) -> str:
+    """:func:`store_url` of the user's config (a project's file cannot set
+    ``[store]``), for an opener that has no config at hand."""
+    return store_url(load_config(paths).store.url)
 
 
 def describe(db_path: Path, url: str = "") -> str:

@@ -93,7 +93,8 @@ class Service:
                 configured = ""
         url = store_url(configured)
         wait = db.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
-        registry = Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=wait)
+        registry = Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=wait,
+                            url=url)
         try:
             store = open_store(paths.db_path, limits, url=url, events_dir=paths.events_dir,
                                busy_timeout_ms=wait)

@@ -45,12 +45,13 @@ from ..errors import (
 )
 from ..message import NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
+from ..queue.backend import store_url
 from ..session_options import SessionOptions
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .app_server import with_app_server
 from .compose import Companion, build_supervisor, start_companions
-from .registry import Registry, SessionRecord
+from .registry import Registry, SessionRecord, open_registry
 from .supervisor import Supervisor, log_to
 
 if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
@@ -277,7 +278,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths, store_url(cfg.store.url))
     try:
         name = pick_name(registry, opts.name, profile, paths)
         _refuse_orphan(paths, registry, name)
@@ -415,7 +416,7 @@ def supervise(paths: Paths, name: str, companions: Sequence[Companion] = ()) -> 
     """Entry point of the detached supervisor process (also re-adoption);
     ``companions`` run beside it (see :data:`agentwrap.sessions.compose.Companion`)."""
     log_to(paths.supervisor_log(name))
-    sup = tmux_supervisor(paths, name, Registry(paths.db_path, events_dir=paths.events_dir))
+    sup = tmux_supervisor(paths, name, open_registry(paths))
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
     started = start_companions(companions, paths, name)
     try:
@@ -428,7 +429,7 @@ def supervise(paths: Paths, name: str, companions: Sequence[Companion] = ()) -> 
 
 def adopt(paths: Paths, name: str) -> int:
     """Start a new supervisor for a tmux session whose supervisor is gone."""
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths)
     try:
         rec = registry.get(name)
         if rec.supervisor_alive:
@@ -448,7 +449,7 @@ def adopt(paths: Paths, name: str) -> int:
 def attach(paths: Paths, name: str) -> int:
     """Put the person's terminal on the session; return the agent's exit
     code if it ended while attached, else 0 (detached)."""
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths)
     try:
         rec = registry.get(name)
         if rec.backend != "tmux":
@@ -472,7 +473,7 @@ def attach(paths: Paths, name: str) -> int:
 
 def wait_for_end(paths: Paths, name: str, grace_s: float) -> int:
     """After the tmux client returns: the agent's exit code if it ended."""
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths)
     try:
         deadline = time.monotonic() + grace_s
         while True:
@@ -509,7 +510,7 @@ def run_pty(
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths, store_url(cfg.store.url))
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env, paths, name)
@@ -532,7 +533,7 @@ def run_pty(
     enqueue_context(paths, cfg, name, opts.context_files)
     _begin_continuity(paths, cfg, rec, opts, handoff, profile)
     term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows, relay=cfg.run.relay)
-    sup = build_supervisor(paths, cfg, rec, term, profile, Registry(paths.db_path, events_dir=paths.events_dir), env)
+    sup = build_supervisor(paths, cfg, rec, term, profile, open_registry(paths, registry.url), env)
     log_to(paths.supervisor_log(name))
     logging.getLogger("agentwrap.session").info("pty relay: %s", term.relay_kind)
     thread = threading.Thread(target=sup.run, name=f"supervisor-{name}", daemon=True)
@@ -571,7 +572,7 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
     a session whose end was not recorded within ``timeout_s`` is told to stop,
     its tmux session killed and its end recorded here.
     """
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths)
     try:
         recs = [registry.get(name) for name in names]  # unknown names: nothing happens
         pids: list[int] = []

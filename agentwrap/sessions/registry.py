@@ -1,7 +1,9 @@
 """The session registry: which agents agentwrap supervises, and their state.
 
-It lives in the same SQLite store as the message queue (one store, many
-writers). A supervisor that crashed cannot clean up after itself, so liveness
+It lives in the same store as the message queue (one store, many writers):
+this machine's SQLite file, or the PostgreSQL server every host shares when
+the store URL says so (:func:`open_registry`; the statements are written once,
+:mod:`agentwrap.queue.database`). A supervisor that crashed cannot clean up after itself, so liveness
 is never *stored*: it is checked each time from the supervisor's pid and its
 kernel start time (a reused pid does not count), and an entry whose
 supervisor is gone shows as ``stale`` (or ``orphaned`` when its tmux session
@@ -18,10 +20,8 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,10 @@ from typing import Any
 from .. import events
 from ..detect.states import State
 from ..errors import SessionNameTaken, SessionNotFound
-from ..paths import check_session_name
+from ..paths import Paths, check_session_name
 from ..queue import db
+from ..queue.backend import open_database, user_store_url
+from ..queue.writes import Write
 from ..session_options import SessionOptions
 from ..terminal.proctree import alive, start_time
 
@@ -142,10 +144,11 @@ class SessionRecord:
 
 
 _COLUMNS = [f.name for f in fields(SessionRecord)]
+_TRANSITION_COLUMNS = [f.name for f in fields(Transition)]
 
 
-def _row_to_record(row: sqlite3.Row) -> SessionRecord:
-    data = dict(row)
+def _row_to_record(row: events.Row) -> SessionRecord:
+    data = {k: row[k] for k in _COLUMNS}
     data["command"] = json.loads(data["command"])
     data["options"] = SessionOptions.from_json(json.loads(data["options"] or "{}"))
     data["question"] = json.loads(data["question"]) if data.get("question") else None
@@ -155,65 +158,45 @@ def _row_to_record(row: sqlite3.Row) -> SessionRecord:
 
 
 class Registry:
-    """The sessions table. All SQL runs through :meth:`_write`, :meth:`_read`
-    and :meth:`_exec`, where :func:`db.store_errors` turns store failures into
+    """The sessions table, on the store's :class:`~agentwrap.queue.Database`
+    (the SQLite file, or the PostgreSQL server of ``url``): every statement
+    runs through it, where store failures become
     :class:`~agentwrap.errors.StoreError`."""
 
     def __init__(
         self, path: Path, *, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
-        events_dir: Path | None = None,
+        events_dir: Path | None = None, url: str = "",
     ) -> None:
         self.path = path
         self.events_dir = events_dir
-        self._busy_timeout_ms = busy_timeout_ms
-        self._recorded = False
-        self.conn = db.connect(path, busy_timeout_ms)
-        with self._errors():
-            self.conn.executescript(_SCHEMA)
-            self.conn.executescript(events.SCHEMA)
+        self.url = url  # "" for the SQLite file; never shown (it may hold a password)
+        self.db = open_database(path, url, events_dir=events_dir,
+                                busy_timeout_ms=busy_timeout_ms)
+        try:
+            self.db.ensure(_SCHEMA, ("sessions", "state_transitions",
+                                     "state_transitions_session"))
             self._add_missing_columns()
+        except BaseException:
+            self.db.close()
+            raise
 
     def _add_missing_columns(self) -> None:
         """A registry made by an older agentwrap gains the columns added since
         (sessions that ran across the upgrade keep their rows)."""
-        have = {r["name"] for r in self.conn.execute("PRAGMA table_info(sessions)")}
-        if "question" not in have:
+        if "question" not in self.db.columns("sessions"):
             try:
-                self.conn.execute("ALTER TABLE sessions ADD COLUMN question TEXT")
-            except sqlite3.OperationalError as exc:  # another process added it first
+                self.db.execute("ALTER TABLE sessions ADD COLUMN question TEXT")
+            except Exception as exc:  # another process added it first
                 if "duplicate column" not in str(exc):
                     raise
 
     def close(self) -> None:
-        self.conn.close()
+        self.db.close()
 
     # --- plumbing -----------------------------------------------------------------
 
-    def _errors(self) -> AbstractContextManager[None]:
-        return db.store_errors(self.path, self._busy_timeout_ms)
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; once it committed, its events are announced."""
-        self._recorded = False
-        with self._errors(), db.transaction(self.conn) as conn:
-            yield conn
-        if self._recorded and self.events_dir is not None:
-            self._recorded = False
-            events.announce(self.events_dir)
-
-    def _event(self, at: float, session: str, kind: str, /, **data: Any) -> None:
-        """Append an event inside the open write transaction."""
-        events.record(self.conn, at, session, kind, **data)
-        self._recorded = True
-
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[sqlite3.Row]:
-        with self._errors():
-            return self.conn.execute(sql, params).fetchall()
-
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> None:
-        with self._errors():
-            self.conn.execute(sql, params)
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[events.Row]:
+        return list(self.db.read(sql, params))
 
     # --- sessions -----------------------------------------------------------------
 
@@ -223,14 +206,16 @@ class Registry:
         check_session_name(rec.name)
         now = time.time()
         rec = replace(rec, state_since=rec.state_since or now, heartbeat=now)
-        with self._write():
-            row = self.conn.execute("SELECT * FROM sessions WHERE name=?", (rec.name,)).fetchone()
+        with self.db.write() as w:
+            w.take_turns(f"session:{rec.name}")  # hosts registering one name
+            conn = w.conn
+            row = conn.execute("SELECT * FROM sessions WHERE name=?", (rec.name,)).fetchone()
             if row is not None:
                 old = _row_to_record(row)
                 if old.liveness == "running":
                     raise SessionNameTaken(f"a session named {rec.name!r} is already running")
-                self.conn.execute("DELETE FROM sessions WHERE name=?", (rec.name,))
-                self.conn.execute("DELETE FROM state_transitions WHERE session=?", (rec.name,))
+                conn.execute("DELETE FROM sessions WHERE name=?", (rec.name,))
+                conn.execute("DELETE FROM state_transitions WHERE session=?", (rec.name,))
             values = [getattr(rec, c) for c in _COLUMNS]
             values[_COLUMNS.index("state")] = rec.state.value
             values[_COLUMNS.index("command")] = json.dumps(rec.command)
@@ -239,14 +224,14 @@ class Registry:
             values[_COLUMNS.index("question")] = (
                 json.dumps(rec.question) if rec.question is not None else None)
             marks = ",".join("?" * len(_COLUMNS))
-            self.conn.execute(f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({marks})", values)
-            self.conn.execute(
+            conn.execute(f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({marks})", values)
+            conn.execute(
                 "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
                 " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
                 (rec.name, now, rec.state.value, "process", "launch", "just launched", "", 0, 0),
             )
-            self._event(now, rec.name, "session.state", state=rec.state.value, reason="just launched",
-                        signal="process", rule="launch")
+            w.event(now, rec.name, "session.state", "", state=rec.state.value,
+                    reason="just launched", signal="process", rule="launch")
         return rec
 
     def get(self, name: str) -> SessionRecord:
@@ -270,7 +255,7 @@ class Registry:
         if not changes:
             return
         sql, params = self._update_sql(name, changes)
-        self._exec(sql, params)
+        self.db.execute(sql, params)
 
     @staticmethod
     def _update_sql(name: str, changes: dict[str, Any]) -> tuple[str, builtins.list[Any]]:
@@ -321,50 +306,62 @@ class Registry:
             self.update(name, **changes)
             return
         changes["state_since"] = now
-        with self._write():
-            self.conn.execute(*self._update_sql(name, changes))
-            self._transition(name, now, state.value, signal, rule, reason, evidence, quiet_ms,
+        with self.db.write() as w:
+            w.conn.execute(*self._update_sql(name, changes))
+            self._transition(w, name, now, state.value, signal, rule, reason, evidence, quiet_ms,
                              draft, question)
 
+    @staticmethod
     def _transition(
-        self, name: str, at: float, state: str, signal: str, rule: str, reason: str,
+        w: Write, name: str, at: float, state: str, signal: str, rule: str, reason: str,
         evidence: str, quiet_ms: int, draft: bool, question: dict[str, Any] | None = None,
     ) -> None:
         """Log a state change and its event; inside the caller's write transaction."""
-        self.conn.execute(
+        w.conn.execute(
             "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
             " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
             (name, at, state, signal, rule, reason, evidence, quiet_ms, int(draft)),
         )
-        self.conn.execute(
+        w.conn.execute(
             "DELETE FROM state_transitions WHERE session = ? AND id <= (SELECT MAX(id)"
             " FROM state_transitions WHERE session = ?) - ?",
             (name, name, _KEEP_TRANSITIONS),
         )
         extra = {"question": question} if question is not None else {}
-        self._event(at, name, "session.state", state=state, reason=reason, signal=signal,
-                    rule=rule, **extra)
+        w.event(at, name, "session.state", "", state=state, reason=reason, signal=signal,
+                rule=rule, **extra)
 
     def transitions(self, name: str, after_id: int = 0) -> builtins.list[Transition]:
         rows = self._read(
             "SELECT * FROM state_transitions WHERE session = ? AND id > ? ORDER BY id",
             (name, after_id),
         )
-        return [Transition(**{**dict(r), "draft": bool(r["draft"])}) for r in rows]
+        return [Transition(**{**{k: r[k] for k in _TRANSITION_COLUMNS}, "draft": bool(r["draft"])})
+                for r in rows]
 
     def mark_ended(self, name: str, exit_code: int | None) -> None:
         """Record the end (once: a second call changes the record, adds no event)."""
         now = time.time()
         reason = f"process exited with code {exit_code}"
-        with self._write():
-            row = self.conn.execute("SELECT ended FROM sessions WHERE name=?", (name,)).fetchone()
-            self.conn.execute(*self._update_sql(name, dict(
+        with self.db.write() as w:
+            w.take_turns(f"session:{name}")  # one end, one event
+            row = w.conn.execute("SELECT ended FROM sessions WHERE name=?", (name,)).fetchone()
+            w.conn.execute(*self._update_sql(name, dict(
                 state=State.EXITED.value, state_since=now, exit_code=exit_code, ended=now,
                 state_signal="process", state_rule="process", state_reason=reason, heartbeat=now,
             )))
             if row is not None and row["ended"] is None:
                 self._transition(
-                    name, now, State.EXITED.value, "process", "process", reason, "", 0, False
+                    w, name, now, State.EXITED.value, "process", "process", reason, "", 0, False
                 )
-                self._event(now, name, "session.ended", exit_code=exit_code)
+                w.event(now, name, "session.ended", "", exit_code=exit_code)
 
+
+
+def open_registry(paths: Paths, url: str | None = None, *,
+                  busy_timeout_ms: int = db.BUSY_TIMEOUT_MS) -> Registry:
+    """The registry in the store this host's queue is in: ``url`` (a resolved
+    store URL, "" for the SQLite file), or the one the user's config and
+    ``AGENTWRAP_STORE_URL`` name."""
+    return Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=busy_timeout_ms,
+                    url=user_store_url(paths) if url is None else url)
