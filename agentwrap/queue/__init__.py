@@ -35,7 +35,6 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .backend import open_database as open_database
     from .backend import open_store as open_store
     from .backend import store_url as store_url
-    from .backend import user_store_url as user_store_url
     from .database import Database as Database
     from .due import anything_due as anything_due
     from .postgres import PgSubscription as PgSubscription
@@ -55,7 +54,6 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 EXPORTS: dict[str, tuple[str, ...]] = {
     "backend": (
         "configured_store", "describe", "open_database", "open_store", "store_url",
-        "user_store_url",
     ),
     "database": ("Database",),
     "db": ("db",),

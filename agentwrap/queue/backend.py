@@ -16,10 +16,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..config import Config, load_config
+from ..config import Config
 from ..errors import ConfigError
 from ..message import QueueLimits
-from ..paths import Paths
 from . import db
 from .database import Database
 from .sqlite import SQLiteDatabase, SQLiteMessageStore
@@ -72,12 +71,6 @@ def open_database(
         return PgDatabase(url, events_dir=events_dir,
                           connect_timeout_s=max(1.0, busy_timeout_ms / 1000))
     return SQLiteDatabase(db_path, busy_timeout_ms=busy_timeout_ms, events_dir=events_dir)
-
-
-def user_store_url(paths: Paths) -> str:
-    """:func:`store_url` of the user's config (a project's file cannot set
-    ``[store]``), for an opener that has no config at hand."""
-    return store_url(load_config(paths).store.url)
 
 
 def describe(db_path: Path, url: str = "") -> str:

@@ -157,7 +157,8 @@ class SupervisorHost:
         registry = open_registry(self.paths)
         try:
             for rec in registry.list():
-                if (rec.backend != "tmux" or rec.ended is not None or rec.supervisor_alive
+                if (rec.host not in ("", registry.host)  # another machine's session
+                        or rec.backend != "tmux" or rec.ended is not None or rec.supervisor_alive
                         or rec.options.supervisor != "host"):
                     continue
                 server = server_for(tmux_socket_of(self.paths, rec))

@@ -45,7 +45,6 @@ from ..errors import (
 )
 from ..message import NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
-from ..queue.backend import store_url
 from ..session_options import SessionOptions
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
@@ -151,6 +150,17 @@ def tmux_socket_of(paths: Paths, rec: SessionRecord) -> Path:
     launch (each session has its own), else the shared server older
     versions used."""
     return Path(rec.tmux_socket) if rec.tmux_socket else paths.tmux_socket
+
+
+def _here(registry: Registry, rec: SessionRecord) -> SessionRecord:
+    """``rec``, if it runs on this host: only its own host adopts, attaches to
+    or stops a session (its pids and tmux server are that machine's)."""
+    if rec.host not in ("", registry.host):
+        raise SessionNotRunning(f"{rec.name!r} runs on host {rec.host!r}, not on this one"
+                                f" ({registry.host!r})",
+                                hint=f"run the command on {rec.host}; `agentwrap ls` shows"
+                                " every host's sessions")
+    return rec
 
 
 def _orphaned(paths: Paths | None, rec: SessionRecord) -> bool:
@@ -278,7 +288,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
-    registry = open_registry(paths, store_url(cfg.store.url))
+    registry = open_registry(paths, cfg)
     try:
         name = pick_name(registry, opts.name, profile, paths)
         _refuse_orphan(paths, registry, name)
@@ -431,7 +441,7 @@ def adopt(paths: Paths, name: str) -> int:
     """Start a new supervisor for a tmux session whose supervisor is gone."""
     registry = open_registry(paths)
     try:
-        rec = registry.get(name)
+        rec = _here(registry, registry.get(name))
         if rec.supervisor_alive:
             return rec.supervisor_pid or 0
         if rec.backend != "tmux":
@@ -451,7 +461,7 @@ def attach(paths: Paths, name: str) -> int:
     code if it ended while attached, else 0 (detached)."""
     registry = open_registry(paths)
     try:
-        rec = registry.get(name)
+        rec = _here(registry, registry.get(name))
         if rec.backend != "tmux":
             raise SessionNotRunning(
                 f"{name!r} runs under the pty backend: it is attached to the terminal that started it"
@@ -510,7 +520,7 @@ def run_pty(
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
-    registry = open_registry(paths, store_url(cfg.store.url))
+    registry = open_registry(paths, cfg)
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env, paths, name)
@@ -533,7 +543,7 @@ def run_pty(
     enqueue_context(paths, cfg, name, opts.context_files)
     _begin_continuity(paths, cfg, rec, opts, handoff, profile)
     term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows, relay=cfg.run.relay)
-    sup = build_supervisor(paths, cfg, rec, term, profile, open_registry(paths, registry.url), env)
+    sup = build_supervisor(paths, cfg, rec, term, profile, open_registry(paths, cfg), env)
     log_to(paths.supervisor_log(name))
     logging.getLogger("agentwrap.session").info("pty relay: %s", term.relay_kind)
     thread = threading.Thread(target=sup.run, name=f"supervisor-{name}", daemon=True)
@@ -574,7 +584,7 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
     """
     registry = open_registry(paths)
     try:
-        recs = [registry.get(name) for name in names]  # unknown names: nothing happens
+        recs = [_here(registry, registry.get(name)) for name in names]  # else nothing happens
         pids: list[int] = []
         for rec in recs:
             pid: int | None = None

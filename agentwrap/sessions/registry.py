@@ -27,14 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from .. import events
+from ..config import Config, HostConfig, load_config
 from ..detect.states import State
 from ..errors import SessionNameTaken, SessionNotFound
 from ..paths import Paths, check_session_name
 from ..queue import db
-from ..queue.backend import open_database, user_store_url
+from ..queue.backend import open_database, store_url
 from ..queue.writes import Write
 from ..session_options import SessionOptions
 from ..terminal.proctree import alive, start_time
+from . import hosts
+from .hosts import HostSeen, host_name
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -122,6 +125,9 @@ class SessionRecord:
     ended: float | None = None
     options: SessionOptions = field(default_factory=SessionOptions)  # stored as its JSON
     question: dict[str, Any] | None = None  # waiting_input: the parsed question (Question.to_json)
+    host: str = ""  # the machine it runs on ("": recorded before hosts were)
+    # another host's session in a shared store: that host as seen when read (never stored)
+    seen: HostSeen | None = field(default=None, compare=False)
 
     @property
     def supervisor_alive(self) -> bool:
@@ -130,20 +136,33 @@ class SessionRecord:
 
     @property
     def liveness(self) -> str:
-        """running | ended | stale (supervisor died without recording an end)."""
+        """running | ended | stale (supervisor died without recording an end) |
+        unreachable (another host's session, its host silent past its deadline).
+
+        Another host's session is judged by its host's heartbeat: a pid of
+        another machine says nothing here."""
         if self.ended is not None:
             return "ended"
+        if self.seen is not None:
+            return "running" if self.seen.reachable else "unreachable"
         return "running" if self.supervisor_alive else "stale"
 
+    @property
+    def host_liveness(self) -> str:
+        """up (this host, or another that beat within its deadline) | unreachable."""
+        return "up" if self.seen is None else self.seen.liveness
+
     def to_json(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seen"}
         out["state"] = self.state.value
         out["options"] = self.options.to_json()
         out["liveness"] = self.liveness
+        out["host_liveness"] = self.host_liveness
+        out["unreachable_since"] = None if self.seen is None else self.seen.unreachable_since
         return out
 
 
-_COLUMNS = [f.name for f in fields(SessionRecord)]
+_COLUMNS = [f.name for f in fields(SessionRecord) if f.name != "seen"]
 _TRANSITION_COLUMNS = [f.name for f in fields(Transition)]
 
 
@@ -165,16 +184,20 @@ class Registry:
 
     def __init__(
         self, path: Path, *, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
-        events_dir: Path | None = None, url: str = "",
+        events_dir: Path | None = None, url: str = "", host: str | None = None,
+        heartbeat_s: float = HostConfig.heartbeat_s,
     ) -> None:
         self.path = path
         self.events_dir = events_dir
         self.url = url  # "" for the SQLite file; never shown (it may hold a password)
+        self.host = host_name() if host is None else host  # this machine (hosts.host_name)
+        self.heartbeat_s = heartbeat_s
         self.db = open_database(path, url, events_dir=events_dir,
                                 busy_timeout_ms=busy_timeout_ms)
         try:
-            self.db.ensure(_SCHEMA, ("sessions", "state_transitions",
-                                     "state_transitions_session"))
+            self.db.ensure(_SCHEMA + ";" + hosts.SCHEMA,
+                           ("sessions", "state_transitions", "state_transitions_session",
+                            *hosts.NAMES))
             self._add_missing_columns()
         except BaseException:
             self.db.close()
@@ -183,11 +206,15 @@ class Registry:
     def _add_missing_columns(self) -> None:
         """A registry made by an older agentwrap gains the columns added since
         (sessions that ran across the upgrade keep their rows)."""
-        if "question" not in self.db.columns("sessions"):
+        have = self.db.columns("sessions")
+        for column in ("question", "host"):
+            if column in have:
+                continue
+            kind = "TEXT" if column == "question" else "TEXT NOT NULL DEFAULT ''"
             try:
-                self.db.execute("ALTER TABLE sessions ADD COLUMN question TEXT")
+                self.db.execute(f"ALTER TABLE sessions ADD COLUMN {column} {kind}")
             except Exception as exc:  # another process added it first
-                if "duplicate column" not in str(exc):
+                if "duplicate column" not in str(exc) and "already exists" not in str(exc):
                     raise
 
     def close(self) -> None:
@@ -198,6 +225,34 @@ class Registry:
     def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[events.Row]:
         return list(self.db.read(sql, params))
 
+    # --- hosts ----------------------------------------------------------------------
+
+    def keep_host_alive(self) -> None:
+        """Beat this host's heartbeat from now until the process ends (a shared
+        store only: on SQLite every session is this machine's)."""
+        if self.db.shared:
+            hosts.HostBeat.start(self.url, self.host, self.heartbeat_s)
+
+    def hosts(self) -> dict[str, hosts.HostSeen]:
+        """Every host of the store as seen now (empty on SQLite)."""
+        return hosts.seen(self.db) if self.db.shared else {}
+
+    def _judged(self, recs: builtins.list[SessionRecord]) -> builtins.list[SessionRecord]:
+        """Another host's sessions with that host's liveness (:mod:`.hosts`);
+        a host past its deadline makes their state ``unknown``."""
+        if not self.db.shared or all(r.host in ("", self.host) for r in recs):
+            return recs
+        seen = hosts.seen(self.db)
+        out = []
+        for r in recs:
+            if r.host in ("", self.host):
+                out.append(r)
+                continue
+            h = seen.get(r.host) or hosts.HostSeen(r.host, 0.0, 0.0, False)  # never beat
+            out.append(replace(r, seen=h) if h.reachable
+                       else replace(r, seen=h, state=State.UNKNOWN))
+        return out
+
     # --- sessions -----------------------------------------------------------------
 
     def register(self, rec: SessionRecord) -> SessionRecord:
@@ -205,15 +260,19 @@ class Registry:
         left by an ended or crashed session is taken over."""
         check_session_name(rec.name)
         now = time.time()
-        rec = replace(rec, state_since=rec.state_since or now, heartbeat=now)
+        rec = replace(rec, state_since=rec.state_since or now, heartbeat=now,
+                      host=rec.host or self.host)
+        if self.db.shared:  # registering: this host is up (its supervisor beats from now on)
+            hosts.beat(self.db, self.host, self.heartbeat_s, now)
         with self.db.write() as w:
             w.take_turns(f"session:{rec.name}")  # hosts registering one name
             conn = w.conn
             row = conn.execute("SELECT * FROM sessions WHERE name=?", (rec.name,)).fetchone()
             if row is not None:
-                old = _row_to_record(row)
-                if old.liveness == "running":
-                    raise SessionNameTaken(f"a session named {rec.name!r} is already running")
+                (old,) = self._judged([_row_to_record(row)])
+                if old.liveness in ("running", "unreachable"):
+                    where = "" if old.host in ("", self.host) else f" on host {old.host!r}"
+                    raise SessionNameTaken(f"a session named {rec.name!r} is already running{where}")
                 conn.execute("DELETE FROM sessions WHERE name=?", (rec.name,))
                 conn.execute("DELETE FROM state_transitions WHERE session=?", (rec.name,))
             values = [getattr(rec, c) for c in _COLUMNS]
@@ -238,7 +297,7 @@ class Registry:
         rows = self._read("SELECT * FROM sessions WHERE name=?", (name,))
         if not rows:
             raise SessionNotFound(f"no session named {name!r}")
-        return _row_to_record(rows[0])
+        return self._judged([_row_to_record(rows[0])])[0]
 
     def find(self, name: str) -> SessionRecord | None:
         try:
@@ -248,7 +307,7 @@ class Registry:
 
     def list(self, include_ended: bool = False) -> list[SessionRecord]:
         rows = self._read("SELECT * FROM sessions ORDER BY started")
-        recs = [_row_to_record(r) for r in rows]
+        recs = self._judged([_row_to_record(r) for r in rows])
         return recs if include_ended else [r for r in recs if r.ended is None]
 
     def update(self, name: str, **changes: Any) -> None:
@@ -358,10 +417,12 @@ class Registry:
 
 
 
-def open_registry(paths: Paths, url: str | None = None, *,
+def open_registry(paths: Paths, cfg: Config | None = None, *,
                   busy_timeout_ms: int = db.BUSY_TIMEOUT_MS) -> Registry:
-    """The registry in the store this host's queue is in: ``url`` (a resolved
-    store URL, "" for the SQLite file), or the one the user's config and
-    ``AGENTWRAP_STORE_URL`` name."""
+    """The registry in the store this host's queue is in, as ``cfg`` (by
+    default the user's config) and the environment say: the store URL
+    (``[store] url``, ``AGENTWRAP_STORE_URL``) and this host ([host])."""
+    cfg = load_config(paths) if cfg is None else cfg
     return Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=busy_timeout_ms,
-                    url=user_store_url(paths) if url is None else url)
+                    url=store_url(cfg.store.url), host=host_name(cfg.host.name),
+                    heartbeat_s=cfg.host.heartbeat_s)
