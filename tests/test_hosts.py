@@ -171,12 +171,19 @@ def test_one_ls_shows_both_hosts_and_a_silent_one_as_unreachable(
     assert (both["a1"]["host"], both["b1"]["host"]) == ("alpha", "beta")
     assert both["b1"]["liveness"] == "running" and both["b1"]["host_liveness"] == "up"
     assert ls(beta).keys() == {"a1", "b1"}  # one list, from either host
-    # a send from alpha to beta's session is typed by beta, once
-    t0 = time.monotonic()
+    # a send from alpha to beta's session (NAME or HOST/NAME) is typed by beta, once each
     alpha.cli("send", "b1", "from alpha", check=True)
-    beta.wait_for(lambda: len(beta.received()) == 1, timeout=30, what="delivered on beta")
-    print(f"cross-host send -> typed on beta: {time.monotonic() - t0:.2f} s")
-    assert "from alpha" in beta.received()[0] and alpha.received() == []
+    alpha.cli("send", "beta/b1", "to beta/b1", check=True)
+    beta.wait_for(lambda: "to beta/b1" in "".join(beta.received()), timeout=30,
+                  what="delivered on beta")  # in one batch or two
+    typed = "".join(beta.received())
+    assert typed.count("from alpha") == 1 and typed.count("to beta/b1") == 1
+    assert alpha.received() == []
+    wrong = alpha.cli("send", "alpha/b1", "lost?")
+    assert wrong.returncode != 0 and "no session 'b1' on host 'alpha'" in wrong.stderr
+    assert "runs on host 'beta': beta/b1" in wrong.stderr
+    state = json.loads(alpha.cli("state", "beta/b1", "--json", check=True).stdout)
+    assert state["name"] == "b1"
     # only the owning host stops (or adopts, attaches to) a session
     res = alpha.cli("stop", "b1")
     assert res.returncode == 3 and "runs on host 'beta'" in res.stderr

@@ -116,6 +116,21 @@ def test_state_changes_log_transitions_and_events_heartbeats_do_not(
     assert reg.get("a").exit_code == 3 and reg.get("a").state is State.EXITED
 
 
+def test_an_address_is_name_or_host_slash_name(reg: Registry) -> None:
+    reg.register(record("a"))
+    assert reg.get("a").host == reg.host
+    assert reg.resolve("a") == "a" and reg.resolve(f"{reg.host}/a") == "a"
+    with pytest.raises(SessionNotFound, match="no session 'a' on host 'elsewhere'") as info:
+        reg.resolve("elsewhere/a")
+    assert f"runs on host {reg.host!r}: {reg.host}/a" in str(info.value.hint)
+    with pytest.raises(SessionNotFound):
+        reg.resolve(f"{reg.host}/nope")
+    for odd in ("../a", f"{reg.host}/a b", "[/x]"):  # no address: an unknown name as it is
+        assert reg.resolve(odd) == odd
+        with pytest.raises(SessionNotFound, match="no session named"):
+            reg.get(odd)
+
+
 def test_update_and_list(reg: Registry) -> None:
     reg.register(record("a", started=100.0))
     reg.register(record("b", started=50.0))

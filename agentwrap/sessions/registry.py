@@ -29,7 +29,7 @@ from typing import Any
 from .. import events
 from ..config import Config, HostConfig, load_config
 from ..detect.states import State
-from ..errors import SessionNameTaken, SessionNotFound
+from ..errors import InvalidMessage, SessionNameTaken, SessionNotFound
 from ..paths import Paths, check_session_name
 from ..queue import db
 from ..queue.backend import open_database, store_url
@@ -299,6 +299,21 @@ class Registry:
             raise SessionNotFound(f"no session named {name!r}")
         return self._judged([_row_to_record(rows[0])])[0]
 
+    def resolve(self, address: str) -> str:
+        """The session name ``address`` names: ``NAME``, or ``HOST/NAME`` (the
+        session must run on HOST: a name is unique across the hosts of a store,
+        the host part is checked, never guessed). Anything else is returned as
+        it is, so an unknown name is reported as before."""
+        host, sep, name = address.rpartition("/")
+        if not sep or not (_valid_name(host) and _valid_name(name)):
+            return address  # no address of a host: a name, found or not as it is
+        rec = self.get(name)
+        runs_on = rec.host or self.host
+        if runs_on != host:
+            raise SessionNotFound(f"no session {name!r} on host {host!r}",
+                                  hint=f"{name!r} runs on host {runs_on!r}: {runs_on}/{name}")
+        return name
+
     def find(self, name: str) -> SessionRecord | None:
         try:
             return self.get(name)
@@ -415,6 +430,14 @@ class Registry:
                 )
                 w.event(now, name, "session.ended", "", exit_code=exit_code)
 
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        check_session_name(name)
+    except InvalidMessage:
+        return False
+    return True
 
 
 def open_registry(paths: Paths, cfg: Config | None = None, *,
