@@ -99,6 +99,8 @@ def test_another_hosts_sessions_follow_its_heartbeat(
         b1 = seen["b1"]
         assert (b1.host, b1.liveness, b1.host_liveness, b1.state) == (
             "beta", "running", "up", State.READY)
+        beta.register(record("b2"))
+        beta.mark_ended("b2", 0)  # an end recorded before beta fell silent stays known
         # beta falls silent: its last beat long past 3 periods
         last = time.time() - 100
         hosts.beat(beta.db, "beta", 1.0, now=last)
@@ -114,6 +116,8 @@ def test_another_hosts_sessions_follow_its_heartbeat(
         # an unreachable host's name is not free: it may come back
         with pytest.raises(SessionNameTaken, match="on host 'beta'"):
             alpha.register(record("b1"))
+        b2 = next(r for r in alpha.list(include_ended=True) if r.name == "b2")
+        assert (b2.liveness, b2.state, b2.host_liveness) == ("ended", State.EXITED, "unreachable")
         hosts.beat(beta.db, "beta", 1.0)  # back
         b1 = alpha.get("b1")
         assert (b1.liveness, b1.state, b1.to_json()["unreachable_since"]) == (

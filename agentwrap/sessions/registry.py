@@ -239,7 +239,8 @@ class Registry:
 
     def _judged(self, recs: builtins.list[SessionRecord]) -> builtins.list[SessionRecord]:
         """Another host's sessions with that host's liveness (:mod:`.hosts`);
-        a host past its deadline makes their state ``unknown``."""
+        a host past its deadline makes their state ``unknown`` (an ended
+        session's stays: its end was recorded)."""
         if not self.db.shared or all(r.host in ("", self.host) for r in recs):
             return recs
         seen = hosts.seen(self.db)
@@ -249,7 +250,7 @@ class Registry:
                 out.append(r)
                 continue
             h = seen.get(r.host) or hosts.HostSeen(r.host, 0.0, 0.0, False)  # never beat
-            out.append(replace(r, seen=h) if h.reachable
+            out.append(replace(r, seen=h) if h.reachable or r.ended is not None
                        else replace(r, seen=h, state=State.UNKNOWN))
         return out
 
