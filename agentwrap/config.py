@@ -32,6 +32,10 @@ Example::
     [store]                     # user config only; or AGENTWRAP_STORE_URL
     url = "postgresql://aw@db.example/agentwrap?sslmode=verify-full"  # default: SQLite
 
+    [host]                      # user config only; AGENTWRAP_HOST_NAME wins over name
+    name = "devbox"             # default: the hostname; how the shared store names this machine
+    heartbeat_s = 5.0           # a host silent for 3x this is `unreachable` to the others
+
     [trust]                     # user config only: who may type raw (shells, send --raw)
     raw_sources = ["user"]
     instruction_sources = ["user", "agent:lead"]  # typed as your own words, not quoted data
@@ -121,6 +125,17 @@ class StoreConfig:
     AGENTWRAP_STORE_URL wins over it (:func:`agentwrap.queue.open.store_url`)."""
 
     url: str = ""
+
+
+@dataclass(frozen=True)
+class HostConfig:
+    """[host]: this machine in a store several hosts share (user config only).
+    ``name``: empty for the hostname (AGENTWRAP_HOST_NAME wins over both;
+    :func:`agentwrap.sessions.hosts.host_name`); ``heartbeat_s``: how often
+    its supervisors and ``serve`` tell the store it is up."""
+
+    name: str = ""
+    heartbeat_s: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -258,6 +273,7 @@ class Config:
     delivery: DeliveryConfig = field(default_factory=DeliveryConfig)
     limits: QueueLimits = field(default_factory=QueueLimits)
     store: StoreConfig = field(default_factory=StoreConfig)
+    host: HostConfig = field(default_factory=HostConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     continuity: ContinuityConfig = field(default_factory=ContinuityConfig)
@@ -282,11 +298,12 @@ class Config:
 
 _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "store": StoreConfig,
-    "trust": TrustConfig,
+    "host": HostConfig, "trust": TrustConfig,
     "notify": NotifyConfig, "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
 }
 COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
-USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store")  # never from a project's file
+USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store",
+                      "host")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 STEER_MODES = ("off", "high", "all")
@@ -342,9 +359,9 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                 raise ConfigError(f"{where}: [dashboard] is set at the top level")
             cfg = replace(cfg, launch=_launch_choices(value))
             continue
-        if section == "store" and where:
-            raise ConfigError(f"{where}: [store] is set at the top level",
-                              hint="every agent of a machine shares one store")
+        if section in ("store", "host") and where:
+            raise ConfigError(f"{where}: [{section}] is set at the top level",
+                              hint="every agent of a machine shares one store and one host name")
         if section not in _SECTIONS:
             raise ConfigError(
                 f"{where or 'config'}: unknown section [{section}]",
@@ -389,6 +406,8 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                 f"{dotted_section(where, section)}.steer: must be one of"
                 f" {', '.join(STEER_MODES)}, got {changes['steer']!r}"
             )
+        if section == "host" and changes.get("heartbeat_s", 1.0) < 0.1:
+            raise ConfigError(f"host.heartbeat_s: must be at least 0.1, got {changes['heartbeat_s']!r}")
         if section == "run" and changes.get("idle_tick_s", 1.0) < 0.5:
             raise ConfigError(f"run.idle_tick_s: must be at least 0.5, got {changes['idle_tick_s']!r}")
         if section == "run" and changes.get("relay", "auto") not in RELAY_MODES:

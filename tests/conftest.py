@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,7 +76,10 @@ class AwEnv:
         return [json.loads(x)["text"] for x in self.log.read_text().splitlines() if x.strip()]
 
     def registry(self) -> Registry:
-        return Registry(self.paths.db_path)
+        """The registry this environment's commands use (the shared store if its
+        AGENTWRAP_STORE_URL names one, as this host if it is given a name)."""
+        return Registry(self.paths.db_path, url=self.env.get("AGENTWRAP_STORE_URL", ""),
+                        host=self.env.get("AGENTWRAP_HOST_NAME"))
 
     def store(self) -> SQLiteMessageStore:
         return SQLiteMessageStore(self.paths.db_path)
@@ -127,8 +131,10 @@ def _teardown(aw: AwEnv) -> None:
             )
 
 
-@pytest.fixture
-def aw() -> Iterator[AwEnv]:
+@contextmanager
+def make_aw() -> Iterator[AwEnv]:
+    """An environment of its own (XDG dirs, tmux servers, store): one simulated
+    host. The ``aw`` fixture is one; a test of several hosts makes more."""
     root = Path(tempfile.mkdtemp(prefix="awt-", dir="/tmp"))
     env = dict(os.environ)
     env.update(
@@ -152,6 +158,12 @@ def aw() -> Iterator[AwEnv]:
     finally:
         _teardown(aw)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def aw() -> Iterator[AwEnv]:
+    with make_aw() as env:
+        yield env
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,24 +1,29 @@
 """Choosing the store (issue 23): this machine's SQLite file unless the user's
-``[store] url`` or AGENTWRAP_STORE_URL names a PostgreSQL server; a project's
-file cannot redirect it, and the password is never shown (doctor included)."""
+``[store] url`` or AGENTWRAP_STORE_URL names a PostgreSQL server (the queue,
+the sessions and the answers alike); a project's file cannot redirect it, and
+the password is never shown (doctor included)."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 from conftest import AwEnv
 from support.pg import PgServer
 
+from agentwrap.answers.actions import DenyAnswer
+from agentwrap.answers.store import AnswerStore
 from agentwrap.config import load_config
 from agentwrap.errors import ConfigError
 from agentwrap.message import NewMessage
 from agentwrap.paths import Paths
 from agentwrap.queue.backend import ENV, describe, open_store, store_url
-from agentwrap.queue.postgres import PostgresMessageStore
-from agentwrap.queue.sqlite import SQLiteMessageStore
+from agentwrap.queue.postgres import PgDatabase, PostgresMessageStore
+from agentwrap.queue.sqlite import SQLiteDatabase, SQLiteMessageStore
 from agentwrap.service import Service
+from agentwrap.sessions.registry import Registry, SessionRecord, open_registry
 
 SECRET = "s3cr3t-pw"
 
@@ -102,3 +107,53 @@ def test_doctor_shows_the_store_never_its_password(aw: AwEnv, pg_server: PgServe
                    for p in json.loads(res.stdout)["problems"])
     finally:
         pg_server.drop_schema(name)
+
+
+def test_the_registry_and_answers_follow_the_store_url(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The composition root opens the sessions and the answers where the
+    queue is: with the URL set, nothing goes into this machine's file."""
+    paths = _paths(tmp_path)
+    monkeypatch.setenv(ENV, pg_url)
+    with Service.open(paths) as svc:
+        svc.registry.register(SessionRecord(name="shared", profile="standin", backend="tmux",
+                                            command=["x"], cwd="/", started=time.time()))
+        svc.answers.request("shared", "q1", DenyAnswer(), source="cli")
+    assert isinstance(open_registry(paths).db, PgDatabase)
+    other = Registry(tmp_path / "unused.db", url=pg_url)  # another host: the same rows
+    answers = AnswerStore(tmp_path / "unused.db", url=pg_url)
+    try:
+        assert other.get("shared").profile == "standin"
+        assert [a.session for a in answers.pending("shared")] == ["shared"]
+    finally:
+        other.close()
+        answers.close()
+    assert not (tmp_path / "unused.db").exists()
+    local = Registry(paths.db_path)
+    try:
+        assert local.list(include_ended=True) == []
+    finally:
+        local.close()
+    monkeypatch.delenv(ENV)
+    assert isinstance(open_registry(paths).db, SQLiteDatabase)
+
+
+def test_a_session_run_with_the_url_is_listed_from_the_shared_store(
+    aw: AwEnv, pg_url: str,
+) -> None:
+    aw.env[ENV] = pg_url
+    aw.start_standin("sa")
+    aw.wait_for(lambda: any(d["name"] == "sa" and d["state"] == "ready" for d in json.loads(
+        aw.cli("ls", "--json", check=True).stdout)), timeout=30, what="sa ready in ls")
+    shared = Registry(aw.paths.db_path, url=pg_url)
+    try:
+        assert shared.get("sa").liveness == "running"
+    finally:
+        shared.close()
+    aw.cli("send", "sa", "through the shared store", check=True)
+    aw.wait_for(lambda: len(aw.received()) == 1, timeout=30, what="delivered")
+    assert "through the shared store" in aw.received()[0]
+    aw.cli("stop", "sa", check=True)
+    del aw.env[ENV]
+    assert json.loads(aw.cli("ls", "--json", check=True).stdout) == []

@@ -8,24 +8,25 @@ because the agent asks something else by now (``stale``). Every row change
 appends a ``session.answered`` event in the same transaction, so a waiting
 surface is woken by the event bus like ``send --wait``.
 
-The table lives in the one SQLite store, next to the messages.
+The table lives in the one store, next to the messages: this machine's SQLite
+file, or the PostgreSQL server every host shares when the store URL says so
+(the caller passes the URL, as the message store's opener does).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import events
 from ..queue import db
+from ..queue.backend import open_database
+from ..queue.writes import Write
 from .actions import AnswerAction, AnswerStatus, from_json
 
 SCHEMA = """
@@ -67,49 +68,37 @@ class Answer:
                 "detail": self.detail, "created": self.created, "finished": self.finished}
 
 
-def _row(r: sqlite3.Row) -> Answer:
+def _row(r: events.Row) -> Answer:
     return Answer(r["id"], r["session"], r["question_id"], from_json(json.loads(r["answer"])),
                   r["source"], AnswerStatus(r["status"]), r["detail"], float(r["created"]),
                   None if r["finished"] is None else float(r["finished"]))
 
 
 class AnswerStore:
-    """The ``answers`` table: one connection, safe to share between threads."""
+    """The ``answers`` table, on the store's :class:`~agentwrap.queue.Database`
+    (the SQLite file, or the PostgreSQL server of ``url``); safe to share
+    between threads."""
 
     def __init__(
         self, path: Path, *, events_dir: Path | None = None,
-        clock: Callable[[], float] = time.time, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
+        clock: Callable[[], float] = time.time, url: str = "",
+        busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
     ) -> None:
         self.path = path
         self.events_dir = events_dir
         self._clock = clock
-        self._busy_ms = busy_timeout_ms
-        self._lock = threading.RLock()
-        self._conn = db.connect(path, busy_timeout_ms)
-        with self._lock, db.store_errors(path, busy_timeout_ms):
-            names = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master")}
-        if not {"answers", "answers_pending", "events"} <= names:
-            with self._write(announce=False) as conn:
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                events.create(conn)
+        self.db = open_database(path, url, events_dir=events_dir, busy_timeout_ms=busy_timeout_ms)
+        try:
+            self.db.ensure(SCHEMA, ("answers", "answers_pending"))
+        except BaseException:
+            self.db.close()
+            raise
 
-    @contextmanager
-    def _write(self, *, announce: bool = True) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            with db.store_errors(self.path, self._busy_ms), db.transaction(self._conn) as conn:
-                yield conn
-            if announce and self.events_dir is not None:
-                events.announce(self.events_dir)
-
-    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
-        with self._lock, db.store_errors(self.path, self._busy_ms):
-            return self._conn.execute(sql, params).fetchall()
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> Sequence[events.Row]:
+        return self.db.read(sql, params)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self.db.close()
 
     def request(
         self, session: str, question_id: str, answer: AnswerAction, source: str = "",
@@ -119,8 +108,8 @@ class AnswerStore:
         the answer rule that chose it (source ``policy``), named in the event."""
         now = self._clock()
         aid = uuid.uuid4().hex[:16]
-        with self._write() as conn:
-            self._insert(conn, now, aid, session, question_id, answer, source, rule)
+        with self.db.write() as w:
+            self._insert(w, now, aid, session, question_id, answer, source, rule)
         return self.get(aid)
 
     def given(
@@ -133,24 +122,24 @@ class AnswerStore:
         between the two."""
         now = self._clock()
         aid = uuid.uuid4().hex[:16]
-        with self._write() as conn:
-            self._insert(conn, now, aid, session, question_id, answer, source, rule)
-            self._end(conn, now, aid, AnswerStatus.APPLIED, detail)
+        with self.db.write() as w:
+            self._insert(w, now, aid, session, question_id, answer, source, rule)
+            self._end(w, now, aid, AnswerStatus.APPLIED, detail)
         return self.get(aid)
 
     @staticmethod
-    def _insert(conn: sqlite3.Connection, now: float, aid: str, session: str, question_id: str,
+    def _insert(w: Write, now: float, aid: str, session: str, question_id: str,
                 answer: AnswerAction, source: str, rule: str | None) -> None:
         data = answer.to_json()
         body = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-        conn.execute(
+        w.conn.execute(
             "INSERT INTO answers (id, session, question_id, answer, source, status, created)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
             (aid, session, question_id, body, source, AnswerStatus.PENDING.value, now),
         )
-        events.record(conn, now, session, "session.answered", aid,
-                      status=AnswerStatus.PENDING.value, questionId=question_id, answer=data, source=source,
-                      by=answered_by(source), **({"rule": rule} if rule else {}))
+        w.event(now, session, "session.answered", aid,
+                status=AnswerStatus.PENDING.value, questionId=question_id, answer=data,
+                source=source, by=answered_by(source), **({"rule": rule} if rule else {}))
 
     def get(self, answer_id: str) -> Answer:
         rows = self._read("SELECT * FROM answers WHERE id = ?", (answer_id,))
@@ -174,21 +163,21 @@ class AnswerStore:
         if not status.ended:
             raise ValueError(f"not an end status: {status!r}")
         now = self._clock()
-        with self._write() as conn:
-            return self._end(conn, now, answer_id, status, detail)
+        with self.db.write() as w:
+            return self._end(w, now, answer_id, status, detail)
 
     @staticmethod
-    def _end(conn: sqlite3.Connection, now: float, answer_id: str, status: AnswerStatus,
-             detail: str) -> bool:
-        row = conn.execute("SELECT * FROM answers WHERE id = ?", (answer_id,)).fetchone()
+    def _end(w: Write, now: float, answer_id: str, status: AnswerStatus, detail: str) -> bool:
+        w.take_turns(f"answer:{answer_id}")  # of two concluding it, one wins
+        row = w.conn.execute("SELECT * FROM answers WHERE id = ?", (answer_id,)).fetchone()
         if row is None or row["status"] != AnswerStatus.PENDING:
             return False
-        conn.execute("UPDATE answers SET status = ?, detail = ?, finished = ? WHERE id = ?",
-                     (status.value, detail, now, answer_id))
-        events.record(conn, now, row["session"], "session.answered", answer_id,
-                      status=status.value, detail=detail, questionId=row["question_id"],
-                      answer=json.loads(row["answer"]), source=row["source"],
-                      by=answered_by(row["source"]))
+        w.conn.execute("UPDATE answers SET status = ?, detail = ?, finished = ? WHERE id = ?",
+                       (status.value, detail, now, answer_id))
+        w.event(now, row["session"], "session.answered", answer_id,
+                status=status.value, detail=detail, questionId=row["question_id"],
+                answer=json.loads(row["answer"]), source=row["source"],
+                by=answered_by(row["source"]))
         return True
 
 

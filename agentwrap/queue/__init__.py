@@ -11,8 +11,9 @@ delivery side's status changes, ``reads`` and ``metrics``, ``writes`` a
 transaction and its events), the stateless checks every message passes before it is
 stored (``validate``: size, TTL, metadata, ids, reserved sources and
 priorities), text sanitizing (``sanitize``) and the one place SQLite
-connections are opened and their errors translated (``db``, which the session
-registry uses too). The message types themselves (``agentwrap.message``) stay
+connections are opened and their errors translated (``db``); ``database`` is the
+storage port of the tables beside the queue (the session registry, the
+answers), on either backend. The message types themselves (``agentwrap.message``) stay
 at the top level, in the foundation: the configuration's ``[limits]`` section
 is ``QueueLimits``, and ``config`` is imported by every layer, the terminal
 included. Imports point down only: to the foundation (``message``, ``config``,
@@ -31,8 +32,10 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import sanitize as sanitize
     from .backend import configured_store as configured_store
     from .backend import describe as describe
+    from .backend import open_database as open_database
     from .backend import open_store as open_store
     from .backend import store_url as store_url
+    from .database import Database as Database
     from .due import anything_due as anything_due
     from .postgres import PgSubscription as PgSubscription
     from .postgres import PostgresMessageStore as PostgresMessageStore
@@ -45,10 +48,14 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .validate import MAX_DEPTH as MAX_DEPTH
     from .validate import MAX_ID_CHARS as MAX_ID_CHARS
     from .validate import MIN_TTL_S as MIN_TTL_S
+    from .writes import Write as Write
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "backend": ("configured_store", "describe", "open_store", "store_url"),
+    "backend": (
+        "configured_store", "describe", "open_database", "open_store", "store_url",
+    ),
+    "database": ("Database",),
     "db": ("db",),
     "due": ("anything_due",),
     "sanitize": ("check_text", "decode_utf8", "sanitize"),
@@ -56,6 +63,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "sqlite": ("SQLiteMessageStore",),
     "store": ("MessageStore", "QueueMetrics", "SenderLimit"),
     "validate": ("MAX_DEPTH", "MAX_ID_CHARS", "MIN_TTL_S"),
+    "writes": ("Write",),
 }
 __all__ = names(EXPORTS)
 __getattr__ = lazy(__name__, EXPORTS)

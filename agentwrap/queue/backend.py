@@ -20,7 +20,8 @@ from ..config import Config
 from ..errors import ConfigError
 from ..message import QueueLimits
 from . import db
-from .sqlite import SQLiteMessageStore
+from .database import Database
+from .sqlite import SQLiteDatabase, SQLiteMessageStore
 from .sqlstore import DEFAULT_LIMITS, SQLMessageStore
 
 ENV = "AGENTWRAP_STORE_URL"
@@ -55,6 +56,21 @@ def open_store(
                                     connect_timeout_s=max(1.0, busy_timeout_ms / 1000))
     return SQLiteMessageStore(db_path, limits, events_dir=events_dir,
                               busy_timeout_ms=busy_timeout_ms)
+
+
+def open_database(
+    db_path: Path, url: str = "", *, events_dir: Path | None = None,
+    busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
+) -> Database:
+    """The plumbing of the registry and the answers (:mod:`.database`) at
+    ``url`` (PostgreSQL), or else in the SQLite file ``db_path``: the store
+    the queue of the same ``url`` is in."""
+    if url:
+        from .postgres import PgDatabase
+
+        return PgDatabase(url, events_dir=events_dir,
+                          connect_timeout_s=max(1.0, busy_timeout_ms / 1000))
+    return SQLiteDatabase(db_path, busy_timeout_ms=busy_timeout_ms, events_dir=events_dir)
 
 
 def describe(db_path: Path, url: str = "") -> str:

@@ -38,6 +38,12 @@ class Write:
         writers do not all take turns makes claims of one session take turns
         here, so a batch stays in delivery order (SQLite: its write lock does)."""
 
+    def take_turns(self, what: str) -> None:
+        """Writers of ``what`` (a session name being registered, an answer
+        being concluded) take turns from here to the commit, so a read and
+        the write that depends on it are one step for them (SQLite: its write
+        lock already orders every writer)."""
+
     def event(
         self, now: float, session: str, kind: str, subject: str, /, **data: Any,
     ) -> None:

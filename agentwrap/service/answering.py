@@ -44,7 +44,8 @@ class Answering:
 
         with self._lock:
             if self._store is None:
-                self._store = AnswerStore(self.paths.db_path, events_dir=self.paths.events_dir)
+                self._store = AnswerStore(self.paths.db_path, events_dir=self.paths.events_dir,
+                                          url=self.registry.url)  # the registry's store
             return self._store
 
     def close(self) -> None:

@@ -15,13 +15,14 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..audit import AuditLog
-from ..config import load_config
+from ..config import Config, load_config
 from ..delivery import handover
 from ..errors import AgentwrapError
 from ..events import Event, Subscription
 from ..message import Message, NewMessage, Priority, QueueLimits
 from ..paths import Paths
 from ..queue.store import MessageStore, QueueMetrics, SenderLimit
+from ..sessions.hosts import host_name
 from ..sessions.registry import Registry, SessionRecord, Transition
 from . import events
 from .answering import Answering
@@ -85,15 +86,17 @@ class Service:
         paths.ensure()
         if limits is None:
             cfg = load_config(paths)
-            limits, configured = cfg.limits, cfg.store.url
+            limits = cfg.limits
         else:
             try:
-                configured = load_config(paths).store.url
+                cfg = load_config(paths)
             except AgentwrapError:  # the caller reads only, and reports the config itself
-                configured = ""
-        url = store_url(configured)
+                cfg = Config()
+        url = store_url(cfg.store.url)
         wait = db.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
-        registry = Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=wait)
+        registry = Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=wait,
+                            url=url, host=host_name(cfg.host.name),
+                            heartbeat_s=cfg.host.heartbeat_s)
         try:
             store = open_store(paths.db_path, limits, url=url, events_dir=paths.events_dir,
                                busy_timeout_ms=wait)

@@ -46,8 +46,9 @@ class Sessions:
 
     def state(self, name: str) -> SessionRecord:
         """One session's record: state, and the signal, rule and evidence that
-        decided it; ``liveness`` is checked now, never stored."""
-        return self.registry.get(name)
+        decided it; ``liveness`` is checked now, never stored. ``name``: NAME
+        or HOST/NAME (:meth:`Registry.resolve`)."""
+        return self.registry.get(self.registry.resolve(name))
 
     def transitions(self, name: str, after_id: int = 0) -> list[Transition]:
         """The session's state changes after ``after_id``, oldest first (bounded

@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .hook_requests import ask as ask
     from .hook_requests import hook_socket as hook_socket
     from .host import serve as serve
+    from .hosts import HostSeen as HostSeen
+    from .hosts import host_name as host_name
     from .lifecycle import RunOptions as RunOptions
     from .lifecycle import adopt as adopt
     from .lifecycle import attach as attach
@@ -54,6 +56,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "hook_requests": ("ask", "hook_socket"),
     "host": ("serve",),
+    "hosts": ("HostSeen", "host_name"),
     "lifecycle": (
         "RunOptions",
         "adopt",

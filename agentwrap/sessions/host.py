@@ -41,7 +41,7 @@ from ..paths import Paths, open_private_append, private_dir
 from ..terminal.tmux import server_for
 from .compose import Companion, start_companions
 from .lifecycle import host_log, host_socket, tmux_socket_of, tmux_supervisor
-from .registry import Registry
+from .registry import open_registry
 from .supervisor import Supervisor
 
 log = logging.getLogger("agentwrap.host")
@@ -126,7 +126,7 @@ class SupervisorHost:
             thread.start()
 
     def _supervise(self, name: str) -> None:
-        registry = Registry(self.paths.db_path, events_dir=self.paths.events_dir)
+        registry = open_registry(self.paths)
         try:
             sup = tmux_supervisor(self.paths, name, registry)
             with self._lock:
@@ -154,10 +154,11 @@ class SupervisorHost:
 
     def _adopt_orphans(self) -> None:
         """After a host crash: every running host-supervised session nobody supervises."""
-        registry = Registry(self.paths.db_path, events_dir=self.paths.events_dir)
+        registry = open_registry(self.paths)
         try:
             for rec in registry.list():
-                if (rec.backend != "tmux" or rec.ended is not None or rec.supervisor_alive
+                if (rec.host not in ("", registry.host)  # another machine's session
+                        or rec.backend != "tmux" or rec.ended is not None or rec.supervisor_alive
                         or rec.options.supervisor != "host"):
                     continue
                 server = server_for(tmux_socket_of(self.paths, rec))

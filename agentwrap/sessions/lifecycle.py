@@ -50,7 +50,7 @@ from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .app_server import with_app_server
 from .compose import Companion, build_supervisor, start_companions
-from .registry import Registry, SessionRecord
+from .registry import Registry, SessionRecord, open_registry
 from .supervisor import Supervisor, log_to
 
 if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
@@ -150,6 +150,17 @@ def tmux_socket_of(paths: Paths, rec: SessionRecord) -> Path:
     launch (each session has its own), else the shared server older
     versions used."""
     return Path(rec.tmux_socket) if rec.tmux_socket else paths.tmux_socket
+
+
+def _here(registry: Registry, rec: SessionRecord) -> SessionRecord:
+    """``rec``, if it runs on this host: only its own host adopts, attaches to
+    or stops a session (its pids and tmux server are that machine's)."""
+    if rec.host not in ("", registry.host):
+        raise SessionNotRunning(f"{rec.name!r} runs on host {rec.host!r}, not on this one"
+                                f" ({registry.host!r})",
+                                hint=f"run the command on {rec.host}; `agentwrap ls` shows"
+                                " every host's sessions")
+    return rec
 
 
 def _orphaned(paths: Paths | None, rec: SessionRecord) -> bool:
@@ -277,7 +288,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths, cfg)
     try:
         name = pick_name(registry, opts.name, profile, paths)
         _refuse_orphan(paths, registry, name)
@@ -415,7 +426,7 @@ def supervise(paths: Paths, name: str, companions: Sequence[Companion] = ()) -> 
     """Entry point of the detached supervisor process (also re-adoption);
     ``companions`` run beside it (see :data:`agentwrap.sessions.compose.Companion`)."""
     log_to(paths.supervisor_log(name))
-    sup = tmux_supervisor(paths, name, Registry(paths.db_path, events_dir=paths.events_dir))
+    sup = tmux_supervisor(paths, name, open_registry(paths))
     signal.signal(signal.SIGTERM, lambda *_: sup.stop())
     started = start_companions(companions, paths, name)
     try:
@@ -428,9 +439,9 @@ def supervise(paths: Paths, name: str, companions: Sequence[Companion] = ()) -> 
 
 def adopt(paths: Paths, name: str) -> int:
     """Start a new supervisor for a tmux session whose supervisor is gone."""
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths)
     try:
-        rec = registry.get(name)
+        rec = _here(registry, registry.get(name))
         if rec.supervisor_alive:
             return rec.supervisor_pid or 0
         if rec.backend != "tmux":
@@ -448,9 +459,9 @@ def adopt(paths: Paths, name: str) -> int:
 def attach(paths: Paths, name: str) -> int:
     """Put the person's terminal on the session; return the agent's exit
     code if it ended while attached, else 0 (detached)."""
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths)
     try:
-        rec = registry.get(name)
+        rec = _here(registry, registry.get(name))
         if rec.backend != "tmux":
             raise SessionNotRunning(
                 f"{name!r} runs under the pty backend: it is attached to the terminal that started it"
@@ -472,7 +483,7 @@ def attach(paths: Paths, name: str) -> int:
 
 def wait_for_end(paths: Paths, name: str, grace_s: float) -> int:
     """After the tmux client returns: the agent's exit code if it ended."""
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths)
     try:
         deadline = time.monotonic() + grace_s
         while True:
@@ -509,7 +520,7 @@ def run_pty(
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths, cfg)
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)
     argv = agent_argv(opts.argv, profile, env, paths, name)
@@ -532,7 +543,7 @@ def run_pty(
     enqueue_context(paths, cfg, name, opts.context_files)
     _begin_continuity(paths, cfg, rec, opts, handoff, profile)
     term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows, relay=cfg.run.relay)
-    sup = build_supervisor(paths, cfg, rec, term, profile, Registry(paths.db_path, events_dir=paths.events_dir), env)
+    sup = build_supervisor(paths, cfg, rec, term, profile, open_registry(paths, cfg), env)
     log_to(paths.supervisor_log(name))
     logging.getLogger("agentwrap.session").info("pty relay: %s", term.relay_kind)
     thread = threading.Thread(target=sup.run, name=f"supervisor-{name}", daemon=True)
@@ -571,9 +582,9 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
     a session whose end was not recorded within ``timeout_s`` is told to stop,
     its tmux session killed and its end recorded here.
     """
-    registry = Registry(paths.db_path, events_dir=paths.events_dir)
+    registry = open_registry(paths)
     try:
-        recs = [registry.get(name) for name in names]  # unknown names: nothing happens
+        recs = [_here(registry, registry.get(name)) for name in names]  # else nothing happens
         pids: list[int] = []
         for rec in recs:
             pid: int | None = None

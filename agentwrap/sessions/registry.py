@@ -1,7 +1,9 @@
 """The session registry: which agents agentwrap supervises, and their state.
 
-It lives in the same SQLite store as the message queue (one store, many
-writers). A supervisor that crashed cannot clean up after itself, so liveness
+It lives in the same store as the message queue (one store, many writers):
+this machine's SQLite file, or the PostgreSQL server every host shares when
+the store URL says so (:func:`open_registry`; the statements are written once,
+:mod:`agentwrap.queue.database`). A supervisor that crashed cannot clean up after itself, so liveness
 is never *stored*: it is checked each time from the supervisor's pid and its
 kernel start time (a reused pid does not count), and an entry whose
 supervisor is gone shows as ``stale`` (or ``orphaned`` when its tmux session
@@ -18,21 +20,24 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import sqlite3
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from .. import events
+from ..config import Config, HostConfig, load_config
 from ..detect.states import State
-from ..errors import SessionNameTaken, SessionNotFound
-from ..paths import check_session_name
+from ..errors import InvalidMessage, SessionNameTaken, SessionNotFound
+from ..paths import Paths, check_session_name
 from ..queue import db
+from ..queue.backend import open_database, store_url
+from ..queue.writes import Write
 from ..session_options import SessionOptions
 from ..terminal.proctree import alive, start_time
+from . import hosts
+from .hosts import HostSeen, host_name
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -120,6 +125,9 @@ class SessionRecord:
     ended: float | None = None
     options: SessionOptions = field(default_factory=SessionOptions)  # stored as its JSON
     question: dict[str, Any] | None = None  # waiting_input: the parsed question (Question.to_json)
+    host: str = ""  # the machine it runs on ("": recorded before hosts were)
+    # another host's session in a shared store: that host as seen when read (never stored)
+    seen: HostSeen | None = field(default=None, compare=False)
 
     @property
     def supervisor_alive(self) -> bool:
@@ -128,24 +136,38 @@ class SessionRecord:
 
     @property
     def liveness(self) -> str:
-        """running | ended | stale (supervisor died without recording an end)."""
+        """running | ended | stale (supervisor died without recording an end) |
+        unreachable (another host's session, its host silent past its deadline).
+
+        Another host's session is judged by its host's heartbeat: a pid of
+        another machine says nothing here."""
         if self.ended is not None:
             return "ended"
+        if self.seen is not None:
+            return "running" if self.seen.reachable else "unreachable"
         return "running" if self.supervisor_alive else "stale"
 
+    @property
+    def host_liveness(self) -> str:
+        """up (this host, or another that beat within its deadline) | unreachable."""
+        return "up" if self.seen is None else self.seen.liveness
+
     def to_json(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "seen"}
         out["state"] = self.state.value
         out["options"] = self.options.to_json()
         out["liveness"] = self.liveness
+        out["host_liveness"] = self.host_liveness
+        out["unreachable_since"] = None if self.seen is None else self.seen.unreachable_since
         return out
 
 
-_COLUMNS = [f.name for f in fields(SessionRecord)]
+_COLUMNS = [f.name for f in fields(SessionRecord) if f.name != "seen"]
+_TRANSITION_COLUMNS = [f.name for f in fields(Transition)]
 
 
-def _row_to_record(row: sqlite3.Row) -> SessionRecord:
-    data = dict(row)
+def _row_to_record(row: events.Row) -> SessionRecord:
+    data = {k: row[k] for k in _COLUMNS}
     data["command"] = json.loads(data["command"])
     data["options"] = SessionOptions.from_json(json.loads(data["options"] or "{}"))
     data["question"] = json.loads(data["question"]) if data.get("question") else None
@@ -155,65 +177,82 @@ def _row_to_record(row: sqlite3.Row) -> SessionRecord:
 
 
 class Registry:
-    """The sessions table. All SQL runs through :meth:`_write`, :meth:`_read`
-    and :meth:`_exec`, where :func:`db.store_errors` turns store failures into
+    """The sessions table, on the store's :class:`~agentwrap.queue.Database`
+    (the SQLite file, or the PostgreSQL server of ``url``): every statement
+    runs through it, where store failures become
     :class:`~agentwrap.errors.StoreError`."""
 
     def __init__(
         self, path: Path, *, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
-        events_dir: Path | None = None,
+        events_dir: Path | None = None, url: str = "", host: str | None = None,
+        heartbeat_s: float = HostConfig.heartbeat_s,
     ) -> None:
         self.path = path
         self.events_dir = events_dir
-        self._busy_timeout_ms = busy_timeout_ms
-        self._recorded = False
-        self.conn = db.connect(path, busy_timeout_ms)
-        with self._errors():
-            self.conn.executescript(_SCHEMA)
-            self.conn.executescript(events.SCHEMA)
+        self.url = url  # "" for the SQLite file; never shown (it may hold a password)
+        self.host = host_name() if host is None else host  # this machine (hosts.host_name)
+        self.heartbeat_s = heartbeat_s
+        self.db = open_database(path, url, events_dir=events_dir,
+                                busy_timeout_ms=busy_timeout_ms)
+        try:
+            self.db.ensure(_SCHEMA + ";" + hosts.SCHEMA,
+                           ("sessions", "state_transitions", "state_transitions_session",
+                            *hosts.NAMES))
             self._add_missing_columns()
+        except BaseException:
+            self.db.close()
+            raise
 
     def _add_missing_columns(self) -> None:
         """A registry made by an older agentwrap gains the columns added since
         (sessions that ran across the upgrade keep their rows)."""
-        have = {r["name"] for r in self.conn.execute("PRAGMA table_info(sessions)")}
-        if "question" not in have:
+        have = self.db.columns("sessions")
+        for column in ("question", "host"):
+            if column in have:
+                continue
+            kind = "TEXT" if column == "question" else "TEXT NOT NULL DEFAULT ''"
             try:
-                self.conn.execute("ALTER TABLE sessions ADD COLUMN question TEXT")
-            except sqlite3.OperationalError as exc:  # another process added it first
-                if "duplicate column" not in str(exc):
+                self.db.execute(f"ALTER TABLE sessions ADD COLUMN {column} {kind}")
+            except Exception as exc:  # another process added it first
+                if "duplicate column" not in str(exc) and "already exists" not in str(exc):
                     raise
 
     def close(self) -> None:
-        self.conn.close()
+        self.db.close()
 
     # --- plumbing -----------------------------------------------------------------
 
-    def _errors(self) -> AbstractContextManager[None]:
-        return db.store_errors(self.path, self._busy_timeout_ms)
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[events.Row]:
+        return list(self.db.read(sql, params))
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; once it committed, its events are announced."""
-        self._recorded = False
-        with self._errors(), db.transaction(self.conn) as conn:
-            yield conn
-        if self._recorded and self.events_dir is not None:
-            self._recorded = False
-            events.announce(self.events_dir)
+    # --- hosts ----------------------------------------------------------------------
 
-    def _event(self, at: float, session: str, kind: str, /, **data: Any) -> None:
-        """Append an event inside the open write transaction."""
-        events.record(self.conn, at, session, kind, **data)
-        self._recorded = True
+    def keep_host_alive(self) -> None:
+        """Beat this host's heartbeat from now until the process ends (a shared
+        store only: on SQLite every session is this machine's)."""
+        if self.db.shared:
+            hosts.HostBeat.start(self.url, self.host, self.heartbeat_s)
 
-    def _read(self, sql: str, params: Sequence[Any] = ()) -> builtins.list[sqlite3.Row]:
-        with self._errors():
-            return self.conn.execute(sql, params).fetchall()
+    def hosts(self) -> dict[str, hosts.HostSeen]:
+        """Every host of the store as seen now (empty on SQLite)."""
+        return hosts.seen(self.db) if self.db.shared else {}
 
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> None:
-        with self._errors():
-            self.conn.execute(sql, params)
+    def _judged(self, recs: builtins.list[SessionRecord]) -> builtins.list[SessionRecord]:
+        """Another host's sessions with that host's liveness (:mod:`.hosts`);
+        a host past its deadline makes their state ``unknown`` (an ended
+        session's stays: its end was recorded)."""
+        if not self.db.shared or all(r.host in ("", self.host) for r in recs):
+            return recs
+        seen = hosts.seen(self.db)
+        out = []
+        for r in recs:
+            if r.host in ("", self.host):
+                out.append(r)
+                continue
+            h = seen.get(r.host) or hosts.HostSeen(r.host, 0.0, 0.0, False)  # never beat
+            out.append(replace(r, seen=h) if h.reachable or r.ended is not None
+                       else replace(r, seen=h, state=State.UNKNOWN))
+        return out
 
     # --- sessions -----------------------------------------------------------------
 
@@ -222,15 +261,21 @@ class Registry:
         left by an ended or crashed session is taken over."""
         check_session_name(rec.name)
         now = time.time()
-        rec = replace(rec, state_since=rec.state_since or now, heartbeat=now)
-        with self._write():
-            row = self.conn.execute("SELECT * FROM sessions WHERE name=?", (rec.name,)).fetchone()
+        rec = replace(rec, state_since=rec.state_since or now, heartbeat=now,
+                      host=rec.host or self.host)
+        if self.db.shared:  # registering: this host is up (its supervisor beats from now on)
+            hosts.beat(self.db, self.host, self.heartbeat_s, now)
+        with self.db.write() as w:
+            w.take_turns(f"session:{rec.name}")  # hosts registering one name
+            conn = w.conn
+            row = conn.execute("SELECT * FROM sessions WHERE name=?", (rec.name,)).fetchone()
             if row is not None:
-                old = _row_to_record(row)
-                if old.liveness == "running":
-                    raise SessionNameTaken(f"a session named {rec.name!r} is already running")
-                self.conn.execute("DELETE FROM sessions WHERE name=?", (rec.name,))
-                self.conn.execute("DELETE FROM state_transitions WHERE session=?", (rec.name,))
+                (old,) = self._judged([_row_to_record(row)])
+                if old.liveness in ("running", "unreachable"):
+                    where = "" if old.host in ("", self.host) else f" on host {old.host!r}"
+                    raise SessionNameTaken(f"a session named {rec.name!r} is already running{where}")
+                conn.execute("DELETE FROM sessions WHERE name=?", (rec.name,))
+                conn.execute("DELETE FROM state_transitions WHERE session=?", (rec.name,))
             values = [getattr(rec, c) for c in _COLUMNS]
             values[_COLUMNS.index("state")] = rec.state.value
             values[_COLUMNS.index("command")] = json.dumps(rec.command)
@@ -239,21 +284,36 @@ class Registry:
             values[_COLUMNS.index("question")] = (
                 json.dumps(rec.question) if rec.question is not None else None)
             marks = ",".join("?" * len(_COLUMNS))
-            self.conn.execute(f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({marks})", values)
-            self.conn.execute(
+            conn.execute(f"INSERT INTO sessions ({','.join(_COLUMNS)}) VALUES ({marks})", values)
+            conn.execute(
                 "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
                 " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
                 (rec.name, now, rec.state.value, "process", "launch", "just launched", "", 0, 0),
             )
-            self._event(now, rec.name, "session.state", state=rec.state.value, reason="just launched",
-                        signal="process", rule="launch")
+            w.event(now, rec.name, "session.state", "", state=rec.state.value,
+                    reason="just launched", signal="process", rule="launch")
         return rec
 
     def get(self, name: str) -> SessionRecord:
         rows = self._read("SELECT * FROM sessions WHERE name=?", (name,))
         if not rows:
             raise SessionNotFound(f"no session named {name!r}")
-        return _row_to_record(rows[0])
+        return self._judged([_row_to_record(rows[0])])[0]
+
+    def resolve(self, address: str) -> str:
+        """The session name ``address`` names: ``NAME``, or ``HOST/NAME`` (the
+        session must run on HOST: a name is unique across the hosts of a store,
+        the host part is checked, never guessed). Anything else is returned as
+        it is, so an unknown name is reported as before."""
+        host, sep, name = address.rpartition("/")
+        if not sep or not (_valid_name(host) and _valid_name(name)):
+            return address  # no address of a host: a name, found or not as it is
+        rec = self.get(name)
+        runs_on = rec.host or self.host
+        if runs_on != host:
+            raise SessionNotFound(f"no session {name!r} on host {host!r}",
+                                  hint=f"{name!r} runs on host {runs_on!r}: {runs_on}/{name}")
+        return name
 
     def find(self, name: str) -> SessionRecord | None:
         try:
@@ -263,14 +323,14 @@ class Registry:
 
     def list(self, include_ended: bool = False) -> list[SessionRecord]:
         rows = self._read("SELECT * FROM sessions ORDER BY started")
-        recs = [_row_to_record(r) for r in rows]
+        recs = self._judged([_row_to_record(r) for r in rows])
         return recs if include_ended else [r for r in recs if r.ended is None]
 
     def update(self, name: str, **changes: Any) -> None:
         if not changes:
             return
         sql, params = self._update_sql(name, changes)
-        self._exec(sql, params)
+        self.db.execute(sql, params)
 
     @staticmethod
     def _update_sql(name: str, changes: dict[str, Any]) -> tuple[str, builtins.list[Any]]:
@@ -321,50 +381,72 @@ class Registry:
             self.update(name, **changes)
             return
         changes["state_since"] = now
-        with self._write():
-            self.conn.execute(*self._update_sql(name, changes))
-            self._transition(name, now, state.value, signal, rule, reason, evidence, quiet_ms,
+        with self.db.write() as w:
+            w.conn.execute(*self._update_sql(name, changes))
+            self._transition(w, name, now, state.value, signal, rule, reason, evidence, quiet_ms,
                              draft, question)
 
+    @staticmethod
     def _transition(
-        self, name: str, at: float, state: str, signal: str, rule: str, reason: str,
+        w: Write, name: str, at: float, state: str, signal: str, rule: str, reason: str,
         evidence: str, quiet_ms: int, draft: bool, question: dict[str, Any] | None = None,
     ) -> None:
         """Log a state change and its event; inside the caller's write transaction."""
-        self.conn.execute(
+        w.conn.execute(
             "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
             " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
             (name, at, state, signal, rule, reason, evidence, quiet_ms, int(draft)),
         )
-        self.conn.execute(
+        w.conn.execute(
             "DELETE FROM state_transitions WHERE session = ? AND id <= (SELECT MAX(id)"
             " FROM state_transitions WHERE session = ?) - ?",
             (name, name, _KEEP_TRANSITIONS),
         )
         extra = {"question": question} if question is not None else {}
-        self._event(at, name, "session.state", state=state, reason=reason, signal=signal,
-                    rule=rule, **extra)
+        w.event(at, name, "session.state", "", state=state, reason=reason, signal=signal,
+                rule=rule, **extra)
 
     def transitions(self, name: str, after_id: int = 0) -> builtins.list[Transition]:
         rows = self._read(
             "SELECT * FROM state_transitions WHERE session = ? AND id > ? ORDER BY id",
             (name, after_id),
         )
-        return [Transition(**{**dict(r), "draft": bool(r["draft"])}) for r in rows]
+        return [Transition(**{**{k: r[k] for k in _TRANSITION_COLUMNS}, "draft": bool(r["draft"])})
+                for r in rows]
 
     def mark_ended(self, name: str, exit_code: int | None) -> None:
         """Record the end (once: a second call changes the record, adds no event)."""
         now = time.time()
         reason = f"process exited with code {exit_code}"
-        with self._write():
-            row = self.conn.execute("SELECT ended FROM sessions WHERE name=?", (name,)).fetchone()
-            self.conn.execute(*self._update_sql(name, dict(
+        with self.db.write() as w:
+            w.take_turns(f"session:{name}")  # one end, one event
+            row = w.conn.execute("SELECT ended FROM sessions WHERE name=?", (name,)).fetchone()
+            w.conn.execute(*self._update_sql(name, dict(
                 state=State.EXITED.value, state_since=now, exit_code=exit_code, ended=now,
                 state_signal="process", state_rule="process", state_reason=reason, heartbeat=now,
             )))
             if row is not None and row["ended"] is None:
                 self._transition(
-                    name, now, State.EXITED.value, "process", "process", reason, "", 0, False
+                    w, name, now, State.EXITED.value, "process", "process", reason, "", 0, False
                 )
-                self._event(now, name, "session.ended", exit_code=exit_code)
+                w.event(now, name, "session.ended", "", exit_code=exit_code)
 
+
+
+def _valid_name(name: str) -> bool:
+    try:
+        check_session_name(name)
+    except InvalidMessage:
+        return False
+    return True
+
+
+def open_registry(paths: Paths, cfg: Config | None = None, *,
+                  busy_timeout_ms: int = db.BUSY_TIMEOUT_MS) -> Registry:
+    """The registry in the store this host's queue is in, as ``cfg`` (by
+    default the user's config) and the environment say: the store URL
+    (``[store] url``, ``AGENTWRAP_STORE_URL``) and this host ([host])."""
+    cfg = load_config(paths) if cfg is None else cfg
+    return Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=busy_timeout_ms,
+                    url=store_url(cfg.store.url), host=host_name(cfg.host.name),
+                    heartbeat_s=cfg.host.heartbeat_s)

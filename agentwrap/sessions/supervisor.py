@@ -336,6 +336,7 @@ class Supervisor:
 
     def run(self) -> int | None:
         self.registry.claim_supervisor(self.name)
+        self.registry.keep_host_alive()  # a shared store's other hosts see this one up
         pid = self.term.agent_pid()
         self.registry.update(self.name, agent_pid=pid)
         self._watch_exit(pid)

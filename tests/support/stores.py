@@ -1,6 +1,7 @@
-"""The message store of a test, on either backend: the contract tests run
-each store test against SQLite (a file) and PostgreSQL (a schema of the
-suite's own server, tests/support/pg.py) through one :class:`StoreTarget`."""
+"""The store of a test, on either backend: the contract tests run each test
+of the message store, the session registry and the answers against SQLite (a
+file) and PostgreSQL (a schema of the suite's own server, tests/support/pg.py)
+through one :class:`StoreTarget`."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentwrap.answers.store import AnswerStore
 from agentwrap.message import QueueLimits
 from agentwrap.queue.sqlstore import DEFAULT_LIMITS, SQLMessageStore
+from agentwrap.sessions.registry import Registry
 
 BACKENDS = ("sqlite", "postgres")
 
@@ -33,6 +36,20 @@ class StoreTarget:
         from agentwrap.queue.sqlite import SQLiteMessageStore
 
         return SQLiteMessageStore(Path(self.where), limits, clock, **kw)
+
+    def registry(self, **kw: Any) -> Registry:
+        """The session registry on this backend (its rows beside the queue's)."""
+        return Registry(self._path(), url=self._url(), **kw)
+
+    def answers(self, **kw: Any) -> AnswerStore:
+        """The answers table on this backend."""
+        return AnswerStore(self._path(), url=self._url(), **kw)
+
+    def _path(self) -> Path:  # PostgreSQL: a file path that is never opened
+        return Path(self.where) if self.backend == "sqlite" else Path("/nonexistent/unused.db")
+
+    def _url(self) -> str:
+        return self.where if self.backend == "postgres" else ""
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Run SQL (``?`` placeholders) on the backend itself, behind the store's back."""

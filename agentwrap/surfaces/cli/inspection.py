@@ -97,6 +97,7 @@ def cmd_state(args: argparse.Namespace) -> int:
 
 def _state(svc: Service, args: argparse.Namespace) -> int:
     rec = svc.state(args.name)
+    args.name = rec.name  # HOST/NAME: the name from here on
     if args.screen:
         sys.stdout.write(svc.screen(args.name))
         return 0

@@ -65,7 +65,7 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def _send(svc: Service, args: argparse.Namespace) -> int:
-    svc.state(args.name)  # an unknown session is the first thing to hear about
+    args.name = svc.state(args.name).name  # unknown: the first thing to hear; HOST/NAME: NAME
     try:
         metadata = json.loads(args.metadata) if args.metadata else {}
     except ValueError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from rich.markup import escape
@@ -125,6 +126,10 @@ def _liveness_label(rec: SessionRecord) -> str:
     live = rec.liveness
     if live == "stale":
         return "stale (supervisor gone; `agentwrap adopt`)"
+    if rec.seen is not None and not rec.seen.reachable:  # another host, silent
+        since = rec.seen.heartbeat
+        return (f"unreachable since {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}"
+                if since else "unreachable (never seen)")
     return live
 
 
@@ -141,13 +146,15 @@ def cmd_ls(args: argparse.Namespace) -> int:
         return 0
     rows = [
         [
-            r.name, r.profile, r.backend, r.state.value + (" +draft" if r.draft and r.state is not State.DRAFT else ""),
+            r.name, r.host or "-", r.profile, r.backend,
+            r.state.value + (" +draft" if r.draft and r.state is not State.DRAFT else ""),
             fmt_age(r.state_since), str(pending.get(r.name, 0)), _liveness_label(r), r.cwd,
         ]
         for r in recs
     ]
     render_rows(
-        out, ("NAME", "AGENT", "BACKEND", "STATE", "SINCE", "PENDING", "SUPERVISOR", "CWD"), rows
+        out, ("NAME", "HOST", "AGENT", "BACKEND", "STATE", "SINCE", "PENDING", "SUPERVISOR", "CWD"),
+        rows,
     )
     return 0
 

@@ -351,10 +351,13 @@ def _keep_answer(run: HookRun, hq: HookQuestion, how: str) -> None:
     is not given."""
     from ...answers.actions import HookAnswer
     from ...answers.store import AnswerStore
+    from ...config import load_config
+    from ...queue.backend import store_url
 
-    if not run.paths.db_path.is_file():
+    url = store_url(load_config(run.paths).store.url)  # the answers are where the queue is
+    if not url and not run.paths.db_path.is_file():
         raise StoreUnavailable(f"no store at {run.paths.db_path}")
-    store = AnswerStore(run.paths.db_path, events_dir=run.paths.events_dir,
+    store = AnswerStore(run.paths.db_path, events_dir=run.paths.events_dir, url=url,
                         busy_timeout_ms=KEEP_BUSY_TIMEOUT_MS)
     try:
         store.given(run.session, hq.id, HookAnswer(hq.decision),

@@ -267,9 +267,15 @@ class StateOut(_Out):
 
 class SessionSummary(_Out):
     name: str
+    host: str = Field(description="the machine it runs on ('' if recorded before hosts were)")
+    hostLiveness: str = Field(description="up, or unreachable: another host of a shared store"
+                              " silent past its deadline (its sessions' state is then unknown)")
+    unreachableSince: float | None = Field(description="set while unreachable: its last beat"
+                                           " (0: never seen)")
     profile: str
     backend: str
-    liveness: str = Field(description="running, stale (no supervisor) or ended")
+    liveness: str = Field(description="running, stale (no supervisor), ended, or unreachable"
+                          " (its host is)")
     state: str
     pending: int
     started: float

@@ -68,6 +68,7 @@ class ServicePool:
             svc = self._idle.pop() if self._idle else None
         if svc is None:
             svc = Service.open(self.paths, limits=self.limits)
+            svc.registry.keep_host_alive()  # a serving host is up (a shared store's hosts)
         try:
             yield svc
         finally:

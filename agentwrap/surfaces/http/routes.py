@@ -92,7 +92,9 @@ def detail_out(entry: HistoryEntry) -> m.MessageDetail:
 
 
 def summary(rec: SessionRecord, pending: int) -> dict[str, Any]:
-    return dict(name=rec.name, profile=rec.profile, backend=rec.backend,
+    return dict(name=rec.name, host=rec.host, hostLiveness=rec.host_liveness,
+                unreachableSince=None if rec.seen is None else rec.seen.unreachable_since,
+                profile=rec.profile, backend=rec.backend,
                 liveness=rec.liveness, state=rec.state.value, pending=pending, started=rec.started,
                 ended=rec.ended, exitCode=rec.exit_code)
 

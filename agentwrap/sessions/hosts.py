@@ -1,0 +1,142 @@
+"""Hosts: which machine a session runs on, and whether that machine is still there.
+
+In a store several hosts share (PostgreSQL), a session's supervisor pid means
+nothing on another machine, so another host's sessions are judged by their
+host's heartbeat instead: each running supervisor and ``serve`` refreshes its
+host's row in the ``hosts`` table every ``[host] heartbeat_s`` (one daemon
+thread per process, :class:`HostBeat`), and a host silent for
+:data:`DEADLINE_PERIODS` of its own periods is ``unreachable since`` its
+last beat: its sessions show state ``unknown`` (nobody can say), the others
+as they are. On SQLite every session is this machine's: no heartbeat is
+written and liveness comes from the pids as always.
+
+A host is named by ``[host] name`` (user config), ``AGENTWRAP_HOST_NAME``
+(wins) or else its hostname, and the name is checked like a session's: it
+becomes part of an address (``HOST/NAME``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from ..errors import ConfigError, InvalidMessage, StoreError
+from ..paths import check_session_name
+from ..queue.backend import open_database
+from ..queue.database import Database
+
+log = logging.getLogger("agentwrap.hosts")
+ENV = "AGENTWRAP_HOST_NAME"
+DEADLINE_PERIODS = 3  # a host is unreachable after this many of its periods without a beat
+
+SCHEMA = """
+-- one row per host of a shared store: its last beat (heartbeat) and how often it beats
+CREATE TABLE IF NOT EXISTS hosts (
+    name TEXT PRIMARY KEY,
+    heartbeat REAL NOT NULL,
+    period_s REAL NOT NULL
+)
+"""
+NAMES = ("hosts",)
+
+
+def host_name(configured: str = "", env: Mapping[str, str] | None = None) -> str:
+    """This host's name: ``AGENTWRAP_HOST_NAME``, else ``[host] name``, else the
+    hostname's first label (made a valid name: other characters become '-')."""
+    given = ((os.environ if env is None else env).get(ENV, "") or configured).strip()
+    if given:
+        try:
+            return check_session_name(given)
+        except InvalidMessage as exc:
+            raise ConfigError(f"invalid host name {given!r} ({ENV} or [host] name)",
+                              hint=exc.hint) from None
+    label = socket.gethostname().split(".")[0]
+    name = re.sub(r"[^A-Za-z0-9._-]", "-", label).lstrip("._-")[:64]
+    return name or "host"
+
+
+@dataclass(frozen=True)
+class HostSeen:
+    """Another host as this one sees it: its last beat and whether it is past
+    its deadline (checked when read, never stored)."""
+
+    name: str
+    heartbeat: float
+    period_s: float
+    reachable: bool
+
+    @property
+    def liveness(self) -> str:
+        return "up" if self.reachable else "unreachable"
+
+    @property
+    def unreachable_since(self) -> float | None:
+        return None if self.reachable else self.heartbeat
+
+
+def beat(db: Database, name: str, period_s: float, now: float | None = None) -> None:
+    """Record that host ``name`` is up (one statement, no event)."""
+    db.execute(
+        "INSERT INTO hosts (name, heartbeat, period_s) VALUES (?, ?, ?) ON CONFLICT (name)"
+        " DO UPDATE SET heartbeat = excluded.heartbeat, period_s = excluded.period_s",
+        (name, time.time() if now is None else now, float(period_s)))
+
+
+def seen(db: Database, now: float | None = None) -> dict[str, HostSeen]:
+    """Every host that ever beat, judged at ``now``."""
+    at = time.time() if now is None else now
+    out: dict[str, HostSeen] = {}
+    for r in db.read("SELECT name, heartbeat, period_s FROM hosts"):
+        hb, period = float(r["heartbeat"]), float(r["period_s"])
+        out[r["name"]] = HostSeen(r["name"], hb, period,
+                                  at - hb <= DEADLINE_PERIODS * period)
+    return out
+
+
+class HostBeat:
+    """The heartbeat of this host, from a daemon thread with its own connection:
+    one per process, store and host name (every supervisor and ``serve`` of a
+    process starts it; the second start is a no-op). It ends with the process,
+    which is the point: a host whose processes are gone falls silent."""
+
+    _running: ClassVar[dict[tuple[str, str], HostBeat]] = {}
+    _guard: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, db: Database, name: str, period_s: float) -> None:
+        self.db = db
+        self.name = name
+        self.period_s = period_s
+        self.beaten = threading.Event()  # set after the first beat that reached the store
+        self.thread = threading.Thread(target=self._run, name="agentwrap-host-beat", daemon=True)
+
+    @classmethod
+    def start(cls, url: str, name: str, period_s: float) -> HostBeat:
+        """The running beat of host ``name`` in the shared store at ``url``
+        (started, on a connection of its own, if there is none yet)."""
+        key = (url, name)
+        with cls._guard:
+            running = cls._running.get(key)
+            if running is None:
+                db = open_database(Path(os.devnull), url)  # a URL: the file is never opened
+                running = cls._running[key] = cls(db, name, period_s)
+                running.thread.start()
+        return running
+
+    def _run(self) -> None:
+        while True:
+            try:
+                beat(self.db, self.name, self.period_s)
+                self.beaten.set()
+            except StoreError:
+                pass  # the store is away: the next beat tries again (reconnecting)
+            except Exception:  # a bug: said in the log, and the host keeps beating
+                log.exception("the heartbeat of host %s failed", self.name)
+            time.sleep(self.period_s)
