@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from conftest import AwEnv
@@ -190,6 +191,38 @@ def test_adopt_of_a_gone_agent_fails_cleanly(aw: AwEnv) -> None:
     assert res.returncode == 3
     assert res.stderr.startswith("error: the agent of 'sa' is no longer running")
     assert aw.registry().get("sa").liveness == "ended"
+
+
+@pytest.mark.parametrize("how", ["adopt", "stop"])
+def test_an_orphaned_codex_app_server_goes_with_its_session(aw: AwEnv, how: str) -> None:
+    """Codex's private app-server runs in a process group of its own, so a
+    SIGKILLed supervisor leaves it behind (two inotify instances and a node
+    process each); the `adopt` that finds the agent gone, or the `stop` that
+    records the end, ends it too. A real process stands in for it: its
+    command line names the session's socket, as the server's does."""
+    from agentwrap.sessions.app_server import socket_path
+
+    aw.start_standin("sa")
+    aw.wait_state("sa", "ready")
+    sock = socket_path(aw.paths, "sa")
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                               f"unix://{sock}"], start_new_session=True)
+    try:
+        reg = aw.registry()
+        rec = reg.get("sa")
+        reg.update("sa", options=replace(rec.options, app_server=f"unix://{sock}",
+                                         app_server_pid=server.pid))
+        reg.close()
+        kill9(supervisor_pid(aw, "sa"))
+        subprocess.run(["tmux", "-S", str(aw.paths.tmux_socket_for("sa")), "kill-server"],
+                       check=False, capture_output=True)
+        aw.cli(how, "sa")
+        assert server.wait(timeout=30) is not None
+        assert aw.registry().get("sa").liveness == "ended"
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
 
 
 def test_a_registry_from_before_questions_gains_the_column(aw: AwEnv) -> None:

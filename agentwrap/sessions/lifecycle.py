@@ -448,7 +448,7 @@ def adopt(paths: Paths, name: str) -> int:
             raise SessionNotRunning(f"{name!r} ran under the pty backend and cannot be re-adopted")
         server = server_for(tmux_socket_of(paths, rec))
         if not (server.is_alive() and server.has_session(name)):
-            registry.mark_ended(name, rec.exit_code)
+            _record_end(paths, registry, rec)
             raise SessionNotRunning(f"the agent of {name!r} is no longer running")
         registry.update(name, ended=None)
         return supervise_elsewhere(paths, rec, registry)
@@ -636,4 +636,16 @@ def _finish_stop(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
             if server.is_alive():
                 server.cmd("kill-session", "-t", f"={name}")
             remove_idle_socket(server)
-        registry.mark_ended(name, rec.exit_code)
+        _record_end(paths, registry, rec)
+
+
+def _record_end(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
+    """The end of a session whose supervisor is gone, and what its launch left
+    that outlives the agent: the hook/MCP/read files, Codex's private
+    app-server (its own process group: a SIGKILLed supervisor left it running)."""
+    from .app_server import stop_app_server
+    from .channels import remove_launch_files
+
+    registry.mark_ended(rec.name, rec.exit_code)
+    remove_launch_files(paths, rec.name)
+    stop_app_server(paths, rec.name, rec.options.app_server_pid)
