@@ -1,6 +1,6 @@
 """Codex's TUI on a private app-server that agentwrap owns (issue 24).
 
-With ``[run] codex_app_server = true`` a Codex launch starts ``codex
+With ``[run] codex_app_server = true`` (the default) a Codex launch starts ``codex
 app-server --listen unix://SOCKET`` first (the socket in agentwrap's 0700
 runtime directory, the person's ``~/.codex`` read as the TUI would and never
 written) and then the person's TUI as ``codex --remote unix://SOCKET ...``: the
