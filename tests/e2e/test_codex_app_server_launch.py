@@ -219,3 +219,38 @@ def test_an_untrusted_project_is_not_trusted_silently_on_the_server(
     assert "Trust this folder" not in s.screen()
     assert "trust_level" not in config.read_text() and str(s.workdir) not in config.read_text()
     assert before.splitlines()[0] == config.read_text().splitlines()[0]
+
+
+def test_the_server_killed_during_a_turn_ends_its_message_once_and_the_next_gets_through(
+    make_session: Make,
+) -> None:
+    """The app-server dies while the model works on a message agentwrap started
+    as a turn: that message ends in exactly one terminal state (it reached the
+    model once and is never sent again), the server is started again, and the
+    next message is delivered through it and acknowledged, once."""
+    s = make_session("codex")
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    pid = int(st["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    mid = s.send_id(f"[[delay: 30]] slow one {marker}", "--ack")
+    s.wait_until(lambda: s.received_with(marker), 60, "the message at the model")
+    os.killpg(pid, signal.SIGKILL)
+    s.wait_until(lambda: not alive(pid), 30, "the app-server gone")
+    s.wait_until(
+        lambda: (a := s.state()["app_server"]) and f"(pid {pid})" not in a, 60,
+        "the app-server started again")
+    ended = s.wait_until(
+        lambda: (m := s.message(mid))["status"] not in ("pending", "delivering") and m, 120,
+        "the first message's end")
+    print(f"killed mid-turn: {ended['status']}: {ended.get('detail')}")
+    assert ended["status"] in ("delivered", "acknowledged", "escalated", "failed"), ended
+    second = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"after the crash {second}", "--ack", "--wait", "--timeout", "120")
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    assert len(s.wait_received(second)) == 1
+    # never sent again: one request asked with it on its own; the turn it started
+    # got no reply, so the next turn's request carries it once more as history
+    alone = [t for t in s.received_with(marker) if second not in t]
+    assert len(alone) == 1, alone
+    assert all(t.count(marker) == 1 for t in s.received_with(marker))
