@@ -85,7 +85,6 @@ class AppServerState:
         """After a (re)connection: the person's thread among the loaded ones, and
         its status now (the notifications say only what changes)."""
         if self.thread_id is not None:
-            self._refresh(client, self.thread_id)
             return
         for tid in client.loaded_threads():
             thread = client.read_thread(tid)
@@ -98,20 +97,6 @@ class AppServerState:
                 if isinstance(status, dict) and tid not in self._status:
                     self._status[tid] = thread_status({"threadId": tid, "status": status})
             return
-
-    def _refresh(self, client: AppServerClient, tid: str) -> None:
-        """A reconnection (the server was started again): what the dead server
-        last said is stale (a turn it ran is gone; the TUI resumes the thread
-        idle, before or after this connection, which then hears no change), so
-        the thread's status is read anew; until it is known, the screen decides."""
-        with self._lock:
-            self._status.pop(tid, None)
-        status = client.read_thread(tid).get("status")
-        if isinstance(status, dict):
-            with self._lock:
-                if tid not in self._status:  # a notification heard meanwhile is newer
-                    self._status[tid] = thread_status({"threadId": tid, "status": status})
-                    self.changed_at = time.monotonic()
 
     def _heard(self, message: Notification | ApprovalRequest) -> None:
         if not isinstance(message, Notification):
