@@ -13,9 +13,8 @@ launch as it is today (typed, read off the screen), and the session's options
 say why (``app_server_note``: ``state --explain`` and ``doctor`` show it).
 
 The switch is on by default (``[run] codex_app_server = false`` turns it off,
-and then nothing here runs): the server's state, ``turn/start`` and
-``turn/steer`` are proven on the whole Codex e2e set; approval dialogs are still
-read off the screen, which the remote TUI draws as before.
+and then nothing here runs): the whole Codex e2e set runs on it
+(docs/codex-app-server.md says what differs from the screen launch).
 """
 
 from __future__ import annotations
