@@ -220,7 +220,8 @@ class Session:
         paths = Paths.from_env(self.env)
         paths.config_dir.mkdir(parents=True, exist_ok=True)
         # Codex's hooks need the person's opt-in; OpenCode asks only in its ask-first mode
-        server_on = "codex_app_server = true\n" if self.mode == APP_SERVER else ""
+        # (the app-server is Codex's default: the other modes measure the screen)
+        server_on = f"codex_app_server = {'true' if self.mode == APP_SERVER else 'false'}\n"
         (paths.config_dir / "config.toml").write_text(
             f'[run]\ncodex_hook_trust = "bypass"\nask_first = true\n{server_on}',
             encoding="utf-8")

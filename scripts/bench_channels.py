@@ -64,8 +64,9 @@ MAIN_APIS = ("anthropic", "responses", "gemini", "chat")
 MODES = ("hooks", "typed")
 EXTRA_MODES: dict[str, tuple[str, ...]] = {"codex": ("steer",)}  # first, in the same run
 CONFIGS: dict[tuple[str, str], str] = {
-    ("codex", "hooks"): '[run]\ncodex_hook_trust = "bypass"\n',
-    ("codex", "typed"): '[run]\ncodex_hook_trust = "bypass"\n',
+    # the app-server is Codex's default: hooks and typed are measured without it
+    ("codex", "hooks"): '[run]\ncodex_hook_trust = "bypass"\ncodex_app_server = false\n',
+    ("codex", "typed"): '[run]\ncodex_hook_trust = "bypass"\ncodex_app_server = false\n',
     ("codex", "steer"): '[run]\ncodex_app_server = true\n\n[delivery]\nsteer = "high"\n',
 }
 

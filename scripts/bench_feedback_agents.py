@@ -175,7 +175,8 @@ def run_agent(agent: str, work: Path, rounds: int, think: float, timeout: float)
     paths.config_file.write_text(
         f'[trust]\nfeedback_projects = ["{project}"]\n'
         '[limits]\nrate_per_minute = 100000\nmax_pending_per_session = 100000\n'
-        + ('[run]\ncodex_hook_trust = "bypass"\n' if agent == "codex" else ""))
+        # Codex's hooks, measured as before the app-server became its default
+        + ('[run]\ncodex_hook_trust = "bypass"\ncodex_app_server = false\n' if agent == "codex" else ""))
     (project / ".agentwrap.toml").write_text(textwrap.dedent(f"""\
         [[feedback]]
         name = "bench"

@@ -1,6 +1,6 @@
 """Codex's TUI on a private app-server that agentwrap owns (issue 24).
 
-With ``[run] codex_app_server = true`` a Codex launch starts ``codex
+With ``[run] codex_app_server = true`` (the default) a Codex launch starts ``codex
 app-server --listen unix://SOCKET`` first (the socket in agentwrap's 0700
 runtime directory, the person's ``~/.codex`` read as the TUI would and never
 written) and then the person's TUI as ``codex --remote unix://SOCKET ...``: the
@@ -12,8 +12,9 @@ too long for a unix socket, or a server that does not come up leaves the
 launch as it is today (typed, read off the screen), and the session's options
 say why (``app_server_note``: ``state --explain`` and ``doctor`` show it).
 
-The switch is off by default until state, delivery and approvals run through
-the server; with it off nothing here runs.
+The switch is on by default (``[run] codex_app_server = false`` turns it off,
+and then nothing here runs): the whole Codex e2e set runs on it
+(docs/codex-app-server.md says what differs from the screen launch).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ def doctor_app_server(run: RunConfig, exe: str) -> str:
         return "off ([run] codex_app_server = false): typed and read off the screen"
     problem = support_problem(exe)
     if problem is not None:
-        return f"asked for, but falls back to typing and the screen: {problem}"
+        return f"falls back to typing and the screen: {problem}"
     return "on: each codex session starts its TUI on a private app-server (codex --remote)"
 
 

@@ -222,6 +222,12 @@ def _stop(sess: AgentSession) -> None:
         from agentwrap.terminal.proctree import kill_tree
 
         kill_tree(pid, signal.SIGKILL, grace=1.0)
+    # and what the launch started outside the agent's tree, Codex's private
+    # app-server first (its own process group, reparented to init once the
+    # supervisor above is gone): everything carrying this test's state dir
+    from agentwrap.terminal.proctree import kill_pids, marked
+
+    kill_pids(marked({"AGENTWRAP_STATE_DIR": str(sess._paths().state_dir)}), signal.SIGKILL, grace=1.0)
     sess.tmux("kill-server")
 
 

@@ -1,15 +1,20 @@
-"""``agentwrap run codex`` on a private app-server (issue 24 step 3), on the real
-Codex 0.169.0, behind ``[run] codex_app_server`` (off by default).
+"""``agentwrap run codex`` on a private app-server (issue 24), on the real Codex
+0.169.0: ``[run] codex_app_server``, on by default.
 
-On: the TUI runs as ``codex --remote unix://SOCKET`` with the socket in
-agentwrap's 0700 runtime dir; ``state --explain`` says so; the session works
-as before (ready, a message typed and acknowledged: the screen is the same);
-the server goes when the session stops. Off: the launch is today's.
+On (a plain ``agentwrap run codex``): the TUI runs as ``codex --remote
+unix://SOCKET`` with the socket in agentwrap's 0700 runtime dir; ``state
+--explain`` says so; the session works as before (ready, a message delivered
+and acknowledged); the server goes when the session stops. Off: the launch is
+today's. A Codex without the app-server: today's launch, and ``state
+--explain`` and ``doctor`` say why. A server killed mid-session: started again,
+the session keeps delivering.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import signal
 import stat
 import time
@@ -28,9 +33,8 @@ pytestmark = pytest.mark.e2e
 Make = Callable[..., AgentSession]
 
 
-def test_codex_runs_on_a_private_app_server_when_asked(make_session: Make) -> None:
-    s = make_session("codex")
-    s.write_config("[run]\ncodex_app_server = true\n")
+def test_codex_runs_on_a_private_app_server_by_default(make_session: Make) -> None:
+    s = make_session("codex")  # no config: the default
     s.start()
     st = s.wait_state("ready", timeout=90)
     assert st["app_server"].startswith("on: the TUI runs on unix://"), st
@@ -56,6 +60,7 @@ def test_codex_runs_on_a_private_app_server_when_asked(make_session: Make) -> No
 
 def test_codex_launch_is_todays_with_the_switch_off(make_session: Make) -> None:
     s = make_session("codex")
+    s.write_config("[run]\ncodex_app_server = false\n")
     s.start()
     st = s.wait_state("ready", timeout=90)
     assert st["app_server"] is None
@@ -67,7 +72,6 @@ def test_state_comes_from_the_app_server_which_is_restarted_when_it_dies(
     make_session: Make,
 ) -> None:
     s = make_session("codex")
-    s.write_config("[run]\ncodex_app_server = true\n")
     s.start()
     s.wait_state("ready", timeout=90)
     s.type_keys("[[delay: 2]] [[reply: from the server]]")
@@ -99,7 +103,6 @@ def test_a_message_goes_through_the_server_as_a_turn_and_is_acknowledged_once(
     make_session: Make,
 ) -> None:
     s = make_session("codex")
-    s.write_config("[run]\ncodex_app_server = true\n")
     s.start()
     s.wait_state("ready", timeout=90)
     marker = f"E2E{uuid.uuid4().hex[:8]}"
@@ -122,3 +125,132 @@ def test_a_message_goes_through_the_server_as_a_turn_and_is_acknowledged_once(
     assert [(a.channel, a.outcome) for a in attempts] == [("app-server", "acknowledged")]
     assert attempts[0].evidence.startswith("turn "), attempts  # the receipt: the server's ids
     s.wait_until(lambda: marker in s.screen(), 30, "the block shown in the TUI as input")
+
+
+def test_a_codex_without_the_app_server_gets_todays_launch_and_says_why(
+    make_session: Make,
+) -> None:
+    """An older Codex (here: the real one behind a ``codex`` on PATH that
+    refuses ``app-server``, as releases before it did): the person's Codex
+    starts as today, messages are typed and acknowledged off the screen, and
+    ``state --explain`` and ``doctor`` name the reason."""
+    s = make_session("codex")
+    real = s.argv[0]
+    bin_dir = s.root / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "codex"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'if [ "$1" = app-server ]; then\n'
+        "  echo \"error: unrecognized subcommand 'app-server'\" >&2; exit 2\n"
+        "fi\n"
+        f'exec {shlex.quote(real)} "$@"\n',
+        encoding="utf-8",
+    )
+    fake.chmod(0o700)
+    s.env["PATH"] = f"{bin_dir}:{s.env.get('PATH', os.defpath)}"
+    s.argv[0] = "codex"
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    assert st["app_server"] and st["app_server"].startswith("off: this Codex has no"), st
+    explain = s.cli("state", s.name, "--explain").stdout
+    assert "app-server: off: this Codex has no" in explain and "typed" in explain, explain
+    assert st["signal"] != "structured" or "app-server" not in st["reason"], st
+    assert not list(Path(s.env["XDG_RUNTIME_DIR"]).rglob("codex-*.sock"))
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    assert len(s.wait_received(marker)) == 1
+    msg = next(m for m in s.history() if marker in m["content"])
+    assert "through app-server" not in msg["detail"], msg  # typed, as today
+    doctor = json.loads(s.cli("doctor", "--json", timeout=300).stdout)  # probes every agent CLI
+    said = doctor["agents"]["codex"]["app_server"]
+    assert said.startswith("falls back to typing and the screen: this Codex has no"), said
+
+
+def test_a_message_whose_ack_never_comes_is_delivered_once_and_not_retyped(
+    make_session: Make,
+) -> None:
+    """The server's receipt proves the model got the message (unlike typing,
+    where a missing ACK may mean the Enter never landed): a model that never
+    acknowledges gets it once, the sender hears "delivered (not
+    acknowledged)", and nothing is sent again or written to AGENTS.md."""
+    s = make_session("codex")
+    s.write_config(
+        "[delivery]\nbackoff_s = [0.5]\nfallback_after = 2\nack_timeout_s = 2\n"
+        "notify_on_failure = false\n"
+    )
+    s.server.auto_ack = False
+    s.start()
+    s.wait_state("ready", timeout=90)
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"deploy freeze until 5pm {marker}", "--ack", "--wait", "--timeout", "120")
+    assert res.returncode == 15 and "not acknowledged" in res.stdout, res.stdout + res.stderr
+    assert "through app-server" in res.stdout, res.stdout
+    msg = next(m for m in s.history() if marker in m["content"] and m["source"] == "user")
+    assert msg["status"] == "delivered", msg
+    assert len(s.wait_received(marker, settle=3.0)) == 1
+    from agentwrap.queue.sqlite import SQLiteMessageStore
+
+    store = SQLiteMessageStore(s._paths().db_path)
+    try:
+        attempts = store.attempts(msg["id"])
+    finally:
+        store.close()
+    # one attempt, ended unacknowledged: never typed, never sent again
+    assert [(a.channel, a.outcome) for a in attempts] == [("app-server", "unacknowledged")], attempts
+    agents_md = s.workdir / "AGENTS.md"
+    assert not agents_md.exists() or marker not in agents_md.read_text()
+
+
+def test_an_untrusted_project_is_not_trusted_silently_on_the_server(
+    make_session: Make,
+) -> None:
+    """Codex 0.169.0's remote TUI shows no folder-trust dialog (its local TUI
+    does: test_real_agents.py, switch off): the session is ready, and nothing
+    trusted the project behind the person's back (their config.toml gets no
+    trust entry, the project stays as Codex found it)."""
+    s = make_session("codex", trusted=False)
+    config = s.home / ".codex" / "config.toml"
+    before = config.read_text()
+    s.start()
+    st = s.wait_state("ready", "waiting_input", timeout=90)
+    assert st["state"] == "ready" and st["app_server"].startswith("on:"), st
+    assert "Trust this folder" not in s.screen()
+    assert "trust_level" not in config.read_text() and str(s.workdir) not in config.read_text()
+    assert before.splitlines()[0] == config.read_text().splitlines()[0]
+
+
+def test_the_server_killed_during_a_turn_ends_its_message_once_and_the_next_gets_through(
+    make_session: Make,
+) -> None:
+    """The app-server dies while the model works on a message agentwrap started
+    as a turn: that message ends in exactly one terminal state (it reached the
+    model once and is never sent again), the server is started again, and the
+    next message is delivered through it and acknowledged, once."""
+    s = make_session("codex")
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    pid = int(st["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    mid = s.send_id(f"[[delay: 30]] slow one {marker}", "--ack")
+    s.wait_until(lambda: s.received_with(marker), 60, "the message at the model")
+    os.killpg(pid, signal.SIGKILL)
+    s.wait_until(lambda: not alive(pid), 30, "the app-server gone")
+    s.wait_until(
+        lambda: (a := s.state()["app_server"]) and f"(pid {pid})" not in a, 60,
+        "the app-server started again")
+    ended = s.wait_until(
+        lambda: (m := s.message(mid))["status"] not in ("pending", "delivering") and m, 120,
+        "the first message's end")
+    print(f"killed mid-turn: {ended['status']}: {ended.get('detail')}")
+    assert ended["status"] in ("delivered", "acknowledged", "escalated", "failed"), ended
+    second = f"E2E{uuid.uuid4().hex[:8]}"
+    res = s.send(f"after the crash {second}", "--ack", "--wait", "--timeout", "120")
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    assert len(s.wait_received(second)) == 1
+    # never sent again: one request asked with it on its own; the turn it started
+    # got no reply, so the next turn's request carries it once more as history
+    alone = [t for t in s.received_with(marker) if second not in t]
+    assert len(alone) == 1, alone
+    assert all(t.count(marker) == 1 for t in s.received_with(marker))

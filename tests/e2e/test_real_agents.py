@@ -247,8 +247,12 @@ INSTRUCTION_FILE = {
 def test_never_ack_retries_then_falls_back_to_instruction_file(
     make_session: Make, agent_name: str
 ) -> None:
+    """Typed delivery: a missing ACK means the typing may not have reached the
+    model, so it is typed again and then written to the instruction file. (Codex
+    on its app-server proves receipt instead: test_codex_app_server_launch.py.)"""
     s = make_session(agent_name)
     s.write_config(
+        "[run]\ncodex_app_server = false\n\n"
         "[delivery]\nbackoff_s = [0.5]\nfallback_after = 2\nack_timeout_s = 2\n"
         "notify_on_failure = false\n"
     )
@@ -428,8 +432,13 @@ TRUST_AGENTS = ("claude", "codex", "gemini")  # aider has no folder-trust dialog
 @pytest.mark.parametrize("agent", TRUST_AGENTS)
 def test_trust_dialog_is_waiting_input_until_opted_in(make_session: Make, agent: str) -> None:
     """Never answered silently: without --trust-folder the dialog stays, with a
-    message; with it, agentwrap answers and the agent reaches ready."""
+    message; with it, agentwrap answers and the agent reaches ready. (Codex's
+    dialog is its local TUI's: on the app-server the remote TUI asks nothing,
+    test_codex_app_server_launch.py; here Codex runs with the switch off.)"""
     s = make_session(agent, trusted=False)
+    screen_only = "[run]\ncodex_app_server = false\n"
+    if agent == "codex":
+        s.write_config(screen_only)
     s.start()
     st = s.wait_state("waiting_input", timeout=90)
     assert st["rule"] == "dialog:trust_folder", st
@@ -443,6 +452,8 @@ def test_trust_dialog_is_waiting_input_until_opted_in(make_session: Make, agent:
     # process to restart it; the test env turns that launcher off, a person's
     # setup has it.
     t.env.pop("GEMINI_CLI_NO_RELAUNCH", None)
+    if agent == "codex":
+        t.write_config(screen_only)
     t.start("--trust-folder")
     t.wait_state("ready", timeout=90)
 
