@@ -81,3 +81,27 @@ def test_a_launch_with_an_old_codex_falls_back_to_todays_and_says_why(tmp_path: 
     # the switch off (the default): nothing probed, nothing recorded
     off = RunConfig(codex_app_server=False)
     assert with_app_server(off, profile, paths, "cx", argv, {}, tmp_path) == (argv, {})
+
+
+def test_the_server_launch_needs_codexs_trust_decision_for_the_project(tmp_path: Path) -> None:
+    """Codex's remote TUI asks no folder-trust question: without a decision in
+    the person's config for the folder (or its git root) the launch stays
+    Codex's own, so the person is asked as before."""
+    from agentwrap.sessions.app_server import trust_decided
+
+    home, project = tmp_path / "codex-home", tmp_path / "repo"
+    (project / "sub").mkdir(parents=True)
+    home.mkdir()
+    env = {"CODEX_HOME": str(home)}
+    assert not trust_decided(env, project)  # no config at all
+    config = home / "config.toml"
+    config.write_text('model = "x"\n', encoding="utf-8")
+    assert not trust_decided(env, project)
+    config.write_text(f'[projects."{project}"]\ntrust_level = "untrusted"\n', encoding="utf-8")
+    assert trust_decided(env, project)  # decided, either way: Codex asks nothing
+    assert not trust_decided(env, project / "sub")  # not a git repo: the folder's own entry
+    (project / ".git").mkdir()
+    assert trust_decided(env, project / "sub")  # its git root's entry
+    config.write_text("[projects\n", encoding="utf-8")
+    assert not trust_decided(env, project)  # unreadable: as if undecided
+    assert trust_decided({"HOME": str(tmp_path)}, project) is False

@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+
+import tomllib
 
 from ..codex_server.process import AppServer, support_problem
 from ..config import RunConfig
@@ -67,6 +70,9 @@ def with_app_server(
     log = logging.getLogger("agentwrap.session")
     sock = socket_path(paths, name)
     problem = support_problem(argv[0], env)
+    if problem is None and not trust_decided(env, cwd):
+        problem = (f"Codex has no trust decision for {cwd} (its remote TUI would not ask;"
+                   " its own launch shows the folder-trust dialog)")
     if problem is None and len(str(sock)) > _MAX_SOCKET_PATH:
         problem = f"the socket path {sock} is too long for a unix socket"
     if problem is None:
@@ -86,6 +92,29 @@ def with_app_server(
     return [argv[0], "--remote", address, *argv[1:]], {
         "app_server": address, "app_server_pid": server.pid,
     }
+
+
+def trust_decided(env: Mapping[str, str], cwd: Path) -> bool:
+    """Whether the person's Codex config holds a trust decision for ``cwd``
+    (its own entry, else its git root's, as Codex looks them up). Without one
+    Codex's local TUI asks "Do you trust this folder?", its remote TUI asks
+    nothing: such a launch stays Codex's own, so the person is asked as
+    before (and ``--trust-folder`` has its dialog to answer)."""
+    home = env.get("CODEX_HOME") or str(Path(env.get("HOME") or Path.home()) / ".codex")
+    try:
+        with open(Path(home) / "config.toml", "rb") as f:
+            projects = tomllib.load(f).get("projects")
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    if not isinstance(projects, dict):
+        return False
+    here = Path(os.path.realpath(cwd))
+    root = next((d for d in (here, *here.parents) if (d / ".git").exists()), None)
+    for path in (here, root):
+        entry = projects.get(str(path)) if path is not None else None
+        if isinstance(entry, dict) and "trust_level" in entry:
+            return True
+    return False
 
 
 def stop_app_server(paths: Paths, name: str, pid: int | None, grace: float = 2.0) -> None:

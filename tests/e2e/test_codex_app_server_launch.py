@@ -203,22 +203,30 @@ def test_a_message_whose_ack_never_comes_is_delivered_once_and_not_retyped(
     assert not agents_md.exists() or marker not in agents_md.read_text()
 
 
-def test_an_untrusted_project_is_not_trusted_silently_on_the_server(
+def test_an_untrusted_project_gets_codexs_own_launch_and_its_trust_dialog(
     make_session: Make,
 ) -> None:
     """Codex 0.169.0's remote TUI shows no folder-trust dialog (its local TUI
-    does: test_real_agents.py, switch off): the session is ready, and nothing
-    trusted the project behind the person's back (their config.toml gets no
-    trust entry, the project stays as Codex found it)."""
+    does): a project the person's Codex has no trust decision for is launched
+    as Codex's own, so the person is asked as before; `state --explain` says
+    why the app-server is off, and nothing trusted the project behind the
+    person's back. Once the person has decided, the next launch is on the
+    server."""
     s = make_session("codex", trusted=False)
     config = s.home / ".codex" / "config.toml"
-    before = config.read_text()
     s.start()
-    st = s.wait_state("ready", "waiting_input", timeout=90)
-    assert st["state"] == "ready" and st["app_server"].startswith("on:"), st
-    assert "Trust this folder" not in s.screen()
+    st = s.wait_state("waiting_input", timeout=90)
+    assert st["rule"] == "dialog:trust_folder", st
+    assert st["app_server"].startswith("off: Codex has no trust decision"), st
     assert "trust_level" not in config.read_text() and str(s.workdir) not in config.read_text()
-    assert before.splitlines()[0] == config.read_text().splitlines()[0]
+    t = make_session("codex", trusted=False)
+    t.name = "codex-decided"
+    decided = t.home / ".codex" / "config.toml"
+    decided.write_text(decided.read_text()
+                       + f'\n[projects."{t.workdir}"]\ntrust_level = "untrusted"\n')
+    t.start()
+    st = t.wait_state("ready", timeout=90)
+    assert st["app_server"].startswith("on:"), st
 
 
 def test_the_server_killed_during_a_turn_ends_its_message_once_and_the_next_gets_through(

@@ -433,12 +433,9 @@ TRUST_AGENTS = ("claude", "codex", "gemini")  # aider has no folder-trust dialog
 def test_trust_dialog_is_waiting_input_until_opted_in(make_session: Make, agent: str) -> None:
     """Never answered silently: without --trust-folder the dialog stays, with a
     message; with it, agentwrap answers and the agent reaches ready. (Codex's
-    dialog is its local TUI's: on the app-server the remote TUI asks nothing,
-    test_codex_app_server_launch.py; here Codex runs with the switch off.)"""
+    dialog is its local TUI's: a project Codex has no trust decision for is
+    launched as Codex's own, not on the app-server, test_codex_app_server_launch.py.)"""
     s = make_session(agent, trusted=False)
-    screen_only = "[run]\ncodex_app_server = false\n"
-    if agent == "codex":
-        s.write_config(screen_only)
     s.start()
     st = s.wait_state("waiting_input", timeout=90)
     assert st["rule"] == "dialog:trust_folder", st
@@ -452,8 +449,6 @@ def test_trust_dialog_is_waiting_input_until_opted_in(make_session: Make, agent:
     # process to restart it; the test env turns that launcher off, a person's
     # setup has it.
     t.env.pop("GEMINI_CLI_NO_RELAUNCH", None)
-    if agent == "codex":
-        t.write_config(screen_only)
     t.start("--trust-folder")
     t.wait_state("ready", timeout=90)
 
