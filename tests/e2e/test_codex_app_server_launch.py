@@ -203,6 +203,36 @@ def test_a_message_whose_ack_never_comes_is_delivered_once_and_not_retyped(
     assert not agents_md.exists() or marker not in agents_md.read_text()
 
 
+def test_the_persons_slash_command_and_escape_work_on_the_server(make_session: Make) -> None:
+    """The person's own TUI on the server: a `/status` typed by them runs
+    (Codex's own command, the model not asked), Esc interrupts a running turn,
+    and agentwrap delivers afterwards as usual."""
+    s = make_session("codex")
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    assert st["app_server"].startswith("on:"), st
+    asked = len(s.server.user_texts())
+    s.type_keys("/status")
+    s.wait_until(lambda: "/status" in s.screen(), 20, "the command typed")
+    s.press("Enter")
+    s.wait_until(lambda: "Model" in s.screen() and "gpt" in s.screen().lower(), 30,
+                 "Codex's status panel")
+    assert len(s.server.user_texts()) == asked  # a command of Codex's own: no model turn
+    slow = f"E2E{uuid.uuid4().hex[:8]}"
+    s.send(f"[[delay: 20]] a long one {slow}")
+    s.wait_until(lambda: s.received_with(slow), 60, "the long turn at the model")
+    s.wait_state("busy", timeout=30)
+    s.press("Escape")  # Codex interrupts its turn before the model answers
+    s.wait_until(lambda: "interrupted" in s.screen(), 30, "Codex's turn interrupted")
+    s.wait_state("ready", timeout=60)
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    # (the model server reads the history's delay again: this turn waits 20 s too)
+    res = s.send(f"after the person's keys {marker}", "--ack", "--wait", "--timeout", "150",
+                 timeout=160)
+    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
+    assert len(s.wait_received(marker)) == 1
+
+
 def test_an_untrusted_project_gets_codexs_own_launch_and_its_trust_dialog(
     make_session: Make,
 ) -> None:
