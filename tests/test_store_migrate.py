@@ -148,6 +148,10 @@ def test_the_cli_moves_a_pending_message_that_a_supervisor_then_delivers(
         rep = json.loads(done.stdout)
         assert rep["rows"]["messages"] == 1 and rep["sourceUntouched"] is True
         assert SECRET not in done.stdout + done.stderr
+        copy = aw.cli("store", "migrate", "--from", url, "--to", str(aw.root / "copy.db"))
+        assert copy.returncode == 0, copy.stderr
+        assert "moved postgresql host=127.0.0.1" in copy.stdout and "next:" in copy.stderr
+        assert SECRET not in copy.stdout + copy.stderr
         human = aw.cli("store", "migrate", "--to", url)  # now the target holds rows
         assert human.returncode == StoreNotEmpty.exit_code
         assert "already holds" in human.stderr and SECRET not in human.stdout + human.stderr

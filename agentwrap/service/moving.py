@@ -159,15 +159,19 @@ def _columns(source: Database, target: Database, table: str) -> list[str]:
     return sorted(have)
 
 
-def _next_step(target: Place) -> str:
+def _next_step(target: Place, paths: Paths | None) -> str:
     if target.url:
         return ("point every host at it: [store] url = \"<the URL you gave>\" in"
                 " ~/.config/agentwrap/config.toml (or AGENTWRAP_STORE_URL), then start the"
                 " sessions again; the old store was not changed (keep it until you are sure)")
-    return ("point this host at it: remove [store] url from ~/.config/agentwrap/config.toml"
-            " and unset AGENTWRAP_STORE_URL (this machine's SQLite file is"
-            f" {target.path.name} in the state dir), then start the sessions again; the old"
-            " store was not changed")
+    if paths is not None and _same(target, Place(paths.db_path)):
+        return ("point this host at it: remove [store] url from"
+                " ~/.config/agentwrap/config.toml and unset AGENTWRAP_STORE_URL, then start"
+                " the sessions again; the old store was not changed")
+    return ("a SQLite file agentwrap uses only as this machine's store"
+            f" ({paths.db_path if paths else 'agentwrap.db in the state dir'}): keep it as a"
+            " copy, or move it there (with [store] url removed) to use it; the old store was"
+            " not changed")
 
 
 def migrate(source: Place, target: Place, paths: Paths | None = None) -> MoveReport:
@@ -231,4 +235,4 @@ def migrate(source: Place, target: Place, paths: Paths | None = None) -> MoveRep
             for sequence, table, column in _PG_COUNTERS:
                 dw.conn.execute(f"SELECT setval({sequence}, max({column}))"
                                 f" FROM {table} HAVING count(*) > 0")
-    return MoveReport(source.shown, target.shown, rows, _next_step(target))
+    return MoveReport(source.shown, target.shown, rows, _next_step(target, paths))
