@@ -264,6 +264,18 @@ class StoreUnavailable(StoreError):
     exit_code = 77  # EX_NOPERM
 
 
+class StoreInUse(StoreError):
+    """A store cannot be moved while supervisors still write to it (nothing was copied)."""
+
+    exit_code = 75  # EX_TEMPFAIL
+
+
+class StoreNotEmpty(StoreError):
+    """A store is moved only into an empty one: the target holds rows (nothing was copied)."""
+
+    exit_code = 73  # EX_CANTCREAT
+
+
 class DeliveryInterrupted(DeliveryError):
     """The supervisor was told to stop in the middle of a delivery step.
 

@@ -176,7 +176,8 @@ def test_control_characters_never_reach_the_agent(aw: AwEnv) -> None:
 # --- help and JSON outputs --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args", [("--help",), ("send", "--help"), ("run", "--help")])
+@pytest.mark.parametrize("args", [("--help",), ("send", "--help"), ("run", "--help"),
+                                  ("store", "migrate", "--help")])
 def test_help_mentions_examples(aw: AwEnv, args: tuple[str, ...]) -> None:
     res = aw.cli(*args, check=True)
     assert "examples:" in res.stdout and "agentwrap " in res.stdout

@@ -30,6 +30,7 @@ from ..exports import lazy, names
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import db as db
     from . import sanitize as sanitize
+    from .backend import SCHEMES as SCHEMES
     from .backend import configured_store as configured_store
     from .backend import describe as describe
     from .backend import open_database as open_database
@@ -53,7 +54,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "backend": (
-        "configured_store", "describe", "open_database", "open_store", "store_url",
+        "SCHEMES", "configured_store", "describe", "open_database", "open_store", "store_url",
     ),
     "database": ("Database",),
     "db": ("db",),

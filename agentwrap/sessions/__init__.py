@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .channels import version_at_least as version_at_least
     from .hook_requests import ask as ask
     from .hook_requests import hook_socket as hook_socket
+    from .host import host_running as host_running
     from .host import serve as serve
     from .hosts import HostSeen as HostSeen
     from .hosts import host_name as host_name
@@ -55,7 +56,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "version_at_least",
     ),
     "hook_requests": ("ask", "hook_socket"),
-    "host": ("serve",),
+    "host": ("host_running", "serve"),
     "hosts": ("HostSeen", "host_name"),
     "lifecycle": (
         "RunOptions",

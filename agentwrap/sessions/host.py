@@ -69,7 +69,7 @@ class SupervisorHost:
         """Run until SIGTERM or idle; 0 also when another host already serves."""
         self.paths.ensure()
         lock_fd = os.open(
-            self.paths.runtime_dir / "host.lock",
+            host_lock(self.paths),
             os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
         )
         try:
@@ -227,6 +227,28 @@ class SessionLogs(logging.Handler):
             stream.close()
         self._streams.clear()
         super().close()
+
+
+def host_lock(paths: Paths) -> Path:
+    """The lock a running host holds (exclusively) for as long as it serves."""
+    return paths.runtime_dir / "host.lock"
+
+
+def host_running(paths: Paths) -> bool:
+    """A supervisor host serves this runtime dir now (it holds :func:`host_lock`),
+    with sessions or idle, on the store it was started with (``store migrate``
+    waits for it)."""
+    try:
+        fd = os.open(host_lock(paths), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # releases a lock taken: a host starting now is not kept out for long
+    return False
 
 
 def serve(paths: Paths, companions: Sequence[Companion] = ()) -> int:

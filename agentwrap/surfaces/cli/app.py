@@ -44,6 +44,7 @@ from .sessions import (
     cmd_stop,
     cmd_supervise,
 )
+from .store import add_parser as add_store_parser
 
 MAIN_HELP = """\
 Run a terminal coding agent under supervision and deliver context into it.
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_answer_parser(sub)
     add_context_parser(sub)
     add_feedback_parser(sub)
+    add_store_parser(sub)
 
     q = add("queue", "what is pending for a session, and why it waits")
     q.add_argument("name")
