@@ -33,7 +33,9 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   only when agentwrap runs as root (the file then goes in the state dir if
   that chain is root-private, else in ``/run/agentwrap``); otherwise Gemini
   gets nothing and the session's notes say why. A variable the person set
-  themselves is left alone.
+  themselves is left alone. Gemini waits for every hook, so only the events
+  that give what nothing else does are registered: not ``BeforeAgent``, which
+  held every prompt's request back (:data:`GEMINI_SKIPPED` says the trade).
 * **Qwen Code** (``hooks = "qwen"``): 0.15.10 runs the hooks of the person's
   settings.json and of a trusted project's ``.qwen/settings.json`` only (not
   those of its system or system-defaults files, which it merges for
@@ -156,7 +158,7 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
     "claude": ("SessionStart", "PostToolBatch", "UserPromptSubmit", "Stop", "Notification",
                "PermissionRequest"),
     "codex": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "PermissionRequest"),
-    "gemini": ("SessionStart", "AfterTool", "BeforeAgent", "AfterAgent", "Notification"),
+    "gemini": ("SessionStart", "AfterTool", "AfterAgent", "Notification"),  # not GEMINI_SKIPPED
     "qwen": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "Notification",
              "PermissionRequest"),
     "copilot": ("sessionStart", "postToolUse", "userPromptSubmitted", "agentStop",
@@ -166,6 +168,24 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
     "opencode": ("tool.execute.after", "chat.message", "session.idle", "permission.asked",
                  "question.asked"),
 }
+#: Gemini events agentwrap understands but does not register (issue 27).
+#: Gemini CLI 0.61 waits for every hook (no async hooks) and shows each as
+#: "Executing Hook: <command>" with a spinner for at least 3 s
+#: (``WARNING_PROMPT_DURATION_MS``), redrawing its screen all that time.
+#: ``BeforeAgent`` runs after Enter and before the model request, so every
+#: prompt paid a hook process (Enter -> request 1.27x ``--no-channels``, and
+#: Enter -> dialog with it); what it gave is had elsewhere: ``busy`` from the
+#: screen (the box empties, "Thinking..." follows; a turn end's ``ready`` no
+#: longer holds once text was typed and sent since, agentwrap.detect.detector),
+#: the prompt for the handoff notes from ``AfterAgent`` (which carries it), the
+#: start's hand-over counted delivered at the first ``AfterTool`` or
+#: ``AfterAgent``. What stays is what only a hook gives: ``SessionStart`` (the
+#: start's context), ``AfterTool`` (the hand-over between tool calls),
+#: ``AfterAgent`` (the turn's end at once, its ACKs; it runs as the turn ends,
+#: not on the way to a request or a dialog) and ``Notification`` (the exact
+#: command of a permission dialog, and ``waiting_input`` before it is drawn;
+#: its dialog waits for it: the price of the exact text).
+GEMINI_SKIPPED = ("BeforeAgent",)
 #: Claude's events whose hook only reports a state: registered ``"async": true``
 #: where the version runs hooks in the background, so the agent never waits
 #: for them (issue 27: a prompt's request leaves at once, a turn's end is not
