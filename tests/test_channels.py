@@ -155,6 +155,9 @@ def test_codex_bypass_registers_hooks_with_the_flag(paths: Paths) -> None:
     h = hooks["hooks.PostToolUse"][0]["hooks"][0]
     assert h["type"] == "command" and h["timeout"] == 10
     assert h["command"].endswith("-m agentwrap hook codex PostToolUse")
+    # issue 27: the prompt's hook only reports; Codex would hold the request for it
+    assert {k for k, v in hooks.items() if v[0]["hooks"][0].get("async")} == \
+        {"hooks.UserPromptSubmit"}
 
 
 def test_codex_hook_trust_is_the_users_own_decision(tmp_path: Path, paths: Paths) -> None:

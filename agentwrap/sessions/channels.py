@@ -26,6 +26,7 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   launch without review: **the person's own untrusted hooks and a project's
   ``.codex/`` hooks too** - the risk that setting accepts. A ``-c`` array
   also replaces the person's ``hooks.<Event>`` of config.toml for that launch.
+  ``UserPromptSubmit`` only reports, so it runs ``async`` (:data:`CODEX_SIGNAL_EVENTS`).
 * **Gemini CLI** (``hooks = "gemini"``): ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH``
   naming a settings file with ``hooks`` (timeouts in milliseconds) and
   ``mcpServers``. Gemini reads that file only if it and every directory
@@ -196,6 +197,15 @@ GEMINI_SKIPPED = ("BeforeAgent",)
 #: the Stop hook either. The others answer (hand-over, a rule's permission
 #: answer) and are waited for.
 CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Notification", "Stop"})
+#: Codex's events whose hook only reports a state, registered ``async = true``
+#: (issue 27): Codex 0.169 waits for a hook otherwise, and ``UserPromptSubmit``
+#: runs between Enter and the model request (Enter -> request 80 vs 55 ms
+#: ``--no-channels``, 1.46x; with a ``sleep 1.5`` hook 1,550-1,650 ms, async
+#: 67-71). It still tells ``busy`` and the prompt for the handoff notes, just
+#: not before the request leaves (a later turn end's signal is never replaced by
+#: it: agentwrap.sessions.signals). ``Stop`` (the turn's end, its ACKs) and
+#: ``PostToolUse``, ``PermissionRequest`` (they answer) are waited for.
+CODEX_SIGNAL_EVENTS = frozenset({"UserPromptSubmit"})
 #: Hook timeout: seconds for Claude, Codex, Copilot and Kimi, milliseconds for
 #: Gemini and Qwen (Cline takes none: 120 s for a waited-for hook).
 HOOK_TIMEOUT_S = 10
@@ -564,7 +574,8 @@ def _codex(out: LaunchChannels, session: str, paths: Paths, python: str, run: Ru
     if hooks:
         for e in HOOK_EVENTS["codex"]:
             command = hook_command("codex", e, session, paths, python, profile, hook_client())
-            out.argv += ["-c", f"hooks.{e}={_toml(_hook_group(command, HOOK_TIMEOUT_S))}"]
+            group = _hook_group(command, HOOK_TIMEOUT_S, e in CODEX_SIGNAL_EVENTS)
+            out.argv += ["-c", f"hooks.{e}={_toml(group)}"]
         out.argv.append(CODEX_BYPASS_FLAG)
         out.channels.insert(0, "hooks")
 
