@@ -11,8 +11,9 @@ the machine's load hits both alike. Per run and mode, with the pane polled
 (``tmux capture-pane`` every ``--poll`` s):
 
 * **Enter -> request**: Enter pressed (``send-keys``) -> the model server
-  receives the turn's request (the agent waits for ``UserPromptSubmit`` /
-  ``BeforeAgent`` before it sends);
+  receives the turn's request (a synchronous ``UserPromptSubmit`` is waited
+  for before it sends; agentwrap registers it in the background on Claude and
+  Codex, and no ``BeforeAgent`` on Gemini, which has no background hooks);
 * **reply -> ready**: the reply's text first on screen -> the registry's
   ``state_since`` of ``ready`` (the Stop / AfterAgent hook, or the screen's
   quiet window without hooks);

@@ -155,6 +155,9 @@ def test_codex_bypass_registers_hooks_with_the_flag(paths: Paths) -> None:
     h = hooks["hooks.PostToolUse"][0]["hooks"][0]
     assert h["type"] == "command" and h["timeout"] == 10
     assert h["command"].endswith("-m agentwrap hook codex PostToolUse")
+    # issue 27: the prompt's hook only reports; Codex would hold the request for it
+    assert {k for k, v in hooks.items() if v[0]["hooks"][0].get("async")} == \
+        {"hooks.UserPromptSubmit"}
 
 
 def test_codex_hook_trust_is_the_users_own_decision(tmp_path: Path, paths: Paths) -> None:
@@ -207,8 +210,9 @@ def test_gemini_as_root_gets_a_root_private_settings_file(
     _private(path)
     data = json.loads(path.read_text())
     assert data["hooksConfig"] == {"enabled": True}
-    assert sorted(data["hooks"]) == ["AfterAgent", "AfterTool", "BeforeAgent", "Notification",
-                                     "SessionStart"]
+    # issue 27: not BeforeAgent, which Gemini waits for between Enter and its request
+    assert sorted(data["hooks"]) == ["AfterAgent", "AfterTool", "Notification", "SessionStart"]
+    assert set(data["hooks"]) | set(channels.GEMINI_SKIPPED) == set(EVENTS["gemini"])
     assert data["hooks"]["AfterTool"][0]["hooks"][0]["timeout"] == 10_000  # milliseconds
     assert data["mcpServers"]["agentwrap"]["env"]["AGENTWRAP_SESSION"] == "s1"
     assert "mcp_agentwrap_check_input_queue" in data["tools"]["allowed"]
@@ -363,6 +367,39 @@ def test_a_turn_end_is_ready_at_once_unless_the_screen_contradicts_it(tmp_path: 
     r = det.update(_claude_screen(box="x"))
     assert (r.state, r.signal) == (State.DRAFT, Signal.HOOK), r
 
+
+
+def test_a_prompt_typed_and_sent_after_a_turn_end_is_not_ready_by_that_end(
+    tmp_path: Path,
+) -> None:
+    """Issue 27: Gemini's prompt start sends no signal (BeforeAgent is not
+    registered), so the last turn's end is the latest word when the next prompt
+    is sent right after it (a message agentwrap typed at ``ready``): text seen in
+    the box since that end, now gone, means a prompt went; the screen decides
+    (an empty box that just changed: busy), not the old turn end."""
+    clock, hooks = Clock(), FakeHooks()
+    profile = load_profile("gemini", Paths.from_env({"HOME": str(tmp_path)}))
+    det = Detector(profile, clock=clock, hooks=hooks)
+    box = "▄" * 40 + "\n > {}\n" + "▀" * 40 + "\n"
+    empty = Snapshot.from_text(box.format("  Type your message or @path/to/file"), cols=80, rows=12)
+    det.update(empty)
+    clock.t += 1.0
+    assert det.update(empty).state is State.READY
+    hooks.reading = HookReading(State.READY, "gemini hook AfterAgent: turn end", 0.0)
+    assert det.update(empty).signal is Signal.HOOK
+    clock.t += 0.2
+    hooks.reading = HookReading(State.READY, "gemini hook AfterAgent: turn end", 0.2)
+    typed = Snapshot.from_text(box.format("the next message"), cols=80, rows=12)
+    assert det.update(typed).state is State.DRAFT
+    clock.t += 0.1  # Enter: the box empties, Gemini has not drawn its spinner yet
+    hooks.reading = HookReading(State.READY, "gemini hook AfterAgent: turn end", 0.3)
+    sent = Snapshot.from_text("> the next message\n" + box.format(""), cols=80, rows=12)
+    r = det.update(sent)
+    assert (r.state, r.signal) == (State.BUSY, Signal.QUIET), r
+    # the next turn's end, newer than the text: ready at once again
+    clock.t += 0.5
+    hooks.reading = HookReading(State.READY, "gemini hook AfterAgent: turn end", 0.0)
+    assert det.update(empty).signal is Signal.HOOK
 
 
 class FakePublished:

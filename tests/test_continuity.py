@@ -186,6 +186,26 @@ def test_hook_payloads_fill_the_notes(tmp_path: Path) -> None:
     assert stat.S_IMODE(notes_file(paths, "api").stat().st_mode) == 0o600
 
 
+def test_a_turn_end_that_carries_its_prompt_counts_it_once(tmp_path: Path) -> None:
+    """Issue 27: Gemini's BeforeAgent is not registered (the agent waits for it
+    before its request), so its prompts are noted from AfterAgent, which carries
+    the turn's prompt; a turn whose prompt hook ran is not counted twice."""
+    paths = _state(tmp_path)
+    on_hook(paths, "api", "gemini", "AfterAgent", "turn_end",
+            payload("gemini", "AfterAgent", prompt="fix the parser", prompt_response="done"))
+    on_hook(paths, "api", "gemini", "AfterAgent", "turn_end",
+            payload("gemini", "AfterAgent", prompt="and its tests", prompt_response="ok"))
+    notes = json.loads(notes_file(paths, "api").read_text())
+    assert (notes["goal"], notes["prompts"], notes["last_reply"]) == ("fix the parser", 2, "ok")
+    # an older launch that still has the prompt's own hook: that one counts, the end does not
+    on_hook(paths, "api", "gemini", "BeforeAgent", "prompt_submitted",
+            payload("gemini", "BeforeAgent", prompt="a third"))
+    on_hook(paths, "api", "gemini", "AfterAgent", "turn_end",
+            payload("gemini", "AfterAgent", prompt="a third", prompt_response="fine"))
+    on_hook(paths, "api", "claude", "Stop", "turn_end", payload("claude", "Stop"))
+    assert json.loads(notes_file(paths, "api").read_text())["prompts"] == 3
+
+
 def test_a_typed_handoff_is_not_taken_for_the_goal(tmp_path: Path) -> None:
     paths = _state(tmp_path)
     on_hook(paths, "api", "claude", "UserPromptSubmit", "prompt_submitted",

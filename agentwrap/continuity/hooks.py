@@ -4,8 +4,8 @@
 once per run. Two jobs, both cheap (json and a rename; nothing of the store):
 
 * **notes**: the payloads carry what the screen cannot tell reliably: the
-  person's prompt (Claude/Codex ``UserPromptSubmit``, Gemini ``BeforeAgent``:
-  ``prompt``), the agent's reply at a turn's end (``last_assistant_message``,
+  person's prompt (Claude/Codex ``UserPromptSubmit``; Gemini's ``AfterAgent``
+  carries it too, its ``BeforeAgent`` is not registered: ``prompt``), the agent's reply at a turn's end (``last_assistant_message``,
   ``prompt_response``), the tool calls (``PostToolUse``/``PostToolBatch``/
   ``AfterTool``) and the transcript's path. They go into a small notes file
   per session that the supervisor folds into the record (:mod:`.collect`).
@@ -119,9 +119,18 @@ def note(paths: Paths, session: str, event: str, todo: str, payload: dict[str, A
         notes["transcript_path"] = transcript[:1000]
         changed = True
     prompt = payload.get("prompt")
-    if todo == PROMPT_SIGNAL and isinstance(prompt, str) and HANDOFF_MARK not in prompt:
+    # The prompt's own hook counts it. A turn's end that carries its prompt
+    # (Gemini's AfterAgent: its BeforeAgent is not registered, to spare the
+    # prompt a hook the agent waits for) counts it when no prompt hook did.
+    opened = bool(notes.get("prompt_open"))
+    if todo == TURN_END_SIGNAL and opened:
+        notes["prompt_open"] = False
+        changed = True
+    counts = todo == PROMPT_SIGNAL or (todo == TURN_END_SIGNAL and not opened)
+    if counts and isinstance(prompt, str) and prompt.strip() and HANDOFF_MARK not in prompt:
         notes["prompts"] = int(notes.get("prompts") or 0) + 1
         notes.setdefault("goal", prompt[:MAX_NOTE_CHARS])
+        notes["prompt_open"] = todo == PROMPT_SIGNAL
         changed = True
     if todo == TURN_END_SIGNAL:
         for name in REPLY_FIELDS:

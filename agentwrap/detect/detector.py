@@ -170,6 +170,7 @@ class Detector:
         self._screen_question: Question | None = None  # as read off the screen
         self._question_key: tuple[str, str] = ("", "")
         self._dialog_at: float | None = None  # last time a dialog was on screen
+        self._draft_at: float | None = None  # last time text was seen in the input box
         # When the dialog on screen now was first seen (None: no dialog), so that
         # keys wait for a dialog's ``settle_ms`` (agentwrap.answers.keys)
         self.dialog_since: float | None = None
@@ -240,6 +241,8 @@ class Detector:
         self.draft = draft_match is not None
 
         hooked = self._hook_reading(quiet, matches, draft_match, published)
+        if draft_match is not None:
+            self._draft_at = now
         if hooked is not None:
             state, reason = hooked
             return self._set(state, Signal.HOOK, "hook", reason, None, quiet, now)
@@ -314,7 +317,13 @@ class Detector:
         rule that matches while the screen still moves (``quiet_ms``): a
         spinner still turning, the turn end of another step or one drawn before
         the agent redraws. A busy rule on a still screen is a leftover line the
-        redraw has not cleared yet: the hook wins."""
+        redraw has not cleared yet: the hook wins. Text seen in the box after the
+        turn's end, and gone now, was a prompt submitted (or cleared): that turn's
+        end no longer says anything, the screen decides. An agent whose prompt
+        start sends no signal of its own (Gemini: ``BeforeAgent`` is not
+        registered, agentwrap.sessions.channels) would otherwise read ``ready``
+        from the last turn's end until its spinner shows, for a message agentwrap
+        itself typed right at that end too."""
         if self.hooks is None:
             return None
         got = self.hooks.read()
@@ -330,6 +339,8 @@ class Detector:
         if state is State.READY:
             if draft_match is not None:
                 return State.DRAFT, f"{reason}; {draft_match.rule.explain or 'text in the input box'}"
+            if self._draft_at is not None and self.clock() - got.age_s <= self._draft_at:
+                return None  # a prompt was typed since, and the box is empty: submitted
             busy = next((m for m in matches if m.rule.state is State.BUSY), None)
             if busy is not None and quiet < self.profile.quiet_ms:
                 return State.BUSY if self._seen_ready else State.STARTING, \

@@ -26,6 +26,7 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   launch without review: **the person's own untrusted hooks and a project's
   ``.codex/`` hooks too** - the risk that setting accepts. A ``-c`` array
   also replaces the person's ``hooks.<Event>`` of config.toml for that launch.
+  ``UserPromptSubmit`` only reports, so it runs ``async`` (:data:`CODEX_SIGNAL_EVENTS`).
 * **Gemini CLI** (``hooks = "gemini"``): ``GEMINI_CLI_SYSTEM_DEFAULTS_PATH``
   naming a settings file with ``hooks`` (timeouts in milliseconds) and
   ``mcpServers``. Gemini reads that file only if it and every directory
@@ -33,7 +34,9 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   only when agentwrap runs as root (the file then goes in the state dir if
   that chain is root-private, else in ``/run/agentwrap``); otherwise Gemini
   gets nothing and the session's notes say why. A variable the person set
-  themselves is left alone.
+  themselves is left alone. Gemini waits for every hook, so only the events
+  that give what nothing else does are registered: not ``BeforeAgent``, which
+  held every prompt's request back (:data:`GEMINI_SKIPPED` says the trade).
 * **Qwen Code** (``hooks = "qwen"``): 0.15.10 runs the hooks of the person's
   settings.json and of a trusted project's ``.qwen/settings.json`` only (not
   those of its system or system-defaults files, which it merges for
@@ -156,7 +159,7 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
     "claude": ("SessionStart", "PostToolBatch", "UserPromptSubmit", "Stop", "Notification",
                "PermissionRequest"),
     "codex": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "PermissionRequest"),
-    "gemini": ("SessionStart", "AfterTool", "BeforeAgent", "AfterAgent", "Notification"),
+    "gemini": ("SessionStart", "AfterTool", "AfterAgent", "Notification"),  # not GEMINI_SKIPPED
     "qwen": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "Notification",
              "PermissionRequest"),
     "copilot": ("sessionStart", "postToolUse", "userPromptSubmitted", "agentStop",
@@ -166,6 +169,24 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
     "opencode": ("tool.execute.after", "chat.message", "session.idle", "permission.asked",
                  "question.asked"),
 }
+#: Gemini events agentwrap understands but does not register (issue 27).
+#: Gemini CLI 0.61 waits for every hook (no async hooks) and shows each as
+#: "Executing Hook: <command>" with a spinner for at least 3 s
+#: (``WARNING_PROMPT_DURATION_MS``), redrawing its screen all that time.
+#: ``BeforeAgent`` runs after Enter and before the model request, so every
+#: prompt paid a hook process (Enter -> request 1.27x ``--no-channels``, and
+#: Enter -> dialog with it); what it gave is had elsewhere: ``busy`` from the
+#: screen (the box empties, "Thinking..." follows; a turn end's ``ready`` no
+#: longer holds once text was typed and sent since, agentwrap.detect.detector),
+#: the prompt for the handoff notes from ``AfterAgent`` (which carries it), the
+#: start's hand-over counted delivered at the first ``AfterTool`` or
+#: ``AfterAgent``. What stays is what only a hook gives: ``SessionStart`` (the
+#: start's context), ``AfterTool`` (the hand-over between tool calls),
+#: ``AfterAgent`` (the turn's end at once, its ACKs; it runs as the turn ends,
+#: not on the way to a request or a dialog) and ``Notification`` (the exact
+#: command of a permission dialog, and ``waiting_input`` before it is drawn;
+#: its dialog waits for it: the price of the exact text).
+GEMINI_SKIPPED = ("BeforeAgent",)
 #: Claude's events whose hook only reports a state: registered ``"async": true``
 #: where the version runs hooks in the background, so the agent never waits
 #: for them (issue 27: a prompt's request leaves at once, a turn's end is not
@@ -176,6 +197,15 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
 #: the Stop hook either. The others answer (hand-over, a rule's permission
 #: answer) and are waited for.
 CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Notification", "Stop"})
+#: Codex's events whose hook only reports a state, registered ``async = true``
+#: (issue 27): Codex 0.169 waits for a hook otherwise, and ``UserPromptSubmit``
+#: runs between Enter and the model request (Enter -> request 80 vs 55 ms
+#: ``--no-channels``, 1.46x; with a ``sleep 1.5`` hook 1,550-1,650 ms, async
+#: 67-71). It still tells ``busy`` and the prompt for the handoff notes, just
+#: not before the request leaves (a later turn end's signal is never replaced by
+#: it: agentwrap.sessions.signals). ``Stop`` (the turn's end, its ACKs) and
+#: ``PostToolUse``, ``PermissionRequest`` (they answer) are waited for.
+CODEX_SIGNAL_EVENTS = frozenset({"UserPromptSubmit"})
 #: Hook timeout: seconds for Claude, Codex, Copilot and Kimi, milliseconds for
 #: Gemini and Qwen (Cline takes none: 120 s for a waited-for hook).
 HOOK_TIMEOUT_S = 10
@@ -544,7 +574,8 @@ def _codex(out: LaunchChannels, session: str, paths: Paths, python: str, run: Ru
     if hooks:
         for e in HOOK_EVENTS["codex"]:
             command = hook_command("codex", e, session, paths, python, profile, hook_client())
-            out.argv += ["-c", f"hooks.{e}={_toml(_hook_group(command, HOOK_TIMEOUT_S))}"]
+            group = _hook_group(command, HOOK_TIMEOUT_S, e in CODEX_SIGNAL_EVENTS)
+            out.argv += ["-c", f"hooks.{e}={_toml(group)}"]
         out.argv.append(CODEX_BYPASS_FLAG)
         out.channels.insert(0, "hooks")
 

@@ -88,6 +88,20 @@ def snapshot_spacing(reading: Reading, cost_gap: float, timing: Timing) -> float
     return cost_gap
 
 
+def cost_spacing(look_s: float, timing: Timing) -> float:
+    """Seconds between output-driven snapshots for a look that cost ``look_s``
+    (the snapshot and its detection): 9 x that, so the looking takes at most
+    ~10 % of a core, within ``min_snapshot_s`` .. ``max_snap_gap_s``. What
+    publishing a verdict costs is not counted (issue 27): a state change's
+    registry write (SQLite with ``synchronous=FULL``, the saved screens) waits
+    on the disk, 25-160 ms at load 7-15 here, and counted in it held the next
+    look up to a second, so a dialog drawn just after a hook's signal changed
+    the state was read up to that second late (Gemini's dialog -> ``waiting_input``
+    with hooks, 126 vs 48 ms p50 without). Verdicts are published only on a
+    change or once per heartbeat, so that cost is bounded on its own."""
+    return min(max(timing.min_snapshot_s, 9 * look_s), timing.max_snap_gap_s)
+
+
 class Supervisor:
     def __init__(
         self,
@@ -134,6 +148,8 @@ class Supervisor:
         self._pidfd: int | None = None  # readable once the agent exits (Linux pidfd)
         self._pidfd_fired = False
         self.wake = WakeSocket(paths.wake_socket(name))
+        # what the last look (snapshot and detection, not its publishing) cost
+        self.look_s = 0.0
 
     # --- observation -------------------------------------------------------------
 
@@ -149,6 +165,7 @@ class Supervisor:
         clears its box as if it had taken our text). Backends that judge
         liveness while snapshotting answer it without another call.
         """
+        started = time.monotonic()
         try:
             snap = self.term.snapshot()
             if not self.term.alive():
@@ -158,6 +175,7 @@ class Supervisor:
             return self._exited()
         self._last_snap = time.monotonic()
         reading = self.detector.update(self.snap)
+        self.look_s = time.monotonic() - started
         self._publish(reading)
         if reading.state is State.WAITING_INPUT and reading.rule.startswith("dialog:"):
             self._maybe_answer(reading.rule[len("dialog:") :])
@@ -451,10 +469,8 @@ class Supervisor:
             if paused or republished or now - self._last_snap >= tick() \
                     or self._last_snap < quiet_at <= now or (part_due is not None and now >= part_due):
                 dirty = False
-                started = time.monotonic()
                 reading = self.observe()
-                snap_gap = min(max(t.min_snapshot_s, 9 * (time.monotonic() - started)),
-                               t.max_snap_gap_s)
+                snap_gap = cost_spacing(self.look_s, t)
                 if reading.state is State.EXITED:
                     return
             if self._woken:  # a wake-up seen by pump() while a part's turn held the loop
