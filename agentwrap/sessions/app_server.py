@@ -12,9 +12,11 @@ too long for a unix socket, or a server that does not come up leaves the
 launch as it is today (typed, read off the screen), and the session's options
 say why (``app_server_note``: ``state --explain`` and ``doctor`` show it).
 
-The switch is on by default (``[run] codex_app_server = false`` turns it off,
-and then nothing here runs): the whole Codex e2e set runs on it
-(docs/codex-app-server.md says what differs from the screen launch).
+The switch is off by default (``[run] codex_app_server = true`` turns it on):
+state, delivery, steering and approvals run through the server and are tested
+on the real Codex with it on, but the rest of the Codex e2e set does not pass
+on it yet (docs/codex-app-server.md, "Before it can be the default"). With it
+off nothing here runs.
 """
 
 from __future__ import annotations
@@ -143,7 +145,7 @@ def doctor_app_server(run: RunConfig, exe: str) -> str:
         return "off ([run] codex_app_server = false): typed and read off the screen"
     problem = support_problem(exe)
     if problem is not None:
-        return f"falls back to typing and the screen: {problem}"
+        return f"asked for, but falls back to typing and the screen: {problem}"
     return "on: each codex session starts its TUI on a private app-server (codex --remote)"
 
 
