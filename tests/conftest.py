@@ -215,3 +215,12 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> stores.Store
     if request.param == "postgres":
         return stores.StoreTarget("postgres", request.getfixturevalue("pg_url"))
     return stores.StoreTarget("sqlite", str(tmp_path / "agentwrap.db"))
+
+
+@pytest.fixture
+def sleeper() -> Iterator[subprocess.Popen[bytes]]:
+    """A live process whose pid and start time a record can name (a running supervisor)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    yield proc
+    proc.kill()
+    proc.wait()

@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import AwEnv, make_aw
 from support.http_kit import in_process
+from support.records import record
 
 from agentwrap.config import load_config
 from agentwrap.detect.states import State
@@ -27,24 +27,8 @@ from agentwrap.paths import Paths
 from agentwrap.queue.backend import ENV as STORE_ENV
 from agentwrap.sessions import hosts
 from agentwrap.sessions.hosts import ENV, host_name
-from agentwrap.sessions.registry import Registry, SessionRecord
+from agentwrap.sessions.registry import Registry
 from agentwrap.terminal.proctree import start_time
-
-
-def record(name: str, **kw: object) -> SessionRecord:
-    base: dict[str, object] = {"name": name, "profile": "standin", "backend": "tmux",
-                               "command": ["x"], "cwd": "/", "started": time.time()}
-    base.update(kw)
-    return SessionRecord(**base)  # type: ignore[arg-type,unused-ignore]
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    yield proc
-    proc.kill()
-    proc.wait()
-
 
 # --- the name ---------------------------------------------------------------------------
 

@@ -9,32 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
 from conftest import AwEnv
+from support.records import record
 
 from agentwrap.errors import SessionNameTaken, SessionNotFound
-from agentwrap.sessions.registry import SessionRecord
 from agentwrap.terminal.proctree import alive, start_time
-
-
-def record(name: str, **kw: object) -> SessionRecord:
-    base: dict[str, object] = {
-        "name": name, "profile": "standin", "backend": "tmux", "command": ["x"], "cwd": "/",
-        "started": time.time(),
-    }
-    base.update(kw)
-    return SessionRecord(**base)  # type: ignore[arg-type,unused-ignore]
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    yield proc
-    proc.kill()
-    proc.wait()
 
 
 def live(proc: subprocess.Popen[bytes]) -> dict[str, object]:

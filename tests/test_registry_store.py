@@ -6,13 +6,12 @@ What a supervisor's process does with them is tests/test_registry.py's."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.records import record as base_record
 from support.stores import StoreTarget
 
 from agentwrap.answers.actions import AnswerStatus, DenyAnswer, OptionAnswer, TextAnswer
@@ -26,20 +25,7 @@ from agentwrap.terminal.proctree import start_time
 
 
 def record(name: str, **kw: object) -> SessionRecord:
-    base: dict[str, object] = {
-        "name": name, "profile": "standin", "backend": "tmux", "command": ["agent", "--x"],
-        "cwd": "/work", "started": time.time(),
-    }
-    base.update(kw)
-    return SessionRecord(**base)  # type: ignore[arg-type,unused-ignore]
-
-
-@pytest.fixture
-def sleeper() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    yield proc
-    proc.kill()
-    proc.wait()
+    return base_record(name, **{"command": ["agent", "--x"], "cwd": "/work", **kw})
 
 
 @pytest.fixture
