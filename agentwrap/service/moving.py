@@ -45,7 +45,6 @@ from ..paths import Paths
 from ..queue.backend import SCHEMES, describe, open_database, open_store, store_url
 from ..queue.database import Database
 from ..queue.writes import Write
-from ..sessions.host import host_running
 from ..sessions.registry import Registry
 
 #: Every table a store keeps, with the key that orders its rows (parents first:
@@ -196,6 +195,8 @@ def migrate(source: Place, target: Place, paths: Paths | None = None) -> MoveRep
             " (they would go on writing to it); nothing was copied",
             hint="stop them first (`agentwrap stop NAME` for each) or wait until they end,"
             " then run the move again")
+    from ..sessions.host import host_running  # the supervisor host's tmux: not for a hook's start
+
     if paths is not None and host_running(paths):
         raise StoreInUse(
             "this machine's supervisor host is running (it would go on using the store it"
