@@ -175,6 +175,29 @@ def test_an_index_page_that_reads_as_empty_is_not_an_empty_history(db_path: Path
     store.close()
 
 
+def test_a_message_stored_between_the_two_reads_is_not_damage(db_path: Path) -> None:
+    """The indexed read finds nothing, a message is stored, the table's read
+    finds it: that is a race (the supervisor's `pending` and `history` ran
+    into it under load in CI), not a damaged index; the answer is the row."""
+    from agentwrap.queue import reads
+
+    store = SQLiteMessageStore(db_path)
+    other = SQLiteMessageStore(db_path)
+    calls: list[str] = []
+
+    def read(sql: str, args: object) -> object:
+        calls.append(sql)
+        if "NOT INDEXED" in sql:  # the message arrives just before the table is read
+            other.enqueue(msg("just now"))
+        return store._read(sql, args)  # type: ignore[arg-type]
+
+    rows = reads.checked(read, db_path, "SELECT * FROM messages WHERE session = ?", ["s1"],
+                         "session = ?", ["s1"], True)
+    assert [r["content"] for r in rows] == ["just now"] and len(calls) == 3
+    store.close()
+    other.close()
+
+
 def test_a_file_that_is_not_a_database_is_store_corrupt(db_path: Path) -> None:
     db_path.write_bytes(b"this is not SQLite at all" * 200)
     with pytest.raises(StoreCorrupt, match="is damaged: file is not a database"):

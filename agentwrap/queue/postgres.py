@@ -141,7 +141,7 @@ TABLES = ("messages", "attempts", *EVENT_NAMES, *schema.INDEXES)
 def to_pg(sql: str) -> bytes:
     """A statement of the shared dialect for psycopg: ``?`` -> ``%s`` (no
     statement has a ``?`` or ``%`` in a literal), and SQLite's ``NOT INDEXED``
-    hint (:func:`reads.verify_none`) dropped: PostgreSQL takes no such hint."""
+    hint (:func:`reads.checked`) dropped: PostgreSQL takes no such hint."""
     return sql.replace(" NOT INDEXED", "").replace("?", "%s").encode()
 
 

@@ -4,7 +4,7 @@ Reads are single statements and need no transaction: each goes through the
 store's ``read`` (:data:`Read`: under its lock, with SQLite's errors turned
 into :class:`~agentwrap.errors.StoreError`), so looking at the queue works
 while another process holds the write lock. An empty answer from an indexed
-query is checked against the table itself (:func:`verify_none`): a damaged
+query is checked against the table itself (:func:`checked`): a damaged
 index must not read as "no messages".
 """
 
@@ -68,13 +68,11 @@ def peek(
     extra, extra_params = selection(kinds, sources, contains, priorities)
     where += extra
     params += extra_params
-    rows = read(
-        f"SELECT * FROM messages WHERE {where} ORDER BY {ORDER}"
+    rows = checked(
+        read, path, f"SELECT * FROM messages WHERE {where} ORDER BY {ORDER}"
         + (" LIMIT ?" if limit is not None else ""),
-        [*params, limit] if limit is not None else params,
+        [*params, limit] if limit is not None else params, where, params, limit != 0,
     )
-    if not rows and limit != 0:
-        verify_none(read, path, where, params)
     return [to_message(r) for r in rows]
 
 
@@ -104,31 +102,40 @@ def history(
             return []
         where += f" AND status IN ({','.join('?' * len(values))})"
         params.extend(values)
-    rows = read(
-        f"SELECT * FROM messages WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?",
-        [*params, limit],
+    rows = checked(
+        read, path, f"SELECT * FROM messages WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?",
+        [*params, limit], where, params, limit > 0,
     )
-    if not rows and limit > 0:
-        verify_none(read, path, where, params)
     return [to_message(r) for r in rows]
 
 
-def verify_none(read: Read, path: Path, where: str, params: Sequence[Any]) -> None:
-    """An indexed query found no rows: make sure the table agrees.
+def checked(read: Read, path: Path, sql: str, args: Sequence[Any], where: str,
+            params: Sequence[Any], check: bool) -> Sequence[Row]:
+    """``read(sql, args)``; when it finds no rows (and ``check``), make sure
+    the table agrees.
 
     A damaged index page can read as a valid, empty one (SQLite's
     quick_check does not compare indexes with their table), and then
     ``history`` would say "no messages yet" about a full table. Checking
     the table itself, without indexes, costs a scan only when the answer
-    is empty.
+    is empty. The two reads are two statements: a row stored between them
+    is found by the table's read, so the query is asked again, and only an
+    index that still misses the rows the table holds is damage.
     """
-    if read(f"SELECT 1 FROM messages NOT INDEXED WHERE {where} LIMIT 1", params):
+    rows = read(sql, args)
+    if rows or not check:
+        return rows
+    if not read(f"SELECT 1 FROM messages NOT INDEXED WHERE {where} LIMIT 1", params):
+        return rows
+    rows = read(sql, args)  # stored meanwhile: not damage
+    if not rows:
         raise StoreCorrupt(
             f"the database {path} is damaged: an index of the messages table has"
             " lost rows that the table still holds",
             hint=f"rebuild the indexes (sqlite3 {path} REINDEX), or move the file"
             " aside to start empty; `agentwrap doctor` checks the store",
         )
+    return rows
 
 
 def pending_count(read: Read, session: str | None, now: float) -> int:
