@@ -16,8 +16,11 @@ import pytest
 from test_profile_screens import NAME_RE, SCREENS, settled, snapshot_of
 
 from agentwrap.answers.keys import _cursor_on
+from agentwrap.detect.detector import Detector
+from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.question import Question, parse_question, question_id
 from agentwrap.detect.states import State
+from agentwrap.terminal.screen import Snapshot
 
 # (agent, what) -> kind, question, option labels, tool, command (None: not checked)
 EXPECTED: dict[tuple[str, str], tuple[str, str | None, list[str] | None, str | None, str | None]] = {
@@ -442,3 +445,35 @@ def test_described_options_pair_each_option_with_its_description(size: str) -> N
     plain = parse_question(text, dialog="trust_folder", kind="trust")
     assert plain is not None and len(plain.questions[0].options) == 2  # the old reading
     assert plain.questions[0].options[1].label.startswith("Enable project")
+
+
+def test_a_permission_whose_command_is_not_drawn_yet_is_not_told_until_the_screen_settles() -> None:
+    """OpenCode draws "Permission required" and its tool line a frame before the
+    ``$ command`` on a loaded machine; the question read from that frame had no
+    tool and no command, and a frame later another id, so an answer to it was
+    stale (e2e test_permission_dialog_denied_then_approved[opencode] in CI)."""
+    full = (SCREENS / "opencode" / "waiting_input__permission__160x45.txt").read_text(encoding="utf-8")
+    head, _, dialog = full.rpartition("△ Permission required")
+    half = head + "△ Permission required" + dialog.replace("$ touch tool_ran.txt", " " * 20)
+    t = [1000.0]
+    det = Detector(load_profile("opencode"), clock=lambda: t[0])
+    det._seen_ready = True
+    det.update(Snapshot.from_text("placeholder", cols=160, rows=45))
+    t[0] += 5
+    reading = det.update(Snapshot.from_text(half, cols=160, rows=45))
+    assert reading.state is State.WAITING_INPUT and det.question is None  # still being drawn
+    t[0] += 0.05
+    det.update(Snapshot.from_text(full, cols=160, rows=45))  # the command came
+    assert det.question is not None and det.question.command == "touch tool_ran.txt"
+    assert det.question.tool == "Shell command"
+
+    # a dialog that really shows no command is told once the screen is quiet
+    det2 = Detector(load_profile("opencode"), clock=lambda: t[0])
+    det2._seen_ready = True
+    det2.update(Snapshot.from_text("placeholder", cols=160, rows=45))
+    t[0] += 5
+    det2.update(Snapshot.from_text(half, cols=160, rows=45))
+    assert det2.question is None
+    t[0] += det2.profile.quiet_ms / 1000 + 0.01
+    det2.update(Snapshot.from_text(half, cols=160, rows=45))
+    assert det2.question is not None and det2.question.command is None

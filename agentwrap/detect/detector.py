@@ -31,12 +31,16 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..terminal.screen import Snapshot
-from .profiles import Profile, Rule
+from .profiles import Dialog, Profile, Rule
 from .question import Question, parse_question
 from .regions import ScreenRegions
 from .states import Reading, Signal, State
 
 UNKNOWN_AFTER_MS = 3000  # still, and no rule explains the screen
+
+# How long a dialog whose command has not been read may still be being drawn
+# (Detector._drawn).
+_DRAWING_S = 1.0
 
 _STATE_ORDER = {
     State.WAITING_INPUT: 0,
@@ -194,6 +198,23 @@ class Detector:
         now = self.clock() if now is None else now
         return max(0, int((now - self._last_change) * 1000))
 
+    def _drawn(self, dialog: Dialog, quiet: int, now: float) -> bool:
+        """Whether the question read off ``dialog`` can be told: a dialog that
+        shows the command it asks about (``subject``) but whose command was not
+        read may still be being drawn. OpenCode draws "Permission required"
+        and its tool line a frame before the ``$ command`` under a loaded
+        machine, and the question told then (tool and command unknown) was
+        replaced a frame later by one with another id, so an answer to the
+        first was stale. Such a question waits until the screen has been quiet
+        for the profile's ``quiet_ms`` (the supervisor looks again then) or
+        the dialog has been up :data:`_DRAWING_S`; one that is really without
+        a command (another tool's dialog) is told then, as read."""
+        question = self.question
+        if question is None or dialog.subject is None or question.command is not None:
+            return True
+        since = self.dialog_since if self.dialog_since is not None else now
+        return quiet >= self.profile.quiet_ms or now - since >= _DRAWING_S
+
     def exited(self, exit_code: int | None) -> Reading:
         code = "unknown" if exit_code is None else str(exit_code)
         self.question, self.dialog_since = None, None
@@ -229,6 +250,8 @@ class Detector:
                 self.question = self._screen_question
                 if self.question is not None and self.questions is not None:
                     self.question = self.questions.refine(self.question)
+                if not self._drawn(dialog, quiet, now):
+                    self.question = None
                 return self._set(
                     State.WAITING_INPUT, Signal.SCREEN, f"dialog:{dialog.name}", dialog.message,
                     _line_of(lines, m.start()), quiet, now,
