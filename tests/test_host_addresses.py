@@ -144,6 +144,11 @@ def test_the_cli_takes_host_slash_name_and_stop_all_stops_this_hosts_only(
     answered = aw.cli("answer", "beta/b1", "1")
     assert answered.returncode != 0 and "no session" not in answered.stderr.lower()
     assert "question" in answered.stderr.lower()
+    scheduled = aw.cli("schedule", "start", "beta/b1", "--every", "1h", "--run", "echo checked",
+                       "--now", "--times", "1", "--json", check=True)
+    assert scheduled.returncode == 0
+    queued = json.loads(aw.cli("queue", "beta/b1", "--json", check=True).stdout)
+    assert queued[-1]["source"] == "scheduler" and "checked" in queued[-1]["content"], queued
     wrong = aw.cli("queue", "alpha/b1")
     assert wrong.returncode == 3 and "beta/b1" in wrong.stderr
     # --all: this host's sessions; beta's is beta's to stop
