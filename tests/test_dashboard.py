@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,18 @@ from fastapi.responses import StreamingResponse
 from support.browser import Browser, chromium
 from support.delivery_kit import arrivals_of, pane_text, press, send, type_keys, write_config
 from support.http_kit import Served, in_process, register, serve
+from support.records import record
 
+from agentwrap.detect.states import State
+from agentwrap.message import QueueLimits
+from agentwrap.queue.backend import ENV as STORE_ENV
+from agentwrap.queue.backend import open_store
+from agentwrap.sessions import hosts
+from agentwrap.sessions.hosts import ENV as HOST_ENV
+from agentwrap.sessions.registry import Registry
 from agentwrap.surfaces.http import dashboard
 from agentwrap.surfaces.http.dashboard import CSP
+from agentwrap.terminal.proctree import start_time
 
 HOSTILE = "<img src=x onerror=alert(1)> \x1b[31mred\x1b[0m [bold]rich markup[/] <script>alert(2)</script>"
 HOSTILE_ID = "evil<b>bold</b><img src=y onerror=alert(3)>"
@@ -410,7 +420,8 @@ def evil_api() -> FastAPI:
            "expires": now + 300, "updated": now, "finished": None, "attempts": 1, "phase": None,
            "correlationId": None, "idempotencyKey": None, "depth": 0, "requireAck": None,
            "metadata": {}, "kind": "message"}
-    summary = {"name": EVIL, "profile": EVIL, "backend": EVIL, "liveness": EVIL, "state": EVIL,
+    summary = {"name": EVIL, "host": EVIL, "hostLiveness": "up", "unreachableSince": None,
+               "profile": EVIL, "backend": EVIL, "liveness": EVIL, "state": EVIL,
                "pending": 1, "started": now, "ended": None, "exitCode": None}
     question = {"id": EVIL, "kind": EVIL, "title": EVIL, "highlighted": 1,
                 "free_text_allowed": True, "tool": EVIL, "command": EVIL, "dialog": EVIL,
@@ -496,7 +507,7 @@ def evil_server() -> Iterator[str]:
 
 def test_every_field_shows_hostile_text_as_text(evil_server: str, page: Browser) -> None:
     page.open(evil_server + "/#login=anything")
-    fields = ("#session-list .session-name", "#sv-name", "#sv-why .reason", "#sv-why .evidence",
+    fields = ("#session-list .session-name", "#session-list .session-host", "#sv-name", "#sv-why .reason", "#sv-why .evidence",
               "#queue .content", "#queue .waiting", "#history .content", "#history .msg-detail",
               "#history .attempts td.evidence-cell", "#toasts .toast-waiting .toast-body",
               "#question .q-kind", "#question .q-tool", "#question .q-id", "#question .q-title",
@@ -507,6 +518,7 @@ def test_every_field_shows_hostile_text_as_text(evil_server: str, page: Browser)
     for where in fields:
         assert page.text(where) == EVIL_SHOWN, (where, page.text(where))
     assert page.text("#question .q-text") == EVIL_SHOWN + "?"
+    assert page.text("#sv-host") == "on " + EVIL_SHOWN
     assert page.css("#question .q-option.highlighted") and page.shown("#question .q-free")
     assert page.css("img") == [] and page.css("#main b") == [] and page.css("#toasts b") == []
     assert len(page.css("#history .content .ctl")) == 6
@@ -689,3 +701,60 @@ def test_the_waiting_card_says_to_answer_below(aw: AwEnv, server: Served, page: 
               "the reason pointing at the card")
     page.shot("waiting-answer-below")
     assert not problems(page)
+
+
+# --- several hosts on one store (issue 23) ----------------------------------------------------
+
+
+def test_every_hosts_sessions_with_their_host_and_a_silent_one_unreachable(
+    aw: AwEnv, pg_url: str, sleeper: subprocess.Popen[bytes], page: Browser,
+) -> None:
+    """The page of alpha's serve shows alpha's, beta's and gamma's sessions, each
+    with its host; beta stopped beating long ago: its session's state is
+    unknown, its host unreachable since then, and the others are shown as they
+    are. A message sent from the page to gamma's session is stored for it (the
+    page names it HOST/NAME, percent-encoded as one path segment)."""
+    aw.env.update({STORE_ENV: pg_url, HOST_ENV: "alpha"})
+    live = {"supervisor_pid": sleeper.pid, "supervisor_start": start_time(sleeper.pid)}
+    regs = {h: Registry(aw.paths.db_path, url=pg_url, host=h) for h in ("alpha", "beta", "gamma")}
+    try:
+        regs["alpha"].register(record("a1", **live))
+        regs["beta"].register(record("b1"))
+        regs["gamma"].register(record("c1"))
+        regs["gamma"].set_state("c1", State.READY, signal="s", rule="r", reason="prompt",
+                                evidence="", quiet_ms=0, draft=False, changed=True)
+        hosts.beat(regs["beta"].db, "beta", 1.0, now=1_700_000_000.0)  # silent since then
+        hosts.beat(regs["gamma"].db, "gamma", 3600.0)  # up for the whole test
+    finally:
+        for reg in regs.values():
+            reg.close()
+    with contextmanager(serve)(aw) as served:
+        login(page, aw, served)
+        page.wait(lambda: all(page.one(card(n)) for n in ("a1", "b1", "c1")), "three cards")
+        assert [page.text(f"{card(n)} .session-host") for n in ("a1", "b1", "c1")] == [
+            "alpha", "beta", "gamma"]
+        page.wait(lambda: page.text(f"{card('b1')} .card-state").startswith("unknown"),
+                  "beta's session unknown")
+        down = page.text(f"{card('b1')} .host-down")
+        assert down.startswith("unreachable since "), down
+        assert page.css(f"{card('a1')} .host-down") == [] == page.css(f"{card('c1')} .host-down")
+        assert page.one(card("c1")).get_attribute("data-state") == "ready"
+        page.click(f"{card('b1')} button")
+        page.wait(lambda: page.text("#sv-name") == "b1" and "on beta" in page.text("#sv-host"),
+                  "b1 selected, on beta")
+        assert "unreachable since" in page.text("#sv-host .host-down")
+        assert not page.shown("#stop-button")  # its host is away: nothing to stop from here
+        page.click(f"{card('c1')} button")
+        page.wait(lambda: page.text("#sv-name") == "c1" and page.text("#sv-host") == "on gamma"
+                  and page.text("#sv-state") == "ready", "c1 selected, on gamma, ready")
+        page.one("#send-content").send_keys("to gamma's c1 from alpha's page")
+        page.click("#send-button")
+        page.wait(lambda: "Queued" in page.text("#send-result"), "the page's confirmation")
+        page.wait(lambda: "to gamma's c1" in page.text("#queue"), "queued for c1, on the page")
+        page.shot("several-hosts")
+        assert not problems(page)
+    store = open_store(aw.paths.db_path, QueueLimits(), url=pg_url)
+    try:
+        assert [m.content for m in store.peek("c1")] == ["to gamma's c1 from alpha's page"]
+    finally:
+        store.close()

@@ -59,6 +59,7 @@ def test_the_hot_path_answers_without_the_routes_machinery(aw: AwEnv, api: InPro
     "stored", "every field", "repeat of a key", "key reused", "unknown session",
     "bad priority", "unknown field", "not json", "deep json", "not an object", "over the limit",
     "no token", "wrong token", "not bearer", "empty content", "text/plain", "json; charset",
+    "host form", "host form, other host", "encoded address", "encoded, other host",
 ])
 def test_the_hot_path_and_the_route_answer_alike(aw: AwEnv, api: InProcess, case: str) -> None:
     path = "/api/sessions/fake/input"
@@ -100,6 +101,12 @@ def test_the_hot_path_and_the_route_answer_alike(aw: AwEnv, api: InProcess, case
               "headers": {"content-type": "Application/JSON; charset=utf-8"}}
     elif case == "empty content":
         kw["json"] = body(" \n")
+    elif case.startswith(("host form", "encoded")):  # HOST/NAME (addresses.py)
+        reg = aw.registry()
+        host = "elsewhere" if "other host" in case else reg.get("fake").host
+        reg.close()
+        path = (f"/api/hosts/{host}/sessions/fake/input" if case.startswith("host")
+                else f"/api/sessions/{host}%2Ffake/input")
     fast, route = _both(api, path, **kw)
     assert fast == route
 

@@ -152,6 +152,14 @@ def test_ws_refuses_a_bad_first_frame(api: InProcess, first: Any) -> None:
     assert closed.value.code in (4400, 4401)
 
 
+def test_ws_for_a_session_of_no_such_host_is_refused(api: InProcess) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    with (TestClient(api.app) as tc, pytest.raises(WebSocketDisconnect) as closed,
+          tc.websocket_connect("/api/ws?session=nohost/fake", headers=headers) as ws):
+        ws.receive_text()
+    assert closed.value.code == 4404 and "no session 'fake' on host 'nohost'" in closed.value.reason
+
+
 def test_ws_from_another_origin_is_refused(api: InProcess) -> None:
     headers = {"Origin": "http://127.0.0.1:9999", "Authorization": f"Bearer {TOKEN}"}
     with (TestClient(api.app, base_url="http://127.0.0.1:7878") as tc,

@@ -367,7 +367,16 @@ def test_list_sessions(sessions: AwEnv) -> None:
         assert [n for n, s in listed.items() if s["you"]] == ["me"]
         assert listed["other"]["pending"] == 1 and listed["other"]["profile"] == "standin"
         assert listed["me"]["running"] is False  # a record without a supervisor
+        assert listed["other"]["host"] == host
+        # HOST/NAME names a session too (several hosts share a store)
+        sent = await t.ok("send_message", target=f"{host}/other", content="by address")
+        assert sent["target"] == "other"
+        assert "no session 'other' on host 'elsewhere'" in await t.error(
+            "send_message", target="elsewhere/other", content="x")
 
+    reg = aw.registry()
+    host = reg.get("other").host
+    reg.close()
     run(aw, body)
 
 

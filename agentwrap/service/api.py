@@ -66,6 +66,14 @@ class Service:
         while a wait runs: a test unblocking a waiter does)."""
         return self.recheck_s
 
+    def session_name(self, address: str) -> str:
+        """The session a caller names, ``NAME`` or ``HOST/NAME`` (every method
+        here that takes a session takes either: :meth:`Registry.resolve`)."""
+        return self.registry.resolve(address)
+
+    def _maybe(self, address: str | None) -> str | None:
+        return None if address is None else self.registry.resolve(address)
+
     @classmethod
     def open(
         cls, paths: Paths, *, limits: QueueLimits | None = None,
@@ -212,16 +220,16 @@ class Service:
     def peek(self, session: str, now: float | None = None) -> QueueView:
         """What waits for ``session`` and why, never consuming anything
         (:meth:`Reading.peek <.reading.Reading.peek>`)."""
-        return self._reading.peek(session, now)
+        return self._reading.peek(self.session_name(session), now)
 
     def history(self, session: str | None = None, limit: int = 200) -> list[HistoryEntry]:
         """Messages newest first (of one session, or all), each with its attempts.
         An unknown session is an error, not an empty history."""
-        return self._reading.history(session, limit)
+        return self._reading.history(self._maybe(session), limit)
 
     def metrics(self, session: str | None = None) -> QueueMetrics:
         """Delivery figures from the persisted rows (one session, or all)."""
-        return self._reading.metrics(session)
+        return self._reading.metrics(self._maybe(session))
 
     def wait_for_end_state(self, message_id: str, timeout: float) -> Message | None:
         """Block until the message reaches a terminal status; None after ``timeout``.
@@ -245,7 +253,7 @@ class Service:
         <agentwrap.answers.intake.AnswerIntake.answer>`'s, which the
         answer folder and the answer policy inside the supervisor use too.
         """
-        return self.intake.answer(session, option=option, options=options, text=text,
+        return self.intake.answer(self.session_name(session), option=option, options=options, text=text,
                                   deny=deny, question_id=question_id, source=source,
                                   answers=answers)
 
@@ -275,20 +283,20 @@ class Service:
 
     def transitions(self, name: str, after_id: int = 0) -> list[Transition]:
         """The session's state changes after ``after_id``, oldest first (bounded log)."""
-        return self._sessions.transitions(name, after_id)
+        return self._sessions.transitions(self.session_name(name), after_id)
 
     def screen(self, name: str) -> str:
         """The screen the session's last verdict was based on (to debug a profile)."""
-        return self._sessions.screen(name)
+        return self._sessions.screen(self.session_name(name))
 
     def screen_view(self, name: str) -> Screen:
         """The same screen with its colours, for a person watching
         (:meth:`Sessions.screen_view <.sessions.Sessions.screen_view>`)."""
-        return self._sessions.screen_view(name)
+        return self._sessions.screen_view(self.session_name(name))
 
     def screen_stamps(self, session: str | None = None) -> dict[str, int]:
         """When each session's styled screen was last saved (ns), cheaply."""
-        return self._sessions.screen_stamps(session)
+        return self._sessions.screen_stamps(self._maybe(session))
 
     def launch_choices(self) -> tuple[LaunchChoice, ...]:
         """The sessions the person listed for the dashboard to start
@@ -303,7 +311,7 @@ class Service:
     def stop(self, name: str, *, by: str) -> SessionRecord:
         """Stop a running session's agent (its whole process tree), as
         ``agentwrap stop`` does; the record with its exit code."""
-        return self._sessions.stop(name, by=by)
+        return self._sessions.stop(self.session_name(name), by=by)
 
     def check_store(self) -> None:
         """Raise :class:`StoreCorrupt` unless the store's integrity check passes."""
@@ -316,7 +324,7 @@ class Service:
         kinds: Iterable[str] | None = None, subject: str | None = None, limit: int = 1000,
     ) -> list[Event]:
         """Events with ids above ``after_id``, oldest first (see :data:`agentwrap.events.KINDS`)."""
-        return self.store.events(after_id, session=session, kinds=kinds, subject=subject,
+        return self.store.events(after_id, session=self._maybe(session), kinds=kinds, subject=subject,
                                  limit=limit)
 
     def last_event_id(self) -> int:
@@ -334,4 +342,5 @@ class Service:
     ) -> Iterator[Event]:
         """Every event after ``after_id``, then each new one as it is committed,
         forever (:func:`.events.follow`), looking again every :attr:`recheck_s`."""
-        return events.follow(self.store, self.paths, after_id, session, kinds, self._recheck_s)
+        return events.follow(self.store, self.paths, after_id, self._maybe(session), kinds,
+                             self._recheck_s)

@@ -83,7 +83,7 @@ class HandOver:
         ``source``, ``contains`` and ``limit``: see :meth:`inbox`; only what
         matches is claimed, the rest stays queued.
         """
-        rec = self.registry.get(session)
+        rec = self._owned(session)
         if rec.ended is not None:
             raise SessionNotRunning(f"session {session!r} has ended")
         _check_channel(channel)
@@ -112,7 +112,7 @@ class HandOver:
         ready; with nobody at the keyboard there may never be a first prompt
         (issue 25)."""
         _check_channel(channel)
-        rec = self.registry.get(session)
+        rec = self._owned(session)
         if rec.ended is not None:
             return ""
         got = handover.claim(self.store, session, channel=channel, limit_chars=limit_chars,
@@ -135,7 +135,7 @@ class HandOver:
         or releases it (the supervisor's hook server, issue 27). None when
         nothing is due or the session has ended."""
         _check_channel(channel)
-        rec = self.registry.get(session)
+        rec = self._owned(session)
         if rec.ended is not None:
             return None
         return handover.claim(self.store, session, channel=channel, limit_chars=limit_chars,
@@ -150,6 +150,17 @@ class HandOver:
         return handover.deliver_started(self.store, self.audit, session,
                                         self.paths.started_batches(session), channel,
                                         "went to the model in the session's first turn")
+
+    def _owned(self, session: str) -> SessionRecord:
+        """The session's record, if it runs on this machine: only its own host
+        hands messages over (its agent's hooks and MCP server run there; any
+        host may queue, peek and cancel)."""
+        rec = self.registry.get(session)
+        if not self.registry.here(rec):
+            raise SessionNotRunning(
+                f"session {session!r} runs on host {rec.host!r}: only that host hands its"
+                " messages over", hint="its agent's hooks and MCP server run there")
+        return rec
 
     def _ack_rule(self, rec: SessionRecord) -> handover.AckRule:
         """As the session's supervisor decides it: the run option, else the config."""

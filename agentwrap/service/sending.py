@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +116,7 @@ class Sending:
         sender's own limit across sessions (an agent's sends), counted by the
         store in the transaction that stores the message.
         """
+        new = self._addressed(new)
         rec, kind = self._admit(new, raw, self._lookups())
         message, created = self.store.enqueue(new, kind=kind, sender_limit=sender_limit)
         if created:
@@ -136,8 +138,9 @@ class Sending:
         look = self._lookups()
         out: list[Sent | AgentwrapError | None] = [None] * len(news)
         admitted: list[tuple[int, SessionRecord, NewMessage, Kind]] = []
-        for i, new in enumerate(news):
+        for i, given in enumerate(news):
             try:
+                new = self._addressed(given)
                 rec, kind = self._admit(new, False, look)
             except AgentwrapError as exc:
                 out[i] = exc
@@ -159,6 +162,12 @@ class Sending:
         for session in stored:
             wake(self.paths, session)
         return [r for r in out if r is not None]  # every slot was filled above
+
+    def _addressed(self, new: NewMessage) -> NewMessage:
+        """``new`` for the session its address names (``NAME`` or
+        ``HOST/NAME``: :meth:`Registry.resolve`), stored under that name."""
+        name = self.registry.resolve(new.session)
+        return new if name == new.session else replace(new, session=name)
 
     def _admit(self, new: NewMessage, raw: bool, look: _Lookups) -> tuple[SessionRecord, Kind]:
         """What :meth:`send` checks before storing: the session runs, the
@@ -221,6 +230,7 @@ class Sending:
         rec = self.registry.get(caller)
         if rec.ended is not None:
             raise SessionNotRunning(f"session {caller!r} (the sender) has ended")
+        target = self.registry.resolve(target)  # NAME or HOST/NAME
         if target == caller:
             raise InvalidMessage("an agent cannot send a message to its own session",
                                  hint="list_sessions shows the other sessions")

@@ -55,9 +55,19 @@ class Sessions:
         log), so a state shorter than a reader's wake-up is still seen."""
         return self.registry.transitions(name, after_id)
 
+    def _screen_here(self, name: str) -> None:
+        """Refuse the screen of another host's session: its supervisor keeps it
+        in that machine's runtime dir (a file here of the same name is not it)."""
+        rec = self.registry.get(name)
+        if not self.registry.here(rec):
+            raise SessionNotRunning(
+                f"the screen of {name!r} is kept on its host {rec.host!r}",
+                hint=f"ask there: `agentwrap state {name} --screen` on {rec.host}, or its"
+                " `agentwrap serve`")
+
     def screen(self, name: str) -> str:
         """The screen the session's last verdict was based on (to debug a profile)."""
-        self.registry.get(name)
+        self._screen_here(name)
         path = self.paths.runtime_dir / f"{name}.screen"
         if not path.exists():
             raise SessionNotRunning(f"no screen recorded for {name!r} yet")
@@ -71,7 +81,7 @@ class Sessions:
         plain screen gets that, uncoloured."""
         from ..terminal.styles import DOCUMENT_SUFFIX, Screen, read_document, rows_from_text
 
-        self.registry.get(name)
+        self._screen_here(name)
         try:
             got = read_document((self.paths.runtime_dir / f"{name}{DOCUMENT_SUFFIX}").read_bytes())
         except FileNotFoundError:

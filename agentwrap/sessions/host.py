@@ -157,7 +157,7 @@ class SupervisorHost:
         registry = open_registry(self.paths)
         try:
             for rec in registry.list():
-                if (rec.host not in ("", registry.host)  # another machine's session
+                if (not registry.here(rec)  # another machine's session
                         or rec.backend != "tmux" or rec.ended is not None or rec.supervisor_alive
                         or rec.options.supervisor != "host"):
                     continue

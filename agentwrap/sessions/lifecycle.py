@@ -155,7 +155,7 @@ def tmux_socket_of(paths: Paths, rec: SessionRecord) -> Path:
 def _here(registry: Registry, rec: SessionRecord) -> SessionRecord:
     """``rec``, if it runs on this host: only its own host adopts, attaches to
     or stops a session (its pids and tmux server are that machine's)."""
-    if rec.host not in ("", registry.host):
+    if not registry.here(rec):
         raise SessionNotRunning(f"{rec.name!r} runs on host {rec.host!r}, not on this one"
                                 f" ({registry.host!r})",
                                 hint=f"run the command on {rec.host}; `agentwrap ls` shows"
@@ -441,6 +441,7 @@ def adopt(paths: Paths, name: str) -> int:
     """Start a new supervisor for a tmux session whose supervisor is gone."""
     registry = open_registry(paths)
     try:
+        name = registry.resolve(name)  # NAME or HOST/NAME
         rec = _here(registry, registry.get(name))
         if rec.supervisor_alive:
             return rec.supervisor_pid or 0
@@ -461,6 +462,7 @@ def attach(paths: Paths, name: str) -> int:
     code if it ended while attached, else 0 (detached)."""
     registry = open_registry(paths)
     try:
+        name = registry.resolve(name)  # NAME or HOST/NAME
         rec = _here(registry, registry.get(name))
         if rec.backend != "tmux":
             raise SessionNotRunning(
@@ -584,7 +586,8 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
     """
     registry = open_registry(paths)
     try:
-        recs = [_here(registry, registry.get(name)) for name in names]  # else nothing happens
+        # NAME or HOST/NAME; every one checked, else nothing happens
+        recs = [_here(registry, registry.get(registry.resolve(name))) for name in names]
         pids: list[int] = []
         for rec in recs:
             pid: int | None = None

@@ -237,6 +237,12 @@ class Registry:
         """Every host of the store as seen now (empty on SQLite)."""
         return hosts.seen(self.db) if self.db.shared else {}
 
+    def here(self, rec: SessionRecord) -> bool:
+        """``rec`` runs on this machine: always on SQLite (one machine, whatever
+        its host was called when the session started), on a shared store when
+        it is this host's (or was recorded before hosts were)."""
+        return not self.db.shared or rec.host in ("", self.host)
+
     def _judged(self, recs: builtins.list[SessionRecord]) -> builtins.list[SessionRecord]:
         """Another host's sessions with that host's liveness (:mod:`.hosts`);
         a host past its deadline makes their state ``unknown`` (an ended

@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
              "SIGTERM (SIGKILL after 2 s) and the end is recorded. With one name, --json\n"
              "prints its record; with several or --all, a list.")
     so.add_argument("names", nargs="*", metavar="name")
-    so.add_argument("--all", action="store_true", help="every running session")
+    so.add_argument("--all", action="store_true", help="every running session of this host")
     so.add_argument("--json", action="store_true")
     so.set_defaults(func=cmd_stop)
 

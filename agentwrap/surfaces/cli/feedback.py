@@ -123,11 +123,13 @@ def _printer(as_json: bool) -> Any:
     return show
 
 
-def _check_session(name: str) -> None:
+def _check_session(name: str) -> str:
+    """The running session ``name`` (NAME or HOST/NAME) names: its name."""
     with open_service() as svc:
         rec = svc.state(name)
     if rec.ended is not None:
         raise SessionNotRunning(f"session {name!r} has ended", hint="`agentwrap ls`")
+    return rec.name
 
 
 def _wait_for_interrupt(stop: threading.Event) -> None:
@@ -139,7 +141,7 @@ def _wait_for_interrupt(stop: threading.Event) -> None:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     paths = user_paths()
-    _check_session(args.session)
+    args.session = _check_session(args.session)  # HOST/NAME: the name from here on
     source: FeedbackSource | None = None
     if args.run is not None:
         argv = split_command(args.run, "--run")
@@ -176,7 +178,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def cmd_schedule_start(args: argparse.Namespace) -> int:
     paths = user_paths()
-    _check_session(args.session)
+    args.session = _check_session(args.session)  # HOST/NAME: the name from here on
     argv = split_command(args.run, "--run")
     every = parse_duration(args.every, "--every")
     sched = ScheduleSource(args.name or Path(argv[0]).name[:40] or "schedule", argv, every,

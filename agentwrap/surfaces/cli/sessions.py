@@ -92,7 +92,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
     names = list(args.names)
     if args.all:
         with open_service(paths, limits=QueueLimits()) as svc:
-            names += [v.record.name for v in svc.sessions() if v.record.name not in names]
+            names += [v.record.name for v in svc.sessions()  # another host's: that host's to stop
+                      if v.record.name not in names and svc.registry.here(v.record)]
     if not names:
         err.print("nothing to stop: name sessions, or --all")
         return 0

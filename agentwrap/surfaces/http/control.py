@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from ...config import LaunchChoice
 from ...terminal.styles import Run, Screen
 from . import models as m
+from .addresses import Address, session_route
 from .auth import require_token
 from .routes import ERRORS, Svc, summary
 
@@ -120,12 +121,12 @@ NOT_RUNNING: dict[int | str, dict[str, Any]] = {
     409: {"model": m.ApiError, "description": "no screen recorded yet"}}
 
 
-@router.get("/sessions/{name}/screen", response_model=ScreenOut,
-            response_model_exclude_defaults=True, responses={**ERRORS, **NOT_RUNNING})
-def get_screen(name: str, svc: Svc) -> ScreenOut:
+@session_route(router, "GET", "/sessions/{name}/screen", response_model=ScreenOut,
+               response_model_exclude_defaults=True, responses={**ERRORS, **NOT_RUNNING})
+def get_screen(name: Address, svc: Svc) -> ScreenOut:
     """The session's screen as its supervisor last saw it, colours kept, as text
     and styles only (safe to show as text; no escape sequences)."""
-    return screen_out(name, svc.screen_view(name))
+    return screen_out(svc.session_name(name), svc.screen_view(name))
 
 
 @router.get("/launch", response_model=LaunchList, responses=ERRORS)
@@ -144,10 +145,11 @@ def start_session(body: StartRequest, svc: Svc) -> m.SessionSummary:
     return m.SessionSummary(**summary(rec, 0))
 
 
-@router.post("/sessions/{name}/stop", response_model=m.SessionSummary,
-             responses={**ERRORS, 409: {"model": m.ApiError,
-                                        "description": "the session has ended already"}})
-def stop_session(name: str, svc: Svc) -> m.SessionSummary:
+@session_route(router, "POST", "/sessions/{name}/stop", response_model=m.SessionSummary,
+               responses={**ERRORS, 409: {"model": m.ApiError,
+                                          "description": "the session has ended already,"
+                                          " or it runs on another host"}})
+def stop_session(name: Address, svc: Svc) -> m.SessionSummary:
     """Stop the session's agent and its whole process tree (like ``agentwrap stop``)."""
     rec = svc.stop(name, by="http")
     return m.SessionSummary(**summary(rec, 0))

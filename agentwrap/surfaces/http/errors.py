@@ -41,6 +41,7 @@ from ...errors import (
     UntrustedSource,
 )
 from ...message import QueueLimits
+from .addresses import address_of
 
 log = logging.getLogger("agentwrap.http")
 
@@ -101,7 +102,7 @@ def agentwrap_error(request: Request, exc: AgentwrapError, limits: QueueLimits) 
     extra: dict[str, Any] = {}
     headers: dict[str, str] | None = None
     if isinstance(exc, SessionNotFound):
-        extra["sessionId"] = request.path_params.get("name")
+        extra["sessionId"] = address_of(request.path_params)
     elif isinstance(exc, MessageNotFound):
         extra["messageId"] = request.path_params.get("message_id")
     elif isinstance(exc, RateLimited):

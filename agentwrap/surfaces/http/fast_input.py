@@ -1,6 +1,7 @@
 """The enqueue endpoint's hot path, answered without FastAPI's routing.
 
-``POST /api/sessions/{name}/input`` is what webhooks and scripts call in
+``POST /api/sessions/{name}/input`` (and its host form,
+``/api/hosts/{host}/sessions/{name}/input``: :mod:`.addresses`) is what webhooks and scripts call in
 bursts; everything else the server does is occasional. Measured on 2 cores
 (``scripts/bench_http.py``, py-spy), FastAPI's own machinery around that one
 route (exception and exit-stack middleware, the router's scan, dependency
@@ -23,7 +24,6 @@ document still describes it.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from pydantic import ValidationError
@@ -32,12 +32,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...errors import AgentwrapError
 from . import models as m
+from .addresses import INPUT_PATH
 from .auth import token_accepted
 from .enqueue import enqueue
 from .errors import agentwrap_error
 from .middleware import replay
 
-_PATH = re.compile(r"/api/sessions/([^/]+)/input")
 _JSON = b"application/json"
 
 
@@ -50,7 +50,7 @@ class FastInput:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["query_string"]:
             await self.app(scope, receive, send)
             return
-        match = _PATH.fullmatch(scope["path"])
+        match = INPUT_PATH.fullmatch(scope["path"])
         if match is None or not self._ours(scope):
             await self.app(scope, receive, send)
             return
@@ -61,11 +61,13 @@ class FastInput:
         except (ValueError, RecursionError, ValidationError):  # the route says what is wrong
             await self.app(scope, replay(message, receive), send)
             return
-        name = match.group(1)
+        host, name = match.groups()
+        address = name if host is None else f"{host}/{name}"  # as the route's Address
         try:
-            status, answer = await enqueue(self.state.pool, name, request, None)
+            status, answer = await enqueue(self.state.pool, address, request, None)
         except AgentwrapError as exc:
-            scope = {**scope, "path_params": {"name": name}}
+            params = {"name": name} if host is None else {"host": host, "name": name}
+            scope = {**scope, "path_params": params}
             await agentwrap_error(Request(scope), exc, self.state.limits)(scope, receive, send)
             return
         data = answer.model_dump_json().encode()

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, WebSocket
 from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
 
 from ... import __version__
 from ...answers.actions import AnswerStatus
@@ -28,6 +29,7 @@ from ...queue.store import QueueMetrics
 from ...service import HistoryEntry, Service, SessionRecord, Waiting
 from . import models as m
 from . import ws
+from .addresses import Address, session_route
 from .auth import LoginCodes, require_token
 from .enqueue import enqueue
 from .errors import MessageNotPending, Unauthorized
@@ -118,8 +120,8 @@ def metrics_out(q: QueueMetrics) -> m.Metrics:
 # --- messages -----------------------------------------------------------------------------
 
 
-@api.post(
-    "/sessions/{name}/input", status_code=201, response_model=m.InputAccepted,
+@session_route(
+    api, "POST", "/sessions/{name}/input", status_code=201, response_model=m.InputAccepted,
     responses={**ERRORS,
                200: {"model": m.InputAccepted, "description": "idempotency key: the first message"},
                403: {"model": m.ApiError, "description": "source not trusted with raw input"},
@@ -129,7 +131,7 @@ def metrics_out(q: QueueMetrics) -> m.Metrics:
                429: {"model": m.ApiError, "description": "rate limit (Retry-After header)"}},
 )
 async def post_input(
-    name: str, body: m.InputRequest, request: Request, response: Response,
+    name: Address, body: m.InputRequest, request: Request, response: Response,
     wait: Annotated[float | None, Query(ge=0, le=MAX_WAIT_S, description=(
         "block up to this many seconds until the message ends (like `send --wait`)"))] = None,
 ) -> m.InputAccepted:
@@ -139,9 +141,10 @@ async def post_input(
     return answer
 
 
-@api.get("/sessions/{name}/input", response_model=m.InputPeek, responses=ERRORS)
+@session_route(api, "GET", "/sessions/{name}/input", response_model=m.InputPeek,
+               responses=ERRORS)
 def peek_input(
-    name: str, svc: Svc,
+    name: Address, svc: Svc,
     source: Annotated[str | None, Query(description="only this source")] = None,
     priority: Annotated[m.SenderPriority | None, Query(description="only this priority")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
@@ -201,10 +204,11 @@ def list_sessions(
                                    for v in svc.sessions(include_ended=all)])
 
 
-@api.get("/sessions/{name}", response_model=m.SessionDetail, responses=ERRORS)
-def get_session(name: str, svc: Svc) -> m.SessionDetail:
+@session_route(api, "GET", "/sessions/{name}", response_model=m.SessionDetail, responses=ERRORS)
+def get_session(name: Address, svc: Svc) -> m.SessionDetail:
     """A session's state with its explanation, its queue and its delivery figures."""
     rec = svc.state(name)
+    name = rec.name
     view = svc.peek(name)
     pending = [w.message for w in view.entries if w.message.status is Status.PENDING]
     by_priority = Counter(str(msg.priority) for msg in pending)
@@ -220,15 +224,15 @@ def get_session(name: str, svc: Svc) -> m.SessionDetail:
     )
 
 
-@api.post(
-    "/sessions/{name}/answer", response_model=m.AnswerOut,
+@session_route(
+    api, "POST", "/sessions/{name}/answer", response_model=m.AnswerOut,
     responses={**ERRORS,
                409: {"model": m.ApiError, "description": "no open question, the question named"
                      " is not the open one, the agent moved on before it was typed (stale),"
                      " or the session has ended"}},
 )
 def post_answer(
-    name: str, body: m.AnswerRequest, svc: Svc,
+    name: Address, body: m.AnswerRequest, svc: Svc,
     wait: Annotated[float, Query(ge=0, le=60, description=(
         "block up to this many seconds for the outcome (0: answer once stored, pending)"))] = 10.0,
 ) -> m.AnswerOut:
@@ -294,6 +298,9 @@ async def events(
     """Every change to messages and sessions as it happens (from now on, or
     after Last-Event-ID)."""
     cursor = parse_last_event_id(last_event_id)
+    if session is not None:  # an unknown HOST/NAME: 404 before the stream starts
+        session = await run_in_threadpool(request.app.state.pool.call, Service.session_name,
+                                          session)
     return StreamingResponse(
         stream(request.app.state.pool, session, cursor), media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

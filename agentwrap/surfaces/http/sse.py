@@ -157,6 +157,8 @@ async def follow(
     and the WebSocket (:mod:`.ws`) are both this, framed differently."""
     # subscribed before the first read; a service is lent for each read only (an idle
     # stream holds no database handle)
+    if session is not None:  # NAME or HOST/NAME: the name the events carry
+        session = await run_in_threadpool(pool.call, Service.session_name, session)
     with pool.subscribe() as sub:
         if cursor is None:
             cursor = Cursor(await run_in_threadpool(pool.call, Service.last_event_id))

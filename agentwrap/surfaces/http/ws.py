@@ -14,7 +14,8 @@ own is refused before it is accepted: no page of another site, or of another
 port of this host, can open the stream with a token it found.
 
 Close codes: 4401 missing or wrong token, 4400 a first frame that is not the
-auth frame, 1011 the server failed; a normal 1000 when the server stops.
+auth frame, 4404 no such session (``?session=`` takes NAME or HOST/NAME), 1011
+the server failed; a normal 1000 when the server stops.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ...errors import SessionNotFound
+from ...service import Service
 from .auth import token_accepted
 from .pool import ServicePool
 from .sse import Cursor, follow, parse_last_event_id
@@ -33,6 +37,7 @@ from .sse import Cursor, follow, parse_last_event_id
 AUTH_TIMEOUT_S = 10.0
 UNAUTHORIZED = 4401
 BAD_REQUEST = 4400
+NOT_FOUND = 4404
 
 
 def same_origin(websocket: WebSocket) -> bool:
@@ -69,8 +74,15 @@ async def serve(websocket: WebSocket) -> None:
     if not token_accepted(given, websocket.app.state.tokens.current()):
         await websocket.close(code=UNAUTHORIZED, reason="missing or wrong token")
         return
-    await _stream(websocket, websocket.query_params.get("session") or None,
-                  parse_last_event_id(resume))
+    session = websocket.query_params.get("session") or None
+    if session is not None:  # NAME or HOST/NAME, resolved once: the name events carry
+        try:
+            session = await run_in_threadpool(websocket.app.state.pool.call,
+                                              Service.session_name, session)
+        except SessionNotFound as exc:
+            await websocket.close(code=NOT_FOUND, reason=exc.message[:120])
+            return
+    await _stream(websocket, session, parse_last_event_id(resume))
 
 
 async def _first_frame(websocket: WebSocket) -> dict[str, Any] | None:

@@ -120,6 +120,7 @@ class Acknowledged(BaseModel):
 
 class SessionInfo(BaseModel):
     name: str
+    host: str = Field(description="the machine it runs on; send_message takes NAME or HOST/NAME")
     profile: str = Field(description="the agent (claude, codex, aider, gemini, ...)")
     state: str = Field(description="starting, ready, busy, waiting_input, draft or exited")
     running: bool = Field(description="its supervisor runs (messages are delivered)")
@@ -286,8 +287,8 @@ def build_server(paths: Paths, session: str | None) -> tuple[MCPServer[Any], Bac
         " chatter; one message with everything beats several."
     ))
     async def send_message(
-        target: Annotated[str, Field(min_length=1, max_length=64,
-                                     description="the session to send to")],
+        target: Annotated[str, Field(min_length=1, max_length=129,
+                                     description="the session to send to: NAME, or HOST/NAME")],
         content: Annotated[str, Field(min_length=1, description="the text (at most 10 KB)")],
         priority: Annotated[Literal["low", "normal", "high", "critical"], Field(
             description="high and critical go first; normal unless it is urgent")] = "normal",
@@ -322,13 +323,15 @@ def build_server(paths: Paths, session: str | None) -> tuple[MCPServer[Any], Bac
         return Acknowledged(id=m.id, status=str(m.status), detail=m.detail)
 
     @server.tool(description=(
-        "List the agent sessions agentwrap runs on this machine (yours marked you=true): their"
-        " names for send_message, the agent, its state and how many messages wait for it."
+        "List the agent sessions agentwrap runs (yours marked you=true), on every machine that"
+        " shares this queue: their names (and hosts) for send_message, the agent, its state and"
+        " how many messages wait for it."
     ))
     async def list_sessions() -> list[SessionInfo]:
         me = backend.session_name
         views = await backend.call(lambda svc: svc.sessions())
-        return [SessionInfo(name=v.record.name, profile=v.record.profile, state=v.record.state.value,
+        return [SessionInfo(name=v.record.name, host=v.record.host, profile=v.record.profile,
+                            state=v.record.state.value,
                             running=v.record.liveness == "running", pending=v.pending,
                             you=v.record.name == me)
                 for v in views]

@@ -402,6 +402,16 @@
     toast('error', 'Could not load', e instanceof ApiError ? e.body : {error: String(e)});
   }
 
+  /* A session's address: HOST/NAME (a bare NAME for a session recorded
+   * before hosts were), and its path under /api/sessions, the address
+   * percent-encoded as one segment (the server routes HOST%2FNAME). */
+  function address(name) {
+    const s = model.sessions.find((x) => x.name === name);
+    return s && s.host ? `${s.host}/${name}` : name;
+  }
+
+  const sessionPath = (name) => `/api/sessions/${enc(address(name))}`;
+
   async function loadList() {
     const data = await api('GET', '/api/sessions');
     model.sessions = data.sessions;
@@ -417,7 +427,7 @@
 
   async function loadSession(name) {
     try {
-      model.details.set(name, await api('GET', `/api/sessions/${enc(name)}`));
+      model.details.set(name, await api('GET', sessionPath(name)));
     } catch (e) {
       if (e instanceof ApiError && e.status === 404) {
         // gone (ended and cleaned up): its session.exited event redraws the list;
@@ -433,14 +443,14 @@
   }
 
   async function loadQueue(name) {
-    const data = await api('GET', `/api/sessions/${enc(name)}/input?limit=${QUEUE_LIMIT}`);
+    const data = await api('GET', `${sessionPath(name)}/input?limit=${QUEUE_LIMIT}`);
     if (name !== model.selected) return;
     model.queue = data;
     renderQueue();
   }
 
   async function loadHistory(name) {
-    const data = await api('GET', `/api/messages?session=${enc(name)}&limit=${HISTORY_LIMIT}`);
+    const data = await api('GET', `/api/messages?session=${enc(address(name))}&limit=${HISTORY_LIMIT}`);
     if (name !== model.selected) return;
     model.history = data;
     renderHistory();
@@ -568,6 +578,14 @@
     return box;
   }
 
+  /* Its host's liveness: a host silent past its deadline is unreachable since
+   * its last beat (its sessions' state is then unknown); up shows nothing. */
+  function hostTag(s) {
+    if (s.hostLiveness !== 'unreachable') return null;
+    const since = s.unreachableSince ? `unreachable since ${clock(s.unreachableSince)}` : 'unreachable (never seen)';
+    return el('span', {class: 'tag host-down', title: 'its host stopped beating: nothing there is known now'}, since);
+  }
+
   function statePill(state) {
     const s = String(state || 'unknown');
     return el('span', {class: `pill state state-${s.replace(/[^a-z_]/g, '')}`}, stateLabel(s));
@@ -584,12 +602,14 @@
           el('span', {class: `dot state-${String(state).replace(/[^a-z_]/g, '')}`, 'aria-hidden': 'true'}),
           el('span', {class: 'session-name mono'}, s.name),
           priorityBadges(d, s)),
+        el('span', {class: 'card-host'}, el('span', {class: 'session-host mono muted'}, s.host || ''),
+          hostTag(s)),
         el('span', {class: 'card-state'}, stateLabel(state),
-          s.liveness !== 'running' ? el('span', {class: 'tag'}, s.liveness) : null,
+          s.liveness !== 'running' && s.liveness !== 'unreachable' ? el('span', {class: 'tag'}, s.liveness) : null,
           el('span', {class: 'muted'}, ` · ${s.profile}`)),
         why ? el('span', {class: 'card-why'}, why) : null);
       button.addEventListener('click', () => select(s.name));
-      return el('li', {'data-session': s.name, 'data-state': state}, button);
+      return el('li', {'data-session': s.name, 'data-host': s.host || '', 'data-state': state}, button);
     });
     list.replaceChildren(...items);
     $('session-count').textContent = model.sessions.length ? String(model.sessions.length) : '';
@@ -612,9 +632,12 @@
     $('sv-state').replaceWith(Object.assign(statePill(d ? d.state : summary && summary.state), {id: 'sv-state'}));
     const live = d ? d.liveness : summary ? summary.liveness : '';
     $('sv-liveness').replaceChildren(visible(live && live !== 'running' ? live : ''));
-    $('sv-liveness').hidden = !live || live === 'running';
+    $('sv-liveness').hidden = !live || live === 'running' || live === 'unreachable';
+    const host = d || summary;
+    const down = host ? hostTag(host) : null;
+    $('sv-host').replaceChildren(visible(host && host.host ? `on ${host.host}` : ''), ...(down ? [down] : []));
     $('sv-badges').replaceWith(Object.assign(priorityBadges(d, summary), {id: 'sv-badges'}));
-    const ended = live === 'ended' || Boolean(d && d.ended);
+    const ended = live === 'ended' || live === 'unreachable' || Boolean(d && d.ended);
     $('stop-button').hidden = ended;
     if (ended) $('stop-confirm').hidden = true;
 
@@ -672,7 +695,7 @@
   async function loadScreen(name) {
     let data = null;
     try {
-      data = await api('GET', `/api/sessions/${enc(name)}/screen`);
+      data = await api('GET', `${sessionPath(name)}/screen`);
     } catch (e) {
       if (!(e instanceof ApiError) || (e.status !== 409 && e.status !== 404)) throw e;
       data = null; // nothing recorded yet (or the session is gone)
@@ -807,7 +830,7 @@
     button.disabled = true;
     showBox('stop-result', 'pending', [`Stopping ${name}\u2026`]);
     try {
-      const rec = await api('POST', `/api/sessions/${enc(name)}/stop`);
+      const rec = await api('POST', `${sessionPath(name)}/stop`);
       showBox('stop-result', 'ok', [el('strong', null, 'Stopped '), el('span', {class: 'mono'}, rec.name),
         rec.exitCode !== null && rec.exitCode !== undefined ? ` (exit code ${rec.exitCode}).` : '.']);
       touch('list');
@@ -926,7 +949,7 @@
     const button = $('send-button');
     button.disabled = true;
     try {
-      const r = await api('POST', `/api/sessions/${enc(name)}/input`, {
+      const r = await api('POST', `${sessionPath(name)}/input`, {
         source: 'user', sourceId: 'dashboard', content, priority: $('send-priority').value,
       });
       const evicted = r.evicted && r.evicted.length ? ` (made way: evicted ${r.evicted.map((e) => shortId(e.id)).join(', ')})` : '';
@@ -1118,7 +1141,7 @@
     setAnswering(true);
     answerResult('pending', [`Answering with ${what}\u2026`]);
     try {
-      const a = await api('POST', `/api/sessions/${enc(name)}/answer`,
+      const a = await api('POST', `${sessionPath(name)}/answer`,
         Object.assign({questionId: card.dataset.question}, body));
       if (a.status === 'applied') {
         answerResult('ok', [el('strong', null, 'Answered. '), a.detail]);
