@@ -18,6 +18,8 @@ python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium chromium-driver)
 # the PostgreSQL store's tests start a throwaway server of their own (tests/support/pg.py)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+# the partition tests put a host in a network namespace of their own (ip netns, as root)
+command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

@@ -42,6 +42,9 @@ class AwEnv:
     paths: Paths
     project: Path
     log: Path
+    # argv put before every command this environment runs: a host in a network
+    # namespace of its own (tests/support/netns.py: ``ip netns exec NAME``)
+    wrap: tuple[str, ...] = ()
 
     def cli(
         self, *args: str, input: str | bytes | None = None, timeout: float = 60, check: bool = False,
@@ -51,7 +54,7 @@ class AwEnv:
         (``env``: variables to change for this run)."""
         data = input.decode() if isinstance(input, bytes) else input
         proc = subprocess.run(
-            [sys.executable, "-m", "agentwrap", *args], env={**self.env, **(env or {})},
+            [*self.wrap, sys.executable, "-m", "agentwrap", *args], env={**self.env, **(env or {})},
             cwd=self.project,
             input=data, capture_output=True, text=True, timeout=timeout,
         )

@@ -49,7 +49,7 @@ from typing import Any, ClassVar, TypeVar
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .. import events
 from ..errors import StoreError, StoreFull, StoreLocked, StoreUnavailable
@@ -217,8 +217,34 @@ class PgConn:
         return self.raw.execute(to_pg(sql), parameters or None)
 
 
+# A peer that vanished without a word (a pulled cable, a dead switch, a laptop
+# closed) is noticed in about half a minute on both ends: without these a
+# statement in flight waits out the kernel's ~15 minutes of retransmissions,
+# a connection waiting for an answer with nothing unacknowledged waits
+# forever, and the server keeps a cut host's transaction, and every lock it
+# holds (the event log's, a session's claims), for hours: every other host
+# would wait behind it. libpq's settings for this end (a URL's own win),
+# the server's for the other, through ``options`` (the URL's come after, so win).
+CLIENT_TCP = {"keepalives": "1", "keepalives_idle": "15", "keepalives_interval": "5",
+              "keepalives_count": "3", "tcp_user_timeout": "20000"}
+SERVER_TCP = ("-c tcp_keepalives_idle=15 -c tcp_keepalives_interval=5"
+              " -c tcp_keepalives_count=3 -c tcp_user_timeout=20000")
+
+
+def dsn(url: str) -> str:
+    """``url`` with the dead-peer settings (:data:`CLIENT_TCP`, :data:`SERVER_TCP`)
+    it does not choose itself; an unreadable URL as it is, for libpq to refuse."""
+    try:
+        given = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return url
+    extra = {k: v for k, v in CLIENT_TCP.items() if k not in given}
+    extra["options"] = f"{SERVER_TCP} {given.get('options') or ''}".strip()
+    return make_conninfo(url, **extra)
+
+
 def connect(url: str, timeout_s: float = 10.0) -> PgConn:
-    raw = psycopg.connect(url, autocommit=True, row_factory=_rows,
+    raw = psycopg.connect(dsn(url), autocommit=True, row_factory=_rows,
                           connect_timeout=max(1, int(timeout_s)),
                           application_name="agentwrap")
     return PgConn(raw)
@@ -458,7 +484,8 @@ class PgSubscription:
     connection of its own. Same use as :class:`agentwrap.events.Subscription`."""
 
     def __init__(self, url: str) -> None:
-        self.conn = psycopg.connect(url, autocommit=True, application_name="agentwrap-listen")
+        self.conn = psycopg.connect(dsn(url), autocommit=True, connect_timeout=10,
+                                    application_name="agentwrap-listen")
         self.conn.execute(f"LISTEN {CHANNEL}".encode())
 
     def fileno(self) -> int:

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -64,8 +65,8 @@ class PgServer:
         return (f"postgresql:///{dbname}?host={quote(str(self.socket_dir), safe='')}"
                 f"&port={self.port}&user={self.user}")
 
-    def tcp_url(self, dbname: str = "postgres") -> str:
-        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{dbname}"
+    def tcp_url(self, dbname: str = "postgres", host: str = "127.0.0.1") -> str:
+        return f"postgresql://{self.user}@{host}:{self.port}/{dbname}"
 
     def schema_url(self, schema: str) -> str:
         """:meth:`url` whose connections put everything in ``schema``."""
@@ -113,8 +114,11 @@ def _run(argv: list[str], user: str | None, *, check: bool = True) -> None:
         raise RuntimeError(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.strip()}")
 
 
-def start() -> PgServer:
-    """initdb + pg_ctl start a private cluster; raise RuntimeError if impossible."""
+def start(listen: Sequence[str] = ("127.0.0.1",), trust: Sequence[str] = ()) -> PgServer:
+    """initdb + pg_ctl start a private cluster; raise RuntimeError if impossible.
+    ``listen``: the addresses it takes TCP connections on (loopback; a test's
+    own veth address too, tests/support/netns.py), ``trust``: networks besides
+    loopback whose connections it lets in without a password (such a veth's)."""
     initdb, pg_ctl = find_bin("initdb"), find_bin("pg_ctl")
     if initdb is None or pg_ctl is None:
         raise RuntimeError("PostgreSQL is not installed (bash scripts/test.sh installs it)")
@@ -131,7 +135,9 @@ def start() -> PgServer:
     try:
         _run([initdb, "-D", str(data), "-U", user, "-A", "trust", "-E", "UTF8",
               "--locale=C", "--no-sync", "--no-instructions"], run_as)
-        opts = (f"-k {root} -p {port} -c listen_addresses=127.0.0.1 -c fsync=off"
+        with (data / "pg_hba.conf").open("a", encoding="utf-8") as hba:
+            hba.writelines(f"host all all {net} trust\n" for net in trust)
+        opts = (f"-k {root} -p {port} -c listen_addresses={','.join(listen)} -c fsync=off"
                 " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
         _run([pg_ctl, "-D", str(data), "-l", str(root / "log"), "-o", opts, "-w",
               "-t", "60", "start"], run_as)
