@@ -52,17 +52,20 @@ def test_three_hosts_one_list_and_every_send_typed_once_by_its_owner(
             tag = f"tag-{src}-to-{dst}"
             aw.cli("send", f"{dst}/{session}", tag, check=True)
             expected[dst].append(tag)
-    # and through one host's `serve` (HTTP; a session by its name there)
+    # and through one host's `serve` (HTTP: a session by its name or HOST/NAME)
     gamma = three_hosts["gamma"]
     with contextmanager(serve)(gamma) as api, api.client() as http:
         listed = {s["name"]: s for s in http.get("/api/sessions").json()["sessions"]}
         assert {n: (s["host"], s["hostLiveness"]) for n, s in listed.items()} == {
             s: (h, "up") for h, s in SESSIONS.items()}
-        for dst, session in SESSIONS.items():
-            tag = f"tag-serve-to-{dst}"
-            res = http.post(f"/api/sessions/{session}/input", json=body(tag))
-            assert res.status_code == 201, res.text
-            expected[dst].append(tag)
+        for dst, session in SESSIONS.items():  # by name, HOST%2FNAME and the host's path
+            for form, path in (("name", f"/api/sessions/{session}/input"),
+                               ("encoded", f"/api/sessions/{dst}%2F{session}/input"),
+                               ("path", f"/api/hosts/{dst}/sessions/{session}/input")):
+                tag = f"tag-serve-{form}-to-{dst}"
+                res = http.post(path, json=body(tag))
+                assert res.status_code == 201, res.text
+                expected[dst].append(tag)
 
     def typed(host: str) -> str:
         return "".join(three_hosts[host].received())
