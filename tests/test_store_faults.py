@@ -240,3 +240,31 @@ def _hosts(url: str) -> dict[str, hosts.HostSeen]:
     finally:
         db.close()
 
+
+def test_a_message_for_an_unreachable_host_waits_and_expires_on_its_ttl(
+    faulty: tuple[AwEnv, Proxy, FaultPoint, PostgresMessageStore],
+) -> None:
+    """Alpha is cut off from the store; beta (reaching it) queues for alpha's
+    session: the message waits, no other host types it, and it ends expired
+    at its TTL while alpha is still away. Back, alpha types it never."""
+    alpha, proxy, _, store = faulty
+    with make_aw() as beta:
+        host_env(beta, store.url, "beta")
+        alpha.start_standin("a1")
+        beta.start_standin("b1")
+        alpha.wait_state("a1", "ready", timeout=40)
+        beta.wait_state("b1", "ready", timeout=40)
+        proxy.down()
+        wait_for(lambda: ls(beta)["a1"]["liveness"] == "unreachable", 30, "alpha unreachable")
+        mid = send(beta, "alpha/a1", "too late for alpha", "--ttl", "2")
+        assert store.get(mid).status is Status.PENDING
+        wait_for(lambda: store.get(mid).status.terminal, 60, "the message ended while alpha is away")
+        assert store.get(mid).status is Status.EXPIRED and ended(store, mid) == ["expired"]
+        assert ls(beta)["a1"]["liveness"] == "unreachable"  # it did not wait for alpha
+        proxy.up()
+        after = send(beta, "alpha/a1", "alpha is back")
+        wait_for(lambda: store.get(after).status is Status.DELIVERED, 60, "delivered on alpha")
+        typed = "".join(alpha.received())
+        assert "too late for alpha" not in typed and typed.count("alpha is back") == 1
+        assert "too late" not in "".join(beta.received())
+        beta.cli("stop", "b1", check=True)
