@@ -12,22 +12,29 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from conftest import AwEnv, make_aw
 from support import pg
 from support.pg_faults import FaultPoint, Proxy
+from support.records import record
 from support.waiting import wait_for
 
-from agentwrap.message import Status
+from agentwrap.answers.store import AnswerStore
+from agentwrap.message import Kind, NewMessage, Status
 from agentwrap.queue.backend import ENV as STORE_ENV
 from agentwrap.queue.backend import open_database
 from agentwrap.queue.postgres import PostgresMessageStore
+from agentwrap.service.moving import Place, migrate
 from agentwrap.sessions import hosts
 from agentwrap.sessions.hosts import ENV as HOST_ENV
+from agentwrap.sessions.registry import Registry
 
 
 def host_env(aw: AwEnv, url: str, name: str, heartbeat_s: float = 0.3) -> None:
@@ -268,3 +275,66 @@ def test_a_message_for_an_unreachable_host_waits_and_expires_on_its_ttl(
         assert "too late for alpha" not in typed and typed.count("alpha is back") == 1
         assert "too late" not in "".join(beta.received())
         beta.cli("stop", "b1", check=True)
+
+
+def test_a_host_cut_off_mid_transaction_holds_no_other_host_up(
+    faulty: tuple[AwEnv, Proxy, FaultPoint, PostgresMessageStore],
+) -> None:
+    """Alpha goes silent in the middle of storing a message, holding the
+    queue's admission lock, its connection open (nothing gets through the
+    proxy, nothing is closed, TCP stays up: a frozen host, which no network
+    timeout notices): the server ends alpha's transaction by itself, so
+    beta's sends go on; alpha's message was not stored, and alpha is told so."""
+    alpha, proxy, _, store = faulty
+    point = FaultPoint(store.url, at_commit=False)  # held in the transaction, before its commit
+    reg = Registry(alpha.paths.db_path, url=store.url, host="beta")
+    try:
+        reg.register(record("nobody"))  # a session of beta's, no supervisor needed
+    finally:
+        reg.close()
+    point.arm("pending", None)  # a message being stored
+    cut_off = subprocess.Popen(
+        [sys.executable, "-m", "agentwrap", "send", "nobody", "from a host cut off"],
+        env=alpha.env, cwd=alpha.project, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        _, port = point.writer()
+        proxy.stall(port)
+        point.release()  # alpha's insert is done; its transaction now waits for alpha
+        with make_aw() as beta:
+            host_env(beta, store.url, "beta")
+            done = beta.cli("send", "nobody", "from beta", "--json", timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert store.get(json.loads(done.stdout)["id"]).status is Status.PENDING
+        _, err = cut_off.communicate(timeout=60)  # its connection ended by the server
+        assert cut_off.returncode != 0 and "cannot use the store" in err
+        assert [m.content for m in store.peek("nobody")] == ["from beta"]
+    finally:
+        cut_off.kill()
+        cut_off.wait()
+        point.close()
+
+
+def test_a_move_out_of_postgresql_is_not_taken_for_a_vanished_host(
+    tmp_path: Path, pg_server: pg.PgServer,
+) -> None:
+    """The idle-in-transaction timeout that frees a vanished host's locks
+    does not end ``store migrate``, whose source transaction waits on purpose
+    while the target is written: here the URL makes that timeout 50 ms, less
+    than writing the source's rows into the target takes."""
+    schema, url = pg_server.new_schema()
+    strict = pg_server.url() + "&options=" + quote(
+        f"-csearch_path={schema} -c idle_in_transaction_session_timeout=50", safe="")
+    try:
+        store = PostgresMessageStore(url)
+        for n in range(0, 1000, 500):
+            store.enqueue_many([(NewMessage(session=f"s{i}", content=f"message {i}"), Kind.CONTENT)
+                                for i in range(n, n + 500)])
+        store.close()
+        for opened in (Registry(Path(os.devnull), url=url, host="h"),
+                       AnswerStore(Path(os.devnull), url=url)):
+            opened.close()
+        report = migrate(Place(Path(os.devnull), strict), Place(tmp_path / "back.db"))
+        assert report.rows["messages"] == 1000
+    finally:
+        pg_server.drop_schema(schema)

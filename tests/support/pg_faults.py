@@ -8,7 +8,7 @@ Two parts, no mocks:
   it (``down``: every connection closed, new ones closed at once, as a
   server that went away; ``up`` again).
 * :class:`FaultPoint`, a trigger in the test's schema that holds a writer
-  at the commit of one write-ahead phase: a deferred constraint trigger on
+  at the commit of one write-ahead phase (or of a message's insert): a deferred constraint trigger on
   ``messages`` runs at COMMIT, and when the row is entering the phase the
   test armed it waits for an advisory lock the test holds. The test then
   finds the writer (``pg_locks``: waiting for that lock) and cuts it
@@ -35,7 +35,8 @@ from .waiting import wait_for
 class _Pair:
     client: socket.socket
     server: socket.socket
-    muted: threading.Event = field(default_factory=threading.Event)
+    muted: threading.Event = field(default_factory=threading.Event)  # server -> client
+    stalled: threading.Event = field(default_factory=threading.Event)  # client -> server
 
     def close(self) -> None:
         for s in (self.client, self.server):
@@ -78,7 +79,7 @@ class Proxy:
             pair = _Pair(client, server)
             with self._lock:
                 self.pairs[int(server.getsockname()[1])] = pair
-            threading.Thread(target=self._pump, args=(pair, client, server, None),
+            threading.Thread(target=self._pump, args=(pair, client, server, pair.stalled),
                              daemon=True).start()
             threading.Thread(target=self._pump, args=(pair, server, client, pair.muted),
                              daemon=True).start()
@@ -100,6 +101,12 @@ class Proxy:
 
     def mute(self, port: int) -> None:
         """What the server sends on connection ``port`` is dropped from now on."""
+        self.pairs[port].muted.set()
+
+    def stall(self, port: int) -> None:
+        """Connection ``port`` carries nothing either way from now on, and
+        stays open: the host is cut off as by a partition, and neither side hears."""
+        self.pairs[port].stalled.set()
         self.pairs[port].muted.set()
 
     def cut(self, port: int) -> None:
@@ -132,8 +139,10 @@ CREATE OR REPLACE FUNCTION fault_hold() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     spec RECORD;
 BEGIN
-    IF NEW.phase IS NOT DISTINCT FROM OLD.phase AND NEW.status = OLD.status THEN
-        RETURN NULL;
+    IF TG_OP = 'UPDATE' THEN
+        IF NEW.phase IS NOT DISTINCT FROM OLD.phase AND NEW.status = OLD.status THEN
+            RETURN NULL;
+        END IF;
     END IF;
     FOR spec IN SELECT * FROM fault_spec LOOP
         IF NEW.status = spec.status AND NEW.phase IS NOT DISTINCT FROM spec.phase THEN
@@ -143,7 +152,7 @@ BEGIN
     RETURN NULL;
 END $$;
 DROP TRIGGER IF EXISTS fault_hold ON messages;
-CREATE CONSTRAINT TRIGGER fault_hold AFTER UPDATE ON messages
+CREATE CONSTRAINT TRIGGER fault_hold AFTER INSERT OR UPDATE ON messages
     {when} FOR EACH ROW EXECUTE FUNCTION fault_hold();
 """
 
