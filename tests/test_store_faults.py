@@ -238,6 +238,8 @@ def test_a_postgresql_restart_mid_delivery_is_survived_by_every_host(
         wait_for(lambda: all(h.heartbeat > beats[h.name] for h in _hosts(url).values()), 30,
                  "both hosts beating after the restart")
         assert sups == {"a1": supervisor_pid(alpha, "a1"), "b1": supervisor_pid(beta, "b1")}
+        said = supervisor_log(alpha, "a1")  # the restart cut alpha's batch, and it said so
+        assert "the store is unavailable" in said and "the store is back" in said
 
 
 def _hosts(url: str) -> dict[str, hosts.HostSeen]:
