@@ -43,9 +43,10 @@ def host_env(aw: AwEnv, url: str, name: str, heartbeat_s: float = 0.3) -> None:
     aw.paths.config_file.write_text(f"[host]\nheartbeat_s = {heartbeat_s}\n")
 
 
-def send(aw: AwEnv, name: str, text: str, *extra: str) -> str:
-    """Queue ``text`` (no ACK asked: one terminal state, delivered); its id."""
-    out = aw.cli("send", name, text, "--no-ack", "--json", *extra, check=True).stdout
+def send(aw: AwEnv, name: str, text: str, *extra: str, ack: bool = False) -> str:
+    """Queue ``text`` (no ACK asked unless ``ack``); its id."""
+    out = aw.cli("send", name, text, "--ack" if ack else "--no-ack", "--json", *extra,
+                 check=True).stdout
     return str(json.loads(out)["id"])
 
 
@@ -93,6 +94,7 @@ POINTS = [
     ("delivering", "submitting"),
     ("delivering", "submitted"),
     ("delivered", "submitted"),  # the batch's end
+    ("acknowledged", "submitted"),  # the end of a batch that asked for an ACK
 ]
 
 
@@ -113,7 +115,8 @@ def test_a_connection_cut_at_each_write_ahead_phase_types_the_message_once(
     aw.wait_state("a1", "ready", timeout=40)
     point.arm(status, phase)
     text = f"cut at {status}/{phase}"
-    mid = send(aw, "a1", text)
+    acked = status == "acknowledged"
+    mid = send(aw, "a1", text, ack=acked)
     pid, port = point.writer()
     if committed:
         proxy.mute(port)  # the server's answer to the COMMIT never reaches the host
@@ -129,8 +132,9 @@ def test_a_connection_cut_at_each_write_ahead_phase_types_the_message_once(
     wait_for(lambda: "after the cut" in "".join(aw.received()), 60, "the next message typed")
     typed = "".join(aw.received())
     assert typed.count(text) == 1, aw.received()
-    assert store.get(mid).status is Status.DELIVERED
-    assert ended(store, mid) == ["delivered"]
+    final = "acknowledged" if acked else "delivered"
+    assert store.get(mid).status is Status(final)
+    assert ended(store, mid) == [final]
     sup = supervisor_pid(aw, "a1")
     assert sup and os.path.exists(f"/proc/{sup}")  # the same supervisor went on
     assert "cannot use the store" in supervisor_log(aw, "a1")  # the cut did hit it
