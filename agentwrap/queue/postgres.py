@@ -24,6 +24,14 @@ more than SQLite's one write lock:
   :data:`EVENTS_LOCK` (held to the end of the transaction), draws the ids and
   inserts them: whoever draws later commits later, and ``events(after=id)``
   misses nothing.
+* **A frozen host holds nobody up.** A host that stops in the middle of a
+  transaction (its process stopped or swapped out, its connection still
+  open: no network timeout notices) would keep the transaction's locks, the
+  admission lock among them, and every host's enqueues would wait for it.
+  Each connection asks the server to end a transaction idle for
+  :data:`IDLE_IN_TRANSACTION_MS` (agentwrap's transactions wait on nothing
+  but the network between their statements), unless the URL's ``options``,
+  ``PGOPTIONS`` or the role's settings chose that timeout already.
 * **Wake-ups** are ``NOTIFY`` on :data:`CHANNEL`, delivered at commit to
   every host's ``LISTEN`` (:class:`PgSubscription`), besides the local
   datagram announcement of SQLite's store.
@@ -67,6 +75,7 @@ SCHEMA_LOCK = 0x6177_0003
 CLAIM_LOCKS = 0x6177  # with the session's hash: one lock per session's claims
 TURN_LOCKS = 0x6178  # with a hash of what: Write.take_turns
 T = TypeVar("T")
+IDLE_IN_TRANSACTION_MS = 15_000  # a transaction idle this long: its host is gone
 PRUNE_EVERY = 500  # event ids: now and then the log is cut to events.KEEP rows
 
 # the event log, which every table owner appends to (the registry, the answers too)
@@ -320,6 +329,10 @@ class PgDatabase:
     def _conn(self) -> PgConn:
         if self._pg is None or self._pg.raw.closed:
             self._pg = connect(self.url, self._timeout_s)
+            self._pg.execute(  # see the module: unless the URL or the role chose one
+                "SELECT set_config('idle_in_transaction_session_timeout', ?, false)"
+                " WHERE current_setting('idle_in_transaction_session_timeout') = '0'",
+                (str(IDLE_IN_TRANSACTION_MS),))
         return self._pg
 
     def _drop(self) -> None:

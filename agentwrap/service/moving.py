@@ -139,8 +139,11 @@ def _running(where: Place) -> list[str]:
 
 def _hold_still(w: Write, shared: bool, mode: str) -> None:
     """On PostgreSQL, lock every table for the rest of the transaction
-    (SQLite's write transaction already holds every writer off)."""
+    (SQLite's write transaction already holds every writer off). The move's
+    pauses between statements are its own work on the other store, not a
+    vanished host's: the server's idle-in-transaction timeout is off for it."""
     if shared:
+        w.conn.execute("SET LOCAL idle_in_transaction_session_timeout = 0")
         w.conn.execute(f"LOCK TABLE {', '.join(t for t, _ in TABLES)} IN {mode} MODE")
 
 

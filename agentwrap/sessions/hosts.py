@@ -10,6 +10,10 @@ last beat: its sessions show state ``unknown`` (nobody can say), the others
 as they are. On SQLite every session is this machine's: no heartbeat is
 written and liveness comes from the pids as always.
 
+Each beat also ends the messages past their TTL, whichever host they are
+for: a message for an unreachable host waits for it, but no longer than its
+TTL (its own host expires it on its next claim, and nobody else would).
+
 A host is named by ``[host] name`` (user config), ``AGENTWRAP_HOST_NAME``
 (wins) or else its hostname, and the name is checked like a session's: it
 becomes part of an address (``HOST/NAME``).
@@ -30,8 +34,9 @@ from typing import ClassVar
 
 from ..errors import ConfigError, InvalidMessage, StoreError
 from ..paths import check_session_name
-from ..queue.backend import open_database
+from ..queue.backend import open_database, open_store
 from ..queue.database import Database
+from ..queue.store import MessageStore
 
 log = logging.getLogger("agentwrap.hosts")
 ENV = "AGENTWRAP_HOST_NAME"
@@ -105,13 +110,16 @@ class HostBeat:
     """The heartbeat of this host, from a daemon thread with its own connection:
     one per process, store and host name (every supervisor and ``serve`` of a
     process starts it; the second start is a no-op). It ends with the process,
-    which is the point: a host whose processes are gone falls silent."""
+    which is the point: a host whose processes are gone falls silent. After
+    each beat it expires what is overdue in the whole queue (see the module)."""
 
     _running: ClassVar[dict[tuple[str, str], HostBeat]] = {}
     _guard: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, db: Database, name: str, period_s: float) -> None:
+    def __init__(self, db: Database, name: str, period_s: float, url: str = "") -> None:
         self.db = db
+        self.url = url  # the queue's (messages past their TTL); "": none
+        self._queue: MessageStore | None = None
         self.name = name
         self.period_s = period_s
         self.beaten = threading.Event()  # set after the first beat that reached the store
@@ -126,7 +134,7 @@ class HostBeat:
             running = cls._running.get(key)
             if running is None:
                 db = open_database(Path(os.devnull), url)  # a URL: the file is never opened
-                running = cls._running[key] = cls(db, name, period_s)
+                running = cls._running[key] = cls(db, name, period_s, url)
                 running.thread.start()
         return running
 
@@ -135,8 +143,18 @@ class HostBeat:
             try:
                 beat(self.db, self.name, self.period_s)
                 self.beaten.set()
+                self._expire()
             except StoreError:
                 pass  # the store is away: the next beat tries again (reconnecting)
             except Exception:  # a bug: said in the log, and the host keeps beating
                 log.exception("the heartbeat of host %s failed", self.name)
             time.sleep(self.period_s)
+
+    def _expire(self) -> None:
+        """End the messages past their TTL, every host's (one statement each
+        for pending and claimed-not-typed ones, on an index)."""
+        if not self.url:
+            return
+        if self._queue is None:
+            self._queue = open_store(Path(os.devnull), url=self.url)
+        self._queue.expire_overdue()

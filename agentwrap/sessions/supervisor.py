@@ -39,7 +39,13 @@ from ..detect.detector import Detector, HookSource, StructuredSource
 from ..detect.profiles import Profile
 from ..detect.question import Question
 from ..detect.states import Reading, State
-from ..errors import AgentExited, BackendError, DeliveryInterrupted, UnsafePath
+from ..errors import (
+    AgentExited,
+    BackendError,
+    DeliveryInterrupted,
+    StoreUnavailable,
+    UnsafePath,
+)
 from ..events import announce
 from ..paths import Paths, open_private_append, private_dir, write_private
 from ..terminal.base import OutputPipe, OutputStream, Removable, StatusLine, Terminal
@@ -71,6 +77,10 @@ class Timing:
     # is checked for a write (a stat): it comes with no output of its own, often
     # just after the last repaint of a turn's end (issue 27).
     published_poll_s: float = 0.03
+    # The store is unavailable (a shared server restarting, the network gone):
+    # looked at again after this, doubling up to store_retry_max_s.
+    store_retry_s: float = 0.2
+    store_retry_max_s: float = 5.0
 
 
 def snapshot_spacing(reading: Reading, cost_gap: float, timing: Timing) -> float:
@@ -366,6 +376,8 @@ class Supervisor:
                     break
                 except DeliveryInterrupted:
                     break  # "stop" during a delivery step: the batch resumes later
+                except StoreUnavailable as exc:
+                    self._store_away(exc)
                 except Exception:
                     # One bad screen or a store hiccup must not end supervision (or,
                     # in the pty backend, print a traceback into the person's
@@ -375,6 +387,31 @@ class Supervisor:
         finally:
             self._cleanup()
         return self.exit_code
+
+    def _store_away(self, exc: StoreUnavailable) -> None:
+        """The store cannot be used: wait for it, then let the loop go on.
+
+        The agent runs on untouched and nothing new is typed (nothing can be
+        claimed, and a batch cut mid-way is resumed from its write-ahead
+        phase and the screen once the store is back: the delivery engine's
+        business). Meanwhile the agent's output is drained (a full fifo
+        stalls tmux), a "stop" is honoured, and the store is looked at again
+        with a growing pause: said once when it goes, once when it is back,
+        not a traceback every turn of the loop. An agent that exits meanwhile
+        has its end recorded once the store is back (recording needs it)."""
+        since = time.monotonic()
+        log.warning("the store is unavailable; the agent runs on and nothing is typed until"
+                    " it is back: %s", exc)
+        wait = self.timing.store_retry_s
+        while not self._stop.is_set():
+            try:
+                self.pump(wait)
+                self.registry.db.read("SELECT 1")
+            except StoreUnavailable:
+                wait = min(wait * 2, self.timing.store_retry_max_s)
+                continue
+            log.warning("the store is back after %.1f s", time.monotonic() - since)
+            return
 
     def _loop(self, out_fd: int | None) -> None:
         """Wait for events; snapshot when output *pauses*, not while it flows.
