@@ -8,9 +8,13 @@ any surface is a reply to the request (no key typed), after which the TUI's
 dialog closes by itself. Here:
 
 1. an answer through the HTTP API runs the exact command (the file appears, the
-   model gets the result);
-2. ``agentwrap answer --deny`` (or a file in the answer folder) declines it: the command does not run, the
-   model is told, the turn goes on to its end;
+   model gets the result); the session's first turn's approval is the server's
+   question from the start: the dialog the TUI draws is never the question first
+   (agentwrap subscribes the moment the turn starts; an answer to a question
+   read off the screen would be refused once the server's replaced it);
+2. ``agentwrap answer --deny`` (or a file in the answer folder) answers it as the
+   dialog's own "No" (Esc) does: the command does not run, the turn ends, and
+   the model hears "aborted by user" with the next message;
 3. an allow-everything rule approves a harmless command through the server, and
    the built-in deny-list still holds a destructive one for the person;
 4. the person answers in the TUI first: the server resolves the request, the
@@ -81,6 +85,19 @@ def ask_tool(s: AgentSession) -> tuple[dict[str, Any], int]:
     return q, seen
 
 
+def questions_shown(s: AgentSession) -> list[dict[str, Any]]:
+    """Every question the session published, in order (its session.state events)."""
+    import sqlite3
+
+    db = sqlite3.connect(s._paths().db_path)
+    try:
+        rows = db.execute("SELECT data FROM events WHERE session = ? AND kind = 'session.state'"
+                          " ORDER BY id", (s.name,)).fetchall()
+    finally:
+        db.close()
+    return [q for (data,) in rows if (q := json.loads(data).get("question"))]
+
+
 def dialog_closed(s: AgentSession) -> None:
     s.wait_until(lambda: "Would you like to run" not in s.screen(), 30, "the TUI's dialog closed")
 
@@ -91,7 +108,9 @@ def test_an_approval_answered_through_the_http_api_runs_the_exact_command(
     from support.http_kit import serve
 
     s = start(make_session)
-    q, seen = ask_tool(s)
+    q, seen = ask_tool(s)  # the session's first turn
+    shown = questions_shown(s)
+    assert shown and {(x["id"], x["source"]) for x in shown} == {(q["id"], "app-server")}, shown
     server = serve(_ServeEnv(s))  # type: ignore[arg-type]
     served = next(server)
     try:
@@ -114,15 +133,16 @@ def test_an_approval_answered_through_the_http_api_runs_the_exact_command(
 
 
 @pytest.mark.parametrize("how", ["cli", "folder"])
-def test_deny_declines_the_request_and_the_model_is_told(make_session: Make, how: str) -> None:
+def test_deny_is_the_dialogs_no_and_the_model_is_told(make_session: Make, how: str) -> None:
     s = start(make_session)
     q, seen = ask_tool(s)
+    asked = len(main_requests(s))  # up to the one that called the tool
     if how == "cli":
         started = time.monotonic()
         code, out = answer(s, "--deny", "--question", q["id"])
         print(f"codex app-server: deny applied in {time.monotonic() - started:.2f} s (CLI)")
         assert code == 0 and out["status"] == "applied", out
-        assert "replied 'decline'" in out["detail"], out
+        assert "replied 'cancel'" in out["detail"], out
     else:  # a file dropped in the session's answer folder
         folder = Path(s.cli_json("state", s.name)["answer_dir"])
         tmp = folder / ".answer.tmp"
@@ -130,12 +150,17 @@ def test_deny_declines_the_request_and_the_model_is_told(make_session: Make, how
         tmp.rename(folder / "answer.json")
         s.wait_until(lambda: [a for a in stored_answers(s) if a[1] == "file"
                               and a[0] == "applied"], 30, "the folder's answer applied")
-    result = next_tool_result(s, seen)
-    print(f"codex: declined tool result {result[:300]}")
-    assert "declined" in result.lower() or "rejected" in result.lower(), result
-    s.wait_state("ready", timeout=60)
+    s.wait_state("ready", timeout=60)  # the turn ended, as after Esc: no request since
+    assert len(main_requests(s)) == asked, [r.reply for r in main_requests(s)]
     assert not (s.workdir / TOOL_FILE).exists()
     dialog_closed(s)
+    marker = f"after-deny-{uuid.uuid4().hex[:8]}"
+    assert s.send(f"[[reply: fine]] what now {marker}", "--wait", "--timeout", "90").returncode == 0
+    s.wait_received(marker)
+    result = next_tool_result(s, seen)
+    print(f"codex: denied tool result {result[:300]}")
+    assert "aborted" in result.lower(), result
+    assert not (s.workdir / TOOL_FILE).exists()
 
 
 def test_a_rule_approves_through_the_server_and_the_deny_list_still_holds(
