@@ -71,10 +71,18 @@ def server_question(s: AgentSession, command: str, timeout: float = 90.0) -> dic
     return q
 
 
-def ask_tool(s: AgentSession) -> tuple[dict[str, Any], int]:
+def ask_tool(s: AgentSession, typed: bool = False) -> tuple[dict[str, Any], int]:
+    """The model asks to run TOOL_COMMAND: in a turn agentwrap starts (a message
+    sent), or (``typed``) in one the person types in the TUI, which agentwrap
+    learns of only from the server's status change."""
     seen = len(main_requests(s))
-    res = s.send("[[tool]] please create the file", "--wait", "--timeout", "90")
-    assert res.returncode == 0, res.stderr
+    if typed:
+        s.type_keys("[[tool]] please create the file")
+        time.sleep(0.5)  # an Enter right after the text is taken as part of a paste
+        s.press("Enter")
+    else:
+        res = s.send("[[tool]] please create the file", "--wait", "--timeout", "90")
+        assert res.returncode == 0, res.stderr
     q = server_question(s, TOOL_COMMAND)
     assert (q["kind"], q["tool"], q["cwd"], q["command_unsure"]) == (
         "permission", "shell", str(s.workdir), ""), q
@@ -102,13 +110,14 @@ def dialog_closed(s: AgentSession) -> None:
     s.wait_until(lambda: "Would you like to run" not in s.screen(), 30, "the TUI's dialog closed")
 
 
+@pytest.mark.parametrize("how", ["sent", "typed"])
 def test_an_approval_answered_through_the_http_api_runs_the_exact_command(
-    make_session: Make,
+    make_session: Make, how: str,
 ) -> None:
     from support.http_kit import serve
 
     s = start(make_session)
-    q, seen = ask_tool(s)  # the session's first turn
+    q, seen = ask_tool(s, typed=how == "typed")  # the session's first turn
     shown = questions_shown(s)
     assert shown and {(x["id"], x["source"]) for x in shown} == {(q["id"], "app-server")}, shown
     server = serve(_ServeEnv(s))  # type: ignore[arg-type]
