@@ -39,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from agentwrap.codex_server import AppServerClient
 from agentwrap.terminal import alive
 
 from .conftest import AgentSession
@@ -250,3 +251,46 @@ def test_the_server_killed_with_an_approval_open_the_session_goes_on_and_asks_ag
     assert code == 0 and out["status"] == "applied" and "replied 'accept'" in out["detail"], out
     s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
     s.wait_state("ready", timeout=60)
+
+
+PLAN_QUESTION = {"questions": [{
+    "id": "db", "header": "Database", "question": "Which database should I use?",
+    "options": [{"label": "SQLite", "description": "One file"},
+                {"label": "Postgres", "description": "A server"}]}]}
+
+
+def test_a_question_left_to_the_terminal_waits_for_the_person_and_nothing_hangs(
+    make_session: Make,
+) -> None:
+    """``item/tool/requestUserInput`` (Codex's question, in Plan mode) is not answered
+    through the server: the session waits on it (``waiting_input``, what asks named),
+    nothing answers it, a message sent meanwhile waits; the person answers in the
+    TUI and the message goes in after. Plan mode is asked for the way the TUI asks
+    for it: ``collaborationMode`` on the turn (here from a connection of the test's)."""
+    s = start(make_session)
+    sock = Path(s.state()["app_server"].split("unix://", 1)[1].split(" ", 1)[0])
+    call = "request_user_input " + json.dumps(PLAN_QUESTION)
+    with AppServerClient.connect(sock) as client:
+        thread = next(t for t in client.loaded_threads()
+                      if not client.read_thread(t).get("ephemeral"))
+        client.request("turn/start", {
+            "threadId": thread, "clientUserMessageId": f"plan-{uuid.uuid4().hex[:8]}",
+            "input": [{"type": "text", "text": f"[[call: {call}]] plan it", "text_elements": []}],
+            "collaborationMode": {"mode": "plan", "settings": {"model": "gpt-5-codex"}}})
+    st = s.wait_until(lambda: (x := s.state())["state"] == "waiting_input" and x, 60,
+                      "the session waiting on Codex's question")
+    print(f"codex requestUserInput: {st['signal']}/{st['rule']}: {st['reason']}"
+          f" question={st['question'] and st['question']['source']}")
+    assert not (st["question"] and st["question"]["source"] == "app-server"), st
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    mid = s.send_id(f"sent while Codex asks {marker}")
+    time.sleep(3.0)
+    assert s.state()["state"] == "waiting_input"
+    assert not s.received_with(marker)
+    assert not stored_answers(s)  # nothing answered it
+    s.wait_until(lambda: "Which database" in s.screen(), 30, "Codex's question on screen")
+    s.press("Enter")  # the person picks the first option in the TUI
+    s.wait_until(lambda: s.received_with(marker), 90, "delivery after the question was answered")
+    assert len(s.received_with(marker)) == 1
+    s.wait_until(lambda: s.message(mid)["status"] in ("delivered", "acknowledged"), 60,
+                 "delivered")
