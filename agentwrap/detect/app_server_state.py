@@ -109,6 +109,8 @@ class AppServerState:
             self._find_thread(client)
         except AppServerError as exc:
             _log.info("codex app-server: no thread yet (%s)", exc)
+        if self._turned:  # a thread with turns: subscribe on the new connection at once
+            self._wake_subscriber()
         return client
 
     def _subscribe(self, client: AppServerClient) -> None:
