@@ -76,8 +76,11 @@ def test_an_answer_becomes_the_requests_decision() -> None:
     assert sq.result("acceptWithExecpolicyAmendment") == {"decision": {
         "acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["touch"]}}}
     assert sq.decision_for(3, False) == "cancel"
-    assert sq.decision_for(None, True) == "decline"  # deny: not run, the model is told
+    # deny: what the TUI's own "No" (Esc) sends: not run, the turn ends ("aborted by user")
+    assert sq.decision_for(None, True) == "cancel"
     assert sq.decision_for(4, False) is None and sq.decision_for(None, False) is None
+    # a request that offers no cancel: declined (not run, the turn goes on)
+    assert asked(availableDecisions=["accept", "decline"]).decision_for(None, True) == "decline"
 
 
 def test_the_shell_wrapper_is_taken_off_only_when_it_is_one() -> None:
@@ -103,6 +106,16 @@ def test_file_changes_name_their_files_and_other_requests_are_left_to_the_screen
                              {"threadId": "t1", "turnId": "u1", "itemId": "x"})
     assert approval_question(perms) is None
     assert approval_question(request(command=None)) is None
+    # left to the screen, but known to be open (the reason names it) until resolved
+    assert approvals.elsewhere() is None
+    assert approvals.heard(perms)
+    assert approvals.elsewhere() == "item/permissions/requestApproval" and approvals.any_open()
+    assert approvals.heard(Notification("serverRequest/resolved", {"requestId": 4}))
+    assert approvals.elsewhere() is None
+    ask = approval_request(5, "item/tool/requestUserInput", {"threadId": "t1", "turnId": "u1"})
+    assert approvals.heard(ask) and approvals.elsewhere() == "item/tool/requestUserInput"
+    assert approvals.heard(Notification("turn/completed", {"turn": {"id": "u1"}}))
+    assert approvals.elsewhere() is None
 
 
 def test_open_requests_follow_the_servers_messages() -> None:
@@ -158,6 +171,93 @@ def test_the_servers_question_wins_over_the_dialog_on_screen(tmp_path: Path) -> 
     assert det.question is not None and det.question.source == "screen"
 
 
+def test_an_announced_request_keeps_the_screens_dialog_from_being_the_question(
+    tmp_path: Path,
+) -> None:
+    """The server says the thread waits on an approval whose request has not
+    reached agentwrap yet: the dialog the TUI draws meanwhile is not the question
+    (it would be replaced by the server's, of another id, and an answer to it
+    refused as stale); once the request is there, it is the question."""
+    due = StructuredReading(State.WAITING_INPUT, "on its way", question_due=True)
+    source = Published(due)
+    det = Detector(load_profile("codex", Paths.from_env({"HOME": str(tmp_path)})), source)
+    reading = det.update(Snapshot.from_text(DIALOG, cols=80, rows=12))
+    assert (reading.state, reading.signal, reading.rule) == (
+        State.WAITING_INPUT, Signal.STRUCTURED, "structured:question-due")
+    assert det.question is None
+    q = asked().question
+    source.reading = StructuredReading(State.WAITING_INPUT, "asks", question=q)
+    det.update(Snapshot.from_text(DIALOG, cols=80, rows=12))
+    assert det.question == q
+
+
+def _status(flags: list[str], kind: str = "active") -> Notification:
+    return Notification("thread/status/changed",
+                        {"threadId": "t1", "status": {"type": kind, "activeFlags": flags}})
+
+
+def test_the_request_is_awaited_a_moment_and_then_the_screen_decides(
+    tmp_path: Path, monkeypatch: Any,
+) -> None:
+    """AppServerState's reading while the thread waits on the person: the question
+    is due until a request is there (answered here or left to the terminal, which
+    the reason then names), and for at most DUE_S: then the screen decides."""
+    from agentwrap.detect import app_server_state as mod
+
+    state = mod.AppServerState(tmp_path / "none.sock")
+    state.thread_id = state.approvals.thread_id = "t1"
+    monkeypatch.setattr(state, "_wake_subscriber", lambda: None)
+    monkeypatch.setattr(state, "status", lambda: state._status.get("t1"))
+    state._heard(_status(["waitingOnApproval"]))
+    got = state.read()
+    assert got is not None and got.question_due and got.state is State.WAITING_INPUT
+    state.approvals.heard(approval_request(4, "item/permissions/requestApproval",
+                                           {"threadId": "t1", "turnId": "u1"}))
+    got = state.read()
+    assert got is not None and not got.question_due and got.question is None
+    assert "item/permissions/requestApproval" in got.reason and "terminal" in got.reason
+    state.approvals.forget()
+    state._heard(_status([]))
+    state._heard(_status(["waitingOnApproval"]))
+    assert state.waiting_since is not None
+    state.waiting_since -= mod.DUE_S  # the request never came: the screen decides
+    got = state.read()
+    assert got is not None and not got.question_due and got.state is State.WAITING_INPUT
+    state._heard(_status([], kind="idle"))
+    assert state.waiting_since is None
+
+
+def test_a_turn_starting_wakes_the_subscription_at_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """The person's thread turning active (its first turn: it can be resumed from
+    now on) subscribes from the subscriber thread at once, not at the
+    supervisor's next look: the first turn's approvals then reach agentwrap."""
+    import threading
+
+    from agentwrap.detect import app_server_state as mod
+
+    resumed = threading.Event()
+
+    class Client:
+        closed = False
+
+        def resume(self, thread_id: str) -> None:
+            assert thread_id == "t1"
+            resumed.set()
+
+    state = mod.AppServerState(tmp_path / "none.sock")
+    state.thread_id = state.approvals.thread_id = "t1"
+    state._client = Client()  # type: ignore[assignment]
+    try:
+        state._heard(_status([], kind="idle"))
+        assert not resumed.wait(0.2)  # idle: nothing to subscribe to yet
+        state._heard(_status([]))  # a turn started
+        assert resumed.wait(10), "not subscribed when the turn started"
+        assert state._subscribed is state._client
+    finally:
+        state._closing.set()
+        state._kick.set()
+
+
 class Server:
     """A scripted stand-in for AppServerState: the real ServerApprovals, and a
     reply that the server resolves (or a connection that fails)."""
@@ -192,13 +292,13 @@ def test_an_answer_is_a_reply_to_the_open_request_and_never_to_another() -> None
     assert status is AnswerStatus.STALE and server.sent == [(9, {"decision": "accept"})], detail
 
 
-def test_deny_declines_and_a_failed_reply_types_nothing() -> None:
+def test_deny_cancels_as_the_tuis_no_and_a_failed_reply_types_nothing() -> None:
     server = Server()
     server.approvals.heard(request(10))
     sq = server.approvals.open()
     assert sq is not None
     assert _reply(server, sq.question, DenyAnswer())[0] is AnswerStatus.APPLIED
-    assert server.sent == [(10, {"decision": "decline"})]
+    assert server.sent == [(10, {"decision": "cancel"})]
     broken = Server(fail=True)
     broken.approvals.heard(request(11))
     sq = broken.approvals.open()

@@ -5,9 +5,10 @@ A question that came from Codex's app-server (``source == "app-server"``,
 approval, with the exact command. Its answer, from whichever surface (the CLI,
 HTTP, the page, the answer folder, a rule: all through the one intake), is not
 typed: :func:`reply` sends the decision the answer picks as the JSON-RPC
-result of that very request (``{"decision": "accept"}``; ``deny`` ->
-``decline``: the command does not run and the model is told), and waits for the
-server's ``serverRequest/resolved``, which also closes the TUI's dialog. No key
+result of that very request (``{"decision": "accept"}``; ``deny`` -> what the
+dialog's own "No" sends, ``cancel``: the command does not run and the turn ends,
+as Esc did), and waits for the server's ``serverRequest/resolved``, which also
+closes the TUI's dialog. No key
 is ever pressed for such a question, whatever happens: a reply that cannot be
 sent fails, and the person answers again (the screen's question then, if the
 server is gone).

@@ -14,7 +14,15 @@ dialog itself (``serverRequest/resolved``). Nothing is typed.
 Covered: command executions and file changes (the two dialogs Codex opens
 while it works). Other requests (``item/permissions/requestApproval``,
 ``item/tool/requestUserInput``, MCP elicitations) are left to the screen, as
-is every request while the server cannot be reached.
+is every request while the server cannot be reached: they are kept as open
+elsewhere (:meth:`ServerApprovals.elsewhere`) so the session's reason names
+what Codex asks and that the terminal answers it.
+
+``deny`` replies what the dialog's own "No" sends (:func:`deny_decision`):
+``cancel`` ("No, and tell Codex what to do differently", Esc), which ends the
+turn and tells the model the command was "aborted by user", as Esc did
+before the app-server; ``decline`` only where the request offers no
+``cancel``.
 
 A request the person answers in the TUI first ends with
 ``serverRequest/resolved`` too: it is dropped here at once, so an answer
@@ -46,9 +54,13 @@ ASKED = {
 }
 #: A file change request names no decisions: these are the ones its dialog offers.
 FILE_CHANGE_DECISIONS = ("accept", "acceptForSession", "cancel")
-#: What answering ``deny`` replies: the command does not run, the model is told so
-#: and the turn goes on (``cancel`` would also end the turn).
-DENY = "decline"
+#: What answering ``deny`` replies: what the TUI's own "No" (Esc) sends on Codex
+#: 0.169.0: the command does not run and the turn ends ("aborted by user" reaches
+#: the model with the next message), as Esc did on the screen launch ...
+DENY = "cancel"
+#: ... or, where a request does not offer it, this: the command does not run, the
+#: model gets "rejected by user" and the turn goes on.
+DENY_ELSE = "decline"
 #: The screen's dialog for these (patterns/codex.toml), so the question is the same
 #: kind of question from wherever it was read.
 DIALOG = "permission"
@@ -118,13 +130,19 @@ class ServerQuestion:
         return {"decision": decision}
 
     def decision_for(self, option: int | None, deny: bool) -> str | None:
-        """The decision an answer picks: ``deny`` -> :data:`DENY`; option ``n`` ->
-        its decision; None when the answer names no decision of this request."""
+        """The decision an answer picks: ``deny`` -> :func:`deny_decision`; option
+        ``n`` -> its decision; None when the answer names no decision of this request."""
         if deny:
-            return DENY
+            return deny_decision(self.decisions)
         if option is not None and 1 <= option <= len(self.decisions):
             return self.decisions[option - 1]
         return None
+
+
+def deny_decision(decisions: tuple[str, ...]) -> str:
+    """What ``deny`` replies to a request offering ``decisions``: the dialog's own
+    "No" (:data:`DENY`) when offered, else :data:`DENY_ELSE`."""
+    return DENY if DENY in decisions else DENY_ELSE
 
 
 def approval_question(req: ApprovalRequest, files: tuple[str, ...] = ()) -> ServerQuestion | None:
@@ -167,6 +185,8 @@ class ServerApprovals:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._open: dict[int | str, ServerQuestion] = {}  # by request id, in arrival order
+        # the requests left to the screen: request id -> (method, turn id)
+        self._elsewhere: dict[int | str, tuple[str, str | None]] = {}
         self._files: dict[str, tuple[str, ...]] = {}  # file change item id -> its paths
         self.thread_id: str | None = None  # the person's thread (None: not known yet)
 
@@ -178,14 +198,18 @@ class ServerApprovals:
                     return False
                 files = self._files.get(message.item_id or "", ())
                 asked = approval_question(message, files)
-                if asked is None:
-                    return False
+                if asked is None:  # the terminal answers it; the reason says what it is
+                    self._elsewhere[message.request_id] = (message.method, message.turn_id)
+                    return True
                 self._open[message.request_id] = asked
                 return True
             params = message.params
             if message.method == RESOLVED:
                 rid = params.get("requestId")
-                return isinstance(rid, (int, str)) and self._open.pop(rid, None) is not None
+                if not isinstance(rid, (int, str)):
+                    return False
+                was_left = self._elsewhere.pop(rid, None) is not None
+                return self._open.pop(rid, None) is not None or was_left
             if message.method == "item/started":
                 item = params.get("item")
                 if isinstance(item, dict) and item.get("type") == "fileChange" \
@@ -200,13 +224,27 @@ class ServerApprovals:
                 gone = [k for k, q in self._open.items() if q.request.turn_id == tid]
                 for k in gone:
                     del self._open[k]
-                return bool(gone)
+                left = [k for k, (_m, turn_id) in self._elsewhere.items() if turn_id == tid]
+                for k in left:
+                    del self._elsewhere[k]
+                return bool(gone or left)
             return False
 
     def forget(self) -> None:
         """The connection is gone: its requests went with it (the screen decides)."""
         with self._lock:
             self._open.clear()
+            self._elsewhere.clear()
+
+    def elsewhere(self) -> str | None:
+        """The method of the oldest open request left to the screen, if any."""
+        with self._lock:
+            return next((m for m, _t in self._elsewhere.values()), None)
+
+    def any_open(self) -> bool:
+        """Whether a request is known to be open, answered here or left to the screen."""
+        with self._lock:
+            return bool(self._open or self._elsewhere)
 
     def open(self) -> ServerQuestion | None:
         """The oldest open request (the one the TUI's dialog shows first)."""
@@ -222,4 +260,5 @@ class ServerApprovals:
         return self.get(question_id) is None
 
 
-__all__ = ["DENY", "ServerApprovals", "ServerQuestion", "approval_question", "shell_script"]
+__all__ = ["DENY", "DENY_ELSE", "ServerApprovals", "ServerQuestion", "approval_question",
+           "deny_decision", "shell_script"]

@@ -14,9 +14,17 @@ and then).
 Codex also runs *ephemeral* side threads (the session title): only the
 person's thread, the first non-ephemeral one, counts.
 
-Once that thread has had a turn, the connection subscribes to it
-(``thread/resume``): its approval requests then reach agentwrap too, and the
-one open is the session's question, exact (:mod:`.app_server_approvals`).
+The connection subscribes to that thread (``thread/resume``) the moment its
+first turn starts (the server refuses before: the thread has no rollout yet),
+from a thread of its own woken by the status change, so the first turn's
+approval requests reach agentwrap too; a request already open then is sent
+again by the server to the new subscriber. The one open is the session's
+question, exact (:mod:`.app_server_approvals`). While the server says the
+thread waits on an approval whose request has not reached agentwrap yet, the
+dialog the TUI draws meanwhile is not taken as the question
+(``question_due``, for at most :data:`DUE_S`): otherwise a question read off
+the screen comes first and the server's, with another id, replaces it, so an
+answer to the first finds it gone.
 """
 
 from __future__ import annotations
@@ -37,6 +45,11 @@ from .states import State
 
 RECONNECT_EVERY_S = 2.0
 SUBSCRIBE_EVERY_S = 1.0  # thread/resume fails until the thread's first turn has started
+SUBSCRIBE_RETRY_S = 0.05  # after a turn started: tries this often ...
+SUBSCRIBE_FOR_S = 5.0  # ... for this long (then the supervisor's look retries each second)
+#: How long a dialog on screen is not read as the question while the server says an
+#: approval waits and its request has not reached agentwrap: then the screen decides.
+DUE_S = 3.0
 _log = logging.getLogger("agentwrap.app_server")
 
 
@@ -62,6 +75,11 @@ class AppServerState:
         self._subscribed: AppServerClient | None = None  # the connection thread/resume took on
         self._next_subscribe = 0.0
         self._turned = False  # the thread has had a turn (so it has a rollout to resume)
+        self._sub_lock = threading.Lock()  # one thread/resume at a time
+        self._kick = threading.Event()  # a turn started: subscribe now (the subscriber thread)
+        self._closing = threading.Event()
+        self._subscriber: threading.Thread | None = None
+        self.waiting_since: float | None = None  # when the thread began waiting on the person
 
     # ------------------------------------------------------------------ connection
 
@@ -91,26 +109,63 @@ class AppServerState:
             self._find_thread(client)
         except AppServerError as exc:
             _log.info("codex app-server: no thread yet (%s)", exc)
+        if self._turned:  # a thread with turns: subscribe on the new connection at once
+            self._wake_subscriber()
         return client
 
     def _subscribe(self, client: AppServerClient) -> None:
-        """``thread/resume`` on this connection, so the thread's approval requests
-        reach agentwrap too (docs/codex-app-server.md): once the thread has had a
-        turn (before that it has no rollout and the server refuses), tried again
-        every :data:`SUBSCRIBE_EVERY_S` until it takes."""
+        """From the supervisor's look: ``thread/resume`` on this connection once
+        the thread has had a turn (before that it has no rollout and the server
+        refuses), tried again every :data:`SUBSCRIBE_EVERY_S` until it takes. The
+        subscriber thread (:meth:`_follow`) usually did it already."""
         if self._subscribed is client or self.thread_id is None or not self._turned:
             return
         now = time.monotonic()
         if now < self._next_subscribe:
             return
         self._next_subscribe = now + SUBSCRIBE_EVERY_S
-        try:
-            client.resume(self.thread_id)
-        except AppServerError as exc:
-            _log.info("codex app-server: not subscribed to %s yet (%s)", self.thread_id, exc)
-            return
-        self._subscribed = client
-        _log.info("codex app-server: subscribed to thread %s (its approvals)", self.thread_id)
+        self._resume(client)
+
+    def _resume(self, client: AppServerClient) -> bool:
+        """``thread/resume`` of the person's thread on ``client``, so its turn
+        notifications and approval requests reach agentwrap too (one already open
+        is sent again); True once subscribed."""
+        with self._sub_lock:
+            thread_id = self.thread_id
+            if self._subscribed is client:
+                return True
+            if thread_id is None or client.closed:
+                return False
+            try:
+                client.resume(thread_id)
+            except AppServerError as exc:
+                _log.info("codex app-server: not subscribed to %s yet (%s)", thread_id, exc)
+                return False
+            self._subscribed = client
+        _log.info("codex app-server: subscribed to thread %s (its approvals)", thread_id)
+        return True
+
+    def _follow(self) -> None:
+        """The subscriber thread: woken when the person's thread turns active and
+        this connection is not subscribed yet (a handler may not call the client:
+        the reader thread would wait on itself), it subscribes at once, trying
+        every :data:`SUBSCRIBE_RETRY_S` for :data:`SUBSCRIBE_FOR_S`."""
+        while not self._closing.is_set():
+            self._kick.wait()
+            self._kick.clear()
+            deadline = time.monotonic() + SUBSCRIBE_FOR_S
+            while not self._closing.is_set() and time.monotonic() < deadline:
+                client = self._client
+                if client is None or client.closed or self._resume(client):
+                    break
+                self._closing.wait(SUBSCRIBE_RETRY_S)
+
+    def _wake_subscriber(self) -> None:
+        if self._subscriber is None:
+            self._subscriber = threading.Thread(
+                target=self._follow, name=f"codex-subscribe-{self.socket.name}", daemon=True)
+            self._subscriber.start()
+        self._kick.set()
 
     def _find_thread(self, client: AppServerClient) -> None:
         """After a (re)connection: the person's thread among the loaded ones, and
@@ -144,7 +199,7 @@ class AppServerState:
             self.on_change()
         if not isinstance(message, Notification):
             return
-        changed = False
+        changed = kick = False
         with self._lock:
             if message.method == "thread/started":
                 thread = message.params.get("thread")
@@ -170,10 +225,20 @@ class AppServerState:
                 self._turned = self._turned or (changed and status.busy)
                 if changed:
                     self.changed_at = time.monotonic()
+                    waiting = any(f.startswith("waitingOn") for f in status.flags)
+                    if not waiting:
+                        self.waiting_since = None
+                    elif self.waiting_since is None:
+                        self.waiting_since = self.changed_at
+                kick = changed and status.busy and self._subscribed is not self._client
+        if changed and kick:
+            self._wake_subscriber()
         if changed:
             self.on_change()
 
     def close(self) -> None:
+        self._closing.set()
+        self._kick.set()
         if self._client is not None:
             self._client.close()
 
@@ -219,6 +284,17 @@ class AppServerState:
         if status.kind != "active":
             return None  # notLoaded, systemError: the screen says more
         waiting = [f for f in status.flags if f.startswith("waitingOn")]
-        if waiting:
-            return StructuredReading(State.WAITING_INPUT, f"{where} {', '.join(waiting)}")
-        return StructuredReading(State.BUSY, f"{where} active (a turn runs)")
+        if not waiting:
+            return StructuredReading(State.BUSY, f"{where} active (a turn runs)")
+        elsewhere = self.approvals.elsewhere()
+        if elsewhere is not None:
+            return StructuredReading(State.WAITING_INPUT, f"Codex's app-server asks {elsewhere},"
+                                     " which agentwrap leaves to the terminal: answer it there")
+        since = self.waiting_since
+        due = since is not None and time.monotonic() - since < DUE_S \
+            and not self.approvals.any_open()
+        if due:
+            return StructuredReading(
+                State.WAITING_INPUT, f"{where} {', '.join(waiting)}; its request is on its way"
+                " (the dialog on screen is not read as the question meanwhile)", question_due=True)
+        return StructuredReading(State.WAITING_INPUT, f"{where} {', '.join(waiting)}")

@@ -5,7 +5,9 @@ decided it, so ``agentwrap state --explain`` can say *why*:
 
 1. process: the agent is gone -> ``exited``;
 2. dialogs from the profile (permission prompts, trust questions) ->
-   ``waiting_input``: nothing may be typed, whatever else says;
+   ``waiting_input``: nothing may be typed, whatever else says; a question the
+   agent published itself (Codex's app-server) comes before the screen's, and
+   while it is announced but not there yet the screen's is not read;
 3. structured state the agent itself publishes (Claude Code's session file);
 4. title rules, then region-scoped screen rules, in state priority order
    waiting_input > busy > draft > ready > starting;
@@ -62,6 +64,11 @@ class StructuredReading:
     # What the agent asks, as it published it (Codex's app-server: the approval
     # request's exact command): it wins over a dialog read off the screen.
     question: Question | None = None
+    # The agent said it asks something and what it asks is on its way (Codex's
+    # app-server: the request follows its status): the dialog on screen is not
+    # read as the question meanwhile, so one question is never replaced by
+    # another of different id for the same dialog.
+    question_due: bool = False
 
 
 @dataclass(frozen=True)
@@ -233,6 +240,11 @@ class Detector:
         published = self.structured.read() if self.structured is not None else None
         if published is not None and published.question is not None:
             return self._asked(published, quiet, now)
+        if published is not None and published.question_due:
+            self.draft, self._dialog_at = False, now
+            self.question, self._question_key = None, ("", "")
+            return self._set(State.WAITING_INPUT, Signal.STRUCTURED, "structured:question-due",
+                             published.reason, None, quiet, now)
         regions = ScreenRegions(self.profile, snap)
         for dialog in self.profile.dialogs:
             lines = text if dialog.region == "screen" else "\n".join(regions.get(dialog.region) or [])

@@ -89,6 +89,13 @@ def next_tool_result(s: AgentSession, after: int, timeout: float = 60.0) -> str:
     return result
 
 
+def on_app_server(s: AgentSession) -> bool:
+    """Whether the session's Codex runs on agentwrap's app-server (``[run]
+    codex_app_server``): its approvals are then the server's requests (question
+    source ``app-server``, the exact command), not a dialog read off the screen."""
+    return str(s.state().get("app_server") or "").startswith("on:")
+
+
 def wait_question(s: AgentSession, timeout: float = 90.0) -> dict[str, Any]:
     s.wait_state("waiting_input", timeout=timeout)
     q: dict[str, Any] = s.wait_until(

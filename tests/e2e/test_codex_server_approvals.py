@@ -8,9 +8,13 @@ any surface is a reply to the request (no key typed), after which the TUI's
 dialog closes by itself. Here:
 
 1. an answer through the HTTP API runs the exact command (the file appears, the
-   model gets the result);
-2. ``agentwrap answer --deny`` (or a file in the answer folder) declines it: the command does not run, the
-   model is told, the turn goes on to its end;
+   model gets the result); the session's first turn's approval is the server's
+   question from the start: the dialog the TUI draws is never the question first
+   (agentwrap subscribes the moment the turn starts; an answer to a question
+   read off the screen would be refused once the server's replaced it);
+2. ``agentwrap answer --deny`` (or a file in the answer folder) answers it as the
+   dialog's own "No" (Esc) does: the command does not run, the turn ends, and
+   the model hears "aborted by user" with the next message;
 3. an allow-everything rule approves a harmless command through the server, and
    the built-in deny-list still holds a destructive one for the person;
 4. the person answers in the TUI first: the server resolves the request, the
@@ -35,6 +39,7 @@ from typing import Any
 
 import pytest
 
+from agentwrap.codex_server import AppServerClient
 from agentwrap.terminal import alive
 
 from .conftest import AgentSession
@@ -67,10 +72,18 @@ def server_question(s: AgentSession, command: str, timeout: float = 90.0) -> dic
     return q
 
 
-def ask_tool(s: AgentSession) -> tuple[dict[str, Any], int]:
+def ask_tool(s: AgentSession, typed: bool = False) -> tuple[dict[str, Any], int]:
+    """The model asks to run TOOL_COMMAND: in a turn agentwrap starts (a message
+    sent), or (``typed``) in one the person types in the TUI, which agentwrap
+    learns of only from the server's status change."""
     seen = len(main_requests(s))
-    res = s.send("[[tool]] please create the file", "--wait", "--timeout", "90")
-    assert res.returncode == 0, res.stderr
+    if typed:
+        s.type_keys("[[tool]] please create the file")
+        time.sleep(0.5)  # an Enter right after the text is taken as part of a paste
+        s.press("Enter")
+    else:
+        res = s.send("[[tool]] please create the file", "--wait", "--timeout", "90")
+        assert res.returncode == 0, res.stderr
     q = server_question(s, TOOL_COMMAND)
     assert (q["kind"], q["tool"], q["cwd"], q["command_unsure"]) == (
         "permission", "shell", str(s.workdir), ""), q
@@ -81,17 +94,33 @@ def ask_tool(s: AgentSession) -> tuple[dict[str, Any], int]:
     return q, seen
 
 
+def questions_shown(s: AgentSession) -> list[dict[str, Any]]:
+    """Every question the session published, in order (its session.state events)."""
+    import sqlite3
+
+    db = sqlite3.connect(s._paths().db_path)
+    try:
+        rows = db.execute("SELECT data FROM events WHERE session = ? AND kind = 'session.state'"
+                          " ORDER BY id", (s.name,)).fetchall()
+    finally:
+        db.close()
+    return [q for (data,) in rows if (q := json.loads(data).get("question"))]
+
+
 def dialog_closed(s: AgentSession) -> None:
     s.wait_until(lambda: "Would you like to run" not in s.screen(), 30, "the TUI's dialog closed")
 
 
+@pytest.mark.parametrize("how", ["sent", "typed"])
 def test_an_approval_answered_through_the_http_api_runs_the_exact_command(
-    make_session: Make,
+    make_session: Make, how: str,
 ) -> None:
     from support.http_kit import serve
 
     s = start(make_session)
-    q, seen = ask_tool(s)
+    q, seen = ask_tool(s, typed=how == "typed")  # the session's first turn
+    shown = questions_shown(s)
+    assert shown and {(x["id"], x["source"]) for x in shown} == {(q["id"], "app-server")}, shown
     server = serve(_ServeEnv(s))  # type: ignore[arg-type]
     served = next(server)
     try:
@@ -114,15 +143,16 @@ def test_an_approval_answered_through_the_http_api_runs_the_exact_command(
 
 
 @pytest.mark.parametrize("how", ["cli", "folder"])
-def test_deny_declines_the_request_and_the_model_is_told(make_session: Make, how: str) -> None:
+def test_deny_is_the_dialogs_no_and_the_model_is_told(make_session: Make, how: str) -> None:
     s = start(make_session)
     q, seen = ask_tool(s)
+    asked = len(main_requests(s))  # up to the one that called the tool
     if how == "cli":
         started = time.monotonic()
         code, out = answer(s, "--deny", "--question", q["id"])
         print(f"codex app-server: deny applied in {time.monotonic() - started:.2f} s (CLI)")
         assert code == 0 and out["status"] == "applied", out
-        assert "replied 'decline'" in out["detail"], out
+        assert "replied 'cancel'" in out["detail"], out
     else:  # a file dropped in the session's answer folder
         folder = Path(s.cli_json("state", s.name)["answer_dir"])
         tmp = folder / ".answer.tmp"
@@ -130,12 +160,17 @@ def test_deny_declines_the_request_and_the_model_is_told(make_session: Make, how
         tmp.rename(folder / "answer.json")
         s.wait_until(lambda: [a for a in stored_answers(s) if a[1] == "file"
                               and a[0] == "applied"], 30, "the folder's answer applied")
-    result = next_tool_result(s, seen)
-    print(f"codex: declined tool result {result[:300]}")
-    assert "declined" in result.lower() or "rejected" in result.lower(), result
-    s.wait_state("ready", timeout=60)
+    s.wait_state("ready", timeout=60)  # the turn ended, as after Esc: no request since
+    assert len(main_requests(s)) == asked, [r.reply for r in main_requests(s)]
     assert not (s.workdir / TOOL_FILE).exists()
     dialog_closed(s)
+    marker = f"after-deny-{uuid.uuid4().hex[:8]}"
+    assert s.send(f"[[reply: fine]] what now {marker}", "--wait", "--timeout", "90").returncode == 0
+    s.wait_received(marker)
+    result = next_tool_result(s, seen)
+    print(f"codex: denied tool result {result[:300]}")
+    assert "aborted" in result.lower(), result
+    assert not (s.workdir / TOOL_FILE).exists()
 
 
 def test_a_rule_approves_through_the_server_and_the_deny_list_still_holds(
@@ -216,3 +251,46 @@ def test_the_server_killed_with_an_approval_open_the_session_goes_on_and_asks_ag
     assert code == 0 and out["status"] == "applied" and "replied 'accept'" in out["detail"], out
     s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
     s.wait_state("ready", timeout=60)
+
+
+PLAN_QUESTION = {"questions": [{
+    "id": "db", "header": "Database", "question": "Which database should I use?",
+    "options": [{"label": "SQLite", "description": "One file"},
+                {"label": "Postgres", "description": "A server"}]}]}
+
+
+def test_a_question_left_to_the_terminal_waits_for_the_person_and_nothing_hangs(
+    make_session: Make,
+) -> None:
+    """``item/tool/requestUserInput`` (Codex's question, in Plan mode) is not answered
+    through the server: the session waits on it (``waiting_input``, what asks named),
+    nothing answers it, a message sent meanwhile waits; the person answers in the
+    TUI and the message goes in after. Plan mode is asked for the way the TUI asks
+    for it: ``collaborationMode`` on the turn (here from a connection of the test's)."""
+    s = start(make_session)
+    sock = Path(s.state()["app_server"].split("unix://", 1)[1].split(" ", 1)[0])
+    call = "request_user_input " + json.dumps(PLAN_QUESTION)
+    with AppServerClient.connect(sock) as client:
+        thread = next(t for t in client.loaded_threads()
+                      if not client.read_thread(t).get("ephemeral"))
+        client.request("turn/start", {
+            "threadId": thread, "clientUserMessageId": f"plan-{uuid.uuid4().hex[:8]}",
+            "input": [{"type": "text", "text": f"[[call: {call}]] plan it", "text_elements": []}],
+            "collaborationMode": {"mode": "plan", "settings": {"model": "gpt-5-codex"}}})
+    st = s.wait_until(lambda: (x := s.state())["state"] == "waiting_input" and x, 60,
+                      "the session waiting on Codex's question")
+    print(f"codex requestUserInput: {st['signal']}/{st['rule']}: {st['reason']}"
+          f" question={st['question'] and st['question']['source']}")
+    assert not (st["question"] and st["question"]["source"] == "app-server"), st
+    marker = f"E2E{uuid.uuid4().hex[:8]}"
+    mid = s.send_id(f"sent while Codex asks {marker}")
+    time.sleep(3.0)
+    assert s.state()["state"] == "waiting_input"
+    assert not s.received_with(marker)
+    assert not stored_answers(s)  # nothing answered it
+    s.wait_until(lambda: "Which database" in s.screen(), 30, "Codex's question on screen")
+    s.press("Enter")  # the person picks the first option in the TUI
+    s.wait_until(lambda: s.received_with(marker), 90, "delivery after the question was answered")
+    assert len(s.received_with(marker)) == 1
+    s.wait_until(lambda: s.message(mid)["status"] in ("delivered", "acknowledged"), 60,
+                 "delivered")

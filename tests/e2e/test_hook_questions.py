@@ -14,6 +14,8 @@ scripts a shell call that needs permission. Three cases:
     ``state --json`` shows the hook's exact command (source ``hook``, the
     screen's id); ``answer --option 1`` runs it. Gemini CLI too: it only
     notifies (``ToolPermission``), which gives the exact command but no answer;
+    Codex on agentwrap's app-server (``[run] codex_app_server``): a request its
+    hook left undecided is the server's, as exact (source ``app-server``);
 (d) Gemini CLI, a shell call with a ``description`` (as real models write one)
     and a command longer than 150 characters: its dialog shows the description
     where it shows a short command. The question's ``command`` is still the
@@ -36,7 +38,7 @@ import pytest
 
 from .conftest import AgentSession
 from .model_server import TOOL_DESCRIPTION, TOOL_FILE, TOOL_LONG_COMMAND
-from .test_answering import answer, main_requests, next_tool_result, wait_question
+from .test_answering import answer, main_requests, next_tool_result, on_app_server, wait_question
 from .test_more_agents_a import chat_tool_results
 
 pytestmark = pytest.mark.e2e
@@ -71,15 +73,23 @@ CODEX_TRUST = '[run]\ncodex_hook_trust = "bypass"\n\n'
 TOOL = {"claude": "Bash", "codex": "shell", "gemini": "Shell", "copilot": "bash"}
 
 
+def exact_source(s: AgentSession) -> str:
+    """Where the exact question comes from: the agent's hook, or (Codex on
+    agentwrap's app-server) the server's request, which the TUI's dialog shows."""
+    return "app-server" if on_app_server(s) else "hook"
+
+
 def hook_question(s: AgentSession) -> dict[str, Any]:
-    """The open question once it carries the hook's exact text: the agent may draw
-    its dialog before its hook has told the request (Claude Code runs them side by
-    side), and the exact text then follows within the supervisor's next look."""
+    """The open question once it carries the exact text (:func:`exact_source`): the
+    agent may draw its dialog before its hook has told the request (Claude Code runs
+    them side by side), and the exact text then follows within the supervisor's
+    next look."""
     wait_question(s)
+    source = exact_source(s)
     q: dict[str, Any] = s.wait_until(
         lambda: (st := s.state())["state"] == "waiting_input" and st["question"]
-        and st["question"]["source"] == "hook" and st["question"], 30,
-        "the hook's exact text in the question")
+        and st["question"]["source"] == source and st["question"], 30,
+        f"the exact text in the question (source {source})")
     return q
 
 
@@ -184,7 +194,7 @@ def test_a_deny_listed_command_is_never_approved(make_session: Make, agent: str)
     call_bash(s, command)
     q = hook_question(s)
     assert (q["kind"], q["tool"], q["command"], q["source"]) == (
-        "permission", TOOL[agent], command, "hook"), q
+        "permission", TOOL[agent], command, exact_source(s)), q
     held = s.wait_until(lambda: [a for a in audit(s) if a["event"] == "policy_held"], 30,
                         "the policy's veto in the audit log")
     assert held[0]["vetoed"] == "everything" and "built-in deny-list" in held[0]["reason"]
@@ -205,10 +215,11 @@ def test_without_a_rule_the_dialog_shows_the_hooks_exact_command(
     assert len(command) > 200  # wider than the pane: the screen shows it cut or wrapped
     call_bash(s, command)
     q = hook_question(s)
-    assert (q["kind"], q["tool"], q["source"]) == ("permission", TOOL[agent], "hook"), q
+    source = exact_source(s)
+    assert (q["kind"], q["tool"], q["source"]) == ("permission", TOOL[agent], source), q
     assert q["command"] == command, q
     st = json.loads(s.cli("state", s.name, "--json").stdout)
-    assert st["question"]["command"] == command and st["question"]["source"] == "hook"
+    assert st["question"]["command"] == command and st["question"]["source"] == source
     assert not (s.workdir / TOOL_FILE).exists()
     seen = len(main_requests(s))
     code, out = answer(s, "--option", "1", "--question", q["id"])

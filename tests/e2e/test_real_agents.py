@@ -19,6 +19,7 @@ import pytest
 from agentwrap.detect.profiles import load_profile
 
 from .conftest import AgentSession
+from .test_answering import on_app_server
 
 pytestmark = pytest.mark.e2e
 
@@ -220,9 +221,14 @@ def test_permission_prompt_is_waiting_input_and_left_alone(
     s.wait_state("ready", timeout=90)
     assert s.send("[[tool]] please create the file", "--wait", "--timeout", "90").returncode == 0
     s.wait_state("waiting_input", timeout=60)  # a hook's notification may say so first
-    st = s.wait_until(lambda: (x := s.state())["rule"].startswith("dialog:") and x, 60,
-                      "the dialog on screen decides, with what it asks")
-    assert "answer it in the terminal" in st["reason"], st
+    if on_app_server(s):  # Codex on agentwrap's app-server: the server's request is the question
+        st = s.wait_until(lambda: (x := s.state())["rule"] == "structured:question" and x, 60,
+                          "the app-server's request decides, with what it asks")
+        assert st["question"] and st["question"]["source"] == "app-server", st
+    else:
+        st = s.wait_until(lambda: (x := s.state())["rule"].startswith("dialog:") and x, 60,
+                          "the dialog on screen decides, with what it asks")
+        assert "answer it in the terminal" in st["reason"], st
     assert st["question"] and st["question"]["kind"] == "permission", st
     marker = tag()
     mid = s.send_id(f"sent while a dialog is open {marker}")
