@@ -252,19 +252,27 @@ class Soak:
         return next(iter(pids)) if pids else None
 
     def adopt_all(self, host: Host) -> None:
-        """``agentwrap adopt`` each of the host's sessions until each has a live
-        supervisor (the store may be restarting: tried again)."""
-        for name in host.sessions:
-            deadline = time.monotonic() + 90
-            while True:
-                proc = host.cli("adopt", name)
-                self.res.adopts += 1
-                if proc.returncode == 0:
-                    break
-                if time.monotonic() > deadline:
-                    self.res.problems.append(f"adopt {name} on {host.name}: {proc.stderr.strip()}")
-                    break
+        """``agentwrap adopt`` until each of the host's sessions has a live
+        supervisor: the first adopt starts a supervisor host, which takes every
+        orphaned session of its host; the store may be restarting (tried again)."""
+        deadline = time.monotonic() + 120
+        while True:
+            recs = self.records()
+            orphans = [n for n in host.sessions if not recs[n].supervisor_alive]
+            if not orphans:
+                return
+            proc = host.cli("adopt", orphans[0])
+            self.res.adopts += 1
+            if time.monotonic() > deadline:
+                self.res.problems.append(f"adopt {orphans} on {host.name}: {proc.stderr.strip()}")
+                return
+            if proc.returncode != 0:
                 time.sleep(1.0)
+                continue
+            end = time.monotonic() + 10  # the new host adopts the others by itself
+            while time.monotonic() < end and not all(
+                    r.supervisor_alive for n, r in self.records().items() if n in orphans):
+                time.sleep(0.5)
 
     def kill_one(self, k: int) -> None:
         host = self.hosts[k % len(self.hosts)]
