@@ -73,9 +73,10 @@ class SQLMessageStore:
         do not all take turns makes admissions take turns here (SQLite's
         write lock already orders them)."""
 
-    def listen(self) -> None:
+    def listen(self, wake: Callable[[str], object] | None = None) -> None:
         """Nothing to do where every writer is on this host: its commits are
-        announced to the readers in ``events_dir`` already."""
+        announced to the readers in ``events_dir`` already, and its sends
+        wake the supervisor themselves."""
 
     def check_integrity(self) -> None:
         raise NotImplementedError

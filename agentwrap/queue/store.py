@@ -13,7 +13,7 @@ holds both backends to them.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -124,8 +124,10 @@ class MessageStore(Protocol):
         limit: int = 1000,
     ) -> list[Event]: ...
     def last_event_id(self) -> int: ...
-    def listen(self) -> None:
-        """Let commits of other hosts wake this host's readers (see the backend)."""
+    def listen(self, wake: Callable[[str], object] | None = None) -> None:
+        """Let commits of other hosts wake this host's readers, and with
+        ``wake`` its supervisors: called with each session another host gave
+        a message or an answer (see the backend)."""
         ...
     def check_integrity(self) -> None: ...
     def close(self) -> None: ...

@@ -52,9 +52,9 @@ from ..audit import AuditLog
 from ..config import AnswerRule, Config
 from ..detect.profiles import Profile
 from ..detect.structured import structured_source
-from ..errors import UnsafePath
+from ..errors import InvalidMessage, UnsafePath
 from ..message import Message, Status, acknowledged
-from ..paths import Paths
+from ..paths import Paths, check_session_name
 from ..terminal.base import Display, Terminal
 from .parts import (
     AnswerFolderPart,
@@ -106,6 +106,7 @@ def build_supervisor(
         if profile.channels.session_start_at_launch:
             start_hook = awaits_start_hook(paths, rec.name, rec.started)
     store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
+    store.listen(wake=_woken_by_other_hosts(paths))
     answers = AnswerStore(paths.db_path, events_dir=paths.events_dir, url=registry.url)
     shared = SharedStores(store, answers)
     try:
@@ -180,6 +181,22 @@ def build_supervisor(
     except BaseException:
         shared.close(None)
         raise
+
+
+def _woken_by_other_hosts(paths: Paths) -> Callable[[str], object]:
+    """A message or an answer another host stored for a session (a shared
+    store's NOTIFY) wakes this host's supervisor of it, as a local ``send``
+    does; a name that is no session of this host reaches no socket."""
+    from ..datagram import wake
+
+    def woken(name: str) -> bool:
+        try:
+            check_session_name(name)
+        except InvalidMessage:
+            return False
+        return wake(paths, name)
+
+    return woken
 
 
 def _app_server_state(paths: Paths, rec: SessionRecord) -> AppServerState | None:
