@@ -22,6 +22,13 @@ The exchange, all of it bounded by the client's deadlines:
 3. the client that has its ``ok`` never runs the hook again: it waits for
    ``v1 LENGTH\\n`` and the answer, prints it whole or nothing.
 
+The agent waits for that answer, so it leaves as soon as it is known: a state
+signal, which prints nothing, is answered with the ``ok`` and run after; a
+hand-over or a permission request once claimed or decided, and what the
+answer does not depend on (recording the hand-over ``delivered``, the handoff
+notes, a dialog's request for the supervisor) follows it
+(:func:`~.handler.handle`'s ``later``).
+
 A client that gives up shuts its socket's reading side *before* its last look,
 so what the server wrote before that is read and what it writes after fails:
 an ``ok`` the client never read is never followed by a run, and the messages
@@ -197,19 +204,23 @@ class HookServer:
         if not _send(conn, b"ok\n"):
             return  # it gave up before it read the ok: it runs the hook itself
         pending = _Pending()
+        later: list[Callable[[], None]] = []  # what the answer does not wait for
         answer = self.run(req.agent, req.event, req.payload, env, started=started,
-                          hand_over=lambda run: self._hand_over(run, req, pending))
+                          hand_over=lambda run: self._hand_over(run, req, pending),
+                          later=later.append)
         body = answer.encode("utf-8")
         sent = _send(conn, b"v1 %d\n" % len(body) + body)
-        if pending.claimed is None:
-            return
-        if sent:
-            pending.claimed.delivered(self._svc().audit,
-                                      "handed to the agent's hook by the supervisor")
-            log.info("handed %d message(s) to a hook (batch %s); %d still wait",
-                     len(pending.claimed.messages), pending.claimed.token, pending.claimed.left)
-        else:
-            pending.claimed.release("the hook was gone before the hand-over reached it")
+        if pending.claimed is not None:
+            if sent:
+                pending.claimed.delivered(self._svc().audit,
+                                          "handed to the agent's hook by the supervisor")
+                log.info("handed %d message(s) to a hook (batch %s); %d still wait",
+                         len(pending.claimed.messages), pending.claimed.token,
+                         pending.claimed.left)
+            else:
+                pending.claimed.release("the hook was gone before the hand-over reached it")
+        for work in later:  # each never raises (HookRun.after_answer)
+            work()
 
     def read_request(self, conn: socket.socket) -> Request | None:
         """The request on ``conn``, read whole within :data:`READ_WAIT_S`; None
