@@ -35,7 +35,12 @@ from agentwrap.sessions import channels
 from agentwrap.sessions.hook_requests import hook_socket
 from agentwrap.sessions.signals import read_signal
 from agentwrap.surfaces.hooks.handler import MAX_STDIN, handle
-from agentwrap.surfaces.hooks.server import MIN_LEFT_S, HookServer, parse_header
+from agentwrap.surfaces.hooks.server import (
+    GIL_SWITCH_INTERVAL_S,
+    MIN_LEFT_S,
+    HookServer,
+    parse_header,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "agentwrap" / "terminal" / "_native" / "hook.c"
@@ -398,3 +403,19 @@ def test_a_dialog_left_to_the_person_answers_before_it_is_told(
     assert sig.signal == "permission_prompt"
     told = hq_mod.read_question(aw.paths, "fake")
     assert told is not None and told.command == "touch tool_ran.txt"
+
+
+def test_the_gil_changes_hands_often_while_a_hook_server_runs(aw: AwEnv) -> None:
+    """The agent waits for a hook its supervisor runs on a thread, beside the
+    loop that reads the screen: the GIL changes hands every 0.5 ms, not every
+    5, while any hook server runs in the process (the supervisor host runs
+    several); the interval found is back once the last one stops."""
+    found = sys.getswitchinterval()
+    assert found > GIL_SWITCH_INTERVAL_S
+    other = sock_of(aw).with_name("other.sock")
+    with server(aw):
+        assert sys.getswitchinterval() == GIL_SWITCH_INTERVAL_S
+        second = HookServer(aw.paths, "other", other).start()
+        second.stop()
+        assert sys.getswitchinterval() == GIL_SWITCH_INTERVAL_S  # the first still runs
+    assert sys.getswitchinterval() == found

@@ -48,6 +48,7 @@ import re
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -76,7 +77,18 @@ MIN_LEFT_S = 1.0
 READ_WAIT_S = 2.0
 #: Hooks run at once; more are refused (their clients run the Python hook).
 MAX_RUNNING = 8
+#: How often a thread waiting for the GIL gets it from one holding it, while a
+#: hook server runs in the process (Python's default: 5 ms). The supervisor's
+#: loop holds the GIL while it reads the screen (the snapshot's parse, the
+#: detection), which it does just as the agent repaints for the hook it runs;
+#: a hook's thread gives the GIL up at each of its ~15 blocking calls (accept,
+#: recv, the peer's /proc entry, SQLite, send) and each time waited up to a
+#: whole interval to get it back. A hook the agent waits for took 37-68 ms p50
+#: instead of 3-4 beside a thread that keeps the GIL busy, 12-15 ms with this.
+GIL_SWITCH_INTERVAL_S = 0.0005
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_switch = threading.Lock()
+_switch_users: list[float] = []  # the interval each running server found, in start order
 
 Runner = Callable[..., str]  # :func:`~.handler.handle`'s signature
 
@@ -145,8 +157,10 @@ class HookServer:
             self.sock.close()
             raise
         self._thread = threading.Thread(target=self._accept, name=f"hooks-{session}", daemon=True)
+        self._released = False  # its claim on the GIL switch interval, once stopped
 
     def start(self) -> HookServer:
+        _hand_gil_over_often(True)
         self._thread.start()
         return self
 
@@ -162,6 +176,9 @@ class HookServer:
             if self._service is not None:
                 self._service.close()
                 self._service = None
+        if self._thread.ident is not None and not self._released:
+            self._released = True
+            _hand_gil_over_often(False)
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -276,6 +293,19 @@ class HookServer:
             return self._service
 
 
+def _hand_gil_over_often(on: bool) -> None:
+    """While any hook server runs here, the GIL changes hands every
+    :data:`GIL_SWITCH_INTERVAL_S`; the interval found is back once the last stops."""
+    with _switch:
+        if on:
+            _switch_users.append(sys.getswitchinterval())
+            sys.setswitchinterval(min(GIL_SWITCH_INTERVAL_S, _switch_users[-1]))
+        elif _switch_users:
+            found = _switch_users.pop()
+            if not _switch_users:
+                sys.setswitchinterval(found)
+
+
 def answers_nothing(req: Request) -> bool:
     """The hook is a state signal (a prompt submitted, a turn ended, a
     notification): its run prints nothing, so its answer need not wait for it.
@@ -345,5 +375,5 @@ def for_session(paths: Paths, session: str) -> HookServer | None:
     return HookServer(paths, session, path).start()
 
 
-__all__ = ["MAX_RUNNING", "MIN_LEFT_S", "VERB", "HookServer", "Request", "for_session",
+__all__ = ["GIL_SWITCH_INTERVAL_S", "MAX_RUNNING", "MIN_LEFT_S", "VERB", "HookServer", "Request", "for_session",
            "parse_header"]
