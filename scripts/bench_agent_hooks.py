@@ -361,6 +361,8 @@ class Session:
         reqs = wait_until(lambda: len(self.turns()) >= n + 2 and self.turns()[n:n + 2], timeout,
                           f"{self.name} tool result request")
         self.samples["tool_step"].append(reqs[1].time - reqs[0].time)
+        if self.trace:
+            print(f"TOOLSTEP {self.name} {reqs[0].time:.4f} {reqs[1].time:.4f}", file=sys.stderr)
 
     def dialog_turn(self, i: int, timeout: float) -> None:
         """Enter -> dialog on screen -> waiting_input; denied."""
@@ -368,6 +370,7 @@ class Session:
         self.ready(timeout)
         self.keys(f"[[tool]] run {i}", literal=True)
         time.sleep(0.4)
+        n = len(self.turns())
         t0 = time.time()
         self.keys("Enter")
         shown = wait_until(lambda: self.poller is not None
@@ -383,7 +386,10 @@ class Session:
         self.samples["dialog_state"].append(first - shown)
         self.ccm_sample("ccm_dialog_waiting", shown, "waiting_input", 10)
         if self.trace:
-            self.print_trace(t0, shown, t0)
+            reqs = self.turns()[n:]
+            print(f"DIALOG {self.name} {t0:.4f} {reqs[0].time if reqs else 0:.4f} {shown:.4f}",
+                  file=sys.stderr)
+            self.print_trace(t0, shown, reqs[0].time if reqs else t0)
         result = self.svc.answer(self.name, deny=True, question_id=asked.question["id"],
                                  source="bench")
         self.svc.wait_answer(result.answer.id, timeout)
@@ -485,7 +491,8 @@ def main() -> int:
     ap.add_argument("--spawn-true", action="store_true",
                     help="Claude, Gemini also with `true` as their hooks (what a hook spawn costs)")
     ap.add_argument("--trace", action="store_true",
-                    help="print each plain turn's screen changes and state transitions (stderr)")
+                    help="print each plain turn's and dialog's screen changes and state"
+                         " transitions, and each tool step's and dialog's request times (stderr)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="awah-", dir="/tmp"))
     ccm_dir, ccm_note = ccmanager_dir(args.ccmanager)

@@ -35,7 +35,12 @@ from agentwrap.sessions import channels
 from agentwrap.sessions.hook_requests import hook_socket
 from agentwrap.sessions.signals import read_signal
 from agentwrap.surfaces.hooks.handler import MAX_STDIN, handle
-from agentwrap.surfaces.hooks.server import MIN_LEFT_S, HookServer, parse_header
+from agentwrap.surfaces.hooks.server import (
+    GIL_SWITCH_INTERVAL_S,
+    MIN_LEFT_S,
+    HookServer,
+    parse_header,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "agentwrap" / "terminal" / "_native" / "hook.c"
@@ -327,3 +332,90 @@ def test_a_signal_lets_the_agent_go_before_its_work_is_done(aw: AwEnv, svc: Serv
     sig = read_signal(aw.paths, "fake")
     assert sig is not None and sig.signal == "turn_end"
     wait_for(lambda: ran == ["Stop", "Stop"], 30, "both runs done")
+
+
+def test_a_hand_over_answers_before_its_notes(aw: AwEnv, svc: Service, client: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent waits for the hand-over alone (issue 27: Gemini's AfterTool is
+    on every tool step): the handoff notes of the tool call are written after
+    the answer left, so a slow write (a loaded disk) never holds the agent."""
+    from agentwrap.continuity import hooks as continuity
+
+    notes = continuity.notes_file(aw.paths, "fake")
+    notes.parent.mkdir(parents=True)
+    order: list[str] = []
+    release = threading.Event()
+    real_note = continuity.note
+
+    def slow_note(*args: Any, **kw: Any) -> None:
+        release.wait(60)
+        real_note(*args, **kw)
+        order.append("notes")
+
+    monkeypatch.setattr(continuity, "note", slow_note)
+    mid = send(svc, "CI failed on main")
+    with server(aw):
+        got = run_client(aw, client, "PostToolBatch", BATCH)  # while the notes wait
+        order.append("answer")
+        release.set()
+        wait_for(lambda: "notes" in order, 30, "the notes written")
+    assert order == ["answer", "notes"]
+    assert "CI failed on main" in context_of(got.stdout.decode(), "PostToolBatch")
+    assert evidence(svc, mid) == "handed to the agent's hook by the supervisor"
+    assert continuity.read_json(notes)["tools"]  # the tool call is in the notes all the same
+
+
+def test_a_dialog_left_to_the_person_answers_before_it_is_told(
+        aw: AwEnv, svc: Service, client: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A permission request no rule answers: the agent gets its empty answer
+    (it opens its dialog) before the request and its signal are written for
+    the supervisor, which reads the dialog off the screen all the same."""
+    from agentwrap.answers import hook_questions as hq_mod
+
+    (aw.paths.config_dir / "config.toml").write_text(
+        '[[answer_rules]]\nname = "rm"\ncommand = "rm *"\nanswer = { option = 1 }\n',
+        encoding="utf-8")
+    order: list[str] = []
+    release = threading.Event()
+    real_write = hq_mod.write_question
+
+    def slow_write(paths: Any, session: str, hq: Any) -> Any:
+        if hq.decision != hq_mod.PENDING:  # the last word: the dialog is the person's
+            release.wait(60)
+            order.append("told")
+        return real_write(paths, session, hq)
+
+    monkeypatch.setattr(hq_mod, "write_question", slow_write)
+    asks = (FIXTURES / "claude" / "PermissionRequest.json").read_bytes()
+    with server(aw):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(20)
+            conn.connect(str(sock_of(aw)))
+            conn.sendall(_head(event="PermissionRequest", length=len(asks)) + asks)
+            got = b""
+            while got != b"ok\nv1 0\n" and len(got) < 8:
+                got += conn.recv(64)  # the whole (empty) answer, while the telling waits
+            order.append("answer")
+        release.set()
+        sig = wait_for(lambda: read_signal(aw.paths, "fake"), 30, "the signal written")
+    assert got == b"ok\nv1 0\n"
+    assert order == ["answer", "told"]
+    assert sig.signal == "permission_prompt"
+    told = hq_mod.read_question(aw.paths, "fake")
+    assert told is not None and told.command == "touch tool_ran.txt"
+
+
+def test_the_gil_changes_hands_often_while_a_hook_server_runs(aw: AwEnv) -> None:
+    """The agent waits for a hook its supervisor runs on a thread, beside the
+    loop that reads the screen: the GIL changes hands every 0.5 ms, not every
+    5, while any hook server runs in the process (the supervisor host runs
+    several); the interval found is back once the last one stops."""
+    found = sys.getswitchinterval()
+    assert found > GIL_SWITCH_INTERVAL_S
+    other = sock_of(aw).with_name("other.sock")
+    with server(aw):
+        assert sys.getswitchinterval() == GIL_SWITCH_INTERVAL_S
+        second = HookServer(aw.paths, "other", other).start()
+        second.stop()
+        assert sys.getswitchinterval() == GIL_SWITCH_INTERVAL_S  # the first still runs
+    assert sys.getswitchinterval() == found

@@ -31,6 +31,13 @@ the hook does one thing and leaves:
    as the typing path does when it finds the ACK on screen. Only then is the
    store opened at a turn's end.
 
+Where the agent waits for an answer (a hand-over, a permission request),
+what that answer does not depend on (the handoff notes; a dialog's request
+and its signal once no rule answers it) is *later* work: the supervisor's
+hook server (:mod:`.server`) sends the answer first and does it after, since
+the agent waits for the answer alone (issue 27); the Python hook, whose exit
+the agent waits for anyway, does it before it returns.
+
 It never fails the agent: a missing or locked database (busy timeout
 :data:`BUSY_TIMEOUT_MS`), an unknown session, bad input or any error means no
 output and exit status 0, with a line in the session's log when it has one.
@@ -132,6 +139,10 @@ def main(
     return 0
 
 
+#: Takes work that need not come before the hook's answer (see :func:`handle`).
+Later = Callable[[Callable[[], None]], None]
+
+
 @dataclass(frozen=True)
 class HookRun:
     """One hook run, as an action sees it: who, what, and where to write."""
@@ -149,17 +160,44 @@ class HookRun:
     #: When the agent started the hook's process (its event), epoch seconds;
     #: None: unknown, the signal is stamped when written.
     started: float | None = None
+    #: Where work the answer does not wait for goes (:func:`handle`'s ``later``).
+    later: Later = lambda work: work()
 
     def log(self, line: str) -> None:
         _log(self.paths, self.session, self.agent, self.event, line)
 
+    def after_answer(self, what: str, work: Callable[[], object]) -> None:
+        """Run ``work`` once the answer is out (never raises: a failure is
+        logged with ``what``, as :func:`handle` logs its own)."""
+        def guarded() -> None:
+            try:
+                work()
+            except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent
+                self.log(f"{what} failed: {type(exc).__name__}: {exc}")
+
+        self.later(guarded)
+
 
 def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
            hand_over: Callable[[HookRun], str] | None = None,
-           started: float | None = None) -> str:
+           started: float | None = None, later: Later | None = None) -> str:
     """What to print for one hook run ("" for nothing); never raises.
     ``hand_over``: see :attr:`HookRun.hand_over`; ``started``: see
-    :attr:`HookRun.started`."""
+    :attr:`HookRun.started`. ``later`` takes the work the answer does not
+    depend on, for its caller to run once the answer is out (each piece
+    never raises); without it that work runs here, before this returns."""
+    deferred: list[Callable[[], None]] = []
+    try:
+        return _handle(agent, event, raw, env, hand_over, started,
+                       later if later is not None else deferred.append)
+    finally:
+        for work in deferred:
+            work()
+
+
+def _handle(agent: str, event: str, raw: bytes, env: Mapping[str, str],
+            hand_over: Callable[[HookRun], str] | None, started: float | None,
+            later: Later) -> str:
     session = env.get(SESSION_ENV, "")
     paths: Paths | None = None
     try:
@@ -173,16 +211,20 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
             return ""
         paths = Paths.from_env(env)
         # the handoff record's notes (issue 12); TURN_SIGNS: a model turn has run
-        from ...continuity.hooks import TURN_SIGNS, on_hook
+        from ...continuity.hooks import START_EVENTS, TURN_SIGNS, on_hook
 
-        handoff = on_hook(paths, session, agent, event, todo, payload)
-        run = HookRun(agent, event, payload, session, paths, todo, hand_over, started)
-        if handoff is not None:  # a session start
+        run = HookRun(agent, event, payload, session, paths, todo, hand_over, started, later)
+        if event in START_EVENTS:  # a session start: its handoff is (part of) the answer
+            handoff = on_hook(paths, session, agent, event, todo, payload) or ""
             text = "\n\n".join(t for t in (handoff, _at_start(run, len(handoff))) if t)
             return json.dumps(context_output(event, text, agent), ensure_ascii=False) \
                 if text else ""
+        if todo in ACTIONS:  # the agent waits for this answer: the notes can follow it
+            run.after_answer("notes", lambda: on_hook(paths, session, agent, event, todo, payload))
+        else:  # a signal answers nothing: its notes before it (a turn end's reply, for `ready`)
+            on_hook(paths, session, agent, event, todo, payload)
         if todo in TURN_SIGNS and paths.started_batches(session).is_file():
-            _first_turn(run)
+            _first_turn(run)  # before the action: a turn end's ACKs may be for that hand-over
         act = ACTIONS.get(todo, _signal)
         return act(run, env)
     except Exception as exc:  # noqa: BLE001 - a hook must never fail the agent
@@ -337,9 +379,12 @@ def _to_the_dialog(run: HookRun, hq: HookQuestion) -> str:
     from ...answers import hook_questions as hq_mod
     from ...sessions.signals import write_signal
 
-    hq_mod.write_question(run.paths, run.session, hq)
-    write_signal(run.paths, run.session, "permission_prompt", source="hook",
-                 agent=run.agent, event=run.event, detail=hq.tool, now=run.started)
+    def tell() -> None:
+        hq_mod.write_question(run.paths, run.session, hq)
+        write_signal(run.paths, run.session, "permission_prompt", source="hook",
+                     agent=run.agent, event=run.event, detail=hq.tool, now=run.started)
+
+    run.after_answer("the dialog's request", tell)
     return ""
 
 
@@ -448,5 +493,6 @@ def _log(paths: Paths, session: str, agent: str, event: str, line: str) -> None:
 
 __all__ = [
     "ACTIONS", "BUSY_TIMEOUT_MS", "CHANNEL", "PROFILE_ENV", "SESSION_ENV", "USAGE", "HookRun",
+    "Later",
     "acked_tokens", "acknowledge", "handle", "main",
 ]

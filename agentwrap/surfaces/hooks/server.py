@@ -22,6 +22,13 @@ The exchange, all of it bounded by the client's deadlines:
 3. the client that has its ``ok`` never runs the hook again: it waits for
    ``v1 LENGTH\\n`` and the answer, prints it whole or nothing.
 
+The agent waits for that answer, so it leaves as soon as it is known: a state
+signal, which prints nothing, is answered with the ``ok`` and run after; a
+hand-over or a permission request once claimed or decided, and what the
+answer does not depend on (recording the hand-over ``delivered``, the handoff
+notes, a dialog's request for the supervisor) follows it
+(:func:`~.handler.handle`'s ``later``).
+
 A client that gives up shuts its socket's reading side *before* its last look,
 so what the server wrote before that is read and what it writes after fails:
 an ``ok`` the client never read is never followed by a run, and the messages
@@ -41,6 +48,7 @@ import re
 import select
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -69,7 +77,18 @@ MIN_LEFT_S = 1.0
 READ_WAIT_S = 2.0
 #: Hooks run at once; more are refused (their clients run the Python hook).
 MAX_RUNNING = 8
+#: How often a thread waiting for the GIL gets it from one holding it, while a
+#: hook server runs in the process (Python's default: 5 ms). The supervisor's
+#: loop holds the GIL while it reads the screen (the snapshot's parse, the
+#: detection), which it does just as the agent repaints for the hook it runs;
+#: a hook's thread gives the GIL up at each of its ~15 blocking calls (accept,
+#: recv, the peer's /proc entry, SQLite, send) and each time waited up to a
+#: whole interval to get it back. A hook the agent waits for took 37-68 ms p50
+#: instead of 3-4 beside a thread that keeps the GIL busy, 12-15 ms with this.
+GIL_SWITCH_INTERVAL_S = 0.0005
 _PROFILE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_switch = threading.Lock()
+_switch_users: list[float] = []  # the interval each running server found, in start order
 
 Runner = Callable[..., str]  # :func:`~.handler.handle`'s signature
 
@@ -138,8 +157,10 @@ class HookServer:
             self.sock.close()
             raise
         self._thread = threading.Thread(target=self._accept, name=f"hooks-{session}", daemon=True)
+        self._released = False  # its claim on the GIL switch interval, once stopped
 
     def start(self) -> HookServer:
+        _hand_gil_over_often(True)
         self._thread.start()
         return self
 
@@ -155,6 +176,9 @@ class HookServer:
             if self._service is not None:
                 self._service.close()
                 self._service = None
+        if self._thread.ident is not None and not self._released:
+            self._released = True
+            _hand_gil_over_often(False)
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -197,19 +221,23 @@ class HookServer:
         if not _send(conn, b"ok\n"):
             return  # it gave up before it read the ok: it runs the hook itself
         pending = _Pending()
+        later: list[Callable[[], None]] = []  # what the answer does not wait for
         answer = self.run(req.agent, req.event, req.payload, env, started=started,
-                          hand_over=lambda run: self._hand_over(run, req, pending))
+                          hand_over=lambda run: self._hand_over(run, req, pending),
+                          later=later.append)
         body = answer.encode("utf-8")
         sent = _send(conn, b"v1 %d\n" % len(body) + body)
-        if pending.claimed is None:
-            return
-        if sent:
-            pending.claimed.delivered(self._svc().audit,
-                                      "handed to the agent's hook by the supervisor")
-            log.info("handed %d message(s) to a hook (batch %s); %d still wait",
-                     len(pending.claimed.messages), pending.claimed.token, pending.claimed.left)
-        else:
-            pending.claimed.release("the hook was gone before the hand-over reached it")
+        if pending.claimed is not None:
+            if sent:
+                pending.claimed.delivered(self._svc().audit,
+                                          "handed to the agent's hook by the supervisor")
+                log.info("handed %d message(s) to a hook (batch %s); %d still wait",
+                         len(pending.claimed.messages), pending.claimed.token,
+                         pending.claimed.left)
+            else:
+                pending.claimed.release("the hook was gone before the hand-over reached it")
+        for work in later:  # each never raises (HookRun.after_answer)
+            work()
 
     def read_request(self, conn: socket.socket) -> Request | None:
         """The request on ``conn``, read whole within :data:`READ_WAIT_S`; None
@@ -263,6 +291,19 @@ class HookServer:
 
                     self._service = Service.open(self.paths)
             return self._service
+
+
+def _hand_gil_over_often(on: bool) -> None:
+    """While any hook server runs here, the GIL changes hands every
+    :data:`GIL_SWITCH_INTERVAL_S`; the interval found is back once the last stops."""
+    with _switch:
+        if on:
+            _switch_users.append(sys.getswitchinterval())
+            sys.setswitchinterval(min(GIL_SWITCH_INTERVAL_S, _switch_users[-1]))
+        elif _switch_users:
+            found = _switch_users.pop()
+            if not _switch_users:
+                sys.setswitchinterval(found)
 
 
 def answers_nothing(req: Request) -> bool:
@@ -334,5 +375,5 @@ def for_session(paths: Paths, session: str) -> HookServer | None:
     return HookServer(paths, session, path).start()
 
 
-__all__ = ["MAX_RUNNING", "MIN_LEFT_S", "VERB", "HookServer", "Request", "for_session",
+__all__ = ["GIL_SWITCH_INTERVAL_S", "MAX_RUNNING", "MIN_LEFT_S", "VERB", "HookServer", "Request", "for_session",
            "parse_header"]
