@@ -160,5 +160,6 @@ def test_the_cli_moves_a_pending_message_that_a_supervisor_then_delivers(
         aw.wait_for(lambda: any("moved while nobody ran" in t for t in aw.received()), timeout=30,
                     what="the moved message delivered from the new store")
     finally:
+        aw.cli("stop", "--all")  # sb's supervisor works in the schema dropped next
         aw.env.pop(ENV, None)
         pg_server.drop_schema(name)
