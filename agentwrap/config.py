@@ -14,7 +14,7 @@ Example::
     trust_folder = false        # answer folder-trust dialogs automatically
     channels = true             # native hooks + MCP server per launch (run --no-channels)
     codex_hook_trust = "off"    # user config only; "bypass": see agentwrap.sessions.channels
-    codex_app_server = false    # Codex's TUI on a private app-server (issue 24; opt-in for now)
+    codex_app_server = true     # Codex's TUI on a private app-server (issue 24); false: typed
     ask_first = false           # start OpenCode, Cline (no permission gate by default) asking first
 
     [delivery]
@@ -106,10 +106,10 @@ class RunConfig:
     codex_hook_trust: str = "off"
     # issue 24: run Codex's TUI on a private app-server (codex --remote) that
     # agentwrap owns: state from the server, messages as turn/start or
-    # turn/steer, approvals as replies (docs/codex-app-server.md). Opt-in until
-    # the whole Codex e2e set passes on it; a Codex without it, or a server that
-    # fails, falls back to today's launch
-    codex_app_server: bool = False
+    # turn/steer, approvals as replies (docs/codex-app-server.md). On by default;
+    # false keeps the launch typed and read off the screen. A Codex without it, or
+    # a server that fails, falls back to that launch
+    codex_app_server: bool = True
     # start an agent that runs every tool without asking (OpenCode, Cline) in its
     # ask-first mode (the profile's [permissions] ask_first_env or _args); off: no gate
     ask_first: bool = False

@@ -134,6 +134,29 @@ def test_a_high_message_is_steered_into_the_running_turn_a_normal_one_waits(
     assert store.get(normal.id).status is Status.DELIVERED
 
 
+def test_no_second_turn_start_while_the_servers_idle_predates_our_first(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """A turn/start went out and the server has not said "active" yet: the idle
+    it said before is stale, so the next message waits (sent then, Codex puts it
+    into the starting turn and asks the model again with both). Once the server
+    has spoken since (the turn ran and ended), it goes as a turn of its own."""
+    import time
+
+    server = FakeServer(changed_at=time.monotonic() - 5.0)
+    part = _part(server, store, tmp_path)
+    _send(store, "first")
+    part.turn(_Host())  # type: ignore[arg-type]
+    second = _send(store, "second")
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["turn/start"]
+    assert store.get(second.id).status is Status.PENDING
+    server.changed_at = time.monotonic()  # "active", then "idle": the turn has ended
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["turn/start", "turn/start"]
+    assert "second" in server.sent[1][1] and store.get(second.id).status is Status.DELIVERED
+
+
 @pytest.mark.parametrize("mode, steered", [("off", False), ("high", False), ("all", True)])
 def test_the_steer_setting_decides_which_priorities_are_steered(
     store: SQLiteMessageStore, tmp_path: Path, mode: str, steered: bool,
@@ -285,3 +308,75 @@ def test_steer_is_off_high_or_all(tmp_path: Path) -> None:
     paths.config_file.write_text('[delivery]\nsteer = "sometimes"\n')
     with pytest.raises(ConfigError, match=r"delivery\.steer: must be one of off, high, all"):
         load_config(paths, tmp_path)
+
+
+# --- one channel per session mode: the server's, until it is declared dead -----------------
+
+
+class _StandInServer:
+    """A scripted app-server on a unix socket (WebSocket, JSON-RPC as Codex
+    0.169.0 speaks it): the handshake, and one idle thread, ``th-1``."""
+
+    def __init__(self, path: Path) -> None:
+        import threading
+
+        from websockets.sync.server import unix_serve
+
+        self.server = unix_serve(self._serve, str(path))
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _serve(conn: Any) -> None:
+        import json
+
+        from websockets.exceptions import ConnectionClosed
+
+        answers: dict[str, Any] = {
+            "initialize": {"codexHome": "/nowhere"},
+            "thread/loaded/list": {"data": [THREAD]},
+            "thread/read": {"thread": {"id": THREAD, "ephemeral": False,
+                                       "status": {"type": "idle"}}},
+            "thread/resume": {"thread": {"id": THREAD}},
+        }
+        try:
+            for raw in conn:
+                msg = json.loads(raw)
+                if "id" in msg and msg.get("method") in answers:
+                    conn.send(json.dumps({"id": msg["id"], "result": answers[msg["method"]]}))
+        except ConnectionClosed:
+            pass
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join(timeout=5)
+
+
+def test_the_server_takes_the_messages_while_it_lives_and_typing_only_once_it_is_dead(
+    tmp_path: Path,
+) -> None:
+    """Which channel a session on Codex's app-server types with: none while the
+    server is not ready yet (nothing listens; a restart under way), the server's
+    once it answers with the thread; typing (every kind) only once the server
+    has been unusable for ``dead_after_s``."""
+    from support.waiting import wait_for
+
+    from agentwrap.delivery.handover import CONSUMABLE_KINDS
+    from agentwrap.detect.app_server_state import AppServerState
+    from agentwrap.sessions.app_server_delivery import server_takes
+
+    sock = tmp_path / "s.sock"
+    waiting = AppServerState(sock)  # nothing listens yet: not ready, not dead
+    assert server_takes(waiting) == CONSUMABLE_KINDS
+    gone = AppServerState(sock, dead_after_s=0.0)  # unusable at once: declared dead
+    assert server_takes(gone) == frozenset()
+    server = _StandInServer(sock)
+    try:
+        # it comes back: the server's again (reconnections are tried every 2 s)
+        wait_for(lambda: not gone.dead(), 30, "the stand-in server reached")
+        assert server_takes(gone) == CONSUMABLE_KINDS
+        assert gone.status() == ThreadStatus(THREAD, "idle", ())
+    finally:
+        server.stop()
+        gone.close()
+        waiting.close()

@@ -78,8 +78,10 @@ def test_a_launch_with_an_old_codex_falls_back_to_todays_and_says_why(tmp_path: 
     assert got == argv and "app_server" not in opts
     note = describe_app_server(SessionOptions.from_json(opts))
     assert note is not None and note.startswith("off: this Codex has no") and "typed" in note
-    # the switch off (the default): nothing probed, nothing recorded
-    assert with_app_server(RunConfig(), profile, paths, "cx", argv, {}, tmp_path) == (argv, {})
+    # the switch off: nothing probed, nothing recorded (on is the default)
+    assert RunConfig().codex_app_server
+    off = RunConfig(codex_app_server=False)
+    assert with_app_server(off, profile, paths, "cx", argv, {}, tmp_path) == (argv, {})
 
 
 def test_the_server_launch_needs_codexs_trust_decision_for_the_project(tmp_path: Path) -> None:

@@ -454,3 +454,34 @@ def test_a_dialog_over_a_fresh_paste_holds_the_block_until_it_closes(
     assert len(w.tui.pastes) == 1 and len(w.tui.received) == 1
     assert w.tui.received[0].count("behind the dialog") == 1
     assert [a.outcome for a in w.store.attempts(mid)] == [failed, "delivered"]
+
+
+# --- one channel per session mode (Codex on its app-server, issue 24) ----------------------
+
+
+def test_what_another_channel_takes_is_never_typed_until_that_channel_is_dead(
+    tmp_path: Path,
+) -> None:
+    """A session on Codex's app-server: the kinds the server takes are never
+    typed, not even while the server is not ready (however long the window
+    stays open, no failed attempt either: they wait for the server, or their
+    TTL); a raw command, which only typing delivers, is typed as before. Once
+    the server is declared dead (it takes nothing), the typing takes over."""
+    from agentwrap.delivery.handover import CONSUMABLE_KINDS
+    from agentwrap.message import NewMessage
+
+    taken: dict[str, frozenset[Kind]] = {"now": CONSUMABLE_KINDS}
+    w = make_world(tmp_path, taken_kinds=lambda: taken["now"])
+    held = w.send("for the server", ttl_s=3600.0)
+    expiring = w.send("for the server, short-lived", ttl_s=30.0)
+    cmd, _ = w.store.enqueue(NewMessage(session="fake", content="/status"), kind=Kind.COMMAND)
+    assert w.run_until_ended(cmd.id).status is Status.DELIVERED
+    w.run(120.0)  # the agent ready all along: four readiness timeouts and more
+    assert not any("for the server" in p for p in w.tui.pastes)
+    m = w.get(held)
+    assert (m.status, m.attempts) == (Status.PENDING, 0)
+    assert w.get(expiring).status is Status.EXPIRED  # its TTL still runs
+    taken["now"] = frozenset()  # the server is dead: typed, as without it
+    m = w.run_until_ended(held)
+    assert m.status is Status.DELIVERED
+    assert sum("for the server" in p for p in w.tui.pastes) == 1

@@ -65,6 +65,7 @@ from .seams import Driver, SessionInfo
 from .window import TypingWindow
 
 log = logging.getLogger("agentwrap.delivery")
+HELD_RECHECK_S = 1.0  # how often messages another channel holds are looked at
 
 
 class DeliveryEngine:
@@ -88,6 +89,7 @@ class DeliveryEngine:
         clock: Callable[[], float] = time.time,
         foreign_batches: Callable[[], Collection[str]] = frozenset,
         awaits_start_hook: Callable[[], bool] = lambda: False,
+        taken_kinds: Callable[[], Collection[Kind]] = frozenset,
     ) -> None:
         self.store = store
         self.cfg = cfg
@@ -118,6 +120,7 @@ class DeliveryEngine:
         # batches in flight through another channel of the supervisor (Aider's
         # read file): never resumed (typed) here
         self.foreign_batches = foreign_batches
+        self.taken_kinds = taken_kinds  # never typed here (:func:`typed_kinds`)
         self.owns_store = True  # closed with the engine (False: a shared one, closed by its opener)
 
     @classmethod
@@ -126,6 +129,7 @@ class DeliveryEngine:
         store: MessageStore | None = None,
         foreign_batches: Callable[[], Collection[str]] = frozenset,
         awaits_start_hook: Callable[[], bool] = lambda: False,
+        taken_kinds: Callable[[], Collection[Kind]] = frozenset,
     ) -> DeliveryEngine:
         """The engine of one session, its collaborators built from the state dir
         (``store``: one the composition root opened and shares; else its own)."""
@@ -147,6 +151,7 @@ class DeliveryEngine:
             busy_channel=busy_channel_of(rec.options),
             foreign_batches=foreign_batches,
             awaits_start_hook=awaits_start_hook,
+            taken_kinds=taken_kinds,
         )
         engine.owns_store = store is None
         return engine
@@ -187,22 +192,21 @@ class DeliveryEngine:
             # peek() merely hides a message whose TTL passed; nothing else marks it
             # EXPIRED, so `send --wait` and `history` would show it pending forever.
             self.store.expire_overdue(now)
-        upcoming = self.store.peek(self.session, now)
-        self._next_expiry = min((m.expires for m in upcoming), default=math.inf)
+        queued = self.store.peek(self.session, now)
+        self._next_expiry = min((m.expires for m in queued), default=math.inf)
+        kinds = typed_kinds(self.taken_kinds())
+        upcoming = [m for m in queued if kinds is None or m.kind in kinds]
         due = [m for m in upcoming if m.next_attempt_at <= now]
         if not due:
             self.typing_window.opened()
-            if upcoming:
-                # Wake up for the next retry, or to expire a message at its TTL.
-                wake = min(self._next_expiry, *(m.next_attempt_at for m in upcoming))
-                return max(0.05, wake - now)
-            return None
+            return _wake(now, self._next_expiry, upcoming, held=len(upcoming) < len(queued))
         reason = self.window(sup, due[0].priority)
         if reason is not None:
             return self._shut(sup, now, functools.partial(self._no_window, reason))
         self.typing_window.opened()
         token = new_token()
-        batch = self._claim(token, now, rows=sup.snap.rows if sup.snap is not None else None)
+        batch = self._claim(token, now, rows=sup.snap.rows if sup.snap is not None else None,
+                            kinds=kinds)
         if batch:
             self._deliver(sup, token, batch, Phase.CLAIMED)
         return 0.05
@@ -264,13 +268,15 @@ class DeliveryEngine:
             return self.cfg.ack_wording if self.escalation.removes_fallback() else None
         return ack_rule(self.require_ack, self.cfg.ack_wording)(batch)
 
-    def _claim(self, token: str, now: float | None = None, rows: int | None = None) -> list[Message]:
-        """The next batch; a raw session types one message at a time. ``rows``:
-        the screen's height, which a block must stay well within (:func:`fit`)."""
+    def _claim(self, token: str, now: float | None = None, rows: int | None = None,
+               kinds: frozenset[Kind] | None = None) -> list[Message]:
+        """The next batch (of ``kinds``, None: any); a raw session types one message
+        at a time. ``rows``: the screen's height, which a block must stay within."""
         max_bytes = 0 if self.profile.raw else self.cfg.max_injection_bytes
-        limit = fit(self.store, self.session, self.profile, rows, now) \
+        limit = fit(self.store, self.session, self.profile, rows, now, kinds) \
             if rows and not self.profile.raw else None
-        return self.store.claim_batch(self.session, token, max_bytes, now, limit=limit)
+        return self.store.claim_batch(self.session, token, max_bytes, now, limit=limit,
+                                      kinds=kinds)
 
     def _render(self, batch: Sequence[Message], token: str) -> Injection:
         if is_raw(self.profile, batch):
@@ -563,8 +569,27 @@ class DeliveryEngine:
 
 
 
+def typed_kinds(taken: Collection[Kind]) -> frozenset[Kind] | None:
+    """The kinds of message the engine types (None: every kind): those no
+    other channel of the supervisor takes now (``taken``: Codex's app-server
+    takes all it can until it is declared dead; never typed, not even while
+    that channel is not ready yet)."""
+    return frozenset(Kind) - frozenset(taken) if taken else None
+
+
+def _wake(now: float, expiry: float, upcoming: Sequence[Message], *, held: bool) -> float | None:
+    """How long the engine may sleep with nothing due: until the next retry
+    of ``upcoming``, or the next TTL (``expiry``, of every queued message:
+    those another channel takes are marked expired here too); and not long
+    while another channel ``held`` some (it may be declared dead: they are
+    typed then). None: nothing queued."""
+    wake = min([expiry, *(m.next_attempt_at for m in upcoming),
+                now + HELD_RECHECK_S if held else math.inf])
+    return max(0.05, wake - now) if wake < math.inf else None
+
+
 def fit(store: MessageStore, session: str, profile: Profile, rows: int,
-        now: float | None) -> int | None:
+        now: float | None, kinds: Collection[Kind] | None = None) -> int | None:
     """How many due messages make a block of at most half the screen's
     rows (at least one): an agent that shows a paste line by line (no
     ``[Pasted text]`` placeholder) grows its input box with it, and a box
@@ -575,7 +600,7 @@ def fit(store: MessageStore, session: str, profile: Profile, rows: int,
         return None  # a long paste collapses into one line
     budget = max(2, rows // 2 - 2)  # the block's first and last lines aside
     used = n = 0
-    for m in store.peek(session, now, due=True, limit=500):
+    for m in store.peek(session, now, due=True, limit=500, kinds=kinds):
         used += m.content.count("\n") + 1
         if n and used > budget:
             break

@@ -44,6 +44,11 @@ from .detector import StructuredReading
 from .states import State
 
 RECONNECT_EVERY_S = 2.0
+#: The server's channel unusable this long (no connection, or no thread known):
+#: it is dead for delivery, and the screen's typing takes over until it is back.
+#: Long enough for the keeper to start a killed server again (and for a slow
+#: start-up's thread to appear), short of the delivery's readiness timeout.
+DEAD_AFTER_S = 20.0
 SUBSCRIBE_EVERY_S = 1.0  # thread/resume fails until the thread's first turn has started
 SUBSCRIBE_RETRY_S = 0.05  # after a turn started: tries this often ...
 SUBSCRIBE_FOR_S = 5.0  # ... for this long (then the supervisor's look retries each second)
@@ -59,8 +64,10 @@ class AppServerState:
     called (in the client's reader thread) when the person's thread changes
     status, so the supervisor looks again at once instead of at its next tick."""
 
-    def __init__(self, socket: Path, on_change: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, socket: Path, on_change: Callable[[], None] = lambda: None,
+                 dead_after_s: float = DEAD_AFTER_S) -> None:
         self.socket = socket
+        self.dead_after_s = dead_after_s
         self.on_change = on_change
         self._lock = threading.Lock()
         self._client: AppServerClient | None = None
@@ -80,6 +87,8 @@ class AppServerState:
         self._closing = threading.Event()
         self._subscriber: threading.Thread | None = None
         self.waiting_since: float | None = None  # when the thread began waiting on the person
+        # since when the thread's status is not known (monotonic; None: it is)
+        self._unknown_since: float | None = time.monotonic()
 
     # ------------------------------------------------------------------ connection
 
@@ -247,11 +256,25 @@ class AppServerState:
     def status(self) -> ThreadStatus | None:
         """The person's thread's last status, or None when it is not known."""
         client = self.client()
-        if client is None:
-            return None
-        self._subscribe(client)
-        with self._lock:
-            return self._status.get(self.thread_id) if self.thread_id else None
+        status = None
+        if client is not None:
+            self._subscribe(client)
+            with self._lock:
+                status = self._status.get(self.thread_id) if self.thread_id else None
+        if status is None:
+            self._unknown_since = self._unknown_since or time.monotonic()
+        else:
+            self._unknown_since = None
+        return status
+
+    def dead(self) -> bool:
+        """Whether the server's channel has been unusable (no connection, no
+        thread known) for ``dead_after_s`` (:data:`DEAD_AFTER_S`): only then
+        are messages typed into the TUI instead (a server merely not ready
+        yet, or being started again, is waited for)."""
+        self.status()
+        since = self._unknown_since
+        return since is not None and time.monotonic() - since >= self.dead_after_s
 
     def stamp(self) -> float | None:
         """None: the server's notifications wake the supervisor themselves

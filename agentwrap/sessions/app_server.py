@@ -12,11 +12,10 @@ too long for a unix socket, or a server that does not come up leaves the
 launch as it is today (typed, read off the screen), and the session's options
 say why (``app_server_note``: ``state --explain`` and ``doctor`` show it).
 
-The switch is off by default (``[run] codex_app_server = true`` turns it on):
-state, delivery, steering and approvals run through the server and are tested
-on the real Codex with it on, but the rest of the Codex e2e set does not pass
-on it yet (docs/codex-app-server.md, "Before it can be the default"). With it
-off nothing here runs.
+The switch is on by default (``[run] codex_app_server = false`` turns it off):
+state, delivery, steering and approvals run through the server, tested on the
+real Codex with the Codex e2e set (docs/codex-app-server.md says what stands).
+With it off nothing here runs.
 """
 
 from __future__ import annotations

@@ -8,6 +8,16 @@ with ``turn/start``: the TUI shows them as the person's input and the model
 gets them in a turn of their own. Nothing is typed, so a draft in the
 composer is never touched.
 
+One channel per session mode: on the server, the typing engine never takes
+what this part can (:func:`server_takes`), not even while the server is not
+ready yet (starting, being started again by the keeper, its thread not yet
+known): those messages wait for it, their TTL running. Only a server declared
+dead (unusable for :data:`~agentwrap.detect.app_server_state.DEAD_AFTER_S`)
+hands them to typing, until it is back. And a turn/start is never sent while
+the server has not yet said what came of the previous one (:meth:`_starting`).
+Either mix put one message into another's starting turn: Codex then asks the
+model again with both.
+
 Exactly once, across a supervisor crash: the batch's token is the turn's
 ``clientUserMessageId``, and the attempt is recorded ``handed`` *before* the
 request goes out. The server's answer (the turn id) makes it ``delivered``.
@@ -50,13 +60,17 @@ from ..audit import AuditLog
 from ..detect.app_server_state import AppServerState
 from ..detect.neutralise import SyntaxSpec
 from ..errors import AppServerError, AppServerRefused
-from ..message import UNACKNOWLEDGED, Attempt, Message, Priority
+from ..message import UNACKNOWLEDGED, Attempt, Kind, Message, Priority
 from ..queue.store import MessageStore
 from .parts import Ended, Host, Part
 
 CHANNEL = "app-server"
 ACK_ITEMS = 20  # the thread's last items an ACK is looked for in
 SETTLE_IDLE_S = 1.0  # idle this long, the thread's items list every input it took
+#: After a turn/start, an "idle" the server said before it is stale until the
+#: server says what came of the turn (it does within milliseconds); this long
+#: at most, should that word never come.
+STALE_IDLE_S = 10.0
 HANDED = "handed"
 SUBMITTED = "submitted"
 _log = logging.getLogger("agentwrap.delivery")
@@ -70,6 +84,21 @@ def steer_priorities(mode: str) -> frozenset[Priority]:
     if mode == "high":
         return frozenset({Priority.HIGH, Priority.CRITICAL})
     return frozenset()
+
+
+def server_takes(state: AppServerState) -> frozenset[Kind]:
+    """The kinds of message the app-server delivers for a session on it: all
+    it can take (everything but the raw commands and the supervisor's own
+    notices, which only typing can deliver), until the server is declared dead
+    (:meth:`AppServerState.dead`). The typing engine leaves these alone, also
+    while the server is merely not ready yet (starting, being started again,
+    its thread not known): one channel per session mode. Typed meanwhile, a
+    message met a thread the TUI's screen called idle but the server had just
+    started a turn on (Codex submits it into that turn, and asks the model
+    again with it: one message in two requests)."""
+    from ..delivery.handover import CONSUMABLE_KINDS
+
+    return frozenset() if state.dead() else CONSUMABLE_KINDS
 
 
 def app_server_batches(store: MessageStore, session: str) -> set[str]:
@@ -99,6 +128,7 @@ class AppServerDelivery(Part):
         self.ack_timeout_s = ack_timeout_s
         self._recovered = False
         self._refused_turn: str | None = None  # the last turn that refused a steer
+        self._started_at: float | None = None  # monotonic: our last turn/start went out
         #: batches sent whose outcome the thread's items do not tell yet: why
         self._undecided: dict[str, tuple[list[Message], str]] = {}
         #: batches awaiting their ACK: the messages, the patterns, since when idle
@@ -111,7 +141,7 @@ class AppServerDelivery(Part):
         client = self.state.client()
         thread = self.state.thread_id
         if status is None or client is None or thread is None:
-            return self.RECHECK_S  # the typing engine decides meanwhile
+            return self.RECHECK_S  # not ready: waited for (typed only once dead, server_takes)
         if not self._recovered:
             self._recover(thread)
             self._recovered = True
@@ -123,11 +153,30 @@ class AppServerDelivery(Part):
             if status.kind == "active" and self.steer and not dialog:
                 self._steer(thread)  # the rest waits for the turn's end
             return self.RECHECK_S
+        if self._starting():
+            return self.RECHECK_S  # the server's word on our turn wakes the supervisor
         self._look_for_acks(thread)
         if sup.detector.draft:
             return self.RECHECK_S  # the person is typing: after their turn
         self._send(thread, None)
         return self.RECHECK_S
+
+    def _starting(self) -> bool:
+        """Our last turn/start went out after the server last said the thread
+        was idle: that idle is stale, the turn is starting. Another turn/start
+        now would not be a turn of its own: Codex 0.169.0 puts its input into
+        the starting turn and asks the model again with both (the first
+        message reached the model in two requests; seen in
+        tests/e2e/test_unattended.py with the burst after the start-up context)."""
+        started = self._started_at
+        if started is None:
+            return False
+        changed = self.state.changed_at
+        if (changed is not None and changed >= started) \
+                or time.monotonic() - started >= STALE_IDLE_S:
+            self._started_at = None
+            return False
+        return True
 
     def _ack_for(self, batch: Sequence[Message]) -> str | None:
         from ..delivery.handover import ack_rule
@@ -172,10 +221,13 @@ class AppServerDelivery(Part):
             if client is None:
                 raise AppServerError("the app-server connection is gone")
             if running is None:
+                self._started_at = time.monotonic()  # before: its word may come first
                 turn = client.start_turn(thread, text, got.token)
             else:  # refused (AppServerRefused) when the turn has ended meanwhile
                 turn = client.steer(thread, running, text, got.token)
         except AppServerRefused as exc:  # it did nothing: back to the queue at once
+            if running is None:
+                self._started_at = None
             self._refused_turn = running
             self._release(batch, got.token, f"{method} refused: {exc}")
             return

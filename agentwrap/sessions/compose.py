@@ -43,6 +43,7 @@ supervisor host, :mod:`agentwrap.sessions.host`) start them with
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -53,7 +54,7 @@ from ..config import AnswerRule, Config
 from ..detect.profiles import Profile
 from ..detect.structured import structured_source
 from ..errors import InvalidMessage, UnsafePath
-from ..message import Message, Status, acknowledged
+from ..message import Kind, Message, Status, acknowledged
 from ..paths import Paths, check_session_name
 from ..terminal.base import Display, Terminal
 from .parts import (
@@ -122,8 +123,11 @@ def build_supervisor(
                                                   read_file_path(paths, rec.name), store=store)
             reader, held = ReadFilePart(channel), channel.batches
         server = _app_server_state(paths, rec)
+        taken: Callable[[], frozenset[Kind]] = frozenset
         if server is not None:  # Codex's app-server (issue 24): its batches are never typed
-            from .app_server_delivery import app_server_batches
+            from .app_server_delivery import app_server_batches, server_takes
+
+            taken = functools.partial(server_takes, server)  # one channel per session mode
 
             read_held = held
 
@@ -134,7 +138,7 @@ def build_supervisor(
         engine = DeliveryEngine.for_session(
             paths, cfg, profile, rec, store=store,
             foreign_batches=_foreign_batches(paths, rec.name, held),
-            awaits_start_hook=start_hook or (lambda: False))
+            awaits_start_hook=start_hook or (lambda: False), taken_kinds=taken)
         if "hooks" in channels:  # the hooks ask the supervisor for what to hand over (fast)
             from .hook_requests import HandoverServer
 

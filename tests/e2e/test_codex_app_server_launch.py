@@ -1,5 +1,5 @@
 """``agentwrap run codex`` on a private app-server (issue 24), on the real Codex
-0.169.0: ``[run] codex_app_server = true`` (opt-in for now).
+0.169.0: ``[run] codex_app_server = true`` (the default; written out here all the same).
 
 On: the TUI runs as ``codex --remote
 unix://SOCKET`` with the socket in agentwrap's 0700 runtime dir; ``state
@@ -30,7 +30,7 @@ from .conftest import AgentSession
 
 pytestmark = pytest.mark.e2e
 
-#: The switch, on (issue 24: opt-in until the whole Codex e2e set passes on it).
+#: The switch, on (the default since the whole Codex e2e set passed on it).
 ON = "[run]\ncodex_app_server = true\n\n"
 
 Make = Callable[..., AgentSession]
