@@ -7,6 +7,7 @@ tests/e2e/test_codex_server.py)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -380,3 +381,26 @@ def test_the_server_takes_the_messages_while_it_lives_and_typing_only_once_it_is
         server.stop()
         gone.close()
         waiting.close()
+
+
+def test_a_message_too_long_for_one_block_goes_alone_and_whole_not_left_behind(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """A message near the content limit: framed, it is longer than a typed
+    block may be. The server's turn input takes it (1 MiB in Codex), and typing
+    never takes a message while the server lives: so the server sends it alone
+    and uncut, and what queued behind it follows in the next turn (left queued,
+    it would have waited for its TTL and held up the rest)."""
+    server = FakeServer()
+    part = _part(server, store, tmp_path)
+    big = _send(store, "x" * 9_990 + " the end")
+    after = _send(store, "behind it")
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["turn/start"]
+    assert "x" * 9_990 + " the end" in server.sent[0][1] and "behind it" not in server.sent[0][1]
+    assert len(server.sent[0][1]) > 10_000 and "characters cut" not in server.sent[0][1]
+    assert store.get(big.id).status is Status.DELIVERED
+    server.changed_at = time.monotonic()  # the turn ran and ended
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert [m for m, _, _ in server.sent] == ["turn/start", "turn/start"]
+    assert store.get(after.id).status is Status.DELIVERED

@@ -116,13 +116,21 @@ def take(
 def claim(
     store: MessageStore, session: str, *, channel: str, limit_chars: int, ack_for: AckRule,
     log: Callable[[str], None] = lambda _: None, priorities: Collection[Priority] | None = None,
+    whole_first: bool = False,
 ) -> Claimed | None:
     """Claim the session's due messages whose framed block fits in
     ``limit_chars`` and frame them as the typed block does (quoted,
     ``[source:sourceId]``, the batch token, the ACK request when asked), plus
     how many still wait. None when none is due, or when the first alone is too
     long: that one stays queued for typing. ``priorities``: only messages of
-    these (a SessionStart hook takes the start-up context alone)."""
+    these (a SessionStart hook takes the start-up context alone).
+
+    ``whole_first``: the channel carries any one message whole, so a first
+    message too long for ``limit_chars`` goes alone and uncut, as typing takes
+    it. Codex's app-server (its turn input takes 1 MiB; ``limit_chars`` keeps
+    its batches the typed block's size) is such a channel, and on it typing
+    never takes a message while the server lives: left queued, a message near
+    the content limit would have waited for its TTL, holding up the rest."""
     waiting = store.peek(session, kinds=CONSUMABLE_KINDS, due=True, limit=MAX_TAKE,
                          priorities=priorities)
     if not waiting:
@@ -133,6 +141,8 @@ def claim(
         if len(compose(head, _DUMMY_TOKEN, ack_for(head), 0)) > limit_chars:
             break
         fit = n
+    if fit == 0 and whole_first:
+        fit = 1
     if fit == 0:
         log(f"{len(waiting)} due; the next ({waiting[0].id}) is too long for channel {channel!r},"
             " left queued")
@@ -147,7 +157,8 @@ def claim(
     text = compose(batch, got.token, ack_for(batch), left)
     if len(text) > limit_chars:  # the note pushed it over: say it without the count
         text = compose(batch, got.token, ack_for(batch), 0)
-    if len(text) > limit_chars:  # another writer changed the queue between peek and claim
+    if len(text) > limit_chars and not (whole_first and len(batch) == 1):
+        # another writer changed the queue between peek and claim
         cut = len(text) - limit_chars + 60
         text = text[: limit_chars - 60] + f"\n[agentwrap: {cut} characters cut]"
     return Claimed(store, session, channel, got.token, got.messages, text, left, got.claimed_at)

@@ -208,7 +208,8 @@ class AppServerDelivery(Part):
 
         ack_for = self._ack_for
         got = claim(self.store, self.session, channel=CHANNEL, limit_chars=self.limit_chars,
-                    ack_for=ack_for, priorities=self.steer if running is not None else None)
+                    ack_for=ack_for, priorities=self.steer if running is not None else None,
+                    whole_first=True)
         if got is None:
             return
         batch = list(got.messages)
