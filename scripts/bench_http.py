@@ -69,16 +69,23 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import httpx
-from benchlib import fmt, isolated_env, json_safe, kill_proc, stats_ms
+from benchlib import (
+    Interrupted,
+    fmt,
+    isolated_env,
+    json_safe,
+    kill_proc,
+    raise_interrupted,
+    stats_ms,
+    step,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 STANDIN_PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "standin.toml"
@@ -139,10 +146,6 @@ app = bare if mode == "bare" else fastapi_noop()
 server.create_app = lambda paths, token, **kw: app
 sys.exit(server.serve(Paths.from_env(), port=0, log_level=log_level))
 '''
-
-
-class Interrupted(Exception):
-    """SIGTERM/SIGHUP: unwind through the teardown like Ctrl-C does."""
 
 
 @dataclass
@@ -507,19 +510,6 @@ def stack() -> str:
 # --- driver -------------------------------------------------------------------------------------
 
 
-def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(signal.Signals(signum).name)
-
-
-def step(res: dict[str, Any], key: str, fn: Callable[[], dict[str, Any]]) -> None:
-    try:
-        res[key] = fn()
-    except (Exception, Interrupted) as exc:  # reported; the other steps go on
-        res["errors"].append(f"{key}: {type(exc).__name__}: {exc}")
-        if isinstance(exc, Interrupted):
-            raise
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="awh-", dir="/tmp"))
     big = 10 * (args.requests + args.warmup + args.cli_requests + args.events) + 1000
@@ -630,7 +620,7 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, str(args.agentwrap_root.resolve()))
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupted)
+        signal.signal(sig, raise_interrupted)
     res = run(args)
     if args.json:
         json.dump(json_safe(res), sys.stdout, indent=1, default=str)

@@ -55,15 +55,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from benchlib import (
+    Interrupted,
     Stamps,
     fmt,
     isolated_env,
     json_safe,
     pid_alive,
+    raise_interrupted,
     stats_ms,
     teardown_agentwrap,
     tmux_server_pid,
@@ -105,10 +106,6 @@ GOAL_RSS_MB_PER_SESSION = 10.0
 GOAL_START_S = 15.0
 GOAL_STOP_S = 5.0
 GOAL_P99_MS = 20.0
-
-
-class Interrupted(Exception):
-    """SIGTERM/SIGHUP: unwind through the teardown like Ctrl-C does."""
 
 
 @dataclass
@@ -623,10 +620,6 @@ def print_report(res: dict[str, Any]) -> None:
 # --- driver -------------------------------------------------------------------------------------
 
 
-def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(signal.Signals(signum).name)
-
-
 def run_mode(args: argparse.Namespace, mode_name: str) -> tuple[dict[str, Any], int]:
     """One whole benchmark in a fresh environment; (results, exit status)."""
     from agentwrap.paths import Paths
@@ -710,7 +703,7 @@ def main() -> int:
     aw_root = args.agentwrap_root.resolve()
     sys.path.insert(0, str(aw_root))
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupted)
+        signal.signal(sig, raise_interrupted)
     modes = ["process", "host"] if args.mode == "both" else [args.mode]
     results: list[dict[str, Any]] = []
     status = 0

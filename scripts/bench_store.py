@@ -57,11 +57,9 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,10 +68,13 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
 import bench_http  # noqa: E402
 import bench_scale  # noqa: E402
 from benchlib import (  # noqa: E402
+    Interrupted,
     Stamps,
     fmt,
     isolated_env,
+    raise_interrupted,
     stats_ms,
+    step,
     teardown_agentwrap,
     wait_until,
     write_json,
@@ -90,10 +91,6 @@ GOAL_CROSS_HOST_P99_MS = 50.0
 GOAL_EVENT_P99_MS = 50.0
 GOAL_IDLE_RATIO = 1.2
 ENQUEUE_SESSIONS = [f"e{i}" for i in range(8)]
-
-
-class Interrupted(Exception):
-    """SIGTERM/SIGHUP: unwind through the teardown like Ctrl-C does."""
 
 
 @dataclass
@@ -360,19 +357,6 @@ def print_report(res: dict[str, Any]) -> None:
 # --- driver -----------------------------------------------------------------------------------
 
 
-def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
-    raise Interrupted(signal.Signals(signum).name)
-
-
-def step(res: dict[str, Any], key: str, fn: Callable[[], Any]) -> None:
-    try:
-        res[key] = fn()
-    except (Exception, Interrupted) as exc:  # reported; the other steps go on
-        res["errors"].append(f"{key}: {type(exc).__name__}: {exc}")
-        if isinstance(exc, Interrupted):
-            raise
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="awst-", dir="/tmp"))
     res: dict[str, Any] = {
@@ -468,7 +452,7 @@ def main() -> int:
         print("tmux is not installed", file=sys.stderr)
         return 2
     for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _raise_interrupted)
+        signal.signal(sig, raise_interrupted)
     res = run(args)
     print_report(res)
     if args.json:

@@ -19,8 +19,28 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGHUP: unwind through the teardown like Ctrl-C does."""
+
+
+def raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    """The signal handler a benchmark installs for SIGTERM/SIGHUP."""
+    raise Interrupted(signal.Signals(signum).name)
+
+
+def step(res: dict[str, Any], key: str, fn: Callable[[], Any]) -> None:
+    """``res[key] = fn()``; an error is reported in ``res["errors"]`` and the
+    other steps go on, an interruption unwinds."""
+    try:
+        res[key] = fn()
+    except (Exception, Interrupted) as exc:  # reported; the other steps go on
+        res["errors"].append(f"{key}: {type(exc).__name__}: {exc}")
+        if isinstance(exc, Interrupted):
+            raise
 
 
 def import_path(name: str, path: Path) -> ModuleType:
