@@ -459,3 +459,29 @@ def test_a_batch_handed_to_the_thread_the_person_left_is_settled_there_once(
     part.turn(_Host())  # type: ignore[arg-type]
     assert server.threads == [THREAD, "th-2"]  # each once, the second into the new thread
     assert store.get(second.id).status is Status.DELIVERED
+
+
+def test_an_ack_is_read_in_the_thread_its_batch_went_to(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """A batch awaiting its ACK in thread 1 when the person types /new: the ACK is
+    the model's reply in thread 1, read there (thread 2 never says it)."""
+    from agentwrap.codex_server import AgentMessage
+
+    class Acking(TwoThreads):
+        def agent_messages(self, thread_id: str, **_: Any) -> list[Any]:
+            return [AgentMessage("a-1", "turn-1", f"ACK {token}")
+                    for token, went in self.went_to.items() if went == thread_id]
+
+    server = Acking()
+    part = AppServerDelivery(server, store, AuditLog(tmp_path / "audit.log"), "cx",  # type: ignore[arg-type]
+                             ack_wording="Reply \"ACK {token}\".", require_ack=True,
+                             ack_patterns=(r"ACK {token}",), syntax=None, limit_chars=10_000)
+    msg = _send(store, "please ack")
+    part.turn(_Host())  # type: ignore[arg-type]  # turn/start in thread 1, awaiting its ACK
+    assert server.threads == [THREAD] and store.get(msg.id).status is Status.DELIVERING
+    server.thread_id = "th-2"  # /new, before the ACK was looked for
+    server.changed_at = time.monotonic()  # the server's word since the turn/start
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert store.get(msg.id).status is Status.ACKNOWLEDGED
+    assert server.threads == [THREAD]
