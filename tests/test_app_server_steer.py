@@ -46,7 +46,13 @@ class FakeServer:
 
     # the state
     def status(self) -> ThreadStatus:
-        return ThreadStatus(THREAD, self.kind, self.flags)
+        return ThreadStatus(self.thread_id, self.kind, self.flags)
+
+    def status_of(self, thread_id: str) -> ThreadStatus:
+        return ThreadStatus(thread_id, self.kind, self.flags)
+
+    def note_turn_start(self, thread_id: str) -> None:
+        pass
 
     def client(self) -> FakeServer:
         return self
@@ -404,3 +410,78 @@ def test_a_message_too_long_for_one_block_goes_alone_and_whole_not_left_behind(
     part.turn(_Host())  # type: ignore[arg-type]
     assert [m for m, _, _ in server.sent] == ["turn/start", "turn/start"]
     assert store.get(after.id).status is Status.DELIVERED
+
+
+@dataclass
+class TwoThreads(FakeServer):
+    """The stand-in with each send's thread kept: the person's TUI moves to
+    another thread (/new) while a batch's answer from the first is lost."""
+
+    went_to: dict[str, str] = field(default_factory=dict)  # client id -> thread
+    threads: list[str] = field(default_factory=list)  # each send's thread, in order
+
+    def start_turn(self, thread_id: str, text: str, client_id: str) -> str:
+        self.went_to[client_id] = thread_id
+        self.threads.append(thread_id)
+        return super().start_turn(thread_id, text, client_id)
+
+    def steer(self, thread_id: str, turn_id: str, text: str, client_id: str) -> str:
+        self.went_to[client_id] = thread_id
+        self.threads.append(thread_id)
+        return super().steer(thread_id, turn_id, text, client_id)
+
+    def find_message(self, thread_id: str, client_id: str, *,
+                     since: float | None = None) -> UserMessage | None:
+        if self.went_to.get(client_id) != thread_id:
+            return None  # the other thread's items do not list it
+        return super().find_message(thread_id, client_id, since=since)
+
+
+def test_a_batch_handed_to_the_thread_the_person_left_is_settled_there_once(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """A steer's answer is lost in thread 1; the person types /new (the state now
+    follows thread 2): the batch is looked for in thread 1's items, where it is,
+    and delivered once, never sent again into thread 2; the next message goes to
+    thread 2."""
+    server = TwoThreads(kind="active", turn="turn-0", lose_answer=True, listed=False)
+    part = _part(server, store, tmp_path)
+    first = _send(store, "urgent", Priority.HIGH)
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert server.threads == [THREAD] and store.get(first.id).status is Status.DELIVERING
+    # /new: thread 2, idle a while; thread 1's items now list the steer
+    server.thread_id, server.kind, server.turn = "th-2", "idle", None
+    server.lose_answer, server.listed, server.changed_at = False, True, time.monotonic() - 5
+    part.turn(_Host())  # type: ignore[arg-type]
+    done = store.get(first.id)
+    assert done.status is Status.DELIVERED and "found in turn turn-0" in done.detail, done.detail
+    second = _send(store, "next one")
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert server.threads == [THREAD, "th-2"]  # each once, the second into the new thread
+    assert store.get(second.id).status is Status.DELIVERED
+
+
+def test_an_ack_is_read_in_the_thread_its_batch_went_to(
+    store: SQLiteMessageStore, tmp_path: Path,
+) -> None:
+    """A batch awaiting its ACK in thread 1 when the person types /new: the ACK is
+    the model's reply in thread 1, read there (thread 2 never says it)."""
+    from agentwrap.codex_server import AgentMessage
+
+    class Acking(TwoThreads):
+        def agent_messages(self, thread_id: str, **_: Any) -> list[Any]:
+            return [AgentMessage("a-1", "turn-1", f"ACK {token}")
+                    for token, went in self.went_to.items() if went == thread_id]
+
+    server = Acking()
+    part = AppServerDelivery(server, store, AuditLog(tmp_path / "audit.log"), "cx",  # type: ignore[arg-type]
+                             ack_wording="Reply \"ACK {token}\".", require_ack=True,
+                             ack_patterns=(r"ACK {token}",), syntax=None, limit_chars=10_000)
+    msg = _send(store, "please ack")
+    part.turn(_Host())  # type: ignore[arg-type]  # turn/start in thread 1, awaiting its ACK
+    assert server.threads == [THREAD] and store.get(msg.id).status is Status.DELIVERING
+    server.thread_id = "th-2"  # /new, before the ACK was looked for
+    server.changed_at = time.monotonic()  # the server's word since the turn/start
+    part.turn(_Host())  # type: ignore[arg-type]
+    assert store.get(msg.id).status is Status.ACKNOWLEDGED
+    assert server.threads == [THREAD]

@@ -319,3 +319,49 @@ def test_an_allow_everything_rule_never_approves_a_destructive_request(tmp_path:
     good = asked(cwd=str(project)).question
     decision = decide(good, "codex", [rule], where=where)
     assert decision is not None and decision.answer == {"option": 1}, decision
+
+
+def _started(tid: str, **thread: Any) -> Notification:
+    return Notification("thread/started", {"thread": {
+        "id": tid, "ephemeral": False, "parentThreadId": None, "status": {"type": "idle"},
+        **thread}})
+
+
+def test_the_state_follows_the_thread_the_tui_moves_to(tmp_path: Path, monkeypatch: Any) -> None:
+    """/new (a non-ephemeral thread/started) and /resume (thread/goal/cleared of a
+    thread of the person's, idle, not just given a turn by agentwrap) move the
+    state, the approvals and the subscription to that thread; side threads,
+    sub-agents and agentwrap's own turn in the old thread do not."""
+    from agentwrap.detect import app_server_state as mod
+
+    state = mod.AppServerState(tmp_path / "none.sock")
+    monkeypatch.setattr(state, "_wake_subscriber", lambda: None)
+    monkeypatch.setattr(state, "status", lambda: state._status.get(state.thread_id or ""))
+    state._heard(_started("t1"))
+    state._heard(_started("side", ephemeral=True))
+    state._heard(_started("agent", parentThreadId="t1"))
+    assert state.thread_id == state.approvals.thread_id == "t1"
+    state._heard(_status([]))  # t1's first turn: subscribed, an approval open
+    state._subscribed = object()  # type: ignore[assignment]
+    assert state._turned and state.approvals.heard(request(3))
+    state._heard(_status([], kind="idle"))
+    state._heard(_started("t2"))  # the person's /new
+    assert state.thread_id == state.approvals.thread_id == "t2"
+    assert state.approvals.open() is None and not state.approvals.heard(request(4))
+    assert state._subscribed is None and not state._turned  # t2 has no rollout yet
+    got = state.read()
+    assert got is not None and got.state is State.READY
+    state._heard(_status(["waitingOnApproval"]))  # t1's status says nothing of t2 now
+    assert state.read().state is State.READY  # type: ignore[union-attr]
+    state._heard(_status([], kind="idle"))
+    state.note_turn_start("t1")  # agentwrap's turn/start clears t1's goal too: no /resume
+    state._heard(Notification("thread/goal/cleared", {"threadId": "t1"}))
+    assert state.thread_id == "t2"
+    state._own_turns.clear()
+    state._heard(Notification("thread/goal/cleared", {"threadId": "side"}))
+    assert state.thread_id == "t2"
+    state._heard(Notification("thread/goal/cleared", {"threadId": "t1"}))  # /resume of t1
+    assert state.thread_id == state.approvals.thread_id == "t1" and state._turned
+    assert state.read().state is State.READY  # type: ignore[union-attr]
+    state._heard(_status([]))
+    assert state.read().state is State.BUSY  # type: ignore[union-attr]

@@ -230,6 +230,16 @@ class ServerApprovals:
                 return bool(gone or left)
             return False
 
+    def follow(self, thread_id: str) -> None:
+        """The TUI moved to ``thread_id`` (``/new``, ``/resume``): from now on only
+        its requests count, and another thread's still open are dropped (their
+        dialog is no longer on screen; an answer to one finds it gone)."""
+        with self._lock:
+            self.thread_id = thread_id
+            for rid in [k for k, q in self._open.items() if q.request.thread_id != thread_id]:
+                del self._open[rid]
+            self._elsewhere.clear()
+
     def forget(self) -> None:
         """The connection is gone: its requests went with it (the screen decides)."""
         with self._lock:

@@ -12,7 +12,17 @@ is known, and whenever the server is gone (then a reconnection is tried now
 and then).
 
 Codex also runs *ephemeral* side threads (the session title): only the
-person's thread, the first non-ephemeral one, counts.
+person's thread counts: the first non-ephemeral one, then the one the TUI
+moves to (:meth:`AppServerState._switch`). What a third connection hears of
+that on Codex 0.169.0 (tests/e2e/test_codex_threads.py): ``/new`` starts a
+thread, ``thread/started`` with ``ephemeral: false``, to every connection;
+``/resume`` of a loaded thread sends only ``thread/goal/cleared`` of that
+thread (also sent when a client starts a turn in a thread, so it counts
+only for a thread not running a turn and not just given one by agentwrap:
+:meth:`AppServerState.note_turn_start`). Sub-agent threads (a
+``parentThreadId``) are not the person's. The old thread's notifications are
+ignored from then on; a batch already handed to it is settled from its own
+items (:mod:`agentwrap.sessions.app_server_delivery`).
 
 The connection subscribes to that thread (``thread/resume``) the moment its
 first turn starts (the server refuses before: the thread has no rollout yet),
@@ -55,6 +65,9 @@ SUBSCRIBE_FOR_S = 5.0  # ... for this long (then the supervisor's look retries e
 #: How long a dialog on screen is not read as the question while the server says an
 #: approval waits and its request has not reached agentwrap: then the screen decides.
 DUE_S = 3.0
+#: A ``thread/goal/cleared`` this soon after agentwrap's own turn/start into that
+#: thread is the turn's, not the person resuming it.
+OWN_TURN_S = 5.0
 _log = logging.getLogger("agentwrap.app_server")
 
 
@@ -74,6 +87,8 @@ class AppServerState:
         self._next_try = 0.0
         self.thread_id: str | None = None
         self._ephemeral: set[str] = set()
+        self._persons: set[str] = set()  # the non-ephemeral threads (the TUI's, now or before)
+        self._own_turns: dict[str, float] = {}  # thread -> our last turn/start into it (monotonic)
         self._status: dict[str, ThreadStatus] = {}
         self.changed_at: float | None = None  # monotonic time of the last status of the thread
         self.problem: str | None = None  # why the server is not read (None: it is)
@@ -150,6 +165,8 @@ class AppServerState:
             except AppServerError as exc:
                 _log.info("codex app-server: not subscribed to %s yet (%s)", thread_id, exc)
                 return False
+            if self.thread_id != thread_id:  # the TUI moved meanwhile: that one next
+                return False
             self._subscribed = client
         _log.info("codex app-server: subscribed to thread %s (its approvals)", thread_id)
         return True
@@ -190,18 +207,29 @@ class AppServerState:
                     self._status.setdefault(self.thread_id, thread_status(
                         {"threadId": self.thread_id, "status": status}))
             return
+        newest: tuple[float, str, object] | None = None
         for tid in client.loaded_threads():
             thread = client.read_thread(tid)
-            if thread.get("ephemeral"):
+            if thread.get("ephemeral") or not _persons_thread(thread):
+                self._ephemeral.add(tid)
                 continue
-            status = thread.get("status")
-            with self._lock:
-                if self.thread_id is None:
-                    self.thread_id = self.approvals.thread_id = tid
-                    self._turned = True  # it may have had turns: thread/resume will say
-                if isinstance(status, dict) and tid not in self._status:
-                    self._status[tid] = thread_status({"threadId": tid, "status": status})
+            self._persons.add(tid)
+            if isinstance(thread.get("status"), dict) and tid not in self._status:
+                with self._lock, contextlib.suppress(AppServerError):
+                    self._status[tid] = thread_status({"threadId": tid, "status": thread["status"]})
+            updated = thread.get("updatedAt")
+            when = float(updated) if isinstance(updated, (int, float)) else 0.0
+            if newest is None or when >= newest[0]:  # several (/new): the last one used
+                newest = (when, tid, thread.get("status"))
+        if newest is None:
             return
+        _when, tid, status = newest
+        with self._lock:
+            if self.thread_id is None:
+                self.thread_id = self.approvals.thread_id = tid
+                self._turned = True  # it may have had turns: thread/resume will say
+            if isinstance(status, dict) and tid not in self._status:
+                self._status[tid] = thread_status({"threadId": tid, "status": status})
 
     def _heard(self, message: Notification | ApprovalRequest) -> None:
         if self.approvals.heard(message):
@@ -213,17 +241,24 @@ class AppServerState:
             if message.method == "thread/started":
                 thread = message.params.get("thread")
                 if isinstance(thread, dict) and isinstance(thread.get("id"), str):
-                    if thread.get("ephemeral"):
+                    if thread.get("ephemeral") or not _persons_thread(thread):
                         self._ephemeral.add(thread["id"])
-                    elif self.thread_id is None:
-                        self.thread_id = self.approvals.thread_id = thread["id"]
+                    elif thread["id"] != self.thread_id:  # the first, or the person's /new
+                        self._persons.add(thread["id"])
+                        self._switch(thread["id"], turned=False)
                         status = thread.get("status")
                         if isinstance(status, dict):  # no status change comes before a turn
                             with contextlib.suppress(AppServerError):
                                 self._status[thread["id"]] = thread_status(
                                     {"threadId": thread["id"], "status": status})
-                                changed = True
-                                self.changed_at = time.monotonic()
+                        changed = True
+            elif message.method == "thread/goal/cleared":  # the person's /resume
+                tid = message.params.get("threadId")
+                if isinstance(tid, str) and self._resumed(tid):
+                    self._switch(tid, turned=True)
+                    # a resumed thread is idle (what it said last, if anything, is older)
+                    self._status[tid] = ThreadStatus(tid, "idle", ())
+                    changed = kick = True  # it has a rollout: subscribe at once
             elif message.method == "thread/status/changed":
                 try:
                     status = thread_status(message.params)
@@ -244,6 +279,40 @@ class AppServerState:
             self._wake_subscriber()
         if changed:
             self.on_change()
+
+    def _switch(self, thread_id: str, *, turned: bool) -> None:
+        """Follow ``thread_id`` from now on (under ``_lock``): its status, its
+        approvals (the old thread's open requests are dropped: its dialog is no
+        longer on screen), and a subscription of its own (``thread/resume``, once
+        it has had a turn: ``turned``, or its first turns active)."""
+        if self.thread_id is not None:
+            _log.info("codex app-server: the TUI moved from thread %s to %s",
+                      self.thread_id, thread_id)
+        self.thread_id = thread_id
+        self.approvals.follow(thread_id)
+        self._turned = turned
+        self._subscribed = None
+        self._next_subscribe = 0.0
+        self.changed_at = time.monotonic()  # an idle said of the old thread is stale
+        self.waiting_since = None
+
+    def _resumed(self, thread_id: str) -> bool:
+        """Whether a ``thread/goal/cleared`` of ``thread_id`` is the person
+        resuming it (under ``_lock``): a thread of theirs other than the one
+        followed, not running a turn, and not just given one by agentwrap (a
+        turn/start clears the goal too)."""
+        if thread_id == self.thread_id or thread_id not in self._persons:
+            return False
+        status = self._status.get(thread_id)
+        own = self._own_turns.get(thread_id)
+        return not (status is not None and status.busy) \
+            and not (own is not None and time.monotonic() - own < OWN_TURN_S)
+
+    def note_turn_start(self, thread_id: str) -> None:
+        """agentwrap is about to start a turn in ``thread_id``: the
+        ``thread/goal/cleared`` that comes with it is not a /resume."""
+        with self._lock:
+            self._own_turns[thread_id] = time.monotonic()
 
     def close(self) -> None:
         self._closing.set()
@@ -266,6 +335,12 @@ class AppServerState:
         else:
             self._unknown_since = None
         return status
+
+    def status_of(self, thread_id: str) -> ThreadStatus | None:
+        """What the server last said of ``thread_id`` (a thread the TUI has left,
+        say: a batch handed to it is settled once it is idle)."""
+        with self._lock:
+            return self._status.get(thread_id)
 
     def dead(self) -> bool:
         """Whether the server's channel has been unusable (no connection, no
@@ -321,3 +396,9 @@ class AppServerState:
                 State.WAITING_INPUT, f"{where} {', '.join(waiting)}; its request is on its way"
                 " (the dialog on screen is not read as the question meanwhile)", question_due=True)
         return StructuredReading(State.WAITING_INPUT, f"{where} {', '.join(waiting)}")
+
+
+def _persons_thread(thread: dict[str, object]) -> bool:
+    """Whether a non-ephemeral thread can be the one the TUI shows: not a
+    sub-agent's (``parentThreadId``) nor one attached to another."""
+    return not thread.get("parentThreadId") and not thread.get("attachedToThreadId")

@@ -57,6 +57,7 @@ import time
 from collections.abc import Sequence
 
 from ..audit import AuditLog
+from ..codex_server.protocol import AgentMessage
 from ..detect.app_server_state import AppServerState
 from ..detect.neutralise import SyntaxSpec
 from ..errors import AppServerError, AppServerRefused
@@ -129,10 +130,12 @@ class AppServerDelivery(Part):
         self._recovered = False
         self._refused_turn: str | None = None  # the last turn that refused a steer
         self._started_at: float | None = None  # monotonic: our last turn/start went out
-        #: batches sent whose outcome the thread's items do not tell yet: why
-        self._undecided: dict[str, tuple[list[Message], str]] = {}
+        #: batches sent whose outcome the thread's items do not tell yet: why, and
+        #: the thread they went to (the TUI may have moved on since: /new, /resume)
+        self._undecided: dict[str, tuple[list[Message], str, str]] = {}
         #: batches awaiting their ACK: the messages, the patterns, since when idle
         self._acks: dict[str, tuple[list[Message], list[re.Pattern[str]], float | None]] = {}
+        self._ack_thread: dict[str, str] = {}  # batch -> the thread its ACK is looked for in
 
     # ------------------------------------------------------------------ the turn
 
@@ -145,8 +148,8 @@ class AppServerDelivery(Part):
         if not self._recovered:
             self._recover(thread)
             self._recovered = True
-        for token, (batch, why) in list(self._undecided.items()):
-            self._settle(thread, batch, token, why)
+        for token, (batch, why, went_to) in list(self._undecided.items()):
+            self._settle(went_to, batch, token, why)
         if status.kind != "idle":
             dialog = any(f.startswith("waitingOn") for f in status.flags) \
                 or sup.detector.question is not None
@@ -223,6 +226,7 @@ class AppServerDelivery(Part):
                 raise AppServerError("the app-server connection is gone")
             if running is None:
                 self._started_at = time.monotonic()  # before: its word may come first
+                self.state.note_turn_start(thread)
                 turn = client.start_turn(thread, text, got.token)
             else:  # refused (AppServerRefused) when the turn has ended meanwhile
                 turn = client.steer(thread, running, text, got.token)
@@ -239,7 +243,7 @@ class AppServerDelivery(Part):
         if ack is None:
             self._delivered(batch, got.token, receipt)
         else:
-            self._submitted(batch, got.token, receipt)
+            self._submitted(batch, got.token, receipt, thread)
 
     # ------------------------------------------------------------------ records
 
@@ -265,13 +269,14 @@ class AppServerDelivery(Part):
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, began, now, CHANNEL,
                                               outcome, evidence))
 
-    def _submitted(self, batch: Sequence[Message], token: str, evidence: str) -> None:
+    def _submitted(self, batch: Sequence[Message], token: str, evidence: str,
+                   thread: str) -> None:
         """In the thread, awaiting its ACK (as a typed batch waits for its own)."""
         from ..message import Phase
 
         self._record(batch, token, SUBMITTED, evidence)
         self.store.set_phase(token, Phase.SUBMITTED)
-        self._expect_ack(batch, token)
+        self._expect_ack(batch, token, thread)
         _log.info("batch %s submitted through %s: %s", token, CHANNEL, evidence)
 
     def _settle(self, thread: str, batch: Sequence[Message], token: str, why: str) -> None:
@@ -280,7 +285,8 @@ class AppServerDelivery(Part):
         idle a moment: an accepted steer (or turn) is listed in the items some
         tens of milliseconds after the server's answer (measured on 0.169.0);
         until then the batch stays in flight and is looked for again at each
-        turn, in the items since it was handed."""
+        turn, in the items since it was handed. ``thread`` is the one it was sent
+        to, also after the TUI moved to another (/new, /resume): exactly once."""
         self._undecided.pop(token, None)
         client = self.state.client()
         handed = [a for a in self.store.attempts(batch[0].id) if a.number == batch[0].attempts + 1]
@@ -295,14 +301,15 @@ class AppServerDelivery(Part):
             if self._ack_for(batch) is None:
                 self._delivered(batch, token, receipt)
             else:
-                self._submitted(batch, token, receipt)
+                self._submitted(batch, token, receipt, thread)
             return
-        status = self.state.status()
+        self.state.status()  # the connection's look (reconnects when due)
+        status = self.state.status_of(thread)
         since = self.state.changed_at
         quiet = status is not None and status.kind == "idle" \
             and (since is None or time.monotonic() - since >= SETTLE_IDLE_S)
         if client is None or not quiet:
-            self._undecided[token] = (list(batch), why)
+            self._undecided[token] = (list(batch), why, thread)
             return
         self._release(batch, token, why)
 
@@ -331,40 +338,52 @@ class AppServerDelivery(Part):
         for token, batch in by_token.items():
             self._settle(thread, batch, token, "the supervisor stopped before the server answered")
         for token, batch in waiting.items():  # its ACK may be in the thread already
-            self._expect_ack(batch, token)
+            self._expect_ack(batch, token, thread)
 
     # ------------------------------------------------------------------ ACKs
 
-    def _expect_ack(self, batch: Sequence[Message], token: str) -> None:
+    def _expect_ack(self, batch: Sequence[Message], token: str, thread: str) -> None:
         patterns = [re.compile(p.replace("{token}", re.escape(token)), re.IGNORECASE)
                     for p in self.ack_patterns]
         self._acks[token] = (list(batch), patterns, None)
+        self._ack_thread[token] = thread
 
     def _look_for_acks(self, thread: str) -> None:
         """The thread's agent messages since the batches went (their items: no
-        subscription needed, nothing read off the screen) carry their ACKs."""
+        subscription needed, nothing read off the screen) carry their ACKs. A
+        batch sent to a thread the TUI has left since is looked for there, once
+        that thread is idle too."""
         if not self._acks:
             return
         client = self.state.client()
         if client is None:
             return
-        try:
-            said = client.agent_messages(thread, limit=ACK_ITEMS)
-        except AppServerError:
-            return
+        said: dict[str, list[AgentMessage]] = {}
         now = time.time()
         for token, (batch, patterns, idle_since) in list(self._acks.items()):
-            hit = next((m for m in said if any(p.search(m.text) for p in patterns)), None)
+            went_to = self._ack_thread.get(token, thread)
+            if went_to not in said:
+                other = self.state.status_of(went_to) if went_to != thread else None
+                if other is not None and other.kind != "idle":
+                    continue  # the left thread still runs: its reply is not complete
+                try:
+                    said[went_to] = client.agent_messages(went_to, limit=ACK_ITEMS)
+                except AppServerError:
+                    return
+            hit = next((m for m in said[went_to] if any(p.search(m.text) for p in patterns)),
+                       None)
             ids = [m.id for m in batch]
             if hit is None:
                 if idle_since is None:  # the thread is idle: the reply is complete
                     self._acks[token] = (batch, patterns, now)
                 elif now - idle_since >= self.ack_timeout_s:
                     del self._acks[token]
+                    self._ack_thread.pop(token, None)
                     self._delivered(batch, token, "in the thread; its ACK never came",
                                     outcome=UNACKNOWLEDGED)
                 continue
             del self._acks[token]
+            self._ack_thread.pop(token, None)
             for m in batch:
                 self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, now, CHANNEL,
                                                   "acknowledged",
