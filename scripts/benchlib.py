@@ -211,6 +211,22 @@ def pid_mentions(pid: int, marker: str) -> bool:
     return False
 
 
+def _pids_mentioning(text: str) -> set[int]:
+    """The pids whose command line mentions ``text``."""
+    found: set[int] = set()
+    needle = text.encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                if needle in f.read():
+                    found.add(int(entry.name))
+        except OSError:
+            continue
+    return found - {os.getpid()}
+
+
 def kill_pid(pid: int, marker: str | None = None, sig: int = signal.SIGKILL) -> bool:
     """Signal ``pid`` if it is alive (and, with ``marker``, ours)."""
     if pid <= 1 or not pid_alive(pid) or (marker is not None and not pid_mentions(pid, marker)):
@@ -266,6 +282,11 @@ def teardown_agentwrap(env: Mapping[str, str], marker: str, extra_pids: Iterable
     for pid in sorted(pids - {p for p in servers.values() if p}):  # supervisors and agents first
         if kill_pid(pid, marker):
             killed.append(f"pid {pid}")
+    # what a supervisor started beside its agent and lets outlive it (Codex's
+    # app-server, listening in the runtime dir, stopped by `stop` or `adopt`)
+    for pid in sorted(_pids_mentioning(str(paths.runtime_dir)) - pids):
+        if kill_pid(pid, marker):
+            killed.append(f"pid {pid} (runtime dir)")
     for socket, server in servers.items():
         try:
             subprocess.run(["tmux", "-S", str(socket), "kill-server"], capture_output=True,
