@@ -106,7 +106,8 @@ def build_supervisor(
         if profile.channels.session_start_at_launch:
             start_hook = awaits_start_hook(paths, rec.name, rec.started)
     store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
-    answers = AnswerStore(paths.db_path, events_dir=paths.events_dir, url=registry.url)
+    answers = AnswerStore(paths.db_path, events_dir=paths.events_dir, url=registry.url,
+                          host=registry.host)
     shared = SharedStores(store, answers)
     try:
         parts: list[Part] = []
