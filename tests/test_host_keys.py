@@ -232,11 +232,18 @@ def test_two_hosts_each_run_dev_and_get_only_their_own_messages(
         typed = "".join(aw.received())
         assert typed.count(f"alpha to {host}") == 1 and typed.count(f"beta to {host}") == 1
         assert f"to {other}" not in typed
-    # each host's view: its own dev bare, the other's HOST/NAME, both delivered
+    # a feedback schedule started on alpha for beta's dev reports there, once
+    alpha.cli("schedule", "start", "beta/dev", "--every", "1h", "--run", "echo checked-it",
+              "--now", "--times", "1", check=True)
+    beta.wait_for(lambda: "checked-it" in "".join(beta.received()), timeout=40,
+                  what="the schedule's report typed on beta")
+    assert "checked-it" not in "".join(alpha.received())
+    # each host's view, both delivered
     listed = json.loads(alpha.cli("ls", "--json", check=True).stdout)
     assert sorted((d["host"], d["name"]) for d in listed) == [("alpha", "dev"), ("beta", "dev")]
     hist = json.loads(alpha.cli("history", "beta/dev", "--json", check=True).stdout)
-    assert sorted(h["content"] for h in hist) == ["alpha to beta", "beta to beta"]
+    assert sorted(h["content"] for h in hist if "checked-it" not in h["content"]) == [
+        "alpha to beta", "beta to beta"]
     assert alpha.cli("stop", "beta/dev").returncode != 0  # beta's to stop
     assert alpha.cli("stop", "dev").returncode == 64  # which one? a person says
     for aw, host in ((alpha, "alpha"), (beta, "beta")):
