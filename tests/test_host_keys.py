@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import AwEnv, make_aw
+from support.http_kit import in_process
 from support.records import record
 from support.stores import StoreTarget
 
@@ -193,6 +194,44 @@ def test_two_hosts_dev_cannot_move_into_one_machines_store(pg_url: str, tmp_path
     with pytest.raises(StoreNotEmpty, match="alpha/dev, beta/dev") as info:
         migrate(Place(Path("/nonexistent"), pg_url), Place(tmp_path / "one.db"))
     assert "nothing was copied" in str(info.value)
+
+
+def test_http_and_cli_refuse_a_bare_name_two_hosts_have(
+    aw: AwEnv, pg_url: str, sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    live = {"supervisor_pid": sleeper.pid, "supervisor_start": start_time(sleeper.pid)}
+    for env in (aw.env, None):
+        if env is None:
+            monkeypatch.setenv(STORE_ENV, pg_url)
+            monkeypatch.setenv(HOST_ENV, "alpha")
+        else:
+            env.update({STORE_ENV: pg_url, HOST_ENV: "alpha"})
+    for host in ("alpha", "beta"):
+        reg = StoreTarget("postgres", pg_url).registry(host=host)
+        try:
+            reg.register(record("dev", **live))
+        finally:
+            reg.close()
+    api = in_process(aw)
+    body = {"content": "x", "source": "webhook", "sourceId": "ci"}
+    try:
+        for path in ("/api/sessions/dev/input", "/api/sessions/dev/input?wait=0"):
+            r = api.post(path, json=body)
+            assert r.status_code == 409, (path, r.text)
+            assert r.json()["candidates"] == ["alpha/dev", "beta/dev"], r.text
+        r = api.post("/api/hosts/beta/sessions/dev/input", json={**body, "content": "to beta"})
+        assert r.status_code == 201, r.text
+        assert r.json()["created"] and r.json()["supervised"], r.text
+        assert api.get("/api/sessions/beta%2Fdev/input").json()["total"] == 1
+        assert api.get("/api/hosts/alpha/sessions/dev/input").json()["total"] == 0
+        assert api.get("/api/sessions/dev/input").status_code == 409
+    finally:
+        api.app.state.pool.close()
+    bare = aw.cli("queue", "dev")
+    assert bare.returncode == 64 and "alpha/dev, beta/dev" in bare.stderr
+    assert aw.cli("send", "beta/dev", "two", check=True).returncode == 0
+    queued = json.loads(aw.cli("queue", "beta/dev", "--json", check=True).stdout)
+    assert [q["content"] for q in queued] == ["to beta", "two"]
 
 
 # --- real supervisors on two simulated hosts --------------------------------------------
