@@ -234,6 +234,41 @@ def test_http_and_cli_refuse_a_bare_name_two_hosts_have(
     assert [q["content"] for q in queued] == ["to beta", "two"]
 
 
+def test_an_answer_to_this_hosts_session_named_host_slash_name_wakes_its_supervisor(
+    aw: AwEnv, pg_url: str, sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The answer is stored for alpha/dev (beta's dev has none) and alpha's
+    supervisor of dev is woken through its socket here, as for a bare name."""
+    from agentwrap.datagram import WakeSocket
+    from agentwrap.detect.question import Item, Option, Question, question_id
+    from agentwrap.detect.states import State
+    from agentwrap.service import Service
+
+    monkeypatch.setenv(STORE_ENV, pg_url)
+    monkeypatch.setenv(HOST_ENV, "alpha")
+    live = {"supervisor_pid": sleeper.pid, "supervisor_start": start_time(sleeper.pid)}
+    item = Item(question="Proceed?", options=(Option("Yes", number=1), Option("No", number=2)))
+    q = Question(id=question_id("permission", (item,), "Bash", "touch x"), kind="permission",
+                 title="Bash command", questions=(item,), highlighted=1, tool="Bash",
+                 command="touch x", dialog="permission")
+    for host in ("alpha", "beta"):
+        reg = StoreTarget("postgres", pg_url).registry(host=host)
+        try:
+            reg.register(record("dev", **live))
+            reg.set_state("dev", State.WAITING_INPUT, signal="screen", rule="dialog:permission",
+                          reason="permission dialog", evidence="", quiet_ms=0, draft=False,
+                          changed=True, question=q.to_json())
+        finally:
+            reg.close()
+    with WakeSocket(aw.paths.wake_socket("dev")) as inbox, Service.open(aw.paths) as svc:
+        got = svc.answer("alpha/dev", option=1)
+        assert got.answer.session == "alpha/dev"
+        inbox.sock.settimeout(30)
+        assert inbox.sock.recv(256) == b"wake"
+        assert svc.answers.pending("beta/dev") == []
+        assert [a.id for a in svc.answers.pending("dev")] == [got.answer.id]
+
+
 # --- real supervisors on two simulated hosts --------------------------------------------
 
 
