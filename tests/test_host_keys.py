@@ -269,6 +269,28 @@ def test_an_answer_to_this_hosts_session_named_host_slash_name_wakes_its_supervi
         assert [a.id for a in svc.answers.pending("dev")] == [got.answer.id]
 
 
+def test_start_context_handed_over_for_host_slash_name_is_noted_here(
+    aw: AwEnv, pg_url: str, sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A SessionStart hand-over named alpha/dev on alpha: the batch is noted in
+    dev's file here (the key names no file: it raised after the claim)."""
+    from agentwrap.message import Priority
+    from agentwrap.service import Service
+
+    monkeypatch.setenv(STORE_ENV, pg_url)
+    monkeypatch.setenv(HOST_ENV, "alpha")
+    live = {"supervisor_pid": sleeper.pid, "supervisor_start": start_time(sleeper.pid)}
+    with Service.open(aw.paths) as svc:
+        svc.registry.register(record("dev", **live))
+        svc.store.enqueue(NewMessage(session="dev", content="start context", source=Source.SYSTEM,
+                                     source_id="t", priority=Priority.STARTUP), internal=True)
+        text = svc.hand_over("alpha/dev", channel="hook", limit_chars=4000, at_start=True)
+        assert "start context" in text
+        assert aw.paths.started_batches("dev").is_file()
+        (entry,) = svc.peek("alpha/dev").entries
+        assert "session start" in entry.waiting_because
+
+
 # --- real supervisors on two simulated hosts --------------------------------------------
 
 

@@ -122,7 +122,7 @@ class HandOver:
             return ""
         if at_start:
             got.handed("handed at the session start; it goes to the model in the first turn")
-            handover.note_started(self.paths.started_batches(session), got.token)
+            handover.note_started(self.paths.started_batches(rec.name), got.token)
         else:
             got.delivered(self.audit)
         log(f"handed {len(got.messages)} message(s) (batch {got.token}); {got.left} still wait")
