@@ -120,6 +120,21 @@ class SessionNotFound(SessionError):
     default_hint = "`agentwrap ls` lists the running sessions"
 
 
+class SessionAmbiguous(SessionError):
+    """A bare ``NAME`` that sessions of several hosts have (a shared store):
+    the caller must say which, ``HOST/NAME``; :attr:`candidates` lists them."""
+
+    exit_code = 64  # EX_USAGE
+    default_hint = "name the session HOST/NAME (`agentwrap ls` shows each session's host)"
+
+    def __init__(self, message: str, candidates: list[str], *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.candidates = candidates
+
+    def to_json(self) -> dict[str, object]:
+        return {**super().to_json(), "candidates": self.candidates}
+
+
 class SessionNameTaken(SessionError):
     default_hint = "choose another --name, or `agentwrap stop NAME` the old session first"
 

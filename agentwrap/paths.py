@@ -183,8 +183,13 @@ class Paths:
     def feedback_memory(self, session: str) -> Path:
         """What each feedback source last told the session
         (:mod:`agentwrap.feedback.results`); here so the supervisor that records
-        the session's end can remove it without knowing about feedback."""
-        return self.state_dir / "feedback" / f"{check_session_name(session)}.json"
+        the session's end can remove it without knowing about feedback.
+        Another host's session (``HOST/NAME``, a loop run here for it) has
+        ``HOST@NAME.json``."""
+        host, sep, name = session.rpartition("/")
+        stem = f"{check_session_name(host)}@{check_session_name(name)}" if sep \
+            else check_session_name(session)
+        return self.state_dir / "feedback" / f"{stem}.json"
 
 
 # --- privacy -------------------------------------------------------------------------

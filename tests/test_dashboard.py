@@ -755,6 +755,6 @@ def test_every_hosts_sessions_with_their_host_and_a_silent_one_unreachable(
         assert not problems(page)
     store = open_store(aw.paths.db_path, QueueLimits(), url=pg_url)
     try:
-        assert [m.content for m in store.peek("c1")] == ["to gamma's c1 from alpha's page"]
+        assert [m.content for m in store.peek("gamma/c1")] == ["to gamma's c1 from alpha's page"]
     finally:
         store.close()

@@ -66,19 +66,21 @@ def new(session: str, content: str) -> NewMessage:
 def test_every_service_call_takes_host_slash_name(two_hosts: AwEnv) -> None:
     with Service.open(two_hosts.paths) as svc:
         sent = svc.send(new("beta/b1", "one"))
-        assert sent.message.session == "b1" and sent.supervised
+        # on a shared store a row names its session HOST/NAME (its key, issue 23)
+        assert sent.message.session == "beta/b1" and sent.supervised
         many = svc.send_many([new("beta/b1", "two"), new("alpha/b1", "lost"),
                               new("gamma/zz", "lost too")])
-        assert not isinstance(many[0], Exception) and many[0].message.session == "b1"
+        assert not isinstance(many[0], Exception) and many[0].message.session == "beta/b1"
         assert isinstance(many[1], SessionNotFound) and "beta/b1" in many[1].hint
         assert isinstance(many[2], SessionNotFound)
         by_agent = svc.send_as_agent("a1", "beta/b1", "three")
-        assert by_agent.message.session == "b1"
+        assert by_agent.message.session == "beta/b1"
         assert [w.message.content for w in svc.peek("beta/b1").entries] == ["one", "two", "three"]
         assert svc.peek("beta/b1").session.host == "beta"
         assert {e.message.content for e in svc.history("beta/b1")} == {"one", "two", "three"}
         assert svc.metrics("beta/b1").total == 3
-        assert svc.events(0, "beta/b1") and {e.session for e in svc.events(0, "beta/b1")} == {"b1"}
+        assert svc.events(0, "beta/b1") and {e.session for e in svc.events(0, "beta/b1")} == {
+            "beta/b1"}
         assert [t.state for t in svc.transitions("beta/b1")][-1] == "ready"
         assert svc.state("beta/b1").name == "b1"
         with pytest.raises(NoOpenQuestion):  # the session was found: it asks nothing
@@ -104,7 +106,7 @@ def test_the_http_api_takes_host_and_name_in_either_form(two_hosts: AwEnv) -> No
             r = api.post(path, json={**body, "content": path})
             assert r.status_code == 201, (path, r.text)
         peek = api.get("/api/sessions/beta%2Fb1/input").json()
-        assert peek["total"] == 4 and {i["session"] for i in peek["inputs"]} == {"b1"}
+        assert peek["total"] == 4 and {i["session"] for i in peek["inputs"]} == {"beta/b1"}
         one = api.get("/api/hosts/beta/sessions/b1").json()
         assert (one["name"], one["host"], one["pending"]) == ("b1", "beta", 4)
         assert api.get("/api/messages", params={"session": "beta/b1"}).json()["total"] == 4
@@ -140,7 +142,7 @@ def test_the_cli_takes_host_slash_name_and_stop_all_stops_this_hosts_only(
     assert figures["total"] == 1
     events = [json.loads(line) for line in
               aw.cli("events", "beta/b1", "--json", check=True).stdout.splitlines()]
-    assert events and {e["session"] for e in events} == {"b1"}
+    assert events and {e["session"] for e in events} == {"beta/b1"}
     answered = aw.cli("answer", "beta/b1", "1")
     assert answered.returncode != 0 and "no session" not in answered.stderr.lower()
     assert "question" in answered.stderr.lower()

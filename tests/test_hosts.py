@@ -88,7 +88,7 @@ def test_another_hosts_sessions_follow_its_heartbeat(
         # beta falls silent: its last beat long past 3 periods
         last = time.time() - 100
         hosts.beat(beta.db, "beta", 1.0, now=last)
-        b1 = alpha.get("b1")
+        b1 = alpha.get("beta/b1")
         assert (b1.liveness, b1.host_liveness, b1.state) == ("unreachable", "unreachable",
                                                               State.UNKNOWN)
         assert b1.to_json()["unreachable_since"] == last
@@ -97,13 +97,16 @@ def test_another_hosts_sessions_follow_its_heartbeat(
                                                                "b1": "unreachable"}
         # beta itself judges its session by its pids, as ever
         assert beta.get("b1").liveness == "running" and beta.get("b1").state is State.READY
-        # an unreachable host's name is not free: it may come back
-        with pytest.raises(SessionNameTaken, match="on host 'beta'"):
+        # sessions are keyed (host, name): alpha's own b1 takes nothing of beta's,
+        # which stays there for when beta comes back; a second alpha/b1 is refused
+        alpha.register(record("b1", **live))
+        with pytest.raises(SessionNameTaken, match="'b1' is already running"):
             alpha.register(record("b1"))
+        assert alpha.get("beta/b1").state is State.UNKNOWN
         b2 = next(r for r in alpha.list(include_ended=True) if r.name == "b2")
         assert (b2.liveness, b2.state, b2.host_liveness) == ("ended", State.EXITED, "unreachable")
         hosts.beat(beta.db, "beta", 1.0)  # back
-        b1 = alpha.get("b1")
+        b1 = alpha.get("beta/b1")
         assert (b1.liveness, b1.state, b1.to_json()["unreachable_since"]) == (
             "running", State.READY, None)
         assert set(alpha.hosts()) == {"alpha", "beta"}

@@ -80,7 +80,13 @@ def test_a_round_trip_through_postgresql_keeps_every_row(tmp_path: Path, pg_url:
     assert all(before[t] for t, _ in TABLES if t != "hosts")
     report = migrate(first, Place(Path("/nonexistent"), pg_url))
     assert report.rows == {t: len(before[t]) for t, _ in TABLES}
-    assert _dump(Place(Path("/nonexistent"), pg_url)) == before
+    shared = _dump(Place(Path("/nonexistent"), pg_url))
+    there = PostgresMessageStore(pg_url, host="here")
+    try:  # a shared store keys the rows by the host the registry ran the session on
+        assert {r.session for r in there.history(None, limit=100)} == {"here/api"}
+    finally:
+        there.close()
+    assert {t: len(v) for t, v in shared.items()} == {t: len(v) for t, v in before.items()}
     migrate(Place(Path("/nonexistent"), pg_url), back)
     assert _dump(back) == before
     assert _dump(first) == before  # the source as it was

@@ -119,7 +119,7 @@ def test_claims_of_one_session_take_turns_and_never_take_a_message_twice(
 
     def claim_and_hold() -> list[str]:
         with a._write() as w:
-            rows = transitions.claim_batch(w, "s1", "batch-a", 1, time.time(), kinds=None,
+            rows = transitions.claim_batch(w, a.keys.key("s1"), "batch-a", 1, time.time(), kinds=None,
                                            sources=None, contains=None, limit=None,
                                            priorities=None)
             holding.set()

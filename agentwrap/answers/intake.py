@@ -65,9 +65,11 @@ class _Record(Protocol):
 class OpenQuestions(Protocol):
     """What the intake reads of the sessions registry
     (:class:`agentwrap.sessions.registry.Registry`, a layer above): a session's
-    record, with the question its supervisor last published."""
+    record, with the question its supervisor last published; and whether
+    the session runs here (its supervisor's wake-up socket is this host's)."""
 
     def get(self, name: str) -> _Record: ...
+    def local(self, address: str) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -181,7 +183,9 @@ class AnswerIntake:
         self.audit.write(event="answer_requested", session=session, answer=stored.id,
                          question=question.id, how=payload.how, source=source,
                          bytes=len((text or "").encode("utf-8")), **extra)
-        wake(self.paths, session)
+        here = self.registry.local(session)  # HOST/NAME: another host's wakes on NOTIFY
+        if here is not None:
+            wake(self.paths, here)
         return AnswerResult(stored, question, supervised=rec.liveness != "stale")
 
     @staticmethod

@@ -26,6 +26,7 @@ from typing import Any
 from .. import events
 from ..queue import db
 from ..queue.backend import open_database
+from ..queue.keys import SessionKeys, host_name
 from ..queue.writes import Write
 from .actions import AnswerAction, AnswerStatus, from_json
 
@@ -82,7 +83,7 @@ class AnswerStore:
     def __init__(
         self, path: Path, *, events_dir: Path | None = None,
         clock: Callable[[], float] = time.time, url: str = "",
-        busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
+        busy_timeout_ms: int = db.BUSY_TIMEOUT_MS, host: str | None = None,
     ) -> None:
         self.path = path
         self.events_dir = events_dir
@@ -93,6 +94,8 @@ class AnswerStore:
         except BaseException:
             self.db.close()
             raise
+        # a shared store's rows name sessions HOST/NAME (agentwrap.queue.keys)
+        self.keys = SessionKeys(host_name() if host is None else host, self.db.shared)
 
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> Sequence[events.Row]:
         return self.db.read(sql, params)
@@ -109,7 +112,7 @@ class AnswerStore:
         now = self._clock()
         aid = uuid.uuid4().hex[:16]
         with self.db.write() as w:
-            self._insert(w, now, aid, session, question_id, answer, source, rule)
+            self._insert(w, now, aid, self.keys.key(session), question_id, answer, source, rule)
         return self.get(aid)
 
     def given(
@@ -123,7 +126,7 @@ class AnswerStore:
         now = self._clock()
         aid = uuid.uuid4().hex[:16]
         with self.db.write() as w:
-            self._insert(w, now, aid, session, question_id, answer, source, rule)
+            self._insert(w, now, aid, self.keys.key(session), question_id, answer, source, rule)
             self._end(w, now, aid, AnswerStatus.APPLIED, detail)
         return self.get(aid)
 
@@ -151,12 +154,12 @@ class AnswerStore:
         """The session's pending answers, oldest first."""
         return [_row(r) for r in self._read(
             "SELECT * FROM answers WHERE session = ? AND status = ? ORDER BY created, id",
-            (session, AnswerStatus.PENDING.value))]
+            (self.keys.key(session), AnswerStatus.PENDING.value))]
 
     def recent(self, session: str, limit: int = 20) -> list[Answer]:
         return [_row(r) for r in self._read(
             "SELECT * FROM answers WHERE session = ? ORDER BY created DESC, id LIMIT ?",
-            (session, limit))]
+            (self.keys.key(session), limit))]
 
     def conclude(self, answer_id: str, status: AnswerStatus, detail: str) -> bool:
         """End a pending answer (applied, stale or failed); False if it had ended already."""

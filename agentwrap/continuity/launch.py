@@ -85,15 +85,17 @@ def still_queued(paths: Paths, session: str, ids: list[str]) -> set[str]:
     from ..config import load_config
     from ..errors import ConfigError
     from ..queue.backend import open_store, store_url
+    from ..queue.keys import host_name
 
     try:
-        configured = load_config(paths).store.url
+        cfg = load_config(paths)
+        configured, host = cfg.store.url, cfg.host.name
     except ConfigError:  # a config broken since the launch: its supervisor reports it
-        configured = ""
+        configured = host = ""
     url = store_url(configured)
     if not url and not paths.db_path.is_file():
         return set()
-    store = open_store(paths.db_path, url=url)
+    store = open_store(paths.db_path, url=url, host=host_name(host))
     try:
         queued = {m.id for m in store.peek(session)} | {m.id for m in store.in_flight(session)}
         return queued & set(ids)

@@ -97,14 +97,15 @@ class FeedbackLoop:
                 # a check that ended after the supervisor removed an ended session's memory
                 # wrote it again; nothing reports from here on, so it goes for good
                 if self._ended():
-                    forget(self.paths, self.session)
+                    forget(self.paths, self._service.registry.local(self.session)
+                           or self.session)
                 self._service.close()
                 self._service = None
 
     def _ended(self) -> bool:
         assert self._service is not None
         try:
-            return self._service.state(self.session).ended is not None
+            return self._service.state(self._service.own(self.session)).ended is not None
         except AgentwrapError:  # `agentwrap watch` for a name no session has
             return False
 
@@ -181,7 +182,7 @@ def for_session(paths: Paths, name: str) -> FeedbackLoop | None:
     ``start`` sources and the schedules naming it; None when there are none.
     Sources the person has not trusted are left out, and the log says so."""
     with Service.open(paths) as service:
-        rec = service.state(name)
+        rec = service.state(service.own(name))  # this host's session, run here
     root = Path(rec.cwd)
     cfg = load_config(paths, root)
     sel = select(cfg)

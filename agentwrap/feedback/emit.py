@@ -53,7 +53,7 @@ def report(
     """
     if not runs:
         return []
-    state = ResultState(service.paths, session)
+    state = ResultState(service.paths, service.registry.local(session) or session)
     with state.locked() as data:
         outcomes: list[tuple[Outcome, Ran]] = []
         for ran in runs:
@@ -87,8 +87,8 @@ def report(
         files = sorted({f for o in c.outcomes for f in o.files})
         role = c.outcomes[0].role
         try:
-            s = service.send(NewMessage(
-                session=session, content=c.text, source=kind, source_id=c.source_id,
+            s = service.send(NewMessage(  # a bare name: this host's session (its loop)
+                session=service.own(session), content=c.text, source=kind, source_id=c.source_id,
                 priority=c.priority,
                 metadata={"feedback": {"sources": list(c.sources), "trigger": trig,
                                        "files": files[:50], "role": role,
@@ -143,7 +143,7 @@ def report_changes(
     files = [p for p, _ in changes]
     try:
         s = service.send(NewMessage(
-            session=session, content=text, source=Source.FILESYSTEM, source_id=name,
+            session=service.own(session), content=text, source=Source.FILESYSTEM, source_id=name,
             metadata={"feedback": {"sources": [name], "trigger": ["watch"],
                                    "files": files[:50], "role": "environment"}},
         ))

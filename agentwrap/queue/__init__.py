@@ -38,6 +38,10 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .backend import store_url as store_url
     from .database import Database as Database
     from .due import anything_due as anything_due
+    from .keys import HOST_ENV as HOST_ENV
+    from .keys import KEYED as KEYED
+    from .keys import SessionKeys as SessionKeys
+    from .keys import host_name as host_name
     from .postgres import PgSubscription as PgSubscription
     from .postgres import PostgresMessageStore as PostgresMessageStore
     from .sanitize import check_text as check_text
@@ -59,6 +63,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "database": ("Database",),
     "db": ("db",),
     "due": ("anything_due",),
+    "keys": ("HOST_ENV", "KEYED", "SessionKeys", "host_name"),
     "sanitize": ("check_text", "decode_utf8", "sanitize"),
     "postgres": ("PgSubscription", "PostgresMessageStore"),
     "sqlite": ("SQLiteMessageStore",),

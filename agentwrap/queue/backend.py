@@ -21,6 +21,7 @@ from ..errors import ConfigError
 from ..message import QueueLimits
 from . import db
 from .database import Database
+from .keys import host_name
 from .sqlite import SQLiteDatabase, SQLiteMessageStore
 from .sqlstore import DEFAULT_LIMITS, SQLMessageStore
 
@@ -47,12 +48,16 @@ def store_url(configured: str = "", env: Mapping[str, str] | None = None) -> str
 def open_store(
     db_path: Path, limits: QueueLimits = DEFAULT_LIMITS, *, url: str = "",
     events_dir: Path | None = None, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
+    host: str | None = None,
 ) -> SQLMessageStore:
-    """The queue at ``url`` (PostgreSQL), or else the SQLite file ``db_path``."""
+    """The queue at ``url`` (PostgreSQL), or else the SQLite file ``db_path``.
+
+    ``host``: this host's name on a shared store, where a bare session name
+    is this host's session (:mod:`.keys`); by default :func:`host_name`'s."""
     if url:
         from .postgres import PostgresMessageStore
 
-        return PostgresMessageStore(url, limits, events_dir=events_dir,
+        return PostgresMessageStore(url, limits, events_dir=events_dir, host=host,
                                     connect_timeout_s=max(1.0, busy_timeout_ms / 1000))
     return SQLiteMessageStore(db_path, limits, events_dir=events_dir,
                               busy_timeout_ms=busy_timeout_ms)
@@ -85,4 +90,5 @@ def describe(db_path: Path, url: str = "") -> str:
 def configured_store(db_path: Path, cfg: Config, *, events_dir: Path | None = None
                      ) -> SQLMessageStore:
     """The store ``cfg`` (its ``[store]`` and ``[limits]``) and the environment choose."""
-    return open_store(db_path, cfg.limits, url=store_url(cfg.store.url), events_dir=events_dir)
+    return open_store(db_path, cfg.limits, url=store_url(cfg.store.url), events_dir=events_dir,
+                      host=host_name(cfg.host.name))

@@ -69,6 +69,7 @@ from ..errors import StoreError, StoreFull, StoreLocked, StoreUnavailable
 from ..message import QueueLimits
 from . import schema
 from .database import statements
+from .keys import KEYED, SessionKeys, host_name
 from .sqlstore import DEFAULT_LIMITS, SQLMessageStore
 from .writes import Write
 
@@ -152,6 +153,35 @@ DDL = (
     *(s for s in schema.SCHEMA if "CREATE TABLE" not in s),
 )
 TABLES = ("messages", "attempts", *EVENT_NAMES, *schema.INDEXES)
+#: There once the rows are keyed ``HOST/NAME`` (:mod:`.keys`): made by :func:`key_rows`.
+KEYS_MARK = "session_keys"
+
+
+def key_rows(conn: PgConn) -> None:
+    """Bring a store made before sessions were keyed by host up to date:
+    every row naming a session the registry places on a host is renamed
+    ``HOST/NAME`` (names were unique across hosts then, so the registry says
+    whose each was); rows of a session the registry does not know stay as
+    they are (nobody's: a pending message among them ends EXPIRED at its
+    TTL). Once, inside :meth:`PgDatabase.create`'s transaction, under its lock."""
+    if _exists(conn, KEYS_MARK):
+        return
+    if _exists(conn, "sessions") and conn.execute(  # no host column: before hosts, none to key
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+            " AND table_name = 'sessions' AND column_name = 'host'").fetchall():
+        for table, column in KEYED[:-1]:
+            if _exists(conn, table):
+                conn.execute(
+                    f"UPDATE {table} t SET {column} = s.host || '/' || t.{column}"
+                    f" FROM sessions s WHERE s.name = t.{column} AND s.host <> ''")
+        conn.execute("UPDATE sessions SET name = host || '/' || name"
+                      " WHERE host <> '' AND strpos(name, '/') = 0")
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {KEYS_MARK} (since DOUBLE PRECISION)")
+    conn.execute(f"INSERT INTO {KEYS_MARK} VALUES (?)", (time.time(),))
+
+
+def _exists(conn: PgConn, name: str) -> bool:
+    return bool(conn.execute("SELECT to_regclass(?) IS NOT NULL", (name,)).fetchall()[0][0])
 
 
 @functools.lru_cache(maxsize=512)
@@ -440,7 +470,9 @@ class PgDatabase:
 
     def create(self, ddl: Sequence[str], names: Collection[str]) -> None:
         """Run ``ddl`` (PostgreSQL's words) unless every one of ``names`` is
-        there; hosts opening a new database at once take turns (:data:`SCHEMA_LOCK`)."""
+        there, and key the rows by host once (:func:`key_rows`); hosts opening a
+        new database at once take turns (:data:`SCHEMA_LOCK`)."""
+        names = {*names, KEYS_MARK}
         rows = self.read(
             "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
             " WHERE n.nspname = current_schema() AND c.relname = ANY(?)", (list(set(names)),))
@@ -451,6 +483,7 @@ class PgDatabase:
             c.execute("SELECT pg_advisory_xact_lock(?)", (SCHEMA_LOCK,))
             for statement in ddl:
                 c.execute(statement)
+            key_rows(c)
 
     def ensure(self, schema: str, names: Collection[str]) -> None:
         """:meth:`create` for a schema in SQLite's words (:func:`pg_dialect`),
@@ -480,8 +513,10 @@ class PostgresMessageStore(SQLMessageStore):
         *,
         events_dir: Path | None = None,
         connect_timeout_s: float = 10.0,
+        host: str | None = None,
     ) -> None:
         super().__init__(limits, clock)
+        self.keys = SessionKeys(host_name() if host is None else host, shared=True)
         self._db = PgDatabase(url, events_dir=events_dir, connect_timeout_s=connect_timeout_s)
         self.url, self.shown, self.where = url, self._db.shown, self._db.where
         self.events_dir = events_dir

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from ..message import (
     Status,
 )
 from . import admission, reads, transitions
+from .keys import SessionKeys
 from .metrics import queue_metrics
 from .schema import to_message
 from .store import QueueMetrics, SenderLimit
@@ -49,6 +51,7 @@ class SQLMessageStore:
 
     limits: QueueLimits
     _clock: Callable[[], float]
+    keys = SessionKeys()  # a shared store's: rows keyed HOST/NAME (:mod:`.keys`)
     where: Path  # what error messages name: the file, or the server (no password)
 
     def __init__(self, limits: QueueLimits = DEFAULT_LIMITS,
@@ -87,6 +90,16 @@ class SQLMessageStore:
     def _now(self, now: float | None) -> float:
         return self._clock() if now is None else now
 
+    def _key(self, session: str | None) -> str | None:
+        return None if session is None else self.keys.key(session)
+
+    def _keyed(self, new: NewMessage, kind: Kind, internal: bool) -> Checked:
+        """``new`` validated under its session's name, then stored under its key."""
+        name, key = self.keys.checked(new.session)
+        checked = validate(replace(new, session=name) if name != new.session else new,
+                           self.limits, kind, internal)
+        return checked if key == name else replace(checked, new=replace(checked.new, session=key))
+
     # --- enqueue ------------------------------------------------------------------
 
     def enqueue(
@@ -110,7 +123,7 @@ class SQLMessageStore:
         before anything is written. ``sender_limit``: the sender's own limit
         across sessions (:class:`SenderLimit`), checked in the same transaction.
         """
-        checked = validate(new, self.limits, kind, internal)
+        checked = self._keyed(new, kind, internal)
         with self._write() as w:
             self._admit(w)
             if sender_limit is not None:
@@ -137,7 +150,7 @@ class SQLMessageStore:
         checked: list[tuple[int, Checked]] = []
         for i, (new, kind) in enumerate(items):
             try:
-                checked.append((i, validate(new, self.limits, kind, False)))
+                checked.append((i, self._keyed(new, kind, False)))
             except QueueError as exc:
                 out[i] = exc
         if checked:
@@ -168,13 +181,13 @@ class SQLMessageStore:
         The filters are :meth:`claim_batch`'s (``due``: not waiting for a retry),
         so a reader can see what a claim with the same filters would take.
         """
-        return reads.peek(self._read, self.where, session, self._now(now), kinds=kinds,
-                          sources=sources, contains=contains, due=due, limit=limit,
-                          priorities=priorities)
+        return [m for m in reads.peek(
+            self._read, self.where, self.keys.key(session), self._now(now), kinds=kinds,
+            sources=sources, contains=contains, due=due, limit=limit, priorities=priorities)]
 
     def in_flight(self, session: str) -> list[Message]:
         """DELIVERING messages: what a restarted supervisor must resume (see phase)."""
-        return reads.in_flight(self._read, session)
+        return [m for m in reads.in_flight(self._read, self.keys.key(session))]
 
     def attempts(self, message_id: str) -> list[Attempt]:
         return reads.attempts(self._read, message_id)
@@ -183,11 +196,12 @@ class SQLMessageStore:
         self, session: str | None, limit: int = 200, statuses: Iterable[Status] | None = None
     ) -> list[Message]:
         """Newest first; ``session=None`` covers all sessions."""
-        return reads.history(self._read, self.where, session, limit, statuses)
+        return [m for m in reads.history(self._read, self.where,
+                                                    self._key(session), limit, statuses)]
 
     def pending_count(self, session: str | None = None) -> int:
         """Pending messages that have not expired (swept or not)."""
-        return reads.pending_count(self._read, session, self._clock())
+        return reads.pending_count(self._read, self._key(session), self._clock())
 
     def flow_started(self, correlation_id: str) -> float | None:
         """When the flow ``correlation_id`` began: the oldest message carrying
@@ -220,7 +234,7 @@ class SQLMessageStore:
             raise ValueError("batch_id must not be empty")
         with self._write() as w:
             claimed = transitions.claim_batch(
-                w, session, batch_id, max_bytes, self._now(now), kinds=kinds, sources=sources,
+                w, self.keys.key(session), batch_id, max_bytes, self._now(now), kinds=kinds, sources=sources,
                 contains=contains, limit=limit, priorities=priorities)
         return [to_message(r) for r in claimed]
 
@@ -322,7 +336,7 @@ class SQLMessageStore:
     ) -> list[events.Event]:
         """Events with ids above ``after``, oldest first (see :mod:`agentwrap.events`)."""
         with self._reading() as conn:
-            return events.since(conn, after, session=session, kinds=kinds,
+            return events.since(conn, after, session=self._key(session), kinds=kinds,
                                 subject=subject, limit=limit)
 
     def last_event_id(self) -> int:
@@ -331,5 +345,5 @@ class SQLMessageStore:
 
     def metrics(self, session: str | None) -> QueueMetrics:
         with self._reading() as conn:
-            return queue_metrics(conn, session)
+            return queue_metrics(conn, self._key(session))
 

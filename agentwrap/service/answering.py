@@ -45,7 +45,8 @@ class Answering:
         with self._lock:
             if self._store is None:
                 self._store = AnswerStore(self.paths.db_path, events_dir=self.paths.events_dir,
-                                          url=self.registry.url)  # the registry's store
+                                          url=self.registry.url,  # the registry's store
+                                          host=self.registry.host)
             return self._store
 
     def close(self) -> None:

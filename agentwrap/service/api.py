@@ -71,6 +71,12 @@ class Service:
         here that takes a session takes either: :meth:`Registry.resolve`)."""
         return self.registry.resolve(address)
 
+    def own(self, name: str) -> str:
+        """The address of this host's session ``name``, for a caller that
+        speaks for its own session (a hook, an MCP server): a bare name given to
+        the methods here may name another host's session, or several."""
+        return self.registry.keys.key(name)
+
     def _maybe(self, address: str | None) -> str | None:
         return None if address is None else self.registry.resolve(address)
 
@@ -107,7 +113,7 @@ class Service:
                             heartbeat_s=cfg.host.heartbeat_s)
         try:
             store = open_store(paths.db_path, limits, url=url, events_dir=paths.events_dir,
-                               busy_timeout_ms=wait)
+                               busy_timeout_ms=wait, host=registry.host)
         except BaseException:
             registry.close()
             raise

@@ -19,7 +19,7 @@ from ..audit import AuditLog
 from ..config import load_config
 from ..delivery import handover
 from ..delivery.handover import CONSUMABLE_KINDS, MAX_TAKE
-from ..errors import InvalidMessage, MessageNotFound, SessionNotRunning
+from ..errors import InvalidMessage, MessageNotFound, SessionNotFound, SessionNotRunning
 from ..message import Message, Phase, Priority, Source, Status
 from ..paths import Paths
 from ..queue.sanitize import check_text, sanitize
@@ -122,7 +122,7 @@ class HandOver:
             return ""
         if at_start:
             got.handed("handed at the session start; it goes to the model in the first turn")
-            handover.note_started(self.paths.started_batches(session), got.token)
+            handover.note_started(self.paths.started_batches(rec.name), got.token)
         else:
             got.delivered(self.audit)
         log(f"handed {len(got.messages)} message(s) (batch {got.token}); {got.left} still wait")
@@ -154,8 +154,12 @@ class HandOver:
     def _owned(self, session: str) -> SessionRecord:
         """The session's record, if it runs on this machine: only its own host
         hands messages over (its agent's hooks and MCP server run there; any
-        host may queue, peek and cancel)."""
-        rec = self.registry.get(session)
+        host may queue, peek and cancel). A bare name is this host's session
+        (a hook, an MCP server of it); none here: whose it is, if another's."""
+        try:
+            rec = self.registry.get(session)
+        except SessionNotFound:
+            rec = self.registry.get(self.registry.resolve(session))
         if not self.registry.here(rec):
             raise SessionNotRunning(
                 f"session {session!r} runs on host {rec.host!r}: only that host hands its"
@@ -214,7 +218,7 @@ class HandOver:
                     hint="keep the note to a line; send a message for more",
                 )
         m = self.store.get_by_prefix(message_id)
-        if m.session != session:
+        if m.session != self.registry.keys.key(session):
             raise MessageNotFound(
                 f"message {m.id} was not sent to session {session!r}",
                 hint="acknowledge only messages this session received",

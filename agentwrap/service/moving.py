@@ -23,6 +23,12 @@ The rules that keep it lossless and honest:
   store as in the old), the id counters moved past them, and before it
   commits every table is read back and compared with the source, row for
   row: a difference rolls everything back.
+* **Sessions keep their host.** A shared store names each session by its
+  key ``HOST/NAME`` (:mod:`agentwrap.queue.keys`), one machine's by its name:
+  moving to PostgreSQL prefixes each name with the host the registry ran it
+  on (this host's name for a row that has none), and moving back drops the
+  host; two hosts' sessions of one name cannot share one machine's store, so
+  that move is refused, naming them.
 * **The source is left as it was**, and no config file is edited: the user
   points the hosts at the new store (:attr:`MoveReport.next_step`) when they
   choose. Only :func:`agentwrap.queue.describe` names a store: never a password.
@@ -39,11 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from ..answers.store import AnswerStore
-from ..config import Config
+from ..config import Config, load_config
 from ..errors import StoreInUse, StoreNotEmpty, StoreUnavailable
 from ..paths import Paths
 from ..queue.backend import SCHEMES, describe, open_database, open_store, store_url
 from ..queue.database import Database
+from ..queue.keys import KEYED, SessionKeys, host_name
 from ..queue.writes import Write
 from ..sessions.registry import Registry
 
@@ -137,6 +144,43 @@ def _running(where: Place) -> list[str]:
         reg.close()
 
 
+def _rekey(got: list[tuple[Any, ...]], table: str, columns: Sequence[str], shared: bool,
+           hosts: dict[str, str], here: str) -> list[tuple[Any, ...]]:
+    """``got`` with each session named as the target names it (see the module)."""
+    column = dict(KEYED).get(table)
+    if column is None or column not in columns:
+        return got
+    at = columns.index(column)
+    host_at = columns.index("host") if table == "sessions" and "host" in columns else None
+
+    def one(row: tuple[Any, ...]) -> tuple[Any, ...]:
+        out = list(row)
+        value = str(row[at])
+        if shared:
+            host = hosts.get(value) or here
+            out[at] = value if "/" in value else f"{host}/{value}"
+            if host_at is not None and not out[host_at]:
+                out[host_at] = host
+        else:
+            out[at] = SessionKeys.split(value)[1]
+        return tuple(out)
+
+    return [one(r) for r in got]
+
+
+def _one_machine(sw: Write) -> None:
+    """Refuse moving two hosts' sessions of one name into one machine's store."""
+    names: dict[str, list[str]] = {}
+    for (key,) in sw.conn.execute("SELECT name FROM sessions").fetchall():
+        names.setdefault(SessionKeys.split(str(key))[1], []).append(str(key))
+    twice = sorted(", ".join(sorted(v)) for v in names.values() if len(v) > 1)
+    if twice:
+        raise StoreNotEmpty(
+            f"sessions of several hosts have one name ({'; '.join(twice)}): one machine's"
+            " store keeps one session of each name; nothing was copied",
+            hint="move into another PostgreSQL store, or end and remove one of them first")
+
+
 def _hold_still(w: Write, shared: bool, mode: str) -> None:
     """On PostgreSQL, lock every table for the rest of the transaction
     (SQLite's write transaction already holds every writer off). The move's
@@ -220,9 +264,19 @@ def migrate(source: Place, target: Place, paths: Paths | None = None) -> MoveRep
                 hint="move into an empty store (a new database or schema, or a SQLite path"
                 " that does not exist yet); move an old SQLite file aside first (mv FILE"
                 " FILE.old)")
+        hosts: dict[str, str] = {}
+        if dst.shared != src.shared:
+            if src.shared:
+                _one_machine(sw)
+            else:
+                hosts = {str(n): str(h) for n, h in sw.conn.execute(
+                    "SELECT name, host FROM sessions").fetchall() if h}
+        here = host_name(load_config(paths).host.name if paths is not None else "")
         for table, key in TABLES:
             columns = _columns(src, dst, table)
             got = _rows(sw, table, columns, key)
+            if dst.shared != src.shared:
+                got = _rekey(got, table, columns, dst.shared, hosts, here)
             marks = ", ".join("?" * len(columns))
             insert = (f"INSERT INTO {table} ({', '.join(columns)})"
                       f"{' OVERRIDING SYSTEM VALUE' if dst.shared else ''} VALUES ({marks})")

@@ -67,7 +67,8 @@ class Reading:
                     State.STARTING: "agent starting", State.EXITED: "agent exited",
                     }.get(rec.state, str(rec.state))
 
-        at_start = set(handover.started(self.paths.started_batches(session)))
+        here = self.registry.local(session)  # the start hook's batches are kept on its host
+        at_start = set(handover.started(self.paths.started_batches(here))) if here else set()
 
         def going(m: Message) -> str:
             if m.batch_id in at_start:

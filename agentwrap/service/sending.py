@@ -121,7 +121,7 @@ class Sending:
         message, created = self.store.enqueue(new, kind=kind, sender_limit=sender_limit)
         if created:
             self.audit.write(**_queued_line(message))
-        wake(self.paths, new.session)
+        self._wake(new.session)
         return Sent(message, created, supervised=rec.liveness != "stale")
 
     def send_many(self, news: Sequence[NewMessage]) -> list[Sent | AgentwrapError]:
@@ -160,8 +160,15 @@ class Sending:
             out[i] = Sent(message, created, supervised=rec.liveness != "stale")
         self.audit.write_many(lines)
         for session in stored:
-            wake(self.paths, session)
+            self._wake(session)
         return [r for r in out if r is not None]  # every slot was filled above
+
+    def _wake(self, session: str) -> None:
+        """Wake the session's supervisor if it runs here (another host's
+        supervisor wakes on the store's NOTIFY)."""
+        here = self.registry.local(session)
+        if here is not None:
+            wake(self.paths, here)
 
     def _addressed(self, new: NewMessage) -> NewMessage:
         """``new`` for the session its address names (``NAME`` or
@@ -231,7 +238,7 @@ class Sending:
         if rec.ended is not None:
             raise SessionNotRunning(f"session {caller!r} (the sender) has ended")
         target = self.registry.resolve(target)  # NAME or HOST/NAME
-        if target == caller:
+        if self.registry.keys.key(target) == self.registry.keys.key(caller):
             raise InvalidMessage("an agent cannot send a message to its own session",
                                  hint="list_sessions shows the other sessions")
         try:

@@ -41,7 +41,7 @@ class Sessions:
     def listed(self, include_ended: bool = False) -> list[SessionView]:
         """Every session (running and stale; ended ones too if asked), oldest
         first, with its pending count."""
-        return [SessionView(r, self.store.pending_count(r.name))
+        return [SessionView(r, self.store.pending_count(self.registry.address(r)))
                 for r in self.registry.list(include_ended=include_ended)]
 
     def state(self, name: str) -> SessionRecord:
@@ -55,20 +55,21 @@ class Sessions:
         log), so a state shorter than a reader's wake-up is still seen."""
         return self.registry.transitions(name, after_id)
 
-    def _screen_here(self, name: str) -> None:
-        """Refuse the screen of another host's session: its supervisor keeps it
-        in that machine's runtime dir (a file here of the same name is not it)."""
+    def _screen_here(self, name: str) -> str:
+        """The session's name here; refuse the screen of another host's
+        session: its supervisor keeps it in that machine's runtime dir (a file
+        here of the same name is not it)."""
         rec = self.registry.get(name)
         if not self.registry.here(rec):
             raise SessionNotRunning(
                 f"the screen of {name!r} is kept on its host {rec.host!r}",
                 hint=f"ask there: `agentwrap state {name} --screen` on {rec.host}, or its"
                 " `agentwrap serve`")
+        return rec.name
 
     def screen(self, name: str) -> str:
         """The screen the session's last verdict was based on (to debug a profile)."""
-        self._screen_here(name)
-        path = self.paths.runtime_dir / f"{name}.screen"
+        path = self.paths.runtime_dir / f"{self._screen_here(name)}.screen"
         if not path.exists():
             raise SessionNotRunning(f"no screen recorded for {name!r} yet")
         return path.read_text(encoding="utf-8")
@@ -81,9 +82,9 @@ class Sessions:
         plain screen gets that, uncoloured."""
         from ..terminal.styles import DOCUMENT_SUFFIX, Screen, read_document, rows_from_text
 
-        self._screen_here(name)
+        here = self._screen_here(name)
         try:
-            got = read_document((self.paths.runtime_dir / f"{name}{DOCUMENT_SUFFIX}").read_bytes())
+            got = read_document((self.paths.runtime_dir / f"{here}{DOCUMENT_SUFFIX}").read_bytes())
         except FileNotFoundError:
             got = None
         if got is not None:
@@ -99,7 +100,8 @@ class Sessions:
         from ..terminal.styles import DOCUMENT_SUFFIX
 
         if session is not None:
-            candidates = [self.paths.runtime_dir / f"{session}{DOCUMENT_SUFFIX}"]
+            here = self.registry.local(session)  # another host's screens are kept there
+            candidates = [self.paths.runtime_dir / f"{here}{DOCUMENT_SUFFIX}"] if here else []
         else:
             try:
                 candidates = [p for p in self.paths.runtime_dir.iterdir()

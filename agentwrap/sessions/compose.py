@@ -108,7 +108,8 @@ def build_supervisor(
             start_hook = awaits_start_hook(paths, rec.name, rec.started)
     store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
     store.listen(wake=_woken_by_other_hosts(paths))
-    answers = AnswerStore(paths.db_path, events_dir=paths.events_dir, url=registry.url)
+    answers = AnswerStore(paths.db_path, events_dir=paths.events_dir, url=registry.url,
+                          host=registry.host)
     shared = SharedStores(store, answers)
     try:
         parts: list[Part] = []

@@ -23,23 +23,20 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import socket
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ..errors import ConfigError, InvalidMessage, StoreError
-from ..paths import check_session_name
+from ..errors import StoreError
 from ..queue.backend import open_database, open_store
 from ..queue.database import Database
+from ..queue.keys import HOST_ENV as ENV  # noqa: F401  (tests and the CLI read it here)
+from ..queue.keys import host_name as host_name
 from ..queue.store import MessageStore
 
 log = logging.getLogger("agentwrap.hosts")
-ENV = "AGENTWRAP_HOST_NAME"
 DEADLINE_PERIODS = 3  # a host is unreachable after this many of its periods without a beat
 
 SCHEMA = """
@@ -51,21 +48,6 @@ CREATE TABLE IF NOT EXISTS hosts (
 )
 """
 NAMES = ("hosts",)
-
-
-def host_name(configured: str = "", env: Mapping[str, str] | None = None) -> str:
-    """This host's name: ``AGENTWRAP_HOST_NAME``, else ``[host] name``, else the
-    hostname's first label (made a valid name: other characters become '-')."""
-    given = ((os.environ if env is None else env).get(ENV, "") or configured).strip()
-    if given:
-        try:
-            return check_session_name(given)
-        except InvalidMessage as exc:
-            raise ConfigError(f"invalid host name {given!r} ({ENV} or [host] name)",
-                              hint=exc.hint) from None
-    label = socket.gethostname().split(".")[0]
-    name = re.sub(r"[^A-Za-z0-9._-]", "-", label).lstrip("._-")[:64]
-    return name or "host"
 
 
 @dataclass(frozen=True)

@@ -441,8 +441,8 @@ def adopt(paths: Paths, name: str) -> int:
     """Start a new supervisor for a tmux session whose supervisor is gone."""
     registry = open_registry(paths)
     try:
-        name = registry.resolve(name)  # NAME or HOST/NAME
-        rec = _here(registry, registry.get(name))
+        rec = _here(registry, registry.get(registry.resolve(name)))  # NAME or HOST/NAME
+        name = rec.name  # this host's session: its tmux session and files here
         if rec.supervisor_alive:
             return rec.supervisor_pid or 0
         if rec.backend != "tmux":
@@ -462,8 +462,9 @@ def attach(paths: Paths, name: str) -> int:
     code if it ended while attached, else 0 (detached)."""
     registry = open_registry(paths)
     try:
-        name = registry.resolve(name)  # NAME or HOST/NAME
-        rec = _here(registry, registry.get(name))
+        address = registry.resolve(name)  # NAME or HOST/NAME: what adopt takes again
+        rec = _here(registry, registry.get(address))
+        name = rec.name  # this host's session: its tmux session here
         if rec.backend != "tmux":
             raise SessionNotRunning(
                 f"{name!r} runs under the pty backend: it is attached to the terminal that started it"
@@ -472,7 +473,7 @@ def attach(paths: Paths, name: str) -> int:
             raise SessionNotRunning(f"{name!r} has ended (exit code {rec.exit_code})")
     finally:
         registry.close()
-    adopt(paths, name)
+    adopt(paths, address)
     socket = str(tmux_socket_of(paths, rec))
     env = dict(os.environ)
     env.pop("TMUX", None)  # attaching from inside another tmux is fine: it's another server

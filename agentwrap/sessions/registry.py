@@ -29,10 +29,11 @@ from typing import Any
 from .. import events
 from ..config import Config, HostConfig, load_config
 from ..detect.states import State
-from ..errors import InvalidMessage, SessionNameTaken, SessionNotFound
+from ..errors import InvalidMessage, SessionAmbiguous, SessionNameTaken, SessionNotFound
 from ..paths import Paths, check_session_name
 from ..queue import db
 from ..queue.backend import open_database, store_url
+from ..queue.keys import SessionKeys
 from ..queue.writes import Write
 from ..session_options import SessionOptions
 from ..terminal.proctree import alive, start_time
@@ -168,6 +169,7 @@ _TRANSITION_COLUMNS = [f.name for f in fields(Transition)]
 
 def _row_to_record(row: events.Row) -> SessionRecord:
     data = {k: row[k] for k in _COLUMNS}
+    data["name"] = SessionKeys.split(data["name"])[1]  # a shared store's key is HOST/NAME
     data["command"] = json.loads(data["command"])
     data["options"] = SessionOptions.from_json(json.loads(data["options"] or "{}"))
     data["question"] = json.loads(data["question"]) if data.get("question") else None
@@ -202,6 +204,8 @@ class Registry:
         except BaseException:
             self.db.close()
             raise
+        # a shared store keys its rows HOST/NAME: two hosts may each run a `dev`
+        self.keys = SessionKeys(self.host, self.db.shared)
 
     def _add_missing_columns(self) -> None:
         """A registry made by an older agentwrap gains the columns added since
@@ -271,18 +275,20 @@ class Registry:
                       host=rec.host or self.host)
         if self.db.shared:  # registering: this host is up (its supervisor beats from now on)
             hosts.beat(self.db, self.host, self.heartbeat_s, now)
+        key = self.keys.key(rec.name)
         with self.db.write() as w:
-            w.take_turns(f"session:{rec.name}")  # hosts registering one name
+            w.take_turns(f"session:{key}")  # processes registering one name on one host
             conn = w.conn
-            row = conn.execute("SELECT * FROM sessions WHERE name=?", (rec.name,)).fetchone()
+            row = conn.execute("SELECT * FROM sessions WHERE name=?", (key,)).fetchone()
             if row is not None:
                 (old,) = self._judged([_row_to_record(row)])
                 if old.liveness in ("running", "unreachable"):
                     where = "" if old.host in ("", self.host) else f" on host {old.host!r}"
                     raise SessionNameTaken(f"a session named {rec.name!r} is already running{where}")
-                conn.execute("DELETE FROM sessions WHERE name=?", (rec.name,))
-                conn.execute("DELETE FROM state_transitions WHERE session=?", (rec.name,))
+                conn.execute("DELETE FROM sessions WHERE name=?", (key,))
+                conn.execute("DELETE FROM state_transitions WHERE session=?", (key,))
             values = [getattr(rec, c) for c in _COLUMNS]
+            values[_COLUMNS.index("name")] = key
             values[_COLUMNS.index("state")] = rec.state.value
             values[_COLUMNS.index("command")] = json.dumps(rec.command)
             values[_COLUMNS.index("options")] = json.dumps(rec.options.to_json())
@@ -294,32 +300,78 @@ class Registry:
             conn.execute(
                 "INSERT INTO state_transitions (session, at, state, signal, rule, reason,"
                 " evidence, quiet_ms, draft) VALUES (?,?,?,?,?,?,?,?,?)",
-                (rec.name, now, rec.state.value, "process", "launch", "just launched", "", 0, 0),
+                (key, now, rec.state.value, "process", "launch", "just launched", "", 0, 0),
             )
-            w.event(now, rec.name, "session.state", "", state=rec.state.value,
+            w.event(now, key, "session.state", "", state=rec.state.value,
                     reason="just launched", signal="process", rule="launch")
         return rec
 
     def get(self, name: str) -> SessionRecord:
-        rows = self._read("SELECT * FROM sessions WHERE name=?", (name,))
+        """The session ``name`` (this host's) or ``HOST/NAME`` (a shared store's)."""
+        rows = self._read("SELECT * FROM sessions WHERE name=?", (self.keys.key(name),))
         if not rows:
             raise SessionNotFound(f"no session named {name!r}")
         return self._judged([_row_to_record(rows[0])])[0]
 
     def resolve(self, address: str) -> str:
-        """The session name ``address`` names: ``NAME``, or ``HOST/NAME`` (the
-        session must run on HOST: a name is unique across the hosts of a store,
-        the host part is checked, never guessed). Anything else is returned as
-        it is, so an unknown name is reported as before."""
+        """The session ``address`` names, as every store call takes it: on a
+        shared store its key ``HOST/NAME`` (:mod:`agentwrap.queue.keys`), on
+        SQLite its name. Resolving the result again gives it back.
+
+        ``HOST/NAME``: the session must be on HOST (the host part is checked,
+        never guessed; on SQLite, one machine, every session is this one's).
+        A bare ``NAME`` is the one session of that name whatever its host,
+        and several hosts' sessions of that name are :class:`SessionAmbiguous`,
+        listing them (ended ones count only when no running one has the name).
+        Anything else is returned as it is, so an unknown name is reported as before."""
         host, sep, name = address.rpartition("/")
-        if not sep or not (_valid_name(host) and _valid_name(name)):
-            return address  # no address of a host: a name, found or not as it is
-        rec = self.get(name)
-        runs_on = rec.host or self.host
-        if runs_on != host:
-            raise SessionNotFound(f"no session {name!r} on host {host!r}",
-                                  hint=f"{name!r} runs on host {runs_on!r}: {runs_on}/{name}")
-        return name
+        if sep and not (_valid_name(host) and _valid_name(name)):
+            return address
+        if not self.db.shared:
+            if not sep:
+                return address
+            rec = self.get(name)
+            runs_on = rec.host or self.host
+            if runs_on != host:
+                raise SessionNotFound(f"no session {name!r} on host {host!r}",
+                                      hint=f"{name!r} runs on host {runs_on!r}: {runs_on}/{name}")
+            return name
+        if sep:
+            if self.find(address) is None:
+                others = sorted(f"{r.host}/{r.name}" for r in self._named(name) if r.host)
+                raise SessionNotFound(
+                    f"no session {name!r} on host {host!r}",
+                    hint=None if not others else f"{name!r} runs on {', '.join(others)}"
+                    if len(others) > 1 else
+                    f"{name!r} runs on host {others[0].split('/')[0]!r}: {others[0]}")
+            return address
+        found = self._named(name)
+        live = [r for r in found if r.ended is None]
+        found = live or found
+        if len(found) > 1:
+            where = sorted(f"{r.host}/{r.name}" for r in found)
+            raise SessionAmbiguous(
+                f"several hosts have a session named {name!r}: {', '.join(where)}", where,
+                hint=f"name one of them HOST/NAME: {where[0]}")
+        return f"{found[0].host}/{name}" if found and found[0].host else name
+
+    def _named(self, name: str) -> builtins.list[SessionRecord]:
+        """Every host's session named ``name`` (a shared store: keys end in /NAME)."""
+        rows = self._read("SELECT name, host, ended FROM sessions")
+        return [SessionRecord(name=name, profile="", backend="", command=[], cwd="",
+                              started=0.0, host=r["host"] or SessionKeys.split(r["name"])[0],
+                              ended=r["ended"])
+                for r in rows if SessionKeys.split(r["name"])[1] == name]
+
+    def address(self, rec: SessionRecord) -> str:
+        """What the stores call ``rec``'s session: ``HOST/NAME`` on a shared
+        store (its key), its name on SQLite."""
+        return f"{rec.host}/{rec.name}" if self.db.shared and rec.host else rec.name
+
+    def local(self, address: str) -> str | None:
+        """The name of ``address``'s session if it is this host's, else None
+        (:meth:`SessionKeys.local`): what its files and sockets here are named."""
+        return self.keys.local(address)
 
     def find(self, name: str) -> SessionRecord | None:
         try:
@@ -335,7 +387,7 @@ class Registry:
     def update(self, name: str, **changes: Any) -> None:
         if not changes:
             return
-        sql, params = self._update_sql(name, changes)
+        sql, params = self._update_sql(self.keys.key(name), changes)
         self.db.execute(sql, params)
 
     @staticmethod
@@ -387,9 +439,10 @@ class Registry:
             self.update(name, **changes)
             return
         changes["state_since"] = now
+        key = self.keys.key(name)
         with self.db.write() as w:
-            w.conn.execute(*self._update_sql(name, changes))
-            self._transition(w, name, now, state.value, signal, rule, reason, evidence, quiet_ms,
+            w.conn.execute(*self._update_sql(key, changes))
+            self._transition(w, key, now, state.value, signal, rule, reason, evidence, quiet_ms,
                              draft, question)
 
     @staticmethod
@@ -415,7 +468,7 @@ class Registry:
     def transitions(self, name: str, after_id: int = 0) -> builtins.list[Transition]:
         rows = self._read(
             "SELECT * FROM state_transitions WHERE session = ? AND id > ? ORDER BY id",
-            (name, after_id),
+            (self.keys.key(name), after_id),
         )
         return [Transition(**{**{k: r[k] for k in _TRANSITION_COLUMNS}, "draft": bool(r["draft"])})
                 for r in rows]
@@ -424,6 +477,7 @@ class Registry:
         """Record the end (once: a second call changes the record, adds no event)."""
         now = time.time()
         reason = f"process exited with code {exit_code}"
+        name = self.keys.key(name)  # the row's key from here on
         with self.db.write() as w:
             w.take_turns(f"session:{name}")  # one end, one event
             row = w.conn.execute("SELECT ended FROM sessions WHERE name=?", (name,)).fetchone()

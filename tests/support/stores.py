@@ -28,11 +28,14 @@ class StoreTarget:
     where: str
 
     def open(self, limits: QueueLimits = DEFAULT_LIMITS,
-             clock: Callable[[], float] = time.time, **kw: Any) -> SQLMessageStore:
+             clock: Callable[[], float] = time.time, *, host: str | None = None,
+             **kw: Any) -> SQLMessageStore:
+        """The message store; ``host``: the host it is opened as (a shared
+        store's only: SQLite is one machine's, whatever it is called)."""
         if self.backend == "postgres":
             from agentwrap.queue.postgres import PostgresMessageStore
 
-            return PostgresMessageStore(self.where, limits, clock, **kw)
+            return PostgresMessageStore(self.where, limits, clock, host=host, **kw)
         from agentwrap.queue.sqlite import SQLiteMessageStore
 
         return SQLiteMessageStore(Path(self.where), limits, clock, **kw)

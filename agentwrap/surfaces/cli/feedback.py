@@ -124,12 +124,14 @@ def _printer(as_json: bool) -> Any:
 
 
 def _check_session(name: str) -> str:
-    """The running session ``name`` (NAME or HOST/NAME) names: its name."""
+    """The running session ``name`` (NAME or HOST/NAME) names, as the service
+    names it from here on (on a shared store HOST/NAME: whose it is)."""
     with open_service() as svc:
         rec = svc.state(name)
+        address = svc.session_name(name)
     if rec.ended is not None:
         raise SessionNotRunning(f"session {name!r} has ended", hint="`agentwrap ls`")
-    return rec.name
+    return address
 
 
 def _wait_for_interrupt(stop: threading.Event) -> None:

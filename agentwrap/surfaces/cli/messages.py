@@ -65,7 +65,8 @@ def cmd_send(args: argparse.Namespace) -> int:
 
 
 def _send(svc: Service, args: argparse.Namespace) -> int:
-    args.name = svc.state(args.name).name  # unknown: the first thing to hear; HOST/NAME: NAME
+    svc.state(args.name)  # unknown: the first thing to hear
+    args.name = svc.session_name(args.name)  # HOST/NAME on a shared store: whose it is
     try:
         metadata = json.loads(args.metadata) if args.metadata else {}
     except ValueError as exc:

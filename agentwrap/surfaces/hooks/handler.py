@@ -398,12 +398,14 @@ def _keep_answer(run: HookRun, hq: HookQuestion, how: str) -> None:
     from ...answers.store import AnswerStore
     from ...config import load_config
     from ...queue.backend import store_url
+    from ...queue.keys import host_name
 
-    url = store_url(load_config(run.paths).store.url)  # the answers are where the queue is
+    cfg = load_config(run.paths)
+    url = store_url(cfg.store.url)  # the answers are where the queue is
     if not url and not run.paths.db_path.is_file():
         raise StoreUnavailable(f"no store at {run.paths.db_path}")
     store = AnswerStore(run.paths.db_path, events_dir=run.paths.events_dir, url=url,
-                        busy_timeout_ms=KEEP_BUSY_TIMEOUT_MS)
+                        busy_timeout_ms=KEEP_BUSY_TIMEOUT_MS, host=host_name(cfg.host.name))
     try:
         store.given(run.session, hq.id, HookAnswer(hq.decision),
                     f"{how} through the agent's hook by rule {hq.rule!r}",
@@ -446,7 +448,7 @@ def acknowledge(
     from ...message import Status
 
     done: list[str] = []
-    for entry in service.history(session, limit=200):
+    for entry in service.history(service.own(session), limit=200):
         m = entry.message
         if (m.batch_id not in tokens or m.status is not Status.DELIVERED
                 or entry.channel != CHANNEL):

@@ -365,7 +365,7 @@ def for_session(paths: Paths, session: str) -> HookServer | None:
     from ...sessions.hook_requests import hook_socket
 
     with Service.open(paths) as svc:
-        rec = svc.state(session)
+        rec = svc.state(svc.own(session))
     if not rec.options.has_hooks():
         return None
     path = hook_socket(paths, session)

@@ -33,6 +33,7 @@ from ...errors import (
     QueueError,
     QueueFull,
     RateLimited,
+    SessionAmbiguous,
     SessionNameTaken,
     SessionNotFound,
     SessionNotRunning,
@@ -66,6 +67,7 @@ STATUS: dict[type[AgentwrapError], tuple[int, str]] = {
     MessageNotFound: (404, "Message not found"),
     SessionNotRunning: (409, "Session not running"),
     SessionNameTaken: (409, "Session name taken"),
+    SessionAmbiguous: (409, "Session name ambiguous"),
     MessageNotPending: (409, "Message not pending"),
     IdempotencyConflict: (409, "Idempotency key reused with other content"),
     NoOpenQuestion: (409, "No open question"),
@@ -103,6 +105,8 @@ def agentwrap_error(request: Request, exc: AgentwrapError, limits: QueueLimits) 
     headers: dict[str, str] | None = None
     if isinstance(exc, SessionNotFound):
         extra["sessionId"] = address_of(request.path_params)
+    elif isinstance(exc, SessionAmbiguous):
+        extra["candidates"] = exc.candidates
     elif isinstance(exc, MessageNotFound):
         extra["messageId"] = request.path_params.get("message_id")
     elif isinstance(exc, RateLimited):

@@ -140,7 +140,7 @@ def _out(m: Message) -> InputMessage:
 
 def _due_events(svc: Service, *, after: int, session: str) -> list[Event]:
     """The session's events after ``after`` that can have made a message due."""
-    return svc.events(after, session, kinds=WAKE_KINDS)
+    return svc.events(after, svc.own(session), kinds=WAKE_KINDS)
 
 
 def _tool_error(exc: AgentwrapError) -> ToolError:

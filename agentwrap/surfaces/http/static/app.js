@@ -469,8 +469,16 @@
 
   // --- events ---------------------------------------------------------------------------
 
+  /* An event names its session as the store keys it: HOST/NAME on a shared
+   * store (issue 23), the name on one machine; the model keys sessions by name. */
+  function nameOf(session) {
+    if (!session || !String(session).includes('/')) return session;
+    const s = model.sessions.find((x) => `${x.host}/${x.name}` === session);
+    return s ? s.name : String(session).slice(String(session).lastIndexOf('/') + 1);
+  }
+
   function onEvent(ev) {
-    const name = ev.session;
+    const name = nameOf(ev.session);
     const type = String(ev.type || '');
     if (type === 'session.screen') { // often: only the screen on show is fetched again
       const digest = ev.data && ev.data.digest;
