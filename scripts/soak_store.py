@@ -185,8 +185,11 @@ class Soak:
         big = 10 * cfg.messages + 10_000
         self.hosts = [make_host(work / h[0], h, url, big) for h in HOSTS]
         self.names = [f"s{i:02d}" for i in range(cfg.sessions)]
+        self.key_of: dict[str, str] = {}  # agent -> its session's key in the store, HOST/NAME
         for i, name in enumerate(self.names):
-            self.hosts[i % len(self.hosts)].sessions.append(name)
+            host = self.hosts[i % len(self.hosts)]
+            host.sessions.append(name)
+            self.key_of[name] = f"{host.name}/{name}"
         (work / "agents").mkdir()
         self.seen_pids: set[int] = set()
 
@@ -360,7 +363,7 @@ class Soak:
             lines = log.read_text().splitlines() if log.exists() else []
             for line in lines:
                 for tag in TAG.findall(json.loads(line)["text"]):
-                    typed.setdefault(tag, []).append(name)
+                    typed.setdefault(tag, []).append(self.key_of[name])
         res.typed_tags = len(typed)
         for tag, where in typed.items():
             if len(where) > 1:

@@ -141,7 +141,7 @@ def test_a_cut_host_is_unreachable_its_messages_wait_and_are_delivered_once_when
                   what="delivered on beta over the veth")
     reg = alpha.registry()
     try:
-        rec = reg.get("b1")
+        rec = reg.get("beta/b1")
     finally:
         reg.close()
     supervisor = (rec.supervisor_pid, rec.supervisor_start)

@@ -314,7 +314,7 @@ def test_a_host_cut_off_mid_transaction_holds_no_other_host_up(
         assert store.get(json.loads(done.stdout)["id"]).status is Status.PENDING
         _, err = cut_off.communicate(timeout=60)  # its connection ended by the server
         assert cut_off.returncode != 0 and "cannot use the store" in err
-        assert [m.content for m in store.peek("nobody")] == ["from beta"]
+        assert [m.content for m in store.peek("beta/nobody")] == ["from beta"]
     finally:
         cut_off.kill()
         cut_off.wait()

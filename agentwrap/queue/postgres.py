@@ -539,9 +539,17 @@ class PostgresMessageStore(SQLMessageStore):
     def listen(self, wake: Callable[[str], object] | None = None) -> None:
         """Commits of every host wake this host's readers: :class:`NotifyBridge`
         (one per process and events dir, started on first use); ``wake``: called
-        with each session another commit gave work (a supervisor's wake-up)."""
-        if self.events_dir is not None:
-            NotifyBridge.start(self.url, self.events_dir, wake)
+        with the name of each of this host's sessions another commit gave work
+        (a supervisor's wake-up; the NOTIFY names session keys, ``HOST/NAME``)."""
+        if self.events_dir is None:
+            return
+        local = self.keys.local
+
+        def woken(key: str) -> object:
+            name = local(key)
+            return name is not None and wake is not None and wake(name)
+
+        NotifyBridge.start(self.url, self.events_dir, woken if wake is not None else None)
 
     def check_integrity(self) -> None:
         """The server answers (PostgreSQL checks its own pages)."""
