@@ -253,12 +253,13 @@ def step_events(be: Backend, sender: Sender, args: argparse.Namespace) -> dict[s
 def send_one(be: Backend, sender: Sender, i: int, timeout: float) -> tuple[float, float]:
     """One message from alpha to one of beta's sessions: (-> first byte, -> delivered seen)."""
     name = be.b.names[i % len(be.b.names)]
+    address = f"beta/{name}" if be.url else name  # beta's session, from alpha
     stamps = Stamps(be.b.stamps_file(name))
     reg = sender.service.registry
-    wait_until(lambda: (r := reg.find(name)) is not None and r.state == "ready", timeout,
-               f"{name} ready", poll=0.01)
+    wait_until(lambda: (r := reg.find(address)) is not None and r.state == "ready", timeout,
+               f"{address} ready", poll=0.01)
     t0 = time.monotonic()
-    mid = sender.send(name, f"cross-host message {i:05d} from alpha")
+    mid = sender.send(address, f"cross-host message {i:05d} from alpha")
     first = wait_until(lambda: stamps.first_after(t0), timeout, f"the first byte at {name}",
                        poll=0.001)
     final = wait_until(lambda: (m := sender.service.store.get(mid)).status.terminal and m,
