@@ -16,13 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import AwEnv, make_aw
+from conftest import AwEnv
+from support import hosts_kit
 from support.waiting import wait_for
 
 from agentwrap.message import NewMessage
-from agentwrap.queue.backend import ENV as STORE_ENV
 from agentwrap.queue.postgres import NOTIFY_BYTES, PostgresMessageStore, wake_payloads
-from agentwrap.sessions.hosts import ENV as HOST_ENV
 
 
 def test_notify_payloads_name_each_session_once_and_fit() -> None:
@@ -70,13 +69,9 @@ def test_another_hosts_enqueue_calls_this_hosts_wake_with_the_session(
 
 @pytest.fixture
 def two_hosts(pg_url: str) -> Iterator[tuple[AwEnv, AwEnv]]:
-    with make_aw() as alpha, make_aw() as beta:
-        for aw, name in ((alpha, "alpha"), (beta, "beta")):
-            aw.env.update({STORE_ENV: pg_url, HOST_ENV: name})
-            aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-            # beta's safety poll of the queue is far off: only a wake-up delivers soon
-            aw.paths.config_file.write_text("[run]\nidle_tick_s = 600\n")
-        yield alpha, beta
+    # beta's safety poll of the queue is far off: only a wake-up delivers soon
+    with hosts_kit.two_hosts(pg_url, None, "[run]\nidle_tick_s = 600\n") as hosts:
+        yield hosts
 
 
 def test_a_send_from_another_host_wakes_the_settled_owner(

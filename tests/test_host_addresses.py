@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import pytest
 from conftest import AwEnv
+from support import hosts_kit
 from support.http_kit import in_process
 from support.records import record
 
@@ -25,7 +26,6 @@ from agentwrap.errors import (
     SessionNotRunning,
 )
 from agentwrap.message import NewMessage, Source
-from agentwrap.queue.backend import ENV as STORE_ENV
 from agentwrap.service import Service
 from agentwrap.sessions import hosts
 from agentwrap.sessions.hosts import ENV as HOST_ENV
@@ -38,12 +38,7 @@ def two_hosts(aw: AwEnv, pg_url: str, sleeper: subprocess.Popen[bytes],
               monkeypatch: pytest.MonkeyPatch) -> Iterator[AwEnv]:
     """This process (and ``aw``'s CLI) is host alpha with session a1; beta, up,
     has b1 with a state change logged. Both records name a live supervisor."""
-    for env in (aw.env, None):
-        if env is None:
-            monkeypatch.setenv(STORE_ENV, pg_url)
-            monkeypatch.setenv(HOST_ENV, "alpha")
-        else:
-            env.update({STORE_ENV: pg_url, HOST_ENV: "alpha"})
+    hosts_kit.be_host(aw, monkeypatch, pg_url, "alpha")
     live = {"supervisor_pid": sleeper.pid, "supervisor_start": start_time(sleeper.pid)}
     alpha = Registry(aw.paths.db_path, url=pg_url, host="alpha")
     beta = Registry(aw.paths.db_path, url=pg_url, host="beta")

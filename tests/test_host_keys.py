@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import AwEnv, make_aw
+from conftest import AwEnv
+from support import hosts_kit
 from support.http_kit import in_process
 from support.records import record
 from support.stores import StoreTarget
@@ -200,12 +201,7 @@ def test_http_and_cli_refuse_a_bare_name_two_hosts_have(
     aw: AwEnv, pg_url: str, sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     live = {"supervisor_pid": sleeper.pid, "supervisor_start": start_time(sleeper.pid)}
-    for env in (aw.env, None):
-        if env is None:
-            monkeypatch.setenv(STORE_ENV, pg_url)
-            monkeypatch.setenv(HOST_ENV, "alpha")
-        else:
-            env.update({STORE_ENV: pg_url, HOST_ENV: "alpha"})
+    hosts_kit.be_host(aw, monkeypatch, pg_url, "alpha")
     for host in ("alpha", "beta"):
         reg = StoreTarget("postgres", pg_url).registry(host=host)
         try:
@@ -296,12 +292,8 @@ def test_start_context_handed_over_for_host_slash_name_is_noted_here(
 
 @pytest.fixture
 def two_hosts(pg_url: str) -> Iterator[tuple[AwEnv, AwEnv]]:
-    with make_aw() as alpha, make_aw() as beta:
-        for aw, name in ((alpha, "alpha"), (beta, "beta")):
-            aw.env.update({STORE_ENV: pg_url, HOST_ENV: name})
-            aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-            aw.paths.config_file.write_text("[host]\nheartbeat_s = 0.3\n")
-        yield alpha, beta
+    with hosts_kit.two_hosts(pg_url) as hosts:
+        yield hosts
 
 
 def test_two_hosts_each_run_dev_and_get_only_their_own_messages(

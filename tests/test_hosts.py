@@ -16,7 +16,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import AwEnv, make_aw
+from conftest import AwEnv
+from support import hosts_kit
+from support.hosts_kit import ls
 from support.http_kit import in_process
 from support.records import record
 
@@ -138,16 +140,10 @@ def test_sqlite_knows_one_machine_and_writes_no_heartbeat(
 
 @pytest.fixture
 def two_hosts(pg_url: str) -> Iterator[tuple[AwEnv, AwEnv]]:
-    with make_aw() as alpha, make_aw() as beta:
-        for aw, name in ((alpha, "alpha"), (beta, "beta")):
-            aw.env.update({STORE_ENV: pg_url, ENV: name})
-            aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-            aw.paths.config_file.write_text("[host]\nheartbeat_s = 0.3\n")
-        yield alpha, beta
+    with hosts_kit.two_hosts(pg_url) as hosts:
+        yield hosts
 
 
-def ls(aw: AwEnv) -> dict[str, dict[str, object]]:
-    return {d["name"]: d for d in json.loads(aw.cli("ls", "--json", check=True).stdout)}
 
 
 def test_one_ls_shows_both_hosts_and_a_silent_one_as_unreachable(

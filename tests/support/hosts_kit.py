@@ -5,20 +5,45 @@ heartbeat, and what the tests read of them."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from conftest import AwEnv
+import pytest
+from conftest import AwEnv, make_aw
 
 from agentwrap.queue.backend import ENV as STORE_ENV
 from agentwrap.sessions.hosts import ENV as HOST_ENV
 
 
-def as_host(aw: AwEnv, name: str, url: str, heartbeat_s: float = 0.3) -> AwEnv:
-    """``aw`` becomes host ``name`` of the store at ``url``, beating every ``heartbeat_s``."""
+def as_host(aw: AwEnv, name: str, url: str, heartbeat_s: float | None = 0.3,
+            config: str = "") -> AwEnv:
+    """``aw`` becomes host ``name`` of the store at ``url``, beating every
+    ``heartbeat_s`` (None: the default period), with ``config`` in its config file."""
     aw.env.update({STORE_ENV: url, HOST_ENV: name})
     aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-    aw.paths.config_file.write_text(f"[host]\nheartbeat_s = {heartbeat_s}\n")
+    beat = f"[host]\nheartbeat_s = {heartbeat_s}\n" if heartbeat_s is not None else ""
+    aw.paths.config_file.write_text(config + beat)
     return aw
+
+
+@contextmanager
+def two_hosts(url: str, heartbeat_s: float | None = 0.3,
+              config: str = "") -> Iterator[tuple[AwEnv, AwEnv]]:
+    """Hosts ``alpha`` and ``beta`` of the store at ``url`` (see :func:`as_host`)."""
+    with make_aw() as alpha, make_aw() as beta:
+        yield (as_host(alpha, "alpha", url, heartbeat_s, config),
+               as_host(beta, "beta", url, heartbeat_s, config))
+
+
+def be_host(aw: AwEnv, monkeypatch: pytest.MonkeyPatch, url: str, name: str) -> None:
+    """This test process and ``aw``'s CLI are host ``name`` of the store at ``url``."""
+    for env in (aw.env, None):
+        if env is None:
+            monkeypatch.setenv(STORE_ENV, url)
+            monkeypatch.setenv(HOST_ENV, name)
+        else:
+            env.update({STORE_ENV: url, HOST_ENV: name})
 
 
 def ls(aw: AwEnv) -> dict[str, dict[str, Any]]:
