@@ -120,11 +120,16 @@ def serve(aw: AwEnv) -> Iterator[Served]:
         log.close()
 
 
-def sse_events(lines: Iterator[str], n: int) -> list[dict[str, Any]]:
-    """Read ``n`` events (id, event, data) from an SSE line stream."""
+def sse_events(lines: Iterator[str], n: int, within: float = 90.0) -> list[dict[str, Any]]:
+    """Read ``n`` events (id, event, data) from an SSE line stream; fails
+    naming what it got when they have not come within ``within`` seconds (the
+    server's keepalive comments, every 15 s, let the check run on an idle stream)."""
     got: list[dict[str, Any]] = []
     cur: dict[str, Any] = {}
+    deadline = time.monotonic() + within
     for line in lines:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{len(got)} of {n} events in {within:.0f} s: {got}")
         if line == "":
             if "data" in cur:
                 got.append(cur)
