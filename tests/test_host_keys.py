@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from support.records import record
 from support.stores import StoreTarget
 
 from agentwrap.answers.actions import OptionAnswer
+from agentwrap.delivery.framing import entry
 from agentwrap.errors import (
     IdempotencyConflict,
     RateLimited,
@@ -31,9 +33,11 @@ from agentwrap.errors import (
     SessionNotFound,
     StoreNotEmpty,
 )
-from agentwrap.message import NewMessage, QueueLimits, Source
+from agentwrap.message import Kind, NewMessage, QueueLimits, Source
 from agentwrap.queue.backend import ENV as STORE_ENV
+from agentwrap.service import Service
 from agentwrap.service.moving import Place, migrate
+from agentwrap.service.sending import AGENT_SENDS
 from agentwrap.sessions.hosts import ENV as HOST_ENV
 from agentwrap.terminal.proctree import start_time
 
@@ -287,6 +291,58 @@ def test_start_context_handed_over_for_host_slash_name_is_noted_here(
         assert "session start" in entry.waiting_because
 
 
+def test_each_hosts_dev_is_its_own_sender_with_its_own_limit_and_flow(
+    pg_url: str, sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An agent's messages are from its session's key: alpha's ``dev`` and
+    beta's ``dev`` each get the agent rate limit and their own flow, and a
+    receiver reads (and can answer) ``[agent:alpha/dev]``. A user's config
+    naming ``agent:dev`` means this host's ``dev``."""
+    live = {"supervisor_pid": sleeper.pid, "supervisor_start": start_time(sleeper.pid)}
+    config = ('[limits]\nrate_per_minute = 100\n'  # only the agent's own limit
+              '[trust]\ninstruction_sources = ["user", "agent:dev"]\n')
+    with hosts_kit.two_hosts(pg_url, config=config) as (alpha_aw, beta_aw):
+        svcs: dict[str, Service] = {}
+        try:
+            for host, aw in (("alpha", alpha_aw), ("beta", beta_aw)):
+                hosts_kit.be_host(aw, monkeypatch, pg_url, host)
+                svc = svcs[host] = Service.open(aw.paths)
+                for name in ("dev", "x"):
+                    svc.registry.register(record(name, **live))
+            alpha, beta = svcs["alpha"], svcs["beta"]
+            # alpha's dev got a message of flow-a; beta's dev got nothing
+            beta.send(NewMessage(session="alpha/dev", content="ask beta's x", source=Source.USER,
+                                 source_id="t", correlation_id="flow-a", depth=2))
+            assert [m.content for m in alpha.consume("dev", channel="mcp")] == ["ask beta's x"]
+            a = alpha.send_as_agent("dev", "beta/x", "from alpha's dev").message
+            b = beta.send_as_agent("dev", "alpha/x", "from beta's dev").message
+            assert (a.session, a.source_id, a.correlation_id, a.depth) == (
+                "beta/x", "alpha/dev", "flow-a", 3)
+            assert (b.session, b.source_id, b.depth) == ("alpha/x", "beta/dev", 1)
+            assert b.correlation_id != "flow-a"
+            assert entry(beta.store.get(a.id)).startswith("[agent:alpha/dev] ")
+            # each dev has its own AGENT_SENDS a window
+            for i in range(AGENT_SENDS - 1):
+                alpha.send_as_agent("dev", "alpha/x", f"alpha {i}")
+            with pytest.raises(RateLimited, match="alpha/dev"):
+                alpha.send_as_agent("dev", "alpha/x", "one too many")
+            for i in range(AGENT_SENDS - 1):
+                beta.send_as_agent("dev", "beta/x", f"beta {i}")
+            with pytest.raises(RateLimited, match="beta/dev"):
+                beta.send_as_agent("dev", "beta/x", "one too many")
+            # config's agent:dev is the admitting host's dev only
+            assert a.kind is b.kind is Kind.INSTRUCTION
+            other = alpha.send(NewMessage(session="alpha/x", content="beta's, said on alpha",
+                                          source=Source.AGENT, source_id="beta/dev"))
+            assert other.message.kind is Kind.CONTENT
+            sent = [m for m in alpha.store.history(None, limit=1000) if m.source is Source.AGENT]
+            assert sorted(Counter(m.source_id for m in sent).items()) == [
+                ("alpha/dev", AGENT_SENDS), ("beta/dev", AGENT_SENDS + 1)]
+        finally:
+            for svc in svcs.values():
+                svc.close()
+
+
 # --- real supervisors on two simulated hosts --------------------------------------------
 
 
@@ -297,7 +353,7 @@ def two_hosts(pg_url: str) -> Iterator[tuple[AwEnv, AwEnv]]:
 
 
 def test_two_hosts_each_run_dev_and_get_only_their_own_messages(
-    two_hosts: tuple[AwEnv, AwEnv],
+    two_hosts: tuple[AwEnv, AwEnv], pg_url: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     alpha, beta = two_hosts
     alpha.start_standin("dev")
@@ -320,6 +376,12 @@ def test_two_hosts_each_run_dev_and_get_only_their_own_messages(
         typed = "".join(aw.received())
         assert typed.count(f"alpha to {host}") == 1 and typed.count(f"beta to {host}") == 1
         assert f"to {other}" not in typed
+    # alpha's agent dev (its MCP server's call) to beta's: typed there from alpha/dev
+    hosts_kit.be_host(alpha, monkeypatch, pg_url, "alpha")
+    with Service.open(alpha.paths) as svc:
+        svc.send_as_agent("dev", "beta/dev", "agent to agent")
+    beta.wait_for(lambda: "[agent:alpha/dev] agent to agent" in "".join(beta.received()),
+                  timeout=40, what="alpha's agent's message typed on beta with its sender")
     # a feedback schedule started on alpha for beta's dev reports there, once
     alpha.cli("schedule", "start", "beta/dev", "--every", "1h", "--run", "echo checked-it",
               "--now", "--times", "1", check=True)
@@ -331,7 +393,7 @@ def test_two_hosts_each_run_dev_and_get_only_their_own_messages(
     assert sorted((d["host"], d["name"]) for d in listed) == [("alpha", "dev"), ("beta", "dev")]
     hist = json.loads(alpha.cli("history", "beta/dev", "--json", check=True).stdout)
     assert sorted(h["content"] for h in hist if "checked-it" not in h["content"]) == [
-        "alpha to beta", "beta to beta"]
+        "agent to agent", "alpha to beta", "beta to beta"]
     assert alpha.cli("stop", "beta/dev").returncode != 0  # beta's to stop
     assert alpha.cli("stop", "dev").returncode == 64  # which one? a person says
     for aw, host in ((alpha, "alpha"), (beta, "beta")):

@@ -188,7 +188,8 @@ class Sending:
         profile = look.profile(rec.profile)
         cfg = look.config(rec.cwd).for_profile(rec.profile)
         allowed = cfg.source_ids.get(str(new.source))
-        if allowed is not None and new.source_id not in allowed:
+        ids = self._config_ids(new)
+        if allowed is not None and not any(i in allowed for i in ids):
             raise UntrustedSource(
                 f"source {str(new.source)!r} may send only as {', '.join(allowed)}"
                 f" (not {new.source_id!r})",
@@ -197,8 +198,8 @@ class Sending:
             )
         # Whose words: the person's own (typed as theirs) or data from outside,
         # decided here from the source and the user's own [trust] config only.
-        kind = Kind.INSTRUCTION if cfg.trust.speaks_for_user(str(new.source), new.source_id) \
-            else Kind.CONTENT
+        kind = Kind.INSTRUCTION if any(
+            cfg.trust.speaks_for_user(str(new.source), i) for i in ids) else Kind.CONTENT
         if raw or profile.raw:
             trusted = cfg.trust
             what = "runs a shell: messages are commands there" if profile.shell else (
@@ -217,12 +218,22 @@ class Sending:
             kind = Kind.COMMAND
         return rec, kind
 
+    def _config_ids(self, new: NewMessage) -> tuple[str, ...]:
+        """What the user's ``[sources]`` and ``[trust]`` may call ``new``'s
+        sender: its source id; an agent of this host's session also by the
+        bare name (a shared store's agent id is ``HOST/NAME``, a config's
+        ``agent:lead`` means this host's ``lead``)."""
+        keys = self.registry.keys
+        here = keys.local(new.source_id) if new.source is Source.AGENT and keys.shared else None
+        return (new.source_id,) if here in (None, new.source_id) else (new.source_id, here)
+
     def send_as_agent(
         self, caller: str, target: str, content: str, *,
         priority: Priority | str = Priority.NORMAL, metadata: dict[str, Any] | None = None,
     ) -> Sent:
         """A message from the agent of session ``caller`` to session ``target``:
-        source ``agent``, source id the caller's session name.
+        source ``agent``, source id the caller's session key (``HOST/NAME`` on
+        a shared store, so two hosts' ``dev`` are two senders; its name on SQLite).
 
         It carries the caller's flow on: the correlation id of the last message
         delivered to the caller in the last :data:`AGENT_FLOW_MAX_AGE_S` (that
@@ -237,6 +248,7 @@ class Sending:
         rec = self.registry.get(caller)
         if rec.ended is not None:
             raise SessionNotRunning(f"session {caller!r} (the sender) has ended")
+        caller = self.registry.keys.key(caller)  # the sender, its limit and its flow
         target = self.registry.resolve(target)  # NAME or HOST/NAME
         if self.registry.keys.key(target) == self.registry.keys.key(caller):
             raise InvalidMessage("an agent cannot send a message to its own session",
