@@ -225,6 +225,10 @@ def test_http_and_cli_refuse_a_bare_name_two_hosts_have(
         assert api.get("/api/sessions/beta%2Fdev/input").json()["total"] == 1
         assert api.get("/api/hosts/alpha/sessions/dev/input").json()["total"] == 0
         assert api.get("/api/sessions/dev/input").status_code == 409
+        for host, pending in (("alpha", 0), ("beta", 1)):  # each host's dev, its own figures
+            d = api.get(f"/api/sessions/{host}%2Fdev")
+            assert d.status_code == 200, d.text
+            assert (d.json()["host"], d.json()["name"], d.json()["pending"]) == (host, "dev", pending)
     finally:
         api.app.state.pool.close()
     bare = aw.cli("queue", "dev")

@@ -207,8 +207,8 @@ def list_sessions(
 @session_route(api, "GET", "/sessions/{name}", response_model=m.SessionDetail, responses=ERRORS)
 def get_session(name: Address, svc: Svc) -> m.SessionDetail:
     """A session's state with its explanation, its queue and its delivery figures."""
+    name = svc.session_name(name)  # HOST/NAME: two hosts may each have one of its name
     rec = svc.state(name)
-    name = rec.name
     view = svc.peek(name)
     pending = [w.message for w in view.entries if w.message.status is Status.PENDING]
     by_priority = Counter(str(msg.priority) for msg in pending)
