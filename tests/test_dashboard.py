@@ -758,3 +758,76 @@ def test_every_hosts_sessions_with_their_host_and_a_silent_one_unreachable(
         assert [m.content for m in store.peek("gamma/c1")] == ["to gamma's c1 from alpha's page"]
     finally:
         store.close()
+
+
+def address_card(address: str) -> str:
+    return f'#session-list li[data-address="{address}"]'
+
+
+def test_two_hosts_dev_are_two_cards_updated_and_addressed_separately(
+    aw: AwEnv, pg_url: str, sleeper: subprocess.Popen[bytes], page: Browser,
+) -> None:
+    """alpha and beta each run a session ``dev``: the page of alpha's serve
+    shows two cards, keyed HOST/NAME; beta's state change redraws beta's card
+    only, a message queued for alpha's dev shows on alpha's card only, and
+    what the page sends and stops names the card's session (beta's dev:
+    stored for beta/dev; stopping it is beta's, never alpha's dev)."""
+    aw.env.update({STORE_ENV: pg_url, HOST_ENV: "alpha"})
+    live = {"supervisor_pid": sleeper.pid, "supervisor_start": start_time(sleeper.pid)}
+    regs = {h: Registry(aw.paths.db_path, url=pg_url, host=h) for h in ("alpha", "beta")}
+    try:
+        for reg in regs.values():
+            reg.register(record("dev", **live))
+        regs["alpha"].set_state("dev", State.READY, signal="s", rule="r", reason="prompt",
+                                evidence="", quiet_ms=0, draft=False, changed=True)
+        hosts.beat(regs["beta"].db, "beta", 3600.0)  # up for the whole test
+        with contextmanager(serve)(aw) as served:
+            login(page, aw, served)
+            a, b = address_card("alpha/dev"), address_card("beta/dev")
+            page.wait(lambda: page.one(a) and page.one(b), "two cards, one per host's dev")
+            assert len(page.css("#session-list li")) == 2
+            assert [page.text(f"{c} .session-name") for c in (a, b)] == ["dev", "dev"]
+            assert [page.text(f"{c} .session-host") for c in (a, b)] == ["alpha", "beta"]
+            page.wait(lambda: page.one(a).get_attribute("data-state") == "ready"
+                      and page.one(b).get_attribute("data-state") == "starting",
+                      "alpha's dev ready, beta's starting")
+            # beta's event: beta's card only
+            regs["beta"].set_state("dev", State.BUSY, signal="s", rule="r", reason="working",
+                                   evidence="", quiet_ms=0, draft=False, changed=True)
+            page.wait(lambda: page.one(b).get_attribute("data-state") == "busy",
+                      "beta's card busy")
+            page.wait(lambda: page.text(f"{a} .card-why") == "prompt", "alpha's card as it was")
+            assert page.one(a).get_attribute("data-state") == "ready"
+            # a message for alpha's dev: alpha's card only
+            aw.cli("send", "alpha/dev", "for alpha's dev", check=True)
+            page.wait(lambda: page.text(f"{a} .badges") == "1", "alpha's card: one pending")
+            assert page.text(f"{b} .badges") == ""
+            # beta's dev selected: the page sends to beta/dev
+            page.click(f"{b} button")
+            page.wait(lambda: page.text("#sv-name") == "dev" and page.text("#sv-host") == "on beta"
+                      and page.text("#sv-state") == "busy", "beta's dev selected")
+            assert page.one(b + " button").get_attribute("aria-current") == "true"
+            assert page.one(a + " button").get_attribute("aria-current") is None
+            page.one("#send-content").send_keys("for beta's dev, from the page")
+            page.click("#send-button")
+            page.wait(lambda: "for beta's dev" in page.text("#queue"), "queued for beta's dev")
+            page.wait(lambda: page.text(f"{b} .badges") == "1", "beta's card: one pending")
+            assert page.text(f"{a} .badges") == "1"
+            # stopping names beta's dev: refused here (beta's to stop), alpha's dev untouched
+            page.click("#stop-button")
+            assert "Stop beta/dev?" in page.text("#stop-question")
+            page.click("#stop-yes")
+            page.wait(lambda: "beta" in page.text("#stop-result.error"), "beta's to stop")
+            page.shot("two-hosts-dev")
+            assert not problems(page)
+        assert sleeper.poll() is None
+        assert regs["alpha"].get("dev").ended is None
+    finally:
+        for reg in regs.values():
+            reg.close()
+    store = open_store(aw.paths.db_path, QueueLimits(), url=pg_url)
+    try:
+        assert [m.content for m in store.peek("alpha/dev")] == ["for alpha's dev"]
+        assert [m.content for m in store.peek("beta/dev")] == ["for beta's dev, from the page"]
+    finally:
+        store.close()

@@ -344,8 +344,8 @@
 
   const model = {
     sessions: [], // SessionSummary, as listed
-    details: new Map(), // name -> SessionDetail
-    selected: null,
+    details: new Map(), // address (HOST/NAME) -> SessionDetail
+    selected: null, // the address of the session on show
     queue: null, // InputPeek of the selected session
     history: null, // MessageList of the selected session
     screen: null, // ScreenOut of the selected session
@@ -402,25 +402,42 @@
     toast('error', 'Could not load', e instanceof ApiError ? e.body : {error: String(e)});
   }
 
-  /* A session's address: HOST/NAME (a bare NAME for a session recorded
-   * before hosts were), and its path under /api/sessions, the address
-   * percent-encoded as one segment (the server routes HOST%2FNAME). */
-  function address(name) {
-    const s = model.sessions.find((x) => x.name === name);
-    return s && s.host ? `${s.host}/${name}` : name;
+  /* A session's address, what the page keys it by (cards, details, the
+   * selection, fetches): HOST/NAME (a bare NAME for a session recorded
+   * before hosts were), so two hosts' `dev` are two sessions. Its path under
+   * /api/sessions is the address percent-encoded as one segment (the server
+   * routes HOST%2FNAME). */
+  const addressOf = (s) => (s.host ? `${s.host}/${s.name}` : s.name);
+  const summaryOf = (id) => model.sessions.find((s) => addressOf(s) === id);
+  const sessionPath = (id) => `/api/sessions/${enc(id)}`;
+
+  /* The listed session a name from elsewhere means: an event names it as the
+   * store keys it (HOST/NAME on a shared store, the bare name on one machine,
+   * issue 23), a link may name it either way. Unlisted: the name as given. */
+  function idOf(session) {
+    if (session === null || session === undefined) return session;
+    const given = String(session);
+    if (given.includes('/') || summaryOf(given)) return given;
+    const s = model.sessions.find((x) => x.name === given);
+    return s ? addressOf(s) : given;
   }
 
-  const sessionPath = (name) => `/api/sessions/${enc(address(name))}`;
+  /* How the page names a session to a person: its name, or HOST/NAME where
+   * another host has a session of that name too. */
+  function label(id) {
+    const s = summaryOf(id);
+    return s && model.sessions.filter((x) => x.name === s.name).length === 1 ? s.name : id;
+  }
 
   async function loadList() {
     const data = await api('GET', '/api/sessions');
     model.sessions = data.sessions;
-    const names = new Set(model.sessions.map((s) => s.name));
-    for (const name of [...model.details.keys()]) if (!names.has(name)) model.details.delete(name);
-    for (const s of model.sessions) if (!model.details.has(s.name)) touch('session', s.name);
-    if (!model.selected || !names.has(model.selected)) {
-      const wanted = wantedSession();
-      select(names.has(wanted) ? wanted : model.sessions.length ? model.sessions[0].name : null);
+    const ids = new Set(model.sessions.map(addressOf));
+    for (const id of [...model.details.keys()]) if (!ids.has(id)) model.details.delete(id);
+    for (const id of ids) if (!model.details.has(id)) touch('session', id);
+    if (!model.selected || !ids.has(model.selected)) {
+      const wanted = idOf(wantedSession());
+      select(ids.has(wanted) ? wanted : model.sessions.length ? addressOf(model.sessions[0]) : null);
     }
     renderList();
   }
@@ -450,7 +467,7 @@
   }
 
   async function loadHistory(name) {
-    const data = await api('GET', `/api/messages?session=${enc(address(name))}&limit=${HISTORY_LIMIT}`);
+    const data = await api('GET', `/api/messages?session=${enc(name)}&limit=${HISTORY_LIMIT}`);
     if (name !== model.selected) return;
     model.history = data;
     renderHistory();
@@ -459,7 +476,7 @@
   function loadAll() {
     touch('list');
     touch('launch');
-    for (const s of model.sessions) touch('session', s.name);
+    for (const s of model.sessions) touch('session', addressOf(s));
     if (model.selected) {
       touch('queue', model.selected);
       touch('history', model.selected);
@@ -469,23 +486,15 @@
 
   // --- events ---------------------------------------------------------------------------
 
-  /* An event names its session as the store keys it: HOST/NAME on a shared
-   * store (issue 23), the name on one machine; the model keys sessions by name. */
-  function nameOf(session) {
-    if (!session || !String(session).includes('/')) return session;
-    const s = model.sessions.find((x) => `${x.host}/${x.name}` === session);
-    return s ? s.name : String(session).slice(String(session).lastIndexOf('/') + 1);
-  }
-
   function onEvent(ev) {
-    const name = nameOf(ev.session);
+    const name = idOf(ev.session);
     const type = String(ev.type || '');
     if (type === 'session.screen') { // often: only the screen on show is fetched again
       const digest = ev.data && ev.data.digest;
       if (name === model.selected && !(model.screen && model.screen.digest === digest)) touch('screen', name);
       return;
     }
-    const known = model.sessions.some((s) => s.name === name);
+    const known = Boolean(summaryOf(name));
     if (!known || type === 'session.exited') touch('list');
     if (type === 'session.state') noteState(name, ev.data);
     if (name) touch('session', name);
@@ -494,13 +503,13 @@
       touch('history', name);
     }
     if (type === 'message.escalated') {
-      toast('escalated', `Escalated in ${name}`, {
+      toast('escalated', `Escalated in ${label(name)}`, {
         error: `message ${shortId(ev.messageId)} could not be delivered`,
         detail: ev.data && ev.data.detail,
       });
     } else if (type === 'session.waiting_input') {
       const q = ev.data && ev.data.question;
-      const box = toast('waiting', `${name} is waiting for input`, q ? {
+      const box = toast('waiting', `${label(name)} is waiting for input`, q ? {
         error: q.title || questionText(q) || 'the agent asks a question',
         detail: q.command ? `${q.tool ? `${q.tool}: ` : ''}${q.command}` : null,
         hint: questionText(q) !== q.title ? questionText(q) : null,
@@ -602,10 +611,11 @@
   function renderList() {
     const list = $('session-list');
     const items = model.sessions.map((s) => {
-      const d = model.details.get(s.name);
+      const id = addressOf(s);
+      const d = model.details.get(id);
       const state = d ? d.state : s.state;
       const why = d ? d.explanation.reason : '';
-      const button = el('button', {type: 'button', class: 'session-card', 'aria-current': s.name === model.selected ? 'true' : null},
+      const button = el('button', {type: 'button', class: 'session-card', 'aria-current': id === model.selected ? 'true' : null},
         el('span', {class: 'card-top'},
           el('span', {class: `dot state-${String(state).replace(/[^a-z_]/g, '')}`, 'aria-hidden': 'true'}),
           el('span', {class: 'session-name mono'}, s.name),
@@ -616,8 +626,8 @@
           s.liveness !== 'running' && s.liveness !== 'unreachable' ? el('span', {class: 'tag'}, s.liveness) : null,
           el('span', {class: 'muted'}, ` · ${s.profile}`)),
         why ? el('span', {class: 'card-why'}, why) : null);
-      button.addEventListener('click', () => select(s.name));
-      return el('li', {'data-session': s.name, 'data-host': s.host || '', 'data-state': state}, button);
+      button.addEventListener('click', () => select(id));
+      return el('li', {'data-address': id, 'data-session': s.name, 'data-host': s.host || '', 'data-state': state}, button);
     });
     list.replaceChildren(...items);
     $('session-count').textContent = model.sessions.length ? String(model.sessions.length) : '';
@@ -635,8 +645,8 @@
     $('placeholder').hidden = Boolean(name);
     $('session-view').hidden = !name;
     if (!name) return;
-    $('sv-name').replaceChildren(visible(name));
-    const summary = model.sessions.find((s) => s.name === name);
+    const summary = summaryOf(name);
+    $('sv-name').replaceChildren(visible(summary ? summary.name : d ? d.name : name));
     $('sv-state').replaceWith(Object.assign(statePill(d ? d.state : summary && summary.state), {id: 'sv-state'}));
     const live = d ? d.liveness : summary ? summary.liveness : '';
     $('sv-liveness').replaceChildren(visible(live && live !== 'running' ? live : ''));
@@ -810,7 +820,7 @@
       showBox('launch-result', 'ok', [el('strong', null, 'Started '), el('span', {class: 'mono'}, rec.name), ` (${rec.profile}).`]);
       $('launch-name').value = '';
       touch('list');
-      select(rec.name);
+      select(addressOf(rec));
     } catch (e) {
       if (e.status !== 401) showBox('launch-result', 'error', resultParts(e));
     } finally {
@@ -823,7 +833,7 @@
     if (!name) return;
     const confirm = $('stop-confirm');
     confirm.dataset.session = name;
-    $('stop-question').replaceChildren('Stop ', el('strong', {class: 'mono'}, name),
+    $('stop-question').replaceChildren('Stop ', el('strong', {class: 'mono'}, label(name)),
       '? Its agent and everything it started are ended (like ', el('code', null, 'agentwrap stop'), ').');
     confirm.hidden = false;
     $('stop-yes').focus();
@@ -836,7 +846,7 @@
     if (!name) return;
     const button = $('stop-button');
     button.disabled = true;
-    showBox('stop-result', 'pending', [`Stopping ${name}\u2026`]);
+    showBox('stop-result', 'pending', [`Stopping ${label(name)}\u2026`]);
     try {
       const rec = await api('POST', `${sessionPath(name)}/stop`);
       showBox('stop-result', 'ok', [el('strong', null, 'Stopped '), el('span', {class: 'mono'}, rec.name),
@@ -1055,7 +1065,7 @@
     });
     if (!answerable) {
       parts.push(el('p', {class: 'q-note'}, 'Answer this one in the terminal: ',
-        el('code', null, `agentwrap attach ${name}`), ' (several questions read from a hook come next).'));
+        el('code', null, `agentwrap attach ${label(name)}`), ' (several questions read from a hook come next).'));
     }
     if (answerable && q.free_text_allowed && !q.questions[0].multiSelect) parts.push(freeTextForm(name, q));
     const deny = el('button', {type: 'button', class: 'q-deny', title: 'dismiss the dialog with the agent\u2019s own keys (Esc, n)'}, 'Deny');
@@ -1161,7 +1171,7 @@
       } else {
         answerResult('error', [el('strong', {class: 'error-title'}, `Not answered (${a.status})`),
           el('div', {class: 'error-detail'}, a.detail),
-          el('div', {class: 'error-hint'}, `answer in the terminal: agentwrap attach ${name}`)]);
+          el('div', {class: 'error-hint'}, `answer in the terminal: agentwrap attach ${label(name)}`)]);
       }
     } catch (e) {
       if (e.status === 401) return;
@@ -1194,7 +1204,7 @@
         boot(); // a login link opened in a tab already showing the page
         return;
       }
-      const want = wantedSession();
+      const want = idOf(wantedSession());
       if (want && want !== model.selected) select(want);
     });
     setInterval(tickClocks, 5000);
