@@ -38,6 +38,7 @@ from agentwrap.queue.backend import ENV as STORE_ENV
 from agentwrap.service import Service
 from agentwrap.service.moving import Place, migrate
 from agentwrap.service.sending import AGENT_SENDS
+from agentwrap.sessions import hosts
 from agentwrap.sessions.hosts import ENV as HOST_ENV
 from agentwrap.terminal.proctree import start_time
 
@@ -236,6 +237,23 @@ def test_http_and_cli_refuse_a_bare_name_two_hosts_have(
     assert aw.cli("send", "beta/dev", "two", check=True).returncode == 0
     queued = json.loads(aw.cli("queue", "beta/dev", "--json", check=True).stdout)
     assert [q["content"] for q in queued] == ["to beta", "two"]
+    # state says which host's dev it is, and reads that one only
+    for host in ("alpha", "beta"):
+        told = aw.cli("state", f"{host}/dev", "--explain", check=True).stdout
+        assert f"\n  host:       {host}\n" in told, told
+        state = json.loads(aw.cli("state", f"{host}/dev", "--json", check=True).stdout)
+        assert (state["name"], state["host"], state["host_liveness"]) == ("dev", host, "up")
+    screen = aw.cli("state", "alpha/dev", "--screen")  # alpha's, not "which dev?"
+    assert screen.returncode == 3 and "no screen recorded for 'alpha/dev'" in screen.stderr
+    reg = StoreTarget("postgres", pg_url).registry(host="beta")
+    try:
+        hosts.beat(reg.db, "beta", 1.0, now=1_700_000_000.0)  # silent since then
+    finally:
+        reg.close()
+    told = aw.cli("state", "beta/dev", "--explain", check=True).stdout
+    assert "\n  host:       beta (unreachable since 2023-11-1" in told, told
+    state = json.loads(aw.cli("state", "beta/dev", "--json", check=True).stdout)
+    assert (state["host_liveness"], state["unreachable_since"]) == ("unreachable", 1_700_000_000.0)
 
 
 def test_an_answer_to_this_hosts_session_named_host_slash_name_wakes_its_supervisor(

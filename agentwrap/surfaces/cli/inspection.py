@@ -32,6 +32,7 @@ from ...paths import private_problems
 from ...service import Service, SessionRecord, Transition
 from ...sessions.app_server import describe_app_server, doctor_app_server
 from .common import emit_json, fmt_age, open_service, out, render_rows, user_paths
+from .sessions import liveness_label
 
 
 def _explain(rec: SessionRecord) -> str:
@@ -41,9 +42,19 @@ def _explain(rec: SessionRecord) -> str:
     return text
 
 
+def _host(rec: SessionRecord) -> str:
+    """The host the session runs on, and a silent one's ``unreachable since ...``
+    ('' for a session recorded before hosts were)."""
+    if not rec.host or rec.host_liveness != "unreachable":
+        return rec.host
+    return f"{rec.host} ({liveness_label(rec)})"
+
+
 def _state_json(rec: SessionRecord) -> dict[str, Any]:
     return {
-        "name": rec.name, "state": rec.state.value, "signal": rec.state_signal, "rule": rec.state_rule,
+        "name": rec.name, "host": rec.host, "host_liveness": rec.host_liveness,
+        "unreachable_since": None if rec.seen is None else rec.seen.unreachable_since,
+        "state": rec.state.value, "signal": rec.state_signal, "rule": rec.state_rule,
         "reason": rec.state_reason, "evidence": rec.state_evidence, "quiet_ms": rec.quiet_ms,
         "draft": rec.draft, "since": rec.state_since, "liveness": rec.liveness,
         "exit_code": rec.exit_code, "explain": _explain(rec), "question": rec.question,
@@ -96,8 +107,8 @@ def cmd_state(args: argparse.Namespace) -> int:
 
 
 def _state(svc: Service, args: argparse.Namespace) -> int:
+    args.name = svc.session_name(args.name)  # HOST/NAME (a bare name may be two hosts')
     rec = svc.state(args.name)
-    args.name = rec.name  # HOST/NAME: the name from here on
     if args.screen:
         sys.stdout.write(svc.screen(args.name))
         return 0
@@ -106,6 +117,8 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
             emit_json(_state_json(rec))
         elif args.explain:
             out.print(escape(_explain(rec)))
+            if rec.host:
+                out.print(escape(f"  host:       {_host(rec)}"))
             out.print(escape(f"  decided by: {rec.state_signal} ({rec.state_rule})"))
             if rec.state_evidence:
                 out.print(escape(f"  evidence:   {rec.state_evidence}"))

@@ -123,7 +123,8 @@ def cmd_host(args: argparse.Namespace) -> int:
     return serve(user_paths(), companions=[for_session, hook_server])
 
 
-def _liveness_label(rec: SessionRecord) -> str:
+def liveness_label(rec: SessionRecord) -> str:
+    """``ls``'s liveness column (``state --explain`` says a silent host's the same way)."""
     live = rec.liveness
     if live == "stale":
         return "stale (supervisor gone; `agentwrap adopt`)"
@@ -149,7 +150,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         [
             r.name, r.host or "-", r.profile, r.backend,
             r.state.value + (" +draft" if r.draft and r.state is not State.DRAFT else ""),
-            fmt_age(r.state_since), str(pending.get(r.name, 0)), _liveness_label(r), r.cwd,
+            fmt_age(r.state_since), str(pending.get(r.name, 0)), liveness_label(r), r.cwd,
         ]
         for r in recs
     ]
