@@ -25,7 +25,9 @@ from conftest import AwEnv
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.types import CallToolResult, TextContent
+from support import hosts_kit
 from support.http_kit import register
+from support.records import record
 
 from agentwrap.errors import InvalidMessage
 from agentwrap.message import NewMessage, Phase, Priority, Source, Status
@@ -33,6 +35,7 @@ from agentwrap.paths import Paths
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service import AGENT_SENDS, Service
 from agentwrap.sessions.channels import config_json, server_env, server_spec
+from agentwrap.sessions.registry import Registry
 
 TOOLS = {"check_input_queue", "wait_for_input", "send_message", "acknowledge", "list_sessions"}
 
@@ -497,3 +500,32 @@ def test_send_message_rate_holds_across_processes(sessions: AwEnv) -> None:
     results = [out.get(timeout=10) for _ in range(6 * (AGENT_SENDS // 2))]
     assert results.count("stored") == AGENT_SENDS, results.count("stored")
     assert len(history(aw, "other")) + len(history(aw, "third")) == AGENT_SENDS
+
+
+def test_send_message_on_a_shared_store_is_from_this_hosts_session(pg_url: str) -> None:
+    """Two hosts of one store each run ``dev``: alpha's agent sends to beta's
+    ``x``, whose agent reads it as from ``alpha/dev`` (its sourceId and its
+    label), a sender it can answer; beta's ``dev`` is another sender."""
+    with hosts_kit.two_hosts(pg_url) as (alpha, beta):
+        for host, aw, names in (("alpha", alpha, ("dev",)), ("beta", beta, ("dev", "x"))):
+            reg = Registry(aw.paths.db_path, url=pg_url, host=host)
+            try:
+                for name in names:
+                    reg.register(record(name, cwd=str(aw.project)))
+            finally:
+                reg.close()
+
+        async def main() -> None:
+            async with server(alpha, "dev") as a, server(beta, "dev") as b, \
+                    server(beta, "x") as x:
+                sent = await a.ok("send_message", target="beta/x", content="from alpha's dev")
+                assert (sent["target"], sent["depth"]) == ("beta/x", 1)
+                await b.ok("send_message", target="beta/x", content="from beta's dev")
+                got = await x.ok("check_input_queue")
+                assert [(m["sourceId"], m["formatted"]) for m in got] == [
+                    ("alpha/dev", "[agent:alpha/dev] from alpha's dev"),
+                    ("beta/dev", "[agent:beta/dev] from beta's dev")]
+                answer = await x.ok("send_message", target=got[0]["sourceId"], content="got it")
+                assert answer["target"] == "alpha/dev"
+
+        anyio.run(main)
