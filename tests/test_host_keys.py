@@ -243,6 +243,8 @@ def test_http_and_cli_refuse_a_bare_name_two_hosts_have(
         assert f"\n  host:       {host}\n" in told, told
         state = json.loads(aw.cli("state", f"{host}/dev", "--json", check=True).stdout)
         assert (state["name"], state["host"], state["host_liveness"]) == ("dev", host, "up")
+        # a file dropped here answers alpha's dev; beta's is answered on beta
+        assert (state["answer_dir"] or "").endswith("/answers/dev") is (host == "alpha")
     screen = aw.cli("state", "alpha/dev", "--screen")  # alpha's, not "which dev?"
     assert screen.returncode == 3 and "no screen recorded for 'alpha/dev'" in screen.stderr
     reg = StoreTarget("postgres", pg_url).registry(host="beta")

@@ -58,8 +58,9 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
         "reason": rec.state_reason, "evidence": rec.state_evidence, "quiet_ms": rec.quiet_ms,
         "draft": rec.draft, "since": rec.state_since, "liveness": rec.liveness,
         "exit_code": rec.exit_code, "explain": _explain(rec), "question": rec.question,
-        # a JSON file dropped here answers the question (agentwrap.answers.folder)
-        "answer_dir": str(user_paths().answers_dir(rec.name)),
+        # a JSON file dropped here answers the question (agentwrap.answers.folder);
+        # another host's session is answered on its host (None here)
+        "answer_dir": str(user_paths().answers_dir(rec.name)) if rec.seen is None else None,
         "channels": rec.options.to_json().get("channels"),
         # set for an agent that runs tools without asking by default (OpenCode)
         "permission_gate": rec.options.permission_gate,
