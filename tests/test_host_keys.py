@@ -230,6 +230,10 @@ def test_http_and_cli_refuse_a_bare_name_two_hosts_have(
             d = api.get(f"/api/sessions/{host}%2Fdev")
             assert d.status_code == 200, d.text
             assert (d.json()["host"], d.json()["name"], d.json()["pending"]) == (host, "dev", pending)
+        queues = api.get("/api/debug/input-queue")
+        assert queues.status_code == 200, queues.text
+        assert sorted((q["session"], len(q["entries"])) for q in queues.json()["queues"]) == [
+            ("alpha/dev", 0), ("beta/dev", 1)]
     finally:
         api.app.state.pool.close()
     bare = aw.cli("queue", "dev")
@@ -237,6 +241,13 @@ def test_http_and_cli_refuse_a_bare_name_two_hosts_have(
     assert aw.cli("send", "beta/dev", "two", check=True).returncode == 0
     queued = json.loads(aw.cli("queue", "beta/dev", "--json", check=True).stdout)
     assert [q["content"] for q in queued] == ["to beta", "two"]
+    listed = json.loads(aw.cli("ls", "--json", check=True).stdout)
+    assert sorted((d["host"], d["name"], d["pending"]) for d in listed) == [
+        ("alpha", "dev", 0), ("beta", "dev", 2)]
+    table = aw.cli("ls", check=True).stdout.splitlines()
+    at = table[0].index("PENDING")
+    assert sorted(line.split()[1] + ":" + line[at:].split()[0] for line in table[1:]) == [
+        "alpha:0", "beta:2"], table
     # state says which host's dev it is, and reads that one only
     for host in ("alpha", "beta"):
         told = aw.cli("state", f"{host}/dev", "--explain", check=True).stdout

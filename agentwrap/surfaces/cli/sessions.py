@@ -138,10 +138,10 @@ def liveness_label(rec: SessionRecord) -> str:
 def cmd_ls(args: argparse.Namespace) -> int:
     with open_service(limits=QueueLimits()) as svc:  # reads only: no config needed
         views = svc.sessions(include_ended=args.all)
-    recs = [v.record for v in views]
-    pending = {v.record.name: v.pending for v in views}
+    # each view's own pending count: two hosts may each have a session of one name
+    recs = [(v.record, v.pending) for v in views]
     if args.json:
-        emit_json([{**r.to_json(), "pending": pending.get(r.name, 0)} for r in recs])
+        emit_json([{**r.to_json(), "pending": pending} for r, pending in recs])
         return 0
     if not recs:
         err.print("no sessions. Start one with `agentwrap run claude` (or codex, aider, gemini).")
@@ -150,9 +150,9 @@ def cmd_ls(args: argparse.Namespace) -> int:
         [
             r.name, r.host or "-", r.profile, r.backend,
             r.state.value + (" +draft" if r.draft and r.state is not State.DRAFT else ""),
-            fmt_age(r.state_since), str(pending.get(r.name, 0)), liveness_label(r), r.cwd,
+            fmt_age(r.state_since), str(pending), liveness_label(r), r.cwd,
         ]
-        for r in recs
+        for r, pending in recs
     ]
     render_rows(
         out, ("NAME", "HOST", "AGENT", "BACKEND", "STATE", "SINCE", "PENDING", "SUPERVISOR", "CWD"),

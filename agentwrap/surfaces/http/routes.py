@@ -260,8 +260,9 @@ def debug_queues(svc: Svc) -> m.DebugQueues:
     now = time.time()
     out = []
     for v in svc.sessions():
-        view = svc.peek(v.record.name, now)
-        out.append(m.DebugQueue(session=v.record.name, liveness=v.record.liveness,
+        address = svc.registry.address(v.record)  # HOST/NAME: two hosts may each have a dev
+        view = svc.peek(address, now)
+        out.append(m.DebugQueue(session=address, liveness=v.record.liveness,
                                 state=v.record.state.value,
                                 entries=[queued_out(w, now) for w in view.entries]))
     return m.DebugQueues(queues=out)
