@@ -764,6 +764,14 @@ def address_card(address: str) -> str:
     return f'#session-list li[data-address="{address}"]'
 
 
+def attr(page: Browser, selector: str, name: str) -> str | None:
+    """An attribute of the first match, read at once (a redraw may replace the node)."""
+    got = page.driver.execute_script(
+        "const n = document.querySelector(arguments[0]);"
+        " return n ? n.getAttribute(arguments[1]) : null", selector, name)
+    return None if got is None else str(got)
+
+
 def test_two_hosts_dev_are_two_cards_updated_and_addressed_separately(
     aw: AwEnv, pg_url: str, sleeper: subprocess.Popen[bytes], page: Browser,
 ) -> None:
@@ -788,16 +796,16 @@ def test_two_hosts_dev_are_two_cards_updated_and_addressed_separately(
             assert len(page.css("#session-list li")) == 2
             assert [page.text(f"{c} .session-name") for c in (a, b)] == ["dev", "dev"]
             assert [page.text(f"{c} .session-host") for c in (a, b)] == ["alpha", "beta"]
-            page.wait(lambda: page.one(a).get_attribute("data-state") == "ready"
-                      and page.one(b).get_attribute("data-state") == "starting",
+            page.wait(lambda: attr(page, a, "data-state") == "ready"
+                      and attr(page, b, "data-state") == "starting",
                       "alpha's dev ready, beta's starting")
             # beta's event: beta's card only
             regs["beta"].set_state("dev", State.BUSY, signal="s", rule="r", reason="working",
                                    evidence="", quiet_ms=0, draft=False, changed=True)
-            page.wait(lambda: page.one(b).get_attribute("data-state") == "busy",
+            page.wait(lambda: attr(page, b, "data-state") == "busy",
                       "beta's card busy")
             page.wait(lambda: page.text(f"{a} .card-why") == "prompt", "alpha's card as it was")
-            assert page.one(a).get_attribute("data-state") == "ready"
+            assert attr(page, a, "data-state") == "ready"
             # a message for alpha's dev: alpha's card only
             aw.cli("send", "alpha/dev", "for alpha's dev", check=True)
             page.wait(lambda: page.text(f"{a} .badges") == "1", "alpha's card: one pending")
@@ -806,8 +814,8 @@ def test_two_hosts_dev_are_two_cards_updated_and_addressed_separately(
             page.click(f"{b} button")
             page.wait(lambda: page.text("#sv-name") == "dev" and page.text("#sv-host") == "on beta"
                       and page.text("#sv-state") == "busy", "beta's dev selected")
-            assert page.one(b + " button").get_attribute("aria-current") == "true"
-            assert page.one(a + " button").get_attribute("aria-current") is None
+            assert attr(page, b + " button", "aria-current") == "true"
+            assert attr(page, a + " button", "aria-current") is None
             page.one("#send-content").send_keys("for beta's dev, from the page")
             page.click("#send-button")
             page.wait(lambda: "for beta's dev" in page.text("#queue"), "queued for beta's dev")
