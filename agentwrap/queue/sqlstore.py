@@ -323,6 +323,10 @@ class SQLMessageStore:
         with self._write() as w:
             return transitions.expire(w, self._now(now), None)
 
+    def overdue(self, now: float | None = None) -> bool:
+        """Whether :meth:`expire_overdue` would end anything (one read, no write)."""
+        return transitions.overdue(self._read, self._now(now))
+
     # --- events and metrics ---------------------------------------------------------
 
     def events(
