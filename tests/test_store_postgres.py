@@ -208,6 +208,27 @@ def test_a_commit_wakes_a_listener_of_another_host(
         assert sub.wait(0.05) is False  # drained: one wake-up per commit at most
 
 
+def test_an_empty_queue_is_read_in_one_statement(
+    hosts: Callable[..., PostgresMessageStore], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SQLite checks an empty answer against the table, NOT INDEXED (a damaged
+    index page reads as empty); PostgreSQL takes no such hint, so the check
+    would read the same index again: every idle supervisor's poll, twice."""
+    store = hosts()
+    sent: list[str] = []
+    read = store._db.read
+
+    def counted(sql: str, params: Any = ()) -> Any:
+        sent.append(sql)
+        return read(sql, params)
+
+    monkeypatch.setattr(store._db, "read", counted)
+    assert store.peek("s1") == [] and store.history("s1") == []
+    assert len(sent) == 2, sent
+    m, _ = store.enqueue(NewMessage(session="s1", content="one"))
+    assert [x.id for x in store.peek("s1")] == [m.id] and len(sent) == 3
+
+
 def _voluntary_switches() -> int:
     """How many times the calling thread has given up the CPU (went to sleep)."""
     status = Path(f"/proc/self/task/{threading.get_native_id()}/status").read_text()
