@@ -16,9 +16,9 @@ event stream; on SQLite both are the one machine (that is the baseline).
 
 1. idle CPU: ``--sessions`` (10) stand-in agents (tests/support/standin_agent.py)
    under real supervisors (``agentwrap run --detach``, the supervisor host) on
-   each backend at once, one window (``--idle`` s) for both, after
-   ``--settle`` s: supervisors + the tmux clients they reap + tmux servers +
-   pipe-pane helpers, from /proc (scripts/bench_scale.py's accounting). The
+   each backend at once, ``--windows`` windows (``--idle`` s each) for both
+   (each printed, the figure is their sum), after ``--settle`` s: supervisors
+   + the tmux clients they reap + tmux servers + pipe-pane helpers, from /proc (scripts/bench_scale.py's accounting). The
    PostgreSQL server's own CPU over the window is printed as context (it is
    another machine's in a real set-up).
 2. enqueue in process: ``--n`` ``store.enqueue`` calls from one writer (p50,
@@ -46,6 +46,7 @@ PostgreSQL within 1.2x SQLite's); nothing here passes or fails a build.
     .venv/bin/python scripts/bench_store.py                 # ~4 min
     .venv/bin/python scripts/bench_store.py --sessions 4 --idle 10 --requests 300 \\
         --cli-requests 16 --events 40 --sends 10 --json out.json
+    .venv/bin/python scripts/bench_store.py --only-idle --idle 120 --windows 4   # ~9 min
 """
 
 from __future__ import annotations
@@ -158,23 +159,37 @@ def http_env(h: bench_scale.Bench, token: str) -> bench_http.Env:
 
 
 def step_idle(bs: list[Backend], args: argparse.Namespace, server: pg.PgServer) -> dict[str, Any]:
-    """Every backend's agents started, then one idle window for all of them."""
+    """Every backend's agents started, then ``--windows`` idle windows, each
+    measured for all backends at once (the first after ``--settle`` s)."""
     out: dict[str, Any] = {}
     for be in bs:
         out[be.name] = {"start": bench_scale.step_start(be.b, bench_scale.MODES["host"], 4)}
     postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
-    pg_pids = bench_scale.tree(postmaster, bench_scale.children_map())
-    before = bench_scale.sample(pg_pids)
-    t0 = time.monotonic()
-    with ThreadPoolExecutor(len(bs)) as pool:
-        futs = {be.name: pool.submit(bench_scale.step_idle, be.b, args.idle, args.settle)
-                for be in bs}
-        for name, fut in futs.items():
-            out[name]["idle"] = fut.result()[0]
-    after = bench_scale.sample(pg_pids)
-    wall = time.monotonic() - t0 - args.settle
-    ticks = sum(after[p][0] - before[p][0] for p in after if p in before)
-    out["postgres_server_pct"] = 100.0 * ticks / bench_scale.CLK_TCK / max(wall, 1e-9)
+    windows: list[dict[str, Any]] = []
+    for k in range(max(1, args.windows)):
+        settle = args.settle if k == 0 else 0.0
+        pg_pids = bench_scale.tree(postmaster, bench_scale.children_map())
+        before = bench_scale.sample(pg_pids)
+        t0 = time.monotonic()
+        win: dict[str, Any] = {}
+        with ThreadPoolExecutor(len(bs)) as pool:
+            futs = {be.name: pool.submit(bench_scale.step_idle, be.b, args.idle, settle)
+                    for be in bs}
+            for name, fut in futs.items():
+                win[name] = fut.result()[0]
+        after = bench_scale.sample(pg_pids)
+        wall = time.monotonic() - t0 - settle
+        ticks = sum(after[p][0] - before[p][0] for p in after if p in before)
+        win["postgres_server_pct"] = 100.0 * ticks / bench_scale.CLK_TCK / max(wall, 1e-9)
+        windows.append(win)
+    for be in bs:  # the figure: CPU summed over every window, over their summed length
+        ws = [w[be.name] for w in windows]
+        total = sum(w["agentwrap_total_pct"] * w["window_s"] for w in ws)
+        length = sum(w["window_s"] for w in ws)
+        out[be.name]["idle"] = {**ws[0], "agentwrap_total_pct": total / length,
+                                "window_s": length}
+    out["postgres_server_pct"] = sum(w["postgres_server_pct"] for w in windows) / len(windows)
+    out["windows"] = windows
     return out
 
 
@@ -304,6 +319,8 @@ def print_report(res: dict[str, Any]) -> None:
             for k in keys:
                 x = (x or {}).get(k)
             vals.append(x)
+        if vals == [None, None]:
+            return  # a step not run (--only-idle)
         print(f"{label:44} {fmt(vals[0], spec):>12} {fmt(vals[1], spec):>12} "
               f"{fmt(ratio(res, *keys)):>10}")
 
@@ -328,6 +345,13 @@ def print_report(res: dict[str, Any]) -> None:
     print(f"{'idle CPU, ' + str(res['sessions']) + ' sessions, % of a core':44} {fmt(s):>12} "
           f"{fmt(p):>12} {fmt(idle_ratio):>10}")
     idle = res.get("idle") or {}
+    wins = idle.get("windows") or []
+    if len(wins) > 1:
+        for k, w in enumerate(wins):
+            ws, wp = ((w.get(b) or {}).get("agentwrap_total_pct") for b in BACKENDS)
+            print(f"  window {k + 1} ({fmt((w.get('sqlite') or {}).get('window_s'), '.0f')} s):"
+                  f" SQLite {fmt(ws)}, PostgreSQL {fmt(wp)},"
+                  f" ratio {fmt(wp / ws if ws and wp is not None else float('nan'))}")
     if "postgres_server_pct" in idle:
         print(f"  (context) the PostgreSQL server over the same window: "
               f"{fmt(idle['postgres_server_pct'])} % of a core")
@@ -377,6 +401,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
               make_backend("postgres", url, work / "pg", args)]
         if args.idle > 0:
             step(res, "idle", lambda: step_idle(bs, args, server))
+        if args.only_idle:
+            return res
         for be in bs:
             step(res[be.name], "in_process", lambda be=be: step_in_process(be, args.n, work))  # type: ignore[misc]
         if args.cli_requests:
@@ -425,7 +451,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    res["elapsed_s"] = time.monotonic() - started
+        res["elapsed_s"] = time.monotonic() - started
     return res
 
 
@@ -435,6 +461,9 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, default=10, help="agents on each backend (10)")
     ap.add_argument("--idle", type=float, default=60.0, help="idle window, s (60; 0 skips the"
                     " agents, so also the cross-host sends)")
+    ap.add_argument("--windows", type=int, default=1,
+                    help="idle windows one after the other, each printed (1)")
+    ap.add_argument("--only-idle", action="store_true", help="the idle step only")
     ap.add_argument("--settle", type=float, default=10.0, help="s between ready and the window")
     ap.add_argument("--n", type=int, default=1000, help="in-process enqueues (1000)")
     ap.add_argument("--cli-requests", type=int, default=80, help="`agentwrap send` calls (80)")

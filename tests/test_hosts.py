@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from conftest import AwEnv
 from support import hosts_kit
@@ -25,8 +26,11 @@ from support.records import record
 from agentwrap.config import load_config
 from agentwrap.detect.states import State
 from agentwrap.errors import ConfigError, SessionNameTaken
+from agentwrap.message import NewMessage, Status
 from agentwrap.paths import Paths
 from agentwrap.queue.backend import ENV as STORE_ENV
+from agentwrap.queue.backend import open_database
+from agentwrap.queue.postgres import PostgresMessageStore
 from agentwrap.sessions import hosts
 from agentwrap.sessions.hosts import ENV, host_name
 from agentwrap.sessions.registry import Registry
@@ -133,6 +137,81 @@ def test_sqlite_knows_one_machine_and_writes_no_heartbeat(
     finally:
         reg.close()
         other.close()
+
+
+# --- the beat: one sweep of the store per period, stopped with its registry ----------------
+
+
+def test_the_beats_of_several_processes_sweep_the_store_once_per_period(
+    tmp_path: Path, pg_url: str,
+) -> None:
+    """Every process of every host beats, and each beat looks for messages past
+    their TTL; the store is swept by one of them per period (whichever claims
+    it), and a look that finds nothing claims nothing."""
+    Registry(tmp_path / "q.db", url=pg_url, host="alpha").close()  # the hosts' tables
+    store = PostgresMessageStore(pg_url, host="alpha")
+    beats = [hosts.HostBeat(open_database(Path(os.devnull), pg_url), name, 3600.0, pg_url)
+             for name in ("alpha", "beta", "beta")]  # a process of alpha's, two of beta's
+
+    def sql(statement: str, *params: object) -> list[tuple[object, ...]]:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            cur = conn.execute(statement.encode(), params)
+            return cur.fetchall() if cur.description else []
+
+    def overdue(session: str) -> str:
+        m, _ = store.enqueue(NewMessage(session=session, content=f"for {session}"))
+        sql("UPDATE messages SET expires = 0 WHERE id = %s", m.id)
+        return m.id
+
+    try:
+        assert [b.sweep() for b in beats] == [False, False, False]  # nothing overdue
+        assert sql("SELECT * FROM sweeps") == []  # ... and nothing claimed
+        first = overdue("beta/b1")
+        assert [b.sweep() for b in beats] == [True, False, False]
+        assert store.get(first).status is Status.EXPIRED
+        second = overdue("alpha/a1")  # overdue again within the same period: it waits for the next
+        assert [b.sweep() for b in beats] == [False, False, False]
+        assert store.get(second).status is Status.PENDING
+        beats[2].period_s = 0.0  # the next period, as this one sees it
+        assert [b.sweep() for b in reversed(beats)] == [True, False, False]
+        assert store.get(second).status is Status.EXPIRED
+        assert [b.sweeps for b in beats] == [1, 0, 1]
+    finally:
+        for b in beats:
+            b.db.close()
+        store.close()
+
+
+def test_closing_the_registries_that_kept_a_host_alive_stops_its_beat(
+    tmp_path: Path, pg_url: str,
+) -> None:
+    """The beat of a process is shared by whoever keeps its host alive (the
+    supervisors of a supervisor host, a ``serve``): it goes on while one of
+    them is open and stops, closing its connections, with the last (a test's
+    dropped schema saw beats of closed stores fail for the rest of the run)."""
+    regs = [Registry(tmp_path / "q.db", url=pg_url, host="gamma", heartbeat_s=0.1)
+            for _ in range(2)]
+    try:
+        for reg in regs:
+            reg.keep_host_alive()
+        beat = hosts.HostBeat.running(pg_url, "gamma")
+        assert beat is not None and beat.users == 2 and beat.beaten.wait(30)
+        regs[0].close()
+        regs[0].close()  # closing twice releases once
+        assert beat.users == 1 and beat.thread.is_alive() and not beat.stopped.is_set()
+        regs[1].close()
+        beat.thread.join(30)
+        assert not beat.thread.is_alive() and hosts.HostBeat.running(pg_url, "gamma") is None
+        again = Registry(tmp_path / "q.db", url=pg_url, host="gamma", heartbeat_s=0.1)
+        again.keep_host_alive()  # a new user starts a new beat
+        fresh = hosts.HostBeat.running(pg_url, "gamma")
+        assert fresh is not None and fresh is not beat and fresh.beaten.wait(30)
+        again.close()
+        fresh.thread.join(30)
+        assert not fresh.thread.is_alive()
+    finally:
+        for reg in regs:
+            reg.close()
 
 
 # --- real supervisors on two simulated hosts ------------------------------------------------

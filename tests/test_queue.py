@@ -522,7 +522,9 @@ def test_expire_overdue_covers_all_sessions_and_untyped_claims(
     store.claim_batch("s3", "claimed-only", max_bytes=100)
     store.claim_batch("s4", "typing", max_bytes=100)
     store.set_phase("typing", Phase.PASTING)
+    assert not store.overdue(now=T0 + 9.9)  # what expire_overdue would end, in one read
     assert store.expire_overdue(now=T0 + 9.9) == 0
+    assert store.overdue(now=T0 + 10)
     assert store.expire_overdue(now=T0 + 10) == 3
     assert [store.get(m.id).status for m in (a, b, c, d, keep)] == [
         Status.EXPIRED,
@@ -531,7 +533,9 @@ def test_expire_overdue_covers_all_sessions_and_untyped_claims(
         Status.DELIVERING,  # may already be in the input box: its supervisor decides
         Status.PENDING,
     ]
+    assert not store.overdue(now=T0 + 10)  # the one left typing is its supervisor's
     assert store.expire_overdue(now=T0 + 10) == 0
+    assert store.overdue(now=T0 + 100)
 
 
 def test_set_phase_returns_only_messages_still_in_flight(

@@ -22,6 +22,7 @@ from agentwrap.errors import QueueError, StoreUnavailable
 from agentwrap.message import NewMessage, Priority, QueueLimits, Status
 from agentwrap.queue import transitions
 from agentwrap.queue.postgres import (
+    CHANNEL,
     NotifyBridge,
     PgSubscription,
     PostgresMessageStore,
@@ -205,6 +206,55 @@ def test_a_commit_wakes_a_listener_of_another_host(
         store.finish(Status.CANCELLED, "test", message_ids=[m.id])
         assert sub.wait(30) is True
         assert sub.wait(0.05) is False  # drained: one wake-up per commit at most
+
+
+def test_an_empty_queue_is_read_in_one_statement(
+    hosts: Callable[..., PostgresMessageStore], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SQLite checks an empty answer against the table, NOT INDEXED (a damaged
+    index page reads as empty); PostgreSQL takes no such hint, so the check
+    would read the same index again: every idle supervisor's poll, twice."""
+    store = hosts()
+    sent: list[str] = []
+    read = store._db.read
+
+    def counted(sql: str, params: Any = ()) -> Any:
+        sent.append(sql)
+        return read(sql, params)
+
+    monkeypatch.setattr(store._db, "read", counted)
+    assert store.peek("s1") == [] and store.history("s1") == []
+    assert len(sent) == 2, sent
+    m, _ = store.enqueue(NewMessage(session="s1", content="one"))
+    assert [x.id for x in store.peek("s1")] == [m.id] and len(sent) == 3
+
+
+def _voluntary_switches() -> int:
+    """How many times the calling thread has given up the CPU (went to sleep)."""
+    status = Path(f"/proc/self/task/{threading.get_native_id()}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines()
+                    if line.startswith("voluntary_ctxt_switches")))
+
+
+def test_a_listener_with_nothing_to_hear_sleeps_until_its_timeout(pg_url: str) -> None:
+    """A host's LISTEN waits in one sleep, not in psycopg's 100 ms steps
+    (ten wake-ups a second of every idle host, for nothing), and a NOTIFY
+    still ends the wait."""
+    switches: list[int] = []
+    with PgSubscription(pg_url) as sub:
+
+        def listen() -> None:
+            before = _voluntary_switches()
+            assert sub.receive(1.5) is None
+            switches.append(_voluntary_switches() - before)
+
+        t = threading.Thread(target=listen)
+        t.start()
+        t.join(30)
+        assert switches and switches[0] < 5, switches  # psycopg's own wait: ~15
+        with psycopg.connect(pg_url, autocommit=True) as other:
+            other.execute(f"SELECT pg_notify('{CHANNEL}', 'HOST/a' || chr(10) || 'HOST/b')".encode())
+        assert sub.receive(30) == {"HOST/a", "HOST/b"}
 
 
 def test_the_password_is_never_shown() -> None:

@@ -57,9 +57,10 @@ def get_by_prefix(read: Read, prefix: str) -> Message:
 def peek(
     read: Read, path: Path, session: str, t: float, *, kinds: Collection[Kind] | None,
     sources: Collection[Source] | None, contains: str | None, due: bool, limit: int | None,
-    priorities: Collection[Priority] | None,
+    priorities: Collection[Priority] | None, check: bool = True,
 ) -> list[Message]:
-    """Pending messages of ``session`` unexpired at ``t``, in delivery order."""
+    """Pending messages of ``session`` unexpired at ``t``, in delivery order
+    (``check``: an empty answer is checked against the table, :func:`checked`)."""
     where = "session = ? AND status = ? AND +expires > ?"
     params: list[Any] = [session, Status.PENDING.value, t]
     if due:
@@ -71,7 +72,7 @@ def peek(
     rows = checked(
         read, path, f"SELECT * FROM messages WHERE {where} ORDER BY {ORDER}"
         + (" LIMIT ?" if limit is not None else ""),
-        [*params, limit] if limit is not None else params, where, params, limit != 0,
+        [*params, limit] if limit is not None else params, where, params, check and limit != 0,
     )
     return [to_message(r) for r in rows]
 
@@ -93,8 +94,9 @@ def attempts(read: Read, message_id: str) -> list[Attempt]:
 
 def history(
     read: Read, path: Path, session: str | None, limit: int, statuses: Iterable[Status] | None,
+    check: bool = True,
 ) -> list[Message]:
-    """Newest first; ``session=None`` covers all sessions."""
+    """Newest first; ``session=None`` covers all sessions (``check``: as :func:`peek`'s)."""
     where, params = session_filter(session)
     if statuses is not None:
         values = [Status(s).value for s in statuses]
@@ -104,7 +106,7 @@ def history(
         params.extend(values)
     rows = checked(
         read, path, f"SELECT * FROM messages WHERE {where} ORDER BY created DESC, seq DESC LIMIT ?",
-        [*params, limit], where, params, limit > 0,
+        [*params, limit], where, params, check and limit > 0,
     )
     return [to_message(r) for r in rows]
 

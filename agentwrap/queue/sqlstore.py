@@ -53,6 +53,9 @@ class SQLMessageStore:
     _clock: Callable[[], float]
     keys = SessionKeys()  # a shared store's: rows keyed HOST/NAME (:mod:`.keys`)
     where: Path  # what error messages name: the file, or the server (no password)
+    # an empty answer read on an index is checked against the table (reads.checked):
+    # SQLite's damaged index pages read as empty ones
+    checks_indexes = True
 
     def __init__(self, limits: QueueLimits = DEFAULT_LIMITS,
                  clock: Callable[[], float] = time.time) -> None:
@@ -183,7 +186,8 @@ class SQLMessageStore:
         """
         return [m for m in reads.peek(
             self._read, self.where, self.keys.key(session), self._now(now), kinds=kinds,
-            sources=sources, contains=contains, due=due, limit=limit, priorities=priorities)]
+            sources=sources, contains=contains, due=due, limit=limit, priorities=priorities,
+            check=self.checks_indexes)]
 
     def in_flight(self, session: str) -> list[Message]:
         """DELIVERING messages: what a restarted supervisor must resume (see phase)."""
@@ -196,8 +200,8 @@ class SQLMessageStore:
         self, session: str | None, limit: int = 200, statuses: Iterable[Status] | None = None
     ) -> list[Message]:
         """Newest first; ``session=None`` covers all sessions."""
-        return [m for m in reads.history(self._read, self.where,
-                                                    self._key(session), limit, statuses)]
+        return [m for m in reads.history(self._read, self.where, self._key(session), limit,
+                                                    statuses, check=self.checks_indexes)]
 
     def pending_count(self, session: str | None = None) -> int:
         """Pending messages that have not expired (swept or not)."""
@@ -322,6 +326,10 @@ class SQLMessageStore:
         """Expire pending and claimed-but-not-typed messages past their TTL, all sessions."""
         with self._write() as w:
             return transitions.expire(w, self._now(now), None)
+
+    def overdue(self, now: float | None = None) -> bool:
+        """Whether :meth:`expire_overdue` would end anything (one read, no write)."""
+        return transitions.overdue(self._read, self._now(now))
 
     # --- events and metrics ---------------------------------------------------------
 

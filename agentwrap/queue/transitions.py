@@ -242,6 +242,22 @@ def acknowledge(w: Write, message_id: str, detail: str, now: float) -> bool:
     return bool(rows)
 
 
+#: The rows :func:`expire` ends once their TTL has passed (and :func:`overdue` looks for).
+EXPIRING = (
+    ("status = ?", [Status.PENDING.value]),
+    ("status = ? AND phase = ?", [Status.DELIVERING.value, Phase.CLAIMED.value]),
+)
+
+
+def overdue(read: Callable[[str, Sequence[Any]], Sequence[Any]], now: float) -> bool:
+    """Whether :func:`expire` would end anything at ``now``, in one read (on the
+    status + expires index): a sweep that finds nothing writes nothing."""
+    branches = " UNION ALL ".join(
+        f"SELECT 1 FROM messages WHERE {extra} AND expires <= ?" for extra, _ in EXPIRING)
+    return bool(read(f"SELECT 1 FROM ({branches}) AS overdue LIMIT 1",
+                     [v for _, extra_params in EXPIRING for v in (*extra_params, now)]))
+
+
 def expire(w: Write, now: float, session: str | None) -> int:
     """Expire overdue PENDING rows and DELIVERING rows not yet typed (phase CLAIMED).
 
@@ -251,10 +267,7 @@ def expire(w: Write, now: float, session: str | None) -> int:
     where, params = session_filter(session)
     detail = "expired: TTL passed before delivery"
     changed = 0
-    for extra, extra_params in (
-        ("status = ?", [Status.PENDING.value]),
-        ("status = ? AND phase = ?", [Status.DELIVERING.value, Phase.CLAIMED.value]),
-    ):
+    for extra, extra_params in EXPIRING:
         rows = w.conn.execute(
             f"UPDATE messages SET status = ?, detail = ?, finished = ?, updated = ?"
             f" WHERE {extra} AND expires <= ? AND {where} RETURNING id, session",

@@ -10,9 +10,15 @@ last beat: its sessions show state ``unknown`` (nobody can say), the others
 as they are. On SQLite every session is this machine's: no heartbeat is
 written and liveness comes from the pids as always.
 
-Each beat also ends the messages past their TTL, whichever host they are
+Each beat also looks for messages past their TTL, whichever host they are
 for: a message for an unreachable host waits for it, but no longer than its
-TTL (its own host expires it on its next claim, and nobody else would).
+TTL (its own host expires it on its next claim, and nobody else would). One
+sweep per period does for the whole store, whoever makes it: every process
+of every host beats, but only the one that claims the period's sweep
+(:func:`claim_sweep`, a row of ``sweeps`` dated by the server's clock) ends
+them, and only when one read found some. An idle host's beat is two
+statements (``scripts/bench_store.py``'s idle CPU: it was five, and as many
+per supervisor process and ``serve`` of the store).
 
 A host is named by ``[host] name`` (user config), ``AGENTWRAP_HOST_NAME``
 (wins) or else its hostname, and the name is checked like a session's: it
@@ -45,9 +51,15 @@ CREATE TABLE IF NOT EXISTS hosts (
     name TEXT PRIMARY KEY,
     heartbeat REAL NOT NULL,
     period_s REAL NOT NULL
+);
+-- one row per chore done for the whole store: when it was last claimed (server's clock)
+CREATE TABLE IF NOT EXISTS sweeps (
+    what TEXT PRIMARY KEY,
+    at REAL NOT NULL
 )
 """
-NAMES = ("hosts",)
+NAMES = ("hosts", "sweeps")
+EXPIRY = "expiry"  # the sweep of messages past their TTL
 
 
 @dataclass(frozen=True)
@@ -77,6 +89,18 @@ def beat(db: Database, name: str, period_s: float, now: float | None = None) -> 
         (name, time.time() if now is None else now, float(period_s)))
 
 
+def claim_sweep(db: Database, what: str, every_s: float) -> bool:
+    """Claim chore ``what`` for the whole store: True for one caller per
+    ``every_s`` among every process of every host. Dated by the server's
+    clock (PostgreSQL's: hosts beat only on a shared store), so a host whose
+    clock runs ahead cannot claim the next periods away from the others."""
+    with db.write() as w:
+        return bool(w.conn.execute(
+            "INSERT INTO sweeps (what, at) VALUES (?, extract(epoch FROM clock_timestamp()))"
+            " ON CONFLICT (what) DO UPDATE SET at = excluded.at"
+            " WHERE sweeps.at <= excluded.at - ? RETURNING at", (what, float(every_s))).fetchall())
+
+
 def seen(db: Database, now: float | None = None) -> dict[str, HostSeen]:
     """Every host that ever beat, judged at ``now``."""
     at = time.time() if now is None else now
@@ -90,10 +114,13 @@ def seen(db: Database, now: float | None = None) -> dict[str, HostSeen]:
 
 class HostBeat:
     """The heartbeat of this host, from a daemon thread with its own connection:
-    one per process, store and host name (every supervisor and ``serve`` of a
-    process starts it; the second start is a no-op). It ends with the process,
-    which is the point: a host whose processes are gone falls silent. After
-    each beat it expires what is overdue in the whole queue (see the module)."""
+    one per process, store and host name, shared by whoever keeps the host
+    alive there (every supervisor and ``serve`` of a process starts it; a
+    second start counts one more user). It ends once its last user has
+    released it (:meth:`release`: a registry that is closed), or with the
+    process, which is the point: a host whose processes are gone falls
+    silent. After each beat it sweeps the messages past their TTL when it is
+    its turn (see the module)."""
 
     _running: ClassVar[dict[tuple[str, str], HostBeat]] = {}
     _guard: ClassVar[threading.Lock] = threading.Lock()
@@ -104,13 +131,17 @@ class HostBeat:
         self._queue: MessageStore | None = None
         self.name = name
         self.period_s = period_s
+        self.users = 0
+        self.sweeps = 0  # the sweeps this beat made (ended what was overdue)
         self.beaten = threading.Event()  # set after the first beat that reached the store
+        self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="agentwrap-host-beat", daemon=True)
 
     @classmethod
     def start(cls, url: str, name: str, period_s: float) -> HostBeat:
         """The running beat of host ``name`` in the shared store at ``url``
-        (started, on a connection of its own, if there is none yet)."""
+        (started, on a connection of its own, if there is none yet), with one
+        more user: each start is matched by a :meth:`release`."""
         key = (url, name)
         with cls._guard:
             running = cls._running.get(key)
@@ -118,25 +149,53 @@ class HostBeat:
                 db = open_database(Path(os.devnull), url)  # a URL: the file is never opened
                 running = cls._running[key] = cls(db, name, period_s, url)
                 running.thread.start()
+            running.users += 1
         return running
 
-    def _run(self) -> None:
-        while True:
-            try:
-                beat(self.db, self.name, self.period_s)
-                self.beaten.set()
-                self._expire()
-            except StoreError:
-                pass  # the store is away: the next beat tries again (reconnecting)
-            except Exception:  # a bug: said in the log, and the host keeps beating
-                log.exception("the heartbeat of host %s failed", self.name)
-            time.sleep(self.period_s)
+    @classmethod
+    def running(cls, url: str, name: str) -> HostBeat | None:
+        """The beat of host ``name`` at ``url`` this process runs, if any."""
+        with cls._guard:
+            return cls._running.get((url, name))
 
-    def _expire(self) -> None:
-        """End the messages past their TTL, every host's (one statement each
-        for pending and claimed-not-typed ones, on an index)."""
-        if not self.url:
-            return
+    def release(self) -> None:
+        """One user less; the last one stops the beat (its thread ends and
+        closes its connections): nothing beats for a store that was closed."""
+        with self._guard:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if self._running.get((self.url, self.name)) is self:
+                del self._running[(self.url, self.name)]
+            self.stopped.set()
+
+    def _run(self) -> None:
+        try:
+            while not self.stopped.is_set():
+                try:
+                    beat(self.db, self.name, self.period_s)
+                    self.beaten.set()
+                    self.sweep()
+                except StoreError:
+                    pass  # the store is away: the next beat tries again (reconnecting)
+                except Exception:  # a bug: said in the log, and the host keeps beating
+                    log.exception("the heartbeat of host %s failed", self.name)
+                self.stopped.wait(self.period_s)
+        finally:
+            if self._queue is not None:
+                self._queue.close()
+            self.db.close()
+
+    def sweep(self) -> bool:
+        """End the messages past their TTL, every host's, if there are any and
+        this period's sweep of the store is this process's (:func:`claim_sweep`):
+        one read when there is nothing to do. True if it swept."""
+        if not self.url or self.stopped.is_set():
+            return False
         if self._queue is None:
             self._queue = open_store(Path(os.devnull), url=self.url)
+        if not self._queue.overdue() or not claim_sweep(self.db, EXPIRY, self.period_s):
+            return False
         self._queue.expire_overdue()
+        self.sweeps += 1
+        return True

@@ -194,6 +194,7 @@ class Registry:
         self.url = url  # "" for the SQLite file; never shown (it may hold a password)
         self.host = host_name() if host is None else host  # this machine (hosts.host_name)
         self.heartbeat_s = heartbeat_s
+        self._beat: hosts.HostBeat | None = None  # this host's beat, kept alive by this registry
         self.db = open_database(path, url, events_dir=events_dir,
                                 busy_timeout_ms=busy_timeout_ms)
         try:
@@ -222,6 +223,9 @@ class Registry:
                     raise
 
     def close(self) -> None:
+        beat, self._beat = self._beat, None
+        if beat is not None:  # the last registry of the process that kept the host alive stops it
+            beat.release()
         self.db.close()
 
     # --- plumbing -----------------------------------------------------------------
@@ -232,10 +236,11 @@ class Registry:
     # --- hosts ----------------------------------------------------------------------
 
     def keep_host_alive(self) -> None:
-        """Beat this host's heartbeat from now until the process ends (a shared
-        store only: on SQLite every session is this machine's)."""
-        if self.db.shared:
-            hosts.HostBeat.start(self.url, self.host, self.heartbeat_s)
+        """Beat this host's heartbeat from now until this registry is closed or
+        the process ends (a shared store only: on SQLite every session is this
+        machine's)."""
+        if self.db.shared and self._beat is None:
+            self._beat = hosts.HostBeat.start(self.url, self.host, self.heartbeat_s)
 
     def hosts(self) -> dict[str, hosts.HostSeen]:
         """Every host of the store as seen now (empty on SQLite)."""
