@@ -35,6 +35,7 @@ from ..queue.database import Database
 from ..queue.keys import HOST_ENV as ENV  # noqa: F401  (tests and the CLI read it here)
 from ..queue.keys import host_name as host_name
 from ..queue.store import MessageStore
+from ..queue.writes import Write
 
 log = logging.getLogger("agentwrap.hosts")
 DEADLINE_PERIODS = 3  # a host is unreachable after this many of its periods without a beat
@@ -140,3 +141,31 @@ class HostBeat:
         if self._queue is None:
             self._queue = open_store(Path(os.devnull), url=self.url)
         self._queue.expire_overdue()
+
+
+def remove(w: Write, name: str, now: float) -> HostSeen | None:
+    """Delete host ``name``'s row inside the caller's write transaction ``w``
+    and say what it was, judged at ``now`` (None: no row). Deleting first and
+    judging what was deleted makes the check and the removal one step: a
+    beat racing it either lands before (and the caller sees the host up and
+    rolls back) or after (and the host is simply back)."""
+    row = w.conn.execute("DELETE FROM hosts WHERE name = ? RETURNING heartbeat, period_s",
+                         (name,)).fetchone()
+    if row is None:
+        return None
+    hb, period = float(row["heartbeat"]), float(row["period_s"])
+    return HostSeen(name, hb, period, now - hb <= DEADLINE_PERIODS * period)
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What forgetting a host did (:meth:`Registry.forget_host
+    <agentwrap.sessions.registry.Registry.forget_host>`): the sessions it
+    ended (keys ``HOST/NAME``) and how many messages for them ended failed."""
+
+    host: str
+    sessions: list[str]
+    failed: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"host": self.host, "sessions": self.sessions, "failed": self.failed}
