@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +24,11 @@ from support.http_kit import in_process
 from support.records import record
 
 from agentwrap.errors import HostNotFound, HostStillUp
+from agentwrap.message import NewMessage, Source, Status
 from agentwrap.queue.backend import ENV as STORE_ENV
 from agentwrap.queue.backend import open_store
 from agentwrap.sessions import hosts
-from agentwrap.sessions.hosts import ENV
+from agentwrap.sessions.hosts import ENV, Forgotten
 from agentwrap.sessions.registry import Registry
 
 
@@ -134,6 +136,47 @@ def test_a_refused_forget_changes_nothing(tmp_path: Path, pg_url: str) -> None:
         beta.close()
 
 
+def test_two_hosts_forgetting_one_at_once_end_each_message_once(
+    tmp_path: Path, pg_url: str,
+) -> None:
+    store = open_store(tmp_path / "q.db", url=pg_url)
+    beta = Registry(tmp_path / "b.db", url=pg_url, host="beta", heartbeat_s=1.0)
+    forgetters = [Registry(tmp_path / f"{h}.db", url=pg_url, host=h) for h in ("alpha", "gamma")]
+    try:
+        beta.register(record("b1"))
+        ids = [store.enqueue(NewMessage(session="beta/b1", content=f"m{i}", source=Source.USER,
+                                        source_id="t"))[0].id for i in range(5)]
+        hosts.beat(beta.db, "beta", 1.0, now=1_700_000_000.0)  # silent since then
+        outcomes: list[object] = []
+
+        def forget(reg: Registry) -> None:
+            try:
+                outcomes.append(reg.forget_host("beta"))
+            except HostNotFound as exc:
+                outcomes.append(exc)
+
+        threads = [threading.Thread(target=forget, args=(r,)) for r in forgetters]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        done = [o for o in outcomes if isinstance(o, Forgotten)]
+        assert len(outcomes) == 2 and len(done) == 1  # one forgets, the other finds nothing
+        assert (done[0].sessions, done[0].failed) == (["beta/b1"], 5)
+        assert {store.get(i).status for i in ids} == {Status.FAILED}
+        rows = beta.db.read(
+            "SELECT subject, count(*) AS n FROM events WHERE kind = 'message.ended'"
+            " GROUP BY subject")
+        assert {r["subject"]: int(r["n"]) for r in rows} == dict.fromkeys(ids, 1)
+        assert len(rows) == 5
+        ended = beta.db.read("SELECT count(*) AS n FROM events WHERE kind = 'session.ended'")
+        assert int(ended[0]["n"]) == 1
+    finally:
+        for reg in (beta, *forgetters):
+            reg.close()
+        store.close()
+
+
 def test_hosts_on_sqlite_shows_this_host_only(aw: AwEnv) -> None:
     reg = aw.registry()
     try:
@@ -148,6 +191,8 @@ def test_hosts_on_sqlite_shows_this_host_only(aw: AwEnv) -> None:
     assert "SQLite" in text.stderr and "[store] url" in text.stderr
     gone = aw.cli("hosts", "forget", "elsewhere")
     assert gone.returncode == 3 and "SQLite" in gone.stderr
+    before = aw.cli("hosts", "--json", "forget", "elsewhere")  # --json before the verb too
+    assert before.returncode == 3 and json.loads(before.stdout)["error"] == "HostNotFound"
 
 
 def test_the_api_lists_the_hosts(aw: AwEnv, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

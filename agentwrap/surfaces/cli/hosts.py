@@ -64,7 +64,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     f = verbs.add_parser("forget", help=FORGET_HELP, description=FORGET_DESCRIPTION,
                          epilog=FORGET_EPILOG, formatter_class=fmt)
     f.add_argument("name", metavar="NAME", help="the host, as `agentwrap hosts` names it")
-    f.add_argument("--json", action="store_true", help="print what was done as JSON")
+    f.add_argument("--json", action="store_true", default=argparse.SUPPRESS,  # or before the verb
+                   help="print what was done as JSON")
     f.set_defaults(func=cmd_forget)
 
 
