@@ -120,6 +120,8 @@ def test_a_refused_forget_changes_nothing(tmp_path: Path, pg_url: str) -> None:
     open_store(tmp_path / "q.db", url=pg_url).close()  # the queue's tables, as a service has
     try:
         beta.register(record("b1"))  # beats beta now
+        beta.register(record("b0"))
+        beta.mark_ended("b0", 7)  # an end already recorded stays as it was
         with pytest.raises(HostStillUp):
             alpha.forget_host("beta")
         with pytest.raises(HostStillUp):
@@ -131,6 +133,8 @@ def test_a_refused_forget_changes_nothing(tmp_path: Path, pg_url: str) -> None:
         hosts.beat(beta.db, "beta", 1.0, now=1_700_000_000.0)  # silent since then
         assert alpha.forget_host("beta").sessions == ["beta/b1"]
         assert alpha.hosts() == {} and alpha.get("beta/b1").ended is not None
+        b0 = alpha.get("beta/b0")
+        assert b0.exit_code == 7 and b0.state_reason == "process exited with code 7"
     finally:
         alpha.close()
         beta.close()

@@ -532,8 +532,9 @@ class Registry:
             if was is not None and was.reachable:
                 raise HostStillUp(f"host {name!r} is up (its last beat was"
                                   f" {now - was.heartbeat:.0f} s ago): it cannot be forgotten")
-            keys = [r["name"] for r in w.conn.execute(
-                "SELECT name FROM sessions WHERE host = ? ORDER BY name", (name,)).fetchall()]
+            keys = [r["name"] for r in w.conn.execute(  # ended ones keep their end as it was
+                "SELECT name FROM sessions WHERE host = ? AND ended IS NULL ORDER BY name",
+                (name,)).fetchall()]
             ended = [k for k in keys if self._end(w, k, now, None, "host-forgotten", reason)]
             failed = finish(w, Status.FAILED, f"failed: {reason}",
                             "session IN (SELECT name FROM sessions WHERE host = ?)", [name],
