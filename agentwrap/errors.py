@@ -144,6 +144,22 @@ class SessionNotRunning(SessionError):
     default_hint = "start it again with `agentwrap run`; `agentwrap ls --all` shows stale entries"
 
 
+class HostNotFound(SessionError):
+    """No host of that name in the store (``agentwrap hosts forget``)."""
+
+    exit_code = 3
+    default_hint = "`agentwrap hosts` lists the hosts the store knows"
+
+
+class HostStillUp(SessionError):
+    """A host that still beats (or this one) cannot be forgotten: its
+    supervisors would go on delivering into sessions marked ended."""
+
+    exit_code = 75  # EX_TEMPFAIL: once it is silent, it can be
+    default_hint = ("stop agentwrap on that host first (`agentwrap stop --all` there), or wait"
+                    " until `agentwrap hosts` shows it unreachable")
+
+
 # --- messages and delivery --------------------------------------------------------
 
 

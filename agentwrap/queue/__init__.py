@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .store import MessageStore as MessageStore
     from .store import QueueMetrics as QueueMetrics
     from .store import SenderLimit as SenderLimit
+    from .transitions import finish as finish
     from .validate import MAX_DEPTH as MAX_DEPTH
     from .validate import MAX_ID_CHARS as MAX_ID_CHARS
     from .validate import MIN_TTL_S as MIN_TTL_S
@@ -68,6 +69,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "postgres": ("PgSubscription", "PostgresMessageStore"),
     "sqlite": ("SQLiteMessageStore",),
     "store": ("MessageStore", "QueueMetrics", "SenderLimit"),
+    "transitions": ("finish",),
     "validate": ("MAX_DEPTH", "MAX_ID_CHARS", "MIN_TTL_S"),
     "writes": ("Write",),
 }

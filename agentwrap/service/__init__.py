@@ -26,6 +26,7 @@ jobs is a module of its own, which it delegates to:
 * :mod:`.reading`: messages, attempts, a session's queue and why each waits;
 * :mod:`.sessions`: the sessions' records and screens, starting and stopping;
 * :mod:`.answering`: answers to the questions agents ask;
+* :mod:`.hosts`: the hosts of a shared store, and forgetting one gone for good;
 * :mod:`.events`: waiting on the event bus;
 * :mod:`.moving`: moving the store to another (SQLite <-> PostgreSQL);
 * :mod:`.views` and :mod:`.profiles`: the typed answers, the parsed profiles.
@@ -35,6 +36,7 @@ from ..sessions.registry import SessionRecord, Transition
 from .api import Service
 from .events import RECHECK_S
 from .hand_over import ACK_STATUSES, MAX_NOTE_CHARS
+from .hosts import HostView
 from .moving import MoveReport
 from .moving import migrate as migrate_store
 from .moving import place as store_place
@@ -43,7 +45,7 @@ from .views import HistoryEntry, QueueView, Sent, SessionView, Waiting
 
 __all__ = [
     "ACK_STATUSES", "AGENT_FLOW_MAX_AGE_S", "AGENT_MAX_DEPTH", "AGENT_SENDS",
-    "AGENT_SEND_WINDOW_S", "MAX_NOTE_CHARS", "RECHECK_S", "HistoryEntry", "MoveReport",
+    "AGENT_SEND_WINDOW_S", "MAX_NOTE_CHARS", "RECHECK_S", "HistoryEntry", "HostView", "MoveReport",
     "QueueView", "Sent", "Service", "SessionRecord", "SessionView", "Transition", "Waiting",
     "migrate_store", "store_place",
 ]

@@ -22,12 +22,13 @@ from ..events import Event, Subscription
 from ..message import Message, NewMessage, Priority, QueueLimits
 from ..paths import Paths
 from ..queue.store import MessageStore, QueueMetrics, SenderLimit
-from ..sessions.hosts import host_name
+from ..sessions.hosts import Forgotten, host_name
 from ..sessions.registry import Registry, SessionRecord, Transition
 from . import events
 from .answering import Answering
 from .events import RECHECK_S
 from .hand_over import HandOver
+from .hosts import Hosts, HostView
 from .profiles import ProfileCache
 from .reading import Reading
 from .sending import Sending
@@ -60,6 +61,7 @@ class Service:
         self._reading = Reading(paths, store, registry)
         self._sessions = Sessions(paths, store, registry, self.audit, profiles)
         self._answering = Answering(paths, registry, self.audit, profiles)
+        self._hosts = Hosts(store, registry, self.audit)
 
     def _recheck_s(self) -> float:
         """:attr:`recheck_s` as it is at each wait (a caller may change it
@@ -274,6 +276,18 @@ class Service:
         """Block until the answer is applied, stale or failed, or ``timeout``
         passed (then it is returned still pending); woken by the event bus."""
         return self._answering.wait(answer_id, timeout, self._recheck_s)
+
+    # --- hosts (.hosts) -------------------------------------------------------------------
+
+    def hosts(self) -> list[HostView]:
+        """Every host the store knows (this one only on SQLite), with its
+        liveness, last beat, running sessions and pending messages."""
+        return self._hosts.listed()
+
+    def forget_host(self, name: str, *, by: str) -> Forgotten:
+        """Forget a silent host for good: its sessions end, its pending
+        messages fail, its row goes (one transaction, audited)."""
+        return self._hosts.forget(name, by=by)
 
     # --- sessions (.sessions) -------------------------------------------------------------
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .hook_requests import hook_socket as hook_socket
     from .host import host_running as host_running
     from .host import serve as serve
+    from .hosts import Forgotten as Forgotten
     from .hosts import HostSeen as HostSeen
     from .hosts import host_name as host_name
     from .lifecycle import RunOptions as RunOptions
@@ -57,7 +58,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "hook_requests": ("ask", "hook_socket"),
     "host": ("host_running", "serve"),
-    "hosts": ("HostSeen", "host_name"),
+    "hosts": ("Forgotten", "HostSeen", "host_name"),
     "lifecycle": (
         "RunOptions",
         "adopt",

@@ -41,6 +41,7 @@ from ..queue.database import Database
 from ..queue.keys import HOST_ENV as ENV  # noqa: F401  (tests and the CLI read it here)
 from ..queue.keys import host_name as host_name
 from ..queue.store import MessageStore
+from ..queue.writes import Write
 
 log = logging.getLogger("agentwrap.hosts")
 DEADLINE_PERIODS = 3  # a host is unreachable after this many of its periods without a beat
@@ -71,6 +72,12 @@ class HostSeen:
     heartbeat: float
     period_s: float
     reachable: bool
+
+    @classmethod
+    def judged(cls, name: str, heartbeat: float, period_s: float, now: float) -> HostSeen:
+        """Host ``name`` with its last beat and period, as it stands at ``now``:
+        unreachable once silent for :data:`DEADLINE_PERIODS` of its periods."""
+        return cls(name, heartbeat, period_s, now - heartbeat <= DEADLINE_PERIODS * period_s)
 
     @property
     def liveness(self) -> str:
@@ -106,9 +113,8 @@ def seen(db: Database, now: float | None = None) -> dict[str, HostSeen]:
     at = time.time() if now is None else now
     out: dict[str, HostSeen] = {}
     for r in db.read("SELECT name, heartbeat, period_s FROM hosts"):
-        hb, period = float(r["heartbeat"]), float(r["period_s"])
-        out[r["name"]] = HostSeen(r["name"], hb, period,
-                                  at - hb <= DEADLINE_PERIODS * period)
+        out[r["name"]] = HostSeen.judged(r["name"], float(r["heartbeat"]),
+                                         float(r["period_s"]), at)
     return out
 
 
@@ -199,3 +205,30 @@ class HostBeat:
         self._queue.expire_overdue()
         self.sweeps += 1
         return True
+
+
+def remove(w: Write, name: str, now: float) -> HostSeen | None:
+    """Delete host ``name``'s row inside the caller's write transaction ``w``
+    and say what it was, judged at ``now`` (None: no row). Deleting first and
+    judging what was deleted makes the check and the removal one step: a
+    beat racing it either lands before (and the caller sees the host up and
+    rolls back) or after (and the host is simply back)."""
+    row = w.conn.execute("DELETE FROM hosts WHERE name = ? RETURNING heartbeat, period_s",
+                         (name,)).fetchone()
+    if row is None:
+        return None
+    return HostSeen.judged(name, float(row["heartbeat"]), float(row["period_s"]), now)
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What forgetting a host did (:meth:`Registry.forget_host
+    <agentwrap.sessions.registry.Registry.forget_host>`): the sessions it
+    ended (keys ``HOST/NAME``) and how many messages for them ended failed."""
+
+    host: str
+    sessions: list[str]
+    failed: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"host": self.host, "sessions": self.sessions, "failed": self.failed}

@@ -29,16 +29,25 @@ from typing import Any
 from .. import events
 from ..config import Config, HostConfig, load_config
 from ..detect.states import State
-from ..errors import InvalidMessage, SessionAmbiguous, SessionNameTaken, SessionNotFound
+from ..errors import (
+    HostNotFound,
+    HostStillUp,
+    InvalidMessage,
+    SessionAmbiguous,
+    SessionNameTaken,
+    SessionNotFound,
+)
+from ..message import Status
 from ..paths import Paths, check_session_name
 from ..queue import db
 from ..queue.backend import open_database, store_url
 from ..queue.keys import SessionKeys
+from ..queue.transitions import finish
 from ..queue.writes import Write
 from ..session_options import SessionOptions
 from ..terminal.proctree import alive, start_time
 from . import hosts
-from .hosts import HostSeen, host_name
+from .hosts import Forgotten, HostSeen, host_name
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -485,16 +494,59 @@ class Registry:
         name = self.keys.key(name)  # the row's key from here on
         with self.db.write() as w:
             w.take_turns(f"session:{name}")  # one end, one event
-            row = w.conn.execute("SELECT ended FROM sessions WHERE name=?", (name,)).fetchone()
-            w.conn.execute(*self._update_sql(name, dict(
-                state=State.EXITED.value, state_since=now, exit_code=exit_code, ended=now,
-                state_signal="process", state_rule="process", state_reason=reason, heartbeat=now,
-            )))
-            if row is not None and row["ended"] is None:
-                self._transition(
-                    w, name, now, State.EXITED.value, "process", "process", reason, "", 0, False
-                )
-                w.event(now, name, "session.ended", "", exit_code=exit_code)
+            self._end(w, name, now, exit_code, "process", reason)
+
+    def _end(self, w: Write, key: str, now: float, exit_code: int | None, rule: str,
+             reason: str) -> bool:
+        """Record the end of session ``key`` inside ``w`` (its transition and
+        ``session.ended`` event only the first time); whether it was the first."""
+        row = w.conn.execute("SELECT ended FROM sessions WHERE name=?", (key,)).fetchone()
+        w.conn.execute(*self._update_sql(key, dict(
+            state=State.EXITED.value, state_since=now, exit_code=exit_code, ended=now,
+            state_signal="process", state_rule=rule, state_reason=reason, heartbeat=now,
+        )))
+        if row is None or row["ended"] is not None:
+            return False
+        self._transition(w, key, now, State.EXITED.value, "process", rule, reason, "", 0, False)
+        w.event(now, key, "session.ended", "", exit_code=exit_code)
+        return True
+
+    def forget_host(self, name: str) -> Forgotten:
+        """Forget host ``name`` of a shared store, a machine gone for good: in
+        one transaction its sessions end, every message still waiting for them
+        ends failed (naming the host) and its row goes, so it leaves ``ls``
+        and nothing waits for it until its TTL. Refused (nothing changed) for
+        this host and a host still up (:class:`HostStillUp`: its supervisors
+        would go on typing into sessions marked ended) and for a host the
+        store does not know (:class:`HostNotFound`)."""
+        try:
+            check_session_name(name)  # host names are checked as session names are
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"invalid host name {name!r}", hint=exc.hint) from None
+        if name == self.host:
+            raise HostStillUp(f"host {name!r} is this host: it cannot forget itself",
+                              hint="run `agentwrap hosts forget` on another host of the store")
+        if not self.db.shared:
+            raise HostNotFound(f"no host named {name!r}: this store is this machine's SQLite"
+                               f" file, its only host is {self.host!r}")
+        now = time.time()
+        reason = f"host {name!r} was forgotten"
+        with self.db.write() as w:
+            w.take_turns(f"host:{name}")
+            was = hosts.remove(w, name, now)
+            if was is not None and was.reachable:
+                raise HostStillUp(f"host {name!r} is up (its last beat was"
+                                  f" {now - was.heartbeat:.0f} s ago): it cannot be forgotten")
+            keys = [r["name"] for r in w.conn.execute(  # ended ones keep their end as it was
+                "SELECT name FROM sessions WHERE host = ? AND ended IS NULL ORDER BY name",
+                (name,)).fetchall()]
+            ended = [k for k in keys if self._end(w, k, now, None, "host-forgotten", reason)]
+            failed = finish(w, Status.FAILED, f"failed: {reason}",
+                            "session IN (SELECT name FROM sessions WHERE host = ?)", [name],
+                            None, now)
+            if was is None and not ended and not failed:  # nothing of it left: unknown
+                raise HostNotFound(f"no host named {name!r} in the store")
+        return Forgotten(name, ended, failed)
 
 
 

@@ -287,6 +287,22 @@ class SessionList(_Out):
     sessions: list[SessionSummary]
 
 
+class HostSummary(_Out):
+    name: str
+    here: bool = Field(description="the host serving this API")
+    liveness: str = Field(description="up, or unreachable: silent past its heartbeat deadline")
+    lastBeat: float | None = Field(description="its last heartbeat (null: none, e.g. on SQLite)")
+    unreachableSince: float | None = Field(description="set while unreachable: its last beat")
+    sessions: list[str] = Field(description="the sessions running there")
+    pending: int = Field(description="messages pending for its sessions")
+
+
+class HostList(_Out):
+    hosts: list[HostSummary]
+    shared: bool = Field(description="false: the store is this machine's SQLite file, whose"
+                         " only host is this one")
+
+
 class ChannelMetrics(_Out):
     attempts: int = Field(description="attempts made through this channel")
     failedAttempts: int = Field(description="of those, the ones that did not get the message there")

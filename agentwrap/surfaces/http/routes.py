@@ -204,6 +204,14 @@ def list_sessions(
                                    for v in svc.sessions(include_ended=all)])
 
 
+@api.get("/hosts", response_model=m.HostList, responses=ERRORS)
+def list_hosts(svc: Svc) -> m.HostList:
+    """Every host the store knows (this one only on SQLite): liveness, last
+    beat, running sessions, pending messages (`agentwrap hosts`)."""
+    return m.HostList(hosts=[m.HostSummary.model_validate(v.to_json()) for v in svc.hosts()],
+                      shared=svc.registry.db.shared)
+
+
 @session_route(api, "GET", "/sessions/{name}", response_model=m.SessionDetail, responses=ERRORS)
 def get_session(name: Address, svc: Svc) -> m.SessionDetail:
     """A session's state with its explanation, its queue and its delivery figures."""
