@@ -34,7 +34,9 @@ REF's tree is built in a temp dir (benchlib.baseline_tree) and each tree's
 part runs in a process of its own with that tree on PYTHONPATH (the
 supervisor's side runs in the process), ``--rounds`` times each, taking turns
 (A B, B A, ...) so the machine's load hits both alike; it prints both trees'
-p50/p99 per case and the ratios this / REF. ``--agentwrap-root`` measures
+p50/p99 per case, the median CPU time of the hook's process (user + system: far
+steadier than the wall time on a loaded machine, though it leaves out the
+supervisor's side) and the ratios this / REF. ``--agentwrap-root`` measures
 another source tree alone.
 
     .venv/bin/python scripts/bench_hooks.py --runs 60
@@ -47,6 +49,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import select
 import shutil
 import subprocess
@@ -78,31 +81,40 @@ REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "hooks" / "claude"
 
 
-def timed(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[float, bytes]:
-    """One run, in HOME: ``python -m`` puts its working directory first on
-    the path, which must not put another agentwrap before ``--agentwrap-root``."""
+def timed(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[float, float, bytes]:
+    """One run: (wall, CPU of the hook's process, its output). The CPU time
+    (user + system, from the reaped child's rusage) moves far less with the
+    machine's load than the wall time; it excludes what the supervisor's side
+    does in this process. Run in HOME: ``python -m`` puts its working
+    directory first on the path, which must not put another agentwrap before
+    ``--agentwrap-root``."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     proc = subprocess.run(argv, input=data, env=env, capture_output=True, check=True,
                           cwd=env["HOME"])
-    return time.perf_counter() - t, proc.stdout
+    took = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, proc.stdout
 
 
 Case = tuple[list[str], bytes, object, dict[str, str]]
 
 
-def run_cases(cases: dict[str, Case], times: dict[str, list[float]], runs: int) -> None:
+def run_cases(cases: dict[str, Case], times: dict[str, list[float]], runs: int,
+              cpu: dict[str, list[float]]) -> None:
     """Every case once per round, ``runs`` rounds: interleaved, so the
     machine's load hits each case alike."""
     for _ in range(runs):
         for name, (argv, data, before, case_env) in cases.items():
             if callable(before):
                 before()
-            took, out = timed(argv, data, case_env)
+            took, used, out = timed(argv, data, case_env)
             if callable(before) and b"additionalContext" not in out:
                 raise SystemExit(f"{name}: no context in {out!r}")
             if before == "allow" and b'"behavior": "allow"' not in out:
                 raise SystemExit(f"{name}: not approved: {out!r}")
             times[name].append(took)
+            cpu[name].append(used)
 
 
 @contextmanager
@@ -143,9 +155,10 @@ def supervisor(paths: Paths, session: str) -> Iterator[None]:
             store.close()
 
 
-def measure(aw_root: Path, runs: int) -> dict[str, list[float]]:
+def measure(aw_root: Path, runs: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Every case ``runs`` times, interleaved, with the agentwrap of the source
-    tree ``aw_root`` (imported here, and first on the hooks' PYTHONPATH)."""
+    tree ``aw_root`` (imported here, and first on the hooks' PYTHONPATH):
+    (wall times, CPU times of the hook's process) per case."""
     sys.path.insert(0, str(aw_root))
     from agentwrap.message import NewMessage, QueueLimits, Source
     from agentwrap.paths import Paths
@@ -219,14 +232,15 @@ def measure(aw_root: Path, runs: int) -> dict[str, list[float]]:
             "  native, no supervisor (Python hook)": (native("Stop", "alone"), stop, None, alone),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
+        cpu: dict[str, list[float]] = {name: [] for name in cases}
         for argv, data, _, case_env in cases.values():  # warm the page cache once
             timed(argv, data, case_env)
         with supervisor(paths, "bench"), supervisor(Paths.from_env(ruled), "ruled"):
-            run_cases(cases, times, runs)
+            run_cases(cases, times, runs, cpu)
         svc.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return times
+    return times, cpu
 
 
 def against(args: argparse.Namespace) -> int:
@@ -235,6 +249,7 @@ def against(args: argparse.Namespace) -> int:
     rounds = max(1, args.rounds)
     per_round = max(1, math.ceil(args.runs / rounds))
     times: dict[str, dict[str, list[float]]] = {"this": {}, "ref": {}}
+    cpu: dict[str, dict[str, list[float]]] = {"this": {}, "ref": {}}
     p50s: dict[str, dict[str, list[float]]] = {"this": {}, "ref": {}}
     loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="awbh-against-") as tmp, \
@@ -254,13 +269,15 @@ def against(args: argparse.Namespace) -> int:
                 got = json.loads(out.read_text(encoding="utf-8"))
                 for name, s in got["cases"].items():
                     times[side].setdefault(name, []).extend(s["samples_ms"])
+                    cpu[side].setdefault(name, []).extend(s["cpu_samples_ms"])
                     p50s[side].setdefault(name, []).append(s["p50_ms"])
                 if r == 0:
                     print(f"{labels[side]}: agentwrap from {got['agentwrap']}")
     print(f"\nthis = {labels['this']}, ref = {labels['ref']}: {rounds} rounds x {per_round} runs"
           f" per tree, turn about, {os.cpu_count()} cpus, load {min(loads):.1f}-{max(loads):.1f}")
+    print(f"{'':38} {'wall time, ms':^43}   {'CPU of the hook process, ms':^27}")
     print(f"{'case':38} {'this p50 / p99':>15} {'ref p50 / p99':>15} {'this / ref':>11}"
-          f"   p50 ratio per round")
+          f"   {'this':>6} {'ref':>6} {'ratio':>6}   wall p50 ratio per round")
     results: dict[str, Any] = {"against": args.against, "this": labels["this"],
                                "ref": labels["ref"], "rounds": rounds, "runs_per_round": per_round,
                                "loads": loads, "cases": {}}
@@ -271,11 +288,14 @@ def against(args: argparse.Namespace) -> int:
         r50, r99 = ratio(a["p50_ms"], b["p50_ms"]), ratio(a["p99_ms"], b["p99_ms"])
         paired = [ratio(x, y) for x, y in zip(p50s["this"][name], p50s["ref"].get(name, []),
                                               strict=False)]
+        c_this, c_ref = pct(cpu["this"][name], 50), pct(cpu["ref"].get(name, []), 50)
+        a["cpu_p50_ms"], b["cpu_p50_ms"] = c_this, c_ref
         results["cases"][name] = {"this": a, "ref": b, "ratio_p50": r50, "ratio_p99": r99,
-                                  "paired_p50": paired}
+                                  "ratio_cpu_p50": ratio(c_this, c_ref), "paired_p50": paired}
         print(f"{name:38} {fmt(a['p50_ms'], '.1f'):>7} / {fmt(a['p99_ms'], '.1f'):<5}"
               f" {fmt(b['p50_ms'], '.1f'):>7} / {fmt(b['p99_ms'], '.1f'):<5}"
-              f" {fmt(r50):>5} / {fmt(r99):<4}   {' '.join(fmt(x) for x in paired)}")
+              f" {fmt(r50):>5} / {fmt(r99):<4}   {fmt(c_this, '.1f'):>6} {fmt(c_ref, '.1f'):>6}"
+              f" {fmt(ratio(c_this, c_ref)):>6}   {' '.join(fmt(x) for x in paired)}")
     if args.json:
         write_json(args.json, results)
     return 0
@@ -297,7 +317,7 @@ def main() -> int:
         return against(args)
 
     aw_root = args.agentwrap_root.resolve()
-    times = measure(aw_root, args.runs)
+    times, cpu = measure(aw_root, args.runs)
     floor = stats_ms(times["python3 -c pass"])
     results: dict[str, Any] = {}
     print(f"{'case':36} {'p50 ms':>8} {'p99 ms':>8} {'x p50':>6} {'x p99':>6}   ({args.runs} runs,"
@@ -307,6 +327,8 @@ def main() -> int:
         s["ratio_p50"] = s["p50_ms"] / floor["p50_ms"]
         s["ratio_p99"] = s["p99_ms"] / floor["p99_ms"]
         s["samples_ms"] = [x * 1000 for x in xs]
+        s["cpu_samples_ms"] = [x * 1000 for x in cpu[name]]
+        s["cpu_p50_ms"] = pct(s["cpu_samples_ms"], 50)
         results[name] = s
         print(f"{name:36} {fmt(s['p50_ms'], '8.1f')} {fmt(s['p99_ms'], '8.1f')}"
               f" {fmt(s['ratio_p50'], '6.1f')} {fmt(s['ratio_p99'], '6.1f')}")
