@@ -25,7 +25,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+try:
+    from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+except ModuleNotFoundError:  # imported for build_helpers() by scripts/benchlib.py, which builds
+    BuildHookInterface = object  # another commit's helpers to benchmark it (no hatchling there)
 
 SOURCE = Path("agentwrap/terminal/_native/relay.c")
 BINARY = Path("agentwrap/terminal/_native/agentwrap-relay")
@@ -45,7 +48,7 @@ class RelayBuildHook(BuildHookInterface):
             for _, binary in HELPERS:
                 (root / binary).unlink(missing_ok=True)  # a stale binary must not outlive the choice
             return
-        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        cc = compiler()
         if cc is None:
             self.app.display_warning(
                 "agentwrap: no C compiler found; the pty backend will relay in Python "
@@ -53,14 +56,30 @@ class RelayBuildHook(BuildHookInterface):
                 "Install gcc and reinstall for the native helpers."
             )
             return
-        for source, binary in HELPERS:
-            _build(cc, root / source, root / binary)
+        build_helpers(cc, root)
         build_data["pure_python"] = False
         platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
         build_data["tag"] = f"py3-none-{platform}"  # a program, not an extension: any CPython
         if version != "editable":
             for _, binary in HELPERS:
                 build_data["force_include"][str(root / binary)] = binary.as_posix()
+
+
+def compiler() -> str | None:
+    """The C compiler: $CC, else cc or gcc on PATH."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
+def build_helpers(cc: str, root: Path) -> list[Path]:
+    """Build every native helper whose source the tree ``root`` has, next to
+    its source; the binaries built. scripts/benchlib.py builds another
+    commit's tree with it (an older one may lack a helper)."""
+    built = []
+    for source, binary in HELPERS:
+        if (root / source).exists():
+            _build(cc, root / source, root / binary)
+            built.append(root / binary)
+    return built
 
 
 def _build(cc: str, src: Path, out: Path) -> None:

@@ -29,14 +29,27 @@ Each hook gets the captured payload (tests/fixtures/hooks/claude/) on stdin, in
 an isolated agentwrap environment with one registered session. Prints p50/p99
 per case and each case's ratio to ``python3 -c pass``; ``--json`` for a file.
 
+``--against REF`` measures the same cases on commit REF too, in the same run:
+REF's tree is built in a temp dir (benchlib.baseline_tree) and each tree's
+part runs in a process of its own with that tree on PYTHONPATH (the
+supervisor's side runs in the process), ``--rounds`` times each, taking turns
+(A B, B A, ...) so the machine's load hits both alike; it prints both trees'
+p50/p99 per case, the median CPU time of the hook's process (user + system: far
+steadier than the wall time on a loaded machine, though it leaves out the
+supervisor's side) and the ratios this / REF. ``--agentwrap-root`` measures
+another source tree alone.
+
     .venv/bin/python scripts/bench_hooks.py --runs 60
+    .venv/bin/python scripts/bench_hooks.py --runs 60 --against a27e8eb
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import resource
 import select
 import shutil
 import subprocess
@@ -47,47 +60,61 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from benchlib import fmt, json_safe, stats_ms
+from benchlib import (
+    alternate,
+    baseline_tree,
+    fmt,
+    pct,
+    ratio,
+    stats_ms,
+    this_label,
+    tree_env,
+    write_json,
+)
 
-from agentwrap.audit import AuditLog
-from agentwrap.datagram import WakeSocket
-from agentwrap.delivery.handover import ack_rule
-from agentwrap.message import NewMessage, QueueLimits, Source
-from agentwrap.paths import Paths
-from agentwrap.queue.sqlite import SQLiteMessageStore
-from agentwrap.service import Service
-from agentwrap.sessions.channels import hook_client
-from agentwrap.sessions.hook_requests import HandoverServer, hook_socket
-from agentwrap.sessions.registry import SessionRecord
-from agentwrap.surfaces.hooks.server import HookServer
+if TYPE_CHECKING:
+    from agentwrap.paths import Paths
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "hooks" / "claude"
 
 
-def timed(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[float, bytes]:
+def timed(argv: list[str], data: bytes, env: dict[str, str]) -> tuple[float, float, bytes]:
+    """One run: (wall, CPU of the hook's process, its output). The CPU time
+    (user + system, from the reaped child's rusage) moves far less with the
+    machine's load than the wall time; it excludes what the supervisor's side
+    does in this process. Run in HOME: ``python -m`` puts its working
+    directory first on the path, which must not put another agentwrap before
+    ``--agentwrap-root``."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    proc = subprocess.run(argv, input=data, env=env, capture_output=True, check=True)
-    return time.perf_counter() - t, proc.stdout
+    proc = subprocess.run(argv, input=data, env=env, capture_output=True, check=True,
+                          cwd=env["HOME"])
+    took = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime, proc.stdout
 
 
 Case = tuple[list[str], bytes, object, dict[str, str]]
 
 
-def run_cases(cases: dict[str, Case], times: dict[str, list[float]], runs: int) -> None:
+def run_cases(cases: dict[str, Case], times: dict[str, list[float]], runs: int,
+              cpu: dict[str, list[float]]) -> None:
     """Every case once per round, ``runs`` rounds: interleaved, so the
     machine's load hits each case alike."""
     for _ in range(runs):
         for name, (argv, data, before, case_env) in cases.items():
             if callable(before):
                 before()
-            took, out = timed(argv, data, case_env)
+            took, used, out = timed(argv, data, case_env)
             if callable(before) and b"additionalContext" not in out:
                 raise SystemExit(f"{name}: no context in {out!r}")
             if before == "allow" and b'"behavior": "allow"' not in out:
                 raise SystemExit(f"{name}: not approved: {out!r}")
             times[name].append(took)
+            cpu[name].append(used)
 
 
 @contextmanager
@@ -95,6 +122,14 @@ def supervisor(paths: Paths, session: str) -> Iterator[None]:
     """``session``'s wake socket answered from a thread as the supervisor's
     loop answers it (the same server, store and socket; only the screen
     watching around it is missing)."""
+    from agentwrap.audit import AuditLog
+    from agentwrap.datagram import WakeSocket
+    from agentwrap.delivery.handover import ack_rule
+    from agentwrap.message import QueueLimits
+    from agentwrap.queue.sqlite import SQLiteMessageStore
+    from agentwrap.sessions.hook_requests import HandoverServer, hook_socket
+    from agentwrap.surfaces.hooks.server import HookServer
+
     store = SQLiteMessageStore(paths.db_path, QueueLimits(rate_per_minute=1_000_000))
     server = HandoverServer(paths, session, store, AuditLog(paths.audit_log),
                             ack_rule(False, "ACK {token}"))
@@ -120,18 +155,23 @@ def supervisor(paths: Paths, session: str) -> Iterator[None]:
             store.close()
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runs", type=int, default=60, help="runs per case (default 60)")
-    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
-    args = p.parse_args()
+def measure(aw_root: Path, runs: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Every case ``runs`` times, interleaved, with the agentwrap of the source
+    tree ``aw_root`` (imported here, and first on the hooks' PYTHONPATH):
+    (wall times, CPU times of the hook's process) per case."""
+    sys.path.insert(0, str(aw_root))
+    from agentwrap.message import NewMessage, QueueLimits, Source
+    from agentwrap.paths import Paths
+    from agentwrap.service import Service
+    from agentwrap.sessions.channels import hook_client
+    from agentwrap.sessions.hook_requests import hook_socket
+    from agentwrap.sessions.registry import SessionRecord
 
     root = Path(tempfile.mkdtemp(prefix="awbh-"))
     try:
         env = dict(os.environ, HOME=str(root / "home"), XDG_CONFIG_HOME=str(root / "c"),
                    XDG_STATE_HOME=str(root / "s"), XDG_RUNTIME_DIR=str(root / "r"),
-                   AGENTWRAP_SESSION="bench", PYTHONPATH=str(REPO))
+                   AGENTWRAP_SESSION="bench", PYTHONPATH=str(aw_root))
         (root / "home").mkdir()
         paths = Paths.from_env(env).ensure()
         svc = Service.open(paths, limits=QueueLimits(rate_per_minute=1_000_000))
@@ -192,28 +232,111 @@ def main() -> int:
             "  native, no supervisor (Python hook)": (native("Stop", "alone"), stop, None, alone),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
+        cpu: dict[str, list[float]] = {name: [] for name in cases}
         for argv, data, _, case_env in cases.values():  # warm the page cache once
             timed(argv, data, case_env)
         with supervisor(paths, "bench"), supervisor(Paths.from_env(ruled), "ruled"):
-            run_cases(cases, times, args.runs)
+            run_cases(cases, times, runs, cpu)
         svc.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    return times, cpu
 
+
+def against(args: argparse.Namespace) -> int:
+    """This tree and REF's, ``--rounds`` turns each of ``--runs / --rounds``
+    runs per case, each in a process of its own; pooled per tree."""
+    rounds = max(1, args.rounds)
+    per_round = max(1, math.ceil(args.runs / rounds))
+    times: dict[str, dict[str, list[float]]] = {"this": {}, "ref": {}}
+    cpu: dict[str, dict[str, list[float]]] = {"this": {}, "ref": {}}
+    p50s: dict[str, dict[str, list[float]]] = {"this": {}, "ref": {}}
+    loads: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="awbh-against-") as tmp, \
+            baseline_tree(args.against) as (ref_root, ref_label):
+        trees = {"this": args.agentwrap_root.resolve(), "ref": ref_root}
+        labels = {"this": f"this {this_label()}", "ref": ref_label}
+        for r, order in alternate(list(trees), rounds):
+            for side in order:
+                loads.append(os.getloadavg()[0])
+                out = Path(tmp) / f"{side}-{r}.json"
+                proc = subprocess.run(
+                    [sys.executable, str(Path(__file__).resolve()), "--runs", str(per_round),
+                     "--agentwrap-root", str(trees[side]), "--json", str(out)],
+                    env=tree_env(trees[side]), capture_output=True, text=True, check=False)
+                if proc.returncode != 0:
+                    raise SystemExit(f"{labels[side]}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
+                got = json.loads(out.read_text(encoding="utf-8"))
+                for name, s in got["cases"].items():
+                    times[side].setdefault(name, []).extend(s["samples_ms"])
+                    cpu[side].setdefault(name, []).extend(s["cpu_samples_ms"])
+                    p50s[side].setdefault(name, []).append(s["p50_ms"])
+                if r == 0:
+                    print(f"{labels[side]}: agentwrap from {got['agentwrap']}")
+    print(f"\nthis = {labels['this']}, ref = {labels['ref']}: {rounds} rounds x {per_round} runs"
+          f" per tree, turn about, {os.cpu_count()} cpus, load {min(loads):.1f}-{max(loads):.1f}")
+    print(f"{'':38} {'wall time, ms':^43}   {'CPU of the hook process, ms':^27}")
+    print(f"{'case':38} {'this p50 / p99':>15} {'ref p50 / p99':>15} {'this / ref':>11}"
+          f"   {'this':>6} {'ref':>6} {'ratio':>6}   wall p50 ratio per round")
+    results: dict[str, Any] = {"against": args.against, "this": labels["this"],
+                               "ref": labels["ref"], "rounds": rounds, "runs_per_round": per_round,
+                               "loads": loads, "cases": {}}
+    for name, xs in times["this"].items():
+        ys = times["ref"].get(name, [])
+        a = {"p50_ms": pct(xs, 50), "p99_ms": pct(xs, 99)}
+        b = {"p50_ms": pct(ys, 50), "p99_ms": pct(ys, 99)}
+        r50, r99 = ratio(a["p50_ms"], b["p50_ms"]), ratio(a["p99_ms"], b["p99_ms"])
+        paired = [ratio(x, y) for x, y in zip(p50s["this"][name], p50s["ref"].get(name, []),
+                                              strict=False)]
+        c_this, c_ref = pct(cpu["this"][name], 50), pct(cpu["ref"].get(name, []), 50)
+        a["cpu_p50_ms"], b["cpu_p50_ms"] = c_this, c_ref
+        results["cases"][name] = {"this": a, "ref": b, "ratio_p50": r50, "ratio_p99": r99,
+                                  "ratio_cpu_p50": ratio(c_this, c_ref), "paired_p50": paired}
+        print(f"{name:38} {fmt(a['p50_ms'], '.1f'):>7} / {fmt(a['p99_ms'], '.1f'):<5}"
+              f" {fmt(b['p50_ms'], '.1f'):>7} / {fmt(b['p99_ms'], '.1f'):<5}"
+              f" {fmt(r50):>5} / {fmt(r99):<4}   {fmt(c_this, '.1f'):>6} {fmt(c_ref, '.1f'):>6}"
+              f" {fmt(ratio(c_this, c_ref)):>6}   {' '.join(fmt(x) for x in paired)}")
+    if args.json:
+        write_json(args.json, results)
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", type=int, default=60, help="runs per case (default 60)")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--agentwrap-root", type=Path, default=REPO,
+                   help="source tree of the agentwrap under test (default: this one)")
+    p.add_argument("--against", metavar="REF",
+                   help="also measure commit REF in the same run, turn about, and print ratios")
+    p.add_argument("--rounds", type=int, default=6,
+                   help="with --against: turns per tree, --runs split among them (default 6)")
+    args = p.parse_args()
+    if args.against:
+        return against(args)
+
+    aw_root = args.agentwrap_root.resolve()
+    times, cpu = measure(aw_root, args.runs)
     floor = stats_ms(times["python3 -c pass"])
-    results = {}
+    results: dict[str, Any] = {}
     print(f"{'case':36} {'p50 ms':>8} {'p99 ms':>8} {'x p50':>6} {'x p99':>6}   ({args.runs} runs,"
           f" {os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f})")
     for name, xs in times.items():
-        s = stats_ms(xs)
+        s: dict[str, Any] = dict(stats_ms(xs))
         s["ratio_p50"] = s["p50_ms"] / floor["p50_ms"]
         s["ratio_p99"] = s["p99_ms"] / floor["p99_ms"]
+        s["samples_ms"] = [x * 1000 for x in xs]
+        s["cpu_samples_ms"] = [x * 1000 for x in cpu[name]]
+        s["cpu_p50_ms"] = pct(s["cpu_samples_ms"], 50)
         results[name] = s
         print(f"{name:36} {fmt(s['p50_ms'], '8.1f')} {fmt(s['p99_ms'], '8.1f')}"
               f" {fmt(s['ratio_p50'], '6.1f')} {fmt(s['ratio_p99'], '6.1f')}")
     if args.json:
-        Path(args.json).write_text(json.dumps(json_safe(results), indent=2) + "\n",
-                                   encoding="utf-8")
+        import agentwrap
+
+        write_json(args.json, {"agentwrap": str(Path(agentwrap.__file__).resolve().parent),
+                               "cases": results})
     return 0
 
 

@@ -34,13 +34,22 @@ same run, then side by side). Everything it starts is killed at the end, also
 after Ctrl-C or an error: every supervisor and agent pid, and every tmux
 server in its runtime dir.
 
+``--against REF`` runs the same benchmark on commit REF too, in the same run:
+REF's tree is built in a temp dir (benchlib.baseline_tree) and every run, of
+either tree, is this script in a process of its own with ``--agentwrap-root``
+on that tree, ``--rounds`` runs per tree and mode taking turns (A B, B A, ...)
+so the machine's load hits both alike; it prints each figure for both (the
+median of the runs), the ratio this / REF and each round's paired ratio.
+
     .venv/bin/python scripts/bench_scale.py                      # ~3-4 min for 50
     .venv/bin/python scripts/bench_scale.py -n 5 --idle 10 --json
+    .venv/bin/python scripts/bench_scale.py -n 20 --against a27e8eb --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -60,15 +69,22 @@ from typing import Any
 from benchlib import (
     Interrupted,
     Stamps,
+    alternate,
+    baseline_tree,
     fmt,
     isolated_env,
     json_safe,
+    pct,
     pid_alive,
+    print_against,
     raise_interrupted,
+    ratio,
     stats_ms,
     teardown_agentwrap,
+    this_label,
     tmux_server_pid,
     tmux_sockets,
+    tree_env,
     wait_until,
 )
 
@@ -473,7 +489,7 @@ def step_messages(b: Bench, size: int) -> dict[str, Any]:
         store.close()
         reg.close()
     return {"bytes": size, **stats_ms(lat), "enqueue_to_delivered_seen": stats_ms(done),
-            "errors": errors}
+            "samples_ms": [x * 1000 for x in lat], "errors": errors}
 
 
 def step_stop(b: Bench, mode: Mode, procs: Procs) -> dict[str, Any]:
@@ -680,6 +696,92 @@ def print_side_by_side(results: list[dict[str, Any]]) -> None:
         print(f"{g['what']:34}{cells}   <= {fmt(g['goal'])} {g['unit']}")
 
 
+#: what --against compares: (label, how to read it from one run's results)
+AGAINST_FIGURES: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
+    ("start all, s", lambda r: (r.get("start") or {}).get("total_s")),
+    ("stop all, s", lambda r: (r.get("stop") or {}).get("total_s")),
+    ("idle CPU, % of a core", lambda r: (r.get("idle") or {}).get("agentwrap_total_pct")),
+    ("RSS per session, MB", lambda r: (r.get("memory") or {}).get("agentwrap_rss_per_session_mb")),
+    ("PSS per session, MB", lambda r: (r.get("memory") or {}).get("agentwrap_pss_per_session_mb")),
+    ("enqueue -> first byte p50, ms", lambda r: (r.get("messages") or {}).get("p50_ms")),
+    ("enqueue -> first byte p99, ms", lambda r: (r.get("messages") or {}).get("p99_ms")),
+]
+
+
+def child_argv(args: argparse.Namespace, mode: str, tree: Path) -> list[str]:
+    """This script, one mode, on ``tree``, its results as JSON on stdout."""
+    return [sys.executable, str(Path(__file__).resolve()), "-n", str(args.sessions), "--mode", mode,
+            "--idle", str(args.idle), "--parallel", str(args.parallel), "--settle",
+            str(args.settle), "--bytes", str(args.bytes), "--timeout", str(args.timeout), "--json",
+            "--agentwrap-root", str(tree)]
+
+
+def against(args: argparse.Namespace) -> int:
+    """``--rounds`` runs per tree and mode, this tree and REF's taking turns,
+    each run in a process of its own; the figures side by side with ratios
+    (on stderr with ``--json``, which has stdout)."""
+    if args.json:
+        with contextlib.redirect_stdout(sys.stderr):
+            summary, status = against_runs(args)
+        json.dump(json_safe(summary), sys.stdout, indent=1, default=str)
+        print()
+        return status
+    return against_runs(args)[1]
+
+
+def against_runs(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
+    modes = ["process", "host"] if args.mode == "both" else [args.mode]
+    runs: dict[str, dict[str, list[dict[str, Any]]]] = {"this": {m: [] for m in modes},
+                                                         "ref": {m: [] for m in modes}}
+    loads: list[float] = []
+    status = 0
+    with baseline_tree(args.against) as (ref_root, ref_label):
+        trees = {"this": args.agentwrap_root.resolve(), "ref": ref_root}
+        labels = {"this": f"this {this_label()}", "ref": ref_label}
+        for r, order in alternate(list(trees), max(1, args.rounds)):
+            for mode in modes:
+                for side in order:
+                    load = os.getloadavg()
+                    loads.append(load[0])
+                    proc = subprocess.run(child_argv(args, mode, trees[side]),
+                                          env=tree_env(trees[side]), capture_output=True,
+                                          text=True, check=False)
+                    try:
+                        res: dict[str, Any] = json.loads(proc.stdout)
+                    except ValueError:
+                        res = {"errors": [f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"]}
+                    res["load"] = load
+                    runs[side][mode].append(res)
+                    status = status or proc.returncode
+                    msgs = res.get("messages") or {}
+                    print(f"round {r + 1} {mode:7} {labels[side]:22} load {load[0]:4.1f}:"
+                          f" start {fmt((res.get('start') or {}).get('total_s'))} s,"
+                          f" idle {fmt((res.get('idle') or {}).get('agentwrap_total_pct'))} %,"
+                          f" first byte p50/p99 {fmt(msgs.get('p50_ms'))}/{fmt(msgs.get('p99_ms'))}"
+                          f" ms, stop {fmt((res.get('stop') or {}).get('total_s'))} s", flush=True)
+                    for err in res.get("errors", []) + msgs.get("errors", []):
+                        print(f"    ! {err}")
+    summary: dict[str, Any] = {"against": args.against, "this": labels["this"], "ref": ref_label,
+                               "sessions": args.sessions, "rounds": args.rounds, "loads": loads}
+    for mode in modes:
+        rows = [(label, [get(x) for x in runs["this"][mode]], [get(x) for x in runs["ref"][mode]])
+                for label, get in AGAINST_FIGURES]
+        title = (f"mode {mode}, {args.sessions} sessions, {args.rounds} runs per tree (turn about),"
+                 f" load {min(loads):.1f}-{max(loads):.1f}")
+        table = print_against(title, labels["this"], labels["ref"], rows, ".2f")
+        pooled = {side: [ms for x in runs[side][mode]
+                         for ms in (x.get("messages") or {}).get("samples_ms", [])]
+                  for side in runs}
+        p = {side: (pct(xs, 50), pct(xs, 99)) for side, xs in pooled.items()}
+        print(f"{'first byte, every run pooled p50 / p99':40} {fmt(p['this'][0])} / {fmt(p['this'][1]):>6}"
+              f" {fmt(p['ref'][0]):>8} / {fmt(p['ref'][1]):>6}"
+              f"   ratio {fmt(ratio(p['this'][0], p['ref'][0]))} / {fmt(ratio(p['this'][1], p['ref'][1]))}"
+              f" (n={len(pooled['this'])}/{len(pooled['ref'])})")
+        summary[mode] = {"figures": table, "first_byte_pooled": p, "runs": {s: runs[s][mode]
+                                                                            for s in runs}}
+    return summary, status
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--sessions", type=int, default=50)
@@ -696,10 +798,16 @@ def main() -> int:
     ap.add_argument("--agentwrap-root", type=Path, default=ROOT,
                     help="source tree of the agentwrap under test (e.g. a patched copy)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
+    ap.add_argument("--against", metavar="REF",
+                    help="also run commit REF in the same run, turn about, and print ratios")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="with --against: runs per tree and mode (default 3)")
     args = ap.parse_args()
     if not shutil.which("tmux"):
         print("tmux is not installed", file=sys.stderr)
         return 2
+    if args.against:
+        return against(args)
     aw_root = args.agentwrap_root.resolve()
     sys.path.insert(0, str(aw_root))
     for sig in (signal.SIGTERM, signal.SIGHUP):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import stat
+import subprocess
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -152,6 +154,25 @@ def test_a_rule_approves_through_the_hook(aw: AwEnv, agent: str) -> None:
     [kept] = kept_answers(aw)
     assert (kept.status, kept.source, kept.question_id, kept.answer.to_json()) == (
         "applied", "policy", hq.id, {"decision": "allow", "via": "hook"})
+
+
+def test_the_python_hook_keeps_a_rules_answer_without_the_message_stores_code(aw: AwEnv) -> None:
+    """The agent waits for this hook: it keeps one row of the answers table,
+    on the database the registry and the answers share, and never imports
+    the message store (its admission, reads, transitions: ~25 ms of CPU per
+    run when the answers' plumbing came with it)."""
+    rules(aw, ALLOW_TOUCH)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agentwrap", "hook", "claude",
+         "PermissionRequest"], input=json.dumps(fixture("claude", "PermissionRequest.json")).encode(),
+        env=env_of(aw, "claude"), capture_output=True, timeout=60, check=False)
+    assert check_output("claude", proc.stdout.decode()) == {"behavior": "allow"}
+    loaded = {line.split("|")[-1].strip() for line in proc.stderr.decode().splitlines()
+              if line.startswith("import time:")}
+    assert "agentwrap.answers.store" in loaded  # it kept the answer here
+    assert len(kept_answers(aw)) == 1
+    store_code = {"agentwrap.queue.sqlstore", "agentwrap.queue.sqlite", "agentwrap.queue.admission"}
+    assert not loaded & store_code, sorted(loaded & store_code)
 
 
 @pytest.mark.parametrize("agent", ["claude", "codex"])

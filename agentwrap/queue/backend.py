@@ -7,7 +7,8 @@ wins: one shell, one CI job). The URL goes to libpq as it is, so its
 conventions hold for secrets (a password file, ``PGPASSFILE``, ``PGPASSWORD``,
 ``sslmode`` and client certificates in the URL); agentwrap never prints or
 logs it, only :func:`describe`, without the password. psycopg is imported
-only when a PostgreSQL store is opened.
+only when a PostgreSQL store is opened, and the message store's code only
+when a message store is: the registry and the answers need the database alone.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..config import Config
 from ..errors import ConfigError
@@ -22,8 +24,10 @@ from ..message import QueueLimits
 from . import db
 from .database import Database
 from .keys import host_name
-from .sqlite import SQLiteDatabase, SQLiteMessageStore
-from .sqlstore import DEFAULT_LIMITS, SQLMessageStore
+from .sqlite_database import SQLiteDatabase
+
+if TYPE_CHECKING:  # imported where a message store is opened
+    from .sqlstore import SQLMessageStore
 
 ENV = "AGENTWRAP_STORE_URL"
 SCHEMES = ("postgresql://", "postgres://")
@@ -46,19 +50,25 @@ def store_url(configured: str = "", env: Mapping[str, str] | None = None) -> str
 
 
 def open_store(
-    db_path: Path, limits: QueueLimits = DEFAULT_LIMITS, *, url: str = "",
+    db_path: Path, limits: QueueLimits | None = None, *, url: str = "",
     events_dir: Path | None = None, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
     host: str | None = None,
 ) -> SQLMessageStore:
     """The queue at ``url`` (PostgreSQL), or else the SQLite file ``db_path``.
 
     ``host``: this host's name on a shared store, where a bare session name
-    is this host's session (:mod:`.keys`); by default :func:`host_name`'s."""
+    is this host's session (:mod:`.keys`); by default :func:`host_name`'s.
+    ``limits``: by default :data:`.sqlstore.DEFAULT_LIMITS`."""
+    from .sqlstore import DEFAULT_LIMITS
+
+    limits = DEFAULT_LIMITS if limits is None else limits
     if url:
         from .postgres import PostgresMessageStore
 
         return PostgresMessageStore(url, limits, events_dir=events_dir, host=host,
                                     connect_timeout_s=max(1.0, busy_timeout_ms / 1000))
+    from .sqlite import SQLiteMessageStore
+
     return SQLiteMessageStore(db_path, limits, events_dir=events_dir,
                               busy_timeout_ms=busy_timeout_ms)
 

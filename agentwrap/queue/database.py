@@ -5,7 +5,7 @@ Their owners (:mod:`agentwrap.sessions.registry`, :mod:`agentwrap.answers.store`
 write their statements once, in the SQL both engines share (``?``
 placeholders, :class:`agentwrap.events.Conn`), and their schema once, in
 SQLite's words; a :class:`Database` is the plumbing under them on one backend:
-SQLite's file (:class:`~agentwrap.queue.sqlite.SQLiteDatabase`, the default,
+SQLite's file (:class:`~agentwrap.queue.sqlite_database.SQLiteDatabase`, the default,
 what they always used) or the PostgreSQL server every host shares
 (:class:`~agentwrap.queue.postgres.PgDatabase`). It is the same plumbing the
 message store runs on, so its guarantees are the queue's: a write is one
