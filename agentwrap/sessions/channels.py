@@ -369,22 +369,46 @@ def hook_client(env: Mapping[str, str] | None = None) -> Path | None:
     return HOOK_CLIENT
 
 
+#: The agents that run a hook's command with a POSIX shell (``sh -c`` / ``bash -c``,
+#: read in their code: Claude Code's spawn with ``shell: true``, Gemini CLI's and
+#: Qwen Code's ``bash -c``, Kimi Code's ``shell: true``, Copilot's ``bash`` entry,
+#: agentwrap's OpenCode plugin's ``/bin/sh -c``, Cline's hook file, a shell script):
+#: their hook command sets its variables with the shell's own assignments, not an
+#: ``env`` exec. Codex runs the person's ``$SHELL -lc`` (a csh or fish would not
+#: read ``VAR=value command``), so its hooks keep ``env``.
+SHELL_HOOK_AGENTS = frozenset({"claude", "gemini", "qwen", "kimi", "copilot", "opencode",
+                               "cline"})
+
+
 def hook_command(agent: str, event: str, session: str, paths: Paths, python: str,
                  profile: str = "", client: Path | None = None) -> str:
-    """The shell command of one hook: ``env VAR=... python -m agentwrap hook
+    """The shell command of one hook: ``VAR=... exec python -m agentwrap hook
     AGENT EVENT``, with the session and the dirs that find this store (so it
     works whatever environment the agent hands its hooks), and the profile
     (answer rules match it). With the native ``client`` (issue 27) the same
     command follows it, which it runs when the supervisor does not take the
-    hook: ``env VAR=... agentwrap-hook 1 SOCKET AGENT EVENT -- python -m ...``."""
-    env_bin = shutil.which("env") or "/usr/bin/env"
-    assigns = [f"{k}={v}" for k, v in server_env(session, paths).items()]
-    assigns += [f"AGENTWRAP_PROFILE={profile}"] if profile else []
+    hook: ``VAR=... exec agentwrap-hook 1 SOCKET AGENT EVENT -- python -m ...``.
+
+    Every process start is one the agent waits for (issue 27): ``exec``, because
+    Debian's dash (``/bin/sh``: Claude Code, Kimi, OpenCode) forks the last
+    command of ``sh -c`` and waits for it instead of becoming it, and the
+    shell's assignments instead of an ``env`` exec for the agents of
+    :data:`SHELL_HOOK_AGENTS` (``exec env VAR=...`` for the others; ``exec``
+    is every shell's, csh and fish too). The shell then becomes the hook:
+    the agent's one process is the client itself."""
+    variables = {**server_env(session, paths), **({"AGENTWRAP_PROFILE": profile} if profile else {})}
     hook = [*_python_args(shutil.which(python) or python), "-m", "agentwrap", "hook", agent, event]
     sock = hook_socket(paths, session) if client is not None else None
     front = [str(client), HOOK_CLIENT_PROTOCOL, str(sock), agent, event, "--"] \
         if client is not None and sock is not None else []
-    return " ".join(shlex.quote(p) for p in [env_bin, *assigns, *front, *hook])
+    run = [*front, *hook]
+    if agent not in SHELL_HOOK_AGENTS:
+        run = [shutil.which("env") or "/usr/bin/env", *(f"{k}={v}" for k, v in variables.items()),
+               *run]
+        variables = {}
+    # an assignment is a word whose name is bare: only its value is quoted
+    return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in variables.items()), "exec",
+                     *(shlex.quote(p) for p in run)])
 
 
 # --- the MCP server's launch ---------------------------------------------------------------
@@ -758,7 +782,7 @@ def _cline(out: LaunchChannels, session: str, paths: Paths, python: str,
         script = private / "hooks" / name
         command = hook_command("cline", e, session, paths, python, profile, client)
         if not out.dry_run:
-            write_private(script, f"#!/bin/sh\nexec {command}\n".encode())
+            write_private(script, f"#!/bin/sh\n{command}\n".encode())
             script.chmod(0o700)
         out.files.append(script)
     out.env[CLINE_DIR_ENV] = str(private)
