@@ -4,6 +4,7 @@ version is given, and the hook commands are run as the agents would run them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -604,6 +605,26 @@ def test_qwen_gets_a_private_home_with_its_hooks_beside_the_persons(
     assert channels.remove_launch_files(paths, "s1") == [channels.launch_dir(paths, "s1")]
     assert (own / "memory" / "notes.md").read_text() == "remember me\n"
     assert (own / "oauth_creds.json").exists() and (own / "settings.json").read_bytes() == before
+
+
+def test_qwens_signal_hooks_run_in_the_background(paths: Paths, tmp_path: Path) -> None:
+    """Issue 27: Qwen Code 0.15.10 runs an ``"async": true`` hook in the
+    background. The hooks that only report (a prompt, the turn's end, a
+    notification) are registered so: it runs UserPromptSubmit before every
+    request of a turn, each tool step's too; the hand-over (PostToolUse), a
+    rule's answer (PermissionRequest) and the start's context are waited for.
+    Without ``async_hooks_since`` every hook is waited for."""
+    _qwen_home(tmp_path, {"$version": 4})
+    qwen = load_profile("qwen", paths)
+    older = dataclasses.replace(qwen, channels=dataclasses.replace(qwen.channels,
+                                                                   async_hooks_since=""))
+    for profile, background in ((qwen, channels.QWEN_SIGNAL_EVENTS), (older, set())):
+        got = plan(profile, RunConfig(), paths, "s1", ["/bin/qwen"],
+                   {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="0.15.10")
+        hooks = json.loads((Path(got.env["QWEN_HOME"]) / "settings.json").read_text())["hooks"]
+        marked = {e for e, groups in hooks.items() if groups[-1]["hooks"][0].get("async")}
+        assert marked == set(background), profile.channels
+    assert {"UserPromptSubmit", "Stop", "Notification"} == channels.QWEN_SIGNAL_EVENTS
 
 
 def test_qwen_keeps_the_persons_qwen_home_and_runtime_dir(paths: Paths, tmp_path: Path) -> None:

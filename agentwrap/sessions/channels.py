@@ -42,7 +42,8 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   those of its system or system-defaults files, which it merges for
   everything else), and takes no hook from its command line. So the launch
   gets a private ``QWEN_HOME``: a copy of the person's settings.json with
-  agentwrap's hooks added to theirs (timeouts in milliseconds), every other
+  agentwrap's hooks added to theirs (timeouts in milliseconds; the signal ones
+  ``async``: :data:`QWEN_SIGNAL_EVENTS`), every other
   entry of their Qwen dir linked (credentials, memory, extensions, skills), and
   ``QWEN_RUNTIME_DIR`` at their Qwen dir so sessions and logs stay where they
   were. Settings Qwen writes during the session (``/model``, ``/theme``) go to
@@ -206,6 +207,15 @@ CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Notification", "Stop"})
 #: it: agentwrap.sessions.signals). ``Stop`` (the turn's end, its ACKs) and
 #: ``PostToolUse``, ``PermissionRequest`` (they answer) are waited for.
 CODEX_SIGNAL_EVENTS = frozenset({"UserPromptSubmit"})
+#: Qwen Code's events whose hook only reports a state, registered ``"async": true``
+#: from ``async_hooks_since`` (issue 27: 0.15.10 runs such a hook in the
+#: background, its output kept for the next turn; ours prints nothing). Qwen
+#: waits for every other hook, and runs ``UserPromptSubmit`` before each
+#: request of a turn, the tool results' too (``CONTINUATIONS`` of
+#: agentwrap.surfaces.hooks.protocol): every tool step waited for two hook
+#: processes, the hand-over's and that one. ``PostToolUse`` (the hand-over) and ``PermissionRequest`` (a rule's
+#: answer) are waited for.
+QWEN_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Stop", "Notification"})
 #: Hook timeout: seconds for Claude, Codex, Copilot and Kimi, milliseconds for
 #: Gemini and Qwen (Cline takes none: 120 s for a waited-for hook).
 HOOK_TIMEOUT_S = 10
@@ -552,10 +562,15 @@ def _background_events(version: str | None, profile: Profile, rules: bool) -> fr
     before the dialog opens (``rules`` False: its hook only reports the exact
     request then; a rule added later answers the dialog on the screen until
     the next launch). None before ``async_hooks_since``."""
-    since = profile.channels.async_hooks_since
-    if not since or not version or not version_at_least(version, since):
+    if not _runs_async_hooks(version, profile):
         return frozenset()
     return CLAUDE_SIGNAL_EVENTS if rules else CLAUDE_SIGNAL_EVENTS | {"PermissionRequest"}
+
+
+def _runs_async_hooks(version: str | None, profile: Profile) -> bool:
+    """The agent's version runs a hook marked ``async`` in the background."""
+    since = profile.channels.async_hooks_since
+    return bool(since and version and version_at_least(version, since))
 
 
 def _toml(value: Any) -> str:
@@ -661,7 +676,8 @@ def _agent_dir(env: Mapping[str, str], var: str, default: str) -> Path:
 
 
 def _qwen(out: LaunchChannels, session: str, paths: Paths, python: str,
-          env: Mapping[str, str], hooks: bool, mcp: bool = False, profile: str = "qwen") -> None:
+          env: Mapping[str, str], hooks: bool, mcp: bool = False, profile: str = "qwen",
+          background: frozenset[str] = frozenset()) -> None:
     if mcp:
         _qwen_mcp(out, session, paths, python)
     if not hooks:
@@ -691,7 +707,7 @@ def _qwen(out: LaunchChannels, session: str, paths: Paths, python: str,
         before: list[Any] = theirs_e if isinstance(theirs_e, list) else []
         merged[e] = [*before, *_hook_group(
             hook_command("qwen", e, session, paths, python, profile, hook_client()),
-            HOOK_TIMEOUT_S * 1000)]
+            HOOK_TIMEOUT_S * 1000, e in background)]
     settings["hooks"] = merged
     private = launch_dir(paths, session) / "qwen-home"
     if not out.dry_run:
@@ -957,7 +973,8 @@ def plan(
     elif kind == "gemini":
         _gemini(out, session, paths, python, env, hooks, mcp, euid)
     elif kind == "qwen":
-        _qwen(out, session, paths, python, env, hooks, mcp, profile.name)
+        _qwen(out, session, paths, python, env, hooks, mcp, profile.name,
+              QWEN_SIGNAL_EVENTS if _runs_async_hooks(out.version, profile) else frozenset())
     elif kind == "copilot":
         _copilot(out, session, paths, python, hooks, mcp, profile.name)
     elif kind == "cline":
