@@ -17,7 +17,7 @@ the machine's load hits both alike. Per run and mode, with the pane polled
 * **reply -> ready**: the reply's text first on screen -> the registry's
   ``state_since`` of ``ready`` (the Stop / AfterAgent hook, or the screen's
   quiet window without hooks);
-* **tool step**: a read-only tool call (Claude ``Read``, Gemini ``read_file``):
+* **tool step**: a read-only tool call (Claude ``Read``, Gemini's and Qwen's ``read_file``):
   the model's request that calls it -> the next request, with its result (the
   agent runs the tool, then waits for ``PostToolBatch`` / ``AfterTool``);
 * **Enter -> dialog**: ``[[tool]]`` (the model calls the shell tool): Enter ->
@@ -104,7 +104,8 @@ LABELS = {"enter_request": "Enter->request", "reply_ready": "reply->ready",
           "dialog_state": "dialog->waiting state", "dialog_waiting": "dialog->its question"}
 #: A read-only tool call that needs no permission, per agent (``[[call: ...]]``;
 #: {file}: the project's README.md). Codex has none here: its shell asks.
-READ_CALL = {"claude": ("Read", "file_path"), "gemini": ("read_file", "file_path")}
+READ_CALL = {"claude": ("Read", "file_path"), "gemini": ("read_file", "file_path"),
+             "qwen": ("read_file", "file_path")}
 
 
 CCM_STRATEGY = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
@@ -446,7 +447,7 @@ def bench_agent(agent: str, work: Path, runs: int, poll: float,
         for s in sessions:
             s.poll_s, s.trace, s.floor_events = poll, trace, floor_events
             s.start()
-            if ccm_dir is not None and s.mode == "no-channels":
+            if ccm_dir is not None and s.mode == "no-channels" and agent in CCM_STRATEGY:
                 s.watch_ccmanager(ccm_dir)
         for i in range(runs):
             for s in sessions:  # interleaved: each mode once per round
