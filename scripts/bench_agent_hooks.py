@@ -17,7 +17,7 @@ the machine's load hits both alike. Per run and mode, with the pane polled
 * **reply -> ready**: the reply's text first on screen -> the registry's
   ``state_since`` of ``ready`` (the Stop / AfterAgent hook, or the screen's
   quiet window without hooks);
-* **tool step**: a read-only tool call (Claude ``Read``, Gemini ``read_file``):
+* **tool step**: a read-only tool call (Claude ``Read``, Gemini's and Qwen's ``read_file``):
   the model's request that calls it -> the next request, with its result (the
   agent runs the tool, then waits for ``PostToolBatch`` / ``AfterTool``);
 * **Enter -> dialog**: ``[[tool]]`` (the model calls the shell tool): Enter ->
@@ -86,6 +86,14 @@ MODES = ("hooks", "no-channels")
 #: events, the same in the background, no agentwrap channels): what spawning a
 #: hook process costs the agent, whatever the hook does.
 TRUE_MODE = "true-hooks"
+#: ``--spawn-env``: the same with agentwrap's kinds of command line around a program
+#: that does nothing (``true`` alone is the shell's builtin: no process but the
+#: shell): ``/usr/bin/env VAR=... true`` (agentwrap's hooks before: dash forks env,
+#: which execs true), ``VAR=... exec true`` (now: the shell becomes the program);
+#: on Claude also ``/bin/true`` in exec form (``args``: no shell). ``{assigns}``: the
+#: session's variables, as agentwrap's hooks set them.
+FLOOR_MODES = {TRUE_MODE: "true", "env-true": "/usr/bin/env {assigns} true",
+               "assign-true": "{assigns} exec true", "exec-true": ""}
 # issue 24: Codex's TUI on agentwrap's private app-server ([run] codex_app_server),
 # without channels: its state from the server's thread status instead of the screen
 APP_SERVER = "app-server"
@@ -96,7 +104,8 @@ LABELS = {"enter_request": "Enter->request", "reply_ready": "reply->ready",
           "dialog_state": "dialog->waiting state", "dialog_waiting": "dialog->its question"}
 #: A read-only tool call that needs no permission, per agent (``[[call: ...]]``;
 #: {file}: the project's README.md). Codex has none here: its shell asks.
-READ_CALL = {"claude": ("Read", "file_path"), "gemini": ("read_file", "file_path")}
+READ_CALL = {"claude": ("Read", "file_path"), "gemini": ("read_file", "file_path"),
+             "qwen": ("read_file", "file_path")}
 
 
 CCM_STRATEGY = {"claude": "claude", "codex": "codex", "gemini": "gemini"}
@@ -158,23 +167,28 @@ class CcmanagerWatch:
 GEMINI_DEFAULTS = "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
 
 
-def true_hooks_file(agent: str) -> Path:
-    """``true`` as the hook of each event agentwrap registers, the same ones in
-    the background: Gemini's system defaults (in a private dir under /run: Gemini
-    reads such a file only when root owns it and no dir above it is group/world
-    writable, not /tmp), Claude's ``--settings`` layer."""
+def true_hooks_file(agent: str, mode: str = TRUE_MODE, assigns: str = "",
+                    only: tuple[str, ...] = ()) -> Path:
+    """``true`` as the hook of each event agentwrap registers (``only``: of
+    those), the same ones in the background, with the command line of ``mode``
+    (:data:`FLOOR_MODES`): Gemini's system defaults (in a private dir under /run:
+    Gemini reads such a file only when root owns it and no dir above it is
+    group/world writable, not /tmp), Claude's ``--settings`` layer."""
     from agentwrap.sessions.channels import CLAUDE_SIGNAL_EVENTS, HOOK_EVENTS
 
     path = Path(tempfile.mkdtemp(prefix="awah-true-", dir="/run")) / f"{agent}-true-hooks.json"
-    events = HOOK_EVENTS[agent]
+    events = [e for e in HOOK_EVENTS[agent] if not only or e in only]
+    command = FLOOR_MODES[mode].format(assigns=assigns)
+    form: dict[str, Any] = {"command": command} if command else \
+        {"command": shutil.which("true") or "/bin/true", "args": []}
     if agent == "claude":  # agentwrap's background set without answer rules
         background = CLAUDE_SIGNAL_EVENTS | {"PermissionRequest"}
-        hooks = {e: [{"hooks": [{"type": "command", "command": "true", "timeout": 10,
+        hooks = {e: [{"hooks": [{"type": "command", **form, "timeout": 10,
                                  **({"async": True} if e in background else {})}]}]
                  for e in events}
         data: dict[str, Any] = {"hooks": hooks}
     else:
-        hook = {"type": "command", "command": "true", "timeout": 10000}
+        hook = {"type": "command", **form, "timeout": 10000}
         data = {"hooksConfig": {"enabled": True}, "hooks": {e: [{"hooks": [hook]}] for e in events}}
     path.write_text(json.dumps(data), encoding="utf-8")
     path.chmod(0o600)
@@ -226,11 +240,16 @@ class Session:
         (paths.config_dir / "config.toml").write_text(
             f'[run]\ncodex_hook_trust = "bypass"\nask_first = true\n{server_on}',
             encoding="utf-8")
-        self.name = f"b-{self.agent}-{self.mode[0]}"
+        self.name = f"b-{self.agent}-{'x' if self.mode == 'exec-true' else self.mode[0]}"
         extra = ["--no-channels"] if self.mode != "hooks" else []
         argv = list(launch.argv)
-        if self.mode == TRUE_MODE:
-            self.true_file = true_hooks_file(self.agent)
+        if self.mode in FLOOR_MODES:
+            from agentwrap.sessions.channels import server_env
+
+            assigns = " ".join(f"{k}={v}" for k, v in
+                               {**server_env(self.name, paths),
+                                "AGENTWRAP_PROFILE": self.agent}.items())
+            self.true_file = true_hooks_file(self.agent, self.mode, assigns, self.floor_events)
             if self.agent == "gemini":
                 self.env[GEMINI_DEFAULTS] = str(self.true_file)
             else:
@@ -255,6 +274,7 @@ class Session:
     trace: bool = False
     ccm: CcmanagerWatch | None = None
     true_file: Path | None = None
+    floor_events: tuple[str, ...] = ()
 
     def watch_ccmanager(self, ccm_dir: Path) -> None:
         self.ccm = CcmanagerWatch(ccm_dir, self.agent, self.socket, f"={self.name}:0.0", self.root)
@@ -416,15 +436,18 @@ def stats(xs: list[float]) -> dict[str, float]:
 
 def bench_agent(agent: str, work: Path, runs: int, poll: float,
                 timeout: float, trace: bool = False, ccm_dir: Path | None = None,
-                spawn_true: bool = False, dialogs: bool = True) -> dict[str, Any]:
-    modes = (*MODES, *((TRUE_MODE,) if spawn_true and agent in ("claude", "gemini") else ()),
+                spawn_true: bool = False, dialogs: bool = True, spawn_env: bool = False,
+                floor_events: tuple[str, ...] = ()) -> dict[str, Any]:
+    floors = [m for m in FLOOR_MODES if (m == TRUE_MODE and spawn_true)
+              or (m != TRUE_MODE and spawn_env and (m != "exec-true" or agent == "claude"))]
+    modes = (*MODES, *(floors if agent in ("claude", "gemini") else ()),
              *((APP_SERVER,) if agent == "codex" else ()))
     sessions = [Session(agent, mode, work / f"{agent}-{mode}") for mode in modes]
     try:
         for s in sessions:
-            s.poll_s, s.trace = poll, trace
+            s.poll_s, s.trace, s.floor_events = poll, trace, floor_events
             s.start()
-            if ccm_dir is not None and s.mode == "no-channels":
+            if ccm_dir is not None and s.mode == "no-channels" and agent in CCM_STRATEGY:
                 s.watch_ccmanager(ccm_dir)
         for i in range(runs):
             for s in sessions:  # interleaved: each mode once per round
@@ -461,14 +484,15 @@ def print_table(results: list[dict[str, Any]], ccm_note: str) -> None:
             ratio = h["p50_ms"] / n["p50_ms"] if n["p50_ms"] else None
             c = r["no-channels"].get(CCM_OF.get(m, ""))
             c_ratio = h["p50_ms"] / c["p50_ms"] if c and c["p50_ms"] else None
-            t = r.get(TRUE_MODE, {}).get(m)
-            t_ratio = t["p50_ms"] / n["p50_ms"] if t and n["p50_ms"] else None
+            floors = "".join(
+                f"   {mode} {cell(t)} ({fmt(t['p50_ms'] / n['p50_ms'] if n['p50_ms'] else None, '.2f')})"
+                for mode in FLOOR_MODES if (t := r.get(mode, {}).get(m)))
             a = r.get(APP_SERVER, {}).get(m)
             a_ratio = a["p50_ms"] / n["p50_ms"] if a and n["p50_ms"] else None
             print(f"{r['agent']:8} {LABELS[m]:22} {cell(h):>15} {cell(n):>15}"
                   f" {fmt(ratio, '.2f'):>6} {cell(c) if c else '':>11}"
                   f" {fmt(c_ratio, '.2f') if c else '':>9}"
-                  + (f"   `true` hooks {cell(t)} ({fmt(t_ratio, '.2f')})" if t else "")
+                  + floors
                   + (f"   app-server {cell(a)} ({fmt(a_ratio, '.2f')})" if a else ""))
     print("ms, p50/p90 over the runs; ratio: hooks p50 over --no-channels p50 (same run);"
           " hooks/ccm: hooks p50 over ccmanager's p50 (same run); app-server: Codex's TUI on"
@@ -490,6 +514,11 @@ def main() -> int:
                     help="ccmanager's npm prefix (default /opt/ccmanager; skipped if absent)")
     ap.add_argument("--spawn-true", action="store_true",
                     help="Claude, Gemini also with `true` as their hooks (what a hook spawn costs)")
+    ap.add_argument("--spawn-env", action="store_true",
+                    help="Claude, Gemini also with `env VAR=.. true`, `VAR=.. true` and (Claude)"
+                         " `true` in exec form as their hooks: agentwrap's command line's share")
+    ap.add_argument("--spawn-events", default="",
+                    help="the `true` modes register only these events (comma-separated)")
     ap.add_argument("--trace", action="store_true",
                     help="print each plain turn's and dialog's screen changes and state"
                          " transitions, and each tool step's and dialog's request times (stderr)")
@@ -507,7 +536,9 @@ def main() -> int:
             try:
                 results.append(bench_agent(agent, work, args.runs, args.poll, args.timeout,
                                            args.trace, ccm_dir, args.spawn_true,
-                                           dialogs=not args.plain))
+                                           dialogs=not args.plain, spawn_env=args.spawn_env,
+                                           floor_events=tuple(e for e in
+                                                              args.spawn_events.split(",") if e)))
             except (RuntimeError, TimeoutError) as exc:
                 print(f"{agent}: FAILED: {exc}", file=sys.stderr)
     finally:

@@ -4,11 +4,15 @@ version is given, and the hook commands are run as the agents would run them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import shlex
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -263,6 +267,42 @@ def test_registered_hook_command_runs_the_handler(paths: Paths) -> None:
     assert done.returncode == 0 and done.stdout == "", done.stderr
     sig = read_signal(paths, "s1")
     assert sig is not None and sig.signal == "turn_end" and sig.agent == "claude"
+
+
+def test_the_hook_command_is_the_one_process_the_agent_starts(
+    tmp_path: Path, request: pytest.FixtureRequest,
+) -> None:
+    """Issue 27: the agent waits for every process its hook starts. The shell
+    the agent runs the command with becomes the hook client (``exec``: Debian's
+    dash would fork it and wait), with the variables as the shell's own
+    assignments (no ``env`` exec between) for the agents that run a POSIX
+    shell; Codex, which runs the person's $SHELL, keeps ``exec env``. A value
+    with a space stays one value."""
+    base = Path(tempfile.mkdtemp(prefix="aw s", dir="/tmp"))  # short: the socket's path
+    request.addfinalizer(lambda: shutil.rmtree(base, ignore_errors=True))
+    env = {"HOME": str(base), "XDG_STATE_HOME": str(base / "state"),
+           "XDG_CONFIG_HOME": str(base / "config"), "XDG_RUNTIME_DIR": str(base / "run")}
+    (base / "run").mkdir(parents=True, mode=0o700)
+    spaced = Paths.from_env(env).ensure()
+    client = tmp_path / "client"  # stands for agentwrap-hook: says who it is and what it got
+    client.write_text("#!/bin/sh\necho \"$PPID|$AGENTWRAP_SESSION|$AGENTWRAP_PROFILE|"
+                      "$XDG_STATE_HOME|$*\"\n")
+    client.chmod(0o755)
+    for agent in [*sorted(channels.SHELL_HOOK_AGENTS), "codex"]:
+        cmd = channels.hook_command(agent, "Stop", "s1", spaced, sys.executable, agent, client)
+        words = shlex.split(cmd)
+        if agent == "codex":
+            assert words[:2] == ["exec", shutil.which("env") or "/usr/bin/env"], cmd
+        else:
+            assert words[0] == "AGENTWRAP_SESSION=s1" and "exec" in words, (agent, cmd)
+            assert not any(Path(w).name == "env" for w in words), (agent, cmd)
+        for shell in ("sh", "bash"):
+            done = subprocess.run([shell, "-c", cmd], capture_output=True, text=True, timeout=30,
+                                  env={"PATH": "/usr/bin:/bin"}, check=True)
+            parent, session, profile, state, args = done.stdout.strip().split("|")
+            assert int(parent) == os.getpid(), (agent, shell, "the shell did not become it")
+            assert (session, profile, state) == ("s1", agent, str(base / "state")), (agent, shell)
+            assert args.startswith(f"1 {channels.hook_socket(spaced, 's1')} {agent} Stop -- ")
 
 
 def test_describe() -> None:
@@ -567,6 +607,26 @@ def test_qwen_gets_a_private_home_with_its_hooks_beside_the_persons(
     assert (own / "oauth_creds.json").exists() and (own / "settings.json").read_bytes() == before
 
 
+def test_qwens_signal_hooks_run_in_the_background(paths: Paths, tmp_path: Path) -> None:
+    """Issue 27: Qwen Code 0.15.10 runs an ``"async": true`` hook in the
+    background. The hooks that only report (a prompt, the turn's end, a
+    notification) are registered so: it runs UserPromptSubmit before every
+    request of a turn, each tool step's too; the hand-over (PostToolUse), a
+    rule's answer (PermissionRequest) and the start's context are waited for.
+    Without ``async_hooks_since`` every hook is waited for."""
+    _qwen_home(tmp_path, {"$version": 4})
+    qwen = load_profile("qwen", paths)
+    older = dataclasses.replace(qwen, channels=dataclasses.replace(qwen.channels,
+                                                                   async_hooks_since=""))
+    for profile, background in ((qwen, channels.QWEN_SIGNAL_EVENTS), (older, set())):
+        got = plan(profile, RunConfig(), paths, "s1", ["/bin/qwen"],
+                   {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="0.15.10")
+        hooks = json.loads((Path(got.env["QWEN_HOME"]) / "settings.json").read_text())["hooks"]
+        marked = {e for e, groups in hooks.items() if groups[-1]["hooks"][0].get("async")}
+        assert marked == set(background), profile.channels
+    assert {"UserPromptSubmit", "Stop", "Notification"} == channels.QWEN_SIGNAL_EVENTS
+
+
 def test_qwen_keeps_the_persons_qwen_home_and_runtime_dir(paths: Paths, tmp_path: Path) -> None:
     own = _qwen_home(tmp_path, {"advanced": {"runtimeOutputDir": "/elsewhere"}})
     got = _plan_qwen(paths, {"HOME": "/nowhere", "QWEN_HOME": str(own)})
@@ -832,8 +892,8 @@ def test_cline_gets_a_private_dir_with_its_hooks_beside_the_persons(
     for f in got.files:
         assert stat.S_IMODE(f.stat().st_mode) == 0o700 and not f.is_symlink()
         text = f.read_text()
-        assert text.startswith("#!/bin/sh\nexec ") and " hook cline " in text
-        assert "AGENTWRAP_SESSION=s1" in text
+        assert text.startswith("#!/bin/sh\nAGENTWRAP_SESSION=s1 ") and " hook cline " in text
+        assert " exec " in text and "/env " not in text  # the shell becomes the hook
     assert after_tree(own) == before
     assert "private CLINE_DIR" in describe(SessionOptions.from_json(got.options()))
     assert channels.remove_launch_files(paths, "s1") == [channels.launch_dir(paths, "s1")]

@@ -165,8 +165,9 @@ class ChannelSpec:
     starts (Claude Code, Gemini CLI), so the supervisor waits for it before
     typing the queue; Codex 0.169.0 runs it only when the first prompt is
     submitted, so its queue is typed once ready as ever. ``async_hooks_since``:
-    Claude runs a hook marked ``async`` in the background from this version on,
-    so its signal-only hooks cost the agent nothing (unset: every hook waited for)."""
+    Claude Code, Qwen Code run a hook marked ``async`` in the background from
+    this version on, so their signal-only hooks cost the agent nothing (unset:
+    every hook waited for)."""
 
     hooks: str | None = None
     mcp: str | None = None

@@ -42,7 +42,8 @@ Per agent (the knowledge comes from the real CLIs, tests/fixtures/hooks/README.m
   those of its system or system-defaults files, which it merges for
   everything else), and takes no hook from its command line. So the launch
   gets a private ``QWEN_HOME``: a copy of the person's settings.json with
-  agentwrap's hooks added to theirs (timeouts in milliseconds), every other
+  agentwrap's hooks added to theirs (timeouts in milliseconds; the signal ones
+  ``async``: :data:`QWEN_SIGNAL_EVENTS`), every other
   entry of their Qwen dir linked (credentials, memory, extensions, skills), and
   ``QWEN_RUNTIME_DIR`` at their Qwen dir so sessions and logs stay where they
   were. Settings Qwen writes during the session (``/model``, ``/theme``) go to
@@ -206,6 +207,15 @@ CLAUDE_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Notification", "Stop"})
 #: it: agentwrap.sessions.signals). ``Stop`` (the turn's end, its ACKs) and
 #: ``PostToolUse``, ``PermissionRequest`` (they answer) are waited for.
 CODEX_SIGNAL_EVENTS = frozenset({"UserPromptSubmit"})
+#: Qwen Code's events whose hook only reports a state, registered ``"async": true``
+#: from ``async_hooks_since`` (issue 27: 0.15.10 runs such a hook in the
+#: background, its output kept for the next turn; ours prints nothing). Qwen
+#: waits for every other hook, and runs ``UserPromptSubmit`` before each
+#: request of a turn, the tool results' too (``CONTINUATIONS`` of
+#: agentwrap.surfaces.hooks.protocol): every tool step waited for two hook
+#: processes, the hand-over's and that one. ``PostToolUse`` (the hand-over) and ``PermissionRequest`` (a rule's
+#: answer) are waited for.
+QWEN_SIGNAL_EVENTS = frozenset({"UserPromptSubmit", "Stop", "Notification"})
 #: Hook timeout: seconds for Claude, Codex, Copilot and Kimi, milliseconds for
 #: Gemini and Qwen (Cline takes none: 120 s for a waited-for hook).
 HOOK_TIMEOUT_S = 10
@@ -369,22 +379,46 @@ def hook_client(env: Mapping[str, str] | None = None) -> Path | None:
     return HOOK_CLIENT
 
 
+#: The agents that run a hook's command with a POSIX shell (``sh -c`` / ``bash -c``,
+#: read in their code: Claude Code's spawn with ``shell: true``, Gemini CLI's and
+#: Qwen Code's ``bash -c``, Kimi Code's ``shell: true``, Copilot's ``bash`` entry,
+#: agentwrap's OpenCode plugin's ``/bin/sh -c``, Cline's hook file, a shell script):
+#: their hook command sets its variables with the shell's own assignments, not an
+#: ``env`` exec. Codex runs the person's ``$SHELL -lc`` (a csh or fish would not
+#: read ``VAR=value command``), so its hooks keep ``env``.
+SHELL_HOOK_AGENTS = frozenset({"claude", "gemini", "qwen", "kimi", "copilot", "opencode",
+                               "cline"})
+
+
 def hook_command(agent: str, event: str, session: str, paths: Paths, python: str,
                  profile: str = "", client: Path | None = None) -> str:
-    """The shell command of one hook: ``env VAR=... python -m agentwrap hook
+    """The shell command of one hook: ``VAR=... exec python -m agentwrap hook
     AGENT EVENT``, with the session and the dirs that find this store (so it
     works whatever environment the agent hands its hooks), and the profile
     (answer rules match it). With the native ``client`` (issue 27) the same
     command follows it, which it runs when the supervisor does not take the
-    hook: ``env VAR=... agentwrap-hook 1 SOCKET AGENT EVENT -- python -m ...``."""
-    env_bin = shutil.which("env") or "/usr/bin/env"
-    assigns = [f"{k}={v}" for k, v in server_env(session, paths).items()]
-    assigns += [f"AGENTWRAP_PROFILE={profile}"] if profile else []
+    hook: ``VAR=... exec agentwrap-hook 1 SOCKET AGENT EVENT -- python -m ...``.
+
+    Every process start is one the agent waits for (issue 27): ``exec``, because
+    Debian's dash (``/bin/sh``: Claude Code, Kimi, OpenCode) forks the last
+    command of ``sh -c`` and waits for it instead of becoming it, and the
+    shell's assignments instead of an ``env`` exec for the agents of
+    :data:`SHELL_HOOK_AGENTS` (``exec env VAR=...`` for the others; ``exec``
+    is every shell's, csh and fish too). The shell then becomes the hook:
+    the agent's one process is the client itself."""
+    variables = {**server_env(session, paths), **({"AGENTWRAP_PROFILE": profile} if profile else {})}
     hook = [*_python_args(shutil.which(python) or python), "-m", "agentwrap", "hook", agent, event]
     sock = hook_socket(paths, session) if client is not None else None
     front = [str(client), HOOK_CLIENT_PROTOCOL, str(sock), agent, event, "--"] \
         if client is not None and sock is not None else []
-    return " ".join(shlex.quote(p) for p in [env_bin, *assigns, *front, *hook])
+    run = [*front, *hook]
+    if agent not in SHELL_HOOK_AGENTS:
+        run = [shutil.which("env") or "/usr/bin/env", *(f"{k}={v}" for k, v in variables.items()),
+               *run]
+        variables = {}
+    # an assignment is a word whose name is bare: only its value is quoted
+    return " ".join([*(f"{k}={shlex.quote(v)}" for k, v in variables.items()), "exec",
+                     *(shlex.quote(p) for p in run)])
 
 
 # --- the MCP server's launch ---------------------------------------------------------------
@@ -528,10 +562,15 @@ def _background_events(version: str | None, profile: Profile, rules: bool) -> fr
     before the dialog opens (``rules`` False: its hook only reports the exact
     request then; a rule added later answers the dialog on the screen until
     the next launch). None before ``async_hooks_since``."""
-    since = profile.channels.async_hooks_since
-    if not since or not version or not version_at_least(version, since):
+    if not _runs_async_hooks(version, profile):
         return frozenset()
     return CLAUDE_SIGNAL_EVENTS if rules else CLAUDE_SIGNAL_EVENTS | {"PermissionRequest"}
+
+
+def _runs_async_hooks(version: str | None, profile: Profile) -> bool:
+    """The agent's version runs a hook marked ``async`` in the background."""
+    since = profile.channels.async_hooks_since
+    return bool(since and version and version_at_least(version, since))
 
 
 def _toml(value: Any) -> str:
@@ -637,7 +676,8 @@ def _agent_dir(env: Mapping[str, str], var: str, default: str) -> Path:
 
 
 def _qwen(out: LaunchChannels, session: str, paths: Paths, python: str,
-          env: Mapping[str, str], hooks: bool, mcp: bool = False, profile: str = "qwen") -> None:
+          env: Mapping[str, str], hooks: bool, mcp: bool = False, profile: str = "qwen",
+          background: frozenset[str] = frozenset()) -> None:
     if mcp:
         _qwen_mcp(out, session, paths, python)
     if not hooks:
@@ -667,7 +707,7 @@ def _qwen(out: LaunchChannels, session: str, paths: Paths, python: str,
         before: list[Any] = theirs_e if isinstance(theirs_e, list) else []
         merged[e] = [*before, *_hook_group(
             hook_command("qwen", e, session, paths, python, profile, hook_client()),
-            HOOK_TIMEOUT_S * 1000)]
+            HOOK_TIMEOUT_S * 1000, e in background)]
     settings["hooks"] = merged
     private = launch_dir(paths, session) / "qwen-home"
     if not out.dry_run:
@@ -758,7 +798,7 @@ def _cline(out: LaunchChannels, session: str, paths: Paths, python: str,
         script = private / "hooks" / name
         command = hook_command("cline", e, session, paths, python, profile, client)
         if not out.dry_run:
-            write_private(script, f"#!/bin/sh\nexec {command}\n".encode())
+            write_private(script, f"#!/bin/sh\n{command}\n".encode())
             script.chmod(0o700)
         out.files.append(script)
     out.env[CLINE_DIR_ENV] = str(private)
@@ -933,7 +973,8 @@ def plan(
     elif kind == "gemini":
         _gemini(out, session, paths, python, env, hooks, mcp, euid)
     elif kind == "qwen":
-        _qwen(out, session, paths, python, env, hooks, mcp, profile.name)
+        _qwen(out, session, paths, python, env, hooks, mcp, profile.name,
+              QWEN_SIGNAL_EVENTS if _runs_async_hooks(out.version, profile) else frozenset())
     elif kind == "copilot":
         _copilot(out, session, paths, python, hooks, mcp, profile.name)
     elif kind == "cline":
