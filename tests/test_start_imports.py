@@ -15,7 +15,7 @@ import pytest
 
 #: Loaded only by the commands that use them.
 NOT_AT_START = ("agentwrap.codex_server", "agentwrap.service.moving",
-                "agentwrap.sessions.app_server")
+                "agentwrap.sessions.app_server", "agentwrap.service.hosts")
 
 
 def loaded_by(code: str) -> set[str]:
@@ -45,5 +45,8 @@ def test_the_migration_is_still_offered_by_the_service() -> None:
 
     assert service.migrate_store is moving.migrate and service.store_place is moving.place
     assert service.MoveReport is moving.MoveReport
+    from agentwrap.service import hosts
+
+    assert service.HostView is hosts.HostView
     with pytest.raises(AttributeError):
         _ = service.no_such_name  # type: ignore[attr-defined]
