@@ -140,6 +140,34 @@ def test_the_answer_is_the_python_hooks(aw: AwEnv, svc: Service, client: Path) -
         ("applied", "policy"), ("applied", "policy")]
 
 
+def test_the_server_keeps_its_answers_in_one_open_store(
+        aw: AwEnv, svc: Service, client: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The supervisor keeps each rule's answer before its hook gives it, in the
+    answers table it keeps open: not a store opened (a PostgreSQL connection
+    made) per request, which doubled what the agent waited for (issue 23)."""
+    from agentwrap.answers.store import AnswerStore
+
+    (aw.paths.config_dir / "config.toml").write_text(
+        '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n',
+        encoding="utf-8")
+    asks = (FIXTURES / "claude" / "PermissionRequest.json").read_bytes()
+    opened: list[AnswerStore] = []
+    init = AnswerStore.__init__
+
+    def counted(self: AnswerStore, *args: Any, **kw: Any) -> None:
+        init(self, *args, **kw)
+        opened.append(self)
+
+    monkeypatch.setattr(AnswerStore, "__init__", counted)
+    with server(aw):
+        got = [run_client(aw, client, "PermissionRequest", asks) for _ in range(3)]
+    monkeypatch.setattr(AnswerStore, "__init__", init)
+    assert all(b'"behavior": "allow"' in g.stdout for g in got)
+    assert len(opened) == 1
+    assert [(a.status, a.source) for a in svc.answers.recent("fake")] == [
+        ("applied", "policy")] * 3
+
+
 def test_forced_python_leaves_the_supervisor_alone(aw: AwEnv, svc: Service,
                                                    client: Path) -> None:
     mid = send(svc, "waits for the python hook")

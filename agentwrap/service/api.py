@@ -28,7 +28,6 @@ from . import events
 from .answering import Answering
 from .events import RECHECK_S
 from .hand_over import HandOver
-from .hosts import Hosts, HostView
 from .profiles import ProfileCache
 from .reading import Reading
 from .sending import Sending
@@ -40,6 +39,7 @@ if TYPE_CHECKING:  # imported where used: a hook opens a service and must start 
     from ..answers.store import Answer, AnswerStore
     from ..config import LaunchChoice
     from ..terminal.styles import Screen
+    from .hosts import Hosts, HostView
 
 
 class Service:
@@ -61,7 +61,7 @@ class Service:
         self._reading = Reading(paths, store, registry)
         self._sessions = Sessions(paths, store, registry, self.audit, profiles)
         self._answering = Answering(paths, registry, self.audit, profiles)
-        self._hosts = Hosts(store, registry, self.audit)
+        self._hosts_job: Hosts | None = None  # made on first use: a hook never lists hosts
 
     def _recheck_s(self) -> float:
         """:attr:`recheck_s` as it is at each wait (a caller may change it
@@ -278,6 +278,14 @@ class Service:
         return self._answering.wait(answer_id, timeout, self._recheck_s)
 
     # --- hosts (.hosts) -------------------------------------------------------------------
+
+    @property
+    def _hosts(self) -> Hosts:
+        if self._hosts_job is None:
+            from .hosts import Hosts
+
+            self._hosts_job = Hosts(self.store, self.registry, self.audit)
+        return self._hosts_job
 
     def hosts(self) -> list[HostView]:
         """Every host the store knows (this one only on SQLite), with its

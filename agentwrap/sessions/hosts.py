@@ -27,7 +27,6 @@ becomes part of an address (``HOST/NAME``).
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -43,7 +42,6 @@ from ..queue.keys import host_name as host_name
 from ..queue.store import MessageStore
 from ..queue.writes import Write
 
-log = logging.getLogger("agentwrap.hosts")
 DEADLINE_PERIODS = 3  # a host is unreachable after this many of its periods without a beat
 
 SCHEMA = """
@@ -185,7 +183,9 @@ class HostBeat:
                 except StoreError:
                     pass  # the store is away: the next beat tries again (reconnecting)
                 except Exception:  # a bug: said in the log, and the host keeps beating
-                    log.exception("the heartbeat of host %s failed", self.name)
+                    import logging  # here only: a hook opens the registry and must start fast
+
+                    logging.getLogger("agentwrap.hosts").exception("the heartbeat of host %s failed", self.name)
                 self.stopped.wait(self.period_s)
         finally:
             if self._queue is not None:

@@ -30,7 +30,6 @@ from ...errors import AgentwrapError
 from ...message import QueueLimits
 from ...paths import private_problems
 from ...service import Service, SessionRecord, Transition
-from ...sessions.app_server import describe_app_server, doctor_app_server
 from .common import emit_json, fmt_age, open_service, out, render_rows, user_paths
 from .sessions import liveness_label
 
@@ -51,6 +50,8 @@ def _host(rec: SessionRecord) -> str:
 
 
 def _state_json(rec: SessionRecord) -> dict[str, Any]:
+    from ...sessions.app_server import describe_app_server  # Codex's app-server code: here only
+
     return {
         "name": rec.name, "host": rec.host, "host_liveness": rec.host_liveness,
         "unreachable_since": None if rec.seen is None else rec.seen.unreachable_since,
@@ -108,6 +109,8 @@ def cmd_state(args: argparse.Namespace) -> int:
 
 
 def _state(svc: Service, args: argparse.Namespace) -> int:
+    from ...sessions.app_server import describe_app_server  # Codex's app-server code: here only
+
     args.name = svc.session_name(args.name)  # HOST/NAME (a bare name may be two hosts')
     rec = svc.state(args.name)
     if args.screen:
@@ -310,6 +313,7 @@ def _channels_of(prof: Any, exe: str, paths: Any) -> dict[str, Any]:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from ...config import load_config
     from ...detect.profiles import load_all_profiles
+    from ...sessions.app_server import doctor_app_server
     from ...terminal.relay_helper import helper_status
     from ...terminal.tmux import tmux_version
 

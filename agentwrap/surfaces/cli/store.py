@@ -14,7 +14,6 @@ import argparse
 from rich.markup import escape
 
 from ...config import load_config
-from ...service import migrate_store, store_place
 from .common import emit_json, err, out, render_rows, user_paths
 
 HELP = "the message store itself: move it to PostgreSQL or back (migrate)"
@@ -70,6 +69,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def cmd_migrate(args: argparse.Namespace) -> int:
     paths = user_paths()
     cfg = load_config(paths)
+    from ...service import migrate_store, store_place  # the migration's code: this command's only
+
     report = migrate_store(store_place(args.source, paths, cfg),
                            store_place(args.to, paths, cfg), paths)
     if args.json:

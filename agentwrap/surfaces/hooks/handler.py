@@ -74,6 +74,7 @@ from .protocol import (
 
 if TYPE_CHECKING:  # imported where used: a signal never loads the store's code
     from ...answers.hook_questions import HookQuestion
+    from ...answers.store import AnswerStore
     from ...service import Service
 
 SESSION_ENV = "AGENTWRAP_SESSION"
@@ -162,6 +163,10 @@ class HookRun:
     started: float | None = None
     #: Where work the answer does not wait for goes (:func:`handle`'s ``later``).
     later: Later = lambda work: work()
+    #: The answers table of the process that runs this hook for the agent (the
+    #: supervisor's hook server keeps one open for its life); None: the hook
+    #: opens its own for the rule's answer it keeps (:func:`_keep_answer`).
+    answers: Callable[[], AnswerStore] | None = None
 
     def log(self, line: str) -> None:
         _log(self.paths, self.session, self.agent, self.event, line)
@@ -180,16 +185,17 @@ class HookRun:
 
 def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
            hand_over: Callable[[HookRun], str] | None = None,
-           started: float | None = None, later: Later | None = None) -> str:
+           started: float | None = None, later: Later | None = None,
+           answers: Callable[[], AnswerStore] | None = None) -> str:
     """What to print for one hook run ("" for nothing); never raises.
     ``hand_over``: see :attr:`HookRun.hand_over`; ``started``: see
-    :attr:`HookRun.started`. ``later`` takes the work the answer does not
+    :attr:`HookRun.started`; ``answers``: see :attr:`HookRun.answers`. ``later`` takes the work the answer does not
     depend on, for its caller to run once the answer is out (each piece
     never raises); without it that work runs here, before this returns."""
     deferred: list[Callable[[], None]] = []
     try:
         return _handle(agent, event, raw, env, hand_over, started,
-                       later if later is not None else deferred.append)
+                       later if later is not None else deferred.append, answers)
     finally:
         for work in deferred:
             work()
@@ -197,7 +203,7 @@ def handle(agent: str, event: str, raw: bytes, env: Mapping[str, str], *,
 
 def _handle(agent: str, event: str, raw: bytes, env: Mapping[str, str],
             hand_over: Callable[[HookRun], str] | None, started: float | None,
-            later: Later) -> str:
+            later: Later, answers: Callable[[], AnswerStore] | None) -> str:
     session = env.get(SESSION_ENV, "")
     paths: Paths | None = None
     try:
@@ -213,7 +219,8 @@ def _handle(agent: str, event: str, raw: bytes, env: Mapping[str, str],
         # the handoff record's notes (issue 12); TURN_SIGNS: a model turn has run
         from ...continuity.hooks import START_EVENTS, TURN_SIGNS, on_hook
 
-        run = HookRun(agent, event, payload, session, paths, todo, hand_over, started, later)
+        run = HookRun(agent, event, payload, session, paths, todo, hand_over, started, later,
+                      answers)
         if event in START_EVENTS:  # a session start: its handoff is (part of) the answer
             handoff = on_hook(paths, session, agent, event, todo, payload) or ""
             text = "\n\n".join(t for t in (handoff, _at_start(run, len(handoff))) if t)
@@ -393,25 +400,42 @@ def _keep_answer(run: HookRun, hq: HookQuestion, how: str) -> None:
     given it: whoever sees its effect (the tool ran) finds it kept, once (the
     hook is its only writer). Raises when it cannot be kept (the store locked
     past :data:`KEEP_BUSY_TIMEOUT_MS`, or none: agentwrap never ran here): then it
-    is not given."""
+    is not given. The supervisor's hook server hands in the answers table it
+    keeps open (:attr:`HookRun.answers`): a store opened per answer (a new
+    PostgreSQL connection each) doubled what the agent waited for."""
     from ...answers.actions import HookAnswer
+
+    def keep(store: AnswerStore) -> None:
+        store.given(run.session, hq.id, HookAnswer(hq.decision),
+                    f"{how} through the agent's hook by rule {hq.rule!r}",
+                    source="policy", rule=hq.rule)
+
+    if run.answers is not None:
+        keep(run.answers())
+        return
+    store = open_keeping_store(run.paths)
+    try:
+        keep(store)
+    finally:
+        store.close()
+
+
+def open_keeping_store(paths: Paths) -> AnswerStore:
+    """The answers table a hook keeps a rule's answer in: where the queue is,
+    waiting at most :data:`KEEP_BUSY_TIMEOUT_MS` for a lock; raises
+    :class:`~agentwrap.errors.StoreUnavailable` when there is none (agentwrap
+    never ran here: a hook makes no store)."""
     from ...answers.store import AnswerStore
     from ...config import load_config
     from ...queue.backend import store_url
     from ...queue.keys import host_name
 
-    cfg = load_config(run.paths)
+    cfg = load_config(paths)
     url = store_url(cfg.store.url)  # the answers are where the queue is
-    if not url and not run.paths.db_path.is_file():
-        raise StoreUnavailable(f"no store at {run.paths.db_path}")
-    store = AnswerStore(run.paths.db_path, events_dir=run.paths.events_dir, url=url,
-                        busy_timeout_ms=KEEP_BUSY_TIMEOUT_MS, host=host_name(cfg.host.name))
-    try:
-        store.given(run.session, hq.id, HookAnswer(hq.decision),
-                    f"{how} through the agent's hook by rule {hq.rule!r}",
-                    source="policy", rule=hq.rule)
-    finally:
-        store.close()
+    if not url and not paths.db_path.is_file():
+        raise StoreUnavailable(f"no store at {paths.db_path}")
+    return AnswerStore(paths.db_path, events_dir=paths.events_dir, url=url,
+                       busy_timeout_ms=KEEP_BUSY_TIMEOUT_MS, host=host_name(cfg.host.name))
 
 
 #: What each action does (a signal name not listed here: :func:`_signal`). Add an
@@ -496,5 +520,5 @@ def _log(paths: Paths, session: str, agent: str, event: str, line: str) -> None:
 __all__ = [
     "ACTIONS", "BUSY_TIMEOUT_MS", "CHANNEL", "PROFILE_ENV", "SESSION_ENV", "USAGE", "HookRun",
     "Later",
-    "acked_tokens", "acknowledge", "handle", "main",
+    "acked_tokens", "acknowledge", "handle", "main", "open_keeping_store",
 ]

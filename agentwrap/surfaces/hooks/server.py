@@ -57,10 +57,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...paths import Paths, private_dir
-from .handler import CHANNEL, MAX_STDIN, PROFILE_ENV, SESSION_ENV, HookRun, handle
+from .handler import (
+    CHANNEL,
+    MAX_STDIN,
+    PROFILE_ENV,
+    SESSION_ENV,
+    HookRun,
+    handle,
+    open_keeping_store,
+)
 from .protocol import CONTEXT, EVENTS, MAX_CONTEXT_CHARS, QUESTION, action
 
 if TYPE_CHECKING:
+    from ...answers.store import AnswerStore
     from ...delivery.handover import Claimed
     from ...service import Service
 
@@ -141,6 +150,7 @@ class HookServer:
         self._open_service = service
         self._service: Service | None = None
         self._service_lock = threading.Lock()
+        self._answers: AnswerStore | None = None  # opened by the first rule's answer kept
         self._slots = threading.BoundedSemaphore(MAX_RUNNING)
         self._stop = threading.Event()
         self._env = {**os.environ, **_paths_env(paths, session)}
@@ -176,6 +186,9 @@ class HookServer:
             if self._service is not None:
                 self._service.close()
                 self._service = None
+            if self._answers is not None:
+                self._answers.close()
+                self._answers = None
         if self._thread.ident is not None and not self._released:
             self._released = True
             _hand_gil_over_often(False)
@@ -224,7 +237,7 @@ class HookServer:
         later: list[Callable[[], None]] = []  # what the answer does not wait for
         answer = self.run(req.agent, req.event, req.payload, env, started=started,
                           hand_over=lambda run: self._hand_over(run, req, pending),
-                          later=later.append)
+                          later=later.append, answers=self.answers)
         body = answer.encode("utf-8")
         sent = _send(conn, b"v1 %d\n" % len(body) + body)
         if pending.claimed is not None:
@@ -280,6 +293,15 @@ class HookServer:
                                           limit_chars=MAX_CONTEXT_CHARS, log=run.log)
         pending.claimed = got
         return got.text if got is not None else ""
+
+    def answers(self) -> AnswerStore:
+        """The answers table a rule's answer is kept in before the hook gives
+        it (:attr:`HookRun.answers`): opened once, on first use, for the
+        server's life (one per request cost as much as the rest of the hook)."""
+        with self._service_lock:
+            if self._answers is None:
+                self._answers = open_keeping_store(self.paths)
+            return self._answers
 
     def _svc(self) -> Service:
         with self._service_lock:
