@@ -31,6 +31,11 @@ def loaded_by(code: str) -> set[str]:
     "    main(['run', '--help'])",
     # the Python hook handing over with no supervisor opens a service
     "import sys, agentwrap.service, agentwrap.surfaces.hooks.handler",
+    # a supervisor process (`agentwrap _supervise`): what cmd_supervise imports
+    "import sys\nfrom agentwrap.surfaces.cli.app import main\n"
+    "from agentwrap.feedback.companion import for_session\n"
+    "from agentwrap.sessions.lifecycle import supervise\n"
+    "from agentwrap.surfaces.hooks.server import for_session as hook_server",
 ])
 def test_a_start_imports_no_code_only_some_commands_need(code: str) -> None:
     loaded = loaded_by(code)

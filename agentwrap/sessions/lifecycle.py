@@ -48,7 +48,6 @@ from ..paths import Paths, check_session_name, open_private_append, private_dir
 from ..session_options import SessionOptions
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
-from .app_server import with_app_server
 from .compose import Companion, build_supervisor, start_companions
 from .registry import Registry, SessionRecord, open_registry
 from .supervisor import Supervisor, log_to
@@ -297,6 +296,8 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         handoff = _handoff(paths, cfg, opts, name)
         argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
         channel_opts.update(permission_gate(profile, cfg, env, argv))
+        from .app_server import with_app_server  # Codex's code: only for a launch
+
         argv, server_opts = with_app_server(cfg.run, profile, paths, name, argv, env, opts.cwd)
         channel_opts.update(server_opts)
         socket = paths.tmux_socket_for(name)
@@ -530,6 +531,8 @@ def run_pty(
     handoff = _handoff(paths, cfg, opts, name)
     argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
     channel_opts.update(permission_gate(profile, cfg, env, argv))
+    from .app_server import with_app_server  # Codex's code: only for a launch
+
     argv, server_opts = with_app_server(cfg.run, profile, paths, name, argv, env, opts.cwd)
     channel_opts.update(server_opts)
     from ..terminal.pty import PtyTerminal, terminal_size
