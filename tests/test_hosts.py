@@ -20,7 +20,6 @@ import pytest
 from conftest import AwEnv
 from support import hosts_kit
 from support.hosts_kit import ls
-from support.http_kit import in_process
 from support.records import record
 
 from agentwrap.config import load_config
@@ -28,7 +27,6 @@ from agentwrap.detect.states import State
 from agentwrap.errors import ConfigError, SessionNameTaken
 from agentwrap.message import NewMessage, Status
 from agentwrap.paths import Paths
-from agentwrap.queue.backend import ENV as STORE_ENV
 from agentwrap.queue.backend import open_database
 from agentwrap.queue.postgres import PostgresMessageStore
 from agentwrap.sessions import hosts
@@ -276,22 +274,8 @@ def test_one_ls_shows_both_hosts_and_a_silent_one_as_unreachable(
 def test_the_api_lists_every_hosts_sessions_with_their_host(
     aw: AwEnv, pg_url: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv(STORE_ENV, pg_url)
-    monkeypatch.setenv(ENV, "alpha")
-    beta = Registry(aw.paths.db_path, url=pg_url, host="beta", heartbeat_s=1.0)
-    alpha = Registry(aw.paths.db_path, url=pg_url, host="alpha")
-    try:
-        alpha.register(record("a1"))
-        beta.register(record("b1"))
-        hosts.beat(beta.db, "beta", 1.0, now=1_700_000_000.0)  # silent since then
-    finally:
-        alpha.close()
-        beta.close()
-    api = in_process(aw)
-    try:
-        got = {s["name"]: s for s in api.get("/api/sessions").json()["sessions"]}
-    finally:
-        api.app.state.pool.close()
+    got = {s["name"]: s for s in hosts_kit.api_seen_from_alpha(
+        aw, monkeypatch, pg_url, "/api/sessions")["sessions"]}
     assert (got["a1"]["host"], got["a1"]["hostLiveness"], got["a1"]["unreachableSince"]) == (
         "alpha", "up", None)
     assert (got["b1"]["host"], got["b1"]["hostLiveness"], got["b1"]["liveness"],

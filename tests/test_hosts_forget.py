@@ -20,15 +20,13 @@ import pytest
 from conftest import AwEnv
 from support import hosts_kit
 from support.hosts_kit import history, ls
-from support.http_kit import in_process
 from support.records import record
 
 from agentwrap.errors import HostNotFound, HostStillUp
 from agentwrap.message import NewMessage, Source, Status
-from agentwrap.queue.backend import ENV as STORE_ENV
 from agentwrap.queue.backend import open_store
 from agentwrap.sessions import hosts
-from agentwrap.sessions.hosts import ENV, Forgotten
+from agentwrap.sessions.hosts import Forgotten
 from agentwrap.sessions.registry import Registry
 
 
@@ -200,22 +198,7 @@ def test_hosts_on_sqlite_shows_this_host_only(aw: AwEnv) -> None:
 
 
 def test_the_api_lists_the_hosts(aw: AwEnv, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(STORE_ENV, pg_url)
-    monkeypatch.setenv(ENV, "alpha")
-    beta = Registry(aw.paths.db_path, url=pg_url, host="beta", heartbeat_s=1.0)
-    alpha = Registry(aw.paths.db_path, url=pg_url, host="alpha")
-    try:
-        alpha.register(record("a1"))
-        beta.register(record("b1"))
-        hosts.beat(beta.db, "beta", 1.0, now=1_700_000_000.0)  # silent since then
-    finally:
-        alpha.close()
-        beta.close()
-    api = in_process(aw)
-    try:
-        got = api.get("/api/hosts").json()
-    finally:
-        api.app.state.pool.close()
+    got = hosts_kit.api_seen_from_alpha(aw, monkeypatch, pg_url, "/api/hosts")
     assert got["shared"] is True
     by = {h["name"]: h for h in got["hosts"]}
     assert (by["alpha"]["here"], by["alpha"]["liveness"], by["alpha"]["sessions"]) == (

@@ -13,7 +13,9 @@ import pytest
 from conftest import AwEnv, make_aw
 
 from agentwrap.queue.backend import ENV as STORE_ENV
+from agentwrap.sessions import hosts
 from agentwrap.sessions.hosts import ENV as HOST_ENV
+from agentwrap.sessions.registry import Registry
 
 
 def as_host(aw: AwEnv, name: str, url: str, heartbeat_s: float | None = 0.3,
@@ -56,3 +58,27 @@ def history(aw: AwEnv, name: str) -> dict[str, dict[str, Any]]:
     out = json.loads(aw.cli("history", name, "--json", check=True).stdout)
     rows = out["messages"] if isinstance(out, dict) else out
     return {r["content"]: r for r in rows}
+
+
+def api_seen_from_alpha(aw: AwEnv, monkeypatch: pytest.MonkeyPatch, url: str, path: str) -> Any:
+    """``GET path`` of an in-process API on host ``alpha``, with session ``a1``
+    there and ``b1`` on host ``beta``, silent since its one beat (2023)."""
+    from support.http_kit import in_process
+    from support.records import record
+
+    monkeypatch.setenv(STORE_ENV, url)
+    monkeypatch.setenv(HOST_ENV, "alpha")
+    beta = Registry(aw.paths.db_path, url=url, host="beta", heartbeat_s=1.0)
+    alpha = Registry(aw.paths.db_path, url=url, host="alpha")
+    try:
+        alpha.register(record("a1"))
+        beta.register(record("b1"))
+        hosts.beat(beta.db, "beta", 1.0, now=1_700_000_000.0)  # silent since then
+    finally:
+        alpha.close()
+        beta.close()
+    api = in_process(aw)
+    try:
+        return api.get(path).json()
+    finally:
+        api.app.state.pool.close()
