@@ -420,6 +420,9 @@ def test_state_watch_through_start_reply_dialog_exit(make_session: Make, agent_n
         s.wait_state("ready", timeout=60)
         assert s.send("[[tool]] create the file", "--wait").returncode == 0
         s.wait_state("waiting_input", timeout=60)
+        if on_app_server(s):  # the server asks ~0.8 s before the TUI draws its dialog, and
+            # a key pressed before that is lost: a person answers the dialog they see
+            s.wait_until(lambda: "Would you like to run" in s.screen(), 30, "the TUI's dialog")
         s.press(*ANSWER_NO[agent_name])
         s.wait_state("ready", timeout=60)
         s.press(*QUIT_KEYS[agent_name])
