@@ -85,6 +85,14 @@ DIALOG_OF = {
     ("claude", "edit-file"): "file_edit",
     ("claude", "ask-user-question"): "question",
     ("claude", "web-fetch"): "web_fetch",
+    # 2.1.332 in its ask-first mode (--permission-mode default), with a model its auto
+    # mode supports: a "Tip:" line under the title (issue 35)
+    ("claude", "bash-ask-first"): "permission",
+    ("claude", "bash-pipe-ask-first"): "permission",
+    ("claude", "bash-long-ask-first"): "permission",
+    ("claude", "read-outside-project-ask-first"): "read_outside_project",
+    ("claude", "create-file-ask-first"): "file_edit",
+    ("claude", "edit-file-ask-first"): "file_edit",
     ("codex", "edit-approval"): "permission",
     ("codex", "plan-mode-question"): "question",
     ("codex", "implement-plan"): "implement_plan",
