@@ -20,7 +20,11 @@ gives the exact text but can never answer. So:
   deny-list included), the hook answers it itself (:func:`hook_decision`): the
   dialog never opens. It keeps the answer in the answers table first (the
   supervisor only looks now and then, and by its next look the tool the answer
-  allowed may have run), and leaves the request to the dialog when it cannot. A veto of the built-in deny-list, an ``ask`` rule, or an
+  allowed may have run), and leaves the request to the dialog when it cannot,
+  or when the launch registered it to run in the background (Claude without
+  rules at launch: the agent ignores what such a hook prints, so the answer
+  would be claimed and never given; the supervisor's rules, read again when the
+  config changes, give it on the screen). A veto of the built-in deny-list, an ``ask`` rule, or an
   option that says neither yes nor no leave it to the person: the hook says
   nothing and the dialog opens as usual;
 * the supervisor's detector still decides from the screen that a dialog is

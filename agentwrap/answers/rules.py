@@ -46,18 +46,24 @@ Order of precedence:
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any
 
-from ..config import AnswerRule
+from ..config import AnswerRule, load_config
 from ..detect.question import Question
+from ..errors import AgentwrapError
+from ..paths import Paths
 from .certainty import candidates, doubt
 from .denylist import Where, destructive, incomplete
 
 BUILTIN = "built-in deny-list"
+log = logging.getLogger("agentwrap.policy")
 
 
 @dataclass(frozen=True)
@@ -174,3 +180,40 @@ def segments(command: str) -> list[str] | None:
         return None
     parts.append("".join(current))
     return [p.strip() for p in parts if p.strip()]
+
+
+class LiveRules:
+    """The person's answer rules for one profile as they are now: the config file is
+    read again when it changed (a stat per look), so a rule added while a session
+    runs answers its next question (on the screen: a hook registered when there
+    were no rules runs in the background, where the agent ignores its answer). A
+    config that no longer loads gives no rules (fail closed: the person answers)
+    until it loads again. ``extra``: rules that come with the launch (opted in)."""
+
+    def __init__(self, paths: Paths, profile: str, cwd: Path, first: Sequence[AnswerRule],
+                 extra: Sequence[AnswerRule] = ()) -> None:
+        self.paths, self.profile, self.cwd = paths, profile, cwd
+        self.extra = tuple(extra)
+        self._stamp = self._stat()
+        self._rules = tuple(first)
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.paths.config_file)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def __call__(self) -> tuple[AnswerRule, ...]:
+        stamp = self._stat()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._rules = load_config(self.paths, self.cwd).for_profile(
+                    self.profile).answer_rules
+            except (AgentwrapError, OSError) as exc:
+                log.warning("answer rules not read again, none apply until they load: %s", exc)
+                self._rules = ()
+            else:
+                log.info("answer rules read again: %d for %s", len(self._rules), self.profile)
+        return (*self._rules, *self.extra)
