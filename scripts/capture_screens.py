@@ -830,6 +830,19 @@ class Scenarios:
                 return
             self.save(p, "waiting_input", "folder-trust")
 
+    def api_key(self) -> None:
+        """Claude only: ``ANTHROPIC_API_KEY`` in the environment asks whether to use it
+        (2.1.332: unnumbered options, "No (recommended)" preselected)."""
+        if self.agent != "claude":
+            return
+        key = (("ANTHROPIC_API_KEY", "sk-ant-agentwrap-capture-0000000000"),)
+        with self.run(extra_env=key) as p:
+            scr = wait_stable(p, lambda s: "Do you want to use this API key?" in s, 40)
+            if scr is None:
+                log(f"{self.agent}: no API key dialog seen")
+                return
+            self.save(p, "waiting_input", "api-key")
+
     def onboarding(self) -> None:
         with self.run(onboarded=False) as p:
             scr = wait_stable(p, lambda s: bool(s.strip()), 20, quiet=2.0)
@@ -1017,6 +1030,7 @@ def run_agent(
                 ("drafts", sc.drafts, False),
                 ("paste", sc.paste, False),
                 ("trust", sc.trust, False),
+                ("api_key", sc.api_key, False),
                 ("onboarding", sc.onboarding, False),
                 ("quit", sc.quit_at_prompt, False),
                 ("conversation", sc.conversation, True),
@@ -1027,6 +1041,7 @@ def run_agent(
             steps += [
                 ("drafts", sc.drafts, False),
                 ("trust", sc.trust, False),
+                ("api_key", sc.api_key, False),
                 ("paste", sc.paste, False),
                 ("busy_and_permission", sc.busy_and_permission, True),
                 ("dialogs", sc.dialogs, True),

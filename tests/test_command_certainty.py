@@ -52,6 +52,7 @@ READ: dict[tuple[str, str], tuple[str | None, str | dict[str, str] | None, bool 
     ("aider", "permission"): ("edit", "tool_ran.txt", True),
     ("aider", "run-shell-command"): ("shell", "ls -la", True),
     ("aider", "onboarding"): (None, None, True),  # a confirm that runs nothing
+    ("claude", "api-key"): (None, None, True),  # a confirm that runs nothing (2.1.332)
     # Claude Code 2.1.197 (no box; the command, then its description)
     ("claude", "permission"): ("Bash", "touch tool_ran.txt", True),
     ("claude", "create-file"): ("Create", "hello.txt", True),
