@@ -374,6 +374,7 @@ class Capturer:
         onboarded: bool = True,
         tag: str = "",
         extra_args: tuple[str, ...] = (),
+        extra_env: tuple[tuple[str, str], ...] = (),
     ) -> Iterator[Pane]:
         base = Path(tempfile.mkdtemp(prefix=f"{agent}-{tag}-", dir=self.workroot))
         launch = agents_mod.prepare_agent(
@@ -386,6 +387,7 @@ class Capturer:
         )
         if extra_args:
             launch = dataclasses.replace(launch, argv=[*launch.argv, *extra_args])
+        launch.env.update(extra_env)
         if agent == "opencode":  # it asks nothing by default: its ask-first mode, for dialogs
             from agentwrap.detect.profiles import load_profile
 
@@ -467,6 +469,7 @@ class DialogCase:
     keys: tuple[str, ...] = ()
     expect: str = ""
     after: tuple[str, ...] = ()  # keys pressed once the dialog shows (another tab, a tick)
+    env: tuple[tuple[str, str], ...] = ()  # added to the agent's environment
 
 
 NOTES = ("notes.md", "# Notes\n\nfirst line\n")
@@ -487,6 +490,14 @@ OUTSIDE_PATCH = (
     "*** Begin Patch\n*** Add File: /var/tmp/agentwrap-capture-never/notes.txt\n+hello\n"
     "*** End Patch\n"
 )
+#: Claude Code 2.1.332's ask-first permission mode (it starts in its auto mode) ...
+ASK_FIRST = ("--permission-mode", "default")
+#: ... with a model its auto mode supports: then every permission dialog offers to
+#: switch to auto mode, and draws a "Tip:" line about it (claude-sonnet-4-5, the
+#: test model's name elsewhere, is not supported: no tip, no such option).
+AUTO_MODEL = (("ANTHROPIC_MODEL", "claude-opus-4-6"), ("ANTHROPIC_SMALL_FAST_MODEL", "claude-opus-4-6"))
+#: A command wider than any captured screen: the dialog wraps it.
+LONG_COMMAND = "touch tool_ran.txt && echo " + "-".join(f"part{i:02d}" for i in range(40))
 DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
     "claude": (
         DialogCase(
@@ -525,6 +536,17 @@ DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
             " Summarise example.com",
             expect="Do you want to allow Claude to fetch",
         ),
+        # 2.1.332 starts in its auto mode (a harmless call runs unasked, a dangerous one's
+        # dialog comes late): its ask-first mode shows the classic dialog, with a "Tip:"
+        # line under "Bash command" (issue 35). A short command, a pipe, one that wraps.
+        *(DialogCase(desc, "[[call: Bash " + json.dumps({"command": command,
+                                                          "description": about}) + "]] please",
+                     args=ASK_FIRST, env=AUTO_MODEL, expect="Do you want to proceed?")
+          for desc, command, about in (
+              ("bash-ask-first", "rm -rf ~/important", "Remove the important folder"),
+              ("bash-pipe-ask-first", "curl -s http://127.0.0.1:9/none | sh",
+               "Run the install script"),
+              ("bash-long-ask-first", LONG_COMMAND, "Touch a file and echo forty parts"))),
     ),
     "gemini": (
         # the read_file tool on a path outside the workspace fails without a dialog
@@ -683,6 +705,14 @@ DIALOG_CASES: dict[str, tuple[DialogCase, ...]] = {
         ),
     ),
 }
+#: Claude Code 2.1.332's other dialogs in its ask-first mode, with the auto-mode model
+#: (the same cases, named ``<desc>-ask-first``): whatever "Tip:" line they draw too.
+#: (Not WebFetch: with that model Claude defers it behind ToolSearch, so the request
+#: offers no such tool.)
+DIALOG_CASES["claude"] += tuple(
+    dataclasses.replace(case, desc=f"{case.desc}-ask-first", args=ASK_FIRST, env=AUTO_MODEL)
+    for case in DIALOG_CASES["claude"]
+    if case.desc in ("read-outside-project", "create-file", "edit-file"))
 
 
 def submit(pane: Pane, text: str) -> None:
@@ -800,6 +830,19 @@ class Scenarios:
                 return
             self.save(p, "waiting_input", "folder-trust")
 
+    def api_key(self) -> None:
+        """Claude only: ``ANTHROPIC_API_KEY`` in the environment asks whether to use it
+        (2.1.332: unnumbered options, "No (recommended)" preselected)."""
+        if self.agent != "claude":
+            return
+        key = (("ANTHROPIC_API_KEY", "sk-ant-agentwrap-capture-0000000000"),)
+        with self.run(extra_env=key) as p:
+            scr = wait_stable(p, lambda s: "Do you want to use this API key?" in s, 40)
+            if scr is None:
+                log(f"{self.agent}: no API key dialog seen")
+                return
+            self.save(p, "waiting_input", "api-key")
+
     def onboarding(self) -> None:
         with self.run(onboarded=False) as p:
             scr = wait_stable(p, lambda s: bool(s.strip()), 20, quiet=2.0)
@@ -906,9 +949,9 @@ class Scenarios:
     def dialogs(self) -> None:
         """Open each of ``DIALOG_CASES[agent]`` in a fresh agent and save the dialog."""
         for case in DIALOG_CASES.get(self.agent, ()):
-            if self.c.dialog and case.desc != self.c.dialog:
+            if self.c.dialog and case.desc not in self.c.dialog.split(","):
                 continue
-            with self.run(extra_args=case.args) as p:
+            with self.run(extra_args=case.args, extra_env=case.env) as p:
                 for name, content in case.files:
                     (p.launch.cwd / name).write_text(content, encoding="utf-8")
                 wait_ready(p, self.prof)
@@ -987,6 +1030,7 @@ def run_agent(
                 ("drafts", sc.drafts, False),
                 ("paste", sc.paste, False),
                 ("trust", sc.trust, False),
+                ("api_key", sc.api_key, False),
                 ("onboarding", sc.onboarding, False),
                 ("quit", sc.quit_at_prompt, False),
                 ("conversation", sc.conversation, True),
@@ -997,6 +1041,7 @@ def run_agent(
             steps += [
                 ("drafts", sc.drafts, False),
                 ("trust", sc.trust, False),
+                ("api_key", sc.api_key, False),
                 ("paste", sc.paste, False),
                 ("busy_and_permission", sc.busy_and_permission, True),
                 ("dialogs", sc.dialogs, True),
@@ -1029,7 +1074,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="160x45,80x24,200x50")
     ap.add_argument("--only", default=None, help="run only scenarios whose name contains this")
     ap.add_argument("--dialog", default=None,
-                    help="with the dialogs scenario: capture only the dialog case of this name")
+                    help="with the dialogs scenario: capture only the dialog cases of these names"
+                         " (comma-separated)")
     ap.add_argument("--out", type=Path, default=FIXTURES)
     ap.add_argument(
         "--server-module",

@@ -559,3 +559,67 @@ def _answered_events(aw: AwEnv) -> list[Any]:
         return s.events(0, session="fake", kinds=["session.answered"])
     finally:
         s.close()
+
+
+# --- issue 35: a hook the agent runs in the background answers nothing ----------------------
+
+
+def _registered(aw: AwEnv, *, background: bool) -> None:
+    """The launch's settings layer, as agentwrap run writes it (sessions.channels)."""
+    from agentwrap.sessions.channels import CLAUDE_SETTINGS, _hook_group, launch_dir
+
+    folder = launch_dir(aw.paths, "fake")
+    folder.mkdir(parents=True, exist_ok=True)
+    hooks = {"PermissionRequest": _hook_group("agentwrap hook", 10, background),
+             "Stop": _hook_group("agentwrap hook", 10, True)}
+    (folder / CLAUDE_SETTINGS).write_text(json.dumps({"hooks": hooks}), encoding="utf-8")
+
+
+def test_a_hook_in_the_background_leaves_a_rules_answer_to_the_screen(aw: AwEnv) -> None:
+    """Registered "async" (the session started without rules): Claude ignores what the
+    hook prints, so a rule added since must not be claimed given there: nothing
+    printed, nothing kept or audited as answered, no decision in the question (the
+    supervisor's rules answer the dialog on the screen), the dialog's signal."""
+    rules(aw, ALLOW_TOUCH)
+    _registered(aw, background=True)
+    out = run_hook(aw, "claude", fixture("claude", "PermissionRequest.json"), profile="claude")
+    assert out == ""
+    hq = read_question(aw.paths, "fake")
+    assert hq is not None and (hq.decision, hq.command) == ("", "touch tool_ran.txt")
+    assert not kept_answers(aw)
+    assert not [a for a in audit(aw) if a["event"] == "policy_answered"]
+    sig = read_signal(aw.paths, "fake")
+    assert sig is not None and sig.signal == "permission_prompt"
+    # registered to be waited for: the hook answers, as ever
+    _registered(aw, background=False)
+    out = run_hook(aw, "claude", fixture("claude", "PermissionRequest.json"), profile="claude")
+    assert check_output("claude", out) == {"behavior": "allow"}
+
+
+def test_the_background_registration_is_read_back_from_the_launch(aw: AwEnv) -> None:
+    from agentwrap.sessions.channels import registered_in_background
+
+    assert not registered_in_background(aw.paths, "fake", "PermissionRequest")  # no launch
+    _registered(aw, background=True)
+    assert registered_in_background(aw.paths, "fake", "PermissionRequest")
+    assert registered_in_background(aw.paths, "fake", "Stop")
+    assert not registered_in_background(aw.paths, "fake", "PostToolBatch")
+    _registered(aw, background=False)
+    assert not registered_in_background(aw.paths, "fake", "PermissionRequest")
+
+
+def test_live_rules_are_read_again_when_the_config_changes(aw: AwEnv) -> None:
+    """A rule added while a session runs answers its next question; a config that no
+    longer loads gives none (the person answers) until it loads again."""
+    from agentwrap.answers.rules import LiveRules
+    from agentwrap.config import AnswerRule
+
+    opted = AnswerRule(name="trust", option="Yes, I trust this folder")
+    live = LiveRules(aw.paths, "claude", aw.paths.config_file.parent, (), (opted,))
+    assert live() == (opted,)
+    rules(aw, ALLOW_TOUCH, store=False)
+    assert [r.name for r in live()] == ["touch", "trust"]
+    aw.paths.config_file.write_text("[[answer_rules]\nbroken", encoding="utf-8")
+    assert live() == (opted,)
+    rules(aw, ALLOW_ALL, store=False)
+    assert [r.name for r in live()] == ["everything", "trust"]

@@ -85,6 +85,15 @@ DIALOG_OF = {
     ("claude", "edit-file"): "file_edit",
     ("claude", "ask-user-question"): "question",
     ("claude", "web-fetch"): "web_fetch",
+    # 2.1.332 in its ask-first mode (--permission-mode default), with a model its auto
+    # mode supports: a "Tip:" line under the title (issue 35)
+    ("claude", "bash-ask-first"): "permission",
+    ("claude", "bash-pipe-ask-first"): "permission",
+    ("claude", "bash-long-ask-first"): "permission",
+    ("claude", "read-outside-project-ask-first"): "read_outside_project",
+    ("claude", "create-file-ask-first"): "file_edit",
+    ("claude", "edit-file-ask-first"): "file_edit",
+    ("claude", "api-key"): "api_key",
     ("codex", "edit-approval"): "permission",
     ("codex", "plan-mode-question"): "question",
     ("codex", "implement-plan"): "implement_plan",
@@ -149,3 +158,25 @@ def test_builtin_profiles_load_with_their_names() -> None:
     assert {"claude", "codex", "aider", "gemini", "generic"} <= set(profiles)
     for name, prof in profiles.items():
         assert prof.name == name
+
+
+#: Dialogs a profile claims that no real capture shows yet, and why: every other
+#: claimed dialog must decide at least one fixture captured from the pinned CLI.
+UNCAPTURED = {
+    ("codex", "confirm"): "a catch-all for Codex's 'Press enter to confirm' questions: every one"
+                          " captured so far is decided by a more specific dialog first",
+    ("qwen", "onboarding"): "Qwen Code's first-run auth picker: the captures start it configured",
+}
+
+
+def test_every_dialog_a_profile_claims_is_captured() -> None:
+    """A dialog shape a profile claims is read off a real screen of the pinned CLI
+    (issue 35: Claude Code 2.1.332's dialogs were claimed from 2.1.197's)."""
+    decided: set[tuple[str, str]] = set()
+    for path, m in (p.values for p in fixtures()):
+        det = settled(path.parent.name, snapshot_of(path, m))
+        if det.reading.rule.startswith("dialog:"):
+            decided.add((path.parent.name, det.reading.rule.removeprefix("dialog:")))
+    claimed = {(agent, d.name) for agent in {p.parent.name for p in SCREENS.glob("*/*.txt")}
+               for d in load_profile(agent).dialogs}
+    assert claimed - decided == set(UNCAPTURED), sorted(claimed - decided)

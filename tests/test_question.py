@@ -359,11 +359,17 @@ def test_checkboxes_make_a_multi_select() -> None:
     assert Question.from_json(q.to_json()) == q
 
 
+#: A command wider than 200 columns: its box wraps it at both widths, each in
+#: another place (read unsure at both: tests/test_command_certainty.py).
+WRAPPED_AT_BOTH = {("claude", "bash-long-ask-first")}
+
+
 def _wide_pairs() -> list[pytest.param]:
     out = []
     for wide in sorted(SCREENS.glob("*/waiting_input__*__200x50.txt")):
         narrow = wide.with_name(wide.name.replace("200x50", "160x45"))
-        if narrow.exists() and (wide.parent.name, wide.name.split("__")[1]) not in NOT_READ_YET:
+        what = (wide.parent.name, wide.name.split("__")[1])
+        if narrow.exists() and what not in NOT_READ_YET and what not in WRAPPED_AT_BOTH:
             out.append(pytest.param(wide, narrow, id=f"{wide.parent.name}/{wide.stem}"))
     return out
 

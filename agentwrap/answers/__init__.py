@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .intake import AnswerIntake as AnswerIntake
     from .intake import AnswerResult as AnswerResult
     from .keys import Answerer as Answerer
+    from .rules import LiveRules as LiveRules
     from .store import Answer as Answer
     from .store import AnswerStore as AnswerStore
     from .telling import Teller as Teller
@@ -48,6 +49,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "hook_questions": ("HookQuestion", "HookQuestions", "announcement", "hook_questions"),
     "intake": ("AnswerIntake", "AnswerResult"),
     "keys": ("Answerer",),
+    "rules": ("LiveRules",),
     "store": ("Answer", "AnswerStore"),
     "telling": ("Teller",),
 }

@@ -47,7 +47,8 @@ class AutoAnswer:
     """The policy of one session."""
 
     def __init__(
-        self, session: str, agent: str, rules: Sequence[AnswerRule], intake: AnswerIntake,
+        self, session: str, agent: str,
+        rules: Sequence[AnswerRule] | Callable[[], Sequence[AnswerRule]], intake: AnswerIntake,
         answers: AnswerStore, audit: AuditLog, *, announce: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic, project: str = "",
     ) -> None:
@@ -55,13 +56,13 @@ class AutoAnswer:
         # the session's folder: the deny-list holds what deletes or moves outside it
         self.where = Where.of(project) if project else None
         self.agent = agent
-        self.rules = tuple(rules)
+        # the rules as they are now (a callable: read again when the config changes)
+        self._rules = rules if callable(rules) else (lambda fixed=tuple(rules): fixed)
         self.intake = intake
         self.answers = answers
         self.audit = audit
         self.announce = announce
         self.clock = clock
-        self._timed = any(r.after_s > 0 for r in self.rules)
         self._open: str | None = None  # the question decided about
         self._opened_at = 0.0
         self._looked_at = 0.0  # when the rules were last read for the open question
@@ -77,7 +78,10 @@ class AutoAnswer:
             self._open = question.id if question else None
             self._opened_at = self.clock()
             self._done, self._answer_id, self.note = False, None, ""
-        if question is None or not self.rules:
+        if question is None:
+            return False
+        rules = self.rules
+        if not rules:
             return False
         if self._answer_id is not None:
             try:
@@ -88,10 +92,10 @@ class AutoAnswer:
         if self._done:
             return False
         self._looked_at = self.clock()
-        decision = decide(question, self.agent, self.rules,
+        decision = decide(question, self.agent, rules,
                           open_for_s=self._looked_at - self._opened_at, where=self.where)
         if decision is None:
-            self._done = not self._timed  # a rule with after_s may match later
+            self._done = not _timed(rules)  # a rule with after_s may match later
             return False
         self._done = True
         self.decisions.append(decision)
@@ -104,10 +108,15 @@ class AutoAnswer:
             return False
         return self._answer(question, decision)
 
+    @property
+    def rules(self) -> tuple[AnswerRule, ...]:
+        """The rules as they are now."""
+        return tuple(self._rules())
+
     def due(self) -> float | None:
         """When (on :attr:`clock`) a rule's ``after_s`` next falls due for the open
         question, if the rules are still to be read again then; None: nothing to wait for."""
-        if self._open is None or self._done or self._answer_id is not None or not self._timed:
+        if self._open is None or self._done or self._answer_id is not None:
             return None
         times = [self._opened_at + r.after_s for r in self.rules if r.after_s > 0]
         later = [t for t in times if t > self._looked_at]
@@ -138,6 +147,10 @@ class AutoAnswer:
             except (OSError, AgentwrapError) as exc:  # a courtesy, never a failure
                 log.debug("announcement failed: %s", exc)
         return True
+
+
+def _timed(rules: Sequence[AnswerRule]) -> bool:
+    return any(r.after_s > 0 for r in rules)
 
 
 def _shown(answer: AnswerAction) -> str:

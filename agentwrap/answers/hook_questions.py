@@ -20,7 +20,11 @@ gives the exact text but can never answer. So:
   deny-list included), the hook answers it itself (:func:`hook_decision`): the
   dialog never opens. It keeps the answer in the answers table first (the
   supervisor only looks now and then, and by its next look the tool the answer
-  allowed may have run), and leaves the request to the dialog when it cannot. A veto of the built-in deny-list, an ``ask`` rule, or an
+  allowed may have run), and leaves the request to the dialog when it cannot,
+  or when the launch registered it to run in the background (Claude without
+  rules at launch: the agent ignores what such a hook prints, so the answer
+  would be claimed and never given; the supervisor's rules, read again when the
+  config changes, give it on the screen). A veto of the built-in deny-list, an ``ask`` rule, or an
   option that says neither yes nor no leave it to the person: the hook says
   nothing and the dialog opens as usual;
 * the supervisor's detector still decides from the screen that a dialog is
@@ -71,6 +75,11 @@ TOOL_NAMES: dict[str, dict[str, str]] = {
 #: A profile whose permission dialog gives one tool name for every request.
 ONE_TOOL = {"codex": "shell"}
 ASK_TOOL = "AskUserQuestion"
+#: Agents whose hook tells every request, asked or not (Copilot CLI: the read-only
+#: ``cat`` it ran unasked; :data:`agentwrap.surfaces.hooks.protocol.TEXT_ONLY_QUESTIONS`):
+#: their latest request may be a call no dialog followed, so it says nothing against
+#: the dialog on screen.
+EVERY_REQUEST = frozenset({"copilot"})
 #: A hook's request counts for a dialog first seen at most this long after it.
 FRESH_S = 60.0
 #: A dialog the hook has not (yet) told about is left to the hook this long (it may
@@ -326,6 +335,20 @@ def merged(q: Question, hq: HookQuestion) -> Question:
     return replace(q, questions=tuple(items), source="hook")
 
 
+def disagreeing(q: Question, hq: HookQuestion) -> Question:
+    """``q`` as read off the screen, unsure when the agent's fresh request for a
+    dialog of the same tool says another command: one of the two texts was misread
+    (a tip taken for the command, issue 35), or the request is another call's; either
+    way the screen's text is no certainty a rule may approve on. Any other request
+    (another kind, another tool, one of :data:`EVERY_REQUEST`'s) may be another
+    call's: ``q`` as it is."""
+    if q.kind != "permission" or hq.kind != "permission" or (q.tool and q.tool != hq.tool) \
+            or q.command_unsure or hq.agent in EVERY_REQUEST:
+        return q
+    return replace(q, command_unsure="the command on screen is not the one the agent's hook"
+                   " was asked about")
+
+
 class HookQuestions:
     """The supervisor's view of a session's hook questions: :meth:`refine` for
     the detector (:class:`~agentwrap.detect.detector.QuestionSource`),
@@ -353,8 +376,10 @@ class HookQuestions:
         if hq is None or q.source == "hook":
             return q
         if self._paired.get(q.id) != hq.at:
-            if time.time() - hq.at > FRESH_S or not matches(hq, q):
+            if time.time() - hq.at > FRESH_S:
                 return q
+            if not matches(hq, q):
+                return disagreeing(q, hq)
             if len(self._paired) > 64:
                 self._paired.clear()
             self._paired[q.id] = hq.at
@@ -398,7 +423,7 @@ def announcement(session: str, hq: HookQuestion) -> str:
 
 
 __all__ = [
-    "FRESH_S", "HookQuestion", "HookQuestions", "announcement", "decided", "from_payload",
-    "hook_decision", "matches", "merged", "question_file", "read_question", "rules_for",
-    "write_question",
+    "EVERY_REQUEST", "FRESH_S", "HookQuestion", "HookQuestions", "announcement", "decided",
+    "disagreeing", "from_payload", "hook_decision", "matches", "merged", "question_file",
+    "read_question", "rules_for", "write_question",
 ]

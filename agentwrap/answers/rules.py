@@ -34,24 +34,36 @@ Order of precedence:
    force-push to main, deleting or moving anything outside the session's project
    (``where``), overwriting a file that exists there, ``git reset --hard`` over
    uncommitted work, ...), by a command that may be cut off on screen, and by
-   one the screen could not read for sure (``Question.command_unsure``: wrapped
-   or partly hidden in its dialog's box, and no hook told the exact text).
-   A veto is a decision too (``answer`` None): it is logged and the person told.
+   one not read with certainty (:func:`agentwrap.answers.certainty.doubt`:
+   wrapped or partly hidden in its dialog's box, the box not found, the agent's
+   own request for the dialog saying something else, or a text that does not
+   look like the dialog's kind of request, e.g. a tip or a sentence). The
+   deny-list judges every text the dialog showed for the call
+   (:func:`~agentwrap.answers.certainty.candidates`), not only the one read as
+   the command. A veto is a decision too (``answer`` None): it is logged and the
+   person told.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from pathlib import Path
 from typing import Any
 
-from ..config import AnswerRule
+from ..config import AnswerRule, load_config
 from ..detect.question import Question
+from ..errors import AgentwrapError
+from ..paths import Paths
+from .certainty import candidates, doubt
 from .denylist import Where, destructive, incomplete
 
 BUILTIN = "built-in deny-list"
+log = logging.getLogger("agentwrap.policy")
 
 
 @dataclass(frozen=True)
@@ -88,32 +100,20 @@ def decide(
         return None
     if rule.deny:
         return Decision(rule.name, {"deny": True}, f"rule {rule.name!r}: deny")
-    if question.command_unsure:  # a guess at the command: the rule would judge the guess
-        return Decision(BUILTIN, None, f"not approved: {question.command_unsure}"
-                        f" (rule {rule.name!r} would have)", vetoed=rule.name)
-    if question.kind == "permission" and not question.command and _runs_commands(question.tool):
-        return Decision(BUILTIN, None, "not approved: the command it would run could not be read"
-                        f" (rule {rule.name!r} would have)", vetoed=rule.name)
-    why = destructive(question.command, where=where)
-    if why is not None:
-        return Decision(BUILTIN, None, f"not approved: {why} ({BUILTIN}; rule {rule.name!r}"
-                        " would have)", vetoed=rule.name)
+    unsure = doubt(question)  # a guess at the command: the rule would judge the guess
+    if unsure:
+        return Decision(BUILTIN, None, f"not approved: {unsure} (rule {rule.name!r} would have)",
+                        vetoed=rule.name)
+    for text in candidates(question):  # each text shown for the call, not only the one chosen
+        why = destructive(text, where=where)
+        if why is not None:
+            return Decision(BUILTIN, None, f"not approved: {why} ({BUILTIN}; rule {rule.name!r}"
+                            " would have)", vetoed=rule.name)
     if question.command and incomplete(question.command):
         return Decision(BUILTIN, None, "not approved: the command shown may be cut off"
                         f" (rule {rule.name!r} would have)", vetoed=rule.name)
     return Decision(rule.name, {"option": rule.option},
                     f"rule {rule.name!r}: option {rule.option!r}")
-
-
-#: Tools that run a command (Claude Bash, Codex's shell/exec, Gemini
-#: run_shell_command): a permission for one whose command was not read is
-#: never approved by a rule, since the deny-list could not look at it.
-_COMMAND_TOOL = re.compile(r"bash|shell|exec|command|terminal|run", re.IGNORECASE)
-
-
-def _runs_commands(tool: str | None) -> bool:
-    """Whether a permission for ``tool`` may run a command (an unknown tool may)."""
-    return tool is None or _COMMAND_TOOL.search(tool) is not None
 
 
 def match(pattern: str, value: str) -> bool:
@@ -180,3 +180,40 @@ def segments(command: str) -> list[str] | None:
         return None
     parts.append("".join(current))
     return [p.strip() for p in parts if p.strip()]
+
+
+class LiveRules:
+    """The person's answer rules for one profile as they are now: the config file is
+    read again when it changed (a stat per look), so a rule added while a session
+    runs answers its next question (on the screen: a hook registered when there
+    were no rules runs in the background, where the agent ignores its answer). A
+    config that no longer loads gives no rules (fail closed: the person answers)
+    until it loads again. ``extra``: rules that come with the launch (opted in)."""
+
+    def __init__(self, paths: Paths, profile: str, cwd: Path, first: Sequence[AnswerRule],
+                 extra: Sequence[AnswerRule] = ()) -> None:
+        self.paths, self.profile, self.cwd = paths, profile, cwd
+        self.extra = tuple(extra)
+        self._stamp = self._stat()
+        self._rules = tuple(first)
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.paths.config_file)
+        except OSError:
+            return None
+        return st.st_mtime_ns, st.st_size, st.st_ino
+
+    def __call__(self) -> tuple[AnswerRule, ...]:
+        stamp = self._stat()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            try:
+                self._rules = load_config(self.paths, self.cwd).for_profile(
+                    self.profile).answer_rules
+            except (AgentwrapError, OSError) as exc:
+                log.warning("answer rules not read again, none apply until they load: %s", exc)
+                self._rules = ()
+            else:
+                log.info("answer rules read again: %d for %s", len(self._rules), self.profile)
+        return (*self._rules, *self.extra)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .channels import describe as describe
     from .channels import parse_version as parse_version
     from .channels import plan as plan
+    from .channels import registered_in_background as registered_in_background
     from .channels import server_env as server_env
     from .channels import version_at_least as version_at_least
     from .hook_requests import ask as ask
@@ -53,6 +54,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "describe",
         "parse_version",
         "plan",
+        "registered_in_background",
         "server_env",
         "version_at_least",
     ),

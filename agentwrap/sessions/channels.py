@@ -549,7 +549,7 @@ def _claude(out: LaunchChannels, profile: Profile, session: str, paths: Paths, p
         out.argv += ["--mcp-config", str(path)]
         out.channels.append("mcp")
     if settings:
-        path = _write_json(out, folder / "claude-settings.json", settings)
+        path = _write_json(out, folder / CLAUDE_SETTINGS, settings)
         out.files.append(path)
         out.argv[:0] = ["--settings", str(path)]
     if hooks:
@@ -565,6 +565,23 @@ def _background_events(version: str | None, profile: Profile, rules: bool) -> fr
     if not _runs_async_hooks(version, profile):
         return frozenset()
     return CLAUDE_SIGNAL_EVENTS if rules else CLAUDE_SIGNAL_EVENTS | {"PermissionRequest"}
+
+
+#: The settings layer of a Claude launch (its hooks, its MCP permissions).
+CLAUDE_SETTINGS = "claude-settings.json"
+
+
+def registered_in_background(paths: Paths, session: str, event: str) -> bool:
+    """Whether this launch of ``session`` registered ``event``'s hook ``"async"`` (read
+    back from the settings layer Claude was given): the agent then ignores what the
+    hook prints, so a hook must not answer there (issue 35). False when nothing says
+    so (no such launch file: another agent, or hooks not registered)."""
+    try:
+        data = json.loads((launch_dir(paths, session) / CLAUDE_SETTINGS).read_text("utf-8"))
+        groups = data["hooks"][event]
+        return any(h.get("async") is True for g in groups for h in g["hooks"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False
 
 
 def _runs_async_hooks(version: str | None, profile: Profile) -> bool:

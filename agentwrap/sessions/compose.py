@@ -283,11 +283,14 @@ def _answer_sources(
         folder = AnswerFolder(paths, rec.name, intake, audit).open()
     except (OSError, UnsafePath) as exc:  # answers still come through the CLI and the API
         log.warning("no answer folder for %s: %s", rec.name, exc)
-    policy = None
-    rules = (*cfg.answer_rules, *opted_in_rules(profile, trust_folder=rec.options.trust_folder))
-    if rules:
-        policy = AutoAnswer(rec.name, profile.name, rules, intake, answers, audit,
-                            announce=teller.announce, project=rec.cwd)
+    from ..answers.rules import LiveRules
+
+    # the person's rules as they are when a question comes (a rule added while the
+    # session runs answers on the screen: issue 35), then the ones opted in at launch
+    rules = LiveRules(paths, profile.name, Path(rec.cwd), cfg.answer_rules,
+                      opted_in_rules(profile, trust_folder=rec.options.trust_folder))
+    policy = AutoAnswer(rec.name, profile.name, rules, intake, answers, audit,
+                        announce=teller.announce, project=rec.cwd)
     return folder, policy
 
 

@@ -262,7 +262,7 @@ class TellingPart(Part):
 
     def asked(self, question: Question | None) -> None:
         if question is not None and self.policy is not None and self.hook_questions is not None \
-                and self.hook_questions.holds(question):
+                and self.policy.rules and self.hook_questions.holds(question):
             question = None  # the agent's hook answers it by the same rules, or says it will not
         handled = self.policy is not None and self.policy.update(question)
         self.teller.update(None if handled else question,

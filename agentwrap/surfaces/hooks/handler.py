@@ -354,6 +354,13 @@ def _question(run: HookRun, env: Mapping[str, str]) -> str:
     profile = env.get(PROFILE_ENV) or run.agent
     cwd = Path(str(run.payload.get("cwd") or "/"))
     rules = hq_mod.rules_for(run.paths, profile, cwd)
+    if rules and hq.kind == "permission" and _in_background(run):
+        # registered "async" (no rules at launch): the agent ignores what this hook
+        # prints, so an answer here would be claimed and never given (issue 35); the
+        # supervisor gives a rule's answer on the screen instead
+        run.log(f"{hq.tool} {hq.command!r} left to the dialog: this hook runs in the"
+                " background, so a rule's answer is given on the screen")
+        return _to_the_dialog(run, hq)
     if rules and hq.kind == "permission":  # the supervisor waits for this hook's word
         hq_mod.write_question(run.paths, run.session, replace(hq, decision=hq_mod.PENDING))
     behavior, decision = hq_mod.hook_decision(hq, profile, rules)
@@ -378,6 +385,14 @@ def _question(run: HookRun, env: Mapping[str, str]) -> str:
     run.log(f"{how} {hq.tool} {hq.command!r} by rule {decision.rule!r}")
     message = f"agentwrap: {decision.reason}" if behavior == "deny" else ""
     return json.dumps(permission_output(run.event, behavior, message), ensure_ascii=False)
+
+
+def _in_background(run: HookRun) -> bool:
+    """This launch registered the hook to run in the background (read only when a
+    rule may answer: the launch code is not loaded for every hook)."""
+    from ...sessions.channels import registered_in_background
+
+    return registered_in_background(run.paths, run.session, run.event)
 
 
 def _to_the_dialog(run: HookRun, hq: HookQuestion) -> str:
