@@ -17,6 +17,7 @@ import sys
 import pexpect
 from conftest import AwEnv
 from support.delivery_kit import send
+from support.hosts_kit import two_hosts
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -108,3 +109,18 @@ def test_doctor_under_a_warning_does_not_say_no_problems_and_says_the_store_conn
     assert "no problems found" not in done.stdout, done.stdout
     assert "no problems, 1 warning(s) above" in done.stdout, done.stdout
     assert re.search(r"store\s+.*\(connected\)", done.stdout), done.stdout
+
+
+def test_doctor_lists_only_this_hosts_supervisors(pg_url: str) -> None:
+    """On a shared store another host's sessions are in the list, and their
+    supervisors' pids are that host's processes: doctor names this host's only."""
+    with two_hosts(pg_url) as (alpha, beta):
+        beta.start_standin("b1")
+        beta.wait_state("b1", "ready")
+        theirs = json.loads(beta.cli("doctor", "--json").stdout)["supervisors"]
+        assert any("b1" in names for names in theirs.values()), theirs  # beta's own, on beta
+        ours = json.loads(alpha.cli("doctor", "--json").stdout)
+        assert ours["supervisors"] == {}, ours["supervisors"]
+        assert ours["store_connected"] is True
+        shown = alpha.cli("doctor").stdout
+        assert "supervisor" not in shown.replace("supervisor host", ""), shown
