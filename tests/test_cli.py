@@ -251,14 +251,16 @@ def test_profiles_json(aw: AwEnv) -> None:
 
 def test_profiles_list_the_nine_agents(aw: AwEnv) -> None:
     """Every agent agentwrap supports has a built-in profile `profiles` lists
-    (README's agent table names the same nine)."""
+    (the docs' table of verified versions names the same nine; the README's
+    agent table is checked in tests/test_docs.py)."""
     rows = json.loads(aw.cli("profiles", "--json", check=True).stdout)
     nine = {"claude", "codex", "gemini", "aider", "copilot", "opencode", "qwen", "cline", "kimi"}
     builtin = {r["name"] for r in rows if Path(r["source"]).parent.name == "patterns"}
     assert nine <= builtin, nine - builtin
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    table = (Path(__file__).resolve().parents[1] / "docs" / "agents" / "index.md").read_text(
+        encoding="utf-8")
     for name in nine:
-        assert f"\n| `{name}` | " in readme, name
+        assert f"\n| `{name}` | " in table, name
 
 
 def test_doctor_says_a_version_only_when_the_program_names_one(aw: AwEnv) -> None:

@@ -185,7 +185,7 @@ def test_a_message_sent_from_the_page_reaches_the_agent(
     assert page.text(f"{delivered} .source") == "user:dashboard"
     assert "1 attempt" in page.text(f"{delivered} .attempt-log summary")
     page.click(f"{delivered} .attempt-log summary")
-    page.shot("sent-from-page")
+    page.shot("sent-from-page", docs="dashboard")
 
     # an error of the API is shown as it says it (413: over the content limit)
     page.driver.execute_script(

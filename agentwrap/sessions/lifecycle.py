@@ -458,9 +458,9 @@ def adopt(paths: Paths, name: str) -> int:
         registry.close()
 
 
-def attach(paths: Paths, name: str) -> int:
+def attach(paths: Paths, name: str) -> int | None:
     """Put the person's terminal on the session; return the agent's exit
-    code if it ended while attached, else 0 (detached)."""
+    code if it ended while attached, else None (detached: the agent runs on)."""
     registry = open_registry(paths)
     try:
         address = registry.resolve(name)  # NAME or HOST/NAME: what adopt takes again
@@ -485,8 +485,9 @@ def attach(paths: Paths, name: str) -> int:
     return wait_for_end(paths, name, grace_s=3.0)
 
 
-def wait_for_end(paths: Paths, name: str, grace_s: float) -> int:
-    """After the tmux client returns: the agent's exit code if it ended."""
+def wait_for_end(paths: Paths, name: str, grace_s: float) -> int | None:
+    """After the tmux client returns: the agent's exit code if it ended, None
+    if the person detached and it runs on (an exit code of 0 says neither)."""
     registry = open_registry(paths)
     try:
         deadline = time.monotonic() + grace_s
@@ -502,7 +503,7 @@ def wait_for_end(paths: Paths, name: str, grace_s: float) -> int:
                 # leave it at 0 for a killed agent)
                 gone = TmuxTerminal(server, name, socket.parent).exiting()
             if not gone:
-                return 0  # detached; the agent runs on
+                return None  # detached; the agent runs on
             if time.monotonic() > deadline:
                 return 1
             time.sleep(0.05)

@@ -135,20 +135,30 @@ class Browser:
         except Exception:  # not every driver keeps logs
             return []
 
-    def shot(self, label: str, *, full: bool = True) -> Path:
+    def shot(self, label: str, *, full: bool = True, docs: str = "") -> Path:
         """A PNG of the page: all of it (``full``), or what the window shows
-        (toasts sit at its bottom edge)."""
+        (toasts sit at its bottom edge). ``docs``: the name of the picture the
+        documentation shows, written to ``$AGENTWRAP_SCREENSHOTS/<docs>.png`` too
+        when that is set (``AGENTWRAP_SCREENSHOTS=docs/images``), so the README's
+        and the site's pictures are the page as the tests see it today."""
         path = artifacts_dir() / f"{self.name}-{label}.png"
         if not full:
             self.driver.save_screenshot(str(path))
-            return path
+        else:
+            self._full_shot(path)
+        target = os.environ.get("AGENTWRAP_SCREENSHOTS")
+        if docs and target:
+            Path(target).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, Path(target) / f"{docs}.png")
+        return path
+
+    def _full_shot(self, path: Path) -> None:
         self.driver.execute_script("window.scrollTo(0, 0)")  # a sticky header stays on top
         size = self.driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
         png = self.driver.execute_cdp_cmd("Page.captureScreenshot", {
             "format": "png", "captureBeyondViewport": True,
             "clip": {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}})
         path.write_bytes(base64.b64decode(png["data"]))
-        return path
 
     def phone(self, on: bool = True, width: int = 390, height: int = 844) -> None:
         """Lay the page out as a phone's screen does (or back to the window)."""

@@ -14,7 +14,7 @@ from rich.markup import escape
 
 from ...answers.actions import AnswerStatus
 from ...errors import AnswerFailed, InvalidAnswer, StaleAnswer
-from .common import emit_json, err, open_service, out
+from .common import emit_json, err, hint_line, open_service, out
 
 EXIT_TIMEOUT = 124
 
@@ -134,5 +134,5 @@ def cmd_answer(args: argparse.Namespace) -> int:
             return 0
         if not args.json:  # the reason was printed; say what to do
             cls = StaleAnswer if a.status is AnswerStatus.STALE else AnswerFailed
-            err.print(f"hint: {escape(cls.default_hint)}")
+            err.print(f"hint: {escape(hint_line(cls, cls.default_hint, args.name))}")
         return StaleAnswer.exit_code if a.status is AnswerStatus.STALE else AnswerFailed.exit_code

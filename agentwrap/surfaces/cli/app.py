@@ -25,7 +25,7 @@ from ... import __version__
 from ...errors import AgentwrapError
 from ...message import Source
 from .answer import add_parser as add_answer_parser
-from .common import err, out
+from .common import err, hint_line, out
 from .context import add_parser as add_context_parser
 from .events import EPILOG as EVENTS_EPILOG
 from .events import HELP as EVENTS_HELP
@@ -301,7 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # messages quote user input (names, paths): never read it as markup
         err.print(f"[red]error:[/] {escape(exc.message)}")
         if exc.hint:
-            err.print(f"[dim]hint:[/] {escape(exc.hint)}")
+            err.print(f"[dim]hint:[/] {escape(hint_line(type(exc), exc.hint, getattr(args, 'name', None)))}")
         return exc.exit_code
     except KeyboardInterrupt:
         return 130

@@ -15,6 +15,7 @@ row, never wrapped or cut.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -30,6 +31,22 @@ from ...service import Service
 
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # one line per error/hint
+
+#: Where each error class is explained: its anchor on this page of the documentation
+#: (docs/troubleshooting.md in the source tree, /troubleshooting/ on the site), which
+#: scripts/gen_docs.py writes for every class of agentwrap/errors.py.
+TROUBLESHOOTING = "docs/troubleshooting.md"
+_PLACEHOLDER = re.compile(r"\bNAME\b")
+
+
+def hint_line(error: type[Exception], hint: str, session: object = None) -> str:
+    """The ``hint:`` line of an error, as printed: the hint with the placeholder
+    ``NAME`` replaced by the session the command named (``session``: what to type
+    next, not a template), then where the error is explained. Plain text: the
+    caller escapes it."""
+    if isinstance(session, str) and session:
+        hint = _PLACEHOLDER.sub(lambda _: session, hint)
+    return f"{hint} (more: {TROUBLESHOOTING}#{error.__name__.lower()})"
 
 
 def fmt_age(ts: float | None) -> str:
@@ -53,13 +70,16 @@ def emit_json(data: Any) -> None:
 
 def render_rows(
     console: Console, headers: Sequence[str], rows: Sequence[Sequence[str]],
-    *, max_width: int | None = None,
+    *, max_width: int | None = None, drop: Sequence[str] = (),
 ) -> None:
     """A table of untrusted strings: rich on a terminal, plain lines otherwise.
 
     Cells are :class:`Text`, so ``[/]`` or ``[link=...]`` in a message is shown
     as typed. Off a terminal each row is one line, columns aligned with two
-    spaces and nothing cut: what ``grep``, ``awk`` and ``less`` need.
+    spaces and nothing cut: what ``grep``, ``awk`` and ``less`` need. On a
+    terminal too narrow for every column, the columns named in ``drop`` go, in
+    that order, until the rest fit whole (as ``ls -l`` keeps its columns whole
+    rather than cutting each one), and the last column wraps in what is left.
     """
     if not console.is_terminal:
         widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
@@ -68,13 +88,37 @@ def render_rows(
             console.file.write("  ".join(cells).rstrip() + "\n")
         console.file.flush()
         return
+    keep = _columns_that_fit(console.width, headers, rows, drop)
     table = Table(box=None, header_style="bold")
-    for i, h in enumerate(headers):
+    for i in keep:
         last = i == len(headers) - 1
-        table.add_column(h, overflow="ellipsis", no_wrap=True, max_width=max_width if last else None)
+        table.add_column(headers[i], no_wrap=not last, overflow="fold" if last else "ellipsis",
+                         max_width=max_width if last else None, min_width=LAST_MIN if last else None)
     for row in rows:
-        table.add_row(*(Text(c) for c in row))
+        table.add_row(*(Text(row[i]) for i in keep))
     console.print(table)
+
+
+LAST_MIN = 16  # the last column (a detail, free text) gets at least this much; it wraps
+
+
+def _columns_that_fit(width: int, headers: Sequence[str], rows: Sequence[Sequence[str]],
+                      drop: Sequence[str]) -> list[int]:
+    """The columns shown at ``width``: all of them, less those of ``drop`` (in its
+    order) while the others, whole, and the last one's least width do not fit."""
+    keep = list(range(len(headers)))
+    need = {i: max([Text(headers[i]).cell_len, *(Text(r[i]).cell_len for r in rows)])
+            for i in keep}
+    last = len(headers) - 1
+
+    def total() -> int:  # each column is padded by one cell on either side
+        return sum(need[i] + 2 for i in keep if i != last) + LAST_MIN + 2
+
+    for name in drop:
+        if total() <= width:
+            break
+        keep.remove(headers.index(name))
+    return keep
 
 
 def user_paths() -> Paths:

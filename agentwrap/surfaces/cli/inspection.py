@@ -70,9 +70,10 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
     }
 
 
-def _print_question(q: dict[str, Any]) -> None:
-    """The question a waiting agent asks, as the person would read it on its screen.
-    Everything in it was drawn by the agent: escaped, never markup."""
+def _print_question(q: dict[str, Any], name: str) -> None:
+    """The question a waiting agent asks, as the person would read it on its screen,
+    and the commands that answer it, for this session (``name``: what to type, not a
+    placeholder). Everything in it was drawn by the agent: escaped, never markup."""
     what = f" {q['tool']}" + (f": {q['command']}" if q.get("command") else "") if q.get("tool") \
         else (f" {q['command']}" if q.get("command") else "")
     out.print(f"  [bold]{escape(q['kind'])}[/]{escape(what)}")
@@ -98,8 +99,8 @@ def _print_question(q: dict[str, Any]) -> None:
             desc = f"  [dim]{escape(o['description'])}[/]" if o.get("description") else ""
             out.print(f"   {mark} {escape(num)} {escape(box + o['label'])}{desc}")
     how = "--answer QUESTION=CHOICE for each" if tabs else "--option N"
-    out.print(f"  [dim]question {escape(q['id'])}; answer: `agentwrap answer NAME {how}`"
-              f" (or in the terminal: `agentwrap attach`)"
+    out.print(f"  [dim]question {escape(q['id'])}; answer: `agentwrap answer {escape(name)} {how}`"
+              f" (or in the terminal: `agentwrap attach {escape(name)}`)"
               f"{'; free text allowed' if q.get('free_text_allowed') else ''}[/]")
 
 
@@ -135,11 +136,11 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
             if describe_app_server(rec.options):
                 out.print(escape(f"  app-server: {describe_app_server(rec.options)}"))
             if rec.question:
-                _print_question(rec.question)
+                _print_question(rec.question, args.name)
         else:
             out.print(escape(rec.state.value))
             if rec.question:
-                _print_question(rec.question)
+                _print_question(rec.question, args.name)
         return 0
     return _watch_state(svc, args)
 
@@ -390,9 +391,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             report["store"] = svc.store_where  # never the password
             views = svc.sessions()
             stale = [v.record.name for v in views if v.record.liveness == "stale"]
-            # who supervises the running tmux sessions: one host pid, or a pid each
-            running = [v.record for v in views
-                       if v.record.liveness == "running" and v.record.backend == "tmux"]
+            # who supervises this host's running tmux sessions: one host pid, or a pid
+            # each (another host's pids are that host's processes, not ours to list)
+            running = [v.record for v in views if v.record.seen is None
+                       and v.record.liveness == "running" and v.record.backend == "tmux"]
             report["supervisors"] = {
                 str(pid): sorted(r.name for r in running if r.supervisor_pid == pid)
                 for pid in sorted({r.supervisor_pid for r in running if r.supervisor_pid})
@@ -402,11 +404,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                                  "fix": f"agentwrap adopt {name}   (or agentwrap stop {name})"})
             try:
                 svc.check_store()
+                report["store_connected"] = True
             except AgentwrapError as exc:
                 problems.append({"problem": exc.message, "fix": exc.hint})
     except AgentwrapError as exc:
         if not any(p["problem"] == exc.message for p in problems):
             problems.append({"problem": exc.message, "fix": exc.hint})
+    report.setdefault("store_connected", False)  # opened and checked, or not
     report["problems"] = problems
     report["warnings"] = warnings
     if args.json:
@@ -438,17 +442,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             out.print(escape(f"  {name} app-server: {a['app_server']}"))
     for key, value in report["paths"].items():
         out.print(escape(f"  {key:15} {value}"))
-    if report.get("store"):
-        out.print(escape(f"  {'store':15} {report['store']}"))
+    connected = "connected" if report["store_connected"] else "NOT connected: see the problem below"
+    out.print(escape(f"  {'store':15} {report.get('store') or 'not opened'} ({connected})"))
     for pid, names in report.get("supervisors", {}).items():
-        out.print(escape(f"  supervisor     pid {pid}: {len(names)} session(s) ({', '.join(names)})"))
+        out.print(escape(f"  supervisor     pid {pid} on this host: {len(names)} session(s)"
+                         f" ({', '.join(names)})"))
     for w in warnings:
         out.print(f"[yellow]warning:[/] {escape(w['warning'])}\n  [green]fix:[/] {escape(w['fix'])}")
     if problems:
         for p in problems:
             out.print(f"[red]problem:[/] {escape(p['problem'])}\n  [green]fix:[/] {escape(p['fix'])}")
         return 1
-    out.print("[green]no problems found")
+    if warnings:  # "no problems found" under a warning reads as if the warning did not count
+        out.print(f"[yellow]no problems, {len(warnings)} warning(s) above[/]")
+    else:
+        out.print("[green]no problems found")
     return 0
 
 

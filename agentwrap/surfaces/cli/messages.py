@@ -169,6 +169,9 @@ def cmd_queue(args: argparse.Namespace) -> int:
 
 QUEUE_HEADERS = ("ID", "PRIORITY", "SOURCE", "AGE", "EXPIRES", "TRIES", "WAITING BECAUSE", "CONTENT")
 HISTORY_HEADERS = ("ID", "SESSION", "STATUS", "TRIES", "CHANNEL", "TOOK", "SOURCE", "AS", "DETAIL")
+# On a narrow terminal these go first, in this order (`history --json` has them all):
+# ID, STATUS and DETAIL say what happened to which message, the rest how
+HISTORY_DROP = ("AS", "SESSION", "TOOK", "TRIES", "CHANNEL", "SOURCE")
 
 
 def queue_row(m: Message, waiting_because: str, now: float) -> list[str]:
@@ -206,10 +209,10 @@ def cmd_history(args: argparse.Namespace) -> int:
         ])
         return 0
     if not entries:
-        err.print("no messages yet. Send one with `agentwrap send NAME TEXT`.")
+        err.print(escape(f"no messages yet. Send one with `agentwrap send {args.name or 'NAME'} TEXT`."))
         return 0
     rows = [history_row(e.message, e.channel) for e in entries]
-    render_rows(out, HISTORY_HEADERS, rows, max_width=70)
+    render_rows(out, HISTORY_HEADERS, rows, drop=HISTORY_DROP)
     return 0
 
 
@@ -224,16 +227,21 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     channels = data.pop("by_channel")
     table = Table(box=None, show_header=False)
     for key, value in data.items():
-        table.add_row(Text(key.replace("_", " ")), Text(_figure(value)))
+        # by_status: a row of counts (the statuses that have any), not a dict
+        shown = (", ".join(f"{status} {n}" for status, n in value.items() if n) or "none"
+                 if key == "by_status" else _figure(value))
+        table.add_row(Text(key.replace("_", " ")), Text(shown))
     out.print(table)
     if channels:
         per = Table(title="by channel (a message counts for the channel that ended it)",
                     title_justify="left")
-        heads = ["attempts", "failed_attempts", "delivered", "first_try_rate",
-                 "p50_latency_s", "p95_latency_s"]
-        per.add_column("channel")
-        for head in heads:
-            per.add_column(head.replace("_", " "), justify="right")
+        # short heads, so that the table fits 80 columns without cutting a channel's name
+        heads = {"attempts": "attempts", "failed_attempts": "failed", "delivered": "delivered",
+                 "first_try_rate": "first try", "p50_latency_s": "p50 s",
+                 "p95_latency_s": "p95 s"}
+        per.add_column("channel", no_wrap=True)
+        for head in heads.values():
+            per.add_column(head, justify="right", no_wrap=True)
         for channel, figures in channels.items():
             per.add_row(Text(channel), *(Text(_figure(figures[h])) for h in heads))
         out.print(per)

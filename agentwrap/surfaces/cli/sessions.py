@@ -68,13 +68,24 @@ def cmd_run(args: argparse.Namespace) -> int:
                 f"`agentwrap state {escape(rec.name)}` for its state."
             )
         return 0
-    return attach(paths, rec.name)
+    return _attached(attach(paths, rec.name), rec.name)
 
 
 def cmd_attach(args: argparse.Namespace) -> int:
     from ...sessions.lifecycle import attach
 
-    return attach(user_paths(), args.name)
+    return _attached(attach(user_paths(), args.name), args.name)
+
+
+def _attached(exit_code: int | None, name: str) -> int:
+    """The terminal is back from the session: the agent's exit code if it ended,
+    else (detached) 0 and how to come back, since tmux's own "[detached]" line does
+    not say the agent keeps running, nor which command returns to it."""
+    if exit_code is not None:
+        return exit_code
+    err.print(f"agentwrap: {escape(name)} keeps running under supervision; "
+              f"`agentwrap attach {escape(name)}` to come back.")
+    return 0
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
