@@ -480,13 +480,20 @@ def test_context_edit_changes_the_next_handoff(aw: AwEnv, editor: str) -> None:
 @pytest.mark.parametrize(("profile", "channels", "want"), [
     ("cline", ["hooks"], "typed"),  # hooks between tool calls, no session-start hook
     ("kimi", ["hook-signals"], "typed"),  # signals only
-    ("copilot", ["hooks"], "hook"),  # its sessionStart hands the handoff over
+    # its sessionStart runs at the first prompt: typed once ready (issue 35)
+    ("copilot", ["hooks"], "typed"),
+    # 0.15.10's interactive UI throws SessionStart's output away (issue 35)
+    ("qwen", ["hooks"], "typed"),
+    ("claude", ["hooks"], "hook"),  # its SessionStart output is in the first prompt's request
 ])
 def test_the_handoff_goes_by_the_hook_only_where_one_starts_the_session(
     tmp_path: Path, profile: str, channels: list[str], want: str,
 ) -> None:
-    """Cline CLI and Kimi Code run no session-start hook agentwrap registers:
-    their handoff is typed, though the launch has their hooks."""
+    """The handoff goes by the session-start hook only where that hook's output
+    is proven to reach the model (agentwrap.sessions.channels.START_CONTEXT):
+    Cline CLI and Kimi Code run none agentwrap registers, Copilot's runs at the
+    first prompt, Qwen Code's output is discarded: their handoff is typed,
+    though the launch has their hooks."""
     from agentwrap.config import Config
     from agentwrap.continuity.launch import Handoff
     from agentwrap.detect.profiles import load_profile
