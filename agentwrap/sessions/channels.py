@@ -110,8 +110,12 @@ starts a turn for it), so it counts as delivered at the first hook that shows
 a turn, not when handed (:mod:`agentwrap.delivery.handover`). Claude Code and
 Gemini CLI run it at launch, so the supervisor types nothing until it has run
 (at most :data:`agentwrap.sessions.hook_requests.START_HOOK_WAIT_S`); Codex 0.169.0
-runs it only once the first prompt is submitted, so there the queue is typed
-as ever and the hook hands over only what came meanwhile.
+and Copilot CLI 1.0.102 run it only once the first prompt is submitted, so there
+the queue is typed as ever and the hook hands over only what came meanwhile.
+Which agent's start-up context goes by the hook and which is typed, and what
+proves it reached the model, is one table, :data:`START_CONTEXT` (issue 35:
+Qwen Code 0.15.10's interactive UI runs SessionStart and discards its output, so
+Qwen gets no SessionStart hook and its start-up context is typed).
 
 How an agent launches agentwrap's MCP server for its session (here since
 issue 21; was ``sessions/mcp_config.py``): ``agentwrap mcp``
