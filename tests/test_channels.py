@@ -977,7 +977,7 @@ def test_kimi_gets_a_private_home_with_its_hooks_after_the_persons(
     assert opts.has_hooks() and busy_channel_of(opts) is None
     assert not channels.hands_over_at_start(load_profile("kimi", paths))
     assert not channels.hands_over_at_start(load_profile("cline", paths))
-    assert channels.hands_over_at_start(load_profile("copilot", paths))
+    assert not channels.hands_over_at_start(load_profile("copilot", paths))  # at the first prompt
     private = Path(got.env["KIMI_CODE_HOME"])
     assert private == channels.launch_dir(paths, "s1") / "kimi-home"
     _private(private / "config.toml")
@@ -1023,3 +1023,37 @@ def test_a_signal_wakes_the_supervisor_to_look_not_to_run_a_queue_turn(paths: Pa
     assert got == [SIGNAL]
     assert only_signals(got)
     assert not only_signals([SIGNAL, b"wake"]) and not only_signals([])
+
+
+#: Every agent's start-up context channel (issue 35): the session-start hook only
+#: where its output was seen in the model's request on the real CLI
+#: (tests/e2e/test_startup_receipts.py), else typed once ready with an ACK asked.
+START_CHANNELS = {"claude": "hook", "gemini": "hook", "copilot": "typed", "codex": "typed",
+                  "qwen": "typed", "cline": "typed", "kimi": "typed", "opencode": "typed",
+                  "aider": "typed"}
+
+
+@pytest.mark.parametrize("agent", sorted(START_CHANNELS))
+def test_every_agents_startup_context_is_proven_received_or_typed(paths: Paths,
+                                                                 agent: str) -> None:
+    from agentwrap.continuity.hooks import START_EVENTS
+
+    profile = load_profile(agent, paths)
+    row = channels.start_context(profile)
+    assert row.channel == START_CHANNELS[agent], row
+    starts = [e for e in channels.HOOK_EVENTS.get(profile.channels.hooks or "", ())
+              if e in START_EVENTS]
+    assert channels.hands_over_at_start(profile) == (row.channel == "hook")
+    if row.channel == "hook":  # proven in a request, run at launch (the queue waits for it)
+        assert starts and "test_startup_receipts" in row.proof, row
+        assert profile.channels.session_start_at_launch
+    else:  # a hook whose output never reaches the model is not registered to hand over
+        assert row.proof.startswith("typed"), row
+        assert not starts or not profile.channels.session_start_at_launch, (starts, row)
+
+
+def test_the_startup_context_table_has_every_hook_kind() -> None:
+    from agentwrap.detect.profiles import CHANNEL_KINDS
+
+    assert set(channels.START_CONTEXT) == {*CHANNEL_KINDS, None}
+    assert "SessionStart" not in channels.HOOK_EVENTS["qwen"]  # 0.15.10 discards its output

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -480,13 +481,20 @@ def test_context_edit_changes_the_next_handoff(aw: AwEnv, editor: str) -> None:
 @pytest.mark.parametrize(("profile", "channels", "want"), [
     ("cline", ["hooks"], "typed"),  # hooks between tool calls, no session-start hook
     ("kimi", ["hook-signals"], "typed"),  # signals only
-    ("copilot", ["hooks"], "hook"),  # its sessionStart hands the handoff over
+    # its sessionStart runs at the first prompt: typed once ready (issue 35)
+    ("copilot", ["hooks"], "typed"),
+    # 0.15.10's interactive UI throws SessionStart's output away (issue 35)
+    ("qwen", ["hooks"], "typed"),
+    ("claude", ["hooks"], "hook"),  # its SessionStart output is in the first prompt's request
 ])
 def test_the_handoff_goes_by_the_hook_only_where_one_starts_the_session(
     tmp_path: Path, profile: str, channels: list[str], want: str,
 ) -> None:
-    """Cline CLI and Kimi Code run no session-start hook agentwrap registers:
-    their handoff is typed, though the launch has their hooks."""
+    """The handoff goes by the session-start hook only where that hook's output
+    is proven to reach the model (agentwrap.sessions.channels.START_CONTEXT):
+    Cline CLI and Kimi Code run none agentwrap registers, Copilot's runs at the
+    first prompt, Qwen Code's output is discarded: their handoff is typed,
+    though the launch has their hooks."""
     from agentwrap.config import Config
     from agentwrap.continuity.launch import Handoff
     from agentwrap.detect.profiles import load_profile
@@ -504,3 +512,29 @@ def test_the_handoff_goes_by_the_hook_only_where_one_starts_the_session(
     _begin_continuity(paths, Config(), rec, opts, Handoff(str(proj), "pick up the docs", "r1"),
                       load_profile(profile, paths))
     assert ContinuityStore(paths).read_handoff("next")["channel"] == want  # type: ignore[index]
+
+
+def test_clines_goal_comes_from_its_session_history(tmp_path: Path) -> None:
+    """Cline's TaskStart and TaskComplete say no prompt (tests/fixtures/hooks/cline);
+    the turn's end takes it from Cline's own history of the session, where the
+    typed input is wrapped in ``<user_input>``: the handoff gets its goal."""
+    paths = _state(tmp_path)
+    data = tmp_path / "cline-data"
+    history = FIXTURES / "cline" / "1795658350519_8jpcr.messages.json"
+    (data / "sessions" / "1795658350519_8jpcr").mkdir(parents=True)
+    shutil.copy(history, data / "sessions" / "1795658350519_8jpcr" / history.name)
+    env = {"CLINE_DATA_DIR": str(data)}
+    on_hook(paths, "api", "cline", "TaskStart", "prompt_submitted", payload("cline", "TaskStart"),
+            env)
+    on_hook(paths, "api", "cline", "TaskComplete", "turn_end", payload("cline", "TaskComplete"),
+            env)
+    notes = json.loads(notes_file(paths, "api").read_text())
+    assert (notes["goal"], notes["prompts"]) == ("Tidy the parser module 0ac16da1", 1), notes
+    # a payload naming no session, or one whose history is not there: no goal, no failure
+    other = _state(tmp_path / "other")
+    stray = {**payload("cline", "TaskComplete"), "sessionContext": {"rootSessionId": "../x"}}
+    for p in (stray, payload("cline", "TaskComplete")):
+        on_hook(other, "api", "cline", "TaskComplete", "turn_end", p,
+                {"CLINE_DATA_DIR": str(tmp_path / "none")})
+    kept = notes_file(other, "api")
+    assert not kept.exists() or "goal" not in json.loads(kept.read_text())

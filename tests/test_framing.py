@@ -180,3 +180,28 @@ def test_instruction_sources_are_checked(aw: AwEnv, bad: str) -> None:
 
     with pytest.raises(ConfigError, match="instruction_sources"):
         load_config(aw.paths, aw.project)
+
+
+#: Every byte each real CLI changes in a pasted text, as tests/e2e/test_pasted_bytes.py
+#: measured it on all nine against the model server (tabs, CRLF, trailing, leading
+#: and inner spaces, an empty line, non-ASCII, a 300-character line): each must be
+#: declared in the agent's profile (issue 35). Copilot and Kimi lacked theirs.
+PASTE_CHANGES: dict[str, dict[str, int]] = {
+    "claude": {"tabs_as_spaces": 4}, "copilot": {"tabs_as_spaces": 4},
+    "kimi": {"tabs_as_spaces": 4}, "codex": {}, "aider": {}, "gemini": {}, "opencode": {},
+    "qwen": {}, "cline": {},
+}
+
+
+@pytest.mark.parametrize("agent", sorted(PASTE_CHANGES))
+def test_every_byte_a_cli_changes_in_a_paste_is_declared_in_its_profile(agent: str) -> None:
+    from agentwrap.delivery.framing import PASTE_CHANGE_KEYS, as_pasted
+
+    spec = load_profile(agent).input
+    declared = {k: getattr(spec, k) for k in PASTE_CHANGE_KEYS if getattr(spec, k)}
+    assert declared == PASTE_CHANGES[agent]
+    # and what agentwrap pastes (so verifies on screen) is what the model gets
+    tabs = " " * spec.tabs_as_spaces if spec.tabs_as_spaces else "\t"
+    assert as_pasted("\na\tb \r\nü  c\n", load_profile(agent)) == f"a{tabs}b \nü  c"
+    block = render([msg("x\ty")], token="t1", ack_wording=None, tabs_as_spaces=spec.tabs_as_spaces).text
+    assert f"x{tabs}y" in block

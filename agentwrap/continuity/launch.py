@@ -6,8 +6,11 @@ the launch can register the agent's session-start hook for it.
 :func:`begin` (once the session is registered) writes the new session's first
 record and puts the handoff on its channel:
 
-* ``hook``: the agent's session-start hook (Claude Code, Codex, Gemini CLI
-  with hooks registered) returns it as ``additionalContext`` (see :mod:`.hooks`);
+* ``hook``: the agent's session-start hook returns it as ``additionalContext``
+  (see :mod:`.hooks`), where that hook's output is proven to reach the model's
+  request (:data:`agentwrap.sessions.channels.START_CONTEXT`: Claude Code and
+  Gemini CLI with hooks registered; not Qwen Code 0.15.10, whose interactive UI
+  discards it, nor Codex and Copilot CLI, which run it at the first prompt);
 * ``typed``: otherwise it is queued as startup context (priority ``startup``,
   source ``system``, ACK requested), typed first once the agent is ready, and
   written to the instruction file if typing keeps failing, like any message.

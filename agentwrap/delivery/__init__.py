@@ -21,9 +21,11 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .choice import busy_channel_of as busy_channel_of
     from .choice import busy_reason as busy_reason
     from .engine import DeliveryEngine as DeliveryEngine
+    from .engine import end_queue as end_queue
     from .fallback import context_file as context_file
     from .fallback import notify_desktop as notify_desktop
     from .fallback import prepare_context_file as prepare_context_file
+    from .framing import as_pasted as as_pasted
     from .framing import entry as entry
     from .handover import CONSUMABLE_KINDS as CONSUMABLE_KINDS
     from .handover import MAX_TAKE as MAX_TAKE
@@ -43,9 +45,9 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "choice": ("busy_channel_of", "busy_reason"),
-    "engine": ("DeliveryEngine",),
+    "engine": ("DeliveryEngine", "end_queue"),
     "fallback": ("context_file", "notify_desktop", "prepare_context_file"),
-    "framing": ("entry",),
+    "framing": ("as_pasted", "entry"),
     "handover": (
         "AckRule",
         "CONSUMABLE_KINDS",

@@ -68,6 +68,35 @@ log = logging.getLogger("agentwrap.delivery")
 HELD_RECHECK_S = 1.0  # how often messages another channel holds are looked at
 
 
+def end_queue(store: MessageStore, audit: AuditLog, session: str, reason: str, *,
+              unacknowledged: Callable[[list[Message], str], None] | None = None) -> int:
+    """The session ended: every message still pending or in flight for it gets
+    its terminal state, so nothing waits for a session that is gone (the
+    supervisor's :meth:`DeliveryEngine.abandon`; ``agentwrap stop`` of a session
+    whose supervisor is dead, :mod:`agentwrap.sessions.lifecycle`).
+
+    A batch whose submission was already proven (phase SUBMITTED, e.g.
+    waiting for its ACK) reached the agent: it is *delivered*, never failed
+    (``unacknowledged`` is told of them first). Anything earlier is not proven
+    to have gone in: failed."""
+    in_flight = store.in_flight(session)
+    submitted = [m.id for m in in_flight if m.phase is Phase.SUBMITTED]
+    ids = [m.id for m in in_flight if m.phase is not Phase.SUBMITTED]
+    ids += [m.id for m in store.peek(session)]
+    n = 0
+    if submitted:
+        why = f"submitted; not acknowledged before {reason}"
+        if unacknowledged is not None:
+            unacknowledged([m for m in in_flight if m.phase is Phase.SUBMITTED], why)
+        n += store.finish(Status.DELIVERED, f"delivered: {why}", message_ids=submitted)
+    if ids:
+        n += store.finish(Status.FAILED, reason, message_ids=ids)
+    if submitted or ids:
+        audit.write(event="abandoned", session=session, ids=ids, delivered=submitted,
+                    reason=reason)
+    return n
+
+
 class DeliveryEngine:
     """One session's typed delivery: the write-ahead state machine of its
     batches, with the typing window, the screen evidence and the escalation
@@ -509,34 +538,12 @@ class DeliveryEngine:
         log.info("batch %s: %s (%d to retry, %d given up)", token, result.outcome, len(rest), len(give_up))
 
     def abandon(self, reason: str) -> int:
-        """The session ended: nothing queued for it can be delivered any more.
-        Every message still pending or in flight gets its terminal state.
-
-        A batch whose submission was already proven (phase SUBMITTED, e.g.
-        waiting for its ACK) reached the agent: it is *delivered*, never
-        failed. Anything earlier is not proven to have gone in: failed.
-        """
+        """The session ended: nothing queued for it can be delivered any more
+        (:func:`end_queue`); an ACK asked of a submitted batch and never seen
+        gets its attempt (:meth:`_unacknowledged`)."""
         waited, self._ack = self._ack, None
-        in_flight = self.store.in_flight(self.session)
-        submitted = [m.id for m in in_flight if m.phase is Phase.SUBMITTED]
-        ids = [m.id for m in in_flight if m.phase is not Phase.SUBMITTED]
-        ids += [m.id for m in self.store.peek(self.session)]
-        n = 0
-        if submitted:
-            self._unacknowledged([m for m in in_flight if m.phase is Phase.SUBMITTED], waited,
-                                 f"submitted; not acknowledged before {reason}")
-            n += self.store.finish(
-                Status.DELIVERED, f"delivered: submitted; not acknowledged before {reason}",
-                message_ids=submitted,
-            )
-        if ids:
-            n += self.store.finish(Status.FAILED, reason, message_ids=ids)
-        if submitted or ids:
-            self.audit.write(
-                event="abandoned", session=self.session, ids=ids, delivered=submitted,
-                reason=reason,
-            )
-        return n
+        return end_queue(self.store, self.audit, self.session, reason,
+                         unacknowledged=lambda msgs, why: self._unacknowledged(msgs, waited, why))
 
     def _unacknowledged(self, msgs: list[Message], waited: AckWait | None, why: str) -> None:
         """Record the attempt that ends submitted messages whose ACK was asked and

@@ -110,8 +110,12 @@ starts a turn for it), so it counts as delivered at the first hook that shows
 a turn, not when handed (:mod:`agentwrap.delivery.handover`). Claude Code and
 Gemini CLI run it at launch, so the supervisor types nothing until it has run
 (at most :data:`agentwrap.sessions.hook_requests.START_HOOK_WAIT_S`); Codex 0.169.0
-runs it only once the first prompt is submitted, so there the queue is typed
-as ever and the hook hands over only what came meanwhile.
+and Copilot CLI 1.0.102 run it only once the first prompt is submitted, so there
+the queue is typed as ever and the hook hands over only what came meanwhile.
+Which agent's start-up context goes by the hook and which is typed, and what
+proves it reached the model, is one table, :data:`START_CONTEXT` (issue 35:
+Qwen Code 0.15.10's interactive UI runs SessionStart and discards its output, so
+Qwen gets no SessionStart hook and its start-up context is typed).
 
 How an agent launches agentwrap's MCP server for its session (here since
 issue 21; was ``sessions/mcp_config.py``): ``agentwrap mcp``
@@ -161,8 +165,9 @@ HOOK_EVENTS: dict[str, tuple[str, ...]] = {
                "PermissionRequest"),
     "codex": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "PermissionRequest"),
     "gemini": ("SessionStart", "AfterTool", "AfterAgent", "Notification"),  # not GEMINI_SKIPPED
-    "qwen": ("SessionStart", "PostToolUse", "UserPromptSubmit", "Stop", "Notification",
-             "PermissionRequest"),
+    # no SessionStart: Qwen Code 0.15.10's interactive UI runs it and throws its
+    # output away (START_CONTEXT: the start-up context is typed there)
+    "qwen": ("PostToolUse", "UserPromptSubmit", "Stop", "Notification", "PermissionRequest"),
     "copilot": ("sessionStart", "postToolUse", "userPromptSubmitted", "agentStop",
                 "notification", "permissionRequest"),
     "cline": ("PostToolUse", "TaskStart", "TaskComplete", "SessionShutdown"),
@@ -1005,12 +1010,59 @@ def plan(
     return out
 
 
+@dataclass(frozen=True)
+class StartContext:
+    """How an agent's start-up context (the previous session's handoff, what was
+    queued before it started) reaches the model, and what proves it did.
+
+    ``channel``: ``hook``: the session-start hook's output, which the agent puts
+    in the request of the first prompt: counted delivered at the first hook that
+    shows a turn (:mod:`agentwrap.continuity.hooks`); ``typed``: queued as startup
+    context and typed once the agent is ready, with an ACK asked (proven by the
+    ACK, like any message). ``proof``: for ``hook``, where it was seen in the
+    model's request on the real CLI; for ``typed``, why not the hook."""
+
+    channel: str
+    proof: str
+
+
+_SEEN = ("seen in the first prompt's request (model server log): tests/e2e/"
+         "test_startup_receipts.py, test_real_agents.py::test_startup_context_reaches_model_once")
+_TYPED = "typed once ready, ACK asked"
+#: Every agent's start-up context channel (issue 35: a receipt only for what was
+#: proven received). A hook kind is ``hook`` only where the e2e tests saw its
+#: session-start output in the model's request; any other is typed. Keys: the
+#: profiles' ``[channels] hooks`` (None: no hooks at all, or turned off).
+START_CONTEXT: dict[str | None, StartContext] = {
+    "claude": StartContext("hook", _SEEN),
+    "gemini": StartContext("hook", _SEEN),
+    "copilot": StartContext("typed", f"{_TYPED}: Copilot CLI 1.0.102 runs sessionStart only"
+                            " once the first prompt is submitted (session_start_at_launch = false)"),
+    "qwen": StartContext("typed", f"{_TYPED}: Qwen Code 0.15.10's interactive UI runs"
+                         " SessionStart and discards its output (model server log: never in a"
+                         " request), so it is not registered"),
+    "codex": StartContext("typed", f"{_TYPED}: Codex 0.169.0 runs SessionStart only once the"
+                          " first prompt is submitted (session_start_at_launch = false)"),
+    "cline": StartContext("typed", f"{_TYPED}: Cline 3.0.65 has no session-start hook"),
+    "kimi": StartContext("typed", f"{_TYPED}: no session-start hook is registered"),
+    "opencode": StartContext("typed", f"{_TYPED}: agentwrap's plugin has no session-start event"),
+    None: StartContext("typed", f"{_TYPED}: no hooks"),
+}
+
+
+def start_context(profile: Profile) -> StartContext:
+    """The agent's row of :data:`START_CONTEXT` (an unknown kind: typed)."""
+    return START_CONTEXT.get(profile.channels.hooks, START_CONTEXT[None])
+
+
 def hands_over_at_start(profile: Profile) -> bool:
-    """Whether the agent's registered hooks include a session start that hands
-    the startup context over (Cline and Kimi have none: theirs is typed)."""
+    """Whether the agent's session-start hook hands the startup context over:
+    registered, and its output proven to reach the model (:data:`START_CONTEXT`);
+    otherwise the startup context is typed."""
     from ..continuity.hooks import START_EVENTS
 
-    return any(e in START_EVENTS for e in HOOK_EVENTS.get(profile.channels.hooks or "", ()))
+    return start_context(profile).channel == "hook" and any(
+        e in START_EVENTS for e in HOOK_EVENTS.get(profile.channels.hooks or "", ()))
 
 
 def remove_launch_files(paths: Paths, session: str) -> list[Path]:
@@ -1062,7 +1114,9 @@ __all__ = [
     "HOOK_CLIENT_ENV",
     "HOOK_EVENTS",
     "SIGNAL_CHANNEL",
+    "START_CONTEXT",
     "LaunchChannels",
+    "StartContext",
     "cline_dir",
     "describe",
     "hands_over_at_start",
@@ -1077,5 +1131,6 @@ __all__ = [
     "read_file_path",
     "remove_launch_files",
     "root_private_chain",
+    "start_context",
     "version_at_least",
 ]

@@ -43,7 +43,7 @@ from ..errors import (
     SessionNameTaken,
     SessionNotRunning,
 )
-from ..message import NewMessage, Priority, Source
+from ..message import Message, NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
 from ..session_options import SessionOptions
 from ..terminal.proctree import alive, descendants, kill_pids, marked
@@ -655,5 +655,40 @@ def _record_end(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
     from .channels import remove_launch_files
 
     registry.mark_ended(rec.name, rec.exit_code)
+    if not rec.supervisor_alive:  # a live one (slow to record the end) abandons its own
+        _end_queue(paths, rec)
     remove_launch_files(paths, rec.name)
     stop_app_server(paths, rec.name, rec.options.app_server_pid)
+
+
+def _end_queue(paths: Paths, rec: SessionRecord) -> None:
+    """What still waits for a session whose supervisor is gone gets its end, as
+    the supervisor would have given it (:func:`~agentwrap.delivery.engine.end_queue`):
+    nobody else will (its TTL is swept by a running supervisor only), and a
+    ``send --wait`` would wait on it forever. A store that cannot be opened
+    leaves the queue as it is: the session's end is recorded all the same."""
+    from ..audit import AuditLog
+    from ..delivery.engine import end_queue
+    from ..message import UNACKNOWLEDGED, Attempt
+    from ..queue.backend import configured_store
+
+    def unacknowledged(msgs: list[Message], why: str) -> None:
+        now = time.time()
+        for m in msgs:
+            if m.require_ack:  # an ACK was asked and never seen: senders are told so
+                store.record_attempt(Attempt(m.id, m.batch_id or "", m.attempts + 1, now, now,
+                                             "none", UNACKNOWLEDGED, why))
+
+    try:
+        cfg = load_config(paths, Path(rec.cwd))
+        store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
+    except (OSError, AgentwrapError) as exc:
+        logging.getLogger("agentwrap.session").warning("queue of %s left as is: %s", rec.name, exc)
+        return
+    try:
+        store.expire_overdue()  # past its TTL: expired, as a supervisor's sweep would say
+        end_queue(store, AuditLog(paths.audit_log), rec.name,
+                  "session ended (stopped while its supervisor was not running)",
+                  unacknowledged=unacknowledged)
+    finally:
+        store.close()
