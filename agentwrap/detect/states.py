@@ -44,5 +44,13 @@ class Reading:
     quiet_ms: int
     at: float
 
+    @property
+    def overlay(self) -> bool:
+        """A picker, menu or help screen is open over the input box (a profile's
+        ``[[overlays]]``, or the agent idle with no box on screen): not ready,
+        asks nothing, and closes when the person closes it."""
+        return self.state is State.UNKNOWN and (self.rule == "overlay"
+                                                or self.rule.startswith("overlay:"))
+
     def explain(self, profile: str) -> str:
         return f"{self.state} ({profile}: {self.reason}; quiet {self.quiet_ms} ms)"
