@@ -45,11 +45,17 @@ OVERLAYS = {
 }
 
 
+def overlay_of(what: str) -> str:
+    """``rewind-picker`` of ``rewind-picker-v2.1.197`` (captured on another
+    version ``doctor`` accepts)."""
+    return re.sub(r"-v\d+(?:\.\d+)*$", "", what)
+
+
 def overlay_fixtures() -> list[Any]:
     out = []
     for f in sorted(SCREENS.glob("*/*.txt")):
         m = NAME_RE.match(f.name)
-        if m and m["what"] in OVERLAYS:
+        if m and overlay_of(m["what"]) in OVERLAYS:
             out.append(pytest.param(f, m, id=f"{f.parent.name}/{f.stem}"))
     return out
 
@@ -127,9 +133,11 @@ def test_every_agent_has_overlay_fixtures() -> None:
     assert have == set(AGENTS), sorted(set(AGENTS) - have)
 
 
-def test_claude_rewind_picker_is_named(  # both versions doctor accepts, where captured
-) -> None:
-    got = sorted(SCREENS.glob("claude/unknown__rewind-picker__*.txt"))
+def test_claude_rewind_picker_is_named() -> None:
+    """2.1.332 (pinned) and 2.1.197 (``doctor`` accepts from 2.1.0): the picker
+    is named, whatever the session file says."""
+    got = sorted(SCREENS.glob("claude/unknown__rewind-picker*__*.txt"))
+    assert {f.name.split("__")[1] for f in got} == {"rewind-picker", "rewind-picker-v2.1.197"}
     assert got, "no rewind picker fixture"
     for f in got:
         m = NAME_RE.match(f.name)
@@ -145,7 +153,7 @@ def test_claude_rewind_picker_is_named(  # both versions doctor accepts, where c
     pytest.param(f, NAME_RE.match(f.name), id=f"{f.parent.name}/{f.stem}")
     for f in sorted(SCREENS.glob("*/*.txt"))
     if (NAME_RE.match(f.name) or {"state": ""})["state"] in ("ready", "draft")
-    and (NAME_RE.match(f.name) or {"what": ""})["what"] not in OVERLAYS])
+    and overlay_of((NAME_RE.match(f.name) or {"what": ""})["what"]) not in OVERLAYS])
 def test_a_real_ready_screen_with_the_agents_idle_word_stays_ready(
     path: Path, m: re.Match[str], signal: str
 ) -> None:
