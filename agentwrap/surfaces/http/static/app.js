@@ -761,7 +761,8 @@
     const empty = $('screen-empty');
     empty.hidden = Boolean(sc) || !model.selected;
     const why = model.screenWhy;
-    empty.replaceChildren(why ? visible(`${why.error}.`) : 'No screen recorded yet.',
+    const said = why ? String(why.detail || why.error) : '';
+    empty.replaceChildren(why ? visible(`${said.charAt(0).toUpperCase()}${said.slice(1)}.`) : 'No screen recorded yet.',
       ...(why && why.hint ? [el('span', {class: 'muted'}, ' ', visible(why.hint))] : []));
     const meta = $('screen-meta');
     meta.replaceChildren();
