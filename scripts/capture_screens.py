@@ -1033,7 +1033,7 @@ class Scenarios:
             if self.c.dialog and case.desc != self.c.dialog:
                 continue
             with self.run() as p:
-                wait_ready(p, self.prof)
+                wait_ready(p, self.prof, timeout=120)  # OpenCode starts slowly on a loaded machine
                 if case.turn:
                     submit(p, "[[reply: Done.]] Say done.")
                     time.sleep(1.0)
