@@ -710,61 +710,28 @@ class OverlayCase:
 
 _SLASH = OverlayCase("slash-menu", ("text:/",), state="draft", close=("Escape", "BSpace"))
 _AT = OverlayCase("at-file-picker", ("text:@",), state="draft", close=("Escape", "BSpace"))
+_HELP = OverlayCase("shortcuts-help", ("text:?",))
+_SEARCH = OverlayCase("history-search", ("C-r",))
+_MODEL = OverlayCase("model-picker", ("text:/model", "Enter"))
+# Gemini, Qwen: the first Enter takes the completion the menu offers, the second runs it
+_MODEL_2 = OverlayCase("model-picker", ("text:/model", "Enter", "Enter"))
+_SETTINGS_2 = OverlayCase("settings", ("text:/settings", "Enter", "Enter"))
 OVERLAY_CASES: dict[str, tuple[OverlayCase, ...]] = {
-    "claude": (
-        OverlayCase("rewind-picker", ("Escape", "Escape"), turn=True),
-        _SLASH, _AT,
-        OverlayCase("shortcuts-help", ("text:?",)),
-        OverlayCase("history-search", ("C-r",)),
-        OverlayCase("model-picker", ("text:/model", "Enter")),
-    ),
-    "codex": (
-        OverlayCase("backtrack", ("Escape", "Escape"), turn=True),
-        _SLASH, _AT,
-        OverlayCase("shortcuts-help", ("text:?",)),
-        OverlayCase("history-search", ("C-r",)),
-        OverlayCase("model-picker", ("text:/model", "Enter")),
-    ),
-    # the first Enter takes the completion the menu offers, the second runs it
-    "gemini": (
-        _SLASH, _AT,
-        OverlayCase("shortcuts-help", ("text:?",)),
-        OverlayCase("history-search", ("C-r",)),
-        OverlayCase("model-picker", ("text:/model", "Enter", "Enter")),
-        OverlayCase("settings", ("text:/settings", "Enter", "Enter")),
-    ),
-    "qwen": (
-        _SLASH, _AT,
-        OverlayCase("history-search", ("C-r",)),
-        OverlayCase("model-picker", ("text:/model", "Enter", "Enter")),
-        OverlayCase("settings", ("text:/settings", "Enter", "Enter")),
-    ),
-    "aider": (
-        OverlayCase("history-search", ("C-r",)),
-        OverlayCase("slash-completion", ("text:/", "Tab"), state="draft", close=("C-u",)),
-    ),
-    "copilot": (
-        _SLASH, _AT,
-        OverlayCase("shortcuts-help", ("text:?",)),
-        OverlayCase("history-search", ("C-r",)),
-        OverlayCase("model-picker", ("text:/model", "Enter")),
-    ),
-    "opencode": (
-        _SLASH, _AT,
-        OverlayCase("command-palette", ("C-p",)),
-        OverlayCase("model-picker", ("text:/models", "Enter")),
-    ),
-    "cline": (
-        _SLASH, _AT,
-        OverlayCase("history-search", ("C-r",)),
-        OverlayCase("model-picker", ("text:/model", "Enter")),
-    ),
-    "kimi": (
-        _SLASH, _AT,
-        OverlayCase("history-search", ("C-r",)),
-        OverlayCase("model-picker", ("text:/model", "Enter")),
-    ),
+    "claude": (OverlayCase("rewind-picker", ("Escape", "Escape"), turn=True),
+               _SLASH, _AT, _HELP, _SEARCH, _MODEL),
+    "codex": (OverlayCase("backtrack", ("Escape", "Escape"), turn=True),
+              _SLASH, _AT, _HELP, _SEARCH, _MODEL),
+    "gemini": (_SLASH, _AT, _HELP, _SEARCH, _MODEL_2, _SETTINGS_2),
+    "qwen": (_SLASH, _AT, _SEARCH, _MODEL_2, _SETTINGS_2),
+    "aider": (_SEARCH, OverlayCase("slash-completion", ("text:/", "Tab"), state="draft",
+                                   close=("C-u",))),
+    "copilot": (_SLASH, _AT, _HELP, _SEARCH, _MODEL),
+    "opencode": (_SLASH, _AT, OverlayCase("command-palette", ("C-p",)),
+                 OverlayCase("model-picker", ("text:/models", "Enter"))),
+    "cline": (_SLASH, _AT, _SEARCH, _MODEL),
+    "kimi": (_SLASH, _AT, _SEARCH, _MODEL),
 }
+
 
 def submit(pane: Pane, text: str) -> None:
     """Type text, then Enter as a separate burst (Codex/Gemini treat a fast Enter as newline)."""

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_channels import Clock
 from test_profile_screens import NAME_RE, SCREENS, snapshot_of
 
 from agentwrap.config import DeliveryConfig
@@ -58,14 +59,6 @@ def overlay_fixtures() -> list[Any]:
         if m and overlay_of(m["what"]) in OVERLAYS:
             out.append(pytest.param(f, m, id=f"{f.parent.name}/{f.stem}"))
     return out
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 class Said:
