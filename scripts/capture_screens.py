@@ -715,6 +715,54 @@ DIALOG_CASES["claude"] += tuple(
     if case.desc in ("read-outside-project", "create-file", "edit-file"))
 
 
+
+@dataclass(frozen=True)
+class OverlayCase:
+    """A picker, menu or help overlay the person opens with the agent's own keys.
+
+    ``keys``: each entry is pressed as one ``send-keys`` (``text:...`` is typed
+    literally), 0.5 s apart; ``turn``: one short turn first (a rewind picker lists
+    earlier prompts); ``state``: what the detector must say (the fixture's prefix:
+    ``unknown`` for an overlay over or instead of the input box, ``draft`` where
+    the keys left text in the box the menu completes). ``expect``: text of the
+    overlay that ends the wait. ``close``: the keys that close it again; the
+    screen after them is saved as ``ready__after-<desc>`` (nothing the overlay
+    drew may be left to read as one).
+    """
+
+    desc: str
+    keys: tuple[str, ...]
+    state: str = "unknown"
+    turn: bool = False
+    expect: str = ""
+    close: tuple[str, ...] = ("Escape",)
+
+
+_SLASH = OverlayCase("slash-menu", ("text:/",), state="draft", close=("Escape", "BSpace"))
+_AT = OverlayCase("at-file-picker", ("text:@",), state="draft", close=("Escape", "BSpace"))
+_HELP = OverlayCase("shortcuts-help", ("text:?",))
+_SEARCH = OverlayCase("history-search", ("C-r",))
+_MODEL = OverlayCase("model-picker", ("text:/model", "Enter"))
+# Gemini, Qwen: the first Enter takes the completion the menu offers, the second runs it
+_MODEL_2 = OverlayCase("model-picker", ("text:/model", "Enter", "Enter"))
+_SETTINGS_2 = OverlayCase("settings", ("text:/settings", "Enter", "Enter"))
+OVERLAY_CASES: dict[str, tuple[OverlayCase, ...]] = {
+    "claude": (OverlayCase("rewind-picker", ("Escape", "Escape"), turn=True),
+               _SLASH, _AT, _HELP, _SEARCH, _MODEL),
+    "codex": (OverlayCase("backtrack", ("Escape", "Escape"), turn=True),
+              _SLASH, _AT, _HELP, _SEARCH, _MODEL),
+    "gemini": (_SLASH, _AT, _HELP, _SEARCH, _MODEL_2, _SETTINGS_2),
+    "qwen": (_SLASH, _AT, _SEARCH, _MODEL_2, _SETTINGS_2),
+    "aider": (_SEARCH, OverlayCase("slash-completion", ("text:/", "Tab"), state="draft",
+                                   close=("C-u",))),
+    "copilot": (_SLASH, _AT, _HELP, _SEARCH, _MODEL),
+    "opencode": (_SLASH, _AT, OverlayCase("command-palette", ("C-p",)),
+                 OverlayCase("model-picker", ("text:/models", "Enter"))),
+    "cline": (_SLASH, _AT, _SEARCH, _MODEL),
+    "kimi": (_SLASH, _AT, _SEARCH, _MODEL),
+}
+
+
 def submit(pane: Pane, text: str) -> None:
     """Type text, then Enter as a separate burst (Codex/Gemini treat a fast Enter as newline)."""
     pane.text(text)
@@ -988,6 +1036,52 @@ class Scenarios:
                     continue
                 self.save(p, "waiting_input", case.desc)
 
+    def overlays(self) -> None:
+        """Open each of ``OVERLAY_CASES[agent]`` (pickers, menus, help) in a fresh
+        agent and save it: none of these may ever read as ``ready``."""
+        for case in OVERLAY_CASES.get(self.agent, ()):
+            if self.c.dialog and case.desc != self.c.dialog:
+                continue
+            with self.run() as p:
+                wait_ready(p, self.prof, timeout=120)  # OpenCode starts slowly on a loaded machine
+                if case.turn:
+                    submit(p, "[[reply: Done.]] Say done.")
+                    time.sleep(1.0)
+                    wait_ready(p, self.prof, quiet=2.0)
+                before = p.capture()
+                for key in case.keys:
+                    if key.startswith("text:"):
+                        p.text(key[len("text:"):])
+                    else:
+                        p.keys(key)
+                    time.sleep(0.5)
+                if case.expect:
+                    wait_for(p, lambda s, want=case.expect: want in s, 10)
+                scr = wait_stable(p, lambda s, was=before: s != was, 10, quiet=1.5)
+                if scr is None:
+                    log(f"{self.agent}: {case.desc} changed nothing; screen:\n{p.capture()}")
+                    continue
+                shown = p.capture()
+                self.save(p, case.state, case.desc)
+                # closed again: the agent's own screen comes back, and whatever the
+                # overlay drew must not be left to read as one
+                for key in case.close:
+                    p.keys(key)
+                    time.sleep(0.5)
+                try:
+                    wait_ready(p, self.prof, timeout=10)
+                except TimeoutError:
+                    log(f"{self.agent}: not ready after closing {case.desc}:\n{p.capture()}")
+                    continue
+                if p.capture() == shown:  # the keys opened nothing of their own
+                    log(f"{self.agent}: {case.desc} drew nothing; not kept")
+                    for path in self.c.saved[-1:]:
+                        path.unlink()
+                        path.with_suffix(".ansi").unlink()
+                    self.c.saved.pop()
+                    continue
+                self.save(p, "ready", f"after-{case.desc}")
+
     def edit_format_prompt(self) -> None:
         """Aider only: the prompt reads ``diff> `` when the edit format is not the model's."""
         if self.agent != "aider":
@@ -1036,6 +1130,7 @@ def run_agent(
                 ("conversation", sc.conversation, True),
                 ("dialogs", sc.dialogs, True),
                 ("edit_format_prompt", sc.edit_format_prompt, False),
+                ("overlays", sc.overlays, True),
             ]
         else:
             steps += [
@@ -1046,6 +1141,7 @@ def run_agent(
                 ("busy_and_permission", sc.busy_and_permission, True),
                 ("dialogs", sc.dialogs, True),
                 ("edit_format_prompt", sc.edit_format_prompt, False),
+                ("overlays", sc.overlays, True),
             ]
         for name, fn, needs_server in steps:
             if only and only not in name:

@@ -760,6 +760,51 @@ def test_every_hosts_sessions_with_their_host_and_a_silent_one_unreachable(
         store.close()
 
 
+def test_another_hosts_screen_is_kept_there_and_a_silent_hosts_state_is_not_stale(
+    aw: AwEnv, pg_url: str, page: Browser,
+) -> None:
+    """Issue 35: the page of alpha's serve, on a session of beta (up) and one of
+    gamma (silent since long ago), each with a screen saved on its own host only.
+    The screen panel says what the API (and the CLI) say: the screen is kept on
+    that host, not "No screen recorded yet." The silent host's session shows
+    its host unreachable, never the verdict its supervisor stored before it went
+    silent ("claude session file says 'idle'", its evidence)."""
+    aw.env.update({STORE_ENV: pg_url, HOST_ENV: "alpha"})
+    regs = {h: Registry(aw.paths.db_path, url=pg_url, host=h) for h in ("alpha", "beta", "gamma")}
+    try:
+        for host, name in (("beta", "b1"), ("gamma", "g1")):
+            regs[host].register(record(name))
+            regs[host].set_state(name, State.READY, signal="structured", rule="structured",
+                                 reason="claude session file says 'idle'",
+                                 evidence="❯ (the box)", quiet_ms=0, draft=False, changed=True)
+        hosts.beat(regs["beta"].db, "beta", 3600.0)  # up for the whole test
+        hosts.beat(regs["gamma"].db, "gamma", 1.0, now=1_700_000_000.0)  # silent since then
+    finally:
+        for reg in regs.values():
+            reg.close()
+    with contextmanager(serve)(aw) as served:
+        login(page, aw, served)
+        page.wait(lambda: page.one(card("b1")) and page.one(card("g1")), "both cards")
+        page.click(f"{card('b1')} button")
+        page.wait(lambda: page.text("#sv-name") == "b1" and page.shown("#screen-empty")
+                  and "beta" in page.text("#screen-empty"), "b1's screen: kept on beta")
+        empty = page.text("#screen-empty")
+        assert "kept on its host 'beta'" in empty and "No screen recorded" not in empty, empty
+        assert page.text("#sv-why .reason") == "claude session file says 'idle'"  # beta is up
+        page.click(f"{card('g1')} button")
+        page.wait(lambda: page.text("#sv-name") == "g1" and "gamma" in page.text("#screen-empty"),
+                  "g1's screen: kept on gamma")
+        assert "No screen recorded" not in page.text("#screen-empty")
+        page.wait(lambda: "unreachable" in page.text("#sv-why .reason"), "g1: host unreachable")
+        why = page.text("#sv-why")
+        assert "session file" not in why and "the box" not in why, why
+        assert "host 'gamma' is unreachable since 2023-11-14 22:13:20 UTC" in why, why
+        assert page.text("#sv-state") == "unknown"
+        assert page.text(f"{card('g1')} .card-state").startswith("unknown")
+        assert "session file" not in page.text(f"{card('g1')}")
+        page.shot("screens-of-other-hosts")
+        assert not problems(page)
+
 def address_card(address: str) -> str:
     return f'#session-list li[data-address="{address}"]'
 

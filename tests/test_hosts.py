@@ -96,6 +96,12 @@ def test_another_hosts_sessions_follow_its_heartbeat(
         assert (b1.liveness, b1.host_liveness, b1.state) == ("unreachable", "unreachable",
                                                               State.UNKNOWN)
         assert b1.to_json()["unreachable_since"] == last
+        # nothing of the verdict beta's supervisor stored before it fell silent
+        # ("prompt", its rule and signal) is shown as if it held now (issue 35)
+        assert (b1.state_signal, b1.state_rule, b1.state_evidence, b1.question) == (
+            "host", "host-unreachable", "", None)
+        assert b1.state_reason.startswith("host 'beta' is unreachable since "), b1.state_reason
+        assert "prompt" not in b1.state_reason and b1.state_since == last
         assert b1.to_json()["host_liveness"] == "unreachable"
         assert {r.name: r.liveness for r in alpha.list()} == {"a1": "running",
                                                                "b1": "unreachable"}
@@ -113,6 +119,7 @@ def test_another_hosts_sessions_follow_its_heartbeat(
         b1 = alpha.get("beta/b1")
         assert (b1.liveness, b1.state, b1.to_json()["unreachable_since"]) == (
             "running", State.READY, None)
+        assert (b1.state_reason, b1.state_rule) == ("prompt", "r")
         assert set(alpha.hosts()) == {"alpha", "beta"}
     finally:
         alpha.close()

@@ -16,7 +16,9 @@ proves neither that the block is in it nor that it is not.
 
 A window shut for ``readiness_timeout_s`` (or ``busy_channel_timeout_s``
 while such a channel has the agent busy) makes a failed attempt; failed
-attempts come back after the configured backoff. Both clocks are here; what
+attempts come back after the configured backoff. An overlay the person opened
+(a picker, a menu: ``Reading.overlay``) shuts it without a failure: the batch
+waits for it to close. Both clocks are here; what
 an attempt *did* is the engine's.
 """
 
@@ -125,7 +127,15 @@ class TypingWindow:
 
     def shut_too_long(self, sup: Driver, now: float) -> bool:
         """The window is shut at ``now``: True once it has been shut for the
-        readiness timeout (the spell then starts over), which fails an attempt."""
+        readiness timeout (the spell then starts over), which fails an attempt.
+        Never while an overlay is open (a picker or menu the person opened over
+        the input box: the agent is idle and the box comes back when it is
+        closed): that is a wait, not a failure, and after three of them the
+        message would be written into the instruction file while the agent
+        waits for nothing but the person. The message's TTL still ends it."""
+        if sup.reading.overlay:
+            self._blocked_since = None
+            return False
         limit = self.cfg.readiness_timeout_s
         if self.busy_channel and sup.reading.state is State.BUSY:
             limit = max(limit, self.cfg.busy_channel_timeout_s)
@@ -149,6 +159,8 @@ def _box_hidden(sup: Driver) -> str | None:
     reading = sup.reading
     if reading.state is State.WAITING_INPUT:
         return f"agent is waiting for an answer ({reading.reason})"
+    if reading.overlay:
+        return f"an overlay is open over the input box ({reading.reason})"
     if reading.state is State.UNKNOWN:
         return f"agent state unknown ({reading.reason})"
     return None

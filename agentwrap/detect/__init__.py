@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .states import Reading as Reading
     from .states import Signal as Signal
     from .states import State as State
+    from .states import overlay as overlay
     from .structured import structured_source as structured_source
 
 #: What other packages may use, by the module that offers it (imported on first use).
@@ -67,7 +68,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     ),
     "question": ("Item", "Option", "Question", "free_text_option", "pick", "question_id"),
     "regions": ("split_around",),
-    "states": ("Reading", "Signal", "State", "states"),
+    "states": ("Reading", "Signal", "State", "overlay", "states"),
     "structured": ("structured_source",),
     "app_server_approvals": ("SOURCE", "ServerApprovals", "ServerQuestion", "approval_question"),
     "app_server_state": ("AppServerState",),

@@ -8,7 +8,13 @@ decided it, so ``agentwrap state --explain`` can say *why*:
    ``waiting_input``: nothing may be typed, whatever else says; a question the
    agent published itself (Codex's app-server) comes before the screen's, and
    while it is announced but not there yet the screen's is not read;
-3. structured state the agent itself publishes (Claude Code's session file);
+   Then overlays from the profile (pickers, menus, help drawn over or instead
+   of the input box) -> ``unknown``: never ready, and nothing is asked;
+3. structured state the agent itself publishes (Claude Code's session file),
+   after the hooks' signals; ``ready`` from either only with the input box on
+   screen (a ready or draft rule matches: positive evidence that keys reach
+   the box), and the session file's "waiting" only with a dialog: otherwise an
+   overlay is open (``unknown``, rule ``overlay``);
 4. title rules, then region-scoped screen rules, in state priority order
    waiting_input > busy > draft > ready > starting;
 5. a quiet window: ``ready`` is only believed once the screen has not changed
@@ -186,6 +192,10 @@ class Detector:
         # keys wait for a dialog's ``settle_ms`` (agentwrap.answers.keys)
         self.dialog_since: float | None = None
         self._dialog_name = ""
+        # The profile can see its input box (a ready or draft rule): then a
+        # ``ready`` from any signal needs the box on screen (profiles read by
+        # quiet alone, generic REPLs, cannot tell).
+        self._box_rules = any(r.state in (State.READY, State.DRAFT) for r in profile.rules)
 
     @property
     def state(self) -> State:
@@ -271,19 +281,41 @@ class Detector:
 
         self.question, self._question_key = None, ("", "")
         self.dialog_since, self._dialog_name = None, ""
+        for overlay in self.profile.overlays:
+            lines = text if overlay.region == "screen" else "\n".join(regions.get(overlay.region) or [])
+            m = overlay.pattern.search(lines)
+            if m:
+                self.draft = False
+                return self._set(State.UNKNOWN, Signal.SCREEN, f"overlay:{overlay.name}",
+                                 overlay.message, _line_of(lines, m.start()), quiet, now)
         matches = evaluate_rules(self.profile, snap, regions)
         draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
         self.draft = draft_match is not None
+        # Positive evidence that the input box is on screen (a ready or draft rule
+        # matched): the agent's own word that it is idle (a turn end, its session
+        # file) says nothing about what is drawn over the box meanwhile.
+        boxed = not self._box_rules or any(
+            m.rule.state in (State.READY, State.DRAFT) for m in matches)
 
         hooked = self._hook_reading(quiet, matches, draft_match, published)
         if draft_match is not None:
             self._draft_at = now
         if hooked is not None:
             state, reason = hooked
+            if state is State.READY and not boxed:
+                return self._no_box(f"{reason}, but the input box is not on screen", quiet, now)
             return self._set(state, Signal.HOOK, "hook", reason, None, quiet, now)
 
         if published is not None:
             state, reason = published.state, published.reason
+            if state is State.READY and not boxed:
+                return self._no_box(f"{reason}, but the input box is not on screen", quiet, now)
+            if state is State.WAITING_INPUT:
+                # No dialog the profile knows is on screen (that was decided above):
+                # what the agent waits on is nothing it asks (Claude Code 2.1.332
+                # says "waiting" while its rewind picker is open).
+                return self._no_box(f"{reason}, but no dialog the profile knows is on screen",
+                                    quiet, now)
             if state is State.READY and draft_match is not None:
                 state = State.DRAFT
                 reason = f"{reason}; {draft_match.rule.explain or 'text in the input box'}"
@@ -321,6 +353,16 @@ class Detector:
             )
         held = State.BUSY if self._seen_ready else State.STARTING
         return self._set(held, Signal.SCREEN, "none", "no rule matched", None, quiet, now)
+
+    def _no_box(self, why: str, quiet: int, now: float) -> Reading:
+        """The agent says it is idle (or waits), but the screen shows neither its
+        input box nor a dialog: a picker, menu or full-screen view the profile
+        does not know is open (Claude Code's rewind picker, Esc Esc). Unknown is
+        not ready: ``unknown`` with rule ``overlay``, and delivery waits."""
+        return self._set(
+            State.UNKNOWN, Signal.SCREEN, "overlay",
+            f"{why}: an overlay or picker is open (nothing is typed until it closes)",
+            None, quiet, now)
 
     def _asked(self, published: StructuredReading, quiet: int, now: float) -> Reading:
         """The agent published what it asks (exact, no screen read): waiting on it,

@@ -131,6 +131,21 @@ class Dialog:
 
 
 @dataclass(frozen=True)
+class Overlay:
+    """A picker, menu or help screen the agent draws over or instead of its
+    input box (Claude Code's rewind picker, a ``/model`` list, shortcut help):
+    the box is not what keys reach, so the agent is never ``ready`` while it is
+    open. It asks nothing (a :class:`Dialog` asks), so it is not
+    ``waiting_input`` either: the detector says ``unknown`` with ``message``
+    (rule ``overlay:NAME``), and delivery waits for it to close."""
+
+    name: str
+    pattern: re.Pattern[str]
+    message: str
+    region: str = "screen"
+
+
+@dataclass(frozen=True)
 class InputSpec:
     submit_key: str = "Enter"
     submit_delay_ms: int = 300
@@ -220,6 +235,7 @@ class Profile:
     rules: tuple[Rule, ...]
     dialogs: tuple[Dialog, ...]
     ack_patterns: tuple[str, ...]  # regex templates; "{token}" is the batch token
+    overlays: tuple[Overlay, ...] = ()
     source: Path = field(default=Path("<builtin>"))
     # The agent re-reads its instruction file on every model request (so a
     # fallback section reaches the running session), not only at start-up.
@@ -468,6 +484,7 @@ def parse_profile(data: Mapping[str, Any], source: Path) -> Profile:
         regions=regions,
         rules=rules,
         dialogs=tuple(_parse_dialog(d, regions) for d in top.table_list("dialogs")),
+        overlays=tuple(_parse_overlay(o, regions) for o in top.table_list("overlays")),
         ack_patterns=_parse_ack(top.sub("ack")),
         source=source,
         instruction_file_live=top.get("instruction_file_live", bool, False),
@@ -624,6 +641,16 @@ def _parse_dialog(r: _Reader, regions: Mapping[str, Region]) -> Dialog:
             raise r._err(name, f"must be a key name from: {', '.join(sorted(KEYS))}")
     r.done()
     return dialog
+
+
+def _parse_overlay(r: _Reader, regions: Mapping[str, Region]) -> Overlay:
+    region = r.get("region", str, "screen")
+    if region not in regions and region not in SPECIAL_REGIONS:
+        raise r._err("region", f"unknown region {region!r}")
+    overlay = Overlay(name=r.get("name", str), pattern=r.regex("pattern", r.get("pattern", str)),
+                      message=r.get("message", str), region=region)
+    r.done()
+    return overlay
 
 
 def _parse_ack(r: _Reader) -> tuple[str, ...]:

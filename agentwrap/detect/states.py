@@ -33,6 +33,12 @@ class Signal(str, enum.Enum):
         return self.value
 
 
+def overlay(state: State, rule: str) -> bool:
+    """The verdict ``state`` decided by ``rule`` is an overlay (see
+    :attr:`Reading.overlay`): also for a verdict as the registry keeps it."""
+    return state is State.UNKNOWN and (rule == "overlay" or rule.startswith("overlay:"))
+
+
 @dataclass(frozen=True)
 class Reading:
     """One verdict of the detector, with the evidence that decided it."""
@@ -43,6 +49,13 @@ class Reading:
     reason: str
     quiet_ms: int
     at: float
+
+    @property
+    def overlay(self) -> bool:
+        """A picker, menu or help screen is open over the input box (a profile's
+        ``[[overlays]]``, or the agent idle with no box on screen): not ready,
+        asks nothing, and closes when the person closes it."""
+        return overlay(self.state, self.rule)
 
     def explain(self, profile: str) -> str:
         return f"{self.state} ({profile}: {self.reason}; quiet {self.quiet_ms} ms)"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ..delivery import handover
 from ..delivery.choice import busy_channel_of, busy_reason
-from ..detect.states import State
+from ..detect.states import State, overlay
 from ..message import Message
 from ..paths import Paths
 from ..queue.store import MessageStore, QueueMetrics
@@ -63,6 +63,8 @@ class Reading:
                 return "due now"
             if rec.state is State.BUSY and (channel := busy_channel_of(rec.options)):
                 return busy_reason(channel)
+            if overlay(rec.state, rec.state_rule):  # a picker: waits, never fails
+                return f"an overlay is open over the input box ({rec.state_reason})"
             return {State.BUSY: "agent busy", State.WAITING_INPUT: "agent is waiting for an answer",
                     State.STARTING: "agent starting", State.EXITED: "agent exited",
                     }.get(rec.state, str(rec.state))

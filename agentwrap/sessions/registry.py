@@ -176,6 +176,19 @@ _COLUMNS = [f.name for f in fields(SessionRecord) if f.name != "seen"]
 _TRANSITION_COLUMNS = [f.name for f in fields(Transition)]
 
 
+def _unreachable(rec: SessionRecord, host: hosts.HostSeen) -> SessionRecord:
+    """``rec`` as its silent host leaves it: state ``unknown``, and nothing of
+    the verdict its supervisor stored last (a reason "session file says idle",
+    the question, the evidence) is shown as if it held now."""
+    since = (f"since {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(host.heartbeat))}"
+             if host.heartbeat else "(never seen)")
+    return replace(rec, seen=host, state=State.UNKNOWN, state_signal="host",
+                   state_rule="host-unreachable", state_evidence="", question=None, draft=False,
+                   state_since=host.heartbeat or rec.state_since,
+                   state_reason=f"host {rec.host!r} is unreachable {since}: what this session"
+                   " does now is not known")
+
+
 def _row_to_record(row: events.Row) -> SessionRecord:
     data = {k: row[k] for k in _COLUMNS}
     data["name"] = SessionKeys.split(data["name"])[1]  # a shared store's key is HOST/NAME
@@ -275,7 +288,7 @@ class Registry:
                 continue
             h = seen.get(r.host) or hosts.HostSeen(r.host, 0.0, 0.0, False)  # never beat
             out.append(replace(r, seen=h) if h.reachable or r.ended is not None
-                       else replace(r, seen=h, state=State.UNKNOWN))
+                       else _unreachable(r, h))
         return out
 
     # --- sessions -----------------------------------------------------------------

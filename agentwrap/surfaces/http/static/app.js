@@ -349,6 +349,7 @@
     queue: null, // InputPeek of the selected session
     history: null, // MessageList of the selected session
     screen: null, // ScreenOut of the selected session
+    screenWhy: null, // why there is none: the API's words (another host keeps it, none yet)
     launch: null, // LaunchList: what may be started from here
   };
   const openLogs = new Set(); // ids of messages whose attempts the person unfolded
@@ -555,6 +556,7 @@
     model.queue = null;
     model.history = null;
     model.screen = null;
+    model.screenWhy = null;
     if (name) {
       if (wantedSession() !== name) history.replaceState(null, '', `#session=${enc(name)}`);
       touch('session', name);
@@ -712,14 +714,18 @@
 
   async function loadScreen(name) {
     let data = null;
+    let why = null;
     try {
       data = await api('GET', `${sessionPath(name)}/screen`);
     } catch (e) {
       if (!(e instanceof ApiError) || (e.status !== 409 && e.status !== 404)) throw e;
-      data = null; // nothing recorded yet (or the session is gone)
+      // nothing recorded yet, the session is gone, or another host keeps it: the
+      // server says which (as the CLI does), and the page says what it said
+      why = e.body;
     }
     if (name !== model.selected) return;
     model.screen = data;
+    model.screenWhy = why;
     renderScreen();
   }
 
@@ -752,7 +758,12 @@
       return i < lines.length - 1 ? [line, '\n'] : [line];
     }).flat());
     box.hidden = !sc;
-    $('screen-empty').hidden = Boolean(sc) || !model.selected;
+    const empty = $('screen-empty');
+    empty.hidden = Boolean(sc) || !model.selected;
+    const why = model.screenWhy;
+    const said = why ? String(why.detail || why.error) : '';
+    empty.replaceChildren(why ? visible(`${said.charAt(0).toUpperCase()}${said.slice(1)}.`) : 'No screen recorded yet.',
+      ...(why && why.hint ? [el('span', {class: 'muted'}, ' ', visible(why.hint))] : []));
     const meta = $('screen-meta');
     meta.replaceChildren();
     if (sc) {
