@@ -36,6 +36,7 @@ class AckWait:
     patterns: list[re.Pattern[str]]
     hard_stop: float
     quiet_since: float | None = None
+    store_look_at: float = 0.0  # when to look whether another channel acknowledged it
 
     @classmethod
     def begin(cls, inj: Injection, batch: list[Message], started: float, channel: str,

@@ -66,6 +66,7 @@ from .window import TypingWindow
 
 log = logging.getLogger("agentwrap.delivery")
 HELD_RECHECK_S = 1.0  # how often messages another channel holds are looked at
+STORE_LOOK_S = 0.5  # how often an awaited ACK is looked for in the store (another channel's)
 
 
 class DeliveryEngine:
@@ -442,15 +443,34 @@ class DeliveryEngine:
 
     def _check_ack(self, sup: Driver) -> float | None:
         """One look for the awaited ACK; the seconds until the next look, or
-        None once the wait has ended (acknowledged, timed out, agent gone)."""
+        None once the wait has ended (acknowledged, here or through another
+        channel; timed out; agent gone)."""
         w = self._ack
         assert w is not None
-        result = w.look(sup, self.evidence, self.cfg.ack_timeout_s, self.clock())
+        result = self._settled_elsewhere(w) or w.look(sup, self.evidence, self.cfg.ack_timeout_s,
+                                                      self.clock())
         if result is None:
             return POLL_S * 2
         self._ack = None
         self._conclude(sup, w.inj, w.batch, w.started, w.channel, result)
         return None
+
+    def _settled_elsewhere(self, w: AckWait) -> Outcome | None:
+        """The awaited batch's ACK came through another channel (the turn-end
+        hook read it in the agent's reply, the agent called MCP's acknowledge):
+        nothing of it is in flight any more. Looked at every
+        :data:`STORE_LOOK_S`, not on every turn."""
+        now = self.clock()
+        if now < w.store_look_at:
+            return None
+        w.store_look_at = now + STORE_LOOK_S
+        if any(m.batch_id == w.inj.token for m in self.store.in_flight(self.session)):
+            return None
+        ended = [self.store.get(mid) for mid in w.inj.message_ids]
+        acked = [m for m in ended if m.status is Status.ACKNOWLEDGED]
+        if acked:
+            return Outcome(True, "acknowledged", f"{w.submitted}; {acked[0].detail}")
+        return Outcome(True, "delivered", f"{w.submitted}; ended meanwhile: {ended[0].detail}")
 
     # --- failure, retry, fallback ----------------------------------------------------------
 
@@ -487,14 +507,20 @@ class DeliveryEngine:
         detail = f"attempt failed: {result.outcome}"
         where = ("block still in the box" if in_box
                  else "input box hidden: the block may be in it" if in_box is None else "")
-        give_up = [m for m in batch if m.attempts + 1 >= self.cfg.fallback_after]
+        submitted = self._submitted(token)
+        if submitted:
+            # The model may have it: typing it again would double it. The live
+            # path ends here, whatever the attempt count (see the module's doc).
+            give_up = batch
+        else:
+            give_up = [m for m in batch if m.attempts + 1 >= self.cfg.fallback_after]
         if give_up:
             if in_box is True:
                 result = Outcome(False, result.outcome, "the block is still in the input box")
             elif in_box is None:
                 result = Outcome(False, result.outcome,
                                  f"the input box was hidden, the block may be in it: {result.evidence}")
-            self.escalation.escalate(sup, give_up, result)
+            self.escalation.escalate(sup, give_up, result, submitted=submitted)
         rest = [m for m in batch if m not in give_up]
         if rest:
             n = min(m.attempts for m in rest)  # attempts before this one
@@ -507,6 +533,12 @@ class DeliveryEngine:
             else:
                 self.store.retry_later(token, self.clock() + backoff, detail)
         log.info("batch %s: %s (%d to retry, %d given up)", token, result.outcome, len(rest), len(give_up))
+
+    def _submitted(self, token: str) -> bool:
+        """The store says the batch was submitted (its write-ahead phase, stored
+        once the screen proved the block left the box): the agent may have it."""
+        return any(m.batch_id == token and m.phase is Phase.SUBMITTED
+                   for m in self.store.in_flight(self.session))
 
     def abandon(self, reason: str) -> int:
         """The session ended: nothing queued for it can be delivered any more.
