@@ -15,9 +15,27 @@ One turn (:meth:`DeliveryEngine.step`, called by the supervisor):
    key is re-sent only while the text is still in the box. What the screen
    proves is read by :mod:`.evidence`.
 4. **ACK** when asked: the profile's ACK patterns, searched only below the
-   echoed block, until ``ack_timeout_s`` after the agent goes quiet.
+   echoed block, in the reply's rows joined where the TUI or the terminal
+   wrapped them (:mod:`.replies`), until ``ack_timeout_s`` after the agent
+   goes quiet; or found by another channel in the agent's whole reply (the
+   turn-end hook, MCP's acknowledge), which ends the batch in the store: the
+   wait sees it there (:meth:`DeliveryEngine._settled_elsewhere`).
 5. **Retry** with backoff; after ``fallback_after`` failed attempts, write the
    instruction-file fallback section and notify (:mod:`.escalation`).
+
+**A message the model may have seen is never typed again.** Retrying is for
+attempts that never got the block to the agent (not pasted, not submitted,
+no window). Once the screen proved the submission (the block left the box
+and shows above it, its placeholder does, or the turn went busy) the phase
+SUBMITTED is stored, and from there the batch has three ends only:
+acknowledged; delivered, not acknowledged (the agent exited; no file to
+write to: attempt outcome ``unacknowledged``); or, its ACK never come,
+escalated to the instruction file at once, whatever ``fallback_after``
+allows. :meth:`DeliveryEngine._failed` reads the stored phase, not the
+attempt's outcome, to decide: a batch the store says was submitted is given
+up, never put back in the queue; a restarted supervisor resumes it as
+awaiting its ACK (``_run_phases``), never pastes it. Before issue 35.2 a
+wrapped ACK went unseen and the message reached the model three times.
 
 This module is the state machine that ties them: every step is preceded by a
 write-ahead phase in the store (claimed -> pasting -> submitting ->

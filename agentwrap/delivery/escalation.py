@@ -1,8 +1,11 @@
 """The last resort: the marked section of the agent's instruction file.
 
-After ``fallback_after`` failed attempts a message is written to the section
+After ``fallback_after`` failed attempts, or at once when its block was
+submitted and its ACK never came (typing it again could double it: see
+:mod:`.engine`), a message is written to the section
 (``agentwrap:begin`` / ``agentwrap:end`` markers, :mod:`.fallback`) and ends
-ESCALATED; the person is told (the tmux status line, a desktop notification)
+ESCALATED (a submitted one with no file to go to ends delivered, not
+acknowledged); the person is told (the tmux status line, a desktop notification)
 and the agent gets a HIGH notice that points to the section instead of
 repeating the content. The section goes once the agent acknowledged a notice
 naming its entries, never sooner: a notice merely typed proves nothing was

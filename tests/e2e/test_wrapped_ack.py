@@ -56,11 +56,15 @@ def tag() -> str:
 
 
 def first_row_text(screen: str) -> str:
-    """The ruler's first row as the TUI drew it: from ``w01`` to the last word
-    on its row (the lowest such row: the echoed prompt is above the reply)."""
-    row = next(x for x in reversed(screen.splitlines()) if "w01 w02" in x and "[[" not in x)
-    words = re.findall(r"w\d\d", row[row.index("w01"):])
-    return " ".join(words)
+    """The ruler's first row as the TUI drew it, from ``w01`` to the last word
+    on its row, once the whole reply is drawn below the echoed prompt (whose
+    rows hold the ruler too, after ``[[reply:``); "" until then."""
+    rows = screen.splitlines()
+    at = next((i for i in range(len(rows) - 1, -1, -1)
+               if "w01 w02" in rows[i] and "[[" not in rows[i]), None)
+    if at is None or not any("w59" in x and "]]" not in x for x in rows[at:]):
+        return ""
+    return " ".join(re.findall(r"w\d\d", rows[at][rows[at].index("w01"):]))
 
 
 def filler(width: int) -> str:
@@ -96,9 +100,8 @@ def test_a_wrapped_ack_is_found_and_the_message_typed_once(make_session: Make, a
     # 1. how wide a reply's first row is
     res = s.send(f"[[reply: {RULER}]]", "--no-ack", "--wait", "--timeout", "90")
     assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
-    s.wait_until(lambda: "w59" in s.screen(), 60, "the ruler reply on screen")
+    width = len(s.wait_until(lambda: first_row_text(s.screen()), 60, "the ruler reply on screen"))
     s.wait_state("ready", timeout=60)
-    width = len(first_row_text(s.screen()))
     assert 20 < width < COLS, s.screen()
 
     # 2. the ACK reply: the token cannot fit on the row "ACK" ends
