@@ -19,7 +19,7 @@ One turn (:meth:`DeliveryEngine.step`, called by the supervisor):
    wrapped them (:mod:`.replies`), until ``ack_timeout_s`` after the agent
    goes quiet; or found by another channel in the agent's whole reply (the
    turn-end hook, MCP's acknowledge), which ends the batch in the store: the
-   wait sees it there (:meth:`DeliveryEngine._settled_elsewhere`).
+   wait sees it there (:meth:`.AckWait.settled`).
 5. **Retry** with backoff; after ``fallback_after`` failed attempts, write the
    instruction-file fallback section and notify (:mod:`.escalation`).
 
@@ -31,8 +31,8 @@ SUBMITTED is stored, and from there the batch has three ends only:
 acknowledged; delivered, not acknowledged (the agent exited; no file to
 write to: attempt outcome ``unacknowledged``); or, its ACK never come,
 escalated to the instruction file at once, whatever ``fallback_after``
-allows. :meth:`DeliveryEngine._failed` reads the stored phase, not the
-attempt's outcome, to decide: a batch the store says was submitted is given
+allows. :meth:`DeliveryEngine._failed` reads the stored phase
+(:func:`was_submitted`), not the attempt's outcome, to decide: a batch the store says was submitted is given
 up, never put back in the queue; a restarted supervisor resumes it as
 awaiting its ACK (``_run_phases``), never pastes it. Before issue 35.2 a
 wrapped ACK went unseen and the message reached the model three times.
@@ -84,7 +84,6 @@ from .window import TypingWindow
 
 log = logging.getLogger("agentwrap.delivery")
 HELD_RECHECK_S = 1.0  # how often messages another channel holds are looked at
-STORE_LOOK_S = 0.5  # how often an awaited ACK is looked for in the store (another channel's)
 
 
 class DeliveryEngine:
@@ -465,30 +464,13 @@ class DeliveryEngine:
         channel; timed out; agent gone)."""
         w = self._ack
         assert w is not None
-        result = self._settled_elsewhere(w) or w.look(sup, self.evidence, self.cfg.ack_timeout_s,
-                                                      self.clock())
+        result = (w.settled(self.store, self.session, self.clock())
+                  or w.look(sup, self.evidence, self.cfg.ack_timeout_s, self.clock()))
         if result is None:
             return POLL_S * 2
         self._ack = None
         self._conclude(sup, w.inj, w.batch, w.started, w.channel, result)
         return None
-
-    def _settled_elsewhere(self, w: AckWait) -> Outcome | None:
-        """The awaited batch's ACK came through another channel (the turn-end
-        hook read it in the agent's reply, the agent called MCP's acknowledge):
-        nothing of it is in flight any more. Looked at every
-        :data:`STORE_LOOK_S`, not on every turn."""
-        now = self.clock()
-        if now < w.store_look_at:
-            return None
-        w.store_look_at = now + STORE_LOOK_S
-        if any(m.batch_id == w.inj.token for m in self.store.in_flight(self.session)):
-            return None
-        ended = [self.store.get(mid) for mid in w.inj.message_ids]
-        acked = [m for m in ended if m.status is Status.ACKNOWLEDGED]
-        if acked:
-            return Outcome(True, "acknowledged", f"{w.submitted}; {acked[0].detail}")
-        return Outcome(True, "delivered", f"{w.submitted}; ended meanwhile: {ended[0].detail}")
 
     # --- failure, retry, fallback ----------------------------------------------------------
 
@@ -511,27 +493,16 @@ class DeliveryEngine:
             )
         self._failed(sup, token, batch, Outcome(False, "no_window", reason), in_box=in_box)
 
-    def _failed(
-        self,
-        sup: Driver | None,
-        token: str,
-        batch: list[Message],
-        result: Outcome,
-        *,
-        in_box: bool | None = False,
-    ) -> None:
+    def _failed(self, sup: Driver | None, token: str, batch: list[Message], result: Outcome, *,
+                in_box: bool | None = False) -> None:
         """``in_box``: the attempt left the block in the input box (True), or
         may have (None: the box is hidden): the batch is held in flight."""
         detail = f"attempt failed: {result.outcome}"
         where = ("block still in the box" if in_box
                  else "input box hidden: the block may be in it" if in_box is None else "")
-        submitted = self._submitted(token)
-        if submitted:
-            # The model may have it: typing it again would double it. The live
-            # path ends here, whatever the attempt count (see the module's doc).
-            give_up = batch
-        else:
-            give_up = [m for m in batch if m.attempts + 1 >= self.cfg.fallback_after]
+        # Submitted, the model may have it: never typed again (the module's doc).
+        submitted = was_submitted(self.store, self.session, token)
+        give_up = [m for m in batch if submitted or m.attempts + 1 >= self.cfg.fallback_after]
         if give_up:
             if in_box is True:
                 result = Outcome(False, result.outcome, "the block is still in the input box")
@@ -551,12 +522,6 @@ class DeliveryEngine:
             else:
                 self.store.retry_later(token, self.clock() + backoff, detail)
         log.info("batch %s: %s (%d to retry, %d given up)", token, result.outcome, len(rest), len(give_up))
-
-    def _submitted(self, token: str) -> bool:
-        """The store says the batch was submitted (its write-ahead phase, stored
-        once the screen proved the block left the box): the agent may have it."""
-        return any(m.batch_id == token and m.phase is Phase.SUBMITTED
-                   for m in self.store.in_flight(self.session))
 
     def abandon(self, reason: str) -> int:
         """The session ended: nothing queued for it can be delivered any more.
@@ -617,6 +582,13 @@ class DeliveryEngine:
             log.info("resuming batch %s from phase %s", token, m.phase or Phase.CLAIMED)
             self._parked[token] = now
 
+
+
+def was_submitted(store: MessageStore, session: str, token: str) -> bool:
+    """The store says batch ``token`` was submitted (its write-ahead phase,
+    stored once the screen proved the block left the box): the agent may have it."""
+    return any(m.batch_id == token and m.phase is Phase.SUBMITTED
+               for m in store.in_flight(session))
 
 
 def typed_kinds(taken: Collection[Kind]) -> frozenset[Kind] | None:
