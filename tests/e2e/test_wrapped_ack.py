@@ -144,4 +144,6 @@ def wrapped_ack_once(s: AgentSession, agent: str, *, hooks: bool) -> None:
     by_hook = attempt.evidence.endswith("acknowledged (seen) through hook")
     print(f"{agent}: acknowledged {'by the turn-end hook' if by_hook else 'on screen'}")
     assert f"ACK {token}" in attempt.evidence or (hooks and by_hook), attempt
-    assert wrapped_between(screen, token), f"the reply did not wrap between ACK and {token}"
+    # the reply as drawn (a hook may end the batch before the TUI has drawn it all)
+    s.wait_until(lambda: wrapped_between(s.screen(), token), 30,
+                 f"the reply wrapped between ACK and {token}")
