@@ -150,7 +150,8 @@ class DeliveryConfig:
     ack_wording: str = 'Reply "ACK {token}" once you have read this.'
     ack_patterns: tuple[str, ...] = ()  # extra ACK regexes ({token} = batch token)
     backoff_s: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 30.0)
-    fallback_after: int = 3  # failed attempts before writing the instruction file
+    fallback_after: int = 3  # failed attempts before writing the instruction file (one
+    # submitted but never acknowledged goes there at once: it is never typed again)
     notify_on_failure: bool = True
     remove_fallback_on_delivery: bool = True
     typing_grace_ms: int = 1500  # the person typed less than this ago: wait

@@ -251,18 +251,115 @@ def test_an_ack_below_the_echoed_block_acknowledges(tmp_path: Path) -> None:
     assert attempt.evidence == f"● ACK {attempt.batch_id}" and len(w.tui.received) == 1
 
 
-def test_no_ack_is_a_failed_attempt_and_the_blocks_own_ack_request_does_not_count(
+def test_an_ack_the_tui_wrapped_onto_the_next_row_acknowledges(tmp_path: Path) -> None:
+    """Issue 35.2: "...step 39 ACK" on one row, the token on the next (the
+    TUI's own wrap, under the reply's gutter) is one ACK: acknowledged at the
+    first attempt, typed once."""
+    w = make_world(tmp_path, cfg=replace(FAST, require_ack=True))
+    w.tui.wrap = 40
+    w.tui.reply_before_ack = "Done: every step passed, step 39 "
+    mid = w.send("ack me, wrapped")
+    m = w.run_until_ended(mid)
+    (attempt,) = w.store.attempts(mid)
+    token = attempt.batch_id
+    assert any(x.endswith("step 39 ACK") for x in w.tui.lines())  # it did wrap there
+    assert any(x == f"  {token}" for x in w.tui.lines())
+    assert m.status is Status.ACKNOWLEDGED and attempt.outcome == "acknowledged"
+    assert attempt.evidence == f"● Done: every step passed, step 39 ACK {token}"
+    assert len(w.tui.received) == 1
+
+
+@pytest.mark.parametrize("wrap", [None, 12, 30])
+def test_a_missing_ack_ends_the_live_path_and_the_blocks_own_request_never_counts(
+    tmp_path: Path, wrap: int | None
+) -> None:
+    """The echoed block says 'Reply "ACK <token>"', wrapped anywhere (at 12
+    cells "ACK" and the token are on rows of their own): never an ACK. And
+    the block was submitted: the model may have it, so it is never typed
+    again (it was, twice, before issue 35.2) but escalated after its one
+    attempt, whatever ``fallback_after`` allows."""
+    w = make_world(tmp_path, cfg=replace(FAST, require_ack=True, ack_timeout_s=2.0,
+                                          fallback_after=3))
+    w.tui.acks = False
+    w.tui.wrap = wrap
+    mid = w.send("silent agent")
+    w.run(30.0, lambda: w.get(mid).phase is Phase.SUBMITTED and not w.tui.reply)
+    screen = w.tui.lines()  # as the wait for the ACK sees it
+    token = w.get(mid).batch_id
+    if wrap == 12:  # "ACK" and the token on rows of their own
+        assert '  Reply "ACK' in screen and f'  {token}"' in screen, screen
+    else:
+        assert any(f'Reply "ACK {token}"' in x for x in screen), screen
+    m = w.run_until_ended(mid)
+    assert m.status is Status.ESCALATED, m
+    assert [a.outcome for a in w.store.attempts(mid)] == ["no_ack"]
+    assert [t for t in w.tui.received if "silent agent" in t] == w.tui.pastes[:1]  # once
+    assert read_section(w.project, "AGENTS.md") == [mid]
+
+
+def _quiet(w: World, mid: str) -> None:
+    """The agent stays quiet past the ACK timeout."""
+
+
+def _never_quiet(w: World, mid: str) -> None:
+    w.tui.busy_s = 10_000.0  # busy until the hard stop
+
+
+def _restarted(w: World, mid: str) -> World:
+    return w.restarted()
+
+
+@pytest.mark.parametrize("how", ["quiet past the timeout", "never quiet", "supervisor restarted"])
+def test_a_submitted_batch_is_never_typed_again(tmp_path: Path, how: str) -> None:
+    """However the wait for its ACK ends without one (the agent quiet past
+    ``ack_timeout_s``, busy to the hard stop, a supervisor restarted while it
+    waited: it resumes the wait from phase ``submitted``), a batch whose
+    submission was proven goes no further than the instruction file: its
+    stored phase says the model may have it, and no retry is made from it."""
+    w = make_world(tmp_path, cfg=replace(FAST, require_ack=True, ack_timeout_s=2.0,
+                                          readiness_timeout_s=5.0, fallback_after=5))
+    w.tui.acks = False
+    if how == "never quiet":
+        _never_quiet(w, "")
+    mid = w.send("typed once, whatever happens")
+    w.run(30.0, lambda: w.get(mid).phase is Phase.SUBMITTED)
+    if how == "supervisor restarted":
+        w = _restarted(w, mid)
+    m = w.run_until_ended(mid)
+    assert m.status is Status.ESCALATED and m.attempts == 1, m
+    assert len([t for t in w.tui.pastes if "typed once, whatever" in t]) == 1
+
+
+def test_a_submitted_batch_without_a_file_to_go_to_ends_delivered_unacknowledged(
     tmp_path: Path
 ) -> None:
-    """The echoed block says 'Reply "ACK <token>"': that line is not an ACK."""
+    """No instruction file: the submitted, unacknowledged batch ends
+    delivered (what the sender is told by: ``unacknowledged``), never failed."""
+    w = make_world(tmp_path, profile=replace(standin_profile(), instruction_file=None),
+                   cfg=replace(FAST, require_ack=True, ack_timeout_s=2.0))
+    w.tui.acks = False
+    m = w.run_until_ended(w.send("no file for me"))
+    assert m.status is Status.DELIVERED and "not acknowledged" in m.detail, m
+    assert [a.outcome for a in w.store.attempts(m.id)] == ["unacknowledged"]
+    assert len(w.tui.received) == 1
+
+
+def test_an_ack_through_another_channel_ends_the_wait(tmp_path: Path) -> None:
+    """The turn-end hook read the ACK in the agent's whole reply (or the agent
+    called MCP's acknowledge) while the screen shows none: the engine sees
+    the batch end, records its one attempt acknowledged, and types nothing more."""
     w = make_world(tmp_path, cfg=replace(FAST, require_ack=True, ack_timeout_s=2.0))
     w.tui.acks = False
-    mid = w.send("silent agent")
-    w.run(60.0, lambda: w.get(mid).attempts >= 1)
-    m = w.get(mid)
-    assert m.status is Status.PENDING
-    assert [a.outcome for a in w.store.attempts(mid)] == ["no_ack"]
-    assert any('Reply "ACK' in x for x in w.tui.lines())  # the request was on screen
+    w.tui.busy_s = 1.0
+    mid = w.send("acknowledged by the hook")
+    w.run(30.0, lambda: w.get(mid).phase is Phase.SUBMITTED)
+    assert w.store.acknowledge(mid, "acknowledged (seen) through hook")
+    m = w.run_until_ended(mid)
+    w.run(10.0)
+    (attempt,) = w.store.attempts(mid)
+    assert m.status is Status.ACKNOWLEDGED and attempt.outcome == "acknowledged", attempt
+    assert "through hook" in attempt.evidence and len(w.tui.received) == 1
+    assert w.engine._ack is None  # the wait ended
 
 
 def test_no_ack_asked_ends_delivered_at_the_submission(tmp_path: Path) -> None:

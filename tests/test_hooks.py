@@ -22,7 +22,7 @@ import pytest
 from conftest import ROOT, AwEnv
 
 from agentwrap.continuity.hooks import START_EVENTS
-from agentwrap.message import NewMessage, Priority, Source, Status
+from agentwrap.message import NewMessage, Phase, Priority, Source, Status
 from agentwrap.service import Service
 from agentwrap.sessions.signals import SIGNAL_STATES, read_signal
 from agentwrap.surfaces.hooks.handler import handle
@@ -220,6 +220,56 @@ def test_the_ack_in_the_reply_at_turn_end(aw: AwEnv, svc: Service, agent: str, b
     stray = {**reply, field: "ACK 0badc0de"}
     assert handle(agent, end, json.dumps(stray).encode(), env_of(aw)) == ""
     assert svc.get(other).status is Status.PENDING
+
+
+def _typed_and_submitted(svc: Service, content: str, token: str) -> str:
+    """A message the typing path pasted and submitted under ``token``, its ACK
+    awaited (in flight, phase submitted), as the engine leaves it."""
+    mid = send(svc, content, require_ack=True)
+    (claimed,) = svc.store.claim_batch("fake", token, 0)
+    assert claimed.id == mid
+    svc.store.set_phase(token, Phase.SUBMITTED)
+    return mid
+
+
+def _turn_end(agent: str, end: str, field: str, reply: str) -> bytes:
+    """``agent``'s turn-end payload with ``reply`` where it carries the reply."""
+    data = payload(FIXTURES / agent / f"{end}.json")
+    if agent == "cline":
+        return json.dumps({**data, "turn": {**data["turn"], field: reply}}).encode()
+    return json.dumps({**data, field: reply}).encode()
+
+
+TURN_ENDS = [
+    ("claude", "Stop", "last_assistant_message"),
+    ("codex", "Stop", "last_assistant_message"),
+    ("gemini", "AfterAgent", "prompt_response"),
+    ("qwen", "Stop", "last_assistant_message"),
+    ("cline", "TaskComplete", "outputText"),
+]
+
+
+@pytest.mark.parametrize(("agent", "end", "field"), TURN_ENDS, ids=[a for a, _, _ in TURN_ENDS])
+def test_the_reply_at_turn_end_acknowledges_a_typed_batch(
+    aw: AwEnv, svc: Service, agent: str, end: str, field: str
+) -> None:
+    """Issue 35.2: a typed batch awaiting its ACK is acknowledged by the reply
+    the turn-end hook carries, whole, however the TUI wrapped it on screen
+    (the screen search then had no ACK to find, and the message was typed
+    twice more). Only a submitted batch: one still being typed (pasting) is
+    not the model's yet, and an ACK of it proves nothing; nor is the
+    same ACK taken twice."""
+    mid = _typed_and_submitted(svc, "typed, then wrapped", "9d98ee19")
+    pasting = send(svc, "still being typed", require_ack=True)
+    svc.store.claim_batch("fake", "0badc0de", 0)
+    svc.store.set_phase("0badc0de", Phase.PASTING)
+    reply = "Done: every step passed, step 39 ACK 9d98ee19. And ACK 0badc0de."
+    assert handle(agent, end, _turn_end(agent, end, field, reply), env_of(aw)) == ""
+    m = svc.get(mid)
+    assert m.status is Status.ACKNOWLEDGED and m.detail == "acknowledged (seen) through hook"
+    assert svc.get(pasting).status is Status.DELIVERING
+    assert handle(agent, end, _turn_end(agent, end, field, reply), env_of(aw)) == ""
+    assert svc.get(mid).status is Status.ACKNOWLEDGED
 
 
 def _copilot_transcript(path: Path, *events: tuple[str, dict[str, Any]]) -> None:

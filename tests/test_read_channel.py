@@ -282,12 +282,18 @@ def test_run_registers_the_file_for_aider_only_in_the_state_dir(svc: Service, aw
 @dataclass
 class _Snap:
     screen: str
+    cols: int = 80
 
     def text(self) -> str:
         return self.screen
 
 
-def test_an_ack_in_the_reply_on_screen_acknowledges_the_batch(svc: Service, chan: ReadFileChannel) -> None:
+@pytest.mark.parametrize("reply", ["some reply\nACK {token}\n> ",
+                                   "some reply, step 39 ACK\n{token}\n> "],  # wrapped (35.2)
+                         ids=["one row", "wrapped"])
+def test_an_ack_in_the_reply_on_screen_acknowledges_the_batch(
+    svc: Service, chan: ReadFileChannel, reply: str
+) -> None:
     mid = _send(svc, "ack me", require_ack=True)
     sup = Sup(State.BUSY)
     chan.step(sup)
@@ -296,7 +302,7 @@ def test_an_ack_in_the_reply_on_screen_acknowledges_the_batch(svc: Service, chan
     _aider_reads(chan.path, 2)
     chan.step(sup)
     assert svc.get(mid).status is Status.DELIVERED
-    sup.snap = _Snap(f"some reply\nACK {token}\n> ")  # type: ignore[assignment]
+    sup.snap = _Snap(reply.format(token=token))  # type: ignore[assignment]
     chan.step(sup)
     assert svc.get(mid).status is Status.ACKNOWLEDGED
     assert chan.step(sup) is None  # nothing left to watch

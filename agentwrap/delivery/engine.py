@@ -15,9 +15,27 @@ One turn (:meth:`DeliveryEngine.step`, called by the supervisor):
    key is re-sent only while the text is still in the box. What the screen
    proves is read by :mod:`.evidence`.
 4. **ACK** when asked: the profile's ACK patterns, searched only below the
-   echoed block, until ``ack_timeout_s`` after the agent goes quiet.
+   echoed block, in the reply's rows joined where the TUI or the terminal
+   wrapped them (:mod:`.replies`), until ``ack_timeout_s`` after the agent
+   goes quiet; or found by another channel in the agent's whole reply (the
+   turn-end hook, MCP's acknowledge), which ends the batch in the store: the
+   wait sees it there (:meth:`.AckWait.settled`).
 5. **Retry** with backoff; after ``fallback_after`` failed attempts, write the
    instruction-file fallback section and notify (:mod:`.escalation`).
+
+**A message the model may have seen is never typed again.** Retrying is for
+attempts that never got the block to the agent (not pasted, not submitted,
+no window). Once the screen proved the submission (the block left the box
+and shows above it, its placeholder does, or the turn went busy) the phase
+SUBMITTED is stored, and from there the batch has three ends only:
+acknowledged; delivered, not acknowledged (the agent exited; no file to
+write to: attempt outcome ``unacknowledged``); or, its ACK never come,
+escalated to the instruction file at once, whatever ``fallback_after``
+allows. :meth:`DeliveryEngine._failed` reads the stored phase
+(:func:`was_submitted`), not the attempt's outcome, to decide: a batch the store says was submitted is given
+up, never put back in the queue; a restarted supervisor resumes it as
+awaiting its ACK (``_run_phases``), never pastes it. Before issue 35.2 a
+wrapped ACK went unseen and the message reached the model three times.
 
 This module is the state machine that ties them: every step is preceded by a
 write-ahead phase in the store (claimed -> pasting -> submitting ->
@@ -471,10 +489,12 @@ class DeliveryEngine:
 
     def _check_ack(self, sup: Driver) -> float | None:
         """One look for the awaited ACK; the seconds until the next look, or
-        None once the wait has ended (acknowledged, timed out, agent gone)."""
+        None once the wait has ended (acknowledged, here or through another
+        channel; timed out; agent gone)."""
         w = self._ack
         assert w is not None
-        result = w.look(sup, self.evidence, self.cfg.ack_timeout_s, self.clock())
+        result = (w.settled(self.store, self.session, self.clock())
+                  or w.look(sup, self.evidence, self.cfg.ack_timeout_s, self.clock()))
         if result is None:
             return POLL_S * 2
         self._ack = None
@@ -502,28 +522,23 @@ class DeliveryEngine:
             )
         self._failed(sup, token, batch, Outcome(False, "no_window", reason), in_box=in_box)
 
-    def _failed(
-        self,
-        sup: Driver | None,
-        token: str,
-        batch: list[Message],
-        result: Outcome,
-        *,
-        in_box: bool | None = False,
-    ) -> None:
+    def _failed(self, sup: Driver | None, token: str, batch: list[Message], result: Outcome, *,
+                in_box: bool | None = False) -> None:
         """``in_box``: the attempt left the block in the input box (True), or
         may have (None: the box is hidden): the batch is held in flight."""
         detail = f"attempt failed: {result.outcome}"
         where = ("block still in the box" if in_box
                  else "input box hidden: the block may be in it" if in_box is None else "")
-        give_up = [m for m in batch if m.attempts + 1 >= self.cfg.fallback_after]
+        # Submitted, the model may have it: never typed again (the module's doc).
+        submitted = was_submitted(self.store, self.session, token)
+        give_up = [m for m in batch if submitted or m.attempts + 1 >= self.cfg.fallback_after]
         if give_up:
             if in_box is True:
                 result = Outcome(False, result.outcome, "the block is still in the input box")
             elif in_box is None:
                 result = Outcome(False, result.outcome,
                                  f"the input box was hidden, the block may be in it: {result.evidence}")
-            self.escalation.escalate(sup, give_up, result)
+            self.escalation.escalate(sup, give_up, result, submitted=submitted)
         rest = [m for m in batch if m not in give_up]
         if rest:
             n = min(m.attempts for m in rest)  # attempts before this one
@@ -574,6 +589,13 @@ class DeliveryEngine:
             log.info("resuming batch %s from phase %s", token, m.phase or Phase.CLAIMED)
             self._parked[token] = now
 
+
+
+def was_submitted(store: MessageStore, session: str, token: str) -> bool:
+    """The store says batch ``token`` was submitted (its write-ahead phase,
+    stored once the screen proved the block left the box): the agent may have it."""
+    return any(m.batch_id == token and m.phase is Phase.SUBMITTED
+               for m in store.in_flight(session))
 
 
 def typed_kinds(taken: Collection[Kind]) -> frozenset[Kind] | None:

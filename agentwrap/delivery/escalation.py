@@ -1,8 +1,11 @@
 """The last resort: the marked section of the agent's instruction file.
 
-After ``fallback_after`` failed attempts a message is written to the section
+After ``fallback_after`` failed attempts, or at once when its block was
+submitted and its ACK never came (typing it again could double it: see
+:mod:`.engine`), a message is written to the section
 (``agentwrap:begin`` / ``agentwrap:end`` markers, :mod:`.fallback`) and ends
-ESCALATED; the person is told (the tmux status line, a desktop notification)
+ESCALATED (a submitted one with no file to go to ends delivered, not
+acknowledged); the person is told (the tmux status line, a desktop notification)
 and the agent gets a HIGH notice that points to the section instead of
 repeating the content. The section goes once the agent acknowledged a notice
 naming its entries, never sooner: a notice merely typed proves nothing was
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from ..audit import AuditLog
@@ -83,7 +87,12 @@ class Escalation:
         """The section goes once a notice of it is acknowledged (else it stays)."""
         return self.cfg.remove_fallback_on_delivery and bool(self.profile.instruction_file)
 
-    def escalate(self, sup: Driver | None, msgs: list[Message], result: Outcome) -> None:
+    def escalate(self, sup: Driver | None, msgs: list[Message], result: Outcome, *,
+                 submitted: bool = False) -> None:
+        """The live path of ``msgs`` ends: into the instruction file's section.
+        ``submitted``: the block was submitted (the agent may have it) and
+        was not acknowledged; without a file to write to it ends *delivered*,
+        not acknowledged, never failed."""
         if is_raw(self.profile, msgs):
             # A command belongs in the terminal, never in an instruction file.
             ids = [m.id for m in msgs]
@@ -105,10 +114,11 @@ class Escalation:
         fname = self.profile.instruction_file
         ids = [m.id for m in content]
         if not fname:
-            self.store.finish(
-                Status.FAILED, f"{result.outcome}; profile {self.profile.name} has no instruction file",
-                message_ids=ids,
-            )
+            why = f"profile {self.profile.name} has no instruction file"
+            if submitted:
+                self._unacknowledged(content, why)
+                return
+            self.store.finish(Status.FAILED, f"{result.outcome}; {why}", message_ids=ids)
             return
         try:
             written = self.write_fallback(fname, content)
@@ -116,7 +126,11 @@ class Escalation:
             # Refused (a symlink out of the project, malformed markers, not a
             # regular file, read-only) or failed: the messages still end, and
             # the person is told why, in one place.
-            self.store.finish(Status.FAILED, f"{result.outcome}; fallback refused: {exc}", message_ids=ids)
+            if submitted:
+                self._unacknowledged(content, f"fallback refused: {exc}")
+            else:
+                self.store.finish(Status.FAILED, f"{result.outcome}; fallback refused: {exc}",
+                                  message_ids=ids)
             self.audit.write(event="fallback_failed", session=self.session, ids=ids, error=str(exc))
             self._tell(sup, f"live delivery failed and {fname} was not written: {exc}")
             return
@@ -134,6 +148,17 @@ class Escalation:
             outcome=result.outcome,
         )
         self._notify(sup, written.path.name, content)
+
+    def _unacknowledged(self, msgs: list[Message], why: str) -> None:
+        """Submitted, never acknowledged, and not written to a file: delivered,
+        its last attempt :data:`~agentwrap.message.UNACKNOWLEDGED` (what a
+        sender who asked for the ACK is told by)."""
+        for m in msgs:
+            done = self.store.attempts(m.id)
+            if done:
+                self.store.record_attempt(replace(done[-1], outcome=UNACKNOWLEDGED))
+        self.store.finish(Status.DELIVERED, f"delivered: submitted; not acknowledged; {why}"[:500],
+                          message_ids=[m.id for m in msgs])
 
     def write_fallback(self, fname: str, content: list[Message]) -> WriteResult:
         """The section as it should be now: what it held before (still known

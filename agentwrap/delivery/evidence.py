@@ -5,7 +5,8 @@ the screen back. This module holds those readings: whether our block (its
 token, or the agent's paste placeholder) is in the input box, whether the
 box emptied and the block shows above it or the turn went busy (the
 submission), whether the agent's ``ACK <token>`` appears *below* the echoed
-block (the block's own ACK request must not count). And the waits between
+block (the block's own ACK request must not count; rows the reply wrapped
+in are joined: :mod:`.replies`). And the waits between
 the readings, which keep the supervisor draining output and obeying "stop",
 and which refuse a dying agent's screen as evidence (a dying TUI clears its
 input box as if it had taken the text).
@@ -24,6 +25,7 @@ from ..detect.regions import split_around
 from ..detect.states import Signal, State
 from ..errors import AgentExited, DeliveryInterrupted
 from ..terminal.screen import Snapshot
+from . import replies
 from .framing import Injection
 from .seams import Driver
 
@@ -166,22 +168,16 @@ class ScreenEvidence:
     # --- the ACK -------------------------------------------------------------------------
 
     def find_ack(self, sup: Driver, inj: Injection, patterns: list[re.Pattern[str]]) -> str:
-        """The line that acknowledges ``inj`` ("" if none): outside the input
-        box, and only below our own echoed block, whose 'Reply "ACK <token>"'
-        line must not count."""
+        """The reply text that acknowledges ``inj`` ("" if none): outside the
+        input box, only below our own echoed block (whose 'Reply "ACK <token>"'
+        line must not count), with the rows the TUI or the terminal wrapped
+        joined (:mod:`.replies`)."""
         snap = sup.snap
         if snap is None:
             return ""
         parts = self.around_input(snap)
         outside = parts[1] if parts is not None else snap.text()
-        lines = outside.split("\n")
-        echo = (f"agentwrap context {inj.token}", f'"ACK {inj.token}"')
-        end = max((i for i, x in enumerate(lines) if any(e in x for e in echo)), default=-1)
-        for line in lines[end + 1 :]:
-            for pat in patterns:
-                if pat.search(line):
-                    return line.strip()
-        return ""
+        return replies.find_ack(outside.split("\n"), inj.token, patterns, snap.cols)
 
     # --- waiting -------------------------------------------------------------------------
 

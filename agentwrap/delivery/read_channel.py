@@ -106,6 +106,7 @@ from ..queue.backend import configured_store
 from ..queue.store import MessageStore
 from .framing import new_token
 from .handover import CONSUMABLE_KINDS, ack_rule, compose
+from .replies import find_in_rows
 from .seams import Driver, SessionInfo
 
 log = logging.getLogger("agentwrap.delivery.read_file")
@@ -475,10 +476,10 @@ class ReadFileChannel:
         from the file (the block itself is never on screen, so any match is
         the reply's): its messages are acknowledged. Looked for while the
         agent works and ``ack_timeout_s`` after."""
-        text = sup.snap.text() if sup.snap is not None else ""
+        rows = sup.snap.text().split("\n") if sup.snap is not None else []
+        cols = sup.snap.cols if sup.snap is not None else 0
         for token, (ids, patterns, until) in list(self._acks.items()):
-            line = next((ln.strip() for ln in text.split("\n")
-                         if any(p.search(ln) for p in patterns)), "")
+            line = find_in_rows(rows, patterns, cols)  # rows joined where the reply wrapped
             if line:
                 del self._acks[token]
                 for mid in ids:

@@ -27,6 +27,8 @@ test decides what the "model" does:
                        its dialog shows a short command.
 * ``Reply "ACK <token>"`` (or with backticks) answer ``ACK <token>`` when
   ``auto_ack`` is on; the last such phrase wins.
+* ``[[ack-after: TEXT]]`` with such a request: answer ``TEXT ACK <token>`` (a
+  reply long enough for the agent's TUI to wrap its ACK onto the next row).
 
 Everything else gets ``default_reply``. The server also records every request, so a
 test can assert what actually reached the model (``user_texts``,
@@ -141,6 +143,7 @@ _RE_REPLY = re.compile(r"\[\[\s*reply\s*:\s*(.*?)\s*\]\]", re.IGNORECASE | re.DO
 _RE_DELAY = re.compile(r"\[\[\s*delay\s*:\s*" + _FLOAT + r"\s*\]\]", re.IGNORECASE)
 _RE_SLOW = re.compile(r"\[\[\s*slow\s*:\s*" + _FLOAT + r"\s*\]\]", re.IGNORECASE)
 _RE_TOOL = re.compile(r"\[\[\s*tool\s*\]\]", re.IGNORECASE)
+_RE_ACK_AFTER = re.compile(r"\[\[\s*ack-after\s*:\s*(.*?)\s*\]\]", re.IGNORECASE | re.DOTALL)
 _RE_TOOL_DESCRIBED = re.compile(r"\[\[\s*tool-described\s*\]\]", re.IGNORECASE)
 _RE_CALL = re.compile(r"\[\[\s*call\s*:\s*([A-Za-z0-9_.-]+)\s*", re.IGNORECASE)
 # Reply "ACK tok" / Reply `ACK tok` (curly quotes too, since people paste them).
@@ -1665,7 +1668,8 @@ class ModelServer:
         elif replies:
             final = replies[-1]
         elif acks:
-            final = f"ACK {acks[-1]}"
+            before = _RE_ACK_AFTER.findall(text)
+            final = f"{before[-1]} ACK {acks[-1]}" if before else f"ACK {acks[-1]}"
         elif turn.tool_result:
             final = TOOL_DONE_REPLY
         else:

@@ -250,12 +250,13 @@ INSTRUCTION_FILE = {
 }
 
 
-def test_never_ack_retries_then_falls_back_to_instruction_file(
+def test_never_ack_falls_back_to_instruction_file_without_typing_it_again(
     make_session: Make, agent_name: str
 ) -> None:
-    """Typed delivery: a missing ACK means the typing may not have reached the
-    model, so it is typed again and then written to the instruction file. (Codex
-    on its app-server proves receipt instead: test_codex_app_server_launch.py.)"""
+    """Typed delivery: a missing ACK proves nothing was read, so the message is
+    written to the instruction file; it was submitted, so the model may have it,
+    and it is never typed again (issue 35.2: typed two more times before).
+    (Codex on its app-server proves receipt instead: test_codex_app_server_launch.py.)"""
     s = make_session(agent_name)
     s.write_config(
         "[run]\ncodex_app_server = false\n\n"
@@ -269,7 +270,7 @@ def test_never_ack_retries_then_falls_back_to_instruction_file(
     res = s.send(f"deploy freeze until 5pm {marker}", "--ack", "--wait", "--timeout", "120")
     assert res.returncode == 10, f"{res.returncode} {res.stdout}{res.stderr}"
     msg = next(m for m in s.history() if marker in m["content"] and m["source"] == "user")
-    assert msg["status"] == "escalated" and msg["attempts"] == 2, msg
+    assert msg["status"] == "escalated" and msg["attempts"] == 1, msg
     if agent_name == "aider":
         # Aider reads an agentwrap-owned file given with --read at launch.
         from agentwrap.delivery.fallback import context_file
@@ -279,7 +280,7 @@ def test_never_ack_retries_then_falls_back_to_instruction_file(
         where = s.workdir / INSTRUCTION_FILE[agent_name]
     text = where.read_text()
     assert "<!-- agentwrap:begin agentwrap" in text and marker in text
-    assert len(s.received_with(marker)) == 2  # the two live attempts; the notice does not repeat it
+    assert len(s.received_with(marker)) == 1  # typed once; the notice does not repeat it
     s.wait_until(
         lambda: any("in the section between the 'agentwrap:begin agentwrap'" in t
                     for t in s.server.user_texts()), 90,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -84,6 +85,10 @@ class ScriptedTui:
         self.dialog_after_paste_s: float | None = None  # a dialog of its own opens this long after a paste
         self.idle_s: float | None = None  # seconds since the person typed (None: unknown)
         self.overlay: list[str] | None = None  # lines no profile rule explains, over the box
+        self.reply_before_ack = ""  # words the reply says before its "ACK <token>"
+        # A TUI's own word wrap: the echo and the reply in rows of this width,
+        # each continuation row under the text, past the gutter (None: no wrap)
+        self.wrap: int | None = None
         # --- the agent's state ---
         self.transcript: list[str] = []
         self.box = ""
@@ -104,7 +109,17 @@ class ScriptedTui:
 
     def echo(self, text: str) -> None:
         """Put a submitted text in the history, as the agent draws it."""
-        self.transcript.append("❯ " + text.replace("\n", "\n  "))
+        self.transcript.append(self._wrapped("❯ ", text))
+
+    def _wrapped(self, gutter: str, text: str) -> str:
+        """``text`` as the TUI draws it after ``gutter``: each line word-wrapped
+        to :attr:`wrap` cells, every row past the first indented under it."""
+        if self.wrap is None:
+            return gutter + text.replace("\n", "\n  ")
+        rows = [row for line in text.split("\n")
+                for row in (textwrap.wrap(line, self.wrap - len(gutter)) or [""])]
+        return "\n".join((gutter if i == 0 else " " * len(gutter)) + row
+                         for i, row in enumerate(rows))
 
     def take(self, text: str) -> None:
         """The agent takes ``text`` (Enter): history, busy, a reply after."""
@@ -114,7 +129,8 @@ class ScriptedTui:
             self.open_dialog()
         self.busy_until = self.clock() + self.busy_s
         tokens = ACK_RE.findall(text)
-        self.reply = f"ACK {tokens[-1]}" if tokens and self.acks else "OK, noted."
+        self.reply = (f"{self.reply_before_ack}ACK {tokens[-1]}" if tokens and self.acks
+                      else "OK, noted.")
 
     def open_dialog(self) -> None:
         """A permission dialog over the input box (the box keeps its text)."""
@@ -133,7 +149,7 @@ class ScriptedTui:
                 self._pastes_due.remove((at, text))
                 self.box += text
         if self.reply is not None and now >= self.busy_until:
-            self.transcript.append("● " + self.reply)
+            self.transcript.append(self._wrapped("● ", self.reply))
             self.reply = None
 
     def lines(self) -> list[str]:

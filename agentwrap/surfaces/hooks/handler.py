@@ -27,9 +27,9 @@ the hook does one thing and leaves:
 5. at a turn's end the agent's reply (Claude, Codex, Qwen ``last_assistant_message``,
    Gemini ``prompt_response``, Copilot's read from its ``transcriptPath``:
    :mod:`.transcript`) is searched for ``ACK <token>``: the messages a
-   hook handed over in that batch are acknowledged (``seen``, channel ``hook``),
-   as the typing path does when it finds the ACK on screen. Only then is the
-   store opened at a turn's end.
+   hook handed over in that batch, or typed and submitted and awaiting their
+   ACK, are acknowledged (``seen``, channel ``hook``): the reply whole, where
+   the screen shows it wrapped. Only then is the store opened at a turn's end.
 
 Where the agent waits for an answer (a hand-over, a permission request),
 what that answer does not depend on (the handoff notes; a dialog's request
@@ -481,16 +481,20 @@ def acknowledge(
     service: Service, session: str, tokens: set[str], *,
     log: Callable[[str], None] = lambda _: None,
 ) -> list[str]:
-    """Acknowledge the delivered messages a hook handed over in the batches
-    ``tokens``; returns their ids (an ACK for another channel's batch is the
-    typing path's to find, and is left alone)."""
-    from ...message import Status
+    """Acknowledge the messages of the batches ``tokens`` the agent's reply
+    acknowledges: those a hook handed over (delivered), and those typed and
+    submitted whose ACK the typing path awaits (in flight, phase
+    ``submitted``: the reply is the hook's whole, however the TUI wrapped it
+    on screen; the engine sees them end and stops waiting). Returns their
+    ids; anything else (not submitted yet, ended) is left alone."""
+    from ...message import Phase, Status
 
     done: list[str] = []
     for entry in service.history(service.own(session), limit=200):
         m = entry.message
-        if (m.batch_id not in tokens or m.status is not Status.DELIVERED
-                or entry.channel != CHANNEL):
+        typed = m.status is Status.DELIVERING and m.phase is Phase.SUBMITTED
+        handed = m.status is Status.DELIVERED and entry.channel == CHANNEL
+        if m.batch_id not in tokens or not (typed or handed):
             continue
         try:
             service.acknowledge(session, m.id, "seen", channel=CHANNEL)
