@@ -308,8 +308,12 @@ def _at_start(run: HookRun, used: int) -> str:
     messages delivered at once."""
     text = ""
     from ...continuity.hooks import START_SOURCES
+    from ...sessions.channels import START_CONTEXT
 
-    if run.payload.get("source") in START_SOURCES and run.paths.db_path.is_file():
+    # only where this hook's output was seen reaching the model (issue 35: Codex and
+    # Copilot run it at the first prompt, unproven): elsewhere the supervisor types it
+    proven = START_CONTEXT.get(run.agent, START_CONTEXT[None]).channel == "hook"
+    if proven and run.payload.get("source") in START_SOURCES and run.paths.db_path.is_file():
         from ...service import Service
 
         # once a session, and the supervisor waits for it: the store may be busy
