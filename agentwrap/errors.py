@@ -160,6 +160,15 @@ class HostStillUp(SessionError):
                     " until `agentwrap hosts` shows it unreachable")
 
 
+class HostNameTaken(ConfigError):
+    """Another machine that is up beats under this host's name in the shared
+    store (cloned machines share a hostname): two hosts of one name would judge
+    each other's sessions by pids of the wrong machine, and stop them."""
+
+    default_hint = ("give this machine a name of its own: [host] name in"
+                    " ~/.config/agentwrap/config.toml, or AGENTWRAP_HOST_NAME")
+
+
 # --- messages and delivery --------------------------------------------------------
 
 

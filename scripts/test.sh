@@ -20,6 +20,8 @@ command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium chromium-driver)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 # the partition tests put a host in a network namespace of their own (ip netns, as root)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
+# the secrets test traces every program a session starts (tests/test_secrets.py)
+command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

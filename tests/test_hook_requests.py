@@ -9,6 +9,9 @@ gone first), each message ends handed over exactly once, or still queued.
 
 from __future__ import annotations
 
+import os
+import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -205,6 +208,86 @@ def test_many_hooks_racing_hand_each_message_over_once(aw: AwEnv, svc: Service) 
     for i, mid in enumerate(ids):
         handed = joined.count(f"msg-{i:02d}-end")
         assert handed == (1 if svc.get(mid).status is Status.DELIVERED else 0), (i, handed)
+
+
+# --- whom the hook believes (issue 35) ---------------------------------------------------
+
+NOBODY = 65534
+#: Sends the datagram of argv[2] on the socket it is handed (fd argv[1], connected to
+#: the hook's reply socket by the test), as whoever runs it.
+SEND_AS = r"""
+import socket, sys
+socket.socket(fileno=int(sys.argv[1])).send(sys.argv[2].encode())
+"""
+
+
+@contextmanager
+def forger(aw: AwEnv, *, as_user: int | None = None, mode: int = 0o600,
+           dir_mode: int = 0o700) -> Iterator[list[bytes]]:
+    """A "supervisor" on the session's wake socket (``mode``, in the runtime dir
+    with ``dir_mode``) that answers each hand-over request ``v1 tok`` with FORGED,
+    sent by a process running as ``as_user``; yields the requests it got."""
+    wake = aw.paths.wake_socket("fake")
+    wake.unlink(missing_ok=True)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(str(wake))
+    os.chmod(wake, mode)
+    os.chmod(wake.parent, dir_mode)
+    sock.settimeout(0.05)
+    got: list[bytes] = []
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                data = sock.recv(256)
+            except OSError:
+                continue
+            got.append(data)
+            req = parse(data, aw.paths)
+            assert req is not None
+            with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as out:
+                out.connect(str(req.reply_to))
+                python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+                subprocess.run([python, "-c", SEND_AS, str(out.fileno()), "v1 tok\nFORGED"],
+                               pass_fds=(out.fileno(),), user=as_user, cwd="/", check=True)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield got
+    finally:
+        stop.set()
+        thread.join()
+        sock.close()
+        os.chmod(wake.parent, 0o700)
+        wake.unlink(missing_ok=True)
+
+
+def test_a_reply_of_this_user_is_believed(aw: AwEnv) -> None:
+    """The control of the next two: the forger's reply is taken when all is well."""
+    with forger(aw) as got:
+        assert ask(aw.paths, "fake", wait_s=5.0) == "FORGED"
+    assert len(got) == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="another user's process needs root")
+def test_a_reply_from_another_user_is_dropped(aw: AwEnv) -> None:
+    """Only a datagram the kernel says this user sent is a reply: another one's
+    (here sent on a socket connected to the hook's, as ``nobody``) is dropped,
+    and with no other the hook takes its own path."""
+    with forger(aw, as_user=NOBODY) as got:
+        assert ask(aw.paths, "fake", wait_s=1.0) is None
+    assert len(got) == 1  # it was asked, and it answered: not believed
+
+
+@pytest.mark.parametrize("where", [{"mode": 0o666}, {"mode": 0o620}, {"dir_mode": 0o777},
+                                   {"dir_mode": 0o730}], ids=["socket-0666", "socket-0620",
+                                                              "dir-0777", "dir-0730"])
+def test_a_wake_socket_others_may_write_is_not_asked(aw: AwEnv, where: dict[str, int]) -> None:
+    with forger(aw, **where) as got:
+        assert ask(aw.paths, "fake", wait_s=0.5) is None
+    assert got == []  # nothing sent to it
 
 
 def test_typing_waits_for_the_session_start_hook_a_bounded_time(aw: AwEnv) -> None:

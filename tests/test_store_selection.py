@@ -87,6 +87,30 @@ def test_the_service_uses_the_url_from_the_environment(
     check.close()
 
 
+UNREADABLE = [f"postgresql://u:{SECRET}@[::1/db",  # no closing ]
+              f"postgresql://u:{SECRET}@h/db?foo=bar",  # a parameter libpq does not know
+              f"postgresql://u:{SECRET}%00@h/db",  # a NUL in the password
+              f"postgresql://u@h/db?password={SECRET}&sslmode=%zz"]  # a bad %-escape
+
+
+@pytest.mark.parametrize("url", UNREADABLE)
+def test_a_url_libpq_cannot_read_is_a_clear_error_that_quotes_none_of_it(
+        aw: AwEnv, url: str) -> None:
+    """Every command (doctor included) used to print psycopg's traceback, which
+    quoted the URL with its password: a config error (exit 78) says why, with
+    libpq's reason and nothing of the URL."""
+    with pytest.raises(ConfigError) as info:
+        PgDatabase(url)
+    assert SECRET not in f"{info.value.message} {info.value.hint}"
+    assert "cannot be read" in info.value.message
+    for args in (("ls",), ("send", "sa", "hi"), ("doctor",)):
+        res = aw.cli(*args, env={ENV: url})
+        assert SECRET not in res.stdout + res.stderr and "Traceback" not in res.stderr, args
+        assert res.returncode == (1 if args == ("doctor",) else 78), (args, res.stderr)
+    rep = json.loads(aw.cli("doctor", "--json", env={ENV: url}).stdout)
+    assert [p["problem"] for p in rep["problems"] if "cannot be read" in p["problem"]]
+
+
 def test_doctor_shows_the_store_never_its_password(aw: AwEnv, pg_server: PgServer) -> None:
     name, _ = pg_server.new_schema()
     # trust authentication: the server ignores the password, agentwrap must not show it

@@ -66,7 +66,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .. import events
-from ..errors import StoreError, StoreFull, StoreLocked, StoreUnavailable
+from ..errors import ConfigError, StoreError, StoreFull, StoreLocked, StoreUnavailable
 from ..message import QueueLimits
 from . import schema
 from .database import statements
@@ -210,6 +210,35 @@ def pg_dialect(statement: str) -> str:
     return statement
 
 
+#: Where the URL comes from, for the error of one that cannot be read (queue.backend.ENV).
+URL_SOURCES = "AGENTWRAP_STORE_URL or [store] url"
+
+
+def parts(url: str) -> dict[str, str]:
+    """The URL's parameters, as libpq reads them; a URL libpq cannot read (a
+    missing ``]``, an unknown ``?foo=bar``, a ``%00``) is a :class:`ConfigError`
+    that quotes nothing of it: libpq's reason quotes the URL, password and
+    all, and psycopg's error passed on was printed whole, as a traceback, by
+    every command (``doctor`` included)."""
+    try:
+        return {k: str(v) for k, v in conninfo_to_dict(url).items() if v is not None}
+    except psycopg.ProgrammingError as exc:
+        raise unreadable(exc) from None
+
+
+def unreadable(exc: Exception) -> ConfigError:
+    """The error of a URL libpq refused, with libpq's reason and every piece of
+    the URL it quoted left out (a quoted character, such as ``"]"``, stays)."""
+    pieces = (str(exc).strip().splitlines() or ["unreadable"])[0].split('"')
+    # the odd pieces are what libpq quoted (the last one too, if its quote is not closed)
+    reason = '"'.join(p if i % 2 == 0 or (len(p) == 1 and i < len(pieces) - 1) else "..."
+                      for i, p in enumerate(pieces))
+    return ConfigError(
+        f"the store URL ({URL_SOURCES}) cannot be read: {reason}",
+        hint="give a libpq URL such as postgresql://USER@HOST/DB?sslmode=verify-full, its"
+        " special characters percent-encoded, the password in ~/.pgpass (PGPASSFILE)")
+
+
 def display(url: str) -> str:
     """The store's address without its password, for messages and ``doctor``."""
     try:
@@ -281,20 +310,23 @@ SERVER_TCP = ("-c tcp_keepalives_idle=15 -c tcp_keepalives_interval=5"
 
 def dsn(url: str) -> str:
     """``url`` with the dead-peer settings (:data:`CLIENT_TCP`, :data:`SERVER_TCP`)
-    it does not choose itself; an unreadable URL as it is, for libpq to refuse."""
-    try:
-        given = conninfo_to_dict(url)
-    except psycopg.ProgrammingError:
-        return url
+    it does not choose itself; an unreadable URL is a :class:`ConfigError` (:func:`parts`)."""
+    given = parts(url)
     extra = {k: v for k, v in CLIENT_TCP.items() if k not in given}
     extra["options"] = f"{SERVER_TCP} {given.get('options') or ''}".strip()
-    return make_conninfo(url, **extra)
+    try:
+        return make_conninfo(url, **extra)
+    except psycopg.ProgrammingError as exc:
+        raise unreadable(exc) from None
 
 
 def connect(url: str, timeout_s: float = 10.0) -> PgConn:
-    raw = psycopg.connect(dsn(url), autocommit=True, row_factory=_rows,
-                          connect_timeout=max(1, int(timeout_s)),
-                          application_name="agentwrap")
+    try:
+        raw = psycopg.connect(dsn(url), autocommit=True, row_factory=_rows,
+                              connect_timeout=max(1, int(timeout_s)),
+                              application_name="agentwrap")
+    except psycopg.ProgrammingError as exc:  # libpq refused the address: it quotes it
+        raise unreadable(exc) from None
     return PgConn(raw)
 
 
@@ -371,6 +403,7 @@ class PgDatabase:
 
     def __init__(self, url: str, *, events_dir: Path | None = None,
                  connect_timeout_s: float = 10.0) -> None:
+        parts(url)  # one that cannot be read is refused here, quoting nothing of it
         self.url = url
         self.shown = display(url)
         self.where = Path(self.shown)

@@ -25,6 +25,13 @@ has not been sent anything: a reply is sent only while the hook still waits.
 Only the socket's owner can reach it (a private dir, mode 0600), and the reply
 name is a bare file name in the hooks' own dir: the supervisor never writes
 elsewhere.
+
+What a hook hands the agent is believed only from this user's supervisor
+(the native client checks the same, ``hook.c``): the wake socket and its dir
+must be this user's and writable by nobody else (:func:`trusted_socket`)
+before a request is sent, and a reply counts only when the kernel says its
+sender runs as this user (``SO_PASSCRED``); any other datagram is dropped
+and the hook waits on, then takes its own path.
 """
 
 from __future__ import annotations
@@ -34,6 +41,8 @@ import os
 import re
 import select
 import socket
+import stat
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,6 +66,24 @@ MARGIN_S = 0.1
 REPLY = b"v1"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,80}\.sock")
 _MAX_REPLY = 1 << 18  # a framed hand-over is at most ~40 KB of UTF-8
+#: Mode bits that let group or others write (``UNSAFE_MODE`` in hook.c): a socket,
+#: or the dir it is in, with one of them set may be anyone's.
+UNSAFE_MODE = 0o022
+_UCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def trusted_socket(path: Path) -> bool:
+    """``path`` is a socket of this user (the effective uid) in a dir of this
+    user, neither writable by anyone else: what a hook checks before it sends
+    its payload or believes an answer (``trusted_path`` in hook.c)."""
+    try:
+        sock, folder = os.lstat(path), os.stat(path.parent)
+    except OSError:
+        return False
+    uid = os.geteuid()
+    return (stat.S_ISSOCK(sock.st_mode) and stat.S_ISDIR(folder.st_mode)
+            and sock.st_uid == folder.st_uid == uid
+            and not (sock.st_mode | folder.st_mode) & UNSAFE_MODE)
 
 
 def reply_dir(paths: Paths) -> Path:
@@ -116,14 +143,19 @@ def ask(paths: Paths, session: str, *, wait_s: float = WAIT_S) -> str | None:
     path = folder / f"{os.getpid()}-{os.urandom(4).hex()}.sock"  # not secrets: its import costs
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     try:
+        wake = paths.wake_socket(session)
         try:
             sock.bind(str(path))
-        except OSError:
+            # the kernel names each datagram's sender (only this user's replies count)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        except (OSError, AttributeError):
             return None
         deadline = time.time() + wait_s
         request = b"%s %.6f %s" % (VERB, deadline, path.name.encode("ascii"))
         try:
-            sock.sendto(request, str(paths.wake_socket(session)))
+            if not trusted_socket(wake):  # not (surely) this user's supervisor
+                raise FileNotFoundError(wake)
+            sock.sendto(request, str(wake))
         except OSError:  # no supervisor listening (not started yet, or gone)
             _unlink(path)
             return None
@@ -146,10 +178,16 @@ def ask(paths: Paths, session: str, *, wait_s: float = WAIT_S) -> str | None:
 
 
 def _recv(sock: socket.socket) -> bytes | None:
+    """One datagram, if its sender runs as this user (else it is dropped)."""
     try:
-        return sock.recv(_MAX_REPLY)
+        data, ancillary, _, _ = sock.recvmsg(_MAX_REPLY, socket.CMSG_SPACE(_UCRED.size))
     except OSError:
         return None
+    for level, kind, payload in ancillary:
+        if (level, kind) == (socket.SOL_SOCKET, socket.SCM_CREDENTIALS) \
+                and len(payload) >= _UCRED.size:
+            return data if _UCRED.unpack(payload[:_UCRED.size])[1] == os.geteuid() else None
+    return None
 
 
 def _text(reply: bytes) -> str | None:
@@ -250,5 +288,6 @@ class HandoverServer:
                      f" {got.left} still wait")
 
 
-__all__ = ["MARGIN_S", "START_HOOK_WAIT_S", "VERB", "WAIT_S", "HandoverServer", "Request",
-           "ask", "awaits_start_hook", "hook_socket", "parse", "reply_dir"]
+__all__ = ["MARGIN_S", "START_HOOK_WAIT_S", "UNSAFE_MODE", "VERB", "WAIT_S", "HandoverServer",
+           "Request", "ask", "awaits_start_hook", "hook_socket", "parse", "reply_dir",
+           "trusted_socket"]

@@ -23,18 +23,33 @@ per supervisor process and ``serve`` of the store).
 A host is named by ``[host] name`` (user config), ``AGENTWRAP_HOST_NAME``
 (wins) or else its hostname, and the name is checked like a session's: it
 becomes part of an address (``HOST/NAME``).
+
+A name is not an identity: cloned machines share a hostname, and two hosts of
+one name merged silently (each judged the other's sessions by its own pids:
+stale, and ``stop`` there ended them). So each host also has an id
+(:func:`host_id`: random, made once, kept 0600 in the state dir, made anew
+when the file was copied to another machine), and its row in ``hosts``
+records it: a beat claims the name only for the id that holds it, a row of
+no id (older agentwrap) or a holder that is silent past its deadline
+(:func:`claim`). A second host that is up under a name is refused
+(:class:`~agentwrap.errors.HostNameTaken`) when it registers a session, and
+sees the holder's sessions as another host's: it never stops, adopts or
+attaches them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import secrets
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from ..errors import StoreError
+from ..errors import ConfigError, HostNameTaken, StoreError
 from ..queue.backend import open_database, open_store
 from ..queue.database import Database
 from ..queue.keys import HOST_ENV as ENV  # noqa: F401  (tests and the CLI read it here)
@@ -49,7 +64,8 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS hosts (
     name TEXT PRIMARY KEY,
     heartbeat REAL NOT NULL,
-    period_s REAL NOT NULL
+    period_s REAL NOT NULL,
+    id TEXT NOT NULL DEFAULT ''  -- the host_id() that holds the name ('': before ids)
 );
 -- one row per chore done for the whole store: when it was last claimed (server's clock)
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -58,7 +74,62 @@ CREATE TABLE IF NOT EXISTS sweeps (
 )
 """
 NAMES = ("hosts", "sweeps")
+#: Columns added since a table was first made: (table, column, its definition).
+ADDED = (("hosts", "id", "TEXT NOT NULL DEFAULT ''"),)
 EXPIRY = "expiry"  # the sweep of messages past their TTL
+ID_FILE = "host-id"  # in the state dir
+MACHINE_ID = Path("/etc/machine-id")
+_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def host_id(state_dir: Path, machine_file: Path = MACHINE_ID) -> str:
+    """This host's id: made once (128 random bits), kept 0600 in the state dir
+    with a digest of the machine's id (``/etc/machine-id``), and made anew when
+    that differs: a state dir copied with a cloned machine (or a home shared
+    by two machines) does not give the clone the original's identity.
+    Two processes making it at once agree (the first link wins)."""
+    path = state_dir / ID_FILE
+    machine = _machine(machine_file)
+    try:
+        words = path.read_text(encoding="ascii").split()
+    except FileNotFoundError:
+        words = []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read this host's identity file {path}: {exc}",
+                          hint="remove it: a new identity is made") from None
+    if words:
+        if len(words) != 2 or not _ID.fullmatch(words[0]):
+            raise ConfigError(f"this host's identity file {path} is damaged",
+                              hint="remove it: a new identity is made")
+        if words[1] == machine or "-" in (words[1], machine):
+            return words[0]
+    made = secrets.token_hex(16)
+    tmp = state_dir / f".{ID_FILE}.{secrets.token_hex(4)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, f"{made} {machine}\n".encode("ascii"))
+    finally:
+        os.close(fd)
+    try:
+        if words:  # another machine's: replaced
+            os.replace(tmp, path)
+            return made
+        try:
+            os.link(tmp, path)
+        except FileExistsError:  # another process made it first: its id
+            return host_id(state_dir, machine_file)
+        return made
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _machine(machine_file: Path) -> str:
+    """A digest of the machine's id, "-" when there is none to read."""
+    try:
+        raw = machine_file.read_bytes().strip()
+    except OSError:
+        return "-"
+    return hashlib.sha256(raw).hexdigest()[:16] if raw else "-"
 
 
 @dataclass(frozen=True)
@@ -86,12 +157,55 @@ class HostSeen:
         return None if self.reachable else self.heartbeat
 
 
-def beat(db: Database, name: str, period_s: float, now: float | None = None) -> None:
-    """Record that host ``name`` is up (one statement, no event)."""
+def beat(db: Database, name: str, period_s: float, now: float | None = None,
+         host_id: str | None = None) -> None:
+    """Record that host ``name`` is up (one statement, no event): as the host
+    of ``host_id``, which must hold the name (:func:`claim`), or with no id, a
+    beat that claims nothing (a test's host of the past, beaten by hand)."""
+    at = time.time() if now is None else now
+    if host_id is not None:
+        claim(db, name, host_id, period_s, at)
+        return
     db.execute(
         "INSERT INTO hosts (name, heartbeat, period_s) VALUES (?, ?, ?) ON CONFLICT (name)"
         " DO UPDATE SET heartbeat = excluded.heartbeat, period_s = excluded.period_s",
-        (name, time.time() if now is None else now, float(period_s)))
+        (name, at, float(period_s)))
+
+
+def claim(db: Database, name: str, host_id: str, period_s: float, now: float) -> None:
+    """Beat as host ``name`` of id ``host_id``: the name is this id's if its row
+    holds this id, no id (made before ids) or a holder silent past its
+    deadline (then it changes hands), in the one statement that beats.
+    Else another machine that is up holds it: :class:`HostNameTaken`."""
+    got = db.read(
+        "INSERT INTO hosts (name, heartbeat, period_s, id) VALUES (?, ?, ?, ?) ON CONFLICT (name)"
+        " DO UPDATE SET heartbeat = excluded.heartbeat, period_s = excluded.period_s,"
+        " id = excluded.id WHERE hosts.id = '' OR hosts.id = excluded.id"
+        " OR hosts.heartbeat < excluded.heartbeat - ? * hosts.period_s RETURNING name",
+        (name, now, float(period_s), host_id, float(DEADLINE_PERIODS)))
+    if not got:
+        raise taken(db, name, host_id, now)
+
+
+def taken(db: Database, name: str, host_id: str, now: float) -> HostNameTaken:
+    """The error of host ``name`` held by another machine that is up."""
+    held = holder(db, name, now)
+    other, ago = (held[0], now - held[1].heartbeat) if held is not None else ("?", 0.0)
+    return HostNameTaken(
+        f"host name {name!r} is another machine's: it is up in this store (its last beat"
+        f" {max(0.0, ago):.0f} s ago, identity {other[:8]}; this machine's is"
+        f" {host_id[:8]}), and one name cannot be two hosts")
+
+
+def holder(db: Database, name: str, now: float | None = None) -> tuple[str, HostSeen] | None:
+    """The id holding host name ``name`` and its host as seen at ``now``; None
+    when no host beat under it."""
+    rows = db.read("SELECT heartbeat, period_s, id FROM hosts WHERE name = ?", (name,))
+    if not rows:
+        return None
+    r = rows[0]
+    return str(r["id"]), HostSeen.judged(name, float(r["heartbeat"]), float(r["period_s"]),
+                                         time.time() if now is None else now)
 
 
 def claim_sweep(db: Database, what: str, every_s: float) -> bool:
@@ -129,8 +243,10 @@ class HostBeat:
     _running: ClassVar[dict[tuple[str, str], HostBeat]] = {}
     _guard: ClassVar[threading.Lock] = threading.Lock()
 
-    def __init__(self, db: Database, name: str, period_s: float, url: str = "") -> None:
+    def __init__(self, db: Database, name: str, period_s: float, url: str = "",
+                 host_id: str | None = None) -> None:
         self.db = db
+        self.host_id = host_id  # the identity it beats as (None: claims nothing)
         self.url = url  # the queue's (messages past their TTL); "": none
         self._queue: MessageStore | None = None
         self.name = name
@@ -142,7 +258,7 @@ class HostBeat:
         self.thread = threading.Thread(target=self._run, name="agentwrap-host-beat", daemon=True)
 
     @classmethod
-    def start(cls, url: str, name: str, period_s: float) -> HostBeat:
+    def start(cls, url: str, name: str, period_s: float, host_id: str | None = None) -> HostBeat:
         """The running beat of host ``name`` in the shared store at ``url``
         (started, on a connection of its own, if there is none yet), with one
         more user: each start is matched by a :meth:`release`."""
@@ -151,7 +267,7 @@ class HostBeat:
             running = cls._running.get(key)
             if running is None:
                 db = open_database(Path(os.devnull), url)  # a URL: the file is never opened
-                running = cls._running[key] = cls(db, name, period_s, url)
+                running = cls._running[key] = cls(db, name, period_s, url, host_id)
                 running.thread.start()
             running.users += 1
         return running
@@ -177,9 +293,13 @@ class HostBeat:
         try:
             while not self.stopped.is_set():
                 try:
-                    beat(self.db, self.name, self.period_s)
+                    beat(self.db, self.name, self.period_s, host_id=self.host_id)
                     self.beaten.set()
                     self.sweep()
+                except HostNameTaken as exc:  # another machine took the name while this was silent
+                    import logging
+
+                    logging.getLogger("agentwrap.hosts").error("%s", exc)
                 except StoreError:
                     pass  # the store is away: the next beat tries again (reconnecting)
                 except Exception:  # a bug: said in the log, and the host keeps beating

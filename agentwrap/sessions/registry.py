@@ -209,9 +209,11 @@ class Registry:
     def __init__(
         self, path: Path, *, busy_timeout_ms: int = db.BUSY_TIMEOUT_MS,
         events_dir: Path | None = None, url: str = "", host: str | None = None,
-        heartbeat_s: float = HostConfig.heartbeat_s,
+        heartbeat_s: float = HostConfig.heartbeat_s, host_id: str | None = None,
     ) -> None:
         self.path = path
+        self._host_id = host_id  # this machine's identity (hosts.host_id), made when first needed
+        self._holds: tuple[float, bool] | None = None  # when the name was last found ours, and if
         self.events_dir = events_dir
         self.url = url  # "" for the SQLite file; never shown (it may hold a password)
         self.host = host_name() if host is None else host  # this machine (hosts.host_name)
@@ -233,13 +235,14 @@ class Registry:
     def _add_missing_columns(self) -> None:
         """A registry made by an older agentwrap gains the columns added since
         (sessions that ran across the upgrade keep their rows)."""
-        have = self.db.columns("sessions")
-        for column in ("question", "host"):
-            if column in have:
+        added = (("sessions", "question", "TEXT"), ("sessions", "host", "TEXT NOT NULL DEFAULT ''"),
+                 *hosts.ADDED)
+        have = {table: self.db.columns(table) for table in {t for t, _, _ in added}}
+        for table, column, kind in added:
+            if column in have[table]:
                 continue
-            kind = "TEXT" if column == "question" else "TEXT NOT NULL DEFAULT ''"
             try:
-                self.db.execute(f"ALTER TABLE sessions ADD COLUMN {column} {kind}")
+                self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
             except Exception as exc:  # another process added it first
                 if "duplicate column" not in str(exc) and "already exists" not in str(exc):
                     raise
@@ -262,28 +265,65 @@ class Registry:
         the process ends (a shared store only: on SQLite every session is this
         machine's)."""
         if self.db.shared and self._beat is None:
-            self._beat = hosts.HostBeat.start(self.url, self.host, self.heartbeat_s)
+            self._beat = hosts.HostBeat.start(self.url, self.host, self.heartbeat_s,
+                                              self.host_id or None)
+
+    @property
+    def host_id(self) -> str:
+        """This machine's identity beside its name (:func:`hosts.host_id`, kept in
+        the state dir the store's file is in); "" when there is none (a store
+        opened by URL alone, with no state dir: it claims no name, as before ids)."""
+        if self._host_id is None:
+            folder = self.path.parent
+            self._host_id = (hosts.host_id(folder) if self.db.shared and str(self.path)
+                             != os.devnull and folder.is_dir() else "")
+        return self._host_id
 
     def hosts(self) -> dict[str, hosts.HostSeen]:
         """Every host of the store as seen now (empty on SQLite)."""
         return hosts.seen(self.db) if self.db.shared else {}
 
+    def holds_name(self) -> bool:
+        """This machine holds its host name in the shared store: no host is up
+        under it with another identity (always on SQLite). Asked of the store
+        at most once a second."""
+        if not self.db.shared or not self.host_id:
+            return True
+        now = time.monotonic()
+        if self._holds is None or now - self._holds[0] >= 1.0:
+            held = hosts.holder(self.db, self.host)
+            self._holds = (now, held is None or held[0] in ("", self.host_id)
+                           or not held[1].reachable)
+        return self._holds[1]
+
+    def _mine(self, rec: SessionRecord) -> bool:
+        """``rec`` is recorded under this host's name (or before hosts were)."""
+        return rec.host in ("", self.host)
+
     def here(self, rec: SessionRecord) -> bool:
         """``rec`` runs on this machine: always on SQLite (one machine, whatever
         its host was called when the session started), on a shared store when
-        it is this host's (or was recorded before hosts were)."""
-        return not self.db.shared or rec.host in ("", self.host)
+        it is this host's (or was recorded before hosts were). A session under
+        this host's name that another machine, up under the same name, holds
+        is neither here nor another host's: :class:`HostNameTaken`."""
+        if not self.db.shared:
+            return True
+        if not self._mine(rec):
+            return False
+        if not self.holds_name():
+            raise hosts.taken(self.db, self.host, self.host_id, time.time())
+        return True
 
     def _judged(self, recs: builtins.list[SessionRecord]) -> builtins.list[SessionRecord]:
         """Another host's sessions with that host's liveness (:mod:`.hosts`);
         a host past its deadline makes their state ``unknown`` (an ended
         session's stays: its end was recorded)."""
-        if not self.db.shared or all(r.host in ("", self.host) for r in recs):
+        if not self.db.shared or (all(self._mine(r) for r in recs) and self.holds_name()):
             return recs
         seen = hosts.seen(self.db)
         out = []
         for r in recs:
-            if r.host in ("", self.host):
+            if self._mine(r) and self.holds_name():  # else another machine's of this name
                 out.append(r)
                 continue
             h = seen.get(r.host) or hosts.HostSeen(r.host, 0.0, 0.0, False)  # never beat
@@ -301,7 +341,8 @@ class Registry:
         rec = replace(rec, state_since=rec.state_since or now, heartbeat=now,
                       host=rec.host or self.host)
         if self.db.shared:  # registering: this host is up (its supervisor beats from now on)
-            hosts.beat(self.db, self.host, self.heartbeat_s, now)
+            hosts.beat(self.db, self.host, self.heartbeat_s, now, host_id=self.host_id or None)
+            self._holds = (time.monotonic(), True)
         key = self.keys.key(rec.name)
         with self.db.write() as w:
             w.take_turns(f"session:{key}")  # processes registering one name on one host

@@ -25,6 +25,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +33,7 @@ from pathlib import Path
 import libtmux
 
 from ..errors import AgentExited, BackendError, SessionNotFound, TmuxNotFound
+from . import launcher
 from .base import key_bytes
 from .proctree import alive as pid_alive
 from .proctree import kill_tree, zombie_status
@@ -118,8 +120,13 @@ class TmuxTerminal:
         """Start ``argv`` in a new detached session with exactly ``env``.
 
         tmux would otherwise give the pane its *server's* environment (whatever
-        the first agentwrap process had), so every variable is passed with
-        ``-e``. The command is passed as separate arguments so tmux executes it
+        the first agentwrap process had), and a value on a command line is
+        any local user's to read (``ps``; the tmux server keeps the argv of
+        the client that started it for the whole session): so the values go
+        in a private file that the pane's first program, :mod:`.launcher`,
+        reads, removes and lays over the pane's environment before it execs
+        the agent. No argv of tmux, of its server or of the pane holds one.
+        The command is passed as separate arguments so tmux executes it
         directly, without ``sh -c`` re-parsing it.
         """
         socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -150,21 +157,23 @@ class TmuxTerminal:
         shell = env.get("SHELL", "")
         if shell.startswith("/") and os.access(shell, os.X_OK):
             args += ["set-option", "-g", "default-shell", shell, ";"]
-        args += ["new-session", "-d", "-s", session, "-c", str(cwd)]
-        args += ["-x", str(cols), "-y", str(rows)]
-        for key, value in env.items():
-            if key in ("TMUX", "TMUX_PANE") or "=" in key:
-                continue
-            args += ["-e", f"{key}={value}"]
-        args += ["--", *argv]
         client_env = {
             k: v for k, v in env.items() if k not in ("TMUX", "TMUX_PANE") and "=" not in k
         }
-        proc = subprocess.run(
-            [tmux_binary(), "-S", str(socket), "-f", "/dev/null", *args],
-            env=client_env, capture_output=True, text=True, check=False,
-        )
+        env_file = _env_file(socket.parent, session, client_env)
+        args += ["new-session", "-d", "-s", session, "-c", str(cwd)]
+        args += ["-x", str(cols), "-y", str(rows)]
+        args += ["--", *_launcher_argv(env_file), "--", *argv]
+        try:
+            proc = subprocess.run(
+                [tmux_binary(), "-S", str(socket), "-f", "/dev/null", *args],
+                env=client_env, capture_output=True, text=True, check=False,
+            )
+        except BaseException:
+            env_file.unlink(missing_ok=True)
+            raise
         if proc.returncode != 0:
+            env_file.unlink(missing_ok=True)  # no pane: nobody reads it
             raise BackendError(f"tmux new-session failed: {proc.stderr.strip()}")
         term = cls(server, session, socket.parent)
         term._configure(cols, rows)
@@ -208,6 +217,8 @@ class TmuxTerminal:
     def kill(self) -> None:
         self.server.cmd("kill-session", "-t", f"={self.session}")
         remove_idle_socket(self.server)
+        for left in self.runtime_dir.glob(f".{self.session}-*.env"):  # a launcher never ran
+            left.unlink(missing_ok=True)
 
     def close(self) -> None:
         pid = self.agent_pid()
@@ -461,6 +472,37 @@ def remove_idle_socket(server: libtmux.Server) -> None:
     they would pile up in the runtime dir. A live server keeps its socket."""
     if server.socket_path and not server.is_alive():
         Path(server.socket_path).unlink(missing_ok=True)
+
+
+#: What tmux sets in every pane itself, over the session's environment (as it
+#: did over ``-e``): the launcher must not lay the caller's values over these.
+PANE_OWN = frozenset({"TERM", "TERM_PROGRAM", "TERM_PROGRAM_VERSION", "TMUX", "TMUX_PANE",
+                      "PWD", "SHELL"})
+
+
+def _env_file(folder: Path, session: str, env: Mapping[str, str]) -> Path:
+    """A private file with ``env`` (but :data:`PANE_OWN`) for the pane's
+    launcher: created exclusively, 0600 from the start, in the 0700 tmux dir."""
+    path = folder / f".{session}-{secrets.token_hex(8)}.env"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        data = launcher.encode({k: v for k, v in env.items() if k not in PANE_OWN})
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    return path
+
+
+def _launcher_argv(env_file: Path) -> list[str]:
+    """The pane's first program (:mod:`.launcher`): this Python, isolated
+    (``-I``: no ``PYTHON*`` variable, no user site) and without ``site``
+    (``-S``: it imports nothing but ``os`` and ``sys``)."""
+    return [sys.executable, "-I", "-S", launcher.__file__, str(env_file)]
 
 
 def _global_env_names(server: libtmux.Server) -> set[str]:

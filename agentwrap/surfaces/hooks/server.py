@@ -219,7 +219,10 @@ class HookServer:
 
     def serve(self, conn: socket.socket) -> None:
         """Read one request, run it if the client will wait, write the answer."""
-        started = _client_started(conn)  # while the client is surely there
+        peer = _peer(conn)  # while the client is surely there
+        if peer is None or peer[1] != os.geteuid():
+            return  # another user's process (the socket is 0600 in a private dir)
+        started = _started(peer[0])
         req = self.read_request(conn)
         if req is None or req.deadline - self.now() < MIN_LEFT_S:
             return  # no "ok": the client runs the Python hook itself
@@ -341,16 +344,22 @@ def answers_nothing(req: Request) -> bool:
     return action(req.agent, req.event, payload) not in (CONTEXT, QUESTION)
 
 
-def _client_started(conn: socket.socket) -> float | None:
-    """When the agent started the hook client at the other end (its process's
-    start: the agent's event), from the socket's peer credentials."""
-    from ...terminal.proctree import started_at
-
+def _peer(conn: socket.socket) -> tuple[int, int] | None:
+    """The pid and uid of the hook client at the other end (the socket's peer
+    credentials), or None when they cannot be read."""
     try:
-        pid, _, _ = struct.unpack("3i", conn.getsockopt(
+        pid, uid, _ = struct.unpack("3i", conn.getsockopt(
             socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
     except OSError:
         return None
+    return pid, uid
+
+
+def _started(pid: int) -> float | None:
+    """When the agent started the hook client ``pid`` (its process's start: the
+    agent's event)."""
+    from ...terminal.proctree import started_at
+
     return started_at(pid) if pid > 0 else None
 
 

@@ -15,6 +15,15 @@
  * AGENTWRAP_PROFILE, as for the Python hook. Never fails the agent: exit 0,
  * nothing printed on any error, every wait bounded; the answer is printed
  * whole or not at all.
+ *
+ * An answer may allow a tool, so only this user's supervisor is believed
+ * (trusted_path, trusted_peer): the socket and its directory must be this
+ * user's (the effective uid's) and writable by nobody else, and the process
+ * listening on it must run as this user (SO_PEERCRED) -- root's included
+ * only when the client runs as root: nothing of agentwrap runs as another
+ * user than its agent. Anything else is not asked (nothing sent, not even
+ * the payload) and the Python hook runs, which checks the same
+ * (agentwrap/sessions/hook_requests.py: trusted_socket, UNSAFE_MODE).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +43,7 @@
 #define MAX_ANSWER (1 << 20)
 #define ACK_WAIT_MS 1000    /* connect, send, and the supervisor's "ok" */
 #define ANSWER_WAIT_MS 9000 /* the hook's run: the agents' timeout is 10 s */
+#define UNSAFE_MODE 022     /* hook_requests.UNSAFE_MODE: group or others may write */
 
 static char *input;
 static size_t input_len;
@@ -253,6 +264,43 @@ static void print_all(const char *buf, size_t len) {
     }
 }
 
+/* This user's, and nobody else may write it. */
+static int private_to_us(const struct stat *st) {
+    return st->st_uid == geteuid() && (st->st_mode & UNSAFE_MODE) == 0;
+}
+
+/* The socket at `path` and its directory are this user's alone (a socket that
+ * is not, or one in a directory another user may write, may be anyone's). */
+static int trusted_path(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || !S_ISSOCK(st.st_mode) || !private_to_us(&st))
+        return 0;
+    char dir[sizeof ((struct sockaddr_un *)0)->sun_path];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash == NULL ? 0 : slash == path ? 1 : (size_t)(slash - path);
+    if (n == 0) {
+        dir[0] = '.';
+        n = 1;
+    } else {
+        memcpy(dir, path, n);
+    }
+    dir[n] = '\0';
+    return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && private_to_us(&st);
+}
+
+/* The process at the other end of `fd` runs as this user. */
+static int trusted_peer(int fd) {
+#ifdef SO_PEERCRED
+    struct ucred cred;
+    socklen_t len = sizeof cred;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof cred &&
+           cred.uid == geteuid();
+#else
+    (void)fd;
+    return 0; /* nothing to check it with: the Python hook runs */
+#endif
+}
+
 /* Ask the supervisor: 1 it ran the hook (the answer printed or not), 0 it
  * did not take it (the Python hook runs). */
 static int ask(const char *path, const char *agent, const char *event) {
@@ -264,7 +312,7 @@ static int ask(const char *path, const char *agent, const char *event) {
         (strcmp(profile, "-") != 0 && !plain(profile)))
         return 0;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (strlen(path) >= sizeof addr.sun_path)
+    if (strlen(path) >= sizeof addr.sun_path || !trusted_path(path))
         return 0;
     memcpy(addr.sun_path, path, strlen(path) + 1);
     struct timespec wall;
@@ -280,7 +328,7 @@ static int ask(const char *path, const char *agent, const char *event) {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return 0;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+    if (connect(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || !trusted_peer(fd) ||
         !send_all(fd, header, (size_t)hlen, start + ACK_WAIT_MS) ||
         !send_all(fd, input, input_len, start + ACK_WAIT_MS)) {
         close(fd);
