@@ -1047,6 +1047,7 @@ __all__ = [
     "SIGNAL_CHANNEL",
     "LaunchChannels",
     "cline_dir",
+    "config_json",
     "describe",
     "hands_over_at_start",
     "hook_client",
@@ -1060,5 +1061,6 @@ __all__ = [
     "read_file_path",
     "remove_launch_files",
     "root_private_chain",
+    "server_env",
     "version_at_least",
 ]
