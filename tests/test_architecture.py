@@ -8,11 +8,25 @@ import, direct or through other modules; this test fails with its report.
 
 from __future__ import annotations
 
+import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the tests here (read only)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's tree, walked once."""
+    return tuple(ast.walk(_tree(path)))
 
 
 def test_imports_follow_the_layers() -> None:
@@ -28,11 +42,9 @@ def test_imports_follow_the_layers() -> None:
 def _imports(path: Path, module: str) -> set[str]:
     """Every agentwrap module ``module`` imports, at the top or inside a function
     (a lazy import still ties the two), resolved to module names."""
-    import ast
-
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("agentwrap"))
         elif isinstance(node, ast.ImportFrom):
@@ -104,11 +116,9 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     ``_validate``, ``_Checked``, ``_emit_json``, ``_service`` were imported
     across modules): what another module needs is made public, where it is
     declared, so that a reader sees what a module offers."""
-    import ast
-
     crossings = []
     for path in sorted((ROOT / "agentwrap").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _nodes(path):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
                     "agentwrap")):
                 for alias in node.names:
@@ -135,8 +145,6 @@ def test_packages_declare_what_other_packages_use() -> None:
     """Issue 21: a package says what it offers (``EXPORTS`` in its ``__init__``,
     :mod:`agentwrap.exports`), and another package imports nothing else of it:
     what a package keeps to itself can change without a search of the tree."""
-    import ast
-
     declared = _declaring_packages()
     assert {"agentwrap.answers", "agentwrap.delivery", "agentwrap.detect", "agentwrap.sessions",
             "agentwrap.terminal"} <= set(declared)
@@ -146,7 +154,7 @@ def test_packages_declare_what_other_packages_use() -> None:
         module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         own = ".".join(module.split(".")[:2])
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _nodes(path):
             if not isinstance(node, ast.ImportFrom):
                 continue
             base = node.module or ""
@@ -194,11 +202,9 @@ def test_no_class_is_over_500_lines() -> None:
     """Issue 21: a class that does five jobs is split along them (the delivery
     engine into its window, evidence, escalation and ACK wait; the store and
     the service into one module per job)."""
-    import ast
-
     big = []
     for path in sorted((ROOT / "agentwrap").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _nodes(path):
             if isinstance(node, ast.ClassDef) and node.end_lineno is not None \
                     and node.end_lineno - node.lineno + 1 > 500:
                 big.append(f"{path.relative_to(ROOT)}: {node.name}"
@@ -237,13 +243,12 @@ def test_each_package_docstring_names_every_module() -> None:
     """A reader opens a package at its ``__init__``: its docstring says what
     each module of the package is for, so a module added without a word there
     fails here, as does a reference to a module that is gone."""
-    import ast
     import re
 
     missing, stale = [], []
     for package in _packages():
         dotted = ".".join(package.relative_to(ROOT).parts)
-        doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+        doc = ast.get_docstring(_tree(package / "__init__.py"))
         doc = doc or ""
         named = _named_modules(doc, dotted)
         missing += [f"{dotted}.{m}" for m in _members(package) if m not in named]
@@ -256,9 +261,7 @@ def test_each_package_docstring_names_every_module() -> None:
 
 def _appended_parts() -> list[str]:
     """The classes of the parts :func:`build_supervisor` appends, in source order."""
-    import ast
-
-    tree = ast.parse((ROOT / "agentwrap/sessions/compose.py").read_text(encoding="utf-8"))
+    tree = _tree(ROOT / "agentwrap/sessions/compose.py")
     build = next(n for n in tree.body
                  if isinstance(n, ast.FunctionDef) and n.name == "build_supervisor")
     made: dict[str, str] = {}  # variable -> the class it was built from
@@ -360,10 +363,8 @@ def test_the_architecture_page_draws_every_layer_in_the_contracts_order() -> Non
 
 def _type_checking_imports(init: Path) -> set[tuple[str, str]]:
     """The (module, name) pairs an ``__init__`` imports for the type checker."""
-    import ast
-
     pairs = set()
-    for node in ast.parse(init.read_text(encoding="utf-8")).body:
+    for node in _tree(init).body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             for imp in node.body:
                 assert isinstance(imp, ast.ImportFrom), ast.unparse(imp)

@@ -49,15 +49,13 @@ def test_in_the_tmux_layer_tmux_is_the_real_one(request: pytest.FixtureRequest) 
 def test_markers_follow_the_fixtures() -> None:
     """The store contract tests run once per backend: the PostgreSQL runs are
     the postgres layer, the SQLite ones the fast layer; ``aw`` is tmux's."""
-    def selected(expr: str, *args: str) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "-m", expr,
-             *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-        assert done.returncode in (0, 5), done.stdout + done.stderr  # 5: none selected
-        return [line for line in done.stdout.splitlines() if "::" in line]
-
     fast = "not (" + " or ".join(LAYERS) + ")"
-    queue = selected(fast, "tests/test_queue_guards.py")
-    assert queue and not [t for t in queue if "postgres" in t]
-    assert all("[postgres" in t for t in selected("postgres", "tests/test_queue_guards.py"))
-    assert selected(fast, "tests/test_smoke_cli.py") == []  # every test there takes `aw`
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "-m", fast,
+         "tests/test_queue_guards.py", "tests/test_smoke_cli.py"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    selected = [line for line in done.stdout.splitlines() if "::" in line]
+    assert selected and all(t.startswith("tests/test_queue_guards.py::") for t in selected)
+    assert not [t for t in selected if "postgres" in t]  # and test_smoke_cli's one takes `aw`
+    assert [t for t in selected if "[sqlite]" in t]
