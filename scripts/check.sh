@@ -17,6 +17,6 @@ echo "== ruff" >&2
 echo "== mypy" >&2
 .venv/bin/python -m mypy agentwrap
 echo "== import contracts" >&2
-.venv/bin/lint-imports --no-cache
+.venv/bin/lint-imports --no-cache --no-logo
 echo "== the fast layer" >&2
 run_layer "$FAST_LAYER" "$@"

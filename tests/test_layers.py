@@ -59,3 +59,21 @@ def test_markers_follow_the_fixtures() -> None:
     assert selected and all(t.startswith("tests/test_queue_guards.py::") for t in selected)
     assert not [t for t in selected if "postgres" in t]  # and test_smoke_cli's one takes `aw`
     assert [t for t in selected if "[sqlite]" in t]
+
+
+def test_ci_runs_the_quick_checks_first() -> None:
+    """A fresh machine is set up, then a lint or type error fails in minutes
+    (scripts/check.sh), and only then do the slow layers run, once each."""
+    for script in ("scripts/setup.sh", "scripts/check.sh", "scripts/test.sh", "scripts/layers.sh",
+                   ".ci/run"):
+        done = subprocess.run(["bash", "-n", str(ROOT / script)], capture_output=True, text=True,
+                              check=False)
+        assert done.returncode == 0, f"{script}: {done.stderr}"
+    steps = [line for line in (ROOT / ".ci/run").read_text(encoding="utf-8").splitlines()
+             if line.startswith(("bash ", "exec "))]
+    assert steps == ["bash scripts/setup.sh", "bash scripts/check.sh",
+                     "exec bash scripts/test.sh --slow-layers"]
+    check = (ROOT / "scripts/check.sh").read_text(encoding="utf-8")
+    order = [check.index(tool) for tool in (".venv/bin/ruff check", "-m mypy", ".venv/bin/lint-imports",
+                                            "run_layer \"$FAST_LAYER\"")]
+    assert order == sorted(order)
