@@ -2,7 +2,7 @@
 # The quick checks, in minutes rather than the whole suite's ~40, each stopping
 # the run at its first failure: ruff, mypy --strict, the import contracts, and
 # the fast layer of the tests (no tmux, no PostgreSQL, no browser, no network
-# namespace, no container, no real agent; see tests/conftest.py).
+# namespace, no container, no real agent, no wheel build; see tests/conftest.py).
 #   bash scripts/check.sh [pytest args]   (the venv first: bash scripts/setup.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."

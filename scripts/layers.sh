@@ -1,7 +1,7 @@
 # The test layers, sourced by scripts/check.sh and scripts/test.sh. The markers
 # are applied by tests/conftest.py from the fixtures a test reaches (its LAYERS,
 # registered in pyproject.toml); the fast layer is every test that reaches none.
-SLOW_LAYERS="tmux or postgres or browser or netns or container or e2e"
+SLOW_LAYERS="tmux or postgres or browser or netns or container or e2e or build"
 FAST_LAYER="not ($SLOW_LAYERS)"
 
 # run_layer EXPR [pytest args]: the tests of the layer EXPR selects among the

@@ -8,12 +8,13 @@ The test layers (issue 36) follow from the fixtures. What a test starts
 besides Python (a tmux server, PostgreSQL, Chromium, a network namespace, a
 container, a real agent CLI) is started by a fixture that depends on the
 *capability fixture* of that name (:data:`LAYERS`: ``tmux``, ``postgres``,
-``browser``, ``netns``, ``container``, ``e2e``), and a test that reaches one,
+``browser``, ``netns``, ``container``, ``e2e``; and ``build``, a test that
+builds a wheel or another commit's tree), and a test that reaches one,
 directly or through other fixtures, gets the marker of the same name. The
 capability fixture says why a test cannot run here (skipped locally with the
 command that installs what is missing; failed in CI). The fast layer is what
 reaches none: ``pytest -m "not (tmux or postgres or browser or netns or
-container or e2e)"`` (``scripts/check.sh``). In the fast layer, ``tmux`` on
+container or e2e or build)"`` (``scripts/check.sh``). In the fast layer, ``tmux`` on
 PATH is a stub (``tests/support/no_tmux/tmux``) and a test that calls it fails:
 a test that starts tmux without saying so cannot hide in the fast layer.
 """
@@ -179,7 +180,7 @@ def make_aw() -> Iterator[AwEnv]:
 #: The layers beside the fast one: each is a capability fixture below and the
 #: marker (pyproject.toml) of every test that reaches it; scripts/check.sh runs
 #: the tests that reach none.
-LAYERS = ("tmux", "postgres", "browser", "netns", "container", "e2e")
+LAYERS = ("tmux", "postgres", "browser", "netns", "container", "e2e", "build")
 NO_TMUX = ROOT / "tests" / "support" / "no_tmux"  # its `tmux` fails the test that calls it
 TMUX_CALLED = "AGENTWRAP_TEST_TMUX_CALLED"  # where the stub says it was called
 
@@ -248,6 +249,12 @@ def container() -> None:
 def e2e() -> None:
     """The test drives a real agent CLI (tests/e2e/): the ``e2e`` layer. Each agent's
     own absence is told by ``require_agent``."""
+
+
+@pytest.fixture(scope="session")
+def build() -> None:
+    """The test builds agentwrap (a wheel with pip and the C compiler, or another
+    commit's tree): tens of seconds of CPU each, so not in the fast layer."""
 
 
 @pytest.fixture(autouse=True)
