@@ -3,6 +3,17 @@
 The public API is small: profiles (how to read an agent), the detector (what
 state it is in), the backends (how to drive its terminal) and the message
 store (what to deliver). The ``agentwrap`` command is built on these.
+
+The layers, top to bottom (docs/architecture.md draws them; the import
+contract in ``pyproject.toml`` holds them): ``surfaces/`` (the command, the
+HTTP API, MCP, the hooks), ``feedback/``, ``service/`` (the one application
+API), ``sessions/``, ``answers/``, ``delivery/`` and ``continuity/``,
+``detect/`` and ``queue/``, ``codex_server/`` (Codex's app-server),
+``terminal/``; and the foundation every layer may import: ``config``,
+``paths``, ``errors``, ``audit``, ``message`` (a message's data), ``events``
+(the event bus), ``datagram`` (the wake-up sockets), ``exports`` (what a
+package offers, imported on first use) and ``session_options`` (what a
+session was launched with).
 """
 
 from __future__ import annotations

@@ -1,41 +1,21 @@
 #!/usr/bin/env bash
 # Install everything the whole test suite needs on a fresh Debian machine
-# (tmux, a C compiler for the native pty relay, a venv with agentwrap and its
-# dev extras, the nine real agent CLIs at pinned versions), then run it,
-# end-to-end tests included.
+# (scripts/setup.sh: tmux, a C compiler for the native pty relay, PostgreSQL,
+# Chromium, a venv with agentwrap and its dev extras, the nine real agent CLIs
+# at pinned versions), then run it, end-to-end tests included: first the quick
+# checks (scripts/check.sh: ruff, mypy, the import contracts, the fast layer),
+# so a lint or type error fails in minutes, then the other layers.
 #   bash scripts/test.sh [pytest args]
+#   bash scripts/test.sh --slow-layers [pytest args]   (only the layers check.sh
+#       does not run, without installing: what .ci/run runs after check.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/layers.sh
 
-need_apt=()
-command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
-command -v git >/dev/null 2>&1 || need_apt+=(git)
-command -v script >/dev/null 2>&1 || need_apt+=(bsdutils)
-command -v npm >/dev/null 2>&1 || need_apt+=(nodejs npm)
-command -v cc >/dev/null 2>&1 || command -v gcc >/dev/null 2>&1 || need_apt+=(gcc libc6-dev)
-python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
-# the dashboard's tests: headless Chromium and its WebDriver, from the distribution
-command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium chromium-driver)
-# the PostgreSQL store's tests start a throwaway server of their own (tests/support/pg.py)
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
-# the partition tests put a host in a network namespace of their own (ip netns, as root)
-command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
-# the secrets test traces every program a session starts (tests/test_secrets.py)
-command -v strace >/dev/null 2>&1 || need_apt+=(strace)
-if [ ${#need_apt[@]} -gt 0 ]; then
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+if [ "${1:-}" = "--slow-layers" ]; then
+    shift
+else
+    bash scripts/setup.sh
+    bash scripts/check.sh "$@"
 fi
-
-python3 -m venv .venv
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-# our distribution was called "agentwrap" before it became agentwrap-supervisor (that
-# name on PyPI is another project's): an old install in this venv goes first
-.venv/bin/python -m pip uninstall -y -q agentwrap >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
-
-# The real agents: end-to-end tests fail (not skip) in CI when one is missing.
-bash scripts/install_agents.sh || echo "warning: some agent CLIs did not install (see above)" >&2
-
-.venv/bin/python -m mypy agentwrap
-exec .venv/bin/python -m pytest -p no:cacheprovider -q "$@"
+run_layer "$SLOW_LAYERS" "$@"

@@ -3,6 +3,20 @@ tmux servers (one per session, sockets in the runtime dir), store and profiles.
 
 Paths are kept short (``/tmp/awt-XXXX``) because unix socket paths are
 limited to about 100 bytes.
+
+The test layers (issue 36) follow from the fixtures. What a test starts
+besides Python (a tmux server, PostgreSQL, Chromium, a network namespace, a
+container, a real agent CLI) is started by a fixture that depends on the
+*capability fixture* of that name (:data:`LAYERS`: ``tmux``, ``postgres``,
+``browser``, ``netns``, ``container``, ``e2e``; and ``build``, a test that
+builds a wheel or another commit's tree), and a test that reaches one,
+directly or through other fixtures, gets the marker of the same name. The
+capability fixture says why a test cannot run here (skipped locally with the
+command that installs what is missing; failed in CI). The fast layer is what
+reaches none: ``pytest -m "not (tmux or postgres or browser or netns or
+container or e2e or build)"`` (``scripts/check.sh``). In the fast layer, ``tmux`` on
+PATH is a stub (``tests/support/no_tmux/tmux``) and a test that calls it fails:
+a test that starts tmux without saying so cannot hide in the fast layer.
 """
 
 from __future__ import annotations
@@ -163,25 +177,127 @@ def make_aw() -> Iterator[AwEnv]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+#: The layers beside the fast one: each is a capability fixture below and the
+#: marker (pyproject.toml) of every test that reaches it; scripts/check.sh runs
+#: the tests that reach none.
+LAYERS = ("tmux", "postgres", "browser", "netns", "container", "e2e", "build")
+NO_TMUX = ROOT / "tests" / "support" / "no_tmux"  # its `tmux` fails the test that calls it
+TMUX_CALLED = "AGENTWRAP_TEST_TMUX_CALLED"  # where the stub says it was called
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test gets the marker of every capability fixture it reaches."""
+    for item in items:
+        reached = getattr(item, "fixturenames", ())
+        for layer in LAYERS:
+            if layer in reached and item.get_closest_marker(layer) is None:
+                item.add_marker(layer)
+
+
+def _missing(why: str) -> None:
+    """CI installs everything (scripts/setup.sh): there a missing tool fails the
+    test; locally the test is skipped with the way to get it."""
+    if os.environ.get("CI"):
+        pytest.fail(why)
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def tmux() -> None:
+    """The test starts tmux servers (its own sockets): the ``tmux`` layer."""
+    if not shutil.which("tmux"):
+        _missing("tmux not installed: apt-get install -y tmux")
+
+
+@pytest.fixture(scope="session")
+def postgres() -> None:
+    """The test starts a PostgreSQL server (tests/support/pg.py): the ``postgres`` layer."""
+    if pg.find_bin("initdb") is None:
+        _missing("PostgreSQL not installed: apt-get install -y postgresql")
+
+
+@pytest.fixture(scope="session")
+def browser() -> None:
+    """The test drives headless Chromium (tests/support/browser.py): the ``browser`` layer."""
+    from support.browser import require_browser
+
+    require_browser()
+
+
+@pytest.fixture(scope="session")
+def netns() -> None:
+    """The test puts a host in a network namespace of its own (tests/support/netns.py,
+    as root): the ``netns`` layer. CI runs as root, so there they must run."""
+    from support import netns as ns
+
+    why = ns.unavailable()
+    if why is not None and os.environ.get("CI") and os.geteuid() == 0:
+        pytest.fail(f"CI runs as root, yet {why}")
+    if why is not None:
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def container() -> None:
+    """The test runs an OCI container (rootful Podman): the ``container`` layer."""
+    if not shutil.which("podman"):
+        _missing("podman not installed: apt-get install -y podman")
+
+
+@pytest.fixture(scope="session")
+def e2e() -> None:
+    """The test drives a real agent CLI (tests/e2e/): the ``e2e`` layer. Each agent's
+    own absence is told by ``require_agent``."""
+
+
+@pytest.fixture(scope="session")
+def build() -> None:
+    """The test builds agentwrap (a wheel with pip and the C compiler, or another
+    commit's tree): tens of seconds of CPU each, so not in the fast layer."""
+
+
+@pytest.fixture(autouse=True)
+def _tmux_only_in_its_layer(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                            monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """In the fast layer, ``tmux`` on PATH is a stub that records its call (also
+    from the test's subprocesses: the environments it builds copy this PATH),
+    and the test fails: one that starts tmux must say so. (A test of another
+    slow layer may run tmux unmarked: it is not in the fast layer either.)"""
+    if any(request.node.get_closest_marker(layer) for layer in LAYERS):
+        yield
+        return
+    called = tmp_path_factory.mktemp("tmux-called", numbered=True) / "called"
+    monkeypatch.setenv("PATH", f"{NO_TMUX}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.setenv(TMUX_CALLED, str(called))
+    yield
+    if called.exists():
+        calls = called.read_text().splitlines()
+        pytest.fail(f"{request.node.nodeid} is not in the tmux layer, yet it ran tmux"
+                    f" {len(calls)} times ({calls[0][:100]} ...): give it the `tmux` fixture (an"
+                    " `aw` environment, or @pytest.mark.usefixtures(\"tmux\"))", pytrace=False)
+
+
 @pytest.fixture
-def aw() -> Iterator[AwEnv]:
+def aw(tmux: None) -> Iterator[AwEnv]:
+    """An environment of its own whose test may start sessions on tmux."""
     with make_aw() as env:
         yield env
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """tmux is a hard requirement in CI; locally say how to get it."""
-    if shutil.which("tmux") or os.environ.get("CI"):
-        return
-    skip = pytest.mark.skip(reason="tmux not installed: apt-get install -y tmux")
-    for item in items:
-        if "aw" in getattr(item, "fixturenames", ()):
-            item.add_marker(skip)
+@pytest.fixture
+def aw_no_tmux() -> Iterator[AwEnv]:
+    """An environment of its own for a test that starts no tmux server (it runs
+    in the fast layer: a session it starts must use the pty backend)."""
+    with make_aw() as env:
+        yield env
 
 
 @pytest.fixture
-def svc(aw: AwEnv) -> Iterator[Service]:
-    """A service over the test's store with one registered session, "fake" (no process)."""
+def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
+    """A service over the test's store with one registered session, "fake" (no
+    process): the test's ``aw`` if it has one, else an environment without tmux."""
+    aw: AwEnv = request.getfixturevalue("aw" if "aw" in request.fixturenames else "aw_no_tmux")
     s = Service.open(aw.paths)
     s.registry.register(SessionRecord(name="fake", profile="standin", backend="tmux",
                                       command=["x"], cwd=str(aw.project), started=time.time()))
@@ -190,7 +306,7 @@ def svc(aw: AwEnv) -> Iterator[Service]:
 
 
 @pytest.fixture(scope="session")
-def pg_server() -> Iterator[pg.PgServer]:
+def pg_server(postgres: None) -> Iterator[pg.PgServer]:
     """One real PostgreSQL for the whole run (tests/support/pg.py), started on first use."""
     try:
         server = pg.start()
@@ -212,7 +328,8 @@ def pg_url(pg_server: pg.PgServer) -> Iterator[str]:
         pg_server.drop_schema(name)
 
 
-@pytest.fixture(params=stores.BACKENDS)
+@pytest.fixture(params=[pytest.param(b, marks=[pytest.mark.postgres] if b == "postgres" else [])
+                        for b in stores.BACKENDS])
 def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> stores.StoreTarget:
     """The contract tests' store: each test runs once per backend."""
     if request.param == "postgres":

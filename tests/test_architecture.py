@@ -8,11 +8,25 @@ import, direct or through other modules; this test fails with its report.
 
 from __future__ import annotations
 
+import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for all the tests here (read only)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's tree, walked once."""
+    return tuple(ast.walk(_tree(path)))
 
 
 def test_imports_follow_the_layers() -> None:
@@ -28,11 +42,9 @@ def test_imports_follow_the_layers() -> None:
 def _imports(path: Path, module: str) -> set[str]:
     """Every agentwrap module ``module`` imports, at the top or inside a function
     (a lazy import still ties the two), resolved to module names."""
-    import ast
-
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names if a.name.startswith("agentwrap"))
         elif isinstance(node, ast.ImportFrom):
@@ -104,11 +116,9 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     ``_validate``, ``_Checked``, ``_emit_json``, ``_service`` were imported
     across modules): what another module needs is made public, where it is
     declared, so that a reader sees what a module offers."""
-    import ast
-
     crossings = []
     for path in sorted((ROOT / "agentwrap").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _nodes(path):
             if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
                     "agentwrap")):
                 for alias in node.names:
@@ -135,8 +145,6 @@ def test_packages_declare_what_other_packages_use() -> None:
     """Issue 21: a package says what it offers (``EXPORTS`` in its ``__init__``,
     :mod:`agentwrap.exports`), and another package imports nothing else of it:
     what a package keeps to itself can change without a search of the tree."""
-    import ast
-
     declared = _declaring_packages()
     assert {"agentwrap.answers", "agentwrap.delivery", "agentwrap.detect", "agentwrap.sessions",
             "agentwrap.terminal"} <= set(declared)
@@ -146,7 +154,7 @@ def test_packages_declare_what_other_packages_use() -> None:
         module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
         own = ".".join(module.split(".")[:2])
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _nodes(path):
             if not isinstance(node, ast.ImportFrom):
                 continue
             base = node.module or ""
@@ -194,13 +202,198 @@ def test_no_class_is_over_500_lines() -> None:
     """Issue 21: a class that does five jobs is split along them (the delivery
     engine into its window, evidence, escalation and ACK wait; the store and
     the service into one module per job)."""
-    import ast
-
     big = []
     for path in sorted((ROOT / "agentwrap").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _nodes(path):
             if isinstance(node, ast.ClassDef) and node.end_lineno is not None \
                     and node.end_lineno - node.lineno + 1 > 500:
                 big.append(f"{path.relative_to(ROOT)}: {node.name}"
                            f" ({node.end_lineno - node.lineno + 1} lines)")
     assert not big, "\n".join(big)
+
+
+# The map kept true (issue 36): the package docstrings, the composition root's
+# order, the architecture page and the export lists are read by people who
+# change the code; each is checked against the code it describes.
+
+def _packages() -> list[Path]:
+    """Every package of agentwrap, the top one included."""
+    return sorted(init.parent for init in (ROOT / "agentwrap").rglob("__init__.py"))
+
+
+def _members(package: Path) -> list[str]:
+    """The modules and subpackages of ``package`` (``__main__`` and private ones aside)."""
+    found = [p.stem for p in package.glob("*.py") if not p.stem.startswith("_")]
+    found += [p.name for p in package.iterdir()
+              if (p / "__init__.py").is_file() and not p.name.startswith("_")]
+    return sorted(found)
+
+
+def _named_modules(doc: str, dotted: str) -> set[str]:
+    """The members a docstring names: ``name``, ``name/``, ``name.py``, or a
+    reference role (:mod:`.name`, :class:`~.name.X`, :mod:`agentwrap.pkg.name`)."""
+    import re
+
+    plain = re.findall(r"``([a-z_][a-z0-9_]*)(?:/|\.py)?``", doc)
+    roles = re.findall(r":\w+:`~?(?:" + re.escape(dotted) + r")?\.([a-z_][a-z0-9_]*)", doc)
+    return {*plain, *roles}
+
+
+def test_each_package_docstring_names_every_module() -> None:
+    """A reader opens a package at its ``__init__``: its docstring says what
+    each module of the package is for, so a module added without a word there
+    fails here, as does a reference to a module that is gone."""
+    import re
+
+    missing, stale = [], []
+    for package in _packages():
+        dotted = ".".join(package.relative_to(ROOT).parts)
+        doc = ast.get_docstring(_tree(package / "__init__.py"))
+        doc = doc or ""
+        named = _named_modules(doc, dotted)
+        missing += [f"{dotted}.{m}" for m in _members(package) if m not in named]
+        for ref in re.findall(r":mod:`~?(" + re.escape(dotted) + r"|)\.([a-z_][a-z0-9_.]*)`", doc):
+            if _module_path(f"{dotted}.{ref[1]}") is None:
+                stale.append(f"{dotted}: :mod: {ref[0]}.{ref[1]}")
+    assert not missing, "modules the package docstring does not name:\n" + "\n".join(missing)
+    assert not stale, "the package docstring names modules that are gone:\n" + "\n".join(stale)
+
+
+def _appended_parts() -> list[str]:
+    """The classes of the parts :func:`build_supervisor` appends, in source order."""
+    tree = _tree(ROOT / "agentwrap/sessions/compose.py")
+    build = next(n for n in tree.body
+                 if isinstance(n, ast.FunctionDef) and n.name == "build_supervisor")
+    made: dict[str, str] = {}  # variable -> the class it was built from
+    for node in ast.walk(build):
+        if isinstance(node, ast.Assign):
+            pairs: list[tuple[ast.expr, ast.expr]] = []
+            for target in node.targets:
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs += zip(target.elts, node.value.elts, strict=True)
+                else:
+                    pairs.append((target, node.value))
+            for t, v in pairs:
+                if isinstance(t, ast.Name) and isinstance(v, ast.Call) \
+                        and isinstance(v.func, ast.Name):
+                    made[t.id] = v.func.id
+    appended = []
+    for node in ast.walk(build):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "append" and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id == "parts" and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name):
+                appended.append((arg.lineno, arg.func.id))
+            elif isinstance(arg, ast.Name):
+                appended.append((arg.lineno, made.get(arg.id, arg.id)))
+    return [name for _, name in sorted(appended)]
+
+
+def test_the_composition_roots_order_list_names_every_part_in_order() -> None:
+    """``sessions/compose.py`` gives the parts' order with the reasons in its
+    docstring's numbered list: a part appended without its place there, or in
+    another place than the list says, fails here."""
+    import importlib
+    import re
+
+    from agentwrap.sessions import compose
+    from agentwrap.sessions.parts import Part
+
+    for module in _members(ROOT / "agentwrap/sessions"):  # every Part subclass defined
+        importlib.import_module(f"agentwrap.sessions.{module}")
+    kinds: set[str] = set()
+    todo = [Part]
+    while todo:
+        for sub in todo.pop().__subclasses__():
+            kinds.add(sub.__name__)
+            todo.append(sub)
+    appended = _appended_parts()
+    assert appended and set(appended) <= kinds, appended
+    doc = compose.__doc__ or ""
+    items = re.findall(r"^\d+\. (.*?)(?=^\d+\. |^\S|\Z)", doc, re.M | re.S)
+    assert items, "no numbered order list in compose's docstring"
+    listed: list[str] = []
+    for item in items:
+        for name in re.findall(r"\b([A-Z]\w+)\b", item):
+            if name in kinds and name not in listed:
+                listed.append(name)
+    assert listed == appended, (f"compose's docstring lists the parts {listed};"
+                                f" build_supervisor appends {appended}")
+
+
+def _layer_lines() -> list[str]:
+    """The layer diagram of docs/architecture.md: the lines that begin a layer."""
+    text = (ROOT / "docs/architecture.md").read_text(encoding="utf-8")
+    section = text.split("\n## Layers", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```", 2)[1]
+    return [line for line in block.splitlines() if line and not line[0].isspace()]
+
+
+def test_the_architecture_page_draws_every_layer_in_the_contracts_order() -> None:
+    """docs/architecture.md draws the layers the import contract enforces, in
+    its order, with every package and every foundation module in it; and the
+    contract itself places every package and top-level module."""
+    import re
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    layers = next(c for c in contract["tool"]["importlinter"]["contracts"]
+                  if c["type"] == "layers")["layers"]
+    placed = [set(re.split(r"\s*[|:]\s*", layer.strip())) for layer in layers]
+    top = ROOT / "agentwrap"
+    assert set().union(*placed) == set(_members(top)) - {"__main__"}, \
+        "the layers contract must place every package and top-level module of agentwrap"
+    lines = _layer_lines()
+    drawn = []
+    for line in lines:
+        packages = set(re.findall(r"([a-z_]+)/", line.split("  ")[0]))
+        drawn.append(packages or set(re.findall(r"[a-z_]+", line)) - {"foundation"})
+    assert len(drawn) == len(placed), lines
+    for want, got, line in zip(placed, drawn, lines, strict=True):
+        assert want == got, f"the page draws {line!r}; the contract's layer is {sorted(want)}"
+    surfaces = next(line for line in lines if line.startswith("surfaces/"))
+    for sub in _members(top / "surfaces"):
+        assert re.search(rf"\b{sub}\b", surfaces), f"the page's surfaces line misses {sub}"
+
+
+def _type_checking_imports(init: Path) -> set[tuple[str, str]]:
+    """The (module, name) pairs an ``__init__`` imports for the type checker."""
+    pairs = set()
+    for node in _tree(init).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom), ast.unparse(imp)
+                for alias in imp.names:
+                    assert alias.asname in (None, alias.name), ast.unparse(imp)
+                    pairs.add((imp.module or alias.name, alias.name))
+    return pairs
+
+
+def test_export_lists_agree() -> None:
+    """A package's face is said three times: ``EXPORTS`` (what it offers, by
+    module), ``__all__`` and the imports the type checker reads; a module that
+    declares ``__all__`` lists there what its package offers of it. One list
+    that drifts from the others hides a name from mypy or offers one that is
+    not there."""
+    import importlib
+
+    import agentwrap
+
+    for package, exports in _declaring_packages().items():
+        init = ROOT / Path(*package.split(".")) / "__init__.py"
+        offered = {(m, n) for m, names in exports.items() for n in names}
+        assert _type_checking_imports(init) == offered, package
+        for module, names in exports.items():
+            own = getattr(importlib.import_module(f"{package}.{module}"), "__all__", None)
+            if own is not None:
+                extra = [n for n in names if n != module and n not in own]
+                assert not extra, f"{package}.{module}.__all__ misses {extra}"
+    top = {n for _, n in _type_checking_imports(ROOT / "agentwrap/__init__.py")}
+    assert set(agentwrap.__all__) == top | {"__version__"}
+    for name in agentwrap.__all__:
+        assert getattr(agentwrap, name) is not None

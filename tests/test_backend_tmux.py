@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROBE = ROOT / "tests" / "support" / "term_probe.py"
 STANDIN = ROOT / "tests" / "support" / "standin_agent.py"
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed")
+pytestmark = pytest.mark.usefixtures("tmux")  # the tmux layer (tests/conftest.py)
 
 T = TypeVar("T")
 

@@ -23,6 +23,7 @@ NATIVE = Path("agentwrap") / "terminal" / "_native"
 needs_cc = pytest.mark.skipif(
     not (os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")) or not shutil.which("git")
     or not (ROOT / ".git").exists(), reason="needs git, a checkout and a C compiler")
+pytestmark = pytest.mark.usefixtures("build")  # the build layer (tests/conftest.py)
 
 
 def benchlib() -> ModuleType:

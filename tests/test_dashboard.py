@@ -59,7 +59,7 @@ def server(aw: AwEnv) -> Iterator[Served]:
 
 
 @pytest.fixture
-def page(request: pytest.FixtureRequest) -> Iterator[Browser]:
+def page(request: pytest.FixtureRequest, browser: None) -> Iterator[Browser]:
     yield from chromium(request.node.name)
 
 

@@ -22,6 +22,8 @@ BUILTINS = ("claude", "codex", "aider", "gemini", "generic")
 DIST_NAME = "agentwrap-supervisor"
 DIST_FILE_NAME = "agentwrap_supervisor"
 
+pytestmark = pytest.mark.usefixtures("build")  # the build layer (tests/conftest.py)
+
 
 def build_wheel(dist: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     # From a copy of the tree: the build hook compiles next to the source,

@@ -13,7 +13,6 @@ default; its figures are in README.
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +31,7 @@ def soak_module() -> ModuleType:
     return mod
 
 
-@pytest.mark.skipif(not shutil.which("tmux"), reason="tmux not installed")
+@pytest.mark.usefixtures("tmux")
 def test_a_small_soak_loses_and_doubles_nothing_through_kills_and_a_restart() -> None:
     soak = soak_module()
     cfg = soak.SoakConfig(messages=300, sessions=3, producers=2, send_s=30.0, kill_every_s=20.0,

@@ -187,7 +187,7 @@ def test_a_host_without_its_store_keeps_its_agent_types_nothing_and_resumes(
 
 
 @pytest.fixture
-def own_server() -> Iterator[pg.PgServer]:
+def own_server(postgres: None) -> Iterator[pg.PgServer]:
     """A PostgreSQL of this test's own: it is restarted, the suite's is not."""
     try:
         server = pg.start()

@@ -2,7 +2,7 @@
 
 An agent asks (a permission dialog on its screen, a question told by a hook);
 somebody answers: a person (``agentwrap answer``, HTTP, the page, a file in the
-answer folder) or a rule of the person's policy. Every answer passes the same
+answer folder, :mod:`.folder`) or a rule of the person's policy. Every answer passes the same
 checks (:mod:`.intake`), becomes a typed action (:mod:`.actions`), is stored
 (:mod:`.store`), and the session's supervisor
 types it with the agent's own keys (:mod:`.keys`) only while the same question

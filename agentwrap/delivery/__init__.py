@@ -8,6 +8,15 @@ notifications about it (``fallback``). Imports point down: to ``detect``
 and the foundation; never to ``sessions`` or ``surfaces``. The engine is
 driven by a supervisor it is handed; that type is named only for the type
 checker (see the import-linter contract in ``pyproject.toml``).
+
+The engine's jobs, one module each: the typing window (``window``: may it
+type now, and if not, why), what the screen proves (``evidence``), waiting
+for a batch's ACK (``ack``), what one attempt came to (``outcome``), the
+choice of the last resort (``escalation``) and what the engine needs of the
+layer above, as protocols (``seams``). Beside the typing: which channel
+carries the messages while the agent works (``choice``), handing them over
+as text a reader shows the model itself (``handover``) and Aider's read file
+(``read_channel``).
 """
 
 from __future__ import annotations

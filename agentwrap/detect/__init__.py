@@ -6,7 +6,10 @@ table), the agent-syntax rules that table declares and the defusing of them
 (``neutralise``, kept here because ``profiles`` parses and checks them), the
 anchored screen regions (``regions``), the detector and its verdicts
 (``detector``, ``states``) and the agents' own structured state files
-(``structured``). The built-in profiles ship inside the wheel as
+(``structured``), the question a waiting agent asks, read off its screen
+(``question``), and Codex's app-server read as the session's state
+(``app_server_state``) and its approval requests as the session's question
+(``app_server_approvals``). The built-in profiles ship inside the wheel as
 ``detect/_patterns``. Imports point down only: to ``agentwrap.terminal``
 (snapshots, process trees) and the foundation; never to ``queue`` (the two
 are independent), ``delivery``, ``sessions`` or ``surfaces``.

@@ -270,5 +270,5 @@ class ServerApprovals:
         return self.get(question_id) is None
 
 
-__all__ = ["DENY", "DENY_ELSE", "ServerApprovals", "ServerQuestion", "approval_question",
-           "deny_decision", "shell_script"]
+__all__ = ["DENY", "DENY_ELSE", "SOURCE", "ServerApprovals", "ServerQuestion",
+           "approval_question", "deny_decision", "shell_script"]

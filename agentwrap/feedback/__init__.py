@@ -6,6 +6,8 @@ The modules, each with one job:
 * :mod:`.presets` and :mod:`.sources`: what a ``[[feedback]]`` / ``[[schedule]]``
   table means, presets by name, and which of them may run (a project's tables
   only with the person's trust);
+* :mod:`.checks`: running a set of sources on changed files and reporting,
+  shared by the edit hook, a session's watcher and ``agentwrap watch``;
 * :mod:`.runner`: one command run, without a shell, bounded in time and output;
   :class:`~.runner.SourceWorker` never runs one source twice at once;
 * :mod:`.trimming`: the useful part of a failure;

@@ -2,8 +2,9 @@
 
 Here live the storage interface (``store``: ``MessageStore``), its two
 implementations over one set of operations (``sqlstore``): PostgreSQL's
-(``postgres``: shared by several hosts) and SQLite's (``sqlite``: the
-connection, its lock and transactions, each
+(``postgres``: shared by several hosts) and SQLite's (``sqlite``; its file's
+plumbing, ``sqlite_database``: the connection, its lock and transactions), which
+of the two this host uses (``backend``), each
 operation's work in the module for its job: ``schema`` the tables,
 ``admission`` the limits that need the stored rows (rate, pending,
 idempotency) with what the counts allow in ``rules``, ``transitions`` the
@@ -13,7 +14,9 @@ stored (``validate``: size, TTL, metadata, ids, reserved sources and
 priorities), text sanitizing (``sanitize``) and the one place SQLite
 connections are opened and their errors translated (``db``); ``database`` is the
 storage port of the tables beside the queue (the session registry, the
-answers), on either backend. The message types themselves (``agentwrap.message``) stay
+answers), on either backend; ``keys`` says whose session a row of a shared
+store belongs to (``HOST/NAME``) and ``due`` answers "is anything due for a
+session?" in one read, for callers that must be quick. The message types themselves (``agentwrap.message``) stay
 at the top level, in the foundation: the configuration's ``[limits]`` section
 is ``QueueLimits``, and ``config`` is imported by every layer, the terminal
 included. Imports point down only: to the foundation (``message``, ``config``,

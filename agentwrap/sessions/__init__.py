@@ -4,9 +4,15 @@ Here live starting, adopting, attaching to and stopping a session for both
 backends (``lifecycle``), the supervisor loop that runs one agent (events ->
 snapshot -> detector -> registry: ``supervisor``), the parts it gives turns to
 (delivery, answers, telling ...: ``parts``), built in one place (``compose``), the
-registry of sessions and their state transitions (``registry``) and the
-wake-up socket that lets a sender reach a supervisor within milliseconds
-(``wake``). This layer wires the ones below together: it may import
+registry of sessions and their state transitions (``registry``), the
+supervisor host that runs many supervisors on threads (``host``) and the
+machines of a shared store (``hosts``). Around the agent's own channels: the
+hooks and MCP server one launch gets (``channels``), the states its hooks
+report (``signals``) and a hook asking the supervisor for the messages to
+hand over (``hook_requests``); and Codex's TUI on a private app-server
+(``app_server``), with the messages given to it there instead of typed
+(``app_server_delivery``). A sender reaches a supervisor within milliseconds
+through a datagram (:mod:`agentwrap.datagram`). This layer wires the ones below together: it may import
 ``delivery``, ``detect``, ``queue``, ``terminal`` and the foundation; only
 ``surfaces`` (and the application service) import it.
 """

@@ -1118,6 +1118,7 @@ __all__ = [
     "LaunchChannels",
     "StartContext",
     "cline_dir",
+    "config_json",
     "describe",
     "hands_over_at_start",
     "hook_client",
@@ -1131,6 +1132,7 @@ __all__ = [
     "read_file_path",
     "remove_launch_files",
     "root_private_chain",
+    "server_env",
     "start_context",
     "version_at_least",
 ]

@@ -17,17 +17,24 @@ The order of the list is the order the supervisor calls each hook in
    question first, then the person is told of it unless a rule answers it;
    and a rule's answer given through the agent's hook is announced ...
 3. ... before it is recorded in the answers table: the answer folder
-   (files dropped in become pending answers) comes before typing the answers
-   (:class:`~.parts.AnswersPart`), and both before any message is typed, as an
-   answer closes the dialog a message would wait behind; the answerer typing
-   (``typing``) keeps telling and the rules off the screens it goes through;
-4. Aider's read file before the engine: it reaches the busy agent, and
-   when the session ends, what it holds is settled (or goes back to the
-   queue) before the engine gives every undelivered message its end state;
-5. the delivery engine;
-6. the handoff record (continuity): kept current as states are recorded,
-   its last word once the agent's end is;
-7. the shared stores, closed last.
+   (:class:`~.parts.AnswerFolderPart`: files dropped in become pending
+   answers) comes before typing the answers (:class:`~.parts.AnswersPart`),
+   and both before any message is typed, as an answer closes the dialog a
+   message would wait behind; the answerer typing (``typing``) keeps telling
+   and the rules off the screens it goes through;
+4. Aider's read file (:class:`~.parts.ReadFilePart`) before the engine: it
+   reaches the busy agent, and when the session ends, what it holds is
+   settled (or goes back to the queue) before the engine gives every
+   undelivered message its end state;
+5. Codex's app-server delivery
+   (:class:`~.app_server_delivery.AppServerDelivery`), before the typing: it
+   takes what is due while the agent is idle, and its batches are never typed;
+6. the delivery engine (:class:`~.parts.DeliveryPart`);
+7. the keeper of Codex's private app-server
+   (:class:`~.app_server.AppServerKeeper`): starts it again when it died;
+8. the handoff record (continuity, :class:`~.parts.ContinuityPart`): kept
+   current as states are recorded, its last word once the agent's end is;
+9. the shared stores (:class:`~.parts.SharedStores`), closed last.
 
 Closing runs in the same order; the answer parts close before the read file
 and the engine (until issue 21, after them): they touch other tables, so

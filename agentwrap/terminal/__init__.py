@@ -8,7 +8,8 @@ real CLI.
 Here live the seam (``base``), the backends (``tmux``: agentwrap's own tmux
 server per session; ``pty``: a plain pty relay whose bytes the native helper
 ``_native/relay.c`` copies, found by ``relay_helper``), process trees
-(``proctree``), the screen snapshot every verdict is based on (``screen``) and
+(``proctree``), the screen snapshot every verdict is based on (``screen``), a
+screen with its colours as data a browser can draw safely (``styles``) and
 the virtual screen that renders the pty backend's output (``vscreen``). This
 is the bottom layer: it imports only the foundation (``agentwrap.config``,
 ``paths``, ``errors``), never ``detect``, ``queue``, ``delivery``,

@@ -232,14 +232,14 @@ def _stop(sess: AgentSession) -> None:
 
 
 @pytest.fixture(params=AGENT_NAMES)
-def agent_name(request: pytest.FixtureRequest) -> str:
+def agent_name(request: pytest.FixtureRequest, e2e: None, tmux: None) -> str:
     name: str = request.param
     require_agent(name)
     return name
 
 
 @pytest.fixture
-def make_session() -> Iterator[Callable[..., AgentSession]]:
+def make_session(e2e: None, tmux: None) -> Iterator[Callable[..., AgentSession]]:
     made: list[AgentSession] = []
     servers: list[ModelServer] = []
     roots: list[Path] = []

@@ -6,7 +6,10 @@ launch it starts; it then hands queued messages to the model at the session
 start and between tool calls (the safe point inside a busy turn), and tells
 the supervisor when a turn ends, a prompt is submitted or a permission
 question opens. :mod:`.protocol` says which event is which, per agent, and the
-answer each expects; :mod:`.handler` runs one hook.
+answer each expects; :mod:`.handler` runs one hook; :mod:`.transcript` reads
+the agent's reply at a turn's end from its transcript file; and
+:mod:`.server` is the supervisor's side of the native hook client (issue 27),
+which runs the hooks in the supervisor instead of a new Python process.
 
 A hook runs once per event, in a new process the agent waits for: start-up is
 most of its cost. ``python -m agentwrap hook`` reaches :func:`main` before the

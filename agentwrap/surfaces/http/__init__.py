@@ -8,6 +8,10 @@ per module:
 - :mod:`.models`: the typed request and response bodies (they generate the
   OpenAPI document);
 - :mod:`.routes`: the endpoints, each a call or two into the service;
+  :mod:`.enqueue`: storing a message sent to a session's input, for the
+  route and for its hot path, :mod:`.fast_input` (answered without FastAPI's
+  routing); :mod:`.addresses`: a session's address in a path, ``NAME`` or
+  ``HOST/NAME``;
 - :mod:`.control`: a session's screen, starting and stopping sessions (the
   dashboard's; its models with it);
 - :mod:`.errors`: the one mapping of agentwrap's error tree to status codes
@@ -16,7 +20,10 @@ per module:
 - :mod:`.middleware`: request bodies capped before parsing, an access log
   without content or tokens;
 - :mod:`.sse`: the event stream (the store's event kinds mapped to the API's
-  names, resumable with ``Last-Event-ID``);
+  names, resumable with ``Last-Event-ID``); :mod:`.ws`: the same events over a
+  WebSocket;
+- :mod:`.dashboard`: the web page, static files talking to ``/api``;
+- :mod:`.openapi`: the OpenAPI document, generated from the models and routes;
 - :mod:`.pool`: services for the server's worker threads;
 - :mod:`.app`: the application put together; :mod:`.server`: sockets and uvicorn.
 """
