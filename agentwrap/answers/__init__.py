@@ -9,7 +9,7 @@ types it with the agent's own keys (:mod:`.keys`) only while the same question
 is open, or replies to the hook that asked (:mod:`.hook_questions`), or to
 Codex's app-server request the question came from (:mod:`.server_replies`). The rules
 (:mod:`.rules`) never approve what the deny-list (:mod:`.denylist`) calls
-destructive; :mod:`.auto` is where a rule's decision has effects, and
+destructive, nor a command not read with certainty (:mod:`.certainty`); :mod:`.auto` is where a rule's decision has effects, and
 :mod:`.telling` tells the person what waits for them.
 
 This layer sits between ``sessions`` (which wires it into a supervisor) and

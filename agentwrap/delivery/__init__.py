@@ -10,7 +10,8 @@ driven by a supervisor it is handed; that type is named only for the type
 checker (see the import-linter contract in ``pyproject.toml``).
 
 The engine's jobs, one module each: the typing window (``window``: may it
-type now, and if not, why), what the screen proves (``evidence``), waiting
+type now, and if not, why), what the screen proves (``evidence``), an ACK in
+the agent's reply with the rows its TUI wrapped joined (``replies``), waiting
 for a batch's ACK (``ack``), what one attempt came to (``outcome``), the
 choice of the last resort (``escalation``) and what the engine needs of the
 layer above, as protocols (``seams``). Beside the typing: which channel

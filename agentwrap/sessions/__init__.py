@@ -26,6 +26,7 @@ from ..exports import lazy, names
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .app_server import describe_app_server as describe_app_server
     from .app_server import doctor_app_server as doctor_app_server
+    from .channels import START_CONTEXT as START_CONTEXT
     from .channels import config_json as config_json
     from .channels import describe as describe
     from .channels import parse_version as parse_version
@@ -56,6 +57,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 EXPORTS: dict[str, tuple[str, ...]] = {
     "app_server": ("describe_app_server", "doctor_app_server"),
     "channels": (
+        "START_CONTEXT",
         "config_json",
         "describe",
         "parse_version",

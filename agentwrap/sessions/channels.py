@@ -1130,6 +1130,7 @@ __all__ = [
     "probe_version",
     "qwen_dir",
     "read_file_path",
+    "registered_in_background",
     "remove_launch_files",
     "root_private_chain",
     "server_env",

@@ -6,7 +6,8 @@ interchangeable and a scripted stand-in agent exercises the same paths as a
 real CLI.
 
 Here live the seam (``base``), the backends (``tmux``: agentwrap's own tmux
-server per session; ``pty``: a plain pty relay whose bytes the native helper
+server per session, whose panes start through ``launcher``, which gives the
+agent its environment from a private file, never an argv; ``pty``: a plain pty relay whose bytes the native helper
 ``_native/relay.c`` copies, found by ``relay_helper``), process trees
 (``proctree``), the screen snapshot every verdict is based on (``screen``), a
 screen with its colours as data a browser can draw safely (``styles``) and
