@@ -80,8 +80,9 @@ ACK asked for never came (the agent exited first), 10 escalated to the
 instruction file, 11 expired, 12 evicted, 13 cancelled, 14 failed, 124 timed
 out waiting (the message stays queued). Without --wait: 0 once stored.
 Refused before storing: 3 unknown or ended session, 4 idempotency key reused
-with other content, 65 invalid message, 75 rate limit / queue full, 77 source
-not trusted with raw input.
+with other content, 65 invalid message, 75 rate limit / queue full / the
+store's server down for now (retry), 77 source not trusted with raw input,
+or the store refuses who we are (permissions, password, role).
 """
 
 
