@@ -456,7 +456,7 @@ class PgDatabase:
         if isinstance(exc, (pg_errors.DiskFull, pg_errors.OutOfMemory)):
             return StoreFull(f"the store {self.shown} cannot grow: {first} (nothing was written)")
         if isinstance(exc, psycopg.OperationalError) and _temporary(exc):
-            return StoreDown(f"the store {self.shown} is down for now: {first}")
+            return StoreDown(f"cannot use the store {self.shown}, down for now: {first}")
         if isinstance(exc, psycopg.OperationalError):
             return StoreUnavailable(
                 f"cannot use the store {self.shown}: {first}",

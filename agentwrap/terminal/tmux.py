@@ -32,6 +32,7 @@ from pathlib import Path
 import libtmux
 
 from ..errors import AgentExited, BackendError, SessionNotFound, TmuxNotFound
+from ..paths import private_dirs
 from .base import key_bytes
 from .proctree import alive as pid_alive
 from .proctree import kill_tree, zombie_status
@@ -122,7 +123,7 @@ class TmuxTerminal:
         ``-e``. The command is passed as separate arguments so tmux executes it
         directly, without ``sh -c`` re-parsing it.
         """
-        socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(socket.parent)
         server = server_for(socket)
         live = server.is_alive()
         if live and server.has_session(session):
