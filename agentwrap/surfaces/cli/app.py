@@ -86,6 +86,18 @@ or the store refuses who we are (permissions, password, role).
 """
 
 
+def port_number(text: str) -> int:
+    """A TCP port, 0-65535 (0: any free one), for argparse: anything else is a
+    usage error (exit 2) naming the range, not a traceback from bind()."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535; 0: any free one)")
+    return port
+
+
 def build_parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     p = argparse.ArgumentParser(prog="agentwrap", description=MAIN_HELP, formatter_class=fmt)
@@ -240,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
              SERVE_HELP, SERVE_EPILOG)
     sr.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default 127.0.0.1; others print a warning)")
-    sr.add_argument("--port", type=int, default=7878, help="TCP port (default 7878; 0: any free)")
+    sr.add_argument("--port", type=port_number, default=7878,
+                    help="TCP port (default 7878; 0: any free)")
     sr.add_argument("--uds", metavar="PATH", help="listen on this unix socket instead (0600)")
     sr.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sr.set_defaults(func=cmd_serve)
