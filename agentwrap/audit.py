@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .paths import PRIVATE_DIR_MODE, open_private_append
+from .paths import open_private_append, private_dirs
 
 
 class AuditLog:
@@ -35,7 +35,7 @@ class AuditLog:
                  for e in events]
         if not lines:
             return
-        self.path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        private_dirs(self.path.parent)
         fd = open_private_append(self.path)
         try:
             chunk = b""

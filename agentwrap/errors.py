@@ -121,8 +121,9 @@ class SessionNotFound(SessionError):
 
 
 class SessionAmbiguous(SessionError):
-    """A bare ``NAME`` that sessions of several hosts have (a shared store):
-    the caller must say which, ``HOST/NAME``; :attr:`candidates` lists them."""
+    """A bare ``NAME`` that sessions of several other hosts have and this one
+    does not (a shared store): the caller must say which, ``HOST/NAME``;
+    :attr:`candidates` lists them."""
 
     exit_code = 64  # EX_USAGE
     default_hint = "name the session HOST/NAME (`agentwrap ls` shows each session's host)"
@@ -299,9 +300,23 @@ class StoreCorrupt(StoreError):
 
 
 class StoreUnavailable(StoreError):
-    """The database cannot be opened or written: permissions, read-only, I/O."""
+    """The database cannot be opened or written: permissions, read-only, I/O,
+    a PostgreSQL server that refuses who we are (password, database, role)."""
 
     exit_code = 77  # EX_NOPERM
+
+
+class StoreDown(StoreUnavailable):
+    """The store's server is down, unreachable or cannot take one more
+    connection now (refused, cut off, restarting, "too many connections"):
+    a temporary failure, unlike a refusal of who we are; nothing was written
+    and the same call may be tried again once it is back."""
+
+    exit_code = 75  # EX_TEMPFAIL
+    default_hint = (
+        "the store's server is down or full for now: nothing was written; retry once it is"
+        " back (`agentwrap doctor` checks the store), or ask its admin if it stays away"
+    )
 
 
 class StoreInUse(StoreError):

@@ -202,13 +202,39 @@ def _mode(st: os.stat_result) -> str:
     return f"{stat.S_IMODE(st.st_mode):04o}"
 
 
+def private_dirs(path: Path) -> Path:
+    """Create ``path`` and each missing dir above it 0700; dirs that exist are
+    left as they are. The one way agentwrap makes a dir for what it keeps:
+    ``Path.mkdir(mode=0o700, parents=True)`` gives only the last dir that mode
+    and the ones above it the umask's (0755), and a runtime dir made 0755 (by
+    the library's :func:`~agentwrap.delivery.fallback.write_section`, say) is
+    refused by the next command (:meth:`Paths.ensure`: another user's?)."""
+    missing: list[Path] = []
+    at = path
+    while not os.path.lexists(at) and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, PRIVATE_DIR_MODE)  # the umask can only take bits away
+        except FileExistsError:
+            pass  # made meanwhile by another process: judged by whoever checks it
+    return path
+
+
 def private_dir(path: Path, *, repair: bool) -> Path:
-    """Create ``path`` as a 0700 dir of ours (parents as usual), or check it.
+    """Create ``path`` as a 0700 dir of ours (missing parents 0700 too), or check it.
 
     ``repair``: an existing dir of ours with a wider mode is tightened to 0700
     (for dirs only we can have written into); otherwise it is refused.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        private_dirs(path.parent)
+    except OSError as exc:
+        raise UnsafePath(
+            f"cannot create {path.parent}: {exc.strerror}",
+            hint=f"check the permissions of the dirs above {path.parent}",
+        ) from None
     try:
         os.mkdir(path, PRIVATE_DIR_MODE)  # the umask can only take bits away
     except FileExistsError:

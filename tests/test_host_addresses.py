@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Iterator
 
 import pytest
+import test_mcp
 from conftest import AwEnv
 from support import hosts_kit
 from support.http_kit import in_process
@@ -190,3 +191,75 @@ def test_only_the_owning_host_hands_its_messages_over(two_hosts: AwEnv, pg_url: 
     monkeypatch.setenv(HOST_ENV, "beta")
     with Service.open(two_hosts.paths) as beta:
         assert [m.content for m in beta.consume("b1", channel="mcp")] == ["for b1's agent"]
+
+
+# --- a bare name: this host's session when it has one (issue 35) ---------------------------
+
+
+@pytest.fixture
+def both_have_api(aw: AwEnv, pg_url: str, sleeper: subprocess.Popen[bytes],
+                  monkeypatch: pytest.MonkeyPatch) -> Iterator[AwEnv]:
+    """This process (and ``aw``'s CLI) is host alpha; alpha and beta each run
+    a session ``api``; beta and gamma each run ``web``, alpha none; alpha runs
+    ``me`` (an agent whose MCP server sends)."""
+    hosts_kit.be_host(aw, monkeypatch, pg_url, "alpha")
+    live = {"supervisor_pid": sleeper.pid, "supervisor_start": start_time(sleeper.pid)}
+    regs = {h: Registry(aw.paths.db_path, url=pg_url, host=h) for h in ("alpha", "beta", "gamma")}
+    try:
+        for host, name in (("alpha", "api"), ("alpha", "me"), ("beta", "api"), ("beta", "web"),
+                           ("gamma", "web")):
+            regs[host].register(record(name, **live))
+        for host in ("beta", "gamma"):
+            hosts.beat(regs[host].db, host, 3600.0)  # up for the whole test
+    finally:
+        for reg in regs.values():
+            reg.close()
+    yield aw
+
+
+def test_a_bare_name_is_this_hosts_session_on_every_surface(both_have_api: AwEnv) -> None:
+    """`events api` on alpha named "several hosts have a session named 'api'"
+    although alpha has one: the CLI, the service under HTTP and MCP, and the
+    page's API all take a bare name as this host's session when it has one;
+    a name only other hosts have is still theirs, and ambiguous among several."""
+    aw = both_have_api
+    # CLI
+    sent = json.loads(aw.cli("send", "api", "bare from the cli", "--json", check=True).stdout)
+    assert sent["session"] == "alpha/api", sent
+    events = [json.loads(line) for line in
+              aw.cli("events", "api", "--json", check=True).stdout.splitlines()]
+    assert events and {e["session"] for e in events} == {"alpha/api"}
+    queued = json.loads(aw.cli("queue", "api", "--json", check=True).stdout)
+    assert [q["content"] for q in queued] == ["bare from the cli"]
+    assert json.loads(aw.cli("history", "api", "--json", check=True).stdout)
+    beta_queue = json.loads(aw.cli("queue", "beta/api", "--json", check=True).stdout)
+    assert beta_queue == []  # HOST/NAME still names beta's
+    two = aw.cli("events", "web", "--json")  # beta's and gamma's, none here: which?
+    assert two.returncode == 64 and "beta/web" in two.stderr and "gamma/web" in two.stderr
+    # HTTP (the routes the page calls: the list names this host, a bare path is its session)
+    api = in_process(aw)
+    try:
+        listed = api.get("/api/sessions").json()
+        assert listed["host"] == "alpha"
+        one = api.get("/api/sessions/api").json()
+        assert (one["host"], one["name"], one["pending"]) == ("alpha", "api", 1)
+        for path in ("/api/sessions/api/input", "/api/sessions/api/input?wait=0"):
+            r = api.post(path, json={"content": path, "source": "webhook", "sourceId": "ci"})
+            assert r.status_code == 201, r.text
+        peek = api.get("/api/sessions/api/input").json()
+        assert peek["total"] == 3 and {i["session"] for i in peek["inputs"]} == {"alpha/api"}
+        assert api.get("/api/messages", params={"session": "api"}).json()["total"] == 3
+        r = api.get("/api/sessions/web")
+        assert r.status_code == 409 and r.json()["candidates"] == ["beta/web", "gamma/web"]
+    finally:
+        api.app.state.pool.close()
+
+    # MCP: the real server of alpha's session `me`
+    async def body(t: test_mcp.Tools) -> None:
+        sent = await t.ok("send_message", target="api", content="bare from an agent")
+        assert sent["target"] == "alpha/api", sent
+        assert "several" in await t.error("send_message", target="web", content="which?")
+
+    test_mcp.run(aw, body, session="me")
+    assert [q["content"] for q in json.loads(
+        aw.cli("queue", "api", "--json", check=True).stdout)][-1] == "bare from an agent"

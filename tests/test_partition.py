@@ -221,7 +221,7 @@ def test_a_cut_host_is_told_its_store_is_unavailable_instead_of_hanging(
     network: Network, schema: str,
 ) -> None:
     """On the cut host, a statement sent into the void fails as
-    StoreUnavailable within the dead-peer timeouts, while the cable is still
+    StoreDown (a StoreUnavailable that is temporary) within the dead-peer timeouts, while the cable is still
     out: a supervisor's loop goes on (its agent watched, "stop" heard) instead
     of sitting in a socket for the kernel's ~15 minutes of retransmissions."""
     _, inside = network.urls(schema)
@@ -236,7 +236,7 @@ def test_a_cut_host_is_told_its_store_is_unavailable_instead_of_hanging(
                                                                if client.stdout else ""))
         reader.start()
         reader.join(timeout=150)  # a deadline for a hung test, not a measurement
-        assert answer and answer[0].strip() == "StoreUnavailable", answer
+        assert answer and answer[0].strip() == "StoreDown", answer  # temporary: exit 75
 
 
 # --- the settings that make a vanished peer noticed ---------------------------------------

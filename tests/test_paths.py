@@ -206,3 +206,55 @@ def test_ensure_ignores_a_file_gone_since_it_was_listed(tmp_path: Path,
     gone = paths.db_path.with_name(paths.db_path.name + "-wal")
     monkeypatch.setattr(Paths, "private_files", lambda self: [gone])
     paths.ensure()
+
+
+# --- every dir agentwrap makes for what it keeps: 0700, the dirs above it too (issue 35) -----
+
+
+def test_the_librarys_write_section_leaves_a_runtime_dir_the_next_command_takes(
+    aw: AwEnv, tmp_path: Path, loose_umask: None, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """write_section() made its lock dir 0700 and the runtime dir above it
+    0755 (Path.mkdir's parents), which every command after it refused."""
+    from agentwrap.delivery.fallback import FallbackEntry, write_section
+
+    runtime = tmp_path / "xdg-runtime"  # nothing of agentwrap's there yet
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    entry = FallbackEntry(message_id="m1", label="[user:t]", created=0.0, content="hi")
+    write_section(aw.project, "CLAUDE.md", [entry])
+    made = runtime / "agentwrap"
+    assert (mode(runtime), mode(made), mode(made / "locks")) == (0o700, 0o700, 0o700)
+    res = aw.cli("ls", check=True, env={"XDG_RUNTIME_DIR": str(runtime)})
+    assert "Traceback" not in res.stderr
+
+
+def test_the_stores_audit_and_tmux_dirs_are_made_0700_with_their_parents(
+    tmp_path: Path, loose_umask: None,
+) -> None:
+    from agentwrap.queue import db
+    from agentwrap.terminal.tmux import TmuxTerminal
+
+    AuditLog(tmp_path / "a" / "b" / "audit.jsonl").write(event="x")
+    db.connect(tmp_path / "c" / "d" / "agentwrap.db").close()
+    try:
+        TmuxTerminal.launch(tmp_path / "e" / "f" / "t.sock", "s", ["sleep", "30"], env={},
+                            cwd=tmp_path)
+    finally:
+        subprocess.run(["tmux", "-S", str(tmp_path / "e" / "f" / "t.sock"), "kill-server"],
+                       capture_output=True, check=False)
+    for d in ("a", "a/b", "c", "c/d", "e", "e/f"):
+        assert mode(tmp_path / d) == 0o700, d
+
+
+def test_no_module_makes_a_dir_but_through_paths() -> None:
+    """The rule as a scan: a ``mkdir`` outside paths.py makes its parents
+    0755 (or forgets the mode): every dir of agentwrap's is made by
+    :func:`agentwrap.paths.private_dirs` or :func:`private_dir`. The one
+    exception makes the dir of a project's own instruction file."""
+    root = Path(__file__).resolve().parent.parent / "agentwrap"
+    allowed = {("delivery/fallback.py", "path.parent.mkdir(parents=True, exist_ok=True)")}
+    found = {(str(p.relative_to(root)), line.strip())
+             for p in root.rglob("*.py") if p.name != "paths.py"
+             for line in p.read_text(encoding="utf-8").splitlines()
+             if ".mkdir(" in line or "os.makedirs(" in line or "os.mkdir(" in line}
+    assert found <= allowed, found - allowed

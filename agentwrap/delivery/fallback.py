@@ -78,7 +78,7 @@ from pathlib import Path
 from typing import final
 
 from ..errors import FallbackError
-from ..paths import Paths
+from ..paths import Paths, private_dirs
 from ..queue.sanitize import sanitize
 
 BEGIN = "<!-- agentwrap:begin {section} -->"
@@ -575,7 +575,7 @@ class _Locked:
 
     def __enter__(self) -> _Locked:
         try:
-            self.lock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_dirs(self.lock_dir)
             self._dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
             self._lock_fd = os.open(
                 self.lock_dir / lock_name(self.path),
@@ -683,7 +683,7 @@ def context_file(state_dir: Path, session: str, filename: str) -> Path:
 def prepare_context_file(path: Path) -> Path:
     """Create the file (empty, 0600, its dir 0700) if missing, never through
     a symlink, so the agent can be pointed at it before anything is written."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    private_dirs(path.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import StoreCorrupt, StoreError, StoreFull, StoreLocked, StoreUnavailable
-from ..paths import PRIVATE_DIR_MODE, create_private
+from ..paths import create_private, private_dirs
 
 BUSY_TIMEOUT_MS = 10_000
 
@@ -149,7 +149,7 @@ def connect(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Conne
     before :class:`StoreLocked`.
     """
     with store_errors(path, busy_timeout_ms):
-        path.parent.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+        private_dirs(path.parent)
         create_private(path)
         conn = sqlite3.connect(
             str(path), timeout=busy_timeout_ms / 1000, isolation_level=None,

@@ -66,7 +66,7 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .. import events
-from ..errors import ConfigError, StoreError, StoreFull, StoreLocked, StoreUnavailable
+from ..errors import ConfigError, StoreDown, StoreError, StoreFull, StoreLocked, StoreUnavailable
 from ..message import QueueLimits
 from . import schema
 from .database import statements
@@ -320,6 +320,30 @@ def dsn(url: str) -> str:
         raise unreadable(exc) from None
 
 
+#: SQLSTATE classes of a server that cannot serve now but may soon: 08 the
+#: connection (lost, refused), 53 its resources (53300 too many connections;
+#: a full disk is :class:`StoreFull` first), 57P0x shutting down or starting.
+_TEMPORARY = ("08", "53", "57P")
+
+
+def _temporary(exc: psycopg.OperationalError) -> bool:
+    """Whether ``exc`` says the server is away for now (:class:`StoreDown`),
+    not that it refuses us (a password, a database, a role: ``28``, ``3D``).
+    No SQLSTATE: the server never answered (refused, timed out, cut off)."""
+    state = exc.sqlstate
+    if state is None:  # psycopg gives none for a connection attempt: read the server's words
+        text = str(exc)
+        return not any(w in text for w in _REFUSALS)
+    return state.startswith(_TEMPORARY)
+
+
+#: What a server says, in a connection attempt's error (psycopg gives it no
+#: SQLSTATE), when it refuses who we are: not a temporary failure.
+_REFUSALS = ("password authentication failed", "authentication failed", "does not exist",
+             "no pg_hba.conf entry", "permission denied", "no password supplied",
+             "certificate")
+
+
 def connect(url: str, timeout_s: float = 10.0) -> PgConn:
     try:
         raw = psycopg.connect(dsn(url), autocommit=True, row_factory=_rows,
@@ -464,6 +488,8 @@ class PgDatabase:
             return StoreLocked(f"the store {self.shown} was busy: {first} (nothing was written)")
         if isinstance(exc, (pg_errors.DiskFull, pg_errors.OutOfMemory)):
             return StoreFull(f"the store {self.shown} cannot grow: {first} (nothing was written)")
+        if isinstance(exc, psycopg.OperationalError) and _temporary(exc):
+            return StoreDown(f"cannot use the store {self.shown}, down for now: {first}")
         if isinstance(exc, psycopg.OperationalError):
             return StoreUnavailable(
                 f"cannot use the store {self.shown}: {first}",

@@ -76,7 +76,8 @@ class Service:
     def own(self, name: str) -> str:
         """The address of this host's session ``name``, for a caller that
         speaks for its own session (a hook, an MCP server): a bare name given to
-        the methods here may name another host's session, or several."""
+        the methods here names another host's session when this one has none
+        of that name (it may have ended and been cleaned up)."""
         return self.registry.keys.key(name)
 
     def _maybe(self, address: str | None) -> str | None:

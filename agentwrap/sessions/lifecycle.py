@@ -19,6 +19,7 @@ Process model (answers to the design notes):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -318,10 +319,32 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         except BaseException:
             registry.mark_ended(name, None)
             raise
-        supervise_elsewhere(paths, registry.get(name), registry)
+        try:
+            supervise_elsewhere(paths, registry.get(name), registry)
+        except SessionNotRunning as exc:
+            _stop_unsupervised(paths, registry, name, socket)
+            raise SessionNotRunning(exc.message, hint="its agent was stopped (nothing runs"
+                                    f" unsupervised); {exc.hint}") from None
+        except BaseException:
+            _stop_unsupervised(paths, registry, name, socket)
+            raise
         return registry.get(name)
     finally:
         registry.close()
+
+
+def _stop_unsupervised(paths: Paths, registry: Registry, name: str, socket: Path) -> None:
+    """A launch whose supervisor did not start: its agent is stopped (the
+    tmux server's whole tree and what the launch detached), never left to
+    run with nobody delivering, answering or recording its end; then its end
+    is recorded, if the store lets us (a store that is down is the usual
+    reason the supervisor did not start: the agent is stopped all the same)."""
+    server = server_for(socket)
+    pids = _tmux_server_tree(server) if server.is_alive() else []
+    kill_pids([*pids, *marked(launch_marker(paths, name))], signal.SIGTERM, grace=2.0)
+    remove_idle_socket(server)
+    with contextlib.suppress(AgentwrapError):  # the cause is what the person must read
+        _record_end(paths, registry, registry.get(name))
 
 
 def _refuse_orphan(paths: Paths, registry: Registry, name: str) -> None:
@@ -338,6 +361,7 @@ def _refuse_orphan(paths: Paths, registry: Registry, name: str) -> None:
 def spawn_supervisor(paths: Paths, name: str, registry: Registry, wait_s: float = 10.0) -> int:
     """Start ``agentwrap _supervise NAME`` detached from this terminal."""
     log = paths.supervisor_log(name)
+    since = _log_size(log)
     proc = _spawn_detached(["_supervise", name], log)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -348,8 +372,34 @@ def spawn_supervisor(paths: Paths, name: str, registry: Registry, wait_s: float 
             break
         time.sleep(0.02)
     raise SessionNotRunning(
-        f"the supervisor of {name!r} did not start", hint=f"see its log: {log}"
+        f"the supervisor of {name!r} did not start{_cause(log, since, name)}",
+        hint=f"see its log: {log}",
     )
+
+
+def _log_size(log: Path) -> int:
+    try:
+        return log.stat().st_size
+    except OSError:
+        return 0
+
+
+def _cause(log: Path, since: int, name: str) -> str:
+    """``": CAUSE"``: why a supervisor did not start, as it wrote it to ``log``
+    after offset ``since`` (the supervisor host's "cannot supervise NAME: ...",
+    a supervisor process's "error: ..."), else "" (its log says more)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(since)
+            text = f.read(1 << 20).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    found = ""
+    for line in text.splitlines():
+        _, sep, why = line.partition(f" cannot supervise {name}: ")
+        if sep or line.startswith("error: "):
+            found = why if sep else line.removeprefix("error: ")
+    return f": {found.strip()}" if found.strip() else ""
 
 
 def supervise_elsewhere(paths: Paths, rec: SessionRecord, registry: Registry) -> int:
@@ -373,6 +423,7 @@ def hand_to_host(paths: Paths, name: str, registry: Registry, wait_s: float = 10
     """Ask the supervisor host to supervise ``name``, starting the host if none
     runs; returns its pid once it has claimed the session."""
     deadline = time.monotonic() + wait_s
+    since = _log_size(host_log(paths))
     last_ask = last_spawn = -math.inf
     while time.monotonic() < deadline:
         rec = registry.get(name)
@@ -388,7 +439,8 @@ def hand_to_host(paths: Paths, name: str, registry: Registry, wait_s: float = 10
                 spawn_host(paths)
         time.sleep(0.01)
     raise SessionNotRunning(
-        f"the supervisor host did not take {name!r}", hint=f"see its log: {host_log(paths)}"
+        f"the supervisor host did not take {name!r}{_cause(host_log(paths), since, name)}",
+        hint=f"see its log: {host_log(paths)}",
     )
 
 
@@ -550,7 +602,14 @@ def run_pty(
     enqueue_context(paths, cfg, name, opts.context_files)
     _begin_continuity(paths, cfg, rec, opts, handoff, profile)
     term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows, relay=cfg.run.relay)
-    sup = build_supervisor(paths, cfg, rec, term, profile, open_registry(paths, cfg), env)
+    try:
+        sup = build_supervisor(paths, cfg, rec, term, profile, open_registry(paths, cfg), env)
+    except BaseException:  # no supervisor (its store down, say): no agent left running
+        term.close()
+        with contextlib.suppress(AgentwrapError):  # the cause is what the person must read
+            registry.mark_ended(name, None)
+        registry.close()
+        raise
     log_to(paths.supervisor_log(name))
     logging.getLogger("agentwrap.session").info("pty relay: %s", term.relay_kind)
     thread = threading.Thread(target=sup.run, name=f"supervisor-{name}", daemon=True)

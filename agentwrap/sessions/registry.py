@@ -388,9 +388,12 @@ class Registry:
 
         ``HOST/NAME``: the session must be on HOST (the host part is checked,
         never guessed; on SQLite, one machine, every session is this one's).
-        A bare ``NAME`` is the one session of that name whatever its host,
-        and several hosts' sessions of that name are :class:`SessionAmbiguous`,
-        listing them (ended ones count only when no running one has the name).
+        A bare ``NAME`` is this host's session of that name when it has one
+        (what the stores' keys, a hook and a supervisor mean by it too), else
+        the one session of that name whatever its host; several other hosts'
+        sessions of that name are :class:`SessionAmbiguous`, listing them.
+        Ended ones count only when no running one has the name: this host's
+        ended ``api`` gives way to another host's running one.
         Anything else is returned as it is, so an unknown name is reported as before."""
         host, sep, name = address.rpartition("/")
         if sep and not (_valid_name(host) and _valid_name(name)):
@@ -416,6 +419,7 @@ class Registry:
         found = self._named(name)
         live = [r for r in found if r.ended is None]
         found = live or found
+        found = [r for r in found if r.host == self.host] or found
         if len(found) > 1:
             where = sorted(f"{r.host}/{r.name}" for r in found)
             raise SessionAmbiguous(

@@ -33,6 +33,7 @@ from pathlib import Path
 import libtmux
 
 from ..errors import AgentExited, BackendError, SessionNotFound, TmuxNotFound
+from ..paths import private_dirs
 from . import launcher
 from .base import key_bytes
 from .proctree import alive as pid_alive
@@ -129,7 +130,7 @@ class TmuxTerminal:
         The command is passed as separate arguments so tmux executes it
         directly, without ``sh -c`` re-parsing it.
         """
-        socket.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        private_dirs(socket.parent)
         server = server_for(socket)
         live = server.is_alive()
         if live and server.has_session(session):

@@ -80,9 +80,22 @@ ACK asked for never came (the agent exited first), 10 escalated to the
 instruction file, 11 expired, 12 evicted, 13 cancelled, 14 failed, 124 timed
 out waiting (the message stays queued). Without --wait: 0 once stored.
 Refused before storing: 3 unknown or ended session, 4 idempotency key reused
-with other content, 65 invalid message, 75 rate limit / queue full, 77 source
-not trusted with raw input.
+with other content, 65 invalid message, 75 rate limit / queue full / the
+store's server down for now (retry), 77 source not trusted with raw input,
+or the store refuses who we are (permissions, password, role).
 """
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0-65535 (0: any free one), for argparse: anything else is a
+    usage error (exit 2) naming the range, not a traceback from bind()."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a TCP port (0-65535; 0: any free one)")
+    return port
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
              SERVE_HELP, SERVE_EPILOG)
     sr.add_argument("--host", default="127.0.0.1",
                     help="address to listen on (default 127.0.0.1; others print a warning)")
-    sr.add_argument("--port", type=int, default=7878, help="TCP port (default 7878; 0: any free)")
+    sr.add_argument("--port", type=port_number, default=7878,
+                    help="TCP port (default 7878; 0: any free)")
     sr.add_argument("--uds", metavar="PATH", help="listen on this unix socket instead (0600)")
     sr.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sr.set_defaults(func=cmd_serve)

@@ -112,7 +112,7 @@ def cmd_state(args: argparse.Namespace) -> int:
 def _state(svc: Service, args: argparse.Namespace) -> int:
     from ...sessions.app_server import describe_app_server  # Codex's app-server code: here only
 
-    args.name = svc.session_name(args.name)  # HOST/NAME (a bare name may be two hosts')
+    args.name = svc.session_name(args.name)  # HOST/NAME (a bare name: this host's when it has one)
     rec = svc.state(args.name)
     if args.screen:
         sys.stdout.write(svc.screen(args.name))

@@ -1,8 +1,8 @@
 """A session's address in a request path: ``NAME``, or ``HOST/NAME`` (issue 23).
 
 Sessions are addressed ``HOST/NAME`` everywhere (:meth:`Registry.resolve
-<agentwrap.sessions.registry.Registry.resolve>`); a bare ``NAME`` works while
-it is unique. A URL path cannot carry the ``/`` of an address in one segment
+<agentwrap.sessions.registry.Registry.resolve>`); a bare ``NAME`` is this
+host's session when it has one, else the one of that name another host has. A URL path cannot carry the ``/`` of an address in one segment
 (servers decode ``%2F`` before routing), so every route under
 ``/api/sessions/{name}`` is served under ``/api/hosts/{host}/sessions/{name}``
 too (:func:`session_route`; the OpenAPI document lists both), and a client

@@ -21,7 +21,7 @@ from . import control, dashboard, errors
 from .addresses import EncodedAddress
 from .auth import LoginCodes, TokenSource, token_path
 from .fast_input import FastInput
-from .middleware import AccessLog, BodyLimit
+from .middleware import AccessLog, BodyLimit, TokenGate
 from .pool import ServicePool
 from .routes import api, public
 
@@ -64,5 +64,6 @@ def create_app(
     app.add_middleware(FastInput, state=app.state)  # inside BodyLimit: the body is read
     app.add_middleware(EncodedAddress)  # HOST%2FNAME: routed (and fast) in the host form
     app.add_middleware(BodyLimit, max_bytes=body_limit(limits))
+    app.add_middleware(TokenGate, state=app.state)  # outside BodyLimit: 401 before the body
     app.add_middleware(AccessLog)  # added last: outermost, sees every answer
     return app

@@ -39,6 +39,7 @@ from ...errors import (
     SessionNotRunning,
     StaleAnswer,
     StoreLocked,
+    StoreUnavailable,
     UntrustedSource,
 )
 from ...message import QueueLimits
@@ -79,7 +80,10 @@ STATUS: dict[type[AgentwrapError], tuple[int, str]] = {
     RateLimited: (429, "Rate limit exceeded"),
     QueueFull: (503, "Queue full"),
     StoreLocked: (503, "Store busy"),
-    ConfigError: (500, "Configuration error"),
+    StoreUnavailable: (503, "Store unavailable"),  # StoreDown: for now (the CLI's 75)
+    # the person's own config.toml is wrong: no bug of the server's, and nothing
+    # it can serve (or change) until the file is fixed; the body says what and where
+    ConfigError: (503, "Configuration error"),
     AgentwrapError: (500, "Internal error"),
 }
 

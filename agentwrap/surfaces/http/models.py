@@ -285,6 +285,8 @@ class SessionSummary(_Out):
 
 class SessionList(_Out):
     sessions: list[SessionSummary]
+    host: str = Field(description="the host serving this API: a bare session name means its"
+                      " session of that name when it has one")
 
 
 class HostSummary(_Out):

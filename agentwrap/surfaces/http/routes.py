@@ -201,7 +201,8 @@ def list_sessions(
 ) -> m.SessionList:
     """Every running (and stale) session, with its pending count."""
     return m.SessionList(sessions=[m.SessionSummary(**summary(v.record, v.pending))
-                                   for v in svc.sessions(include_ended=all)])
+                                   for v in svc.sessions(include_ended=all)],
+                         host=svc.registry.host)
 
 
 @api.get("/hosts", response_model=m.HostList, responses=ERRORS)

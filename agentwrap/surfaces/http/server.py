@@ -42,6 +42,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ...errors import AddressUnavailable
 from ...paths import Paths, write_private
+from ...terminal.proctree import start_time
 from .app import create_app
 from .auth import LOGIN_TTL_S, load_or_create_token, login_url
 
@@ -117,13 +118,48 @@ def served_url_path(paths: Paths) -> Path:
     return paths.runtime_dir / "serve.url"
 
 
+def _read_served(paths: Paths) -> tuple[str | None, str]:
+    """The URL file's URL (None: none, or not a URL) and its owner line."""
+    try:
+        lines = served_url_path(paths).read_text(encoding="utf-8").splitlines()
+    except (OSError, ValueError):
+        return None, ""
+    url = lines[0].strip() if lines else ""
+    return (url if url.startswith(("http://", "https://")) else None,
+            lines[1].strip() if len(lines) > 1 else "")
+
+
 def served_url(paths: Paths | None = None) -> str | None:
     """The URL the running ``serve`` listens on, if one left it."""
-    try:
-        text = served_url_path(paths or Paths.from_env()).read_text(encoding="utf-8").strip()
-    except (OSError, ValueError):
-        return None
-    return text if text.startswith(("http://", "https://")) else None
+    return _read_served(paths or Paths.from_env())[0]
+
+
+def _this_serve() -> str:
+    """What names this process for good in the URL file: pid and kernel start
+    time (a pid reused by another process is not the owner)."""
+    return f"{os.getpid()} {start_time(os.getpid())}"
+
+
+def _owner_runs(owner: str) -> bool:
+    pid, _, started = owner.partition(" ")
+    return pid.isdigit() and started != "" and start_time(int(pid)) == started
+
+
+def claim_served_url(paths: Paths, url: str) -> bool:
+    """Leave ``url`` in the URL file unless a ``serve`` that still runs left
+    its own there (the first one keeps it: `token --link` points at it until
+    it stops); True when this one's is there now."""
+    _, owner = _read_served(paths)
+    if owner and owner != _this_serve() and _owner_runs(owner):
+        return False
+    write_private(served_url_path(paths), f"{url}\n{_this_serve()}\n".encode())
+    return True
+
+
+def release_served_url(paths: Paths) -> None:
+    """Remove the URL file if it is this process's (never another serve's)."""
+    if _read_served(paths)[1] == _this_serve():
+        served_url_path(paths).unlink(missing_ok=True)
 
 
 def is_loopback(host: str) -> bool:
@@ -140,6 +176,9 @@ def bind(host: str, port: int, uds: Path | None) -> tuple[socket.socket, str]:
     (a line and a hint, never a traceback) when it cannot be had."""
     if uds is not None:
         return _bind_unix(uds)
+    if not 0 <= port <= 65535:  # socket.bind raises OverflowError, no OSError
+        raise AddressUnavailable(f"{port} is not a TCP port", hint="give --port 0-65535"
+                                 " (0: any free one)")
     try:
         return _bind_tcp(host, port)
     except OSError as exc:
@@ -227,9 +266,10 @@ def serve(
     sock, url = bind(host, port, uds)
     _logging(log_level)
     config = uvicorn_config(app, log_level)
-    served = served_url_path(paths)
-    if uds is None:  # where `agentwrap token --link` points its links
-        write_private(served, (url + "\n").encode("utf-8"))
+    if uds is None and not claim_served_url(paths, url):  # where `token --link` points
+        print(f"note: another `agentwrap serve` runs at {served_url(paths)}; `agentwrap token"
+              " --link` keeps pointing there (give it --url for this one)",
+              file=sys.stderr, flush=True)
     print(f"agentwrap API listening on {url} (token: `agentwrap token`)", flush=True)
     if uds is None:
         print(f"dashboard: {login_url(url, token)}  (one-time login link, valid"
@@ -246,8 +286,8 @@ def serve(
         sys.setswitchinterval(switch)
         signal.signal(signal.SIGTERM, previous)
         sock.close()
-        if uds is None and served_url(paths) == url:  # not a newer server's
-            served.unlink(missing_ok=True)
+        if uds is None:
+            release_served_url(paths)  # ours only: not another serve's
         if uds is not None:
             try:
                 uds.unlink()

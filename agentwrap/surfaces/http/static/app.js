@@ -344,6 +344,7 @@
 
   const model = {
     sessions: [], // SessionSummary, as listed
+    host: null, // the host serving the page (SessionList.host): whose a bare name is
     details: new Map(), // address (HOST/NAME) -> SessionDetail
     selected: null, // the address of the session on show
     queue: null, // InputPeek of the selected session
@@ -414,12 +415,15 @@
 
   /* The listed session a name from elsewhere means: an event names it as the
    * store keys it (HOST/NAME on a shared store, the bare name on one machine,
-   * issue 23), a link may name it either way. Unlisted: the name as given. */
+   * issue 23), a link may name it either way; a bare name is this host's
+   * session when it has one, as the server takes it (issue 35). Unlisted: the
+   * name as given. */
   function idOf(session) {
     if (session === null || session === undefined) return session;
     const given = String(session);
     if (given.includes('/') || summaryOf(given)) return given;
-    const s = model.sessions.find((x) => x.name === given);
+    const named = model.sessions.filter((x) => x.name === given);
+    const s = named.find((x) => x.host === model.host) || named[0];
     return s ? addressOf(s) : given;
   }
 
@@ -433,6 +437,7 @@
   async function loadList() {
     const data = await api('GET', '/api/sessions');
     model.sessions = data.sessions;
+    model.host = data.host;
     const ids = new Set(model.sessions.map(addressOf));
     for (const id of [...model.details.keys()]) if (!ids.has(id)) model.details.delete(id);
     for (const id of ids) if (!model.details.has(id)) touch('session', id);
