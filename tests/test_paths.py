@@ -228,6 +228,7 @@ def test_the_librarys_write_section_leaves_a_runtime_dir_the_next_command_takes(
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.usefixtures("tmux")
 def test_the_stores_audit_and_tmux_dirs_are_made_0700_with_their_parents(
     tmp_path: Path, loose_umask: None,
 ) -> None:
