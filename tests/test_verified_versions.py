@@ -25,9 +25,9 @@ def test_profile_verified_on_the_pinned_version(agent: str) -> None:
     assert load_profile(agent).verified_version == pinned()[agent]
 
 
-def test_readme_table_lists_the_verified_versions() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    start = readme.index("### Verified versions")
+def test_docs_table_lists_the_verified_versions() -> None:
+    readme = (REPO / "docs" / "agents" / "index.md").read_text(encoding="utf-8")
+    start = readme.index("## Verified versions")
     rows = [line for line in readme[start:].splitlines()[1:40] if line.startswith("| `")]
     table = {m[1]: m[2] for line in rows if (m := re.match(r"\| `(\w+)` \| (\S+) \|", line))}
     assert table == {agent: load_profile(agent).verified_version for agent in AGENTS}
