@@ -103,6 +103,12 @@ def _hook_runs(lines: list[bytes], client: str, event: str) -> int:
                and client.encode() in x.split(b",", 1)[0] and f'"{event}"'.encode() in x)
 
 
+def _why(s: AgentSession, res: subprocess.CompletedProcess[str]) -> str:
+    """What a failed ``send --wait`` leaves to look at."""
+    explain = s.cli("state", s.name, "--explain").stdout
+    return f"{res.stdout}{res.stderr}\n{explain}\n{s.history()}\n{s.screen()}"
+
+
 def _tool_result_reached_the_model(s: AgentSession) -> bool:
     return any(r.body is not None and not r.side and any(
         k in json.dumps(r.body) for k in ("tool_result", "function_call_output"))
@@ -127,7 +133,7 @@ def test_claude_with_its_hooks_and_mcp_server_puts_no_secret_in_any_argv(
         call = json.dumps({"file_path": str(readme)})
         res = s.send(f"[[call: Read {call}]] read it {marker}", "--wait", "--timeout", "120",
                      timeout=150)
-        assert res.returncode == 0, res.stdout + res.stderr + s.screen()
+        assert res.returncode == 0, _why(s, res)
         s.wait_until(lambda: _tool_result_reached_the_model(s), 90, "the Read result at the model")
         s.wait_until(lambda: s.state()["state"] == "ready", 90, "the turn's end")
         assert run.model_got(values["ANTHROPIC_AUTH_TOKEN"])
@@ -161,8 +167,7 @@ def test_codex_on_its_app_server_puts_no_secret_in_any_argv(
         call = json.dumps({"cmd": TOOL_COMMAND})  # in the sandbox: no question to answer
         res = s.send(f"[[call: exec_command {call}]] make the file {marker}", "--wait",
                      "--timeout", "120", timeout=150)
-        assert res.returncode == 0, (res.stdout + res.stderr + s.cli("state", s.name, "--explain").stdout
-             + str(s.history()) + str(s.server.user_texts()))
+        assert res.returncode == 0, _why(s, res)
         s.wait_until(lambda: _tool_result_reached_the_model(s), 90, "the tool's result at the model")
         s.wait_until(lambda: s.state()["state"] == "ready", 90, "the turn's end")
         assert (s.workdir / TOOL_FILE).exists()
