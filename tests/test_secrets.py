@@ -14,10 +14,7 @@ own environment is read too.
 from __future__ import annotations
 
 import os
-import re
-import secrets
 import shlex
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +22,16 @@ from pathlib import Path
 
 import pytest
 from conftest import AwEnv
+from support.secret_scan import (
+    argv_holding,
+    environ_of,
+    files_holding,
+    sentinels,
+    strace_argv,
+    token,
+    tokens,
+    trace_holding,
+)
 from support.waiting import wait_for
 
 from agentwrap.sessions import channels
@@ -32,68 +39,6 @@ from agentwrap.terminal.pty import PtyTerminal
 from agentwrap.terminal.tmux import TmuxTerminal
 
 STANDIN = Path(__file__).resolve().parent / "support" / "standin_agent.py"
-
-
-def sentinels() -> dict[str, str]:
-    """Variables an agent is started with, each holding a token found nowhere else."""
-    def tok() -> str:
-        return f"s3ntinel{secrets.token_hex(8)}"
-
-    return {"ANTHROPIC_AUTH_TOKEN": tok(), "OPENAI_API_KEY": tok(), "GEMINI_API_KEY": tok(),
-            "AW_ODD_SECRET": f"x {tok()}; $(true) 'q' = y"}
-
-
-def tokens(values: dict[str, str]) -> list[bytes]:
-    """The sentinel token in each value (one each)."""
-    return [m.encode() for v in values.values() for m in re.findall(r"s3ntinel[0-9a-f]{16}", v)]
-
-
-def argv_holding(toks: list[bytes]) -> list[str]:
-    """Every process on the machine whose command line holds a token."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if any(t in cmdline for t in toks):
-            words = cmdline.replace(b"\0", b" ")[:300]
-            found.append(f"{entry.name}: {words!r}")
-    return found
-
-
-def files_holding(root: Path, toks: list[bytes]) -> list[str]:
-    """Every regular file under ``root`` that holds a token."""
-    found = []
-    for path in root.rglob("*"):
-        try:
-            if not path.is_file() or path.is_symlink():
-                continue
-            data = path.read_bytes()
-        except OSError:
-            continue
-        if any(t in data for t in toks):
-            found.append(str(path))
-    return found
-
-
-def environ_of(pid: int) -> dict[bytes, bytes]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(r.partition(b"=")[::2] for r in raw.split(b"\0") if r)
-
-
-def strace_argv() -> list[str] | None:
-    """``strace`` following every fork and logging each execve's argv whole
-    (the environment only as a count: it rightly holds the values)."""
-    exe = shutil.which("strace")
-    if exe is None:
-        return None
-    probe = subprocess.run([exe, "-f", "-qq", "--seccomp-bpf", "-e", "trace=execve", "-o",
-                            os.devnull, "true"], capture_output=True, check=False)
-    seccomp = ["--seccomp-bpf"] if probe.returncode == 0 else []
-    return [exe, "-f", "-qq", *seccomp, "-e", "trace=execve", "-s", "1000000"]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -104,7 +49,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[str]:
         yield ""
         return
     url: str = request.getfixturevalue("pg_url")
-    yield url + f"&password=s3ntinel{secrets.token_hex(8)}"
+    yield url + f"&password={token()}"
 
 
 def test_a_sessions_programs_carry_no_secret_in_their_argv(aw: AwEnv, store: str) -> None:
@@ -145,7 +90,7 @@ def test_a_sessions_programs_carry_no_secret_in_their_argv(aw: AwEnv, store: str
         lines = trace.read_bytes().splitlines()
         assert any(b"standin_agent.py" in x and b"execve(" in x for x in lines)  # it traced
         assert any(b"tmux" in x and b"new-session" in x for x in lines)
-        assert [x for x in lines if any(t in x for t in toks)] == []
+        assert trace_holding(trace, toks) == []
         trace.unlink()
     assert files_holding(aw.root, toks) == []
 
