@@ -10,7 +10,7 @@ run_layer() {
     local expr=$1
     shift
     local rc=0
-    .venv/bin/python -m pytest -p no:cacheprovider -q -m "$expr" "$@" || rc=$?
+    .venv/bin/python -m pytest -p no:cacheprovider -q --durations=25 -m "$expr" "$@" || rc=$?
     if [ "$rc" -eq 5 ]; then
         echo "(no test of -m \"$expr\" among these)"
         return 0
