@@ -135,6 +135,10 @@ def test_stop_from_a_second_machine_of_the_name_is_refused_and_ends_nothing(
                       *two.standin())
         assert run.returncode == 78 and "is another machine's" in run.stderr, run.stderr
         assert "Traceback" not in run.stderr
+        doctor = json.loads(two.cli("doctor", "--json").stdout)  # says so before any run
+        assert any("is another machine's" in p["problem"] for p in doctor["problems"]), doctor
+        assert not any("is another machine's" in p["problem"]
+                       for p in json.loads(one.cli("doctor", "--json").stdout)["problems"])
         listed = {d["name"]: d for d in json.loads(two.cli("ls", "--json", check=True).stdout)}
         assert listed["a1"]["liveness"] == "running", listed
         stop = two.cli("stop", "a1")

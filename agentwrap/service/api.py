@@ -346,6 +346,11 @@ class Service:
         """Raise :class:`StoreCorrupt` unless the store's integrity check passes."""
         self.store.check_integrity()
 
+    def check_host_name(self) -> None:
+        """Raise :class:`HostNameTaken` when another machine that is up holds
+        this host's name in the shared store (cloned machines share a hostname)."""
+        self.registry.check_name()
+
     # --- events (.events) -----------------------------------------------------------------
 
     def events(

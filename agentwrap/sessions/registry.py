@@ -296,6 +296,12 @@ class Registry:
                            or not held[1].reachable)
         return self._holds[1]
 
+    def check_name(self) -> None:
+        """Raise :class:`HostNameTaken` when another machine that is up holds
+        this host's name (``doctor`` says so before any ``run`` is refused)."""
+        if not self.holds_name():
+            raise hosts.taken(self.db, self.host, self.host_id, time.time())
+
     def _mine(self, rec: SessionRecord) -> bool:
         """``rec`` is recorded under this host's name (or before hosts were)."""
         return rec.host in ("", self.host)
@@ -310,8 +316,7 @@ class Registry:
             return True
         if not self._mine(rec):
             return False
-        if not self.holds_name():
-            raise hosts.taken(self.db, self.host, self.host_id, time.time())
+        self.check_name()
         return True
 
     def _judged(self, recs: builtins.list[SessionRecord]) -> builtins.list[SessionRecord]:

@@ -407,6 +407,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                 report["store_connected"] = True
             except AgentwrapError as exc:
                 problems.append({"problem": exc.message, "fix": exc.hint})
+            try:
+                svc.check_host_name()
+            except AgentwrapError as exc:
+                problems.append({"problem": exc.message, "fix": exc.hint})
     except AgentwrapError as exc:
         if not any(p["problem"] == exc.message for p in problems):
             problems.append({"problem": exc.message, "fix": exc.hint})
