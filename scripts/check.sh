@@ -19,4 +19,4 @@ echo "== mypy" >&2
 echo "== import contracts" >&2
 .venv/bin/lint-imports --no-cache --no-logo
 echo "== the fast layer" >&2
-run_layer "$FAST_LAYER" "$@"
+LAYER_WORKERS=$FAST_WORKERS run_layer "$FAST_LAYER" "$@"

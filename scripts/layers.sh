@@ -1,16 +1,34 @@
 # The test layers, sourced by scripts/check.sh and scripts/test.sh. The markers
 # are applied by tests/conftest.py from the fixtures a test reaches (its LAYERS,
 # registered in pyproject.toml); the fast layer is every test that reaches none.
+# Bytecode: a harness that exports PYTHONDONTWRITEBYTECODE makes every process
+# compile agentwrap from source again (each `agentwrap` call a test makes: ~0.4 s
+# of CPU more) and pytest rewrite every test module's asserts on every run.
+unset PYTHONDONTWRITEBYTECODE
 SLOW_LAYERS="tmux or postgres or browser or netns or container or e2e or build"
 FAST_LAYER="not ($SLOW_LAYERS)"
 
-# run_layer EXPR [pytest args]: the tests of the layer EXPR selects among the
-# ones the arguments name; none selected (pytest's exit code 5) is no failure.
+# Workers (pytest-xdist) per layer: the fast layer is CPU-bound (one process a
+# core); the tmux, PostgreSQL, browser, netns and build layers mostly wait on the
+# processes they start (three); the real agents run one at a time: an agent's
+# start is seconds of CPU, and the timing under it is what those tests check.
+FAST_WORKERS=${AW_FAST_WORKERS:-2}
+WAITING_LAYERS="($SLOW_LAYERS) and not e2e"
+WAITING_WORKERS=${AW_WAITING_WORKERS:-3}
+
+# [LAYER_WORKERS=N] run_layer EXPR [pytest args]: the tests of the layer EXPR
+# selects among the ones the arguments name, in N processes (default one); none
+# selected (pytest's exit code 5) is no failure.
 run_layer() {
     local expr=$1
     shift
     local rc=0
-    .venv/bin/python -m pytest -p no:cacheprovider -q --durations=25 -m "$expr" "$@" || rc=$?
+    local workers=()
+    if [ "${LAYER_WORKERS:-1}" -gt 1 ]; then
+        workers=(-n "$LAYER_WORKERS")
+    fi
+    .venv/bin/python -m pytest -p no:cacheprovider -q --durations=25 "${workers[@]}" -m "$expr" "$@" \
+        || rc=$?
     if [ "$rc" -eq 5 ]; then
         echo "(no test of -m \"$expr\" among these)"
         return 0

@@ -18,4 +18,9 @@ else
     bash scripts/setup.sh
     bash scripts/check.sh "$@"
 fi
-run_layer "$SLOW_LAYERS" "$@"
+# The waiting layers first (minutes, in parallel), then the real agents (the
+# longest part, one at a time); a failure in the first still runs the second.
+rc=0
+LAYER_WORKERS=$WAITING_WORKERS run_layer "$WAITING_LAYERS" "$@" || rc=$?
+run_layer "e2e" "$@" || rc=$?
+exit "$rc"

@@ -51,7 +51,7 @@ def test_a_login_code_is_good_once_and_gives_a_working_token(api: InProcess) -> 
 @pytest.mark.parametrize("code", [
     "", "x", "1.2.3", login_code("another-servers-token"), login_code(TOKEN, now=0),
     login_code(TOKEN).replace(".", ".0", 1),
-])
+], ids=["empty", "one-part", "three-parts", "another-servers", "expired", "tampered"])
 def test_bad_or_expired_codes_are_401(api: InProcess, code: str) -> None:
     r = api.post("/api/login", json={"code": code}, auth=False)
     assert r.status_code == 401, r.text

@@ -30,18 +30,6 @@ def tag() -> str:
     return f"E2E{uuid.uuid4().hex[:8]}"
 
 
-def test_start_ready_and_acknowledged_delivery(make_session: Make, agent_name: str) -> None:
-    s = make_session(agent_name)
-    s.start()
-    st = s.wait_state("ready", timeout=90)
-    print(f"{agent_name}: ready after {st['since'] - s.started_at:.2f}s ({st['explain']})")
-    marker = tag()
-    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
-    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
-    assert res.stdout.startswith("acknowledged"), res.stdout
-    assert len(s.wait_received(marker)) == 1
-
-
 def test_startup_context_reaches_model_once(make_session: Make, agent_name: str) -> None:
     _startup_context(make_session(agent_name), agent_name)
 
@@ -110,44 +98,49 @@ def big_content(marker: str) -> str:
     return text
 
 
-def test_multiline_unicode_arrives_byte_for_byte_as_one_message(
-    make_session: Make, agent_name: str
-) -> None:
+def test_what_is_sent_arrives_as_sent(make_session: Make, agent_name: str) -> None:
+    """One start, every way a message's content can go wrong on its way in (each
+    check used to start the agent of its own: four starts for one path):
+
+    - an acknowledged delivery: ready, typed, ACK found, at the model once;
+    - 60 lines of quotes, shell syntax, tabs and CJK/emoji, byte for byte, one message;
+    - ``send --raw`` (hardening 7): the text as is, no quoting block, and refused
+      from a webhook;
+    - escape sequences, C0/C1 controls and a bracketed-paste end: none reach the agent.
+    """
     s = make_session(agent_name)
     s.start()
-    s.wait_state("ready", timeout=90)
+    st = s.wait_state("ready", timeout=90)
+    print(f"{agent_name}: ready after {st['since'] - s.started_at:.2f}s ({st['explain']})")
+
+    marker = tag()
+    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
+    assert res.stdout.startswith("acknowledged"), res.stdout
+    assert len(s.wait_received(marker)) == 1
+
     marker = tag()
     content = big_content(marker)
     res = s.send(content, "--wait", "--timeout", "90")
     assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
     got = s.wait_received(marker)
-    assert len(got) == 1, f"{len(got)} requests carried the message"
+    assert len(got) == 1, f"{len(got)} requests carried the multi-line message"
     # The one documented change: profiles whose agent expands pasted tabs.
     tabs = load_profile(agent_name).input.tabs_as_spaces
     expected = content.replace("\t", " " * tabs) if tabs else content
     assert expected in got[0], "content changed on its way to the model"
 
-
-def test_raw_text_reaches_the_model_as_typed(make_session: Make, agent_name: str) -> None:
-    # Hardening 7: `send --raw` types the text as is, no quoting block, one
-    # message, and the agent's model gets exactly that text.
-    s = make_session(agent_name)
-    s.start()
     s.wait_state("ready", timeout=90)
     marker = tag()
     content = f"raw {marker}: summarise the README in one line"
     res = s.send(content, "--raw", "--wait", "--timeout", "90")
     assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
     got = s.wait_received(marker)
-    assert len(got) == 1, f"{len(got)} requests carried the message"
+    assert len(got) == 1, f"{len(got)} requests carried the raw message"
     assert content in got[0] and "[agentwrap context" not in got[0]
     refused = s.send(f"raw {marker} from a webhook", "--raw", "--source", "webhook")
     assert refused.returncode == 77, refused.stderr
 
-
-def test_escape_sequences_never_reach_the_agent(make_session: Make, agent_name: str) -> None:
-    s = make_session(agent_name)
-    s.start()
     s.wait_state("ready", timeout=90)
     marker = tag()
     evil = (
