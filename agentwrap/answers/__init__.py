@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 EXPORTS: dict[str, tuple[str, ...]] = {
     "actions": ("AnswerStatus", "HookAnswer"),
     "auto": ("AutoAnswer",),
-    "denylist": ("Where", "destructive", "incomplete"),
+    "denylist": ("Where", "destructive", "incomplete"),  # the chat bridge refuses approvals
     "folder": ("AnswerFolder",),
     "hook_questions": ("HookQuestion", "HookQuestions", "announcement", "hook_questions"),
     "intake": ("AnswerIntake", "AnswerResult"),

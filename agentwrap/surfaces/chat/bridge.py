@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...answers import Where, destructive, incomplete
-from ...detect import Question, State
+from ...answers.denylist import Where, destructive, incomplete
+from ...detect.question import Question
+from ...detect.states import State
 from ...errors import AgentwrapError, ChatTokenProblem, ChatUnreachable
 from ...message import NewMessage, Source
 from ...paths import Paths
