@@ -209,9 +209,9 @@ class TelegramConfig:
     config only: it names the chats whose buttons approve commands. The token is
     read from ``token_file`` (0600) or ``AGENTWRAP_TELEGRAM_TOKEN``, never kept here."""
 
-    token_file: str = ""
+    token_file: str = ""  # the bot token BotFather gave, one line, chmod 600
     chat_ids: tuple[int, ...] = ()  # the only chats heard; others are ignored and logged
-    api_url: str = "https://api.telegram.org"
+    api_url: str = "https://api.telegram.org"  # the Bot API's address (a local Bot API server)
     poll_timeout_s: float = 25.0  # getUpdates' long poll (Telegram holds it this long)
 
 

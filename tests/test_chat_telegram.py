@@ -161,6 +161,21 @@ def test_a_deny_listed_command_cannot_be_approved_from_the_chat(
     assert bridge.callbacks()[1] == "sent: Deny"
 
 
+def test_a_reply_answers_in_words(aw: AwEnv, bridge: Bridge) -> None:
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG", "--dialog-style", "choice")
+    aw.wait_state("sa", "ready")
+    msg = asked(aw, bridge)
+    assert "(reply to this message to answer in words)" in msg["text"]
+    bridge.fake.say(STRANGER, "the stranger's words", reply_to=msg["message_id"])
+    bridge.logged(f"ignored a message from chat {STRANGER}")
+    bridge.fake.say(ME, "SQLite, but *in memory*", reply_to=msg["message_id"])
+    wait_for(lambda: choices(aw), 20, "the words typed", on_timeout=bridge.text)
+    path = aw.log.with_name(aw.log.name + ".answers")
+    (done,) = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    assert done["text"] == "SQLite, but *in memory*" and done["option"] == 3
+    assert any(m["text"] == "sent your answer" for m in bridge.fake.sent_to(ME))
+
+
 def test_send_and_ls_from_the_chat(aw: AwEnv, bridge: Bridge) -> None:
     aw.start_standin("sa")
     aw.wait_state("sa", "ready")
@@ -231,6 +246,16 @@ def test_config_chat_telegram(tmp_path: Path) -> None:
         paths.config_file.write_text(f"[chat.telegram]\n{bad}\n")
         with pytest.raises(ConfigError):
             load_config(paths, tmp_path)
+
+
+def test_a_projects_file_cannot_name_chats(tmp_path: Path) -> None:
+    """A cloned project's .agentwrap.toml must not make its own chat able to approve."""
+    paths = Paths.from_env({"HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(tmp_path / "run")})
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / ".agentwrap.toml").write_text('[chat.telegram]\nchat_ids = [666]\n')
+    with pytest.raises(ConfigError, match="only be set in your own config"):
+        load_config(paths, project)
 
 
 def test_the_ledger_claims_each_update_once_across_restarts(tmp_path: Path) -> None:
