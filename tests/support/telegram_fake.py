@@ -48,7 +48,10 @@ class TelegramFake:
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client went (a long poll cut by the bridge stopping)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -97,12 +100,12 @@ class TelegramFake:
         with self._cond:
             mid = self._next_message
             self._next_message += 1
-            msg = {"message_id": mid, "chat": {"id": body["chat_id"], "type": "private"},
+            msg = {"message_id": mid, "at": time.time(), "chat": {"id": body["chat_id"], "type": "private"},
                    "date": int(time.time()), "text": body["text"],
                    "reply_markup": body.get("reply_markup"), "parse_mode": body.get("parse_mode"),
                    "reply_parameters": body.get("reply_parameters")}
             self.messages[mid] = msg
-            return {k: v for k, v in msg.items() if k != "reply_markup" or v}
+            return {k: v for k, v in msg.items() if k != "at" and (k != "reply_markup" or v)}
 
     def _m_editMessageText(self, body: dict[str, Any]) -> dict[str, Any]:
         with self._cond:

@@ -25,9 +25,9 @@ from ... import __version__
 from ...errors import AgentwrapError
 from ...message import Source
 from .answer import add_parser as add_answer_parser
+from .chat import add_parser as add_chat_parser
 from .common import err, hint_line, out
 from .context import add_parser as add_context_parser
-from .chat import add_parser as add_chat_parser
 from .events import EPILOG as EVENTS_EPILOG
 from .events import HELP as EVENTS_HELP
 from .events import cmd_events
