@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...answers.actions import AnswerStatus
 from ...answers.denylist import Where, destructive, incomplete
 from ...detect.question import Question
 from ...detect.states import State
@@ -239,7 +240,7 @@ class TelegramBridge:
                 self._press(svc, update["callback_query"])
             elif isinstance(update.get("message"), dict):
                 self._message(svc, update["message"])
-        except ChatUnreachable as exc:
+        except (AgentwrapError, OSError) as exc:  # claimed: dropped, never retried twice
             self._failed(f"update {uid}", exc)
 
     def _heard(self, chat: Any, what: str) -> int | None:
@@ -297,20 +298,39 @@ class TelegramBridge:
                 log.warning("chat bridge: refused an option for %s's question %s: deny-listed",
                             n.session, q.id)
                 return f"refused: {why}. From the chat only Deny; decide in the terminal."[:200]
-        if not self.ledger.take_answer(n.session, n.question_id, f"answered {label!r} from the chat"):
+        if not self._take(svc, n, f"answered {label!r} from the chat"):
             self.counts.refused += 1
             return "this question was answered already"
         try:
             if option is None:
-                svc.answer(n.session, deny=True, question_id=q.id, source="chat")
+                done = svc.answer(n.session, deny=True, question_id=q.id, source="chat")
             else:
-                svc.answer(n.session, option=option, question_id=q.id, source="chat")
+                done = svc.answer(n.session, option=option, question_id=q.id, source="chat")
         except AgentwrapError as exc:
             self.ledger.reopen(n.session, n.question_id)
             self.counts.refused += 1
             return f"refused: {exc.message}"[:200]
+        self.ledger.answer_is(n.session, n.question_id, done.answer.id)
         self.counts.applied += 1
         return f"sent: {label}"
+
+    def _take(self, svc: Service, n: Notice, outcome: str) -> bool:
+        """Take the question for this answer; False when the chat answered it
+        already, unless that answer ended without being applied (failed or
+        stale while the same question is open): then it may be answered again."""
+        if self.ledger.take_answer(n.session, n.question_id, outcome):
+            return True
+        now = self.ledger.notice(n.id)
+        if now is None or now.state != "answered" or not now.answer_id:
+            return False
+        try:
+            before = svc.answer_status(now.answer_id)
+        except AgentwrapError:
+            return False
+        if before.status not in (AnswerStatus.FAILED, AnswerStatus.STALE):
+            return False
+        self.ledger.reopen(n.session, n.question_id)
+        return self.ledger.take_answer(n.session, n.question_id, outcome)
 
     @staticmethod
     def _deny_listed(q: Question, cwd: str) -> str | None:
@@ -350,13 +370,14 @@ class TelegramBridge:
     def _free_text(self, svc: Service, n: Notice, text: str) -> str:
         if n.state != "open":
             return f"this question is closed ({n.outcome or 'answered'})"
-        if not self.ledger.take_answer(n.session, n.question_id, "answered in words from the chat"):
+        if not self._take(svc, n, "answered in words from the chat"):
             return "this question was answered already"
         try:
-            svc.answer(n.session, text=text, question_id=n.question_id, source="chat")
+            done = svc.answer(n.session, text=text, question_id=n.question_id, source="chat")
         except AgentwrapError as exc:
             self.ledger.reopen(n.session, n.question_id)
             return f"refused: {exc.message}"
+        self.ledger.answer_is(n.session, n.question_id, done.answer.id)
         self.counts.applied += 1
         return "sent your answer"
 

@@ -30,7 +30,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS notices (id INTEGER PRIMARY KEY AUTOINCREMENT,"
     " session TEXT NOT NULL, question_id TEXT NOT NULL, chat_id INTEGER NOT NULL,"
     " message_id INTEGER, text TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'open',"
-    " outcome TEXT NOT NULL DEFAULT '', UNIQUE (session, question_id, chat_id))",
+    " outcome TEXT NOT NULL DEFAULT '', answer_id TEXT NOT NULL DEFAULT '', UNIQUE (session, question_id, chat_id))",
 )
 #: Update ids kept; older ones are confirmed to Telegram long before.
 KEEP_UPDATES = 10_000
@@ -46,6 +46,7 @@ class Notice:
     text: str
     state: str  # open (buttons live), answered (an answer sent), closed (edited, final)
     outcome: str
+    answer_id: str  # the answer the chat sent ("" none yet)
 
 
 class Ledger:
@@ -119,11 +120,18 @@ class Ledger:
                 " AND question_id = ? AND state = 'open'", (outcome, session, question_id))
             return cur.rowcount > 0
 
-    def reopen(self, session: str, question_id: str) -> None:
-        """The answer was refused after all (the service said no): buttons live again."""
+    def answer_is(self, session: str, question_id: str, answer_id: str) -> None:
+        """The answer the service stored for the press (to look at if it fails)."""
         with self._lock:
-            self._db.execute("UPDATE notices SET state = 'open', outcome = '' WHERE session = ?"
-                             " AND question_id = ? AND state = 'answered'", (session, question_id))
+            self._db.execute("UPDATE notices SET answer_id = ? WHERE session = ?"
+                             " AND question_id = ?", (answer_id, session, question_id))
+
+    def reopen(self, session: str, question_id: str) -> None:
+        """The answer was refused, or failed, after all: buttons live again."""
+        with self._lock:
+            self._db.execute("UPDATE notices SET state = 'open', outcome = '', answer_id = ''"
+                             " WHERE session = ? AND question_id = ? AND state = 'answered'",
+                             (session, question_id))
 
     def unclosed(self) -> list[Notice]:
         with self._lock:
