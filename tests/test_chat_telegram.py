@@ -39,7 +39,7 @@ STRANGER = 9999  # a chat nobody configured
 @dataclass
 class Bridge:
     fake: TelegramFake
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None
     log: Path
     token: str
 
@@ -49,6 +49,20 @@ class Bridge:
     def logged(self, words: str, n: int = 1) -> None:
         wait_for(lambda: self.text().count(words) >= n, 20, f"the bridge to log {words!r}",
                  on_timeout=self.text)
+
+    def start(self, aw: AwEnv) -> None:
+        """(Re)start ``agentwrap chat telegram``, its output appended to :attr:`log`."""
+        polls = len(self.fake.called("getUpdates"))
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "agentwrap", "chat", "telegram"],
+                                         env=aw.env, cwd=aw.project, stdout=out,
+                                         stderr=subprocess.STDOUT)
+        wait_for(lambda: len(self.fake.called("getUpdates")) > polls, 20,
+                 "the bridge's first poll", on_timeout=self.text)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        assert self.proc.wait(timeout=20) in (0, 128 + signal.SIGTERM, -signal.SIGTERM)
 
     def callbacks(self) -> list[str]:
         return [c["text"] for c in self.fake.called("answerCallbackQuery")]
@@ -70,17 +84,15 @@ def bridge(aw: AwEnv) -> Iterator[Bridge]:
     token_file.chmod(0o600)
     _config(aw, fake, token_file)
     log = aw.root / "chat.log"
-    with log.open("wb") as out, secret_scan.ArgvWatch([token.encode()]) as watch:
-        proc = subprocess.Popen([sys.executable, "-m", "agentwrap", "chat", "telegram"],
-                                env=aw.env, cwd=aw.project, stdout=out, stderr=subprocess.STDOUT)
-        b = Bridge(fake, proc, log, token)
+    log.write_bytes(b"")
+    b = Bridge(fake, None, log, token)
+    with secret_scan.ArgvWatch([token.encode()]) as watch:
         try:
-            wait_for(lambda: fake.called("getUpdates"), 20, "the bridge's first poll",
-                     on_timeout=b.text)
+            b.start(aw)
             yield b
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=20)
+            if b.proc is not None and b.proc.poll() is None:
+                b.stop()
             fake.close()
     # the token: in no command line, log, error or file but its own
     assert watch.scans > 0 and watch.found == []
@@ -141,6 +153,8 @@ def test_a_press_approves_once_and_nothing_else_does(aw: AwEnv, bridge: Bridge) 
     assert bridge.fake.buttons(msg["message_id"]) == []
     assert choices(aw) == ["chose 1. Yes"]
     assert len(bridge.fake.sent_to(ME)) == 1  # one notice for the question, never more
+    sent = bridge.fake.called("sendMessage") + bridge.fake.called("editMessageText")
+    assert sent and all("parse_mode" not in c for c in sent)  # plain text: markup stays inert
     audit = [json.loads(x) for x in aw.paths.audit_log.read_text().splitlines()]
     assert [a["source"] for a in audit if a.get("event") == "answer_requested"] == ["chat"]
 
@@ -155,10 +169,14 @@ def test_a_deny_listed_command_cannot_be_approved_from_the_chat(
     wait_for(lambda: bridge.callbacks(), 20, "the press answered")
     assert bridge.callbacks()[0].startswith("refused: the deny-list holds"), bridge.callbacks()
     assert choices(aw) == []
+    # a restart: the question is not sent again, and its buttons still work
+    bridge.stop()
+    bridge.start(aw)
     bridge.fake.press(ME, msg["message_id"], deny)
     wait_for(lambda: len(choices(aw)) == 1, 20, "the denial typed", on_timeout=bridge.text)
     assert "Yes" not in choices(aw)[0]
     assert bridge.callbacks()[1] == "sent: Deny"
+    assert len(bridge.fake.sent_to(ME)) == 1
 
 
 def test_a_reply_answers_in_words(aw: AwEnv, bridge: Bridge) -> None:
@@ -196,8 +214,13 @@ def test_send_and_ls_from_the_chat(aw: AwEnv, bridge: Bridge) -> None:
         msgs = [store.get(e.subject) for e in sent]
     finally:
         store.close()
-    assert [(m.source.value, m.source_id, m.content) for m in msgs] == [
+    assert [(m.source.value, m.source_id, m.content) for m in msgs][:1] == [
         ("chat", f"telegram:{ME}", hostile)]
+    host = aw.registry().get("sa").host
+    bridge.fake.say(ME, f"/send {host}/sa second, by host")
+    wait_for(lambda: any("second, by host" in r["text"] for r in (json.loads(x) for x in
+             aw.log.read_text(encoding="utf-8").splitlines())), 20, "the HOST/NAME message typed",
+             on_timeout=bridge.text)
     bridge.fake.say(ME, "/send nosuch hi")
     bridge.fake.say(ME, "/ls")
     wait_for(lambda: any(m["text"].startswith("not queued") for m in bridge.fake.sent_to(ME))

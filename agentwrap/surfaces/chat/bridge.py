@@ -35,7 +35,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -125,7 +125,8 @@ class Counts:
     redelivered: int = 0
     ignored: int = 0
     queued: int = 0
-    errors: list[str] = field(default_factory=list)
+    failures: int = 0
+    last_failure: str = ""
 
 
 class TelegramBridge:
@@ -177,13 +178,19 @@ class TelegramBridge:
                     self._failed("getUpdates", exc)
                     self._stop.wait(RETRY_S)
                     continue
+                if self.counts.last_failure.startswith("getUpdates"):
+                    log.warning("chat bridge: Telegram answers again")
+                    self.counts.last_failure = ""
                 for update in updates:
                     self.handle(svc, update)
 
     def _failed(self, what: str, exc: BaseException) -> None:
+        """Log a failure once while it repeats (Telegram away for an hour: one line)."""
         line = f"{what}: {exc}"
-        self.counts.errors.append(line)
-        log.warning("chat bridge: %s", line)
+        self.counts.failures += 1
+        if line != self.counts.last_failure:
+            log.warning("chat bridge: %s (retrying every %.0f s)", line, RETRY_S)
+        self.counts.last_failure = line
 
     # --- out: questions ---------------------------------------------------------------
 
