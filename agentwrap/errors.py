@@ -88,6 +88,12 @@ class ChatUnreachable(EnvironmentProblem):
 
     default_hint = "check [chat.telegram] api_url and the network; the bridge retries by itself"
 
+    def __init__(self, message: str, *, hint: str | None = None, unsent: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        #: True when the request surely did not take effect (refused, or never
+        #: connected): safe to send again; False when it may have been.
+        self.unsent = unsent
+
 
 class AddressUnavailable(EnvironmentProblem):
     """``agentwrap serve`` cannot listen where it was asked: the port is taken,

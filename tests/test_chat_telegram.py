@@ -179,6 +179,18 @@ def test_a_deny_listed_command_cannot_be_approved_from_the_chat(
     assert len(bridge.fake.sent_to(ME)) == 1
 
 
+def test_a_refused_notice_is_sent_again_once(aw: AwEnv, bridge: Bridge) -> None:
+    bridge.fake.failing["sendMessage"] = 2  # Telegram says 429 twice: surely not delivered
+    aw.start_standin("sa", "--dialog-on", "OPENDIALOG")
+    aw.wait_state("sa", "ready")
+    msg = asked(aw, bridge)
+    assert len(bridge.fake.called("sendMessage:refused")) == 2
+    assert "command:\ntouch x" in msg["text"]
+    bridge.logged("429 Too Many Requests")
+    assert bridge.text().count("429 Too Many Requests") == 1  # a repeated failure: one line
+    assert len(bridge.fake.sent_to(ME)) == 1
+
+
 def test_a_reply_answers_in_words(aw: AwEnv, bridge: Bridge) -> None:
     aw.start_standin("sa", "--dialog-on", "OPENDIALOG", "--dialog-style", "choice")
     aw.wait_state("sa", "ready")

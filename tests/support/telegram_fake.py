@@ -32,6 +32,7 @@ class TelegramFake:
         self.calls: dict[str, list[dict[str, Any]]] = {}
         self.messages: dict[int, dict[str, Any]] = {}  # message_id -> the bot's message
         self.paths_seen: list[str] = []
+        self.failing: dict[str, int] = {}  # method -> how many more calls to refuse (429)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -78,6 +79,12 @@ class TelegramFake:
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
             return 404, {"ok": False, "error_code": 404, "description": "Not Found"}
+        with self._cond:
+            if self.failing.get(method, 0) > 0:  # Telegram refusing for a while
+                self.failing[method] -= 1
+                self.calls.setdefault(f"{method}:refused", []).append(body)
+                return 429, {"ok": False, "error_code": 429,
+                             "description": "Too Many Requests: retry after 1"}
         with self._cond:
             self.calls.setdefault(method, []).append(body)
             self._cond.notify_all()

@@ -212,6 +212,8 @@ class TelegramBridge:
                     msg = self.api.send_message(chat, text, buttons=buttons(notice_id, q))
                 except ChatUnreachable as exc:
                     self._failed("sendMessage", exc)  # recorded first: never sent twice
+                    if exc.unsent:
+                        self.ledger.unsend(notice_id)  # surely not there: sent on the next look
                     continue
                 self.counts.sent += 1
                 if isinstance(msg.get("message_id"), int):

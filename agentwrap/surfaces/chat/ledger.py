@@ -10,7 +10,10 @@ press, and the person, who saw no confirmation, presses again (a new update).
 
 A notice (one question sent to one chat) is recorded before it is sent,
 for the same reason: a crash between the two leaves a question not sent
-rather than sent twice; ``closed`` notices are never edited again.
+rather than sent twice. A send Telegram refused, or that never connected,
+surely did not arrive: its record is dropped and the next look sends it
+again; one that may have arrived (the answer lost) is not sent again.
+``closed`` notices are never edited again.
 
 One SQLite file of the bridge's own in the state dir: it is not the
 message store (nothing here is a message or an answer; those go through
@@ -95,6 +98,12 @@ class Ledger:
             except sqlite3.IntegrityError:
                 return None
             return cur.lastrowid
+
+    def unsend(self, notice_id: int) -> None:
+        """Forget a notice Telegram surely did not deliver: the next look sends it."""
+        with self._lock:
+            self._db.execute("DELETE FROM notices WHERE id = ? AND message_id IS NULL",
+                             (notice_id,))
 
     def sent(self, notice_id: int, message_id: int) -> None:
         with self._lock:

@@ -72,15 +72,17 @@ class TelegramApi:
             resp = self._client.post(method, json={k: v for k, v in params.items()
                                                    if v is not None})
             body = resp.json()
-        except httpx.HTTPError as exc:
+        except httpx.HTTPError as exc:  # never connected: surely not sent; else: maybe
             raise ChatUnreachable(
-                f"telegram {method}: {type(exc).__name__}: {self._redact(str(exc))}") from None
+                f"telegram {method}: {type(exc).__name__}: {self._redact(str(exc))}",
+                unsent=isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))) from None
         except ValueError:
             raise ChatUnreachable(f"telegram {method}: HTTP {resp.status_code}, not JSON") from None
-        if not isinstance(body, dict) or not body.get("ok"):
+        if not isinstance(body, dict) or not body.get("ok"):  # Telegram said no: not sent
             why = body.get("description", "") if isinstance(body, dict) else ""
             raise ChatUnreachable(
-                f"telegram {method}: HTTP {resp.status_code} {self._redact(str(why))[:200]}")
+                f"telegram {method}: HTTP {resp.status_code} {self._redact(str(why))[:200]}",
+                unsent=isinstance(body, dict))
         return body.get("result")
 
     def get_updates(self, offset: int) -> list[dict[str, Any]]:
