@@ -47,6 +47,10 @@ Example::
     on_waiting_input = "notify-me --json"   # run with the question as JSON on stdin
     renotify_after_s = 300
 
+    [chat.telegram]             # user config only: `agentwrap chat telegram`, both ways
+    token_file = "~/.config/agentwrap/telegram.token"   # 0600; or AGENTWRAP_TELEGRAM_TOKEN
+    chat_ids = [123456789]      # the only chats heard (ids, not names)
+
     [[answer_rules]]            # user config only: answer some questions automatically
     name = "tests"              # (agentwrap.answers.rules says how they are matched)
     agent = "claude"            # profile name (glob)
@@ -200,6 +204,18 @@ class NotifyConfig:
 
 
 @dataclass(frozen=True)
+class TelegramConfig:
+    """``[chat.telegram]``: the Telegram bridge (``agentwrap chat telegram``). User
+    config only: it names the chats whose buttons approve commands. The token is
+    read from ``token_file`` (0600) or ``AGENTWRAP_TELEGRAM_TOKEN``, never kept here."""
+
+    token_file: str = ""  # the bot token BotFather gave, one line, chmod 600
+    chat_ids: tuple[int, ...] = ()  # the only chats heard; others are ignored and logged
+    api_url: str = "https://api.telegram.org"  # the Bot API's address (a local Bot API server)
+    poll_timeout_s: float = 25.0  # getUpdates' long poll (Telegram holds it this long)
+
+
+@dataclass(frozen=True)
 class ContinuityConfig:
     """The handoff from one session to the next in a project (agentwrap.continuity)."""
 
@@ -284,6 +300,7 @@ class Config:
     source_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     answer_rules: tuple[AnswerRule, ...] = ()  # [[answer_rules]], in order; user config only
     launch: tuple[LaunchChoice, ...] = ()  # [[dashboard.launch]]; user config only
+    telegram: TelegramConfig | None = None  # [chat.telegram]; user config only
     feedback_options: FeedbackOptions = field(default_factory=FeedbackOptions)
     feedback: tuple[CommandTable, ...] = ()  # [[feedback]] of both files, user's first
     schedules: tuple[CommandTable, ...] = ()  # [[schedule]], likewise
@@ -305,7 +322,7 @@ _SECTIONS = {
 }
 COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
 USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store",
-                      "host")  # never from a project's file
+                      "host", "chat")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 STEER_MODES = ("off", "high", "all")
@@ -360,6 +377,11 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             if where:
                 raise ConfigError(f"{where}: [dashboard] is set at the top level")
             cfg = replace(cfg, launch=_launch_choices(value))
+            continue
+        if section == "chat":
+            if where:
+                raise ConfigError(f"{where}: [chat] is set at the top level")
+            cfg = replace(cfg, telegram=_chat(value))
             continue
         if section in ("store", "host") and where:
             raise ConfigError(f"{where}: [{section}] is set at the top level",
@@ -498,6 +520,35 @@ def _answer_rules(value: Any) -> tuple[AnswerRule, ...]:
 
 
 _LAUNCH_KEYS = ("name", "cwd", "profile", "command", "args", "session")
+
+
+def _chat(value: Any) -> TelegramConfig | None:
+    if not isinstance(value, Mapping) or set(value) - {"telegram"}:
+        raise ConfigError("chat: only [chat.telegram] may be set there")
+    table = value.get("telegram")
+    if table is None:
+        return None
+    if not isinstance(table, Mapping):
+        raise ConfigError("chat.telegram: must be a table")
+    known = {f.name for f in fields(TelegramConfig)}
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise ConfigError(f"chat.telegram.{unknown[0]}: unknown key",
+                          hint=f"known keys: {', '.join(sorted(known))}")
+    ids = table.get("chat_ids", [])
+    if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool)
+                                            for i in ids):
+        raise ConfigError("chat.telegram.chat_ids: must be a list of chat ids (whole numbers)",
+                          hint="e.g. chat_ids = [123456789]; a group's id is negative")
+    base = TelegramConfig()
+    url = _coerce(table.get("api_url", base.api_url), base.api_url, "chat.telegram.api_url")
+    if not url.startswith(("https://", "http://")):
+        raise ConfigError(f"chat.telegram.api_url: must be an http(s) URL, got {url!r}")
+    return TelegramConfig(
+        token_file=_coerce(table.get("token_file", ""), "", "chat.telegram.token_file"),
+        chat_ids=tuple(ids), api_url=url.rstrip("/"),
+        poll_timeout_s=_coerce(table.get("poll_timeout_s", base.poll_timeout_s),
+                               base.poll_timeout_s, "chat.telegram.poll_timeout_s"))
 
 
 def _launch_choices(value: Any) -> tuple[LaunchChoice, ...]:

@@ -74,6 +74,27 @@ class RelayHelperMissing(EnvironmentProblem):
     )
 
 
+class ChatTokenProblem(ConfigError):
+    """The chat bridge's bot token is missing, unreadable, or readable by others
+    (the message never holds the token itself)."""
+
+    default_hint = ("put the token BotFather gave you in the [chat.telegram] token_file,"
+                    " made 0600 (chmod 600 FILE), or in AGENTWRAP_TELEGRAM_TOKEN")
+
+
+class ChatUnreachable(EnvironmentProblem):
+    """The chat service's API refused or could not be reached (the token and
+    the URL that holds it are never part of the message)."""
+
+    default_hint = "check [chat.telegram] api_url and the network; the bridge retries by itself"
+
+    def __init__(self, message: str, *, hint: str | None = None, unsent: bool = False) -> None:
+        super().__init__(message, hint=hint)
+        #: True when the request surely did not take effect (refused, or never
+        #: connected): safe to send again; False when it may have been.
+        self.unsent = unsent
+
+
 class AddressUnavailable(EnvironmentProblem):
     """``agentwrap serve`` cannot listen where it was asked: the port is taken,
     or ``--uds`` names a file that is not a socket a dead server left."""

@@ -44,6 +44,7 @@ class Source(str, enum.Enum):
     APPLET = "applet"
     MONITORING = "monitoring"
     USER = "user"
+    CHAT = "chat"  # a chat the person configured (agentwrap chat telegram)
     SYSTEM = "system"
 
     def __str__(self) -> str:

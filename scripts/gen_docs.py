@@ -173,8 +173,9 @@ def config_page() -> str:
              "*user config only* are read from `~/.config/agentwrap/config.toml` alone, never "
              "from a project's `.agentwrap.toml`.", ""]
     user_only_keys = {f"{s}.{k}" for s, k in config.USER_ONLY_KEYS}
-    for section, cls in config._SECTIONS.items():
-        only = " (user config only)" if section in config.USER_ONLY_SECTIONS else ""
+    for section, cls in [*config._SECTIONS.items(), ("chat.telegram", config.TelegramConfig)]:
+        only = (" (user config only)" if section.split(".")[0] in config.USER_ONLY_SECTIONS
+                else "")
         lines += [f"## `[{section}]`{only}", ""]
         doc = inspect.getdoc(cls)
         if doc and not doc.startswith(cls.__name__ + "("):

@@ -29,6 +29,9 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .actions import AnswerStatus as AnswerStatus
     from .actions import HookAnswer as HookAnswer
     from .auto import AutoAnswer as AutoAnswer
+    from .denylist import Where as Where
+    from .denylist import destructive as destructive
+    from .denylist import incomplete as incomplete
     from .folder import AnswerFolder as AnswerFolder
     from .hook_questions import HookQuestion as HookQuestion
     from .hook_questions import HookQuestions as HookQuestions
@@ -45,6 +48,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 EXPORTS: dict[str, tuple[str, ...]] = {
     "actions": ("AnswerStatus", "HookAnswer"),
     "auto": ("AutoAnswer",),
+    "denylist": ("Where", "destructive", "incomplete"),  # the chat bridge refuses approvals
     "folder": ("AnswerFolder",),
     "hook_questions": ("HookQuestion", "HookQuestions", "announcement", "hook_questions"),
     "intake": ("AnswerIntake", "AnswerResult"),

@@ -25,6 +25,7 @@ from ... import __version__
 from ...errors import AgentwrapError
 from ...message import Source
 from .answer import add_parser as add_answer_parser
+from .chat import add_parser as add_chat_parser
 from .common import err, hint_line, out
 from .context import add_parser as add_context_parser
 from .events import EPILOG as EVENTS_EPILOG
@@ -213,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_feedback_parser(sub)
     add_store_parser(sub)
     add_hosts_parser(sub)
+    add_chat_parser(sub)
 
     q = add("queue", "what is pending for a session, and why it waits")
     q.add_argument("name")
