@@ -206,35 +206,6 @@ ANSWER_NO = {
 }
 
 
-def test_permission_prompt_is_waiting_input_and_left_alone(
-    make_session: Make, agent_name: str
-) -> None:
-    s = make_session(agent_name)
-    s.start()
-    s.wait_state("ready", timeout=90)
-    assert s.send("[[tool]] please create the file", "--wait", "--timeout", "90").returncode == 0
-    s.wait_state("waiting_input", timeout=60)  # a hook's notification may say so first
-    if on_app_server(s):  # Codex on agentwrap's app-server: the server's request is the question
-        st = s.wait_until(lambda: (x := s.state())["rule"] == "structured:question" and x, 60,
-                          "the app-server's request decides, with what it asks")
-        assert st["question"] and st["question"]["source"] == "app-server", st
-    else:
-        st = s.wait_until(lambda: (x := s.state())["rule"].startswith("dialog:") and x, 60,
-                          "the dialog on screen decides, with what it asks")
-        assert "answer it in the terminal" in st["reason"], st
-    assert st["question"] and st["question"]["kind"] == "permission", st
-    marker = tag()
-    mid = s.send_id(f"sent while a dialog is open {marker}")
-    time.sleep(4.0)
-    assert s.state()["state"] == "waiting_input"
-    assert not s.received_with(marker)
-    assert not (s.workdir / "tool_ran.txt").exists(), "something answered the dialog"
-    s.press(*ANSWER_NO[agent_name])
-    s.wait_until(lambda: s.received_with(marker), 90, "delivery after the dialog closed")
-    assert len(s.received_with(marker)) == 1
-    assert s.wait_until(lambda: s.message(mid)["status"] == "delivered", 30, "delivered")
-
-
 INSTRUCTION_FILE = {
     "claude": "CLAUDE.md",
     "codex": "AGENTS.md",
@@ -381,8 +352,33 @@ def is_subsequence(wanted: list[str], seen: list[str]) -> bool:
     return all(any(s == w for s in it) for w in wanted)
 
 
+def _permission_is_waiting_input_and_left_alone(s: AgentSession) -> tuple[str, str]:
+    """The agent asks a permission: ``waiting_input`` decided by its dialog (or the
+    app-server's request) with the question; a message sent meanwhile waits and
+    nothing answers the dialog. Returns that message's id and marker."""
+    s.wait_state("waiting_input", timeout=60)  # a hook's notification may say so first
+    if on_app_server(s):  # Codex on agentwrap's app-server: the server's request is the question
+        st = s.wait_until(lambda: (x := s.state())["rule"] == "structured:question" and x, 60,
+                          "the app-server's request decides, with what it asks")
+        assert st["question"] and st["question"]["source"] == "app-server", st
+    else:
+        st = s.wait_until(lambda: (x := s.state())["rule"].startswith("dialog:") and x, 60,
+                          "the dialog on screen decides, with what it asks")
+        assert "answer it in the terminal" in st["reason"], st
+    assert st["question"] and st["question"]["kind"] == "permission", st
+    marker = tag()
+    mid = s.send_id(f"sent while a dialog is open {marker}")
+    time.sleep(4.0)
+    assert s.state()["state"] == "waiting_input"
+    assert not s.received_with(marker)
+    assert not (s.workdir / "tool_ran.txt").exists(), "something answered the dialog"
+    return mid, marker
+
+
 def test_state_watch_through_start_reply_dialog_exit(make_session: Make, agent_name: str) -> None:
-    """`agentwrap state --watch --json` as a person would watch it."""
+    """`agentwrap state --watch --json` as a person would watch it, through a reply, a
+    permission dialog left alone while a message waits (then answered No: the message
+    goes in once), and the agent's exit."""
     import json
     import subprocess
     import threading
@@ -413,11 +409,14 @@ def test_state_watch_through_start_reply_dialog_exit(make_session: Make, agent_n
         s.wait_until(lambda: "busy" in seen, 30, "busy")
         s.wait_state("ready", timeout=60)
         assert s.send("[[tool]] create the file", "--wait").returncode == 0
-        s.wait_state("waiting_input", timeout=60)
+        mid, marker = _permission_is_waiting_input_and_left_alone(s)
         if on_app_server(s):  # the server asks ~0.8 s before the TUI draws its dialog, and
             # a key pressed before that is lost: a person answers the dialog they see
             s.wait_until(lambda: "Would you like to run" in s.screen(), 30, "the TUI's dialog")
         s.press(*ANSWER_NO[agent_name])
+        s.wait_until(lambda: s.received_with(marker), 90, "delivery after the dialog closed")
+        assert len(s.received_with(marker)) == 1
+        assert s.wait_until(lambda: s.message(mid)["status"] == "delivered", 30, "delivered")
         s.wait_state("ready", timeout=60)
         s.press(*QUIT_KEYS[agent_name])
         s.wait_state("exited", timeout=60)
