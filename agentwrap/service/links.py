@@ -17,6 +17,7 @@ supervisor to type it with the agent's own keys.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -121,8 +122,8 @@ class Links:
         from ..answers.rules import decide
 
         where = Where.of(rec.cwd) if rec.cwd else None
-        decision = decide(question, rec.profile, self._rules(), open_for_s=float("inf"),
-                          where=where)
+        open_for = max(0.0, time.time() - rec.state_since) if rec.state_since else 0.0
+        decision = decide(question, rec.profile, self._rules(), open_for_s=open_for, where=where)
         if decision is not None and decision.answer == {"deny": True}:
             return f"your answer rule {decision.rule!r} denies this question"
         for text in candidates(question):
@@ -159,8 +160,6 @@ class Links:
 
 
 def _used(at: float) -> AnswerLinkRefused:
-    import time
-
     when = time.strftime("%H:%M:%S", time.localtime(at)) if at else "before"
     return AnswerLinkRefused(f"this question's links were used already (at {when}): nothing"
                              " more was answered", reason="used")

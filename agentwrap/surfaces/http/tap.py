@@ -24,7 +24,6 @@ from starlette.concurrency import run_in_threadpool
 
 from ...answers.actions import AnswerStatus
 from ...config import load_config
-from ...detect.question import Question
 from ...errors import AgentwrapError, AnswerLinkRefused, NoOpenQuestion, StaleAnswer
 from ...service import Service
 from ...service.links import LinkView
@@ -39,6 +38,10 @@ STATUS = {"forged": 403, "refused": 403, "origin": 403, "used": 409, "stale": 40
 APPLY_WAIT_S = 10.0
 
 e = html.escape
+#: the dashboard's headers, but ``same-origin`` referrers: with ``no-referrer`` a
+#: browser's POST from the page says ``Origin: null``, which cannot be told from
+#: a sandboxed foreign page's (the token in the address never leaves this origin)
+HEADERS = {**SECURITY_HEADERS, "Referrer-Policy": "same-origin", "Cache-Control": "no-store"}
 
 
 def _page(title: str, body: str, status: int) -> HTMLResponse:
@@ -47,7 +50,7 @@ def _page(title: str, body: str, status: int) -> HTMLResponse:
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <meta name="robots" content="noindex">
 <meta name="color-scheme" content="light dark">
 <title>{e(title)} · agentwrap</title>
@@ -61,7 +64,7 @@ def _page(title: str, body: str, status: int) -> HTMLResponse:
 </body>
 </html>
 """
-    return HTMLResponse(doc, status_code=status, headers=SECURITY_HEADERS)
+    return HTMLResponse(doc, status_code=status, headers=HEADERS)
 
 
 def _refused(exc: AnswerLinkRefused, view: LinkView | None = None) -> HTMLResponse:
@@ -106,12 +109,16 @@ def _label(number: int | None, label: str) -> str:
 
 
 def _foreign(request: Request) -> bool:
-    """A POST sent by a page of another origin (the browser says so)."""
-    if request.headers.get("sec-fetch-site", "") == "cross-site":
+    """A POST not sent by this page (the browser says so: ``Sec-Fetch-Site``
+    other than ``same-origin``, or an ``Origin`` not this server's, ``null``
+    included). A request that carries neither is no browser's form (a
+    script's, holding the link): the token alone is the capability then."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None and site != "same-origin":
         return True
     origin = request.headers.get("origin")
     if origin is None:
-        return False  # not a browser's cross-origin POST (those carry Origin)
+        return False
     ours = {f"{request.url.scheme}://{request.headers.get('host', '')}"}
     public = load_config(request.app.state.pool.paths).serve.public_url
     if public:
@@ -138,10 +145,25 @@ async def show(token: str, request: Request) -> HTMLResponse:
     return _page(title, _question(view, button=True, token=token), 200)
 
 
-def _tap(svc: Service, token: str) -> tuple[str, AnswerStatus, str, Question]:
-    result = svc.links.tap(token)
+class _Refused(Exception):
+    """A tap refused, with what its link would answer (to show the question)."""
+
+    def __init__(self, exc: AnswerLinkRefused, view: LinkView | None) -> None:
+        super().__init__(exc.message)
+        self.exc, self.view = exc, view
+
+
+def _tap(svc: Service, token: str) -> tuple[AnswerStatus, str]:
+    try:
+        result = svc.links.tap(token)
+    except AnswerLinkRefused as exc:
+        try:
+            view: LinkView | None = svc.links.look(token)
+        except AnswerLinkRefused:
+            view = None
+        raise _Refused(exc, view) from None
     a = svc.wait_answer(result.answer.id, APPLY_WAIT_S)
-    return result.answer.id, a.status, a.detail, result.question
+    return a.status, a.detail
 
 
 @router.post("/tap/{token}")
@@ -157,9 +179,9 @@ async def tap(token: str, request: Request) -> HTMLResponse:
                                           " nothing was answered", reason="forged"))
     pool: ServicePool = request.app.state.pool
     try:
-        _aid, status, detail, _q = await run_in_threadpool(pool.call, _tap, token)
-    except AnswerLinkRefused as exc:
-        return _refused(exc)
+        status, detail = await run_in_threadpool(pool.call, _tap, token)
+    except _Refused as refused:
+        return _refused(refused.exc, refused.view)
     except (StaleAnswer, NoOpenQuestion) as exc:
         return _refused(AnswerLinkRefused(f"{exc.message}: nothing was answered", reason="stale"))
     except AgentwrapError as exc:
