@@ -34,8 +34,13 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from ..config import AnswerRule
+from ..detect.question import Question
 from ..errors import AnswerLinkRefused
 from ..paths import Paths, check_private_file, write_private
+from .certainty import candidates
+from .denylist import Where, destructive, incomplete
+from .rules import decide
 
 KEY_FILE = "answer-links.key"
 DENY = "deny"  # the choice of a Deny link
@@ -169,6 +174,25 @@ def verify(key: bytes, token: str, *, now: float | None = None) -> Claim:
             f"this link expired at {time.strftime('%H:%M:%S', time.localtime(claim.expires))}:"
             " nothing was answered", reason="expired")
     return claim
+
+
+def holds_back(question: Question, profile: str, project: str, rules: Sequence[AnswerRule], *,
+               open_for_s: float) -> str:
+    """Why the person's rules or the built-in deny-list keep a link from picking
+    an option of ``question`` ("" when nothing does): a rule that denies it
+    decides first; a command the deny-list holds, or one that may be cut off,
+    is never approved from afar (Deny is always allowed)."""
+    where = Where.of(project) if project else None
+    decision = decide(question, profile, rules, open_for_s=open_for_s, where=where)
+    if decision is not None and decision.answer == {"deny": True}:
+        return f"your answer rule {decision.rule!r} denies this question"
+    for text in candidates(question):
+        why = destructive(text, where=where)
+        if why is not None:
+            return f"the built-in deny-list holds this command ({why})"
+    if question.command and incomplete(question.command):
+        return "the command shown may be cut off"
+    return ""
 
 
 class _Database(Protocol):

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..answers.links import Claim, LinkLedger, load_or_create_key, verify
+from ..answers.links import Claim, LinkLedger, holds_back, load_or_create_key, verify
 from ..config import AnswerRule
 from ..detect.question import Question
 from ..errors import AgentwrapError, AnswerLinkRefused
@@ -117,22 +117,8 @@ class Links:
     def holds_back(self, question: Question, rec: SessionRecord) -> str:
         """Why the person's rules or the deny-list keep a link from picking an
         option of ``question`` ("" when nothing does)."""
-        from ..answers.certainty import candidates
-        from ..answers.denylist import Where, destructive, incomplete
-        from ..answers.rules import decide
-
-        where = Where.of(rec.cwd) if rec.cwd else None
         open_for = max(0.0, time.time() - rec.state_since) if rec.state_since else 0.0
-        decision = decide(question, rec.profile, self._rules(), open_for_s=open_for, where=where)
-        if decision is not None and decision.answer == {"deny": True}:
-            return f"your answer rule {decision.rule!r} denies this question"
-        for text in candidates(question):
-            why = destructive(text, where=where)
-            if why is not None:
-                return f"the built-in deny-list holds this command ({why})"
-        if question.command and incomplete(question.command):
-            return "the command shown may be cut off"
-        return ""
+        return holds_back(question, rec.profile, rec.cwd, self._rules(), open_for_s=open_for)
 
     def tap(self, token: str) -> AnswerResult:
         """Answer as ``token``'s link says, once: checked as :meth:`look` does,
