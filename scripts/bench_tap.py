@@ -30,49 +30,16 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from urllib.parse import unquote
 
-from benchlib import fmt, isolated_env, json_safe, stats_ms, teardown_agentwrap, wait_until
+from benchlib import Poller, fmt, isolated_env, json_safe, stats_ms, teardown_agentwrap, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 STANDIN = ROOT / "tests" / "support" / "standin_agent.py"
 PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "standin.toml"
 DIALOG = re.compile(r"Do you want to proceed\?")
-
-
-class Poller:
-    """The pane every ``interval`` s, in a thread; the first frame after a moment
-    where the dialog is gone."""
-
-    def __init__(self, socket: str, target: str, interval: float) -> None:
-        self.cmd = ["tmux", "-S", socket, "capture-pane", "-p", "-t", target]
-        self.interval = interval
-        self.frames: list[tuple[float, str]] = []
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            t = time.time()
-            out = subprocess.run(self.cmd, capture_output=True, text=True, check=False).stdout
-            with self.lock:
-                self.frames.append((t, out))
-                del self.frames[:-400]
-            self.stop.wait(self.interval)
-
-    def gone(self, after: float) -> float | None:
-        with self.lock:
-            frames = list(self.frames)
-        return next((t for t, text in frames if t >= after and not DIALOG.search(text)), None)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=2)
 
 
 def main() -> int:
@@ -133,7 +100,7 @@ def main() -> int:
             r = client.post(approve, data={"token": token}, headers={"Origin": url})
             t_resp = time.time()
             assert r.status_code == 200, r.text
-            gone = wait_until(lambda t0=t0: poller is not None and poller.gone(t0), 30,
+            gone = wait_until(lambda t0=t0: poller is not None and poller.first(t0, DIALOG, present=False), 30,
                               "the dialog gone", poll=0.005)
             applied = next(a for a in store.recent(name, 1))
             samples["response"].append(t_resp - t0)

@@ -25,7 +25,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import os
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +36,7 @@ from urllib.parse import quote
 from ..config import AnswerRule
 from ..detect.question import Question
 from ..errors import AnswerLinkRefused
-from ..paths import Paths, check_private_file, write_private
+from ..paths import Paths, check_private_file, create_private_once
 from .certainty import candidates
 from .denylist import Where, destructive, incomplete
 from .rules import decide
@@ -72,14 +71,7 @@ def load_or_create_key(paths: Paths) -> bytes:
     except FileNotFoundError:
         pass
     paths.ensure()
-    tmp = path.with_name(f".{KEY_FILE}.{secrets.token_hex(8)}.new")
-    write_private(tmp, secrets.token_hex(32).encode("ascii") + b"\n")
-    try:
-        os.link(tmp, path)  # fails if another process made it first: use theirs
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
+    create_private_once(path, secrets.token_hex(32).encode("ascii") + b"\n")
     return _read_key(path)
 
 
