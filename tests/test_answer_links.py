@@ -20,6 +20,7 @@ from conftest import AwEnv
 
 from agentwrap.answers.links import (
     DENY,
+    LOCAL_URL,
     TAP_PATH,
     Claim,
     LinkLedger,
@@ -121,6 +122,17 @@ def test_a_notice_is_spent_once_across_two_stores_of_one_database(tmp_path: Path
     finally:
         for s in stores:
             s.close()
+
+
+def test_links_from_the_config(aw: AwEnv) -> None:
+    assert LinkMaker.from_config(aw.paths).base == LOCAL_URL  # no public_url: serve's default
+    aw.paths.config_file.write_text(
+        '[serve]\npublic_url = "https://aw.example.net/aw/"\n[answers]\nlink_ttl_s = 60\n',
+        encoding="utf-8")
+    maker = LinkMaker.from_config(aw.paths)
+    assert maker.ttl_s == 60.0 and maker.key == load_or_create_key(aw.paths)
+    (label, url), _deny = maker.links_for("sa", "", "q1", ["Yes"])
+    assert label == "Yes" and url.startswith("https://aw.example.net/aw/tap/")
 
 
 def test_the_config_keys(aw: AwEnv) -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from ..config import AnswerRule
+from ..config import AnswerRule, Config, load_config
 from ..detect.question import Question
 from ..errors import AnswerLinkRefused
 from ..paths import Paths, check_private_file, create_private_once
@@ -44,6 +44,8 @@ from .rules import decide
 KEY_FILE = "answer-links.key"
 DENY = "deny"  # the choice of a Deny link
 DEFAULT_TTL_S = 900.0
+#: where links point without ``[serve] public_url``: ``agentwrap serve``'s default address
+LOCAL_URL = "http://127.0.0.1:7878"
 #: the page of ``serve`` a link opens (the token follows)
 TAP_PATH = "/tap/"
 
@@ -259,9 +261,13 @@ class LinkMaker:
         self._clock = clock
 
     @classmethod
-    def for_paths(cls, paths: Paths, public_url: str, *, ttl_s: float = DEFAULT_TTL_S,
-                  ) -> LinkMaker:
-        return cls(load_or_create_key(paths), public_url, ttl_s=ttl_s)
+    def from_config(cls, paths: Paths, config: Config | None = None) -> LinkMaker:
+        """The links of the user's config: on ``[serve] public_url`` (without
+        one, ``serve``'s own default address, which only this machine opens),
+        expiring after ``[answers] link_ttl_s``."""
+        cfg = config if config is not None else load_config(paths)
+        return cls(load_or_create_key(paths), cfg.serve.public_url or LOCAL_URL,
+                   ttl_s=cfg.answers.link_ttl_s)
 
     def url(self, token: str) -> str:
         return f"{self.base}{TAP_PATH}{quote(token, safe='')}"
