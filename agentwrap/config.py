@@ -51,6 +51,12 @@ Example::
     token_file = "~/.config/agentwrap/telegram.token"   # 0600; or AGENTWRAP_TELEGRAM_TOKEN
     chat_ids = [123456789]      # the only chats heard (ids, not names)
 
+    [serve]                     # user config only
+    public_url = "https://aw.example.net"  # how a phone reaches `serve`: one-tap links use it
+
+    [answers]                   # user config only
+    link_ttl_s = 900            # a one-tap answer link works this long (once)
+
     [[answer_rules]]            # user config only: answer some questions automatically
     name = "tests"              # (agentwrap.answers.rules says how they are matched)
     agent = "claude"            # profile name (glob)
@@ -75,6 +81,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .errors import ConfigError
 from .message import QueueLimits, Source
@@ -216,6 +223,20 @@ class TelegramConfig:
 
 
 @dataclass(frozen=True)
+class AnswersConfig:
+    """How answers may come from elsewhere than a terminal (agentwrap.answers.links)."""
+
+    link_ttl_s: float = 900.0  # a one-tap answer link expires after this long
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """``agentwrap serve`` as the world reaches it."""
+
+    public_url: str = ""  # the server's address as a phone opens it (links are built on it)
+
+
+@dataclass(frozen=True)
 class ContinuityConfig:
     """The handoff from one session to the next in a project (agentwrap.continuity)."""
 
@@ -294,6 +315,8 @@ class Config:
     host: HostConfig = field(default_factory=HostConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    answers: AnswersConfig = field(default_factory=AnswersConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
     continuity: ContinuityConfig = field(default_factory=ContinuityConfig)
     # [sources]: per source, the only source ids it may send as (webhook =
     # ["github", "ci"]); a source not named is not restricted. User config only.
@@ -318,11 +341,12 @@ class Config:
 _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "store": StoreConfig,
     "host": HostConfig, "trust": TrustConfig,
-    "notify": NotifyConfig, "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
+    "notify": NotifyConfig, "answers": AnswersConfig, "serve": ServeConfig,
+    "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
 }
 COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
 USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store",
-                      "host", "chat")  # never from a project's file
+                      "host", "chat", "answers", "serve")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 STEER_MODES = ("off", "high", "all")
@@ -403,6 +427,10 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                     f"{dotted}: unknown key", hint=f"known keys: {', '.join(sorted(known))}"
                 )
             changes[key] = _coerce(v, getattr(current, key), dotted)
+        if section == "serve" and changes.get("public_url"):
+            _check_public_url(changes["public_url"])
+        if section == "answers" and "link_ttl_s" in changes and changes["link_ttl_s"] < 10:
+            raise ConfigError(f"answers.link_ttl_s: must be at least 10, got {changes['link_ttl_s']!r}")
         if section == "run" and changes.get("backend", "tmux") not in ("tmux", "pty"):
             raise ConfigError(f"run.backend: must be 'tmux' or 'pty', got {changes['backend']!r}")
         if section == "notify" and changes.get("on_waiting_input"):
@@ -440,6 +468,13 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             )
         cfg = replace(cfg, **{section: replace(current, **changes)})
     return cfg
+
+
+def _check_public_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
+        raise ConfigError(f"serve.public_url: must be http(s)://HOST[:PORT][/PATH], got {url!r}",
+                          hint='e.g. public_url = "https://aw.example.net"')
 
 
 def dotted_section(where: str, section: str) -> str:

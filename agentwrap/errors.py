@@ -388,6 +388,20 @@ class InvalidAnswer(AnswerError):
     default_hint = "`agentwrap state NAME` lists the options; `agentwrap answer --help`"
 
 
+class AnswerLinkRefused(AnswerError):
+    """A one-tap answer link that may not answer: forged, expired, used, for a
+    question no longer open, or approving what the deny-list or a rule forbids.
+    Nothing was answered; ``reason`` names which (``forged``, ``expired``,
+    ``used``, ``stale``, ``closed``, ``refused``)."""
+
+    exit_code = 77  # EX_NOPERM
+    default_hint = "answer in the dashboard or the terminal (`agentwrap answer NAME`)"
+
+    def __init__(self, message: str, *, reason: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.reason = reason
+
+
 class AnswerFailed(AnswerError):
     """The keys were pressed but the dialog did not close as expected (evidence in the message)."""
 

@@ -385,6 +385,21 @@ def write_private(path: Path, data: bytes) -> None:
         os.close(dir_fd)
 
 
+def create_private_once(path: Path, data: bytes) -> None:
+    """Make ``path`` hold ``data`` (0600) unless it exists: written whole under a
+    temporary name, then linked into place, so of two processes making it at
+    once one wins and both read the winner's (a secret made once: the API
+    token, the answer links' key)."""
+    tmp = path.with_name(f".{path.name}.{os.urandom(8).hex()}.new")
+    write_private(tmp, data)
+    try:
+        os.link(tmp, path)  # fails if another process made it first: use theirs
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+
+
 class ReplacedFile(Generic[T]):
     """What a file holds that another process (a hook) replaces whole, parsed
     again only when it was replaced (its mtime or inode changed): the

@@ -51,13 +51,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchlib import fmt, json_safe, stats_ms, teardown_agentwrap, wait_until
+from benchlib import Poller, fmt, json_safe, stats_ms, teardown_agentwrap, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,39 +104,6 @@ ASK_TWO = {"questions": [
      "options": [{"label": "Search", "description": "full text"},
                  {"label": "Backups", "description": "nightly"},
                  {"label": "Metrics", "description": "Prometheus"}]}]}
-
-
-class Poller:
-    """The pane, every ``interval`` s, in a thread: the first time a pattern shows
-    (or stops showing) after a given moment."""
-
-    def __init__(self, socket: str, target: str, interval: float) -> None:
-        self.cmd = ["tmux", "-S", socket, "capture-pane", "-p", "-t", target]
-        self.interval = interval
-        self.frames: list[tuple[float, str]] = []
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            t = time.time()
-            res = subprocess.run(self.cmd, capture_output=True, text=True, check=False)
-            with self.lock:
-                self.frames.append((t, res.stdout))
-                del self.frames[:-400]
-            self.stop.wait(self.interval)
-
-    def first(self, after: float, pattern: re.Pattern[str], present: bool = True) -> float | None:
-        with self.lock:
-            frames = list(self.frames)
-        return next((t for t, text in frames
-                     if t >= after and bool(pattern.search(text.rstrip())) == present), None)
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=2)
 
 
 def bench_agent(agent: str, work: Path, runs: int, delay: float, poll: float,

@@ -14,12 +14,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -116,6 +118,39 @@ def wait_until(cond: Callable[[], Any], timeout: float, what: str, poll: float =
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(poll)
+
+
+class Poller:
+    """A tmux pane (bench_answer, bench_tap): the pane, every ``interval`` s, in a thread: the first time a pattern shows
+    (or stops showing) after a given moment."""
+
+    def __init__(self, socket: str, target: str, interval: float) -> None:
+        self.cmd = ["tmux", "-S", socket, "capture-pane", "-p", "-t", target]
+        self.interval = interval
+        self.frames: list[tuple[float, str]] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            t = time.time()
+            res = subprocess.run(self.cmd, capture_output=True, text=True, check=False)
+            with self.lock:
+                self.frames.append((t, res.stdout))
+                del self.frames[:-400]
+            self.stop.wait(self.interval)
+
+    def first(self, after: float, pattern: re.Pattern[str], present: bool = True) -> float | None:
+        with self.lock:
+            frames = list(self.frames)
+        return next((t for t, text in frames
+                     if t >= after and bool(pattern.search(text.rstrip())) == present), None)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=2)
 
 
 class Stamps:

@@ -10,7 +10,8 @@ is open, or replies to the hook that asked (:mod:`.hook_questions`), or to
 Codex's app-server request the question came from (:mod:`.server_replies`). The rules
 (:mod:`.rules`) never approve what the deny-list (:mod:`.denylist`) calls
 destructive, nor a command not read with certainty (:mod:`.certainty`); :mod:`.auto` is where a rule's decision has effects, and
-:mod:`.telling` tells the person what waits for them.
+:mod:`.telling` tells the person what waits for them; :mod:`.links` mints and checks the
+signed, single-use links a notice carries to answer from a phone in one tap.
 
 This layer sits between ``sessions`` (which wires it into a supervisor) and
 ``delivery``; reading the question off a screen stays in
@@ -39,6 +40,14 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .intake import AnswerIntake as AnswerIntake
     from .intake import AnswerResult as AnswerResult
     from .keys import Answerer as Answerer
+    from .links import Claim as Claim
+    from .links import LinkLedger as LinkLedger
+    from .links import LinkMaker as LinkMaker
+    from .links import LinksFor as LinksFor
+    from .links import holds_back as holds_back
+    from .links import load_or_create_key as load_or_create_key
+    from .links import sign as sign
+    from .links import verify as verify
     from .rules import LiveRules as LiveRules
     from .store import Answer as Answer
     from .store import AnswerStore as AnswerStore
@@ -53,6 +62,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "hook_questions": ("HookQuestion", "HookQuestions", "announcement", "hook_questions"),
     "intake": ("AnswerIntake", "AnswerResult"),
     "keys": ("Answerer",),
+    "links": ("Claim", "LinkLedger", "LinkMaker", "LinksFor", "holds_back", "load_or_create_key",
+              "sign", "verify"),
     "rules": ("LiveRules",),
     "store": ("Answer", "AnswerStore"),
     "telling": ("Teller",),

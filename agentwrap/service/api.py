@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # imported where used: a hook opens a service and must start 
     from ..config import LaunchChoice
     from ..terminal.styles import Screen
     from .hosts import Hosts, HostView
+    from .links import Links
 
 
 class Service:
@@ -62,6 +63,7 @@ class Service:
         self._sessions = Sessions(paths, store, registry, self.audit, profiles)
         self._answering = Answering(paths, registry, self.audit, profiles)
         self._hosts_job: Hosts | None = None  # made on first use: a hook never lists hosts
+        self._links: Links | None = None
 
     def _recheck_s(self) -> float:
         """:attr:`recheck_s` as it is at each wait (a caller may change it
@@ -269,6 +271,19 @@ class Service:
     @property
     def intake(self) -> AnswerIntake:
         return self._answering.intake
+
+    @property
+    def links(self) -> Links:
+        """One-tap answer links: what one would answer, and answering with it once
+        (:class:`~agentwrap.service.links.Links`)."""
+        if self._links is None:
+            from .links import Links
+
+            self._links = Links(self.paths, self.session_name, self.state,
+                                lambda: self._answering.store,
+                                lambda: load_config(self.paths).answer_rules,
+                                lambda: self.intake)
+        return self._links
 
     def answer_status(self, answer_id: str) -> Answer:
         return self._answering.status(answer_id)

@@ -23,6 +23,7 @@ per module:
   names, resumable with ``Last-Event-ID``); :mod:`.ws`: the same events over a
   WebSocket;
 - :mod:`.dashboard`: the web page, static files talking to ``/api``;
+  :mod:`.tap`: the page a one-tap answer link opens (a GET shows, a POST answers);
 - :mod:`.openapi`: the OpenAPI document, generated from the models and routes;
 - :mod:`.pool`: services for the server's worker threads;
 - :mod:`.app`: the application put together; :mod:`.server`: sockets and uvicorn.

@@ -17,7 +17,7 @@ from ... import __version__
 from ...config import load_config
 from ...message import QueueLimits
 from ...paths import Paths
-from . import control, dashboard, errors
+from . import control, dashboard, errors, tap
 from .addresses import EncodedAddress
 from .auth import LoginCodes, TokenSource, token_path
 from .fast_input import FastInput
@@ -61,6 +61,7 @@ def create_app(
     app.include_router(control.router)
     app.include_router(public)
     app.include_router(dashboard.router)
+    app.include_router(tap.router)
     app.add_middleware(FastInput, state=app.state)  # inside BodyLimit: the body is read
     app.add_middleware(EncodedAddress)  # HOST%2FNAME: routed (and fast) in the host form
     app.add_middleware(BodyLimit, max_bytes=body_limit(limits))

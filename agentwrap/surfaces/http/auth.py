@@ -36,7 +36,7 @@ from pathlib import Path
 from fastapi import Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from ...paths import Paths, check_private_file, write_private
+from ...paths import Paths, check_private_file, create_private_once, write_private
 from .errors import Unauthorized
 
 TOKEN_FILE = "api-token"
@@ -56,14 +56,7 @@ def load_or_create_token(paths: Paths, *, renew: bool = False) -> str:
         return _read(path)
     except FileNotFoundError:
         pass
-    tmp = path.with_name(f".{TOKEN_FILE}.{secrets.token_hex(8)}.new")
-    write_private(tmp, _new_token())
-    try:
-        os.link(tmp, path)  # fails if another process made it first: use theirs
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
+    create_private_once(path, _new_token())
     return _read(path)
 
 

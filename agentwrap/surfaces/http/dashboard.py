@@ -44,6 +44,12 @@ FILES = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
+    "phone.css": "text/css; charset=utf-8",  # the page on a phone's screen (issue 40)
+    "tap.css": "text/css; charset=utf-8",  # the one-tap answer page (.tap)
+    "manifest.webmanifest": "application/manifest+json",  # installable on a phone
+    "icon.svg": "image/svg+xml",
+    "icon-192.png": "image/png",
+    "icon-512.png": "image/png",
 }
 
 STATIC = Path(__file__).resolve().parent / "static"
