@@ -135,8 +135,10 @@ class Bench:
             shown = any(tag in ln and "[[" not in ln for ln in lines[:-1])  # not the echo
             if shown and t.reply is None:
                 t.reply = (before + after) / 2
-            prompt = shown and len(lines) >= 2 and lines[-1] == ">" and lines[-2].startswith(RULE) \
-                and tag in "\n".join(lines[-8:])
+            rules = [i for i, ln in enumerate(lines) if ln.startswith(RULE)]
+            prompt = shown and bool(rules) and lines[-1] == ">" \
+                and all(not ln.startswith(">") for ln in lines[rules[-1] + 1:-1]) \
+                and any(tag in ln for ln in lines[max(0, rules[-1] - 6):rules[-1]])
             if prompt and t.truth is None:
                 t.truth = (before + after) / 2
             if t.ready is None:

@@ -42,9 +42,15 @@ def _transitions(s: AgentSession, after: float) -> list[tuple[float, str, str, s
 
 
 def _fresh_prompt(screen: str, tag: str) -> bool:
+    """A lone ``>`` under the last rule (and Aider's list of files in the chat),
+    with ``tag`` in the reply above the rule (not in the prompt's echo)."""
     lines = [ln.rstrip() for ln in screen.splitlines() if ln.strip()]
-    return len(lines) >= 3 and lines[-1] == ">" and lines[-2].startswith(RULE) \
-        and any(tag in ln and "[[" not in ln for ln in lines[-8:-2])  # the reply, not the echo
+    rules = [i for i, ln in enumerate(lines) if ln.startswith(RULE)]
+    if not rules or lines[-1] != ">":
+        return False
+    last = rules[-1]
+    return all(not ln.startswith(">") for ln in lines[last + 1:-1]) \
+        and any(tag in ln and "[[" not in ln for ln in lines[max(0, last - 6):last])
 
 
 def test_ready_comes_from_the_turn_end_mark_and_never_before_the_prompt(make_session: Make) -> None:
