@@ -98,15 +98,18 @@ class Bench:
         if got.returncode != 0:
             raise SystemExit(f"{self.tree}: run failed: {got.stderr}")
 
-    def ready_after(self, t: float) -> tuple[float, str] | None:
+    def state_after(self, t: float, state: str) -> tuple[float, str] | None:
         db = sqlite3.connect(f"file:{self.paths.db_path}?mode=ro", uri=True, timeout=5)
         try:
             row = db.execute("SELECT at, signal, rule FROM state_transitions WHERE session ="
-                             " 'bench' AND state = 'ready' AND at > ? ORDER BY id LIMIT 1",
-                             (t,)).fetchone()
+                             " 'bench' AND state = ? AND at > ? ORDER BY id LIMIT 1",
+                             (state, t)).fetchone()
         finally:
             db.close()
         return (row[0], f"{row[1]}/{row[2]}") if row else None
+
+    def ready_after(self, t: float) -> tuple[float, str] | None:
+        return self.state_after(t, "ready")
 
     def wait_ready(self, timeout: float = 90) -> None:
         end = time.time() + timeout
@@ -123,8 +126,13 @@ class Bench:
         tag = f"Turn {n} reply ends here."
         t = Turn(self.tree, n)
         text = f"[[reply: Reply {n}. {tag}]] turn {n}"
-        t.sent = time.time()
+        typed = time.time()
         self.tmux("send-keys", "-t", "=bench:0.0", "-l", text)
+        # agentwrap saw the draft before Enter: under load a fast turn could
+        # otherwise fall between two of its snapshots (ready -> ready, no event)
+        while not self.state_after(typed, "draft") and time.time() < typed + 30:
+            time.sleep(POLL_S)
+        t.sent = time.time()
         self.tmux("send-keys", "-t", "=bench:0.0", "Enter")
         end = t.sent + 90
         after_ready = 0

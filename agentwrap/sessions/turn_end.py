@@ -88,7 +88,7 @@ def own_setting(argv: Sequence[str], env: Mapping[str, str], cwd: str | None) ->
     here = Path(cwd) if cwd else None
     root = _git_root(here) if here is not None else None
     files += [d / _CONF for d in (root, here) if d is not None]
-    home = env.get("HOME") or os.environ.get("HOME")
+    home = env.get("HOME")  # the agent's, as it will read ~
     if home:
         files.append(Path(home) / _CONF)
     for f in files:

@@ -67,8 +67,13 @@ def test_ready_comes_from_the_turn_end_mark_and_never_before_the_prompt(make_ses
     for n in range(1, 4):
         tag = f"Turn {n} reply ends here."
         s.wait_until(lambda: _fresh_prompt(s.screen(), ""), 30, "an empty prompt")
-        sent = time.time()
+        typed = time.time()
         s.type_keys(f"[[reply: Reply {n}. {tag}]] turn {n}")
+        # agentwrap saw the draft: a fast turn then cannot fall between two of
+        # its snapshots (ready -> ready, no transition) on a loaded machine
+        s.wait_until(lambda: any(t[1] == "draft" for t in _transitions(s, typed)), 30,
+                     "the draft seen")
+        sent = time.time()
         s.press("Enter")
         ready_at: float | None = None
         after_ready = 0
