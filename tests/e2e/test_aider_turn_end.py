@@ -71,7 +71,7 @@ def test_ready_comes_from_the_turn_end_mark_and_never_before_the_prompt(make_ses
         s.type_keys(f"[[reply: Reply {n}. {tag}]] turn {n}")
         # agentwrap saw the draft: a fast turn then cannot fall between two of
         # its snapshots (ready -> ready, no transition) on a loaded machine
-        s.wait_until(lambda: any(t[1] == "draft" for t in _transitions(s, typed)), 30,
+        s.wait_until(lambda since=typed: any(t[1] == "draft" for t in _transitions(s, since)), 30,
                      "the draft seen")
         sent = time.time()
         s.press("Enter")
