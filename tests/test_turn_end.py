@@ -62,22 +62,26 @@ def _ring(path: Path, clock: Clock | None = None) -> None:
         os.utime(path, ns=(int(clock.t * 1e9), int(clock.t * 1e9)))
 
 
-def _streaming(det: Detector, clock: Clock) -> None:
-    """A turn: ready once (the fresh screen, settled), then the reply streaming."""
+def _mid_reply(tmp_path: Path, *, rung: bool = True) -> tuple[Detector, Clock, Path]:
+    """A detector of Aider with its turn-end mark, ready once (the fresh screen,
+    settled), now seeing a reply stream; then (``rung``) Aider runs its
+    notifications command."""
+    clock, mark = Clock(), tmp_path / "turn-end"
+    mark.write_bytes(b"")  # made at launch
+    det = Detector(load_profile("aider"), clock=clock, hooks=TurnEndMark(mark, wall=clock))
     fresh = _screen("ready__fresh__160x45")
     det.update(fresh)
     clock.t += 5
     assert det.update(fresh).state is State.READY
     det.update(_screen("busy__streaming__160x45"))
     clock.t += 0.05
+    if rung:
+        _ring(mark, clock)
+    return det, clock, mark
 
 
 def test_the_turn_end_mark_makes_the_prompt_ready_at_its_first_frame(tmp_path: Path) -> None:
-    clock, mark = Clock(), tmp_path / "turn-end"
-    mark.write_bytes(b"")
-    det = Detector(load_profile("aider"), clock=clock, hooks=TurnEndMark(mark, wall=clock))
-    _streaming(det, clock)
-    _ring(mark, clock)
+    det, clock, _ = _mid_reply(tmp_path)
     between = det.update(_before_prompt())
     assert between.state is State.BUSY, between  # not an overlay: the prompt comes next
     clock.t += 0.02
@@ -87,10 +91,7 @@ def test_the_turn_end_mark_makes_the_prompt_ready_at_its_first_frame(tmp_path: P
 
 
 def test_without_the_mark_the_prompt_waits_for_the_quiet_window(tmp_path: Path) -> None:
-    clock, mark = Clock(), tmp_path / "turn-end"
-    mark.write_bytes(b"")  # made at launch; Aider has not rung
-    det = Detector(load_profile("aider"), clock=clock, hooks=TurnEndMark(mark, wall=clock))
-    _streaming(det, clock)
+    det, clock, _ = _mid_reply(tmp_path, rung=False)  # Aider has not rung
     first = det.update(_screen("ready__after-reply__160x45"))
     assert (first.state, first.signal) == (State.BUSY, Signal.QUIET), first
     clock.t += det.profile.quiet_ms / 1000
@@ -98,11 +99,7 @@ def test_without_the_mark_the_prompt_waits_for_the_quiet_window(tmp_path: Path) 
 
 
 def test_text_typed_after_the_mark_is_a_draft_and_then_voids_it(tmp_path: Path) -> None:
-    clock, mark = Clock(), tmp_path / "turn-end"
-    mark.write_bytes(b"")
-    det = Detector(load_profile("aider"), clock=clock, hooks=TurnEndMark(mark, wall=clock))
-    _streaming(det, clock)
-    _ring(mark, clock)
+    det, clock, _ = _mid_reply(tmp_path)
     assert det.update(_screen("ready__after-reply__160x45")).state is State.READY
     clock.t += 0.1
     assert det.update(_screen("draft__one-line__160x45")).state is State.DRAFT
@@ -114,11 +111,7 @@ def test_text_typed_after_the_mark_is_a_draft_and_then_voids_it(tmp_path: Path) 
 
 def test_a_dialog_wins_over_the_mark(tmp_path: Path) -> None:
     # Aider rings before a y/n question too (the first input after a reply)
-    clock, mark = Clock(), tmp_path / "turn-end"
-    mark.write_bytes(b"")
-    det = Detector(load_profile("aider"), clock=clock, hooks=TurnEndMark(mark, wall=clock))
-    _streaming(det, clock)
-    _ring(mark, clock)
+    det, _, _ = _mid_reply(tmp_path)
     reading = det.update(_screen("waiting_input__add-file-to-chat__160x45"))
     assert reading.state is State.WAITING_INPUT, reading
 
