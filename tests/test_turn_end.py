@@ -147,7 +147,7 @@ def test_the_launch_gets_the_command_and_an_empty_private_file(tmp_path: Path) -
     assert path.read_bytes() == b"" and path.stat().st_mode & 0o777 == 0o600
 
 
-@pytest.mark.parametrize("where", ["argv", "env", "home", "project", "config"])
+@pytest.mark.parametrize("where", ["argv", "prefix", "env", "home", "project", "config"])
 def test_the_persons_own_notifications_are_left_alone(tmp_path: Path, where: str) -> None:
     paths, home, project = _paths(tmp_path), tmp_path / "home", tmp_path / "project"
     home.mkdir()
@@ -156,6 +156,8 @@ def test_the_persons_own_notifications_are_left_alone(tmp_path: Path, where: str
     argv, env = ["aider"], {"HOME": str(home)}
     if where == "argv":
         argv.append("--notifications-command=notify-send done")
+    elif where == "prefix":
+        argv += ["--no-notif"]
     elif where == "env":
         env["AIDER_NOTIFICATIONS"] = "true"
     elif where == "home":

@@ -47,7 +47,8 @@ TURN_END_FILE = "turn-end"
 #: The channel's name in the session's options.
 TURN_END_CHANNEL = "turn-end"
 
-_OWN_OPTION = re.compile(r"\A--(?:no-)?notifications(?:-command)?(?:=|\Z)")
+# argparse takes a long option's unique prefix too (``--notifications-c``)
+_OWN_OPTION = re.compile(r"\A--(?:no-)?notif[a-z-]*(?:=|\Z)")
 _OWN_ENV = ("AIDER_NOTIFICATIONS", "AIDER_NOTIFICATIONS_COMMAND")
 _OWN_KEY = re.compile(r"^\s*notifications(?:-command)?\s*:", re.MULTILINE)
 _CONF = ".aider.conf.yml"
