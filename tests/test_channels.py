@@ -124,8 +124,10 @@ def test_too_old_unknown_or_turned_off_registers_nothing(paths: Paths) -> None:
     assert off.argv == [] and "--no-channels" in off.notes[0]
     cfg_off = _plan("claude", paths, run=RunConfig(channels=False))
     assert cfg_off.argv == []
-    # aider: no hooks, no MCP; its live channel is the --read file
-    assert _plan("aider", paths).options() == {"channels": ["read-file"], "agent_version": "9.9.9"}
+    # aider: no hooks, no MCP; its live channel is the --read file, and its
+    # notifications command marks the turn's end (issue 37)
+    assert _plan("aider", paths).options() == {"channels": ["read-file", "turn-end"],
+                                               "agent_version": "9.9.9"}
     assert not (paths.state_dir / "launch" / "s1" / "claude-settings.json").exists()
 
 

@@ -84,6 +84,10 @@ class HookReading:
     state: State  # READY, BUSY or WAITING_INPUT
     reason: str
     age_s: float
+    # The agent signals just before it draws its input box (Aider's
+    # notifications command runs, then the prompt is drawn): while the box is
+    # not on screen yet, the screen decides (busy), not an overlay.
+    box_follows: bool = False
 
 
 class HookSource(Protocol):
@@ -297,7 +301,7 @@ class Detector:
         boxed = not self._box_rules or any(
             m.rule.state in (State.READY, State.DRAFT) for m in matches)
 
-        hooked = self._hook_reading(quiet, matches, draft_match, published)
+        hooked = self._hook_reading(quiet, matches, draft_match, published, boxed)
         if draft_match is not None:
             self._draft_at = now
         if hooked is not None:
@@ -376,7 +380,8 @@ class Detector:
                          published.reason, None, quiet, now)
 
     def _hook_reading(self, quiet: int, matches: list[Match], draft_match: Match | None,
-                      structured: StructuredReading | None) -> tuple[State, str] | None:
+                      structured: StructuredReading | None,
+                      boxed: bool = True) -> tuple[State, str] | None:
         """The hook's signal when it is fresh: younger than :data:`HOOK_FRESH_S`
         and the screen has not changed more than :data:`HOOK_GRACE_MS` after it
         (a newer screen wins), and the agent has published no state since
@@ -413,6 +418,8 @@ class Detector:
                 and self.clock() - got.age_s <= self._dialog_at:
             return None  # the dialog it announced was drawn since, and is gone: answered
         state, reason = got.state, got.reason
+        if state is State.READY and got.box_follows and not boxed:
+            return None  # the prompt is drawn next: till then the screen decides
         if state is State.READY:
             if draft_match is not None:
                 return State.DRAFT, f"{reason}; {draft_match.rule.explain or 'text in the input box'}"

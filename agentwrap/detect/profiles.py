@@ -182,7 +182,13 @@ class ChannelSpec:
     submitted, so its queue is typed once ready as ever. ``async_hooks_since``:
     Claude Code, Qwen Code run a hook marked ``async`` in the background from
     this version on, so their signal-only hooks cost the agent nothing (unset:
-    every hook waited for)."""
+    every hook waited for).
+    ``turn_end``: the option that names a shell command the agent runs each
+    time a reply is done, just before it draws its prompt (Aider's
+    ``--notifications-command``), with ``turn_end_flags`` that turn it on
+    (``--notifications``): agentwrap's command marks a file, and the turn's end
+    is then ``ready`` as soon as the prompt is drawn, with no quiet window
+    (:mod:`agentwrap.sessions.turn_end`)."""
 
     hooks: str | None = None
     mcp: str | None = None
@@ -193,10 +199,12 @@ class ChannelSpec:
     reads_per_request: int = 1
     session_start_at_launch: bool = True
     async_hooks_since: str = ""
+    turn_end: str | None = None
+    turn_end_flags: tuple[str, ...] = ()
 
     @property
     def any(self) -> bool:
-        return bool(self.hooks or self.mcp or self.read_file)
+        return bool(self.hooks or self.mcp or self.read_file or self.turn_end)
 
 
 @dataclass(frozen=True)
@@ -532,7 +540,11 @@ def _parse_channels(r: _Reader) -> ChannelSpec:
         read_file=r.get("read_file", str, None),
         reads_per_request=r.get("reads_per_request", int, 1),
         session_start_at_launch=r.get("session_start_at_launch", bool, True),
+        turn_end=r.get("turn_end", str, None),
+        turn_end_flags=r.strings("turn_end_flags"),
     )
+    if spec.turn_end_flags and spec.turn_end is None:
+        raise r._err("turn_end_flags", "needs turn_end")
     if spec.reads_per_request < 1:
         raise r._err("reads_per_request", "must be 1 or more")
     for key in ("hooks", "mcp"):

@@ -8,7 +8,8 @@ registry of sessions and their state transitions (``registry``), the
 supervisor host that runs many supervisors on threads (``host``) and the
 machines of a shared store (``hosts``). Around the agent's own channels: the
 hooks and MCP server one launch gets (``channels``), the states its hooks
-report (``signals``) and a hook asking the supervisor for the messages to
+report (``signals``), Aider's turn end from its notifications command
+(``turn_end``) and a hook asking the supervisor for the messages to
 hand over (``hook_requests``); and Codex's TUI on a private app-server
 (``app_server``), with the messages given to it there instead of typed
 (``app_server_delivery``). A sender reaches a supervisor within milliseconds

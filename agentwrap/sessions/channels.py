@@ -158,6 +158,8 @@ from ..paths import Paths, check_session_name, private_dir, write_private
 from ..session_options import SessionOptions
 from ..terminal.relay_helper import BINARY as RELAY_BINARY
 from .hook_requests import hook_socket
+from .turn_end import TURN_END_CHANNEL, TURN_END_FILE, own_setting
+from .turn_end import command as turn_end_command
 
 #: Events registered per agent: between tool calls, then the state signals.
 HOOK_EVENTS: dict[str, tuple[str, ...]] = {
@@ -957,11 +959,12 @@ def plan(
     profile: Profile, run: RunConfig, paths: Paths, session: str, argv: list[str],
     env: Mapping[str, str], *, enabled: bool = True, python: str | None = None,
     euid: int | None = None, version: str | None = None, dry_run: bool = False,
-    rules: bool = True,
+    rules: bool = True, cwd: str | None = None,
 ) -> LaunchChannels:
     """What the launch of ``argv`` (the agent command, resolved) gets, and the
     files for it written (``dry_run``: only said). ``version``: skip the probe.
-    ``rules``: the person has answer rules for this profile (a hook may answer)."""
+    ``rules``: the person has answer rules for this profile (a hook may answer).
+    ``cwd``: where the agent runs (where it looks for a config of the person's)."""
     out = LaunchChannels(dry_run=dry_run)
     spec = profile.channels
     if not spec.any:
@@ -1007,6 +1010,8 @@ def plan(
         _opencode(out, session, paths, python, env, hooks, profile.name)
     if spec.read_file:
         _read_file(out, spec.read_file, session, paths)
+    if spec.turn_end:
+        _turn_end(out, spec.turn_end, spec.turn_end_flags, session, paths, argv, env, cwd)
     return out
 
 
@@ -1096,6 +1101,28 @@ def _read_file(out: LaunchChannels, option: str, session: str, paths: Paths) -> 
     out.channels.append("read-file")
 
 
+def turn_end_path(paths: Paths, session: str) -> Path:
+    """The file a session's turn-end command marks (:mod:`agentwrap.sessions.turn_end`)."""
+    return launch_dir(paths, session) / TURN_END_FILE
+
+
+def _turn_end(out: LaunchChannels, option: str, flags: tuple[str, ...], session: str,
+              paths: Paths, argv: list[str], env: Mapping[str, str], cwd: str | None) -> None:
+    """Aider's notifications command marks the turn-end file (made empty,
+    0600, before the launch), unless the person set notifications themselves."""
+    own = own_setting(argv, env, cwd)
+    if own is not None:
+        out.notes.append(f"turn-end: not registered: {own} (the quiet window decides ready)")
+        return
+    path = turn_end_path(paths, session)
+    if not out.dry_run:
+        private_dir(path.parent, repair=True)
+        write_private(path, b"")
+    out.files.append(path)
+    out.argv += [*flags, option, turn_end_command(path)]
+    out.channels.append(TURN_END_CHANNEL)
+
+
 def describe(options: SessionOptions) -> str:
     """One line for ``state --explain``: which channels a session has, and why not others."""
     chans = options.channels
@@ -1135,5 +1162,6 @@ __all__ = [
     "root_private_chain",
     "server_env",
     "start_context",
+    "turn_end_path",
     "version_at_least",
 ]

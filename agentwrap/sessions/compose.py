@@ -77,6 +77,7 @@ from .parts import (
 )
 from .registry import Registry, SessionRecord
 from .supervisor import Supervisor, Timing
+from .turn_end import TURN_END_CHANNEL
 
 if TYPE_CHECKING:
     from ..answers.auto import AutoAnswer
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     from ..answers.telling import Teller
     from ..continuity.collect import Collector
     from ..detect.app_server_state import AppServerState
+    from ..detect.detector import HookSource
 
 log = logging.getLogger("agentwrap.session")
 
@@ -102,7 +104,8 @@ def build_supervisor(
     from ..queue.backend import configured_store
 
     channels = rec.options.channels or ()
-    hooks = questions = None
+    hooks: HookSource | None = None
+    questions = None
     start_hook: Callable[[], bool] | None = None
     if rec.options.has_hooks():  # hand-over and signals, or signals only
         from ..answers.hook_questions import HookQuestions
@@ -113,6 +116,11 @@ def build_supervisor(
         questions = HookQuestions(paths, rec.name, since=rec.started)
         if profile.channels.session_start_at_launch:
             start_hook = awaits_start_hook(paths, rec.name, rec.started)
+    elif TURN_END_CHANNEL in channels:  # Aider's notifications command (no hooks)
+        from .channels import turn_end_path
+        from .turn_end import TurnEndMark
+
+        hooks = TurnEndMark(turn_end_path(paths, rec.name), profile.name)
     store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
     store.listen(wake=_woken_by_other_hosts(paths))
     answers = AnswerStore(paths.db_path, events_dir=paths.events_dir, url=registry.url,
@@ -177,7 +185,7 @@ def build_supervisor(
             from .app_server import AppServerKeeper
 
             parts.append(AppServerKeeper(paths, registry, rec.name, env, term.agent_pid))
-        collector = _collector(paths, cfg, rec, hooks=hooks is not None)
+        collector = _collector(paths, cfg, rec, hooks=rec.options.has_hooks())
         if collector is not None:
             parts.append(ContinuityPart(collector))
         parts.append(shared)

@@ -206,7 +206,7 @@ def with_channels(
     for stale in (paths.session_started(name), paths.started_batches(name)):
         stale.unlink(missing_ok=True)  # a killed session's: this launch's hook has not run
     chans = plan(profile, cfg.run, paths, name, argv, env, enabled=opts.channels,
-                 rules=bool(cfg.for_profile(profile.name).answer_rules))
+                 rules=bool(cfg.for_profile(profile.name).answer_rules), cwd=str(opts.cwd))
     env.update(chans.env)
     if chans.notes:
         logging.getLogger("agentwrap.session").info("channels of %s: %s", name, chans.notes)
