@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 import uuid
 from collections.abc import Callable
 
@@ -23,40 +22,11 @@ import pytest
 from .conftest import AgentSession
 from .model_server import TOOL_FILE
 from .test_agent_syntax import passwd_line
+from .test_more_agents_b import check_delivery, check_draft, tag
 
 pytestmark = pytest.mark.e2e
 
 Make = Callable[..., AgentSession]
-
-
-def tag() -> str:
-    return f"E2E{uuid.uuid4().hex[:10]}"
-
-
-def check_delivery(s: AgentSession) -> None:
-    marker = tag()
-    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
-    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
-    assert res.stdout.startswith("acknowledged"), res.stdout
-    assert len(s.wait_received(marker)) == 1
-    s.wait_state("ready", timeout=60)
-
-
-def check_draft(s: AgentSession) -> None:
-    draft, marker = f"my unsent draft {tag()}", tag()
-    s.type_keys(draft)
-    s.wait_state("draft", timeout=20)
-    mid = s.send_id(f"queued behind the draft {marker}")
-    s.wait_until(lambda: s.message(mid)["status"] == "pending" and
-                 s.cli_json("queue", s.name), 20, "the message queued")
-    time.sleep(2.0)  # a wrong delivery would type into the draft now
-    assert draft in s.screen().replace("\n", ""), s.screen()
-    assert not s.received_with(marker)
-    s.press(*["BSpace"] * (len(draft) + 2))
-    s.wait_until(lambda: s.received_with(marker), 60, "delivery after the draft was cleared")
-    assert len(s.wait_received(marker)) == 1
-    assert not s.received_with(draft)
-    s.wait_state("ready", timeout=60)
 
 
 def plant_template(s: AgentSession, secret: str) -> None:
