@@ -80,7 +80,8 @@ from bench_answer import ASK_ARGS, DIALOG, Poller, agents_mod, server_mod
 from benchlib import fmt, json_safe, pct, teardown_agentwrap, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
-AGENTS = (*agents_mod.AGENT_NAMES, *agents_mod.MORE_AGENTS)
+# (pi: no hooks and no dialog, nothing to compare)
+AGENTS = tuple(a for a in (*agents_mod.AGENT_NAMES, *agents_mod.MORE_AGENTS) if a in DIALOG)
 MODES = ("hooks", "no-channels")
 #: ``--spawn-true``: Claude Code and Gemini CLI with ``true`` as their hooks (same
 #: events, the same in the background, no agentwrap channels): what spawning a

@@ -263,8 +263,10 @@ def print_table(results: list[dict[str, Any]]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--agents", default=",".join((*agents_mod.AGENT_NAMES,
-                                                  *agents_mod.MORE_AGENTS)))
+    # pi has no dialog to answer: nothing to measure
+    ap.add_argument("--agents", default=",".join(a for a in (*agents_mod.AGENT_NAMES,
+                                                             *agents_mod.MORE_AGENTS)
+                                                 if a in DIALOG))
     ap.add_argument("--runs", type=int, default=5, help="dialogs per agent")
     ap.add_argument("--delay", type=float, default=1.5, help="seconds the agent is busy first")
     ap.add_argument("--poll", type=float, default=0.015, help="pane poll interval, s")

@@ -326,6 +326,15 @@ def _kimi_ready(s: str) -> bool:
     return bool(re.search(r"^\s*│ >\s*│\s*$", s, re.MULTILINE)) and not _kimi_busy(s)
 
 
+def _pi_busy(s: str) -> bool:
+    return bool(re.search(r"^ [\u2801-\u28ff] Working\.\.\.", s, re.MULTILINE))
+
+
+def _pi_ready(s: str) -> bool:
+    # the editor: one empty line between the last two rules, then the footer
+    return bool(re.search(r"^─{10,}\n *\n─{10,}$", s, re.MULTILINE)) and not _pi_busy(s)
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -347,6 +356,7 @@ PROFILES: dict[str, Profile] = {
     "qwen": Profile("qwen", _qwen_ready, _gemini_busy, ("C-j",), (("C-c",), ("C-c",))),
     "cline": Profile("cline", _cline_ready, _cline_busy, ("C-j",), (("C-c",),)),
     "kimi": Profile("kimi", _kimi_ready, _kimi_busy, ("C-j",), (("C-c",), ("C-c",))),
+    "pi": Profile("pi", _pi_ready, _pi_busy, ("C-j",), (("C-c",), ("C-c",))),
 }
 
 
@@ -760,6 +770,7 @@ OVERLAY_CASES: dict[str, tuple[OverlayCase, ...]] = {
                  OverlayCase("model-picker", ("text:/models", "Enter"))),
     "cline": (_SLASH, _AT, _SEARCH, _MODEL),
     "kimi": (_SLASH, _AT, _SEARCH, _MODEL),
+    "pi": (_SLASH, _AT, _MODEL, OverlayCase("settings", ("text:/settings", "Enter"))),
 }
 
 

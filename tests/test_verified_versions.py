@@ -12,7 +12,7 @@ import pytest
 from agentwrap.detect.profiles import load_profile
 
 REPO = Path(__file__).resolve().parent.parent
-AGENTS = ("claude", "codex", "gemini", "aider", "copilot", "opencode", "qwen", "cline", "kimi")
+AGENTS = ("claude", "codex", "gemini", "aider", "copilot", "opencode", "qwen", "cline", "kimi", "pi")
 
 
 def pinned() -> dict[str, str]:

@@ -251,6 +251,10 @@ def permission_gate(profile: Profile, cfg: Config, env: dict[str, str],
     spec = profile.permissions
     if spec.asks_by_default:
         return {}
+    if not (spec.ask_first_env or spec.ask_first_args):  # pi: nothing makes it ask
+        return {"permission_gate": (
+            f"none: {profile.description or profile.name} runs every tool without asking"
+            " and has no ask-first mode ([run] ask_first cannot change that)")}
     if cfg.run.ask_first and spec.ask_first_env:
         env.setdefault(spec.ask_first_env, spec.ask_first_value)
     if spec.ask_first_env and spec.ask_first_env in env:

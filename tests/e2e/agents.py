@@ -35,7 +35,7 @@ __all__ = [
 AGENT_NAMES: tuple[str, ...] = ("claude", "codex", "aider", "gemini")
 # The CLIs added by issue 22: prepared here like the four, tested apart (tests/e2e/
 # test_more_agents*.py) so the older e2e tests do not run on them.
-MORE_AGENTS: tuple[str, ...] = ("copilot", "opencode", "qwen", "cline", "kimi")
+MORE_AGENTS: tuple[str, ...] = ("copilot", "opencode", "qwen", "cline", "kimi", "pi")
 
 DEFAULT_AGENTS_DIR = Path("/opt/agentwrap-agents")
 
@@ -50,6 +50,7 @@ MODEL_NAMES: dict[str, str] = {
     "qwen": "agentwrap-model",
     "cline": "agentwrap-model",
     "kimi": "agentwrap-model",
+    "pi": "agentwrap-model",
 }
 
 _CODEX_KEY_VAR = "AGENTWRAP_CODEX_KEY"
@@ -585,6 +586,40 @@ def _prepare_kimi(
     return [str(exe)]
 
 
+def _prepare_pi(
+    exe: Path,
+    home: Path,
+    workdir: Path,
+    url: str,
+    env: dict[str, str],
+    trusted: bool,
+    onboarded: bool,
+) -> list[str]:
+    """pi with one OpenAI-compatible provider in ``~/.pi/agent/models.json``
+    (``"api": "openai-completions"``: Chat Completions) made the default in
+    ``settings.json``. ``PI_OFFLINE`` stops its start-up network calls (the
+    version check, install telemetry). pi has no folder trust and no
+    permission dialogs: every tool runs without asking."""
+    agent = home / ".pi" / "agent"
+    model = MODEL_NAMES["pi"]
+    if onboarded:
+        _write_json(agent / "models.json", {"providers": {"agentwrap": {
+            "baseUrl": url.rstrip("/") + "/v1",
+            "api": "openai-completions",
+            "apiKey": "agentwrap-test-key",
+            "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+            "models": [{"id": model, "name": model, "reasoning": False,
+                        "contextWindow": 128000, "maxTokens": 16384}],
+        }}})
+    settings: dict[str, object] = {"enableInstallTelemetry": False, "collapseChangelog": True}
+    if onboarded:
+        settings.update({"defaultProvider": "agentwrap", "defaultModel": model})
+    _write_json(agent / "settings.json", settings)
+    env.update({"PI_OFFLINE": "1", "PI_SKIP_VERSION_CHECK": "1", "PI_TELEMETRY": "0"})
+    _ensure_git_repo(workdir, env)
+    return [str(exe)]
+
+
 _PREPARERS = {
     "claude": _prepare_claude,
     "codex": _prepare_codex,
@@ -595,6 +630,7 @@ _PREPARERS = {
     "qwen": _prepare_qwen,
     "cline": _prepare_cline,
     "kimi": _prepare_kimi,
+    "pi": _prepare_pi,
 }
 
 
