@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the whole test suite needs on a fresh Debian machine:
 # tmux, a C compiler for the native pty relay, PostgreSQL, Chromium and its
-# driver, iproute2, a venv with agentwrap and its dev extras, and the nine real
+# driver, iproute2, a venv with agentwrap and its dev extras, and the ten real
 # agent CLIs at pinned versions. scripts/test.sh and .ci/run run it first.
 #   bash scripts/setup.sh
 set -euo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the whole test suite needs on a fresh Debian machine
 # (scripts/setup.sh: tmux, a C compiler for the native pty relay, PostgreSQL,
-# Chromium, a venv with agentwrap and its dev extras, the nine real agent CLIs
+# Chromium, a venv with agentwrap and its dev extras, the ten real agent CLIs
 # at pinned versions), then run it, end-to-end tests included: first the quick
 # checks (scripts/check.sh: ruff, mypy, the import contracts, the fast layer),
 # so a lint or type error fails in minutes, then the other layers.
