@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""Benchmark: is the agent taking keys when agentwrap says ``ready`` (issue 37)?
+
+Ground truth is the agent's own behaviour, not a screen rule: after a reply,
+this script types one probe key (``z``) every ``--probe`` ms and erases it;
+the **truth** is the first probe that is echoed into a *fresh* prompt (the
+reply's line on screen, the key shown in the input box, no busy rule of the
+profile matching: a key shown in a busy agent's box is queued, not a new
+prompt). For dialogs the truth is the first ``Down`` that moves the dialog's
+cursor. Probing types into the box, which agentwrap sees (a draft), so turns
+alternate and are paired:
+
+* an **agentwrap turn**: the script types the prompt (``send-keys``) and, once
+  the turn is busy, queues the next prompt with ``Service.send``; agentwrap
+  types it when it decides ``ready``. Measured from the first pane capture
+  showing the reply's line (``--poll`` ms captures): agentwrap's ``ready``
+  (its ``session.state`` event), the moment it **lets keys through** (the
+  queued message's ``pasting`` phase: its first key), and ccmanager's rule on
+  the same captures (busy -> idle once the screen is unchanged for 1.5 s).
+  Every ``ready`` event between a turn's Enter and its first ``busy`` is a
+  **passing ready**;
+* a **truth turn** (the queued message's own turn): the probes, measured from
+  its reply's line the same way.
+
+Each agentwrap turn is set against the truth of the truth turn after it:
+``let - truth`` below zero by more than a probe interval counts as **keys let
+through before the agent takes them**. Dialogs (``--dialogs``): the model
+calls the shell tool (a permission dialog); agentwrap's ``waiting_input`` and
+the dialog's first capture are measured against the first ``Down`` taken (on
+alternate dialogs: the others are answered by agentwrap, ``applied`` time
+reported), each dialog then closed with ``Escape``. Same-run figures only; no
+thresholds. ``--busy`` loads both cores (two spinning processes) for the run.
+
+``standin`` is tests/support/standin_agent.py (no model server): the fast
+test runs it.
+
+    .venv/bin/python scripts/bench_ready.py --agents claude,codex --turns 10     # ~3 min
+    .venv/bin/python scripts/bench_ready.py --agents claude --turns 20 --dialogs 10 --busy --json r.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benchlib import (
+    fmt,
+    import_path,
+    kill_proc,
+    pct,
+    teardown_agentwrap,
+    wait_until,
+    write_json,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDIN = ROOT / "tests" / "support" / "standin_agent.py"
+STANDIN_PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "standin.toml"
+CCMANAGER_QUIET_S = 1.5
+PROBE = "z"
+
+
+class Pane:
+    """``capture-pane`` every ``poll`` s in a thread: the changes, with their times."""
+
+    def __init__(self, socket: str, target: str, poll: float) -> None:
+        self.cmd = ["tmux", "-S", socket, "capture-pane", "-p", "-t", target]
+        self.poll = poll
+        self.changes: list[tuple[float, str]] = []
+        self.last = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Pane:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            r = subprocess.run(self.cmd, capture_output=True, text=True, check=False)
+            t = time.time()
+            if r.returncode == 0 and r.stdout != self.last:
+                self.last = r.stdout
+                self.changes.append((t, r.stdout))
+            self._stop.wait(self.poll)
+
+    def first(self, pred: Any, after: float) -> float | None:
+        return next((t for t, s in list(self.changes) if t >= after and pred(s)), None)
+
+    def quiet_after(self, after: float, quiet: float) -> float | None:
+        """ccmanager's rule: the first moment after ``after`` at which the screen
+        has been unchanged for ``quiet`` s."""
+        ts = [t for t, _ in list(self.changes) if t >= after]
+        last = after
+        for t in ts:
+            if t - last >= quiet:
+                return last + quiet
+            last = t
+        return last + quiet if time.time() - last >= quiet else None
+
+
+class Run:
+    """One agent under ``agentwrap run --detach``."""
+
+    def __init__(self, agent: str, work: Path, think: float, poll: float) -> None:
+        self.agent, self.think = agent, think
+        self.root = work / agent
+        home, self.project = self.root / "home", self.root / "project"
+        self.server: Any = None
+        if agent == "standin":
+            home.mkdir(parents=True)
+            self.project.mkdir(parents=True)
+            env = dict(os.environ, HOME=str(home))
+            argv = [sys.executable, str(STANDIN), "--log", str(self.root / "log.jsonl"),
+                    "--busy", str(think), "--dialog-on", "[[tool]]", "--spin", "0.1"]
+            profile = ["--profile", "standin"]
+        else:
+            agents = import_path("agentwrap_bench_agents", ROOT / "tests" / "e2e" / "agents.py")
+            server = import_path("agentwrap_bench_model_server",
+                                 ROOT / "tests" / "e2e" / "model_server.py")
+            self.server = server.ModelServer().start()
+            launch = agents.prepare_agent(agent, home, self.project, self.server.url)
+            env, argv, profile = dict(launch.env), list(launch.argv), []
+        env.update(XDG_RUNTIME_DIR=str(self.root / "r"), XDG_CONFIG_HOME=str(self.root / "c"),
+                   XDG_STATE_HOME=str(self.root / "s"), PYTHONPATH=str(ROOT))
+        env.pop("TMUX", None)
+        (self.root / "r").mkdir(mode=0o700)
+        from agentwrap.paths import Paths
+
+        self.env, self.paths = env, Paths.from_env(env)
+        self.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+        self.paths.config_file.write_text(
+            "[limits]\nrate_per_minute = 100000\nmax_pending_per_session = 100000\n")
+        if agent == "standin":
+            self.paths.user_patterns_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copy(STANDIN_PROFILE, self.paths.user_patterns_dir / "standin.toml")
+        self.name = f"bench-{agent}"
+        res = subprocess.run(
+            [sys.executable, "-m", "agentwrap", "run", "--detach", "--name", self.name, *profile,
+             "--cwd", str(self.project), "--", *argv],
+            env=env, capture_output=True, text=True, timeout=120, check=False)
+        if res.returncode != 0:
+            raise RuntimeError(f"agentwrap run failed: {res.stderr[-2000:]}")
+        from agentwrap.detect.profiles import load_profile
+        from agentwrap.service import Service
+
+        self.svc = Service.open(self.paths)
+        self.profile = load_profile("standin" if agent == "standin" else agent, self.paths)
+        self.socket = str(self.paths.tmux_socket_for(self.name))
+        self.target = f"={self.name}:0.0"
+        self.pane = Pane(self.socket, self.target, poll).start()
+        self.wait_state("ready", 180)
+
+    def close(self) -> None:
+        self.pane.stop()
+        self.svc.close()
+        teardown_agentwrap(self.env, str(self.root))
+        if self.server is not None:
+            self.server.stop()
+
+    def state(self) -> str:
+        rec = self.svc.registry.get(self.name)
+        return str(rec.state.value if hasattr(rec.state, "value") else rec.state)
+
+    def wait_state(self, state: str, timeout: float) -> None:
+        wait_until(lambda: self.state() == state, timeout, f"{self.agent} {state}", poll=0.02)
+
+    def keys(self, *keys: str, literal: bool = False) -> float:
+        t = time.time()
+        subprocess.run(["tmux", "-S", self.socket, "send-keys", "-t", self.target,
+                        *(["-l"] if literal else []), *keys], check=True)
+        return t
+
+    def type_prompt(self, text: str) -> float:
+        self.keys(text, literal=True)
+        time.sleep(0.3)  # the agent's own paste detection
+        return self.keys("Enter")
+
+    def events(self, after: float) -> list[Any]:
+        return [e for e in self.svc.events(0, self.name, limit=100000) if e.at >= after]
+
+    def busy_screen(self, text: str) -> bool:
+        from agentwrap.detect.detector import evaluate_rules
+        from agentwrap.detect.states import State
+        from agentwrap.terminal.screen import Snapshot
+
+        snap = Snapshot.from_text(text, cols=200, rows=60)
+        return any(m.rule.state is State.BUSY for m in evaluate_rules(self.profile, snap))
+
+    def box_has_probe(self, text: str) -> bool:
+        from agentwrap.terminal.screen import Snapshot
+
+        from agentwrap.detect.regions import ScreenRegions
+
+        region = self.profile.input.input_region or "screen"
+        lines = ScreenRegions(self.profile, Snapshot.from_text(text, cols=200, rows=60)).get(region)
+        body = "\n".join(lines if lines is not None else text.splitlines()[-6:])
+        return re.search(rf"{PROBE}\s*$", body, re.M) is not None
+
+
+def prompt(marker: str, think: float, tool: bool = False) -> str:
+    return f"Say it. [[delay: {think}]] " + ("[[tool]]" if tool else f"[[reply: {marker}]]")
+
+
+def truth_probe(run: Run, marker: str, after: float, probe_s: float, timeout: float) -> float | None:
+    """The first probe echoed into a fresh prompt after ``after`` (its send time)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        sent = run.keys(PROBE, literal=True)
+        seen = wait_for(lambda: run.pane.first(run.box_has_probe, sent), probe_s * 2)
+        if seen is not None:
+            text = next(s for t, s in reversed(run.pane.changes) if t >= seen)
+            fresh = marker in text and not run.busy_screen(text)
+            run.keys("BSpace")
+            wait_for(lambda: not run.box_has_probe(run.pane.last), 2.0)
+            if fresh and sent >= after:
+                return sent
+        time.sleep(probe_s)
+    return None
+
+
+def wait_for(cond: Any, timeout: float) -> Any:
+    try:
+        return wait_until(cond, timeout, "", poll=0.005)
+    except TimeoutError:
+        return None
+
+
+def turns(run: Run, n: int, probe_s: float, timeout: float) -> dict[str, Any]:
+    from agentwrap.message import NewMessage
+
+    rows: list[dict[str, Any]] = []
+    for i in range(0, n, 2):
+        mark_aw, mark_truth = f"AW{uuid.uuid4().hex[:8]}", f"TR{uuid.uuid4().hex[:8]}"
+        run.wait_state("ready", timeout)
+        time.sleep(0.5)
+        enter = run.type_prompt(prompt(mark_aw, run.think))
+        wait_until(lambda: any(e.kind == "session.state" and e.data.get("state") == "busy"
+                               for e in run.events(enter)), timeout, "busy", poll=0.02)
+        sent = run.svc.send(NewMessage(session=run.name, content=prompt(mark_truth, run.think)))
+        mid = sent.message.id if hasattr(sent, "message") else sent.id
+        drawn = wait_until(lambda: run.pane.first(lambda s: mark_aw in s, enter), timeout,
+                           "reply drawn", poll=0.02)
+        let = wait_until(lambda: next((e.at for e in run.events(enter) if e.subject == mid
+                                       and e.data.get("phase") in ("pasting", "submitting")),
+                                      None), timeout, "queued message typed", poll=0.02)
+        submitted = wait_until(lambda: next((e.at for e in run.events(enter) if e.subject == mid
+                                             and e.data.get("phase") == "submitted"), None),
+                               timeout, "submitted", poll=0.02)
+        ev = run.events(enter)
+        states = [(e.at, e.data.get("state")) for e in ev if e.kind == "session.state"]
+        first_busy = next((t for t, s in states if s == "busy"), None)
+        ready = next((t for t, s in states if s == "ready" and t >= (first_busy or enter)), None)
+        passing = sum(1 for t, s in states if s == "ready" and first_busy and t < first_busy)
+        # the truth turn: the queued message's own
+        truth = truth_probe(run, mark_truth, submitted, probe_s, timeout)
+        tdrawn = run.pane.first(lambda s: mark_truth in s, submitted)
+        ev2 = [e for e in run.events(submitted) if e.kind == "session.state"]
+        busy2 = next((e.at for e in ev2 if e.data.get("state") == "busy"), None)
+        passing += sum(1 for e in ev2 if e.data.get("state") == "ready" and busy2 and e.at < busy2)
+        ccm = run.pane.quiet_after(drawn, CCMANAGER_QUIET_S) if drawn else None
+        rows.append({
+            "ready_s": None if ready is None else ready - drawn,
+            "let_s": let - drawn,
+            "ccmanager_s": None if ccm is None else ccm - drawn,
+            "truth_s": None if truth is None or tdrawn is None else truth - tdrawn,
+            "passing_ready": passing,
+        })
+        wait_for(lambda: run.state() in ("ready", "draft"), timeout)
+    return {"turns": rows}
+
+
+def dialogs(run: Run, n: int, probe_s: float, timeout: float) -> dict[str, Any]:
+    rows: list[dict[str, Any]] = []
+    pattern = next((d.pattern for d in run.profile.dialogs if d.name == "permission"), None)
+    if pattern is None:
+        return {"dialogs": [], "note": "the profile has no permission dialog"}
+    for i in range(n):
+        run.wait_state("ready", timeout)
+        time.sleep(0.5)
+        enter = run.type_prompt(prompt("", run.think, tool=True))
+        waiting = wait_until(lambda: next((e.at for e in run.events(enter) if e.kind == "session.state"
+                                           and e.data.get("state") == "waiting_input"), None),
+                             timeout, "waiting_input", poll=0.01)
+        row: dict[str, Any] = {"waiting_s": None, "taken_s": None, "applied_s": None}
+        if i % 2 == 0:  # truth: the first Down the dialog takes
+            start = min(waiting, run.pane.first(lambda s: bool(pattern.search(s)), enter) or waiting)
+            before = run.pane.first(lambda s: bool(pattern.search(s)), enter)
+            taken = None
+            while time.time() < start + timeout:
+                base = run.pane.last
+                sent = run.keys("Down")
+                moved = wait_for(lambda base=base: run.pane.last != base
+                                 and pattern.search(run.pane.last) and cursor(run.pane.last)
+                                 != cursor(base), probe_s * 2)
+                if moved:
+                    taken = sent
+                    break
+            drawn = run.pane.first(lambda s: bool(pattern.search(s)), enter) or before
+            row.update(waiting_s=waiting - drawn if drawn else None,
+                       taken_s=None if taken is None or drawn is None else taken - drawn)
+            run.keys("Escape")
+        else:  # agentwrap answers it (option 1)
+            q = wait_until(lambda: run.svc.registry.get(run.name).question, timeout, "question")
+            res = run.svc.answer(run.name, option=1, question_id=q.id)
+            aid = res.answer.id if hasattr(res, "answer") else res.id
+            done = run.svc.wait_answer(aid, timeout)
+            drawn = run.pane.first(lambda s: bool(pattern.search(s)), enter)
+            row.update(waiting_s=waiting - drawn if drawn else None,
+                       applied_s=(done.finished - drawn) if drawn and done.finished else None,
+                       status=str(done.status))
+        rows.append(row)
+        wait_for(lambda: run.state() == "ready", timeout)
+    return {"dialogs": rows}
+
+
+def cursor(text: str) -> str:
+    return next((line for line in text.splitlines() if "❯" in line and re.search(r"\d\.", line)), "")
+
+
+def summary(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
+    xs = [r[key] for r in rows if r.get(key) is not None]
+    return {"n": len(xs), "p50_ms": pct(xs, 50) * 1000 if xs else float("nan"),
+            "p90_ms": pct(xs, 90) * 1000 if xs else float("nan")}
+
+
+def report(agent: str, t: dict[str, Any], d: dict[str, Any], probe_s: float) -> dict[str, Any]:
+    rows = t["turns"]
+    truths = [r["truth_s"] for r in rows]
+    early = 0
+    gaps = []
+    for r, truth in zip(rows, truths):
+        if truth is None:
+            continue
+        gaps.append(r["let_s"] - truth)
+        if r["let_s"] < truth - probe_s:
+            early += 1
+    out = {"agent": agent, "turns": len(rows) * 2, "truth": summary(rows, "truth_s"),
+           "ready": summary(rows, "ready_s"), "let": summary(rows, "let_s"),
+           "ccmanager": summary(rows, "ccmanager_s"),
+           "let_minus_truth": {"p50_ms": pct(gaps, 50) * 1000 if gaps else float("nan"),
+                               "p90_ms": pct(gaps, 90) * 1000 if gaps else float("nan")},
+           "keys_before_taken": early,
+           "passing_ready": sum(r["passing_ready"] for r in rows), "rows": rows}
+    if d.get("dialogs"):
+        out["dialogs"] = {"waiting": summary(d["dialogs"], "waiting_s"),
+                          "taken": summary(d["dialogs"], "taken_s"),
+                          "applied": summary(d["dialogs"], "applied_s"), "rows": d["dialogs"]}
+    return out
+
+
+def load_cores() -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--agents", default="claude,codex", help="comma-separated (standin: the stand-in)")
+    p.add_argument("--turns", type=int, default=10, help="turns per agent (half agentwrap, half truth)")
+    p.add_argument("--dialogs", type=int, default=0, help="permission dialogs per agent")
+    p.add_argument("--think", type=float, default=1.0, help="seconds each model reply is held")
+    p.add_argument("--probe", type=float, default=0.03, help="seconds between probe keys")
+    p.add_argument("--poll", type=float, default=0.02, help="seconds between pane captures")
+    p.add_argument("--timeout", type=float, default=90.0)
+    p.add_argument("--busy", action="store_true", help="load every core for the run")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="awrd-", dir="/tmp"))
+    load = load_cores() if args.busy else []
+    results: list[dict[str, Any]] = []
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    try:
+        for agent in args.agents.split(","):
+            run = None
+            try:
+                run = Run(agent, work, args.think, args.poll)
+                t = turns(run, max(2, args.turns), args.probe, args.timeout)
+                d = dialogs(run, args.dialogs, args.probe, args.timeout) if args.dialogs else {}
+                results.append(report(agent, t, d, args.probe))
+            except Exception as exc:  # reported; the other agents go on
+                results.append({"agent": agent, "error": f"{type(exc).__name__}: {exc}"})
+            finally:
+                if run is not None:
+                    run.close()
+    finally:
+        for proc in load:
+            kill_proc(proc)
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"load: {os.getloadavg()[0]:.1f} (1 min) on {os.cpu_count()} cores"
+          + (", both cores loaded by --busy" if args.busy else ""))
+    print(f"{'agent':9} {'truth p50/p90':>14} {'ready p50/p90':>14} {'let p50/p90':>13}"
+          f" {'let-truth p50/p90':>18} {'ccm p50/p90':>13} {'early':>6} {'passing':>8}"
+          "   (ms from the reply's line on screen)")
+    for r in results:
+        if "error" in r:
+            print(f"{r['agent']:9} error: {r['error']}")
+            continue
+        def two(s: dict[str, float]) -> str:
+            return f"{fmt(s['p50_ms'], '.0f')}/{fmt(s['p90_ms'], '.0f')}"
+        print(f"{r['agent']:9} {two(r['truth']):>14} {two(r['ready']):>14} {two(r['let']):>13}"
+              f" {two(r['let_minus_truth']):>18} {two(r['ccmanager']):>13}"
+              f" {r['keys_before_taken']:>6} {r['passing_ready']:>8}")
+        if "dialogs" in r:
+            dd = r["dialogs"]
+            print(f"{'':9} dialogs: waiting {two(dd['waiting'])}, first Down taken {two(dd['taken'])},"
+                  f" answer applied {two(dd['applied'])} (ms from the dialog's first capture)")
+    if args.json:
+        write_json(args.json, {"load_1min": os.getloadavg()[0], "busy": args.busy,
+                               "results": results})
+    return 0 if all("error" not in r for r in results) else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())
