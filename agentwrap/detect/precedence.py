@@ -102,6 +102,9 @@ TABLE: tuple[Row, ...] = (
     Row(Claim.IDLE, Seen.NO_BOX, Outcome.OVERLAY, "the input box is not on screen"),
     Row(Claim.IDLE, Seen.ANY, Outcome.READY, "the agent's own word that its turn is over"),
     Row(Claim.ASKS, Seen.ANSWERED, Outcome.SCREEN, "the dialog it announced was drawn since, and is gone"),
+    Row(Claim.ASKS, Seen.NO_BOX, Outcome.OVERLAY,
+        "it waits, with neither its input box nor a dialog the profile knows on screen: a picker"
+        " (Claude Code says 'waiting' while its rewind picker is open)", Source.FILE),
     Row(Claim.ASKS, Seen.DUE, Outcome.BUSY,
         "it asks, and the dialog is not drawn yet: expected, nothing is typed till it is"),
     Row(Claim.ASKS, Seen.ANY, Outcome.WAITING,
