@@ -69,6 +69,10 @@ STANDIN = ROOT / "tests" / "support" / "standin_agent.py"
 STANDIN_PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "standin.toml"
 CCMANAGER_QUIET_S = 1.5
 PROBE = "z"
+#: How long a probe key's effect is waited for before the next key is typed: the
+#: truth is that key's send time, so it is late by at most this (a key taken
+#: later than its window is credited to the next one).
+WINDOW_S = 0.3
 
 
 class Pane:
@@ -101,17 +105,6 @@ class Pane:
 
     def first(self, pred: Any, after: float) -> float | None:
         return next((t for t, s in list(self.changes) if t >= after and pred(s)), None)
-
-    def quiet_after(self, after: float, quiet: float) -> float | None:
-        """ccmanager's rule: the first moment after ``after`` at which the screen
-        has been unchanged for ``quiet`` s."""
-        ts = [t for t, _ in list(self.changes) if t >= after]
-        last = after
-        for t in ts:
-            if t - last >= quiet:
-                return last + quiet
-            last = t
-        return last + quiet if time.time() - last >= quiet else None
 
 
 class Run:
@@ -203,9 +196,8 @@ class Run:
         return any(m.rule.state is State.BUSY for m in evaluate_rules(self.profile, snap))
 
     def box_has_probe(self, text: str) -> bool:
-        from agentwrap.terminal.screen import Snapshot
-
         from agentwrap.detect.regions import ScreenRegions
+        from agentwrap.terminal.screen import Snapshot
 
         region = self.profile.input.input_region or "screen"
         lines = ScreenRegions(self.profile, Snapshot.from_text(text, cols=200, rows=60)).get(region)
@@ -213,8 +205,16 @@ class Run:
         return re.search(rf"{PROBE}\s*$", body, re.M) is not None
 
 
-def prompt(marker: str, think: float, tool: bool = False) -> str:
+def prompt(marker: str, think: float, tool: bool = False, standin: bool = False) -> str:
+    if standin:
+        return "Say it. [[tool]]" if tool else f'Say it. Reply "ACK {marker}"'
     return f"Say it. [[delay: {think}]] " + ("[[tool]]" if tool else f"[[reply: {marker}]]")
+
+
+def replied(marker: str) -> Any:
+    """The reply's own line on screen (not the prompt's echo, which names the marker too)."""
+    return lambda text: any(marker in line and "reply" not in line.lower()
+                            for line in text.splitlines())
 
 
 def truth_probe(run: Run, marker: str, after: float, probe_s: float, timeout: float) -> float | None:
@@ -222,10 +222,10 @@ def truth_probe(run: Run, marker: str, after: float, probe_s: float, timeout: fl
     deadline = time.time() + timeout
     while time.time() < deadline:
         sent = run.keys(PROBE, literal=True)
-        seen = wait_for(lambda: run.pane.first(run.box_has_probe, sent), probe_s * 2)
+        seen = wait_for(lambda sent=sent: run.pane.first(run.box_has_probe, sent), WINDOW_S)
         if seen is not None:
             text = next(s for t, s in reversed(run.pane.changes) if t >= seen)
-            fresh = marker in text and not run.busy_screen(text)
+            fresh = replied(marker)(text) and not run.busy_screen(text)
             run.keys("BSpace")
             wait_for(lambda: not run.box_has_probe(run.pane.last), 2.0)
             if fresh and sent >= after:
@@ -242,47 +242,53 @@ def wait_for(cond: Any, timeout: float) -> Any:
 
 
 def turns(run: Run, n: int, probe_s: float, timeout: float) -> dict[str, Any]:
+    return {"turns": [pair(run, probe_s, timeout) for _ in range(0, n, 2)]}
+
+
+def pair(run: Run, probe_s: float, timeout: float) -> dict[str, Any]:
+    """One agentwrap turn, then the truth turn of the message it typed."""
     from agentwrap.message import NewMessage
 
-    rows: list[dict[str, Any]] = []
-    for i in range(0, n, 2):
-        mark_aw, mark_truth = f"AW{uuid.uuid4().hex[:8]}", f"TR{uuid.uuid4().hex[:8]}"
-        run.wait_state("ready", timeout)
-        time.sleep(0.5)
-        enter = run.type_prompt(prompt(mark_aw, run.think))
-        wait_until(lambda: any(e.kind == "session.state" and e.data.get("state") == "busy"
-                               for e in run.events(enter)), timeout, "busy", poll=0.02)
-        sent = run.svc.send(NewMessage(session=run.name, content=prompt(mark_truth, run.think)))
-        mid = sent.message.id if hasattr(sent, "message") else sent.id
-        drawn = wait_until(lambda: run.pane.first(lambda s: mark_aw in s, enter), timeout,
-                           "reply drawn", poll=0.02)
-        let = wait_until(lambda: next((e.at for e in run.events(enter) if e.subject == mid
-                                       and e.data.get("phase") in ("pasting", "submitting")),
-                                      None), timeout, "queued message typed", poll=0.02)
-        submitted = wait_until(lambda: next((e.at for e in run.events(enter) if e.subject == mid
-                                             and e.data.get("phase") == "submitted"), None),
-                               timeout, "submitted", poll=0.02)
-        ev = run.events(enter)
-        states = [(e.at, e.data.get("state")) for e in ev if e.kind == "session.state"]
-        first_busy = next((t for t, s in states if s == "busy"), None)
-        ready = next((t for t, s in states if s == "ready" and t >= (first_busy or enter)), None)
-        passing = sum(1 for t, s in states if s == "ready" and first_busy and t < first_busy)
-        # the truth turn: the queued message's own
-        truth = truth_probe(run, mark_truth, submitted, probe_s, timeout)
-        tdrawn = run.pane.first(lambda s: mark_truth in s, submitted)
-        ev2 = [e for e in run.events(submitted) if e.kind == "session.state"]
-        busy2 = next((e.at for e in ev2 if e.data.get("state") == "busy"), None)
-        passing += sum(1 for e in ev2 if e.data.get("state") == "ready" and busy2 and e.at < busy2)
-        ccm = run.pane.quiet_after(drawn, CCMANAGER_QUIET_S) if drawn else None
-        rows.append({
-            "ready_s": None if ready is None else ready - drawn,
-            "let_s": let - drawn,
-            "ccmanager_s": None if ccm is None else ccm - drawn,
-            "truth_s": None if truth is None or tdrawn is None else truth - tdrawn,
-            "passing_ready": passing,
-        })
-        wait_for(lambda: run.state() in ("ready", "draft"), timeout)
-    return {"turns": rows}
+    mark_aw, mark_truth = uuid.uuid4().hex[:10], uuid.uuid4().hex[:10]
+    sa = run.agent == "standin"
+    run.wait_state("ready", timeout)
+    time.sleep(0.5)
+    enter = run.type_prompt(prompt(mark_aw, run.think, standin=sa))
+    wait_until(lambda: any(e.kind == "session.state" and e.data.get("state") == "busy"
+                           for e in run.events(enter)), timeout, "busy", poll=0.02)
+    sent = run.svc.send(NewMessage(session=run.name, content=prompt(mark_truth, run.think, standin=sa)))
+    mid = sent.message.id
+    drawn = wait_until(lambda: run.pane.first(replied(mark_aw), enter), timeout,
+                       "reply drawn", poll=0.02)
+    let = wait_until(lambda: next((e.at for e in run.events(enter) if e.subject == mid
+                                   and e.data.get("phase") in ("pasting", "submitting")),
+                                  None), timeout, "queued message typed", poll=0.02)
+    submitted = wait_until(lambda: next((e.at for e in run.events(enter) if e.subject == mid
+                                         and e.data.get("phase") == "submitted"), None),
+                           timeout, "submitted", poll=0.02)
+    ev = run.events(enter)
+    states = [(e.at, e.data.get("state")) for e in ev if e.kind == "session.state"]
+    first_busy = next((t for t, s in states if s == "busy"), None)
+    ready = next((t for t, s in states if s == "ready" and t >= (first_busy or enter)), None)
+    passing = sum(1 for t, s in states if s == "ready" and first_busy and t < first_busy)
+    # the truth turn: the queued message's own
+    truth = truth_probe(run, mark_truth, submitted, probe_s, timeout)
+    tdrawn = run.pane.first(replied(mark_truth), submitted)
+    ev2 = [e for e in run.events(submitted) if e.kind == "session.state"]
+    busy2 = next((e.at for e in ev2 if e.data.get("state") == "busy"), None)
+    passing += sum(1 for e in ev2 if e.data.get("state") == "ready" and busy2 and e.at < busy2)
+    # ccmanager's rule had nobody typed: the screen's last change before agentwrap
+    # typed, + 1.5 s (a lower bound: the agent might have changed it later)
+    last = max((t for t, _ in list(run.pane.changes) if drawn <= t < let), default=drawn)
+    ccm = last + CCMANAGER_QUIET_S
+    wait_for(lambda: run.state() in ("ready", "draft"), timeout)
+    return {
+        "ready_s": None if ready is None else ready - drawn,
+        "let_s": let - drawn,
+        "ccmanager_s": None if ccm is None else ccm - drawn,
+        "truth_s": None if truth is None or tdrawn is None else truth - tdrawn,
+        "passing_ready": passing,
+    }
 
 
 def dialogs(run: Run, n: int, probe_s: float, timeout: float) -> dict[str, Any]:
@@ -291,46 +297,51 @@ def dialogs(run: Run, n: int, probe_s: float, timeout: float) -> dict[str, Any]:
     if pattern is None:
         return {"dialogs": [], "note": "the profile has no permission dialog"}
     for i in range(n):
-        run.wait_state("ready", timeout)
-        time.sleep(0.5)
-        enter = run.type_prompt(prompt("", run.think, tool=True))
-        waiting = wait_until(lambda: next((e.at for e in run.events(enter) if e.kind == "session.state"
-                                           and e.data.get("state") == "waiting_input"), None),
-                             timeout, "waiting_input", poll=0.01)
-        row: dict[str, Any] = {"waiting_s": None, "taken_s": None, "applied_s": None}
-        if i % 2 == 0:  # truth: the first Down the dialog takes
-            start = min(waiting, run.pane.first(lambda s: bool(pattern.search(s)), enter) or waiting)
-            before = run.pane.first(lambda s: bool(pattern.search(s)), enter)
-            taken = None
-            while time.time() < start + timeout:
-                base = run.pane.last
-                sent = run.keys("Down")
-                moved = wait_for(lambda base=base: run.pane.last != base
-                                 and pattern.search(run.pane.last) and cursor(run.pane.last)
-                                 != cursor(base), probe_s * 2)
-                if moved:
-                    taken = sent
-                    break
-            drawn = run.pane.first(lambda s: bool(pattern.search(s)), enter) or before
-            row.update(waiting_s=waiting - drawn if drawn else None,
-                       taken_s=None if taken is None or drawn is None else taken - drawn)
-            run.keys("Escape")
-        else:  # agentwrap answers it (option 1)
-            q = wait_until(lambda: run.svc.registry.get(run.name).question, timeout, "question")
-            res = run.svc.answer(run.name, option=1, question_id=q.id)
-            aid = res.answer.id if hasattr(res, "answer") else res.id
-            done = run.svc.wait_answer(aid, timeout)
-            drawn = run.pane.first(lambda s: bool(pattern.search(s)), enter)
-            row.update(waiting_s=waiting - drawn if drawn else None,
-                       applied_s=(done.finished - drawn) if drawn and done.finished else None,
-                       status=str(done.status))
-        rows.append(row)
-        wait_for(lambda: run.state() == "ready", timeout)
+        rows.append(dialog(run, i, pattern, probe_s, timeout))
     return {"dialogs": rows}
 
 
+def dialog(run: Run, i: int, pattern: re.Pattern[str], probe_s: float,
+           timeout: float) -> dict[str, Any]:
+    """One permission dialog: the first Down it takes (even ``i``), or agentwrap's answer."""
+    run.wait_state("ready", timeout)
+    time.sleep(0.5)
+    enter = run.type_prompt(prompt("", run.think, tool=True, standin=run.agent == "standin"))
+    def waiting() -> float:
+        return float(wait_until(lambda: next((e.at for e in run.events(enter)
+                                              if e.kind == "session.state"
+                                              and e.data.get("state") == "waiting_input"), None),
+                                timeout, "waiting_input", poll=0.01))
+
+    row: dict[str, Any] = {"waiting_s": None, "taken_s": None, "applied_s": None}
+    if i % 2 == 0:  # truth: the first Down the dialog takes, probed from its first capture
+        drawn = wait_until(lambda: run.pane.first(lambda s: bool(pattern.search(s)), enter),
+                           timeout, "the dialog drawn", poll=0.005)
+        taken = None
+        base = cursor(next(s for t, s in run.pane.changes if t >= drawn))
+        while time.time() < drawn + timeout:
+            sent = run.keys("Down")
+            if wait_for(lambda: pattern.search(run.pane.last)
+                        and cursor(run.pane.last) not in ("", base), WINDOW_S):
+                taken = sent
+                break
+        row.update(waiting_s=waiting() - drawn, taken_s=None if taken is None else taken - drawn)
+        run.keys("Escape")
+    else:  # agentwrap answers it (option 1)
+        q = wait_until(lambda: run.svc.registry.get(run.name).question, timeout, "question")
+        res = run.svc.answer(run.name, option=1, question_id=str(q["id"]))
+        aid = res.answer.id
+        done = run.svc.wait_answer(aid, timeout)
+        drawn = run.pane.first(lambda s: bool(pattern.search(s)), enter)
+        row.update(waiting_s=waiting() - drawn if drawn else None,
+                   applied_s=(done.finished - drawn) if drawn and done.finished else None,
+                   status=str(done.status))
+    wait_for(lambda: run.state() == "ready", timeout)
+    return row
+
+
 def cursor(text: str) -> str:
-    return next((line for line in text.splitlines() if "❯" in line and re.search(r"\d\.", line)), "")
+    return next((line for line in text.splitlines() if re.search(r"[❯›>]\s*\d\.", line)), "")
 
 
 def summary(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
@@ -344,7 +355,7 @@ def report(agent: str, t: dict[str, Any], d: dict[str, Any], probe_s: float) -> 
     truths = [r["truth_s"] for r in rows]
     early = 0
     gaps = []
-    for r, truth in zip(rows, truths):
+    for r, truth in zip(rows, truths, strict=False):
         if truth is None:
             continue
         gaps.append(r["let_s"] - truth)
@@ -393,7 +404,7 @@ def main() -> int:
                 t = turns(run, max(2, args.turns), args.probe, args.timeout)
                 d = dialogs(run, args.dialogs, args.probe, args.timeout) if args.dialogs else {}
                 results.append(report(agent, t, d, args.probe))
-            except Exception as exc:  # reported; the other agents go on
+            except Exception as exc:  # noqa: BLE001 - reported; the other agents go on
                 results.append({"agent": agent, "error": f"{type(exc).__name__}: {exc}"})
             finally:
                 if run is not None:

@@ -40,8 +40,8 @@ from agentwrap.answers.hook_questions import (
     write_question,
 )
 from agentwrap.detect.detector import Detector
-from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.precedence import DIALOG_DUE_S
+from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.question import Question
 from agentwrap.detect.states import State
 from agentwrap.service import Service

@@ -74,31 +74,31 @@ class Step:
     wait_s: float  # time since the previous step
     screen: str  # fixture name, for the case's agent
     expect: State
-    hook: State | None | bool = False  # False: unchanged; None: none; a state: said now
-    file: State | None | bool = False
+    hook: State | bool | None = False  # False: unchanged; None: none; a state: said now
+    file: State | bool | None = False
 
 
-I, B, W = State.READY, State.BUSY, State.WAITING_INPUT
+R, B, W = State.READY, State.BUSY, State.WAITING_INPUT
 
 CASES: dict[str, tuple[str, list[Step]]] = {
     # Issue 37: Enter empties the box; the session file still says idle; the
     # spinner is drawn: busy (the file outranked it: ready for ~0.1 s).
     "enter: a stale idle file under the spinner is busy": ("claude", [
-        Step(0.0, "ready__after-reply__160x45", I, file=I),
-        Step(5.0, "ready__after-reply__160x45", I),
+        Step(0.0, "ready__after-reply__160x45", R, file=R),
+        Step(5.0, "ready__after-reply__160x45", R),
         Step(0.05, "busy__before-first-token__160x45", B),
         Step(0.05, "busy__streaming__160x45", B),
     ]),
     "enter with hooks: a stale turn end under the spinner is busy": ("claude", [
-        Step(0.0, "ready__after-reply__160x45", I, file=I, hook=I),
-        Step(0.05, "ready__after-reply__160x45", I),
+        Step(0.0, "ready__after-reply__160x45", R, file=R, hook=R),
+        Step(0.05, "ready__after-reply__160x45", R),
         Step(0.05, "busy__before-first-token__160x45", B),
         Step(0.05, "busy__before-first-token__160x45", B, hook=B),
     ]),
     # The box held text after the file said idle, and is empty now: a prompt went.
     # The screen decides (an empty box that just changed is busy), not the old idle.
     "enter: a submitted draft ends the idle file's say": ("claude", [
-        Step(0.0, "ready__after-reply__160x45", I, file=I),
+        Step(0.0, "ready__after-reply__160x45", R, file=R),
         Step(2.0, "draft__one-line__160x45", State.DRAFT),
         Step(0.05, "ready__after-reply__160x45", B),
         Step(0.05, "busy__before-first-token__160x45", B),
@@ -118,18 +118,18 @@ CASES: dict[str, tuple[str, list[Step]]] = {
     ]),
     "a turn-end hook while a dialog shows is waiting": ("claude", [
         Step(0.0, "waiting_input__permission__160x45", W, hook=W, file=W),
-        Step(0.2, "waiting_input__permission__160x45", W, hook=I, file=I),
+        Step(0.2, "waiting_input__permission__160x45", W, hook=R, file=R),
         Step(1.0, "waiting_input__permission__160x45", W),
     ]),
     "an idle word over a picker is unknown, never ready": ("claude", [
-        Step(0.0, "ready__after-reply__160x45", I, file=I),
+        Step(0.0, "ready__after-reply__160x45", R, file=R),
         Step(1.0, "unknown__model-picker__160x45", State.UNKNOWN),
-        Step(0.0, "unknown__model-picker__160x45", State.UNKNOWN, hook=I),
+        Step(0.0, "unknown__model-picker__160x45", State.UNKNOWN, hook=R),
         Step(5.0, "unknown__model-picker__160x45", State.UNKNOWN),
     ]),
     "codex: a turn end under its working line is busy": ("codex", [
-        Step(0.0, "ready__after-reply__160x45", I, hook=I),
-        Step(0.05, "ready__after-reply__160x45", I),
+        Step(0.0, "ready__after-reply__160x45", R, hook=R),
+        Step(0.05, "ready__after-reply__160x45", R),
         Step(0.05, "busy__before-first-token__160x45", B),
     ]),
     "codex: its permission hook before the dialog is drawn": ("codex", [
@@ -181,8 +181,8 @@ def test_no_passing_ready_between_enter_and_busy(agent: str, source: str, tmp_pa
     busy = screen(agent, ENTER[1])
     if not any(m.rule.state is State.BUSY for m in evaluate_rules(profile, busy)):
         pytest.skip(f"{agent}'s busy screen has no busy rule (read by quiet)")
-    said = {"hook": I, "file": False} if source == "hook" else {"hook": False, "file": I}
-    steps = [Step(0.0, ENTER[0], I, **said), Step(0.3, ENTER[0], I)]
+    said = {"hook": R, "file": False} if source == "hook" else {"hook": False, "file": R}
+    steps = [Step(0.0, ENTER[0], R, **said), Step(0.3, ENTER[0], R)]
     states = run_frames(agent, steps, ENTER[1], 10, tmp_path, source)
     assert [s for s in states if s is State.READY] == [], states
 
