@@ -10,11 +10,17 @@ decided it, so ``agentwrap state --explain`` can say *why*:
    while it is announced but not there yet the screen's is not read;
    Then overlays from the profile (pickers, menus, help drawn over or instead
    of the input box) -> ``unknown``: never ready, and nothing is asked;
-3. structured state the agent itself publishes (Claude Code's session file),
-   after the hooks' signals; ``ready`` from either only with the input box on
-   screen (a ready or draft rule matches: positive evidence that keys reach
-   the box), and the session file's "waiting" only with a dialog: otherwise an
-   overlay is open (``unknown``, rule ``overlay``);
+3. the agent's own word, its hook's signal or the state it publishes (Claude
+   Code's session file), whichever is newer, weighed against the screen by
+   :data:`agentwrap.detect.precedence.TABLE` (issue 37): ``ready`` only with
+   the input box on screen (a ready or draft rule matches: positive evidence
+   that keys reach the box) and no busy rule matching on a moving screen (the
+   session file still says "idle" for a frame after Enter, under the
+   spinner), no longer once a prompt was typed and sent after the word; "it
+   asks" only with a dialog on screen, ``busy`` (an expectation, rule
+   ``hook:dialog-due`` / ``structured:dialog-due``) while the dialog is due
+   (Claude says "waiting" ~0.5 s before drawing it), and without the input
+   box an overlay is open (``unknown``, rule ``overlay``);
 4. title rules, then region-scoped screen rules, in state priority order
    waiting_input > busy > draft > ready > starting;
 5. a quiet window: ``ready`` is only believed once the screen has not changed
