@@ -229,9 +229,20 @@ def truth_probe(run: Run, marker: str, after: float, probe_s: float, timeout: fl
             run.keys("BSpace")
             wait_for(lambda: not run.box_has_probe(run.pane.last), 2.0)
             if fresh and sent >= after:
+                clear(run)
                 return sent
         time.sleep(probe_s)
+    clear(run)
     return None
+
+
+def clear(run: Run) -> None:
+    """Erase every probe key the box shows (one taken late shows up after its window)."""
+    for _ in range(20):
+        time.sleep(WINDOW_S)
+        if not run.box_has_probe(run.pane.last):
+            return
+        run.keys("BSpace")
 
 
 def wait_for(cond: Any, timeout: float) -> Any:
@@ -405,7 +416,9 @@ def main() -> int:
                 d = dialogs(run, args.dialogs, args.probe, args.timeout) if args.dialogs else {}
                 results.append(report(agent, t, d, args.probe))
             except Exception as exc:  # noqa: BLE001 - reported; the other agents go on
-                results.append({"agent": agent, "error": f"{type(exc).__name__}: {exc}"})
+                results.append({"agent": agent, "error": f"{type(exc).__name__}: {exc}",
+                                "screen": run.pane.last[-1500:] if run is not None else "",
+                                "state": run.state() if run is not None else ""})
             finally:
                 if run is not None:
                     run.close()
@@ -420,7 +433,7 @@ def main() -> int:
           "   (ms from the reply's line on screen)")
     for r in results:
         if "error" in r:
-            print(f"{r['agent']:9} error: {r['error']}")
+            print(f"{r['agent']:9} error: {r['error']} (state {r['state']}); screen:\n{r['screen']}")
             continue
         def two(s: dict[str, float]) -> str:
             return f"{fmt(s['p50_ms'], '.0f')}/{fmt(s['p90_ms'], '.0f')}"
