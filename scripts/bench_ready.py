@@ -195,14 +195,25 @@ class Run:
         snap = Snapshot.from_text(text, cols=200, rows=60)
         return any(m.rule.state is State.BUSY for m in evaluate_rules(self.profile, snap))
 
-    def box_has_probe(self, text: str) -> bool:
+    def probes(self, text: str) -> int:
+        """How many probe keys the input box shows at its end."""
         from agentwrap.detect.regions import ScreenRegions
         from agentwrap.terminal.screen import Snapshot
 
         region = self.profile.input.input_region or "screen"
         lines = ScreenRegions(self.profile, Snapshot.from_text(text, cols=200, rows=60)).get(region)
         body = "\n".join(lines if lines is not None else text.splitlines()[-6:])
-        return re.search(rf"{PROBE}\s*$", body, re.M) is not None
+        m = re.search(rf"({PROBE}+)\s*$", body, re.M)
+        return len(m.group(1)) if m else 0
+
+    def since(self, t0: float) -> list[tuple[float, str]]:
+        """The captures from ``t0`` on, oldest first."""
+        out = []
+        for t, text in reversed(list(self.pane.changes)):
+            if t < t0:
+                break
+            out.append((t, text))
+        return out[::-1]
 
 
 def prompt(marker: str, think: float, tool: bool = False, standin: bool = False) -> str:
@@ -218,31 +229,36 @@ def replied(marker: str) -> Any:
 
 
 def truth_probe(run: Run, marker: str, after: float, probe_s: float, timeout: float) -> float | None:
-    """The first probe echoed into a fresh prompt after ``after`` (its send time)."""
+    """The send time of the first probe key echoed into a fresh prompt after
+    ``after``. Keys echoed into a busy agent's box stay there (erasing each would
+    cost a window per key): each probe is seen as one more key at the box's end."""
     deadline = time.time() + timeout
-    while time.time() < deadline:
+    count = run.probes(run.pane.last)
+    found = None
+    while found is None and time.time() < deadline:
         sent = run.keys(PROBE, literal=True)
-        seen = wait_for(lambda sent=sent: run.pane.first(run.box_has_probe, sent), WINDOW_S)
-        if seen is not None:
-            text = next(s for t, s in reversed(run.pane.changes) if t >= seen)
-            fresh = replied(marker)(text) and not run.busy_screen(text)
-            run.keys("BSpace")
-            wait_for(lambda: not run.box_has_probe(run.pane.last), 2.0)
-            if fresh and sent >= after:
+        hit = wait_for(lambda sent=sent, count=count: next(
+            ((t, x) for t, x in run.since(sent) if run.probes(x) > count), None), WINDOW_S)
+        if hit is not None:
+            count = run.probes(hit[1])
+            if sent >= after and replied(marker)(hit[1]) and not run.busy_screen(hit[1]):
+                found = sent
+            elif count >= 20:
                 clear(run)
-                return sent
+                count = run.probes(run.pane.last)
         time.sleep(probe_s)
     clear(run)
-    return None
+    return found
 
 
 def clear(run: Run) -> None:
     """Erase every probe key the box shows (one taken late shows up after its window)."""
-    for _ in range(20):
+    for _ in range(5):
         time.sleep(WINDOW_S)
-        if not run.box_has_probe(run.pane.last):
+        n = run.probes(run.pane.last)
+        if not n:
             return
-        run.keys("BSpace")
+        run.keys(*["BSpace"] * n)
 
 
 def wait_for(cond: Any, timeout: float) -> Any:
