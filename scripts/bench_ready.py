@@ -297,13 +297,16 @@ def pair(run: Run, probe_s: float, timeout: float) -> dict[str, Any]:
     states = [(e.at, e.data.get("state")) for e in ev if e.kind == "session.state"]
     first_busy = next((t for t, s in states if s == "busy"), None)
     ready = next((t for t, s in states if s == "ready" and t >= (first_busy or enter)), None)
-    passing = sum(1 for t, s in states if s == "ready" and first_busy and t < first_busy)
+    why = [dict(e.data, before_busy_s=round(first_busy - e.at, 3)) for e in ev
+           if e.kind == "session.state" and e.data.get("state") == "ready" and first_busy
+           and e.at < first_busy]
     # the truth turn: the queued message's own
     truth = truth_probe(run, mark_truth, submitted, probe_s, timeout)
     tdrawn = run.pane.first(replied(mark_truth), submitted)
     ev2 = [e for e in run.events(submitted) if e.kind == "session.state"]
     busy2 = next((e.at for e in ev2 if e.data.get("state") == "busy"), None)
-    passing += sum(1 for e in ev2 if e.data.get("state") == "ready" and busy2 and e.at < busy2)
+    why += [dict(e.data, before_busy_s=round(busy2 - e.at, 3), truth_turn=True) for e in ev2
+            if e.data.get("state") == "ready" and busy2 and e.at < busy2]
     # ccmanager's rule had nobody typed: the screen's last change before agentwrap
     # typed, + 1.5 s (a lower bound: the agent might have changed it later)
     last = max((t for t, _ in list(run.pane.changes) if drawn <= t < let), default=drawn)
@@ -314,7 +317,7 @@ def pair(run: Run, probe_s: float, timeout: float) -> dict[str, Any]:
         "let_s": let - drawn,
         "ccmanager_s": None if ccm is None else ccm - drawn,
         "truth_s": None if truth is None or tdrawn is None else truth - tdrawn,
-        "passing_ready": passing,
+        "passing_ready": len(why), "passing_detail": why,
     }
 
 
