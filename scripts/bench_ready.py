@@ -419,7 +419,9 @@ def report(agent: str, t: dict[str, Any], d: dict[str, Any], probe_s: float) -> 
 
 
 def load_cores() -> list[subprocess.Popen[bytes]]:
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
+    """One spinning process per core, each ending when this script does (however it ends)."""
+    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
+    return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(os.cpu_count() or 2)]
 
 
 def main() -> int:
