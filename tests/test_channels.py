@@ -20,6 +20,7 @@ import pytest
 
 from agentwrap.config import RunConfig, load_config
 from agentwrap.detect.detector import HOOK_FRESH_S, Detector, HookReading, StructuredReading
+from agentwrap.detect.precedence import DIALOG_DUE_S
 from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.states import Signal, State
 from agentwrap.errors import ConfigError
@@ -360,11 +361,16 @@ def test_a_fresh_hook_signal_decides_and_a_newer_screen_wins(tmp_path: Path) -> 
     typed = _claude_screen(box="half a thought")
     r = det.update(typed)
     assert r.signal is not Signal.HOOK
-    # a permission question: waiting_input, stronger than a quiet ready screen
+    # a permission question not drawn yet: expected (busy, nothing typed; issue 37),
+    # then, its dialog never drawn as the profile knows it, waiting_input
     ready = _claude_screen()
     det.update(ready)
     clock.t += 1.0
     hooks.reading = HookReading(State.WAITING_INPUT, "claude hook Notification", 0.2)
+    r = det.update(ready)
+    assert (r.state, r.rule) == (State.BUSY, "hook:dialog-due"), r
+    clock.t += DIALOG_DUE_S
+    hooks.reading = HookReading(State.WAITING_INPUT, "claude hook Notification", 0.2 + DIALOG_DUE_S)
     assert det.update(ready).state is State.WAITING_INPUT
     # too old: ignored however still the screen is
     hooks.reading = HookReading(State.BUSY, "claude hook UserPromptSubmit", HOOK_FRESH_S + 1)

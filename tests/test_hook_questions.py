@@ -40,6 +40,7 @@ from agentwrap.answers.hook_questions import (
     write_question,
 )
 from agentwrap.detect.detector import Detector
+from agentwrap.detect.precedence import DIALOG_DUE_S
 from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.question import Question
 from agentwrap.detect.states import State
@@ -500,7 +501,7 @@ def test_a_permission_signal_ends_with_the_dialog_it_announced(aw: AwEnv) -> Non
     """The hook's permission_prompt signal says a dialog is open; once the screen has
     shown a dialog after it and the dialog is gone, it was answered (Codex fires no
     Stop after a refusal: the signal kept the session waiting_input for 30 s)."""
-    from agentwrap.sessions.signals import HookSignals
+    from agentwrap.sessions.signals import HookSignals, signal_file
 
     path = SCREENS / "claude" / "waiting_input__permission__160x45.txt"
     ready = next((SCREENS / "claude").glob("ready__*__160x45.txt"))
@@ -512,9 +513,20 @@ def test_a_permission_signal_ends_with_the_dialog_it_announced(aw: AwEnv) -> Non
     assert det.update(snapshot_of(path, m)).state is State.WAITING_INPUT  # the dialog
     reading = det.update(snapshot_of(ready, r))  # answered: the dialog is gone
     assert reading.state is not State.WAITING_INPUT, reading
-    # a signal for a dialog the screen never showed still counts
-    det2 = Detector(load_profile("claude"), hooks=HookSignals(aw.paths, "fake"))
+    # a signal for a dialog the screen has not shown yet is an expectation (issue 37:
+    # Claude fires PermissionRequest ~0.5 s before it draws the dialog): busy, nothing typed
+    later = [0.0]  # the detector's clock runs on when the signal is made older
+    det2 = Detector(load_profile("claude"), hooks=HookSignals(aw.paths, "fake"),
+                    clock=lambda: time.monotonic() + later[0])
     assert run_hook(aw, "claude", fixture("claude", "PermissionRequest.json")) == ""
+    due = det2.update(snapshot_of(ready, r))
+    assert (due.state, due.rule) == (State.BUSY, "hook:dialog-due"), due
+    # ... and one for a dialog the screen never showed still counts, once it is overdue
+    signal = signal_file(aw.paths, "fake")
+    data = json.loads(signal.read_text())
+    data["at"] -= DIALOG_DUE_S
+    signal.write_text(json.dumps(data))
+    later[0] = DIALOG_DUE_S
     assert det2.update(snapshot_of(ready, r)).state is State.WAITING_INPUT
 
 

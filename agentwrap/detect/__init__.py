@@ -5,7 +5,9 @@ recognise, read and type into one agent CLI, including its ``[syntax]``
 table), the agent-syntax rules that table declares and the defusing of them
 (``neutralise``, kept here because ``profiles`` parses and checks them), the
 anchored screen regions (``regions``), the detector and its verdicts
-(``detector``, ``states``) and the agents' own structured state files
+(``detector``, ``states``), the precedence between an agent's own word
+(hooks, session file, app-server) and its screen, one table for every agent
+(``precedence``), and the agents' own structured state files
 (``structured``), the question a waiting agent asks, read off its screen
 (``question``), and Codex's app-server read as the session's state
 (``app_server_state``) and its approval requests as the session's question

@@ -10,11 +10,17 @@ decided it, so ``agentwrap state --explain`` can say *why*:
    while it is announced but not there yet the screen's is not read;
    Then overlays from the profile (pickers, menus, help drawn over or instead
    of the input box) -> ``unknown``: never ready, and nothing is asked;
-3. structured state the agent itself publishes (Claude Code's session file),
-   after the hooks' signals; ``ready`` from either only with the input box on
-   screen (a ready or draft rule matches: positive evidence that keys reach
-   the box), and the session file's "waiting" only with a dialog: otherwise an
-   overlay is open (``unknown``, rule ``overlay``);
+3. the agent's own word, its hook's signal or the state it publishes (Claude
+   Code's session file), whichever is newer, weighed against the screen by
+   :data:`agentwrap.detect.precedence.TABLE` (issue 37): ``ready`` only with
+   the input box on screen (a ready or draft rule matches: positive evidence
+   that keys reach the box) and no busy rule matching on a moving screen (the
+   session file still says "idle" for a frame after Enter, under the
+   spinner), no longer once a prompt was typed and sent after the word; "it
+   asks" only with a dialog on screen, ``busy`` (an expectation, rule
+   ``hook:dialog-due`` / ``structured:dialog-due``) while the dialog is due
+   (Claude says "waiting" ~0.5 s before drawing it), and without the input
+   box an overlay is open (``unknown``, rule ``overlay``);
 4. title rules, then region-scoped screen rules, in state priority order
    waiting_input > busy > draft > ready > starting;
 5. a quiet window: ``ready`` is only believed once the screen has not changed
@@ -39,6 +45,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..terminal.screen import Snapshot
+from .precedence import DIALOG_DUE_S, Claim, Outcome, Seen, Source, resolve
 from .profiles import Dialog, Profile, Rule
 from .question import Question, parse_question
 from .regions import ScreenRegions
@@ -120,6 +127,21 @@ class StructuredSource(Protocol):
         """When the agent last published (cheap: a stat), or None: the
         supervisor looks again when it changes, output or not."""
         ...
+
+
+@dataclass(frozen=True)
+class _Word:
+    """The agent's latest word about itself, from its hook or its published state."""
+
+    source: Source
+    state: State
+    reason: str
+    age_s: float | None
+    box_follows: bool = False  # a turn end said before its prompt is drawn (Aider's turn-end mark)
+
+
+_CLAIMS = {State.READY: Claim.IDLE, State.BUSY: Claim.BUSY, State.WAITING_INPUT: Claim.ASKS}
+_OUTCOMES = {Outcome.READY: State.READY, Outcome.BUSY: State.BUSY, Outcome.WAITING: State.WAITING_INPUT}
 
 
 @dataclass(frozen=True)
@@ -301,29 +323,12 @@ class Detector:
         boxed = not self._box_rules or any(
             m.rule.state in (State.READY, State.DRAFT) for m in matches)
 
-        hooked = self._hook_reading(quiet, matches, draft_match, published, boxed)
+        word = self._word(quiet, published)
+        decided = None if word is None else self._weigh(word, matches, draft_match, boxed, quiet, now)
         if draft_match is not None:
             self._draft_at = now
-        if hooked is not None:
-            state, reason = hooked
-            if state is State.READY and not boxed:
-                return self._no_box(f"{reason}, but the input box is not on screen", quiet, now)
-            return self._set(state, Signal.HOOK, "hook", reason, None, quiet, now)
-
-        if published is not None:
-            state, reason = published.state, published.reason
-            if state is State.READY and not boxed:
-                return self._no_box(f"{reason}, but the input box is not on screen", quiet, now)
-            if state is State.WAITING_INPUT:
-                # No dialog the profile knows is on screen (that was decided above):
-                # what the agent waits on is nothing it asks (Claude Code 2.1.332
-                # says "waiting" while its rewind picker is open).
-                return self._no_box(f"{reason}, but no dialog the profile knows is on screen",
-                                    quiet, now)
-            if state is State.READY and draft_match is not None:
-                state = State.DRAFT
-                reason = f"{reason}; {draft_match.rule.explain or 'text in the input box'}"
-            return self._set(state, Signal.STRUCTURED, "structured", reason, None, quiet, now)
+        if decided is not None:
+            return decided
 
         for match in matches:
             rule = match.rule
@@ -379,58 +384,95 @@ class Detector:
         return self._set(State.WAITING_INPUT, Signal.STRUCTURED, "structured:question",
                          published.reason, None, quiet, now)
 
-    def _hook_reading(self, quiet: int, matches: list[Match], draft_match: Match | None,
-                      structured: StructuredReading | None,
-                      boxed: bool = True) -> tuple[State, str] | None:
-        """The hook's signal when it is fresh: younger than :data:`HOOK_FRESH_S`
-        and the screen has not changed more than :data:`HOOK_GRACE_MS` after it
-        (a newer screen wins), and the agent has published no state since
-        (``structured`` newer than the signal: both are the agent's own word,
-        and the later one is true now. Claude Code writes its session file's
-        ``idle`` as its turn ends, before its Stop hook, which it starts only
-        after its end-of-turn work: the prompt's ``busy`` signal must not hold
-        the turn's end back till then, issue 27). A dialog on screen was
-        decided before this.
+    def _word(self, quiet: int, structured: StructuredReading | None) -> _Word | None:
+        """The agent's latest word about itself: the hook's signal when it is
+        fresh (younger than :data:`HOOK_FRESH_S`, and the screen has not changed
+        more than :data:`HOOK_GRACE_MS` after it: a newer screen wins) and no
+        state was published since, else the published state (Claude's session
+        file, Codex's app-server status). Both are the agent's own word and the
+        later one is true now: Claude Code writes its session file's ``idle``
+        as its turn ends, before its Stop hook, which it starts only after its
+        end-of-turn work, so the prompt's ``busy`` signal must not hold the
+        turn's end back till then (issue 27). A file of unknown age never
+        outweighs a fresh signal."""
+        got = self.hooks.read() if self.hooks is not None else None
+        if got is not None and got.age_s <= HOOK_FRESH_S and got.age_s * 1000 <= quiet + HOOK_GRACE_MS \
+                and not (structured is not None and structured.age_s is not None
+                         and structured.age_s < got.age_s):
+            return _Word(Source.HOOK, got.state, got.reason, got.age_s, got.box_follows)
+        if structured is not None:
+            return _Word(Source.FILE, structured.state, structured.reason, structured.age_s)
+        return None
+
+    def _weigh(self, word: _Word, matches: list[Match], draft_match: Match | None, boxed: bool,
+               quiet: int, now: float) -> Reading | None:
+        """The agent's word against the screen, by :data:`~.precedence.TABLE`
+        (None: the word says nothing now, the screen's rules decide). A dialog
+        or overlay on screen was decided before this.
 
         A turn's end is the agent itself saying its turn is over, so it is
         ``ready`` at once, with no quiet window (that window is for readings
         from the screen alone, which cannot tell a pause from an end), unless
         the screen contradicts it: text in the input box (``draft``), or a busy
-        rule that matches while the screen still moves (``quiet_ms``): a
-        spinner still turning, the turn end of another step or one drawn before
-        the agent redraws. A busy rule on a still screen is a leftover line the
-        redraw has not cleared yet: the hook wins. Text seen in the box after the
-        turn's end, and gone now, was a prompt submitted (or cleared): that turn's
-        end no longer says anything, the screen decides. An agent whose prompt
-        start sends no signal of its own (Gemini: ``BeforeAgent`` is not
-        registered, agentwrap.sessions.channels) would otherwise read ``ready``
-        from the last turn's end until its spinner shows, for a message agentwrap
-        itself typed right at that end too."""
-        if self.hooks is None:
+        rule that matches while the screen still moves (``quiet_ms``): the
+        spinner of the prompt just sent while the session file still says
+        ``idle`` (issue 37: it outranked the spinner for ~0.1 s after Enter, and a
+        message queued then was typed into a busy agent), a spinner still
+        turning, or the turn end drawn before the agent redraws. A busy rule on
+        a still screen is a leftover line the redraw has not cleared yet: the
+        word wins. Text seen in the box after the word, and gone now, was a
+        prompt submitted (or cleared): that turn's end no longer says anything
+        (Gemini's prompt start sends no signal of its own). The agent saying it
+        asks is an expectation until its dialog is drawn (Claude Code 2.1.332
+        says so ~0.5 s before): ``busy``, with nothing typed, for up to
+        :data:`~.precedence.DIALOG_DUE_S`."""
+        claim = _CLAIMS.get(word.state)
+        if claim is None:
             return None
-        got = self.hooks.read()
-        if got is None or got.age_s > HOOK_FRESH_S or got.age_s * 1000 > quiet + HOOK_GRACE_MS:
+        if claim is Claim.IDLE and word.box_follows and not boxed:
+            return None  # the prompt is drawn next (Aider's turn end): till then the screen decides
+        said = None if word.age_s is None else now - word.age_s
+        busy = next((m for m in matches if m.rule.state is State.BUSY), None)
+        seen = set()
+        if draft_match is not None:
+            seen.add(Seen.DRAFT)
+        if busy is not None and quiet < self.profile.quiet_ms:
+            seen.add(Seen.SPINNING)
+        if said is not None and self._draft_at is not None and said <= self._draft_at:
+            seen.add(Seen.SUBMITTED)
+        if said is not None and self._dialog_at is not None and said <= self._dialog_at:
+            seen.add(Seen.ANSWERED)
+        if not boxed:
+            seen.add(Seen.NO_BOX)
+        if word.age_s is not None and word.age_s < DIALOG_DUE_S:
+            seen.add(Seen.DUE)
+        row = resolve(word.source, claim, frozenset(seen))
+        signal, rule = (Signal.HOOK, "hook") if word.source is Source.HOOK \
+            else (Signal.STRUCTURED, "structured")
+        reason = word.reason
+        if row.outcome is Outcome.SCREEN:
             return None
-        if structured is not None and structured.age_s is not None \
-                and structured.age_s < got.age_s:
-            return None
-        if got.state is State.WAITING_INPUT and self._dialog_at is not None \
-                and self.clock() - got.age_s <= self._dialog_at:
-            return None  # the dialog it announced was drawn since, and is gone: answered
-        state, reason = got.state, got.reason
-        if state is State.READY and got.box_follows and not boxed:
-            return None  # the prompt is drawn next: till then the screen decides
-        if state is State.READY:
-            if draft_match is not None:
-                return State.DRAFT, f"{reason}; {draft_match.rule.explain or 'text in the input box'}"
-            if self._draft_at is not None and self.clock() - got.age_s <= self._draft_at:
-                return None  # a prompt was typed since, and the box is empty: submitted
-            busy = next((m for m in matches if m.rule.state is State.BUSY), None)
-            if busy is not None and quiet < self.profile.quiet_ms:
-                return State.BUSY if self._seen_ready else State.STARTING, \
-                    (f"{reason}; but {busy.rule.explain or 'rule ' + busy.rule.name} and the"
-                     f" screen changed {quiet} ms ago (< {self.profile.quiet_ms} ms)")
-        return state, reason
+        if row.outcome is Outcome.OVERLAY:
+            if claim is Claim.ASKS:
+                return self._no_box(f"{reason}, but no dialog the profile knows is on screen",
+                                    quiet, now)
+            return self._no_box(f"{reason}, but the input box is not on screen", quiet, now)
+        if row.outcome is Outcome.DRAFT:
+            assert draft_match is not None
+            return self._set(State.DRAFT, signal, rule,
+                             f"{reason}; {draft_match.rule.explain or 'text in the input box'}",
+                             None, quiet, now)
+        if row.seen is Seen.SPINNING:
+            assert busy is not None
+            return self._set(State.BUSY if self._seen_ready else State.STARTING, signal, rule,
+                             f"{reason}; but {busy.rule.explain or 'rule ' + busy.rule.name} and the"
+                             f" screen changed {quiet} ms ago (< {self.profile.quiet_ms} ms)",
+                             busy.line, quiet, now)
+        if row.seen is Seen.DUE:
+            return self._set(State.BUSY, signal, f"{rule}:dialog-due",
+                             f"{reason}; its dialog is not drawn yet (expected: nothing is typed"
+                             f" till it is)", None, quiet, now)
+        return self._set(_OUTCOMES[row.outcome], signal, rule, reason, None, quiet, now)
 
     def _set(
         self,
