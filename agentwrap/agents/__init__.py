@@ -33,8 +33,6 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .base import QUESTION as QUESTION
     from .base import Agent as Agent
     from .base import StartContext as StartContext
-    from .claude import registered_in_background as registered_in_background
-    from .gemini import root_run_dir as root_run_dir
     from .launch import ALLOWED_MCP_TOOLS as ALLOWED_MCP_TOOLS
     from .launch import SIGNAL_CHANNEL as SIGNAL_CHANNEL
     from .launch import Launch as Launch
@@ -51,8 +49,6 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 EXPORTS: dict[str, tuple[str, ...]] = {
     "all_agents": ("AGENTS", "get"),
     "base": ("CONTEXT", "NOTIFICATION", "NO_HOOKS", "QUESTION", "Agent", "StartContext"),
-    "claude": ("registered_in_background",),
-    "gemini": ("root_run_dir",),
     "launch": (
         "ALLOWED_MCP_TOOLS",
         "SIGNAL_CHANNEL",

@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..paths import Paths
     from .launch import Launch
 
 #: A hook event that lets a hook add text to what the model reads next.
@@ -122,6 +125,12 @@ class Agent:
     app_server: bool = False
     #: What a launch registers (hooks, MCP, files): ``register(launch)``; None: nothing.
     register: Callable[[Launch], None] | None = None
+    #: ``(paths, session, event)``: this launch registered the event's hook to run in
+    #: the background (the agent ignores what it prints); None: it never does.
+    in_background: Callable[[Paths, str, str], bool] | None = None
+    #: ``(paths, session)``: a dir of the launch's files outside the launch dir, removed
+    #: with it when the session ends (Gemini's root-run dir).
+    outside_dir: Callable[[Paths, str], Path] | None = None
 
 
 __all__ = ["CONTEXT", "NOTIFICATION", "NO_HOOKS", "QUESTION", "SEEN", "TYPED", "Agent",

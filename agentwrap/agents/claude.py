@@ -119,6 +119,7 @@ AGENT = Agent(
     edits_by_hook=True,
     start_context=StartContext("hook", SEEN),
     register=register,
+    in_background=registered_in_background,
 )
 
 __all__ = ["AGENT", "NAME", "SETTINGS", "SIGNAL_EVENTS", "background_events", "register",

@@ -152,6 +152,7 @@ AGENT = Agent(
     edits_by_hook=True,
     start_context=StartContext("hook", SEEN),
     register=register,
+    outside_dir=root_run_dir,
 )
 
 __all__ = ["AGENT", "DEFAULTS_ENV", "NAME", "ROOT_RUN_DIR", "SKIPPED", "defaults_dir",

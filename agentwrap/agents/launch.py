@@ -36,7 +36,6 @@ from typing import Any
 from ..config import RunConfig
 from ..detect.profiles import Profile
 from ..paths import Paths, check_session_name, private_dir, write_private
-from .base import Agent
 
 #: Hook timeout: seconds for Claude, Codex, Copilot and Kimi, milliseconds for
 #: Gemini and Qwen (Cline takes none: 120 s for a waited-for hook).
@@ -84,7 +83,6 @@ class Launch:
     ``(event, profile) -> the hook's shell command`` (profile "": none named)."""
 
     out: LaunchChannels
-    agent: Agent
     profile: Profile
     run: RunConfig
     paths: Paths

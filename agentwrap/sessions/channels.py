@@ -48,8 +48,6 @@ from pathlib import Path
 
 from ..agents.all_agents import AGENTS, get
 from ..agents.base import NO_HOOKS, StartContext
-from ..agents.claude import registered_in_background
-from ..agents.gemini import root_run_dir
 from ..agents.launch import (
     ALLOWED_MCP_TOOLS,
     SIGNAL_CHANNEL,
@@ -245,7 +243,7 @@ def plan(
         def command(event: str, named: str) -> str:
             return hook_command(name, event, session, paths, python, named, client)
 
-        agent.register(Launch(out, agent, profile, run, paths, session, python, env, argv,
+        agent.register(Launch(out, profile, run, paths, session, python, env, argv,
                               hooks, mcp, rules, euid, command))
     if spec.read_file:
         _read_file(out, spec.read_file, session, paths)
@@ -276,12 +274,22 @@ def hands_over_at_start(profile: Profile) -> bool:
         e in START_EVENTS for e in HOOK_EVENTS.get(profile.channels.hooks or "", ()))
 
 
+def registered_in_background(paths: Paths, session: str, event: str) -> bool:
+    """Whether this launch of ``session`` registered ``event``'s hook to run in the
+    background (the agent then ignores what the hook prints, so a hook must not
+    answer there: issue 35); each agent's ``in_background`` reads its launch's
+    files back. False when nothing says so."""
+    return any(a.in_background(paths, session, event) for a in AGENTS.values()
+               if a.in_background is not None)
+
+
 def remove_launch_files(paths: Paths, session: str) -> list[Path]:
     """The session ended: its launch dir (settings, MCP config, Aider's read
     file) and a root-run Gemini dir go, so no stale file names a session that
     is gone. Returns the dirs removed; a failure is left for the next launch."""
     gone: list[Path] = []
-    for folder in (launch_dir(paths, session), root_run_dir(paths, session)):
+    outside = [a.outside_dir(paths, session) for a in AGENTS.values() if a.outside_dir]
+    for folder in (launch_dir(paths, session), *outside):
         if folder.is_dir() and not folder.is_symlink():
             shutil.rmtree(folder, ignore_errors=True)
             if not folder.exists():
