@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..audit import AuditLog
 from ..detect.neutralise import SyntaxSpec
-from ..message import Attempt, Kind, Message, Priority, Source, Status
+from ..message import Attempt, AttemptOutcome, Kind, Message, Priority, Source, Status
 from ..paths import private_dir, write_private
 from ..queue.store import MessageStore
 from .framing import new_token, render
@@ -65,7 +65,7 @@ class Claimed:
         for m in self.messages:
             self.store.record_attempt(
                 Attempt(m.id, self.token, m.attempts + 1, self.claimed_at, now, self.channel,
-                        "delivered", why)
+                        AttemptOutcome.DELIVERED, why)
             )
         self.store.finish(Status.DELIVERED, f"delivered: consumed through {self.channel}",
                           batch_id=self.token, consumed_through=self.channel)
@@ -81,7 +81,7 @@ class Claimed:
         for m in self.messages:
             self.store.record_attempt(
                 Attempt(m.id, self.token, m.attempts + 1, self.claimed_at, now, self.channel,
-                        "handed", evidence)
+                        AttemptOutcome.HANDED, evidence)
             )
 
     def release(self, why: str) -> int:
@@ -91,7 +91,7 @@ class Claimed:
         for m in self.messages:
             self.store.record_attempt(
                 Attempt(m.id, self.token, m.attempts + 1, self.claimed_at, now, self.channel,
-                        "not_handed", why)
+                        AttemptOutcome.NOT_HANDED, why)
             )
         return self.store.retry_later(self.token, now, why)
 
@@ -209,7 +209,7 @@ def deliver_started(store: MessageStore, audit: AuditLog, session: str, path: Pa
             handed = [a for a in store.attempts(m.id) if a.number == m.attempts + 1]
             began = handed[0].started if handed else now
             store.record_attempt(Attempt(m.id, m.batch_id, m.attempts + 1, began, now, channel,
-                                         "delivered", evidence))
+                                         AttemptOutcome.DELIVERED, evidence))
             done.append(m.id)
     for token in tokens:
         store.finish(Status.DELIVERED, f"delivered: consumed through {channel} ({evidence})",

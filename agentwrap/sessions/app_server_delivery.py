@@ -61,7 +61,7 @@ from ..codex_server.protocol import AgentMessage
 from ..detect.app_server_state import AppServerState
 from ..detect.neutralise import SyntaxSpec
 from ..errors import AppServerError, AppServerRefused
-from ..message import UNACKNOWLEDGED, Attempt, Kind, Message, Priority
+from ..message import UNACKNOWLEDGED, Attempt, AttemptOutcome, Kind, Message, Priority
 from ..queue.store import MessageStore
 from .parts import Ended, Host, Part
 
@@ -72,8 +72,8 @@ SETTLE_IDLE_S = 1.0  # idle this long, the thread's items list every input it to
 #: server says what came of the turn (it does within milliseconds); this long
 #: at most, should that word never come.
 STALE_IDLE_S = 10.0
-HANDED = "handed"
-SUBMITTED = "submitted"
+HANDED = AttemptOutcome.HANDED
+SUBMITTED = AttemptOutcome.SUBMITTED
 _log = logging.getLogger("agentwrap.delivery")
 
 
@@ -248,7 +248,7 @@ class AppServerDelivery(Part):
     # ------------------------------------------------------------------ records
 
     def _delivered(self, batch: Sequence[Message], token: str, evidence: str,
-                   outcome: str = "delivered") -> None:
+                   outcome: str = AttemptOutcome.DELIVERED) -> None:
         from ..message import Status
 
         self._record(batch, token, outcome, evidence)
@@ -318,7 +318,7 @@ class AppServerDelivery(Part):
         now = time.time()
         for m in batch:
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, now, CHANNEL,
-                                              "not_handed", why))
+                                              AttemptOutcome.NOT_HANDED, why))
         self.store.retry_later(token, now, why)
         _log.info("batch %s back to the queue: %s", token, why)
 
@@ -386,7 +386,7 @@ class AppServerDelivery(Part):
             self._ack_thread.pop(token, None)
             for m in batch:
                 self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, now, CHANNEL,
-                                                  "acknowledged",
+                                                  AttemptOutcome.ACKNOWLEDGED,
                                                   f"turn {hit.turn_id}, item {hit.item_id}:"
                                                   f" {hit.text[:200]}"))
                 self.store.acknowledge(m.id, f"acknowledged: {hit.text[:200]} (through {CHANNEL})")
