@@ -28,14 +28,12 @@ from pathlib import Path
 
 from ..audit import AuditLog
 from ..detect.neutralise import SyntaxSpec
-from ..message import Attempt, AttemptOutcome, Kind, Message, Priority, Source, Status
+from ..message import Attempt, AttemptOutcome, Message, Priority, Source, Status
 from ..paths import private_dir, write_private
 from ..queue.store import MessageStore
+from .choice import CONSUMABLE_KINDS
 from .framing import new_token, render
 
-#: What a reader that is handed text (not a terminal) may take: a COMMAND is
-#: meant to be typed, and a fallback notice is the supervisor's to deliver.
-CONSUMABLE_KINDS = frozenset({Kind.CONTENT, Kind.INSTRUCTION})
 #: Most messages one hand-over (or one look at the queue for it) takes.
 MAX_TAKE = 50
 _DUMMY_TOKEN = "0" * 8  # a token's length, to measure a block before the claim

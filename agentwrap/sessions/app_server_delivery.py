@@ -58,6 +58,7 @@ from collections.abc import Sequence
 
 from ..audit import AuditLog
 from ..codex_server.protocol import AgentMessage
+from ..delivery.choice import APP_SERVER, AgentState, channel_for
 from ..detect.app_server_state import AppServerState
 from ..detect.neutralise import SyntaxSpec
 from ..errors import AppServerError, AppServerRefused
@@ -65,7 +66,7 @@ from ..message import UNACKNOWLEDGED, Attempt, AttemptOutcome, Kind, Message, Pr
 from ..queue.store import MessageStore
 from .parts import Ended, Host, Part
 
-CHANNEL = "app-server"
+CHANNEL = APP_SERVER
 ACK_ITEMS = 20  # the thread's last items an ACK is looked for in
 SETTLE_IDLE_S = 1.0  # idle this long, the thread's items list every input it took
 #: After a turn/start, an "idle" the server said before it is stale until the
@@ -97,9 +98,9 @@ def server_takes(state: AppServerState) -> frozenset[Kind]:
     message met a thread the TUI's screen called idle but the server had just
     started a turn on (Codex submits it into that turn, and asks the model
     again with it: one message in two requests)."""
-    from ..delivery.handover import CONSUMABLE_KINDS
-
-    return frozenset() if state.dead() else CONSUMABLE_KINDS
+    dead = state.dead()
+    return frozenset(k for k in Kind if channel_for({APP_SERVER}, AgentState.IDLE, k,
+                                                     server_dead=dead) == APP_SERVER)
 
 
 def app_server_batches(store: MessageStore, session: str) -> set[str]:
@@ -153,7 +154,10 @@ class AppServerDelivery(Part):
         if status.kind != "idle":
             dialog = any(f.startswith("waitingOn") for f in status.flags) \
                 or sup.detector.question is not None
-            if status.kind == "active" and self.steer and not dialog:
+            now = AgentState.DIALOG if dialog else AgentState.BUSY
+            if status.kind == "active" and any(
+                    channel_for({APP_SERVER}, now, Kind.INSTRUCTION, p, steer=self.steer)
+                    == APP_SERVER for p in Priority):
                 self._steer(thread)  # the rest waits for the turn's end
             return self.RECHECK_S
         if self._starting():
