@@ -237,11 +237,10 @@ def plan(
     if spec.mcp is not None and not run.mcp:
         out.notes.append("mcp: not registered ([run] mcp = true registers it)")
     if agent is not None and agent.register is not None:
-        client = hook_client()
-        name = agent.name
+        name, client = agent.name, functools.cache(hook_client)  # asked once, if at all
 
         def command(event: str, named: str) -> str:
-            return hook_command(name, event, session, paths, python, named, client)
+            return hook_command(name, event, session, paths, python, named, client())
 
         agent.register(Launch(out, profile, run, paths, session, python, env, argv,
                               hooks, mcp, rules, euid, command))
