@@ -25,7 +25,7 @@ from agentwrap.message import Kind, Priority
 from agentwrap.session_options import SessionOptions
 
 IDLE, BUSY, DIALOG = AgentState.IDLE, AgentState.BUSY, AgentState.DIALOG
-C, I, CMD, NOTE = Kind.CONTENT, Kind.INSTRUCTION, Kind.COMMAND, Kind.FALLBACK_NOTICE
+C, INS, CMD, NOTE = Kind.CONTENT, Kind.INSTRUCTION, Kind.COMMAND, Kind.FALLBACK_NOTICE
 HIGH = frozenset({Priority.HIGH, Priority.CRITICAL})
 
 #: What each agent's launch registers (agentwrap.agents.*; the app-server when
@@ -42,14 +42,14 @@ ROWS = [
     # agent, state, kind, priority, steer, server dead -> channel
     ("claude", CLAUDE, IDLE, C, Priority.NORMAL, (), False, TYPING),
     ("claude", CLAUDE, BUSY, C, Priority.NORMAL, (), False, "hooks"),
-    ("claude", CLAUDE, BUSY, I, Priority.CRITICAL, (), False, "hooks"),
+    ("claude", CLAUDE, BUSY, INS, Priority.CRITICAL, (), False, "hooks"),
     ("claude", CLAUDE, BUSY, CMD, Priority.NORMAL, (), False, None),  # a command is typed
     ("claude", CLAUDE, BUSY, NOTE, Priority.NORMAL, (), False, None),  # the supervisor's own
     ("claude", CLAUDE, DIALOG, C, Priority.NORMAL, (), False, None),
     ("codex tui", CODEX_TUI, IDLE, C, Priority.NORMAL, (), False, TYPING),
     ("codex tui", CODEX_TUI, BUSY, C, Priority.NORMAL, (), False, None),  # MCP: the agent asks
     ("codex server", CODEX_SERVER, IDLE, C, Priority.NORMAL, (), False, APP_SERVER),
-    ("codex server", CODEX_SERVER, IDLE, I, Priority.LOW, (), False, APP_SERVER),
+    ("codex server", CODEX_SERVER, IDLE, INS, Priority.LOW, (), False, APP_SERVER),
     ("codex server", CODEX_SERVER, IDLE, CMD, Priority.NORMAL, (), False, TYPING),
     ("codex server", CODEX_SERVER, IDLE, NOTE, Priority.NORMAL, (), False, TYPING),
     ("codex server", CODEX_SERVER, BUSY, C, Priority.NORMAL, (), False, None),  # turn's end
@@ -63,7 +63,7 @@ ROWS = [
     ("codex server+hooks", CODEX_SERVER_HOOKS, BUSY, C, Priority.HIGH, HIGH, False, APP_SERVER),
     ("codex server+hooks", CODEX_SERVER_HOOKS, IDLE, C, Priority.NORMAL, (), False, APP_SERVER),
     ("aider", AIDER, IDLE, C, Priority.NORMAL, (), False, TYPING),
-    ("aider", AIDER, BUSY, I, Priority.NORMAL, (), False, "read-file"),
+    ("aider", AIDER, BUSY, INS, Priority.NORMAL, (), False, "read-file"),
     ("aider", AIDER, BUSY, CMD, Priority.NORMAL, (), False, None),
     ("aider", AIDER, DIALOG, C, Priority.NORMAL, (), False, None),
     ("kimi", KIMI, IDLE, C, Priority.NORMAL, (), False, TYPING),
@@ -111,5 +111,5 @@ def test_the_app_server_takes_the_kinds_the_choice_gives_it() -> None:
             return self._dead
 
     assert server_takes(State(False)) == {k for k in Kind if channel_for(  # type: ignore[arg-type]
-        {APP_SERVER}, IDLE, k) == APP_SERVER} == {C, I}
+        {APP_SERVER}, IDLE, k) == APP_SERVER} == {C, INS}
     assert server_takes(State(True)) == frozenset()  # type: ignore[arg-type]

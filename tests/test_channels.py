@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from agentwrap.agents import gemini
+from agentwrap.agents import qwen as qwen_agent
 from agentwrap.config import RunConfig, load_config
 from agentwrap.detect.detector import HOOK_FRESH_S, Detector, HookReading, StructuredReading
 from agentwrap.detect.profiles import load_profile
@@ -25,8 +27,6 @@ from agentwrap.detect.states import Signal, State
 from agentwrap.errors import ConfigError
 from agentwrap.paths import Paths
 from agentwrap.session_options import SessionOptions
-from agentwrap.agents import gemini
-from agentwrap.agents import qwen as qwen_agent
 from agentwrap.sessions import channels
 from agentwrap.sessions.channels import describe, plan, version_at_least
 from agentwrap.sessions.signals import HookSignals, read_signal, write_signal
