@@ -185,20 +185,47 @@ class Attempt:
     started: float
     finished: float | None
     channel: str  # "tmux-paste" | "pty-paste" | "fallback-file" | "hook" | "mcp"
-    outcome: str  # see delivery outcomes: submitted, acknowledged, no_window, ...
+    outcome: str  # an AttemptOutcome (a stored word: old rows read as str)
     evidence: str  # the screen lines / pattern that proved (or disproved) it
 
 
-#: The outcome of the attempt that ends a message ``delivered`` although the ACK
-#: asked of it never came (the agent exited while it was awaited, or the session
-#: ended): the typed mark senders are told by (:func:`acknowledged`), so no
-#: surface parses the detail's words.
-UNACKNOWLEDGED = "unacknowledged"
+class AttemptOutcome(str, enum.Enum):
+    """What one attempt of one message came to, on every channel (typed, a hook,
+    MCP, Aider's read file, Codex's app-server, the fallback file): the one list
+    of the words the ``attempts`` table's ``outcome`` holds (issue 36). The
+    values are the stored strings, unchanged: an old store reads as before, and
+    a member compares equal to its word (``str`` subclass)."""
 
-#: The outcome of the attempt row that records an escalated message's section
-#: removed from the instruction file once the agent read it: what happened
-#: after the message ended, not a try to deliver it (metrics never count it).
-SECTION_REMOVED = "section_removed"
+    SUBMITTED = "submitted"  # typed and its submission seen (no ACK asked yet, or awaited)
+    AWAITING_ACK = "awaiting_ack"  # submitted; the ACK is awaited on later turns (not stored)
+    ACKNOWLEDGED = "acknowledged"  # its ACK came
+    DELIVERED = "delivered"  # delivered, no ACK asked (or a reader took it)
+    #: The outcome of the attempt that ends a message ``delivered`` although the ACK
+    #: asked of it never came (the agent exited while it was awaited, or the session
+    #: ended): the typed mark senders are told by (:func:`acknowledged`), so no
+    #: surface parses the detail's words.
+    UNACKNOWLEDGED = "unacknowledged"
+    PASTE_NOT_SEEN = "paste_not_seen"  # the block never showed in the input box
+    SUBMIT_NOT_CONFIRMED = "submit_not_confirmed"  # pasted; the submit not proven
+    NO_ACK = "no_ack"  # submitted; the ACK asked never came in time
+    NO_WINDOW = "no_window"  # never a moment to type within the readiness timeout
+    AGENT_EXITED = "agent_exited"  # the agent went away during the attempt
+    ERROR = "error"  # the attempt raised (or every message of the batch expired)
+    HANDED = "handed"  # given to a reader (a hook, the app-server); its end comes later
+    NOT_HANDED = "not_handed"  # a reader's hand-over failed: back to the queue
+    WRITTEN = "written"  # in Aider's read file; read or not is told later
+    NOT_READ = "not_read"  # Aider did not read the file before its turn ended: typed instead
+    #: The outcome of the attempt row that records an escalated message's section
+    #: removed from the instruction file once the agent read it: what happened
+    #: after the message ended, not a try to deliver it (metrics never count it).
+    SECTION_REMOVED = "section_removed"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+UNACKNOWLEDGED = AttemptOutcome.UNACKNOWLEDGED
+SECTION_REMOVED = AttemptOutcome.SECTION_REMOVED
 
 
 def acknowledged(status: Status, attempts: Sequence[Attempt]) -> bool | None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from agentwrap.agents import gemini
+from agentwrap.agents import qwen as qwen_agent
 from agentwrap.config import RunConfig, load_config
 from agentwrap.detect.detector import HOOK_FRESH_S, Detector, HookReading, StructuredReading
 from agentwrap.detect.precedence import DIALOG_DUE_S
@@ -203,13 +205,13 @@ def test_gemini_as_root_gets_a_root_private_settings_file(
 ) -> None:
     run_dir = tmp_path / "runroot" / "agentwrap"
     run_dir.parent.mkdir()
-    monkeypatch.setattr(channels, "ROOT_RUN_DIR", run_dir)
+    monkeypatch.setattr(gemini, "ROOT_RUN_DIR", run_dir)
     chain: dict[str, str | None] = {}
 
     def fake_chain(path: Path) -> str | None:  # the state dir under /tmp is not root-private
         return chain.get(str(path)) if str(path) != str(paths.state_dir) else "tmp"
 
-    monkeypatch.setattr(channels, "root_private_chain", fake_chain)
+    monkeypatch.setattr(gemini, "root_private_chain", fake_chain)
     got = _plan("gemini", paths, euid=0, version="0.61.0")
     assert got.channels == ["hooks", "mcp"] and got.argv == []
     path = Path(got.env["GEMINI_CLI_SYSTEM_DEFAULTS_PATH"])
@@ -219,7 +221,7 @@ def test_gemini_as_root_gets_a_root_private_settings_file(
     assert data["hooksConfig"] == {"enabled": True}
     # issue 27: not BeforeAgent, which Gemini waits for between Enter and its request
     assert sorted(data["hooks"]) == ["AfterAgent", "AfterTool", "Notification", "SessionStart"]
-    assert set(data["hooks"]) | set(channels.GEMINI_SKIPPED) == set(EVENTS["gemini"])
+    assert set(data["hooks"]) | set(gemini.SKIPPED) == set(EVENTS["gemini"])
     assert data["hooks"]["AfterTool"][0]["hooks"][0]["timeout"] == 10_000  # milliseconds
     assert data["mcpServers"]["agentwrap"]["env"]["AGENTWRAP_SESSION"] == "s1"
     assert "mcp_agentwrap_check_input_queue" in data["tools"]["allowed"]
@@ -227,8 +229,8 @@ def test_gemini_as_root_gets_a_root_private_settings_file(
 
 
 def test_root_private_chain_refuses_tmp(tmp_path: Path) -> None:
-    assert channels.root_private_chain(tmp_path) is not None
-    assert channels.root_private_chain(Path("/")) in (None, "/ is owned by uid 0, not root")
+    assert gemini.root_private_chain(tmp_path) is not None
+    assert gemini.root_private_chain(Path("/")) in (None, "/ is owned by uid 0, not root")
 
 
 def test_versions() -> None:
@@ -626,13 +628,13 @@ def test_qwens_signal_hooks_run_in_the_background(paths: Paths, tmp_path: Path) 
     qwen = load_profile("qwen", paths)
     older = dataclasses.replace(qwen, channels=dataclasses.replace(qwen.channels,
                                                                    async_hooks_since=""))
-    for profile, background in ((qwen, channels.QWEN_SIGNAL_EVENTS), (older, set())):
+    for profile, background in ((qwen, qwen_agent.SIGNAL_EVENTS), (older, set())):
         got = plan(profile, RunConfig(), paths, "s1", ["/bin/qwen"],
                    {"PATH": "/bin", "HOME": str(tmp_path / "person")}, version="0.15.10")
         hooks = json.loads((Path(got.env["QWEN_HOME"]) / "settings.json").read_text())["hooks"]
         marked = {e for e, groups in hooks.items() if groups[-1]["hooks"][0].get("async")}
         assert marked == set(background), profile.channels
-    assert {"UserPromptSubmit", "Stop", "Notification"} == channels.QWEN_SIGNAL_EVENTS
+    assert {"UserPromptSubmit", "Stop", "Notification"} == qwen_agent.SIGNAL_EVENTS
 
 
 def test_qwen_keeps_the_persons_qwen_home_and_runtime_dir(paths: Paths, tmp_path: Path) -> None:

@@ -578,12 +578,13 @@ def _answered_events(aw: AwEnv) -> list[Any]:
 
 def _registered(aw: AwEnv, *, background: bool) -> None:
     """The launch's settings layer, as agentwrap run writes it (sessions.channels)."""
-    from agentwrap.sessions.channels import CLAUDE_SETTINGS, _hook_group, launch_dir
+    from agentwrap.agents.claude import SETTINGS as CLAUDE_SETTINGS
+    from agentwrap.agents.launch import hook_group, launch_dir
 
     folder = launch_dir(aw.paths, "fake")
     folder.mkdir(parents=True, exist_ok=True)
-    hooks = {"PermissionRequest": _hook_group("agentwrap hook", 10, background),
-             "Stop": _hook_group("agentwrap hook", 10, True)}
+    hooks = {"PermissionRequest": hook_group("agentwrap hook", 10, background),
+             "Stop": hook_group("agentwrap hook", 10, True)}
     (folder / CLAUDE_SETTINGS).write_text(json.dumps({"hooks": hooks}), encoding="utf-8")
 
 

@@ -68,7 +68,7 @@ def _mid_reply(tmp_path: Path, *, rung: bool = True) -> tuple[Detector, Clock, P
     notifications command."""
     clock, mark = Clock(), tmp_path / "turn-end"
     mark.write_bytes(b"")  # made at launch
-    det = Detector(load_profile("aider"), clock=clock, hooks=TurnEndMark(mark, wall=clock))
+    det = Detector(load_profile("aider"), clock=clock, hooks=TurnEndMark(mark, "aider", wall=clock))
     fresh = _screen("ready__fresh__160x45")
     det.update(fresh)
     clock.t += 5

@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..agents.all_agents import AGENTS, get
 from ..datagram import wake
 from ..detect.question import Item, Option, Question, question_id
 from ..paths import Paths, ReplacedFile, check_session_name, write_private
@@ -65,21 +66,18 @@ if TYPE_CHECKING:  # the hook imports these only when rules exist
     from .rules import Decision
 
 #: The tool a hook names, as the profile's dialog names it on screen (answer rules
-#: match ``tool`` against one name, whichever way the question was read).
+#: match ``tool`` against one name, whichever way the question was read): each
+#: agent's ``tool_names`` (:mod:`agentwrap.agents`).
 TOOL_NAMES: dict[str, dict[str, str]] = {
-    "claude": {"Write": "Create", "MultiEdit": "Edit", "NotebookEdit": "Edit", "WebFetch": "Fetch"},
-    "codex": {},  # every Codex approval is the "shell" dialog (patterns/codex.toml)
-    "qwen": {"run_shell_command": "Shell"},  # its shell dialog (the others not seen yet)
-    "copilot": {"create": "Create", "edit": "Edit"},  # its file dialog; "bash" as is
-}
+    a.name: dict(a.tool_names) for a in AGENTS.values() if a.tool_names is not None}
 #: A profile whose permission dialog gives one tool name for every request.
-ONE_TOOL = {"codex": "shell"}
+ONE_TOOL = {a.name: a.one_tool for a in AGENTS.values() if a.one_tool}
 ASK_TOOL = "AskUserQuestion"
 #: Agents whose hook tells every request, asked or not (Copilot CLI: the read-only
 #: ``cat`` it ran unasked; :data:`agentwrap.surfaces.hooks.protocol.TEXT_ONLY_QUESTIONS`):
 #: their latest request may be a call no dialog followed, so it says nothing against
 #: the dialog on screen.
-EVERY_REQUEST = frozenset({"copilot"})
+EVERY_REQUEST = frozenset(a.name for a in AGENTS.values() if a.every_request)
 #: A hook's request counts for a dialog first seen at most this long after it.
 FRESH_S = 60.0
 #: A dialog the hook has not (yet) told about is left to the hook this long (it may
@@ -143,8 +141,9 @@ def from_payload(agent: str, event: str, payload: Mapping[str, Any],
                  now: float | None = None) -> HookQuestion | None:
     """The request in a ``PermissionRequest`` payload (or Gemini's ``ToolPermission``
     notification), or None (nothing usable)."""
-    if agent == "gemini":
-        return _gemini(event, payload, now)
+    spec = get(agent)
+    if spec is not None and spec.notification_details is not None:
+        return _from_notification(spec.name, spec.notification_details, event, payload, now)
     name = payload.get("tool_name", payload.get("toolName"))  # Copilot: camelCase
     tool_input = payload.get("tool_input", payload.get("toolInput"))
     if not isinstance(name, str) or not name or not isinstance(tool_input, dict):
@@ -163,25 +162,23 @@ def from_payload(agent: str, event: str, payload: Mapping[str, Any],
                         cwd=cwd if isinstance(cwd, str) else "")
 
 
-#: Gemini's confirmation ``details.type`` -> the tool its dialog names, and the field
-#: that holds what the screen shows after it.
-GEMINI_DETAILS = {"exec": ("Shell", "command"), "edit": ("Edit", "filePath")}
-
-
-def _gemini(event: str, payload: Mapping[str, Any], now: float | None) -> HookQuestion | None:
-    """Gemini CLI tells its confirmation only as a ``ToolPermission`` notification, sent
-    as its dialog opens (``details``: the exact command or file). A notification
-    cannot answer, so this is text only: no decision is ever taken from it."""
+def _from_notification(agent: str, known: Mapping[str, tuple[str, str]], event: str,
+                       payload: Mapping[str, Any], now: float | None) -> HookQuestion | None:
+    """An agent that tells its confirmation only as a ``ToolPermission`` notification
+    (Gemini CLI), sent as its dialog opens (``details``: the exact command or file;
+    ``known``: its ``details.type`` -> the tool its dialog names and the field that
+    holds what the screen shows after it). A notification cannot answer, so this is
+    text only: no decision is ever taken from it."""
     details = payload.get("details")
     if payload.get("notification_type") != "ToolPermission" or not isinstance(details, dict):
         return None
-    tool, key = GEMINI_DETAILS.get(str(details.get("type")), ("", ""))
+    tool, key = known.get(str(details.get("type")), ("", ""))
     command = details.get(key) if key else None
     if not tool or not isinstance(command, str) or not command:
         return None
     asked = Item(question=str(details.get("title") or payload.get("message") or "")[:500])
     at = time.time() if now is None else now
-    return HookQuestion("gemini", event, "permission", tool, tool, command, (asked,), at,
+    return HookQuestion(agent, event, "permission", tool, tool, command, (asked,), at,
                         {k: v for k, v in details.items() if isinstance(v, (str, int, bool))})
 
 

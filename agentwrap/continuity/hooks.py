@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..agents.all_agents import get
 from ..audit import AuditLog
 from ..paths import Paths, check_session_name, private_dir, write_private
 
@@ -239,7 +240,9 @@ def on_hook(paths: Paths, session: str, agent: str, event: str, todo: str,
     try:
         if event in START_EVENTS:
             return session_start(paths, session, payload)
-        if agent == "cline" and todo == TURN_END_SIGNAL and "prompt" not in payload:
+        spec = get(agent)
+        if spec is not None and spec.prompt_from_history and todo == TURN_END_SIGNAL \
+                and "prompt" not in payload:
             payload = {**payload, "prompt": cline_prompt(payload, os.environ if environ is None
                                                          else environ)}
         note(paths, session, event, todo, payload)

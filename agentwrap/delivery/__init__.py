@@ -28,8 +28,11 @@ from ..exports import lazy, names
 
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import handover as handover
+    from .choice import APP_SERVER as APP_SERVER
+    from .choice import AgentState as AgentState
     from .choice import busy_channel_of as busy_channel_of
     from .choice import busy_reason as busy_reason
+    from .choice import channel_for as channel_for
     from .engine import DeliveryEngine as DeliveryEngine
     from .engine import end_queue as end_queue
     from .fallback import context_file as context_file
@@ -54,7 +57,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "choice": ("busy_channel_of", "busy_reason"),
+    "choice": ("APP_SERVER", "AgentState", "busy_channel_of", "busy_reason", "channel_for"),
     "engine": ("DeliveryEngine", "end_queue"),
     "fallback": ("context_file", "notify_desktop", "prepare_context_file"),
     "framing": ("as_pasted", "entry"),

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..detect.states import State
-from ..message import Message, Status
+from ..message import AttemptOutcome, Message, Status
 from ..queue.store import MessageStore
 from .evidence import ScreenEvidence, screen_tail
 from .framing import Injection
@@ -64,8 +64,8 @@ class AckWait:
         ended = [store.get(mid) for mid in self.inj.message_ids]
         acked = [m for m in ended if m.status is Status.ACKNOWLEDGED]
         if acked:
-            return Outcome(True, "acknowledged", f"{self.submitted}; {acked[0].detail}")
-        return Outcome(True, "delivered", f"{self.submitted}; ended meanwhile: {ended[0].detail}")
+            return Outcome(True, AttemptOutcome.ACKNOWLEDGED, f"{self.submitted}; {acked[0].detail}")
+        return Outcome(True, AttemptOutcome.DELIVERED, f"{self.submitted}; ended meanwhile: {ended[0].detail}")
 
     def look(self, sup: Driver, evidence: ScreenEvidence, ack_timeout_s: float,
              now: float) -> Outcome | None:
@@ -74,20 +74,20 @@ class AckWait:
         reading = sup.reading
         found = evidence.find_ack(sup, self.inj, self.patterns)
         if found:
-            return Outcome(True, "acknowledged", found)
+            return Outcome(True, AttemptOutcome.ACKNOWLEDGED, found)
         if reading.state is State.EXITED:
             # It was submitted (that was proven before the wait began): the
             # message reached the agent, which died before it could answer.
             # (The same words as DeliveryEngine.abandon()'s, which may see the exit first.)
             return Outcome(
-                True, "delivered", f"{self.submitted}; not acknowledged: the agent exited first"
+                True, AttemptOutcome.DELIVERED, f"{self.submitted}; not acknowledged: the agent exited first"
             )
         if reading.state in (State.READY, State.DRAFT, State.UNKNOWN):
             self.quiet_since = self.quiet_since or now
             if now - self.quiet_since >= ack_timeout_s:
-                return Outcome(False, "no_ack", screen_tail(sup))
+                return Outcome(False, AttemptOutcome.NO_ACK, screen_tail(sup))
         else:
             self.quiet_since = None
         if now >= self.hard_stop:
-            return Outcome(False, "no_ack", "agent never went quiet: " + screen_tail(sup))
+            return Outcome(False, AttemptOutcome.NO_ACK, "agent never went quiet: " + screen_tail(sup))
         return None

@@ -67,7 +67,16 @@ from ..config import Config, DeliveryConfig, load_config
 from ..detect.profiles import Profile
 from ..detect.states import State
 from ..errors import AgentExited, AgentwrapError, BackendError
-from ..message import UNACKNOWLEDGED, Attempt, Kind, Message, Phase, Priority, Status
+from ..message import (
+    UNACKNOWLEDGED,
+    Attempt,
+    AttemptOutcome,
+    Kind,
+    Message,
+    Phase,
+    Priority,
+    Status,
+)
 from ..paths import Paths
 from ..queue.backend import configured_store
 from ..queue.store import MessageStore
@@ -360,10 +369,10 @@ class DeliveryEngine:
         try:
             result = self._run_phases(sup, inj, batch, phase)
         except AgentExited as exc:
-            result = Outcome(False, "agent_exited", str(exc))
+            result = Outcome(False, AttemptOutcome.AGENT_EXITED, str(exc))
         except BackendError as exc:
-            result = Outcome(False, "error", str(exc))
-        if result.outcome == "awaiting_ack":
+            result = Outcome(False, AttemptOutcome.ERROR, str(exc))
+        if result.outcome == AttemptOutcome.AWAITING_ACK:
             self._await_ack(inj, batch, started, channel, result.evidence)
             return
         self._conclude(sup, inj, batch, started, channel, result)
@@ -375,12 +384,12 @@ class DeliveryEngine:
         """Record the attempt and move the batch to its next status."""
         token = inj.token
         batch = [m for m in batch if m.id in inj.message_ids]
-        if result.outcome == "no_ack":
+        if result.outcome == AttemptOutcome.NO_ACK:
             batch = self.escalation.unacknowledged_notices(inj, batch, started, channel, result)
             if not batch:
                 return
         # delivered with its ACK asked: the wait ended without one (the agent exited)
-        outcome = UNACKNOWLEDGED if result.ok and result.outcome == "delivered" \
+        outcome = UNACKNOWLEDGED if result.ok and result.outcome == AttemptOutcome.DELIVERED \
             and inj.ack_requested else result.outcome
         for m in batch:
             self.store.record_attempt(
@@ -394,10 +403,10 @@ class DeliveryEngine:
             started=started, finished=self.clock(),
         )
         if result.ok:
-            status = Status.ACKNOWLEDGED if result.outcome == "acknowledged" else Status.DELIVERED
+            status = Status.ACKNOWLEDGED if result.outcome == AttemptOutcome.ACKNOWLEDGED else Status.DELIVERED
             self.store.finish(status, f"{result.outcome}: {result.evidence}"[:500], batch_id=token)
             self.escalation.after_success(batch, token, result)
-        elif result.outcome == "agent_exited":
+        elif result.outcome == AttemptOutcome.AGENT_EXITED:
             self.store.finish(Status.FAILED, f"agent exited: {result.evidence}", batch_id=token)
         else:
             self._failed(sup, token, batch, result, in_box=self._left_in_box(sup, inj, result))
@@ -407,7 +416,8 @@ class DeliveryEngine:
         True (seen there), None (the box is hidden, by a dialog say: it may
         be), False. Either of the first two holds the batch in flight, so
         that it is never pasted a second time behind the first."""
-        if sup is None or result.outcome not in ("paste_not_seen", "submit_not_confirmed"):
+        if sup is None or result.outcome not in (AttemptOutcome.PASTE_NOT_SEEN,
+                                                     AttemptOutcome.SUBMIT_NOT_CONFIRMED):
             return False
         return self.evidence.in_box(sup, inj)
 
@@ -418,7 +428,7 @@ class DeliveryEngine:
             live = self.store.set_phase(inj.token, Phase.PASTING)
             if {m.id for m in live} != set(inj.message_ids):
                 if not live:
-                    return Outcome(False, "error", "every message of the batch expired")
+                    return Outcome(False, AttemptOutcome.ERROR, "every message of the batch expired")
                 inj = self._render(live, inj.token)
             # Resuming PASTING after a restart: the earlier paste may still be on its
             # way to the screen (a slow or stalled agent has not drawn it yet). Give it
@@ -428,14 +438,14 @@ class DeliveryEngine:
             pasted = self.evidence.in_box_within(sup, inj, self.cfg.paste_timeout_s) \
                 if phase is Phase.PASTING else False
             if pasted is None:
-                return Outcome(False, "paste_not_seen",
+                return Outcome(False, AttemptOutcome.PASTE_NOT_SEEN,
                                "input box hidden, the earlier paste may be in it: "
                                + screen_tail(sup))
             if not pasted:
                 sup.term.paste(inj.text, bracketed=self.profile.input.bracketed_paste)
             seen = self.evidence.wait_until(sup, self.cfg.paste_timeout_s, lambda: self.evidence.in_box(sup, inj) is True)
             if not seen:
-                return Outcome(False, "paste_not_seen", screen_tail(sup))
+                return Outcome(False, AttemptOutcome.PASTE_NOT_SEEN, screen_tail(sup))
             phase = Phase.SUBMITTING
             self.store.set_phase(inj.token, Phase.SUBMITTING)
             self.evidence.pause(sup, self.profile.input.submit_delay_ms / 1000)
@@ -445,11 +455,11 @@ class DeliveryEngine:
                 return submitted
             self.store.set_phase(inj.token, Phase.SUBMITTED)
             if not inj.ack_requested:
-                return Outcome(True, "delivered", submitted.evidence)
-            return Outcome(True, "awaiting_ack", submitted.evidence)
+                return Outcome(True, AttemptOutcome.DELIVERED, submitted.evidence)
+            return Outcome(True, AttemptOutcome.AWAITING_ACK, submitted.evidence)
         if inj.ack_requested:
-            return Outcome(True, "awaiting_ack", "submitted before a supervisor restart")
-        return Outcome(True, "delivered", "submitted before a supervisor restart")
+            return Outcome(True, AttemptOutcome.AWAITING_ACK, "submitted before a supervisor restart")
+        return Outcome(True, AttemptOutcome.DELIVERED, "submitted before a supervisor restart")
 
     def _submit(self, sup: Driver, inj: Injection) -> Outcome:
         key = self.profile.input.submit_key
@@ -458,28 +468,28 @@ class DeliveryEngine:
             if sup.reading.state in (State.WAITING_INPUT, State.UNKNOWN):
                 # Never press the submit key into a dialog: it would answer it.
                 if pressed:
-                    return Outcome(True, "submitted", "a dialog opened after the submit key")
-                return Outcome(False, "submit_not_confirmed", "a dialog opened before submitting")
+                    return Outcome(True, AttemptOutcome.SUBMITTED, "a dialog opened after the submit key")
+                return Outcome(False, AttemptOutcome.SUBMIT_NOT_CONFIRMED, "a dialog opened before submitting")
             if where is None:
                 # The input box is not on screen (a redraw, an overlay): pressing
                 # Enter blind could answer something else; claiming success could
                 # lose the message. Neither: this attempt fails and is retried.
-                return Outcome(False, "submit_not_confirmed", "input box not found on screen")
+                return Outcome(False, AttemptOutcome.SUBMIT_NOT_CONFIRMED, "input box not found on screen")
             if where is False:
                 # Not in the box any more (restart after the key went out).
                 ev = self.evidence.submitted(sup, inj)
-                return Outcome(True, "submitted", ev or "input box no longer holds the block")
+                return Outcome(True, AttemptOutcome.SUBMITTED, ev or "input box no longer holds the block")
             was_busy = sup.reading.state is State.BUSY
             sup.term.send_key(key)
             found: list[str] = []
             done = functools.partial(self.evidence.confirmed, sup, inj, was_busy, found)
 
             if self.evidence.wait_until(sup, self.cfg.submit_timeout_s, done):
-                return Outcome(True, "submitted", found[-1])
+                return Outcome(True, AttemptOutcome.SUBMITTED, found[-1])
             if self.evidence.in_box(sup, inj) is False:
                 # The box emptied but nothing else showed up; never type it again.
-                return Outcome(True, "submitted", "input box emptied after the submit key")
-        return Outcome(False, "submit_not_confirmed", screen_tail(sup))
+                return Outcome(True, AttemptOutcome.SUBMITTED, "input box emptied after the submit key")
+        return Outcome(False, AttemptOutcome.SUBMIT_NOT_CONFIRMED, screen_tail(sup))
 
     def _await_ack(
         self, inj: Injection, batch: list[Message], started: float, channel: str, submitted: str
@@ -518,9 +528,9 @@ class DeliveryEngine:
         now = self.clock()
         for m in batch:
             self.store.record_attempt(
-                Attempt(m.id, token, m.attempts + 1, now, now, "none", "no_window", reason)
+                Attempt(m.id, token, m.attempts + 1, now, now, "none", AttemptOutcome.NO_WINDOW, reason)
             )
-        self._failed(sup, token, batch, Outcome(False, "no_window", reason), in_box=in_box)
+        self._failed(sup, token, batch, Outcome(False, AttemptOutcome.NO_WINDOW, reason), in_box=in_box)
 
     def _failed(self, sup: Driver | None, token: str, batch: list[Message], result: Outcome, *,
                 in_box: bool | None = False) -> None:

@@ -30,6 +30,7 @@ from ..message import (
     SECTION_REMOVED,
     UNACKNOWLEDGED,
     Attempt,
+    AttemptOutcome,
     Kind,
     Message,
     NewMessage,
@@ -269,7 +270,7 @@ class Escalation:
         notices = [m for m in batch if m.kind is Kind.FALLBACK_NOTICE]
         if not notices or not self.removes_fallback():
             return
-        if result.outcome == "acknowledged":
+        if result.outcome == AttemptOutcome.ACKNOWLEDGED:
             self._retract(notices, token, f"read by the agent (ACK {token})")
         else:
             self._keep_section(notices, token, f"notice {result.outcome}, not acknowledged")

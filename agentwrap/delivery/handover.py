@@ -28,14 +28,12 @@ from pathlib import Path
 
 from ..audit import AuditLog
 from ..detect.neutralise import SyntaxSpec
-from ..message import Attempt, Kind, Message, Priority, Source, Status
+from ..message import Attempt, AttemptOutcome, Message, Priority, Source, Status
 from ..paths import private_dir, write_private
 from ..queue.store import MessageStore
+from .choice import CONSUMABLE_KINDS
 from .framing import new_token, render
 
-#: What a reader that is handed text (not a terminal) may take: a COMMAND is
-#: meant to be typed, and a fallback notice is the supervisor's to deliver.
-CONSUMABLE_KINDS = frozenset({Kind.CONTENT, Kind.INSTRUCTION})
 #: Most messages one hand-over (or one look at the queue for it) takes.
 MAX_TAKE = 50
 _DUMMY_TOKEN = "0" * 8  # a token's length, to measure a block before the claim
@@ -65,7 +63,7 @@ class Claimed:
         for m in self.messages:
             self.store.record_attempt(
                 Attempt(m.id, self.token, m.attempts + 1, self.claimed_at, now, self.channel,
-                        "delivered", why)
+                        AttemptOutcome.DELIVERED, why)
             )
         self.store.finish(Status.DELIVERED, f"delivered: consumed through {self.channel}",
                           batch_id=self.token, consumed_through=self.channel)
@@ -81,7 +79,7 @@ class Claimed:
         for m in self.messages:
             self.store.record_attempt(
                 Attempt(m.id, self.token, m.attempts + 1, self.claimed_at, now, self.channel,
-                        "handed", evidence)
+                        AttemptOutcome.HANDED, evidence)
             )
 
     def release(self, why: str) -> int:
@@ -91,7 +89,7 @@ class Claimed:
         for m in self.messages:
             self.store.record_attempt(
                 Attempt(m.id, self.token, m.attempts + 1, self.claimed_at, now, self.channel,
-                        "not_handed", why)
+                        AttemptOutcome.NOT_HANDED, why)
             )
         return self.store.retry_later(self.token, now, why)
 
@@ -209,7 +207,7 @@ def deliver_started(store: MessageStore, audit: AuditLog, session: str, path: Pa
             handed = [a for a in store.attempts(m.id) if a.number == m.attempts + 1]
             began = handed[0].started if handed else now
             store.record_attempt(Attempt(m.id, m.batch_id, m.attempts + 1, began, now, channel,
-                                         "delivered", evidence))
+                                         AttemptOutcome.DELIVERED, evidence))
             done.append(m.id)
     for token in tokens:
         store.finish(Status.DELIVERED, f"delivered: consumed through {channel} ({evidence})",

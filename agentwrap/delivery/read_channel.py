@@ -100,7 +100,7 @@ from ..audit import AuditLog
 from ..config import Config, DeliveryConfig
 from ..detect.profiles import Profile
 from ..detect.states import State
-from ..message import Attempt, Message, Status
+from ..message import Attempt, AttemptOutcome, Message, Status
 from ..paths import Paths, write_private
 from ..queue.backend import configured_store
 from ..queue.store import MessageStore
@@ -388,7 +388,7 @@ class ReadFileChannel:
         self._save_batch()
         for m in batch:
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, None, CHANNEL,
-                                              "written", f"written to {self.path.name}"))
+                                              AttemptOutcome.WRITTEN, f"written to {self.path.name}"))
         self._replace(text)
         log.info("wrote %d message(s) to %s (batch %s; opens since the turn began: %s)",
                  len(batch), self.path, token, self._phase_at_move)
@@ -460,7 +460,7 @@ class ReadFileChannel:
         flight = self._in_flight(b.token)
         for m in flight:
             self.store.record_attempt(Attempt(m.id, b.token, m.attempts + 1, b.written, now,
-                                              CHANNEL, "delivered", evidence))
+                                              CHANNEL, AttemptOutcome.DELIVERED, evidence))
         if flight and self._asks_ack(flight):
             patterns = [re.compile(p.replace("{token}", re.escape(b.token)), re.IGNORECASE)
                         for p in [*self.cfg.ack_patterns, *self.profile.ack_patterns]]
@@ -520,7 +520,7 @@ class ReadFileChannel:
         for m in self._in_flight(b.token):
             self._tried.add(m.id)
             self.store.record_attempt(Attempt(m.id, b.token, m.attempts + 1, b.written, now,
-                                              CHANNEL, "not_read", f"not read before {why}"))
+                                              CHANNEL, AttemptOutcome.NOT_READ, f"not read before {why}"))
         self.store.retry_later(b.token, now, f"not read from the file before {why}: typed instead")
         log.info("batch %s taken back from %s: %s (%d open(s) after the write, the quoting"
                  " one %s, read since written: %s)", b.token, self.path.name, why, opened,

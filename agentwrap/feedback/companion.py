@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..agents.all_agents import AGENTS
 from ..config import load_config
 from ..errors import AgentwrapError
 from ..paths import Paths
@@ -35,11 +36,12 @@ from .watcher import Burst, Watcher
 
 log = logging.getLogger("agentwrap.feedback")
 
-#: Profiles whose edits agentwrap hears through hooks; the others' edits are
-#: seen by the watcher only. Codex 0.169 runs no PostToolUse hook for
-#: apply_patch (seen end to end: only its shell calls fire one), so its edits
-#: are the watcher's, and the result goes in at its next tool call.
-HOOKED_AGENTS = ("claude", "gemini")
+#: Profiles whose edits agentwrap hears through hooks (each agent's
+#: ``edits_by_hook``, :mod:`agentwrap.agents`); the others' edits are seen by the
+#: watcher only. Codex 0.169 runs no PostToolUse hook for apply_patch (seen end
+#: to end: only its shell calls fire one), so its edits are the watcher's, and
+#: the result goes in at its next tool call.
+HOOKED_AGENTS = tuple(a.name for a in AGENTS.values() if a.edits_by_hook)
 
 
 @dataclass

@@ -25,17 +25,15 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..agents.all_agents import AGENTS, get
+
 if TYPE_CHECKING:
     from ..paths import Paths
 
-#: The edit tools, per agent, and the tool_input fields naming the file.
+#: The edit tools, per agent, and the tool_input fields naming the file (each
+#: agent's ``edit_tools``, :mod:`agentwrap.agents`; (): the paths are in the patch text).
 EDIT_TOOLS: dict[str, dict[str, tuple[str, ...]]] = {
-    "claude": {"Edit": ("file_path",), "Write": ("file_path",), "MultiEdit": ("file_path",),
-               "NotebookEdit": ("notebook_path",)},
-    "gemini": {"write_file": ("file_path", "absolute_path"),
-               "replace": ("file_path", "absolute_path")},
-    "codex": {"apply_patch": ()},  # the paths are in the patch text
-}
+    a.name: dict(a.edit_tools) for a in AGENTS.values() if a.edit_tools}
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$|^\*\*\* Move to: (.+)$",
                          re.MULTILINE)
 MAX_FILES = 200
@@ -69,10 +67,12 @@ def edited_paths(agent: str, payload: Mapping[str, Any]) -> list[Path]:
     """The files the payload's edit tools touched, absolute (relative ones
     taken from the payload's ``cwd``); [] for any other tool."""
     tools = EDIT_TOOLS.get(agent, {})
+    spec = get(agent)
+    patches = spec is not None and spec.patch_edits
     cwd = Path(str(payload.get("cwd") or "."))
     found: list[Path] = []
     for name, tool_input in _calls(payload):
-        patch = agent == "codex" and any("*** Begin Patch" in t for t in _strings(tool_input))
+        patch = patches and any("*** Begin Patch" in t for t in _strings(tool_input))
         if name not in tools and not patch:  # Codex runs apply_patch from its shell tool too
             continue
         names: list[str] = []

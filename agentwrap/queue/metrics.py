@@ -71,7 +71,7 @@ def _by_channel(
         # (the open attempt is counted once it ends)
         f" FROM attempts a JOIN messages m ON m.id = a.message_id WHERE a.outcome != ? AND {where}"
         " GROUP BY a.channel",
-        [*success, Status.DELIVERING.value, SECTION_REMOVED, *params],
+        [*success, Status.DELIVERING.value, SECTION_REMOVED.value, *params],
     ).fetchall()
     latencies: dict[str, list[float]] = {}
     first: dict[str, int] = {}

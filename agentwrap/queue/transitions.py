@@ -99,7 +99,7 @@ def record_attempt(conn: Conn, attempt: Attempt) -> bool:
                 attempt.started,
                 attempt.finished,
                 attempt.channel,
-                attempt.outcome,
+                str(attempt.outcome),  # the stored word (an AttemptOutcome is one)
                 attempt.evidence,
             ),
         )

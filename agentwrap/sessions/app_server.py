@@ -30,6 +30,7 @@ from pathlib import Path
 
 import tomllib
 
+from ..agents.all_agents import get
 from ..codex_server.process import AppServer, support_problem
 from ..config import RunConfig
 from ..detect.profiles import Profile
@@ -66,7 +67,8 @@ def with_app_server(
     """The TUI's argv on a freshly started private app-server, and what the
     session's options record of it; unchanged argv (and the reason) when the
     switch is off, the agent is not Codex, or the server cannot run."""
-    if not run.codex_app_server or profile.name != "codex":
+    agent = get(profile.name)
+    if not run.codex_app_server or agent is None or not agent.app_server:
         return argv, {}
     log = logging.getLogger("agentwrap.session")
     sock = socket_path(paths, name)

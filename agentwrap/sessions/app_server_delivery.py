@@ -58,22 +58,23 @@ from collections.abc import Sequence
 
 from ..audit import AuditLog
 from ..codex_server.protocol import AgentMessage
+from ..delivery.choice import APP_SERVER, AgentState, channel_for
 from ..detect.app_server_state import AppServerState
 from ..detect.neutralise import SyntaxSpec
 from ..errors import AppServerError, AppServerRefused
-from ..message import UNACKNOWLEDGED, Attempt, Kind, Message, Priority
+from ..message import UNACKNOWLEDGED, Attempt, AttemptOutcome, Kind, Message, Priority
 from ..queue.store import MessageStore
 from .parts import Ended, Host, Part
 
-CHANNEL = "app-server"
+CHANNEL = APP_SERVER
 ACK_ITEMS = 20  # the thread's last items an ACK is looked for in
 SETTLE_IDLE_S = 1.0  # idle this long, the thread's items list every input it took
 #: After a turn/start, an "idle" the server said before it is stale until the
 #: server says what came of the turn (it does within milliseconds); this long
 #: at most, should that word never come.
 STALE_IDLE_S = 10.0
-HANDED = "handed"
-SUBMITTED = "submitted"
+HANDED = AttemptOutcome.HANDED
+SUBMITTED = AttemptOutcome.SUBMITTED
 _log = logging.getLogger("agentwrap.delivery")
 
 
@@ -97,9 +98,9 @@ def server_takes(state: AppServerState) -> frozenset[Kind]:
     message met a thread the TUI's screen called idle but the server had just
     started a turn on (Codex submits it into that turn, and asks the model
     again with it: one message in two requests)."""
-    from ..delivery.handover import CONSUMABLE_KINDS
-
-    return frozenset() if state.dead() else CONSUMABLE_KINDS
+    dead = state.dead()
+    return frozenset(k for k in Kind if channel_for({APP_SERVER}, AgentState.IDLE, k,
+                                                     server_dead=dead) == APP_SERVER)
 
 
 def app_server_batches(store: MessageStore, session: str) -> set[str]:
@@ -153,7 +154,10 @@ class AppServerDelivery(Part):
         if status.kind != "idle":
             dialog = any(f.startswith("waitingOn") for f in status.flags) \
                 or sup.detector.question is not None
-            if status.kind == "active" and self.steer and not dialog:
+            now = AgentState.DIALOG if dialog else AgentState.BUSY
+            if status.kind == "active" and any(
+                    channel_for({APP_SERVER}, now, Kind.INSTRUCTION, p, steer=self.steer)
+                    == APP_SERVER for p in Priority):
                 self._steer(thread)  # the rest waits for the turn's end
             return self.RECHECK_S
         if self._starting():
@@ -248,7 +252,7 @@ class AppServerDelivery(Part):
     # ------------------------------------------------------------------ records
 
     def _delivered(self, batch: Sequence[Message], token: str, evidence: str,
-                   outcome: str = "delivered") -> None:
+                   outcome: str = AttemptOutcome.DELIVERED) -> None:
         from ..message import Status
 
         self._record(batch, token, outcome, evidence)
@@ -318,7 +322,7 @@ class AppServerDelivery(Part):
         now = time.time()
         for m in batch:
             self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, now, CHANNEL,
-                                              "not_handed", why))
+                                              AttemptOutcome.NOT_HANDED, why))
         self.store.retry_later(token, now, why)
         _log.info("batch %s back to the queue: %s", token, why)
 
@@ -386,7 +390,7 @@ class AppServerDelivery(Part):
             self._ack_thread.pop(token, None)
             for m in batch:
                 self.store.record_attempt(Attempt(m.id, token, m.attempts + 1, now, now, CHANNEL,
-                                                  "acknowledged",
+                                                  AttemptOutcome.ACKNOWLEDGED,
                                                   f"turn {hit.turn_id}, item {hit.item_id}:"
                                                   f" {hit.text[:200]}"))
                 self.store.acknowledge(m.id, f"acknowledged: {hit.text[:200]} (through {CHANNEL})")

@@ -108,7 +108,7 @@ class TurnEndMark:
     file's last mark, or None before the first. Its (size, mtime) is read with
     one ``stat`` per look."""
 
-    def __init__(self, path: Path, agent: str = "aider",
+    def __init__(self, path: Path, agent: str,
                  wall: Callable[[], float] = time.time) -> None:
         self.path, self.agent, self.wall = path, agent, wall
 

@@ -1,7 +1,7 @@
 """Cline CLI's and Kimi Code's native hooks, end to end on the real CLIs (issue 22).
 
 ``agentwrap run`` registers them through a private config dir per launch
-(agentwrap/sessions/channels.py): Cline 3.0.65 a ``CLINE_DIR`` whose
+(agentwrap/agents/cline.py, kimi.py): Cline 3.0.65 a ``CLINE_DIR`` whose
 ``hooks/`` holds agentwrap's scripts, Kimi Code 2.1.0 a ``KIMI_CODE_HOME``
 whose config.toml is the person's plus ``[[hooks]]``.
 

@@ -2,7 +2,7 @@
 
 ``agentwrap run`` registers them as a plugin loaded for this launch only
 (``--plugin-dir`` naming a dir in agentwrap's private launch dir;
-agentwrap/sessions/channels.py):
+agentwrap/agents/copilot.py):
 
 * the session says which channel is active (``state --explain``), and nothing
   of agentwrap's goes into the person's Copilot dir (no hooks, no plugin installed);

@@ -2,7 +2,7 @@
 
 OpenCode 1.18.33 has no command hooks, only JS plugins: ``agentwrap run``
 writes its own plugin into the private launch dir and names it in an extra
-config given with ``OPENCODE_CONFIG`` (agentwrap/sessions/channels.py):
+config given with ``OPENCODE_CONFIG`` (agentwrap/agents/opencode.py):
 
 * the session says which channel is active (``state --explain``), and nothing
   of agentwrap's goes into the person's OpenCode config;

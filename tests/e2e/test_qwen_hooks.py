@@ -1,7 +1,7 @@
 """Qwen Code's native hooks, end to end on the real CLI (issue 22).
 
 ``agentwrap run`` registers them through a private ``QWEN_HOME`` (Qwen Code
-0.15.10 runs hooks from the user's settings.json only; agentwrap/sessions/channels.py):
+0.15.10 runs hooks from the user's settings.json only; agentwrap/agents/qwen.py):
 
 * the session says which channel is active (``state --explain``), and the
   person's own Qwen settings file is left as it was;

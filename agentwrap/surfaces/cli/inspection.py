@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ... import __version__
+from ...agents.all_agents import get
 from ...config import RunConfig
 from ...errors import AgentwrapError
 from ...message import QueueLimits
@@ -379,7 +380,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             agents[name]["channels"] = _channels_of(prof, exe, paths)
         if exe and not prof.permissions.asks_by_default:
             agents[name]["permission_gate"] = _gate_of(prof, ask_first)
-        if exe and name == "codex":  # issue 24: its TUI on a private app-server
+        agent = get(name)
+        if exe and agent is not None and agent.app_server:  # issue 24: its TUI on a private app-server
             agents[name]["app_server"] = doctor_app_server(run_cfg, exe)
     report["agents"] = agents
     if not any(a["path"] for a in agents.values()):

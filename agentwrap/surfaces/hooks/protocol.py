@@ -27,11 +27,14 @@ reply in ``turn.outputText``); Kimi Code 2.1.0 Claude's names and fields, its
   its output (checked: a message handed there never reached the model), so it
   gets signals only and its messages are typed after the turn.
   a user message before the prompt. OpenCode has no command hooks: agentwrap's
-  plugin (agentwrap/sessions/opencode_plugin.js) runs this hook at its plugin
+  plugin (agentwrap/agents/opencode_plugin.js) runs this hook at its plugin
   events with a payload in Claude's names and appends a top-level
   ``additionalContext`` to the tool's result at ``tool.execute.after``.
 * **signal** events say what the agent does (see
   :data:`agentwrap.sessions.signals.SIGNAL_STATES`); the hook answers nothing.
+Each agent's part of this is its module's (:mod:`agentwrap.agents`); the tables
+here gather them for the hook.
+
 * **question** events (Claude, Codex and Qwen ``PermissionRequest``, just before the
   agent opens a permission dialog or AskUserQuestion's; Copilot's
   ``permissionRequest`` for every request, :data:`TEXT_ONLY_QUESTIONS`) carry the exact
@@ -46,85 +49,23 @@ from __future__ import annotations
 
 from typing import Any
 
-CONTEXT = "context"
-#: A request the agent is about to ask the person (:mod:`agentwrap.answers.hook_questions`).
-QUESTION = "question"
-#: A notification event: the signal depends on its ``notification_type``.
-NOTIFICATION = "notification"
+from ...agents.all_agents import AGENTS, get
+from ...agents.base import CONTEXT, NOTIFICATION, QUESTION
 
-#: agent -> hook event -> CONTEXT, NOTIFICATION, or the signal it gives.
-EVENTS: dict[str, dict[str, str]] = {
-    "claude": {
-        "SessionStart": CONTEXT,
-        "PostToolBatch": CONTEXT,  # once per batch of tool calls (2.1.197 has it)
-        "PostToolUse": CONTEXT,  # once per tool call: for versions without PostToolBatch
-        "UserPromptSubmit": "prompt_submitted",
-        "Stop": "turn_end",
-        "Notification": NOTIFICATION,
-        "PermissionRequest": QUESTION,  # a permission dialog or AskUserQuestion is to open
-    },
-    "codex": {
-        "SessionStart": CONTEXT,
-        "PostToolUse": CONTEXT,
-        "UserPromptSubmit": "prompt_submitted",
-        "Stop": "turn_end",
-        "PermissionRequest": QUESTION,  # its approval dialog is to open
-    },
-    "gemini": {
-        "SessionStart": CONTEXT,
-        "AfterTool": CONTEXT,
-        "BeforeAgent": "prompt_submitted",
-        "AfterAgent": "turn_end",
-        "Notification": NOTIFICATION,
-    },
-    "qwen": {  # Claude's names and shapes (Qwen Code 0.15.10)
-        "SessionStart": CONTEXT,
-        "PostToolUse": CONTEXT,  # its additionalContext is appended to the tool result
-        "UserPromptSubmit": "prompt_submitted",  # also after each tool result: CONTINUATIONS
-        "Stop": "turn_end",
-        "Notification": NOTIFICATION,
-        "PermissionRequest": QUESTION,  # just before its permission dialog opens
-    },
-    "copilot": {  # its own names (Copilot CLI 1.0.102, a --plugin-dir plugin's hooks)
-        "sessionStart": CONTEXT,  # at the first prompt (source "new"), not at launch
-        "postToolUse": CONTEXT,  # after a successful tool call; appended to its result
-        "userPromptSubmitted": "prompt_submitted",
-        "agentStop": "turn_end",  # no reply in it: read from its transcriptPath
-        "notification": NOTIFICATION,  # run in the background; notification_type as Claude's
-        "permissionRequest": QUESTION,  # every request, asked or not: TEXT_ONLY_QUESTIONS
-    },
-    "cline": {  # its own names (Cline CLI 3.0.65, executables in a private CLINE_DIR/hooks)
-        "TaskStart": "prompt_submitted",  # each prompt starts a run (in the background)
-        "PostToolUse": CONTEXT,  # waited for; contextModification follows the tool result
-        "TaskComplete": "turn_end",  # reply in turn.outputText (in the background)
-        # a turn cancelled with Esc ends in this one (3.0.65 runs no TaskCancel then)
-        "SessionShutdown": "turn_end",
-    },
-    "kimi": {  # Claude's names and fields (Kimi Code 2.1.0, [[hooks]] in a private config.toml)
-        "UserPromptSubmit": "prompt_submitted",  # waited for; the person's prompts only
-        "Stop": "turn_end",  # waited for; no reply text in it
-        "PermissionRequest": "permission_prompt",  # in the background, as its dialog opens
-        "Interrupt": "turn_end",  # the turn was cancelled (Esc)
-    },
-    "opencode": {  # agentwrap's own plugin's names: OpenCode's plugin events (1.18.33)
-        "chat.message": "prompt_submitted",  # a person's prompt goes to the model
-        "tool.execute.after": CONTEXT,  # the plugin appends it to the tool's result
-        "session.idle": "turn_end",  # no reply in it: no ACKs from it
-        "permission.asked": "permission_prompt",  # its permission dialog opens
-        "question.asked": "permission_prompt",  # its question tool's dialog opens
-    },
-}
+#: agent -> hook event -> CONTEXT, NOTIFICATION, or the signal it gives (each
+#: agent's ``events``, :mod:`agentwrap.agents`).
+EVENTS: dict[str, dict[str, str]] = {a.name: dict(a.events) for a in AGENTS.values() if a.events}
 
 #: Agents that read the context at the top level of the hook's output only,
 #: and under which key (Copilot ignores ``hookSpecificOutput``; Cline reads
 #: ``contextModification``; agentwrap's OpenCode plugin reads ``additionalContext``).
-FLAT_CONTEXT = {"copilot": "additionalContext", "cline": "contextModification",
-                "opencode": "additionalContext"}
+FLAT_CONTEXT = {a.name: a.flat_context for a in AGENTS.values() if a.flat_context}
 
 #: The payload field that is set when a hook fires inside a subagent, per agent
 #: (default ``agent_id``: Claude fills it only there; Cline names every run's
 #: agent in ``agent_id`` and a subagent's parent in ``parent_agent_id``).
-SUBAGENT_FIELDS = {"cline": "parent_agent_id"}
+SUBAGENT_FIELDS = {a.name: a.subagent_field for a in AGENTS.values()
+                   if a.subagent_field != "agent_id"}
 
 #: Agents whose permission hook fires for every request, before the agent decides
 #: whether to ask at all: Copilot CLI 1.0.102 runs ``permissionRequest`` before its
@@ -135,17 +76,17 @@ SUBAGENT_FIELDS = {"cline": "parent_agent_id"}
 #: signal (no dialog may follow) and no rule's answer (an ``allow`` would also
 #: override the person's own Copilot rules, ``--deny-tool`` included, which run
 #: after the hook; a ``deny`` would refuse what Copilot would run unasked).
-TEXT_ONLY_QUESTIONS = frozenset({"copilot"})
+TEXT_ONLY_QUESTIONS = frozenset(a.name for a in AGENTS.values() if a.text_only_questions)
 
 #: agent -> the turn-end payload's field naming its transcript, for agents whose
 #: turn-end hook carries no reply (Copilot): the reply is read from that file
 #: (:mod:`.transcript`).
-TRANSCRIPT_FIELDS = {"copilot": "transcriptPath"}
+TRANSCRIPT_FIELDS = {a.name: a.transcript_field for a in AGENTS.values() if a.transcript_field}
 
 #: agent -> the prompt event it fires again inside a turn, with an empty
 #: ``prompt``, each time a tool result goes back to the model (Qwen Code runs
 #: UserPromptSubmit for every request of the turn): not a person's prompt.
-CONTINUATIONS = {"qwen": "UserPromptSubmit"}
+CONTINUATIONS = {a.name: a.continuation for a in AGENTS.values() if a.continuation}
 
 #: ``notification_type`` -> signal (other notifications are ignored).
 NOTIFICATION_SIGNALS = {
@@ -184,17 +125,8 @@ def normalised(agent: str, payload: dict[str, Any]) -> dict[str, Any]:
     reply (``turn.outputText``) as ``last_assistant_message``, so a turn's end
     finds its ACKs and the handoff notes its last reply; Kimi's prompt (a list
     of content parts) as its text, so the notes count and keep it."""
-    prompt = payload.get("prompt")
-    if agent == "kimi" and isinstance(prompt, list):
-        text = "".join(str(p.get("text") or "") for p in prompt
-                       if isinstance(p, dict) and p.get("type") == "text")
-        return {**payload, "prompt": text}
-    if agent == "cline":
-        turn = payload.get("turn")
-        reply = turn.get("outputText") if isinstance(turn, dict) else None
-        if isinstance(reply, str) and "last_assistant_message" not in payload:
-            return {**payload, "last_assistant_message": reply}
-    return payload
+    spec = get(agent)
+    return payload if spec is None else spec.normalise(payload)
 
 
 def permission_output(event: str, behavior: str, message: str = "") -> dict[str, Any]:

@@ -2,7 +2,7 @@
 //
 // `agentwrap run` writes this file, with COMMANDS filled in, into the
 // session's private launch dir and names it in an extra config given with
-// OPENCODE_CONFIG (agentwrap/sessions/channels.py says why that way). OpenCode
+// OPENCODE_CONFIG (agentwrap/agents/opencode.py says why that way). OpenCode
 // (1.18.33) has no command hooks, only plugins; this one turns the plugin
 // events agentwrap needs into runs of agentwrap's own hook command, the one
 // Claude Code or Qwen Code runs (the native client agentwrap-hook, or

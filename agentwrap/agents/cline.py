@@ -1,0 +1,109 @@
+"""Cline CLI (``patterns/cline.toml``): hook executables in a private ``CLINE_DIR``.
+
+3.0.65 runs the executables in ``$CLINE_DIR/hooks`` (``~/.cline/hooks``; also a
+workspace's ``.clinerules/hooks``), one per event, named after it;
+``--hooks-dir`` only sets a variable nothing reads. So the launch gets a
+private ``CLINE_DIR``: a ``hooks/`` of agentwrap's scripts beside links to the
+person's own hook files, every other entry of their Cline dir linked, and
+``CLINE_DATA_DIR`` at their data dir (providers, sessions: where they always
+are). Its payloads are its own shape (``hookName``, ``taskId``, ``agent_id`` in
+every payload, ``parent_agent_id`` set inside a subagent, the reply in
+``turn.outputText``); it reads a top-level ``contextModification``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from .base import CONTEXT, TYPED, Agent, StartContext
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .launch import Launch
+
+NAME = "cline"
+DIR_ENV = "CLINE_DIR"
+DATA_ENV = "CLINE_DATA_DIR"
+#: The extensions Cline 3.0.65 runs a hook file with (a file without one: bash).
+HOOK_SUFFIXES = ("", ".sh", ".bash", ".zsh")
+
+
+def cline_dir(env: Mapping[str, str]) -> Path:
+    """The person's Cline dir: ``CLINE_DIR`` or ``~/.cline``."""
+    from .launch import agent_dir
+
+    return agent_dir(env, DIR_ENV, ".cline")
+
+
+def register(launch: Launch) -> None:
+    """A private ``CLINE_DIR`` whose ``hooks/`` holds agentwrap's hook scripts
+    and links to the person's own hook files."""
+    from ..paths import private_dir, write_private
+    from .launch import link_dir
+
+    out = launch.out
+    if not launch.hooks:
+        return
+    own = cline_dir(launch.env)
+    private = launch.folder / "cline-dir"
+    theirs: list[Path] = []
+    try:
+        theirs = sorted(p for p in (own / "hooks").iterdir())
+    except OSError:
+        pass
+    taken = {p.name.lower() for p in theirs}
+    if not out.dry_run:
+        link_dir(own, private, "hooks")
+        private_dir(private / "hooks", repair=True)
+        for entry in theirs:
+            (private / "hooks" / entry.name).symlink_to(entry)
+    for e in AGENT.hook_events:
+        # a name of its own beside a hook file of theirs for the same event (both run)
+        name = next(e + x for x in HOOK_SUFFIXES if (e + x).lower() not in taken)
+        script = private / "hooks" / name
+        command = launch.command(e)
+        if not out.dry_run:
+            write_private(script, f"#!/bin/sh\n{command}\n".encode())
+            script.chmod(0o700)
+        out.files.append(script)
+    out.env[DIR_ENV] = str(private)
+    if not launch.env.get(DATA_ENV, "").strip():
+        out.env[DATA_ENV] = str(own / "data")  # providers, sessions: where they are
+    out.notes.append(f"hooks: through a private CLINE_DIR ({private}): your Cline dir linked,"
+                     " agentwrap's hooks beside yours")
+    out.channels.insert(0, "hooks")
+
+
+def normalise(payload: dict[str, Any]) -> dict[str, Any]:
+    """Its reply (``turn.outputText``) as ``last_assistant_message``, so a turn's end
+    finds its ACKs and the handoff notes its last reply."""
+    turn = payload.get("turn")
+    reply = turn.get("outputText") if isinstance(turn, dict) else None
+    if isinstance(reply, str) and "last_assistant_message" not in payload:
+        return {**payload, "last_assistant_message": reply}
+    return payload
+
+
+AGENT = Agent(
+    name=NAME,
+    hook_events=("PostToolUse", "TaskStart", "TaskComplete", "SessionShutdown"),
+    events={  # its own names (Cline CLI 3.0.65, executables in a private CLINE_DIR/hooks)
+        "TaskStart": "prompt_submitted",  # each prompt starts a run (in the background)
+        "PostToolUse": CONTEXT,  # waited for; contextModification follows the tool result
+        "TaskComplete": "turn_end",  # reply in turn.outputText (in the background)
+        # a turn cancelled with Esc ends in this one (3.0.65 runs no TaskCancel then)
+        "SessionShutdown": "turn_end",
+    },
+    flat_context="contextModification",
+    # Cline names every run's agent in agent_id, a subagent's parent in parent_agent_id
+    subagent_field="parent_agent_id",
+    normalise=normalise,
+    prompt_from_history=True,
+    start_context=StartContext("typed", f"{TYPED}: Cline 3.0.65 has no session-start hook"),
+    register=register,
+)
+
+__all__ = ["AGENT", "DATA_ENV", "DIR_ENV", "HOOK_SUFFIXES", "NAME", "cline_dir", "normalise",
+           "register"]
