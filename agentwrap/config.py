@@ -46,6 +46,12 @@ Example::
     [notify]                    # user config only: when an agent waits for you
     on_waiting_input = "notify-me --json"   # run with the question as JSON on stdin
     renotify_after_s = 300
+    urls = ["ntfy://ntfy.sh/my-agents"]      # Apprise URLs: ntfy, tgram, slack, mailto, ...
+    events = ["waiting", "failed", "exited", "unreachable"]
+
+    [answers]                   # user config only: a question nobody answers
+    on_timeout = "deny"         # or "leave" (the default)
+    timeout_s = 900
 
     [[answer_rules]]            # user config only: answer some questions automatically
     name = "tests"              # (agentwrap.answers.rules says how they are matched)
@@ -197,6 +203,23 @@ class NotifyConfig:
     renotify_after_s: float = 300.0  # the same question still open: tell again (0: never)
     desktop: bool = True  # notify-send, where there is one
     tmux_message: bool = True  # a message on the tmux status line of attached clients
+    # push services, as Apprise URLs (ntfy://, tgram://, slack://, mailto://, ...): they
+    # hold secrets, so they are never printed (agentwrap.delivery.notices.redact)
+    urls: tuple[str, ...] = ()
+    # which events reach the urls: waiting (for an answer), failed (a message escalated
+    # or failed), exited (an agent exited unexpectedly), unreachable (a host went silent)
+    events: tuple[str, ...] = ("waiting", "failed", "exited", "unreachable")
+    send_timeout_s: float = 10.0  # one send to one service gives up after this (then retried)
+
+
+@dataclass(frozen=True)
+class AnswersConfig:
+    """``[answers]``: what becomes of a question nobody answers (user config only)."""
+
+    # after timeout_s with no answer: "deny" (the dialog's deny keys, recorded as an
+    # answer of rule "on_timeout") or "leave" it open; an "ask" rule still leaves it
+    on_timeout: str = "leave"
+    timeout_s: float = 0.0  # 0: never
 
 
 @dataclass(frozen=True)
@@ -278,6 +301,7 @@ class Config:
     host: HostConfig = field(default_factory=HostConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
+    answers: AnswersConfig = field(default_factory=AnswersConfig)
     continuity: ContinuityConfig = field(default_factory=ContinuityConfig)
     # [sources]: per source, the only source ids it may send as (webhook =
     # ["github", "ci"]); a source not named is not restricted. User config only.
@@ -301,14 +325,16 @@ class Config:
 _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "store": StoreConfig,
     "host": HostConfig, "trust": TrustConfig,
-    "notify": NotifyConfig, "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
+    "notify": NotifyConfig, "answers": AnswersConfig, "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
 }
 COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
-USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store",
+USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answers", "answer_rules", "dashboard", "store",
                       "host")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 STEER_MODES = ("off", "high", "all")
+ON_TIMEOUT = ("deny", "leave")
+NOTIFY_EVENTS = ("waiting", "failed", "exited", "unreachable")
 
 
 def _coerce(value: Any, default: Any, where: str) -> Any:
@@ -389,6 +415,11 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             except ValueError as exc:
                 raise ConfigError(f"notify.on_waiting_input: cannot split it into words: {exc}",
                                   hint="quote it like a shell command line") from None
+        if section == "notify":
+            _check_notify(changes, dotted_section(where, section))
+        if section == "answers" and changes.get("on_timeout", "leave") not in ON_TIMEOUT:
+            raise ConfigError(f"{dotted_section(where, section)}.on_timeout: must be one of"
+                              f" {', '.join(ON_TIMEOUT)}, got {changes['on_timeout']!r}")
         if section == "trust":
             _check_sources(changes.get("raw_sources", ()), f"{dotted_section(where, section)}.raw_sources")
             _check_sources(tuple(n.split(":", 1)[0] for n in changes.get("instruction_sources", ())),
@@ -422,6 +453,20 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
 
 def dotted_section(where: str, section: str) -> str:
     return f"{where + '.' if where else ''}{section}"
+
+
+def _check_notify(changes: Mapping[str, Any], where: str) -> None:
+    """``[notify] urls`` look like URLs (shown redacted: they hold secrets) and
+    ``events`` are known kinds."""
+    for i, url in enumerate(changes.get("urls", ())):
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+            raise ConfigError(f"{where}.urls[{i}]: not an Apprise URL (SCHEME://...)",
+                              hint="e.g. ntfy://ntfy.sh/my-topic; see the notifications docs")
+    for kind in changes.get("events", ()):
+        if kind not in NOTIFY_EVENTS:
+            raise ConfigError(f"{where}.events: unknown event {kind!r}",
+                              hint=f"known events: {', '.join(NOTIFY_EVENTS)}")
 
 
 def _check_sources(names: tuple[str, ...], where: str) -> None:

@@ -29,7 +29,10 @@ The order of the list is the order the supervisor calls each hook in
 5. Codex's app-server delivery
    (:class:`~.app_server_delivery.AppServerDelivery`), before the typing: it
    takes what is due while the agent is idle, and its batches are never typed;
-6. the delivery engine (:class:`~.parts.DeliveryPart`);
+6. the delivery engine (:class:`~.parts.DeliveryPart`), then the notice of an
+   unexpected exit (:class:`~.parts.ExitNoticePart`), sent once the end is
+   recorded; both tell the person through the same channels as telling does
+   (:mod:`agentwrap.delivery.notices`: desktop, ``[notify] urls``);
 7. the keeper of Codex's private app-server
    (:class:`~.app_server.AppServerKeeper`): starts it again when it died;
 8. the handoff record (continuity, :class:`~.parts.ContinuityPart`): kept
@@ -63,12 +66,14 @@ from ..detect.structured import structured_source
 from ..errors import InvalidMessage, UnsafePath
 from ..message import Kind, Message, Status, acknowledged
 from ..paths import Paths, check_session_name
+from ..queue.keys import host_name
 from ..terminal.base import Display, Terminal
 from .parts import (
     AnswerFolderPart,
     AnswersPart,
     ContinuityPart,
     DeliveryPart,
+    ExitNoticePart,
     HandoverPart,
     Part,
     ReadFilePart,
@@ -153,8 +158,12 @@ def build_supervisor(
             parts.append(HandoverPart(HandoverServer(
                 paths, rec.name, store, engine.audit, engine.ack_wording,
                 log=logging.getLogger("agentwrap.handover").info)))
+        from ..delivery.push import notices_of
+
+        notices = notices_of(cfg.notify)
         teller = Teller(rec.name, cfg.notify, audit,
-                        display=term.display if isinstance(term, Display) else None)
+                        display=term.display if isinstance(term, Display) else None,
+                        notices=notices, host=registry.host or rec.host or host_name(cfg.host.name))
         folder, policy = _answer_sources(paths, cfg, profile, registry, answers, rec, teller)
         parts.append(TellingPart(rec.name, teller, policy, questions))
         if folder is not None:
@@ -172,7 +181,10 @@ def build_supervisor(
                 syntax=profile.syntax, limit_chars=cfg.delivery.max_injection_bytes,
                 ack_timeout_s=cfg.delivery.ack_timeout_s,
                 steer=steer_priorities(cfg.delivery.steer)))
+        engine.escalation.notices = notices
+        engine.escalation.host = teller.host
         parts.append(DeliveryPart(engine))
+        parts.append(ExitNoticePart(rec.name, teller.host, notices))
         if rec.options.app_server:  # Codex's private app-server (issue 24): kept running
             from .app_server import AppServerKeeper
 
@@ -297,7 +309,7 @@ def _answer_sources(
     rules = LiveRules(paths, profile.name, Path(rec.cwd), cfg.answer_rules,
                       opted_in_rules(profile, trust_folder=rec.options.trust_folder))
     policy = AutoAnswer(rec.name, profile.name, rules, intake, answers, audit,
-                        announce=teller.announce, project=rec.cwd)
+                        announce=teller.announce, project=rec.cwd, on_timeout=cfg.answers)
     return folder, policy
 
 
