@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import AwEnv
-from support.delivery_kit import write_config
+from support.delivery_kit import press, write_config
 from support.notify_sinks import NtfyStandIn, SmtpSink
 from support.waiting import wait_for
 from test_answer import answered_events, choices, open_dialog
@@ -99,8 +99,8 @@ def test_a_flood_of_repaints_is_one_notice_and_repeats_follow_renotify(
     p = Push(cfg.urls)
     teller = Teller("api", cfg, AuditLog(tmp_path / "audit.log"), clock=lambda: now[0],
                     notices=Notices(cfg, push=p), host="devbox")
-    for i in range(500):  # the cursor moves, the screen repaints, a frame shows no dialog
-        teller.update(question(highlighted=1 + i % 3) if i % 7 else None)
+    for i in range(500):  # the cursor moves, the screen repaints: the same question
+        teller.update(question(highlighted=1 + i % 3))
         now[0] += 0.01
     wait_for(lambda: idle(p), 30, "the push worker idle")
     assert len(ntfy.arrived) == 1
@@ -259,7 +259,13 @@ def test_a_stand_in_asking_a_permission_is_pushed_once_with_its_command(
     audit = [json.loads(x) for x in aw.paths.audit_log.read_text().splitlines()]
     told = [a for a in audit if a["event"] == "told_waiting"]
     assert told and told[0]["question"] == q["id"] and "push" in told[0]["channels"]
-    assert len(ntfy.arrived) == 1  # the screen kept being read: still one notice
+    for key in ["Down", "Up"] * 10 + ["Down"]:  # a flood of repaints of the same dialog
+        press(aw, key)
+    wait_for(lambda: (aw.registry().get("sa").question or {}).get("highlighted") == 2, 30,
+             "the supervisor reading the repainted dialog")
+    audit = [json.loads(x) for x in aw.paths.audit_log.read_text().splitlines()]
+    assert len([a for a in audit if a["event"] == "told_waiting"]) == 1
+    assert len(ntfy.arrived) == 1  # one notice for the question, not one per repaint
     log_dir = aw.paths.state_dir
     for path in log_dir.rglob("*.log"):
         assert SECRET not in path.read_text(errors="replace"), path

@@ -4,9 +4,8 @@ The ``session.waiting_input`` event (with the parsed question) reaches every
 surface that listens: the API's streams, the dashboard's toast. The person may
 be in none of them, so the supervisor also tells them where they are, once per
 question (a question's id comes from its content: the cursor moving is not a
-new question; one that vanishes for a repaint and comes back within
-:data:`REPAINT_GRACE_S` is the same one), and again every ``renotify_after_s``
-while it stays open:
+new question, nor is a repaint), and again every ``renotify_after_s`` while it
+stays open:
 
 * a message on the tmux status line of any attached client;
 * the channels of :class:`~agentwrap.delivery.notices.Notices`: a desktop
@@ -45,7 +44,6 @@ from ..errors import AgentwrapError
 log = logging.getLogger("agentwrap.telling")
 
 COMMAND_TIMEOUT_S = 30.0
-REPAINT_GRACE_S = 2.0  # a question gone and back within this is the one already told
 
 
 def summary(q: Question) -> str:
@@ -77,21 +75,15 @@ class Teller:
         self._open: str | None = None  # the id of the question told about
         self._told_at = 0.0
         self._since = 0.0  # wall-clock time the open question appeared
-        self._gone_at: float | None = None  # when the told question left the screen
         self.told = 0  # how many times, for tests and `doctor`
 
     def update(self, question: Question | None, note: str = "") -> None:
         """The question on screen now (None: the agent asks nothing). ``note``:
         why no rule answered it (the answer policy vetoed or left it), told along."""
-        now = self.clock()
         if question is None:
-            if self._open is not None and self._gone_at is None:
-                self._gone_at = now
+            self._open = None  # it closed: the same question asked again is a new one
             return
-        if question.id == self._open and self._gone_at is not None \
-                and now - self._gone_at > REPAINT_GRACE_S:
-            self._open = None  # it closed: the same question again is a new one
-        self._gone_at = None
+        now = self.clock()
         if question.id != self._open:
             self._open, self._told_at, self._since = question.id, now, self.wall()
             self._tell(question, again=False, note=note)
