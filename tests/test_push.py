@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from conftest import AwEnv
-from support.delivery_kit import press, write_config
+from support.delivery_kit import history, press, write_config
 from support.notify_sinks import NtfyStandIn, SmtpSink
 from support.waiting import wait_for
 from test_answer import answered_events, choices, open_dialog
@@ -304,3 +304,43 @@ def test_on_timeout_leaves_what_an_ask_rule_keeps_for_the_person(aw: AwEnv) -> N
     res = aw.cli("answer", "sa", "--option", "1", "--json", "--timeout", "30")
     assert res.returncode == 0, res.stderr
     assert [c["choice"] for c in choices(aw)] == ["chose 1. Yes"]  # never denied meanwhile
+
+
+def test_an_escalated_message_and_an_unexpected_exit_are_pushed(
+        aw: AwEnv, ntfy: NtfyStandIn) -> None:
+    write_config(aw, fallback_after=2, remove_fallback_on_delivery=False, notify_on_failure=True)
+    with open(aw.paths.config_file, "a", encoding="utf-8") as f:
+        f.write(f'\n[notify]\ndesktop = false\nurls = ["{ntfy.url()}"]\n'
+                'events = ["failed", "exited"]\n\n[host]\nname = "devbox"\n')
+    (aw.project / "AGENTS.md").write_text("# My project\n", encoding="utf-8")
+    aw.start_standin("sa", "--never-ack", "--exit-code", "3")
+    aw.wait_state("sa", "ready")
+    res = aw.cli("send", "sa", "nobody acknowledges me", "--ack", "--wait", "--timeout", "90")
+    assert res.stdout.startswith("escalated"), (res.stdout, res.stderr)
+    (failed,) = wait_for(lambda: ntfy.arrived, 30, "the escalation's notice")
+    assert "Delivery failed: sa on devbox" in failed.text
+    assert "context was written to AGENTS.md" in failed.text
+    wait_for(lambda: len(history(aw)) == 2 and all(
+        m["status"] not in ("queued", "pending", "delivering") for m in history(aw).values()),
+        60, "the fallback notice's delivery ended")
+    aw.wait_state("sa", "ready", timeout=60)
+    press(aw, "C-d")  # the stand-in ends with its --exit-code
+    wait_for(lambda: len(ntfy.arrived) == 2, 60, "the exit's notice")
+    assert "Agent exited: sa on devbox" in ntfy.arrived[1].text
+    assert "the agent exited with status 3" in ntfy.arrived[1].text
+
+
+def test_a_stop_or_a_clean_exit_is_no_unexpected_exit(aw: AwEnv, ntfy: NtfyStandIn) -> None:
+    notify_config(aw, f'\n[notify]\ndesktop = false\nurls = ["{ntfy.url()}"]\n')
+    aw.start_standin("sa", "--exit-code", "3")
+    aw.start_standin("sb")  # exits 0 on Ctrl-D: expected too
+    aw.start_standin("sc", "--exit-code", "3")
+    for name in ("sa", "sb", "sc"):
+        aw.wait_state(name, "ready")
+    aw.cli("stop", "sa", check=True)
+    press(aw, "C-d", name="sb")
+    aw.wait_state("sb", "exited", timeout=60)
+    press(aw, "C-d", name="sc")  # the one unexpected exit, told last
+    wait_for(lambda: [a for a in ntfy.arrived if "sc on" in a.text], 60, "sc's exit notice")
+    assert [a.text.split("\n")[0] for a in ntfy.arrived] == [
+        f"Agent exited: sc on {aw.registry().host}"]
