@@ -344,3 +344,42 @@ def test_a_stop_or_a_clean_exit_is_no_unexpected_exit(aw: AwEnv, ntfy: NtfyStand
     wait_for(lambda: [a for a in ntfy.arrived if "sc on" in a.text], 60, "sc's exit notice")
     assert [a.text.split("\n")[0] for a in ntfy.arrived] == [
         f"Agent exited: sc on {aw.registry().host}"]
+
+
+# --- a host of the shared store falls silent: one notice per silence -----------------------
+
+
+def test_a_host_that_falls_silent_is_pushed_once(tmp_path: Any, pg_url: str,
+                                                 ntfy: NtfyStandIn) -> None:
+    import os
+    import time
+    from pathlib import Path
+
+    from agentwrap.queue.backend import open_database
+    from agentwrap.sessions import hosts
+    from agentwrap.sessions.compose import _tell_silent_hosts
+    from agentwrap.sessions.registry import Registry
+
+    Registry(tmp_path / "q.db", url=pg_url, host="alpha").close()  # the hosts' tables
+    db = open_database(Path(os.devnull), pg_url)
+    cfg = NotifyConfig(urls=(ntfy.url(),), desktop=False)
+    p = Push(cfg.urls)
+    before = list(hosts.HostBeat.listeners)
+    try:
+        _tell_silent_hosts(Notices(cfg, push=p))
+        alpha = hosts.HostBeat(db, "alpha", 1.0, pg_url)
+        now = time.time()
+        hosts.beat(db, "alpha", 1.0, now=now)
+        hosts.beat(db, "beta", 1.0, now=now)
+        assert alpha.watch(now) == []  # the first look only learns who is up
+        assert [h.name for h in alpha.watch(now + 10)] == ["beta"]  # past 3 periods: silent
+        assert alpha.watch(now + 20) == []  # still silent: told once
+        wait_for(lambda: ntfy.arrived, 30, "the host's notice")
+        hosts.beat(db, "beta", 1.0, now=now + 30)  # back, and silent again: told again
+        assert alpha.watch(now + 30) == []
+        assert [h.name for h in alpha.watch(now + 40)] == ["beta"]
+        wait_for(lambda: len(ntfy.arrived) == 2, 30, "the second silence's notice")
+    finally:
+        hosts.HostBeat.listeners[:] = before
+        db.close()
+    assert ntfy.arrived[0].text.startswith("Host unreachable: beta\nHost beta: no heartbeat since")

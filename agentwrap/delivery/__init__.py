@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .notices import event_notice as event_notice
     from .notices import redact as redact
     from .notices import waiting_notice as waiting_notice
+    from .notices import when as when
     from .push import check_urls as check_urls
     from .push import notices_of as notices_of
     from .read_channel import FILE_NAME as FILE_NAME
@@ -91,6 +92,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "event_notice",
         "redact",
         "waiting_notice",
+        "when",
     ),
     "push": ("check_urls", "notices_of"),
     "read_channel": ("FILE_NAME", "ReadFileChannel"),

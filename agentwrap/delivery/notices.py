@@ -170,8 +170,9 @@ def event_notice(event: Event, session: str, host: str, what: str, key: str,
     """The notice of anything but a question (a failure, an exit, a silent host)."""
     heads = {Event.FAILED: "Delivery failed", Event.EXITED: "Agent exited",
              Event.UNREACHABLE: "Host unreachable", Event.WAITING: "Waiting"}
-    body = f"Session {session} on host {host}: {what}\nSince {when(since)}"
-    return Notice(event, session, host, f"{heads[event]}: {session} on {host}", body, key, since)
+    who = f"{session} on {host}" if session else host
+    body = f"{'Session ' if session else 'Host '}{who}: {what}\nSince {when(since)}"
+    return Notice(event, session, host, f"{heads[event]}: {who}", body, key, since)
 
 
 class Notices:

@@ -89,7 +89,9 @@ if TYPE_CHECKING:
     from ..answers.store import AnswerStore
     from ..answers.telling import Teller
     from ..continuity.collect import Collector
+    from ..delivery.notices import Notices
     from ..detect.app_server_state import AppServerState
+    from .hosts import HostSeen
 
 log = logging.getLogger("agentwrap.session")
 
@@ -161,6 +163,7 @@ def build_supervisor(
         from ..delivery.push import notices_of
 
         notices = notices_of(cfg.notify)
+        _tell_silent_hosts(notices)
         teller = Teller(rec.name, cfg.notify, audit,
                         display=term.display if isinstance(term, Display) else None,
                         notices=notices, host=registry.host or rec.host or host_name(cfg.host.name))
@@ -205,6 +208,30 @@ def build_supervisor(
     except BaseException:
         shared.close(None)
         raise
+
+
+_silent_hosts_told: list[Notices] = []  # the notices this process tells silent hosts to
+
+
+def _tell_silent_hosts(notices: Notices) -> None:
+    """A host of the shared store that falls silent (its heartbeat past its
+    deadline) is told to the person as ``[notify]``'s "unreachable" event: by
+    this process's beat (one per process, whatever its sessions), once per silence."""
+    from .hosts import HostBeat
+
+    _silent_hosts_told[:] = [notices]  # the config as it is now
+    if _told_silent not in HostBeat.listeners:
+        HostBeat.listeners.append(_told_silent)
+
+
+def _told_silent(seen: HostSeen) -> None:
+    from ..delivery.notices import Event, event_notice, when
+
+    for notices in _silent_hosts_told:
+        notices.tell(event_notice(
+            Event.UNREACHABLE, "", seen.name,
+            f"no heartbeat since {when(seen.heartbeat)}: its sessions may be stalled",
+            f"host:{seen.name}", seen.heartbeat))
 
 
 def _woken_by_other_hosts(paths: Paths) -> Callable[[str], object]:

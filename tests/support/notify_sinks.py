@@ -29,6 +29,7 @@ class Arrived:
     headers: dict[str, str]
     body: bytes
     at: float = field(default_factory=time.monotonic)
+    wall: float = field(default_factory=time.time)  # to compare with another process's stamps
 
     @property
     def json(self) -> dict[str, Any]:
