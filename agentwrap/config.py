@@ -46,6 +46,13 @@ Example::
     [notify]                    # user config only: when an agent waits for you
     on_waiting_input = "notify-me --json"   # run with the question as JSON on stdin
     renotify_after_s = 300
+    urls = ["ntfy://ntfy.sh/my-agents"]      # Apprise URLs: ntfy, tgram, slack, mailto, ...
+    events = ["waiting", "failed", "exited", "unreachable"]
+
+    [answers]                   # user config only: a question nobody answers
+    on_timeout = "deny"         # or "leave" (the default)
+    timeout_s = 900
+    link_ttl_s = 900            # a one-tap answer link works this long (once)
 
     [chat.telegram]             # user config only: `agentwrap chat telegram`, both ways
     token_file = "~/.config/agentwrap/telegram.token"   # 0600; or AGENTWRAP_TELEGRAM_TOKEN
@@ -53,9 +60,6 @@ Example::
 
     [serve]                     # user config only
     public_url = "https://aw.example.net"  # how a phone reaches `serve`: one-tap links use it
-
-    [answers]                   # user config only
-    link_ttl_s = 900            # a one-tap answer link works this long (once)
 
     [[answer_rules]]            # user config only: answer some questions automatically
     name = "tests"              # (agentwrap.answers.rules says how they are matched)
@@ -208,6 +212,25 @@ class NotifyConfig:
     renotify_after_s: float = 300.0  # the same question still open: tell again (0: never)
     desktop: bool = True  # notify-send, where there is one
     tmux_message: bool = True  # a message on the tmux status line of attached clients
+    # push services, as Apprise URLs (ntfy://, tgram://, slack://, mailto://, ...): they
+    # hold secrets, so they are never printed (agentwrap.delivery.notices.redact)
+    urls: tuple[str, ...] = ()
+    # which events reach the urls: waiting (for an answer), failed (a message escalated
+    # or failed), exited (an agent exited unexpectedly), unreachable (a host went silent)
+    events: tuple[str, ...] = ("waiting", "failed", "exited", "unreachable")
+    send_timeout_s: float = 10.0  # one send to one service gives up after this (then retried)
+
+
+@dataclass(frozen=True)
+class AnswersConfig:
+    """``[answers]``: what becomes of a question nobody answers, and how long a
+    one-tap link answers one (user config only)."""
+
+    # after timeout_s with no answer: "deny" (the dialog's deny keys, recorded as an
+    # answer of rule "on_timeout") or "leave" it open; an "ask" rule still leaves it
+    on_timeout: str = "leave"
+    timeout_s: float = 0.0  # 0: never
+    link_ttl_s: float = 900.0  # a one-tap answer link (agentwrap.answers.links) expires after this long
 
 
 @dataclass(frozen=True)
@@ -220,13 +243,6 @@ class TelegramConfig:
     chat_ids: tuple[int, ...] = ()  # the only chats heard; others are ignored and logged
     api_url: str = "https://api.telegram.org"  # the Bot API's address (a local Bot API server)
     poll_timeout_s: float = 25.0  # getUpdates' long poll (Telegram holds it this long)
-
-
-@dataclass(frozen=True)
-class AnswersConfig:
-    """How answers may come from elsewhere than a terminal (agentwrap.answers.links)."""
-
-    link_ttl_s: float = 900.0  # a one-tap answer link expires after this long
 
 
 @dataclass(frozen=True)
@@ -350,6 +366,8 @@ USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard",
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 STEER_MODES = ("off", "high", "all")
+ON_TIMEOUT = ("deny", "leave")
+NOTIFY_EVENTS = ("waiting", "failed", "exited", "unreachable")
 
 
 def _coerce(value: Any, default: Any, where: str) -> Any:
@@ -439,6 +457,11 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
             except ValueError as exc:
                 raise ConfigError(f"notify.on_waiting_input: cannot split it into words: {exc}",
                                   hint="quote it like a shell command line") from None
+        if section == "notify":
+            _check_notify(changes, dotted_section(where, section))
+        if section == "answers" and changes.get("on_timeout", "leave") not in ON_TIMEOUT:
+            raise ConfigError(f"{dotted_section(where, section)}.on_timeout: must be one of"
+                              f" {', '.join(ON_TIMEOUT)}, got {changes['on_timeout']!r}")
         if section == "trust":
             _check_sources(changes.get("raw_sources", ()), f"{dotted_section(where, section)}.raw_sources")
             _check_sources(tuple(n.split(":", 1)[0] for n in changes.get("instruction_sources", ())),
@@ -479,6 +502,20 @@ def _check_public_url(url: str) -> None:
 
 def dotted_section(where: str, section: str) -> str:
     return f"{where + '.' if where else ''}{section}"
+
+
+def _check_notify(changes: Mapping[str, Any], where: str) -> None:
+    """``[notify] urls`` look like URLs (shown redacted: they hold secrets) and
+    ``events`` are known kinds."""
+    for i, url in enumerate(changes.get("urls", ())):
+        scheme = url.split("://", 1)[0] if "://" in url else ""
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+            raise ConfigError(f"{where}.urls[{i}]: not an Apprise URL (SCHEME://...)",
+                              hint="e.g. ntfy://ntfy.sh/my-topic; see the notifications docs")
+    for kind in changes.get("events", ()):
+        if kind not in NOTIFY_EVENTS:
+            raise ConfigError(f"{where}.events: unknown event {kind!r}",
+                              hint=f"known events: {', '.join(NOTIFY_EVENTS)}")
 
 
 def _check_sources(names: tuple[str, ...], where: str) -> None:

@@ -15,7 +15,13 @@ per question:
 * an answer the intake refuses (a label the question does not have) is audited
   (``policy_failed``) and the person is told as if there were no rule.
 
-Nothing is ever answered because time passed, unless a rule has ``after_s``.
+Nothing is ever answered because time passed, unless a rule has ``after_s``,
+or ``[answers] on_timeout = "deny"`` with ``timeout_s`` (per agent in
+``[profiles.NAME.answers]``): then a question nobody answered within
+``timeout_s`` is denied, once, through the same intake as any answer (source
+``policy``, rule :data:`ON_TIMEOUT`, audited ``policy_answered``), unless an
+``ask`` rule of the person's matches it (nobody but the person answers those).
+A deny is never vetoed by the deny-list: it runs nothing.
 Such a rule must fire when its time comes, not when the supervisor next happens
 to look (a settled screen is looked at only every ``idle_tick_s``, 10 s): so
 :meth:`AutoAnswer.due` tells the supervisor when the next ``after_s`` of the
@@ -30,7 +36,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..audit import AuditLog
-from ..config import AnswerRule
+from ..config import AnswerRule, AnswersConfig
 from ..detect.question import Question
 from ..errors import AgentwrapError
 from .actions import AnswerAction, AnswerStatus, OptionAnswer, OptionsAnswer
@@ -42,6 +48,9 @@ from .telling import summary
 
 log = logging.getLogger("agentwrap.policy")
 
+ON_TIMEOUT = "on_timeout"  # the rule an answer on timeout is recorded with
+NO_TIMEOUT = AnswersConfig()  # questions stay open until someone answers
+
 
 class AutoAnswer:
     """The policy of one session."""
@@ -51,6 +60,7 @@ class AutoAnswer:
         rules: Sequence[AnswerRule] | Callable[[], Sequence[AnswerRule]], intake: AnswerIntake,
         answers: AnswerStore, audit: AuditLog, *, announce: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic, project: str = "",
+        on_timeout: AnswersConfig = NO_TIMEOUT,
     ) -> None:
         self.session = session
         # the session's folder: the deny-list holds what deletes or moves outside it
@@ -69,6 +79,8 @@ class AutoAnswer:
         self._done = False
         self._answer_id: str | None = None
         self.note = ""  # why the open question was not answered automatically
+        self.on_timeout = on_timeout
+        self._timeout_done = False  # on_timeout was applied (or declined) for the open question
         self.decisions: list[Decision] = []  # for tests and the log
 
     def update(self, question: Question | None) -> bool:
@@ -78,10 +90,8 @@ class AutoAnswer:
             self._open = question.id if question else None
             self._opened_at = self.clock()
             self._done, self._answer_id, self.note = False, None, ""
+            self._timeout_done = False
         if question is None:
-            return False
-        rules = self.rules
-        if not rules:
             return False
         if self._answer_id is not None:
             try:
@@ -89,24 +99,47 @@ class AutoAnswer:
             except (KeyError, AgentwrapError):
                 return False
             return status in (AnswerStatus.PENDING, AnswerStatus.APPLIED)
-        if self._done:
+        rules = self.rules
+        if rules and not self._done:
+            self._looked_at = self.clock()
+            decision = decide(question, self.agent, rules,
+                              open_for_s=self._looked_at - self._opened_at, where=self.where)
+            if decision is None:
+                self._done = not _timed(rules)  # a rule with after_s may match later
+            else:
+                self._done = True
+                self.decisions.append(decision)
+                if not decision.holds:
+                    return self._answer(question, decision)
+                self.note = decision.reason
+                log.info("question %s left to the person: %s", question.id, decision.reason)
+                self.audit.write(event="policy_held", session=self.session,
+                                 question=question.id, rule=decision.rule,
+                                 vetoed=decision.vetoed, reason=decision.reason,
+                                 command=question.command or "")
+        return self._timed_out(question, rules)
+
+    def _timed_out(self, q: Question, rules: Sequence[AnswerRule]) -> bool:
+        """``[answers] on_timeout = "deny"``: the question has been open ``timeout_s``."""
+        cfg = self.on_timeout
+        if cfg.on_timeout != "deny" or cfg.timeout_s <= 0 or self._timeout_done:
             return False
-        self._looked_at = self.clock()
-        decision = decide(question, self.agent, rules,
-                          open_for_s=self._looked_at - self._opened_at, where=self.where)
-        if decision is None:
-            self._done = not _timed(rules)  # a rule with after_s may match later
+        self._looked_at = now = self.clock()
+        if now - self._opened_at < cfg.timeout_s:
             return False
-        self._done = True
+        self._timeout_done = True
+        asked = decide(q, self.agent, [r for r in rules if r.ask], open_for_s=float("inf"),
+                       where=self.where)
+        if asked is not None:  # the person's own deny-list: nobody else answers it
+            log.info("question %s not denied on timeout: %s", q.id, asked.reason)
+            self.audit.write(event="policy_held", session=self.session, question=q.id,
+                             rule=ON_TIMEOUT, vetoed="", reason=asked.reason,
+                             command=q.command or "")
+            return False
+        decision = Decision(ON_TIMEOUT, {"deny": True},
+                            f"nobody answered in {cfg.timeout_s:g} s: deny ({ON_TIMEOUT})")
         self.decisions.append(decision)
-        if decision.holds:
-            self.note = decision.reason
-            log.info("question %s left to the person: %s", question.id, decision.reason)
-            self.audit.write(event="policy_held", session=self.session, question=question.id,
-                             rule=decision.rule, vetoed=decision.vetoed, reason=decision.reason,
-                             command=question.command or "")
-            return False
-        return self._answer(question, decision)
+        return self._answer(q, decision)
 
     @property
     def rules(self) -> tuple[AnswerRule, ...]:
@@ -116,9 +149,13 @@ class AutoAnswer:
     def due(self) -> float | None:
         """When (on :attr:`clock`) a rule's ``after_s`` next falls due for the open
         question, if the rules are still to be read again then; None: nothing to wait for."""
-        if self._open is None or self._done or self._answer_id is not None:
+        if self._open is None or self._answer_id is not None:
             return None
-        times = [self._opened_at + r.after_s for r in self.rules if r.after_s > 0]
+        times = [] if self._done else [self._opened_at + r.after_s for r in self.rules
+                                       if r.after_s > 0]
+        cfg = self.on_timeout
+        if cfg.on_timeout == "deny" and cfg.timeout_s > 0 and not self._timeout_done:
+            times.append(self._opened_at + cfg.timeout_s)
         later = [t for t in times if t > self._looked_at]
         return min(later) if later else None
 

@@ -4,10 +4,15 @@ The ``session.waiting_input`` event (with the parsed question) reaches every
 surface that listens: the API's streams, the dashboard's toast. The person may
 be in none of them, so the supervisor also tells them where they are, once per
 question (a question's id comes from its content: the cursor moving is not a
-new question), and again every ``renotify_after_s`` while it stays open:
+new question, nor is a repaint), and again every ``renotify_after_s`` while it
+stays open:
 
 * a message on the tmux status line of any attached client;
-* a desktop notification (``notify-send``), where there is one;
+* the channels of :class:`~agentwrap.delivery.notices.Notices`: a desktop
+  notification (``notify-send``), where there is one, and the push services of
+  ``[notify] urls`` (Apprise: ntfy, Telegram, Slack, e-mail, ...), with which
+  session on which host, what it asks (the exact command, the options), since
+  when, and the links that answer it when one-tap links are wired in;
 * the user's own command, ``[notify] on_waiting_input``, with the question as
   JSON on stdin and ``AGENTWRAP_SESSION`` / ``AGENTWRAP_QUESTION_ID`` in its
   environment: a phone push, a chat message, a sound. It is split into words
@@ -32,6 +37,7 @@ from collections.abc import Callable
 from ..audit import AuditLog
 from ..config import NotifyConfig
 from ..delivery.fallback import notify_desktop
+from ..delivery.notices import NO_LINKS, AnswerLinks, Notices, waiting_notice
 from ..detect.question import Question
 from ..errors import AgentwrapError
 
@@ -54,25 +60,32 @@ class Teller:
         self, session: str, config: NotifyConfig, audit: AuditLog, *,
         display: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        notices: Notices | None = None, host: str = "", links: AnswerLinks = NO_LINKS,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self.session = session
         self.config = config
         self.audit = audit
         self.display = display
         self.clock = clock
+        self.wall = wall
+        self.notices = notices if notices is not None else Notices(config, push=None)
+        self.host = host
+        self.links = links
         self._open: str | None = None  # the id of the question told about
         self._told_at = 0.0
+        self._since = 0.0  # wall-clock time the open question appeared
         self.told = 0  # how many times, for tests and `doctor`
 
     def update(self, question: Question | None, note: str = "") -> None:
         """The question on screen now (None: the agent asks nothing). ``note``:
         why no rule answered it (the answer policy vetoed or left it), told along."""
         if question is None:
-            self._open = None
+            self._open = None  # it closed: the same question asked again is a new one
             return
         now = self.clock()
         if question.id != self._open:
-            self._open, self._told_at = question.id, now
+            self._open, self._told_at, self._since = question.id, now, self.wall()
             self._tell(question, again=False, note=note)
         elif self.config.renotify_after_s > 0 and now - self._told_at >= self.config.renotify_after_s:
             self._told_at = now
@@ -86,7 +99,7 @@ class Teller:
                 self.display(line)
             except (OSError, AgentwrapError) as exc:
                 log.debug("tmux message failed: %s", exc)
-        if self.config.desktop:
+        if self.notices.desktop:
             notify_desktop(f"{self.session}: answered automatically", line)
 
     def _tell(self, q: Question, *, again: bool, note: str = "") -> None:
@@ -101,8 +114,8 @@ class Teller:
                 channels.append("tmux")
             except (OSError, AgentwrapError) as exc:  # a courtesy, never a failure
                 log.debug("tmux message failed: %s", exc)
-        if self.config.desktop and notify_desktop(f"{self.session} waits for you", summary(q)):
-            channels.append("desktop")
+        channels += self.notices.tell(waiting_notice(
+            self.session, self.host, q, self._since, again=again, note=note, links=self.links))
         if self.config.on_waiting_input and self._run_command(q, again=again):
             channels.append("command")
         self.audit.write(event="told_waiting", session=self.session, question=q.id,

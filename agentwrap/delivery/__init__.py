@@ -17,7 +17,10 @@ choice of the last resort (``escalation``) and what the engine needs of the
 layer above, as protocols (``seams``). Beside the typing: which channel
 carries the messages while the agent works (``choice``), handing them over
 as text a reader shows the model itself (``handover``) and Aider's read file
-(``read_channel``).
+(``read_channel``). What the person hears of, wherever they are (a question,
+a failure, an exit, a silent host), goes through one seam (``notices``): the
+desktop and the push services of ``[notify] urls``, sent through Apprise from
+worker threads (``push``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,17 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .handover import claim as claim
     from .handover import compose as compose
     from .handover import started as started
+    from .notices import NO_LINKS as NO_LINKS
+    from .notices import AnswerLinks as AnswerLinks
+    from .notices import Event as Event
+    from .notices import Notice as Notice
+    from .notices import Notices as Notices
+    from .notices import event_notice as event_notice
+    from .notices import redact as redact
+    from .notices import waiting_notice as waiting_notice
+    from .notices import when as when
+    from .push import check_urls as check_urls
+    from .push import notices_of as notices_of
     from .read_channel import FILE_NAME as FILE_NAME
     from .read_channel import ReadFileChannel as ReadFileChannel
     from .seams import AnswerDriver as AnswerDriver
@@ -72,6 +86,18 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "handover",
         "started",
     ),
+    "notices": (
+        "AnswerLinks",
+        "Event",
+        "NO_LINKS",
+        "Notice",
+        "Notices",
+        "event_notice",
+        "redact",
+        "waiting_notice",
+        "when",
+    ),
+    "push": ("check_urls", "notices_of"),
     "read_channel": ("FILE_NAME", "ReadFileChannel"),
     "seams": ("AnswerDriver", "Asking", "DraftFlag", "Driver"),
 }

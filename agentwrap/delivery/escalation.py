@@ -22,7 +22,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..audit import AuditLog
-from ..config import DeliveryConfig
+from ..config import DeliveryConfig, NotifyConfig
 from ..detect.neutralise import neutralise
 from ..detect.profiles import Profile
 from ..errors import AgentwrapError, BackendError, FallbackError, MessageNotFound
@@ -43,12 +43,12 @@ from ..terminal.base import Display
 from .fallback import (
     FallbackEntry,
     WriteResult,
-    notify_desktop,
     read_section,
     remove_section,
     write_section,
 )
 from .framing import Injection
+from .notices import Event, Notices, event_notice
 from .outcome import Outcome
 from .seams import Driver
 
@@ -83,6 +83,9 @@ class Escalation:
         self.audit = audit
         self.lock_dir = lock_dir  # for the fallback file's lock (None: the runtime dir)
         self.clock = clock
+        # where the person hears of it (desktop, push services: set by the composition root)
+        self.notices = Notices(NotifyConfig(), push=None)
+        self.host = ""
 
     def removes_fallback(self) -> bool:
         """The section goes once a notice of it is acknowledged (else it stays)."""
@@ -196,15 +199,17 @@ class Escalation:
             m.id, neutralise(m.label, syntax), m.created, neutralise(m.content, syntax)
         )
 
-    def _tell(self, sup: Driver | None, line: str) -> None:
-        """Tell the person: the tmux status line, and a desktop notification."""
+    def _tell(self, sup: Driver | None, line: str, key: str = "") -> None:
+        """Tell the person: the tmux status line, and the notices' channels
+        (a desktop notification, the push services); ``key``: the messages."""
         if sup is not None and isinstance(sup.term, Display):
             try:
                 sup.term.display(f"agentwrap: {line}")
             except BackendError:
                 pass
         if self.cfg.notify_on_failure:
-            notify_desktop(f"agentwrap: {self.session}", line)
+            self.notices.tell(event_notice(Event.FAILED, self.session, self.host, line,
+                                           key or line, self.clock()))
 
     def _notify(self, sup: Driver | None, fname: str, msgs: list[Message]) -> None:
         """Announce an escalation, and queue a notice for the agent.

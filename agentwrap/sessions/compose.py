@@ -29,7 +29,10 @@ The order of the list is the order the supervisor calls each hook in
 5. Codex's app-server delivery
    (:class:`~.app_server_delivery.AppServerDelivery`), before the typing: it
    takes what is due while the agent is idle, and its batches are never typed;
-6. the delivery engine (:class:`~.parts.DeliveryPart`);
+6. the delivery engine (:class:`~.parts.DeliveryPart`), then the notice of an
+   unexpected exit (:class:`~.parts.ExitNoticePart`), sent once the end is
+   recorded; both tell the person through the same channels as telling does
+   (:mod:`agentwrap.delivery.notices`: desktop, ``[notify] urls``);
 7. the keeper of Codex's private app-server
    (:class:`~.app_server.AppServerKeeper`): starts it again when it died;
 8. the handoff record (continuity, :class:`~.parts.ContinuityPart`): kept
@@ -63,12 +66,14 @@ from ..detect.structured import structured_source
 from ..errors import InvalidMessage, UnsafePath
 from ..message import Kind, Message, Status, acknowledged
 from ..paths import Paths, check_session_name
+from ..queue.keys import host_name
 from ..terminal.base import Display, Terminal
 from .parts import (
     AnswerFolderPart,
     AnswersPart,
     ContinuityPart,
     DeliveryPart,
+    ExitNoticePart,
     HandoverPart,
     Part,
     ReadFilePart,
@@ -85,8 +90,10 @@ if TYPE_CHECKING:
     from ..answers.store import AnswerStore
     from ..answers.telling import Teller
     from ..continuity.collect import Collector
+    from ..delivery.notices import AnswerLinks, Notices
     from ..detect.app_server_state import AppServerState
     from ..detect.detector import HookSource
+    from .hosts import HostSeen
 
 log = logging.getLogger("agentwrap.session")
 
@@ -161,8 +168,14 @@ def build_supervisor(
             parts.append(HandoverPart(HandoverServer(
                 paths, rec.name, store, engine.audit, engine.ack_wording,
                 log=logging.getLogger("agentwrap.handover").info)))
+        from ..delivery.push import notices_of
+
+        notices = notices_of(cfg.notify)
+        _tell_silent_hosts(notices)
         teller = Teller(rec.name, cfg.notify, audit,
-                        display=term.display if isinstance(term, Display) else None)
+                        display=term.display if isinstance(term, Display) else None,
+                        notices=notices, host=registry.host or rec.host or host_name(cfg.host.name),
+                        links=_answer_links(paths, cfg))
         folder, policy = _answer_sources(paths, cfg, profile, registry, answers, rec, teller)
         parts.append(TellingPart(rec.name, teller, policy, questions))
         if folder is not None:
@@ -180,7 +193,10 @@ def build_supervisor(
                 syntax=profile.syntax, limit_chars=cfg.delivery.max_injection_bytes,
                 ack_timeout_s=cfg.delivery.ack_timeout_s,
                 steer=steer_priorities(cfg.delivery.steer)))
+        engine.escalation.notices = notices
+        engine.escalation.host = teller.host
         parts.append(DeliveryPart(engine))
+        parts.append(ExitNoticePart(rec.name, teller.host, notices))
         if rec.options.app_server:  # Codex's private app-server (issue 24): kept running
             from .app_server import AppServerKeeper
 
@@ -201,6 +217,30 @@ def build_supervisor(
     except BaseException:
         shared.close(None)
         raise
+
+
+_silent_hosts_told: list[Notices] = []  # the notices this process tells silent hosts to
+
+
+def _tell_silent_hosts(notices: Notices) -> None:
+    """A host of the shared store that falls silent (its heartbeat past its
+    deadline) is told to the person as ``[notify]``'s "unreachable" event: by
+    this process's beat (one per process, whatever its sessions), once per silence."""
+    from .hosts import HostBeat
+
+    _silent_hosts_told[:] = [notices]  # the config as it is now
+    if _told_silent not in HostBeat.listeners:
+        HostBeat.listeners.append(_told_silent)
+
+
+def _told_silent(seen: HostSeen) -> None:
+    from ..delivery.notices import Event, event_notice, when
+
+    for notices in _silent_hosts_told:
+        notices.tell(event_notice(
+            Event.UNREACHABLE, "", seen.name,
+            f"no heartbeat since {when(seen.heartbeat)}: its sessions may be stalled",
+            f"host:{seen.name}", seen.heartbeat))
 
 
 def _woken_by_other_hosts(paths: Paths) -> Callable[[str], object]:
@@ -305,7 +345,7 @@ def _answer_sources(
     rules = LiveRules(paths, profile.name, Path(rec.cwd), cfg.answer_rules,
                       opted_in_rules(profile, trust_folder=rec.options.trust_folder))
     policy = AutoAnswer(rec.name, profile.name, rules, intake, answers, audit,
-                        announce=teller.announce, project=rec.cwd)
+                        announce=teller.announce, project=rec.cwd, on_timeout=cfg.answers)
     return folder, policy
 
 
@@ -349,6 +389,19 @@ def start_companions(companions: Sequence[Companion], paths: Paths, name: str) -
         if c is not None:
             started.append(c)
     return started
+
+
+def _answer_links(paths: Paths, cfg: Config) -> AnswerLinks:
+    """One-tap links in the notices pushed to a phone ([notify] urls): signed,
+    single use, on ``[serve] public_url`` (agentwrap.answers.links). None on
+    the desktop's notices: the terminal is right there."""
+    from ..delivery.notices import NO_LINKS
+
+    if not cfg.notify.urls:
+        return NO_LINKS
+    from ..answers.links import LinkMaker
+
+    return LinkMaker.from_config(paths, cfg)
 
 
 __all__ = ["Companion", "Stoppable", "build_supervisor", "start_companions"]

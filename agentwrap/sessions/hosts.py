@@ -45,6 +45,7 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -242,6 +243,9 @@ class HostBeat:
 
     _running: ClassVar[dict[tuple[str, str], HostBeat]] = {}
     _guard: ClassVar[threading.Lock] = threading.Lock()
+    # told of each other host that falls silent (issue 40: ``[notify]``'s
+    # "unreachable" event), once per silence, from the beat's thread
+    listeners: ClassVar[list[Callable[[HostSeen], None]]] = []
 
     def __init__(self, db: Database, name: str, period_s: float, url: str = "",
                  host_id: str | None = None) -> None:
@@ -256,6 +260,7 @@ class HostBeat:
         self.beaten = threading.Event()  # set after the first beat that reached the store
         self.stopped = threading.Event()
         self.thread = threading.Thread(target=self._run, name="agentwrap-host-beat", daemon=True)
+        self._up: set[str] | None = None  # the other hosts up at the last watch (None: none yet)
 
     @classmethod
     def start(cls, url: str, name: str, period_s: float, host_id: str | None = None) -> HostBeat:
@@ -296,6 +301,7 @@ class HostBeat:
                     beat(self.db, self.name, self.period_s, host_id=self.host_id)
                     self.beaten.set()
                     self.sweep()
+                    self.watch()
                 except HostNameTaken as exc:  # another machine took the name while this was silent
                     import logging
 
@@ -311,6 +317,27 @@ class HostBeat:
             if self._queue is not None:
                 self._queue.close()
             self.db.close()
+
+    def watch(self, now: float | None = None) -> list[HostSeen]:
+        """The other hosts that fell silent since the last watch (up then,
+        unreachable now), told to :attr:`listeners`; the first watch only
+        learns who is up (a host silent before this process began is old news)."""
+        if not self.listeners:
+            return []
+        hosts_now = seen(self.db, now)
+        up = {n for n, h in hosts_now.items() if h.reachable and n != self.name}
+        fell = [] if self._up is None else [hosts_now[n] for n in sorted(self._up - up)
+                                             if n in hosts_now]
+        self._up = up
+        for host in fell:
+            for listener in list(self.listeners):
+                try:
+                    listener(host)
+                except Exception:
+                    import logging
+
+                    logging.getLogger("agentwrap.hosts").exception("telling of host %s", host.name)
+        return fell
 
     def sweep(self) -> bool:
         """End the messages past their TTL, every host's, if there are any and

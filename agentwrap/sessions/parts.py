@@ -44,12 +44,14 @@ without those engines knowing of parts.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from ..answers.hook_questions import HookQuestion, announcement
+from ..delivery.notices import Event, Notices, event_notice
 from ..delivery.seams import AnswerDriver, Asking, DraftFlag, Driver
 from ..detect.question import Question
 from ..errors import AgentwrapError
@@ -271,6 +273,31 @@ class TellingPart(Part):
     def due(self) -> float | None:
         """An answer rule's ``after_s``: on time, not at the next tick."""
         return self.policy.due() if self.policy is not None else None
+
+
+class ExitNoticePart(Part):
+    """Tells the person an agent exited unexpectedly: not stopped by agentwrap,
+    and with a status other than success or the person's own interrupt."""
+
+    EXPECTED = (0, 130, 143)  # success, Ctrl-C (SIGINT), a stop's SIGTERM
+
+    def __init__(self, session: str, host: str, notices: Notices) -> None:
+        self.session = session
+        self.host = host
+        self.notices = notices
+        self._sup: Host | None = None
+
+    def turn(self, sup: Host) -> float | None:
+        self._sup = sup
+        return None
+
+    def finish(self, ended: Ended) -> None:
+        if ended.exit_code in self.EXPECTED or getattr(self._sup, "stopping", False):
+            return
+        status = "an unknown status" if ended.exit_code is None else f"status {ended.exit_code}"
+        self.notices.tell(event_notice(Event.EXITED, self.session, self.host,
+                                       f"the agent exited with {status}",
+                                       f"exit:{self.session}", time.time()))
 
 
 class AnswerFolderPart(Part):

@@ -245,6 +245,27 @@ def _watch_state(svc: Service, args: argparse.Namespace) -> int:
         sub.close()
 
 
+def _doctor_notify(urls: tuple[str, ...], events: tuple[str, ...],
+                   problems: list[dict[str, Any]]) -> dict[str, Any]:
+    """``[notify] urls`` as ``doctor`` shows them: the scheme only (a URL holds its
+    service's token or password), and whether Apprise knows each."""
+    from ...delivery.push import check_urls
+
+    if not urls:
+        return {"urls": [], "events": list(events)}
+    try:
+        checked = check_urls(urls)
+    except ImportError:
+        problems.append({"problem": "[notify] urls are set but Apprise is not installed",
+                         "fix": "pip install apprise (a dependency of agentwrap)"})
+        return {"urls": [], "events": list(events)}
+    for i, c in enumerate(checked):
+        if not c["known"]:
+            problems.append({"problem": f"notify.urls[{i}] ({c['url']}) is not a URL Apprise"
+                             " knows", "fix": "see the notifications docs for the URL schemes"})
+    return {"urls": checked, "events": list(events)}
+
+
 def _version_of(cmd: str, arg: str = "--version") -> str | None:
     """The first line of what ``cmd arg`` prints when it names a version, else
     None: a program that does not take the flag (dash: "Illegal option --")
@@ -352,6 +373,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         report["config_files"] = [str(p) for p in cfg.sources]
         ask_first = cfg.run.ask_first
         run_cfg = cfg.run
+        report["notify"] = _doctor_notify(cfg.notify.urls, cfg.notify.events, problems)
     except AgentwrapError as exc:
         problems.append({"problem": exc.message, "fix": exc.hint})
     agents: dict[str, Any] = {}
