@@ -36,6 +36,9 @@ Example::
     name = "devbox"             # default: the hostname; how the shared store names this machine
     heartbeat_s = 5.0           # a host silent for 3x this is `unreachable` to the others
 
+    [serve]                     # user config only
+    takeover_idle_s = 120       # a page's "type" mode ends after this long without a key
+
     [trust]                     # user config only: who may type raw (shells, send --raw)
     raw_sources = ["user"]
     instruction_sources = ["user", "agent:lead"]  # typed as your own words, not quoted data
@@ -137,6 +140,17 @@ class HostConfig:
 
     name: str = ""
     heartbeat_s: float = 5.0
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """[serve]: the HTTP server and its dashboard (user config only: a
+    project's file must not lengthen how long a page may type into agents).
+    ``takeover_idle_s``: a page's take-over ("type" mode, issue 42) ends after
+    this long without a key, so a forgotten tab does not hold the keyboard
+    and keep queued messages waiting."""
+
+    takeover_idle_s: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -276,6 +290,7 @@ class Config:
     limits: QueueLimits = field(default_factory=QueueLimits)
     store: StoreConfig = field(default_factory=StoreConfig)
     host: HostConfig = field(default_factory=HostConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     continuity: ContinuityConfig = field(default_factory=ContinuityConfig)
@@ -300,12 +315,12 @@ class Config:
 
 _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "store": StoreConfig,
-    "host": HostConfig, "trust": TrustConfig,
+    "host": HostConfig, "serve": ServeConfig, "trust": TrustConfig,
     "notify": NotifyConfig, "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
 }
 COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
 USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store",
-                      "host")  # never from a project's file
+                      "host", "serve")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 STEER_MODES = ("off", "high", "all")
@@ -408,6 +423,9 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                 f"{dotted_section(where, section)}.steer: must be one of"
                 f" {', '.join(STEER_MODES)}, got {changes['steer']!r}"
             )
+        if section == "serve" and changes.get("takeover_idle_s", 1.0) <= 0:
+            raise ConfigError("serve.takeover_idle_s: must be more than 0,"
+                              f" got {changes['takeover_idle_s']!r}")
         if section == "host" and changes.get("heartbeat_s", 1.0) < 0.1:
             raise ConfigError(f"host.heartbeat_s: must be at least 0.1, got {changes['heartbeat_s']!r}")
         if section == "run" and changes.get("idle_tick_s", 1.0) < 0.5:

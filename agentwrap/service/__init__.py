@@ -26,6 +26,7 @@ jobs is a module of its own, which it delegates to:
 * :mod:`.reading`: messages, attempts, a session's queue and why each waits;
 * :mod:`.sessions`: the sessions' records and screens, starting and stopping;
 * :mod:`.answering`: answers to the questions agents ask;
+* :mod:`.takeover`: a page's live terminal of a session and taking over its keyboard;
 * :mod:`.hosts`: the hosts of a shared store, and forgetting one gone for good;
 * :mod:`.events`: waiting on the event bus;
 * :mod:`.moving`: moving the store to another (SQLite <-> PostgreSQL);

@@ -11,7 +11,8 @@ agent its environment from a private file, never an argv; ``pty``: a plain pty r
 ``_native/relay.c`` copies, found by ``relay_helper``), process trees
 (``proctree``), the screen snapshot every verdict is based on (``screen``), a
 screen with its colours as data a browser can draw safely (``styles``) and
-the virtual screen that renders the pty backend's output (``vscreen``). This
+the virtual screen that renders the pty backend's output (``vscreen``) and a
+tmux pane as the dashboard's terminal streams and types into it (``live``). This
 is the bottom layer: it imports only the foundation (``agentwrap.config``,
 ``paths``, ``errors``), never ``detect``, ``queue``, ``delivery``,
 ``sessions`` or ``surfaces``.
@@ -38,6 +39,9 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .proctree import marked as marked
     from .proctree import start_time as start_time
     from .proctree import started_at as started_at
+    from .live import Frame as Frame
+    from .live import LivePane as LivePane
+    from .live import repaint as repaint
     from .pty import PtyTerminal as PtyTerminal
     from .pty import terminal_size as terminal_size
     from .relay_helper import BINARY as BINARY
@@ -68,6 +72,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "Terminal",
         "key_bytes",
     ),
+    "live": ("Frame", "LivePane", "repaint"),
     "proctree": ("alive", "descendants", "kill_pids", "marked", "start_time", "started_at"),
     "pty": ("PtyTerminal", "terminal_size"),
     "relay_helper": ("BINARY", "helper_status"),

@@ -28,6 +28,7 @@ from ...message import (
 from ...queue.store import QueueMetrics
 from ...service import HistoryEntry, Service, SessionRecord, Waiting
 from . import models as m
+from . import terminal_ws as terminal_ws_module
 from . import ws
 from .addresses import Address, session_route
 from .auth import LoginCodes, require_token
@@ -338,6 +339,12 @@ def login(body: m.LoginRequest, request: Request) -> m.LoginOut:
 async def events_ws(websocket: WebSocket) -> None:
     """The event stream of ``GET /api/events`` over a WebSocket (see :mod:`.ws`)."""
     await ws.serve(websocket)
+
+
+@public.websocket("/api/ws/terminal")
+async def terminal_ws(websocket: WebSocket) -> None:
+    """A session's live terminal, and taking over its keyboard (see :mod:`.terminal_ws`)."""
+    await terminal_ws_module.serve(websocket)
 
 
 @public.get("/healthz", response_model=m.Health)
