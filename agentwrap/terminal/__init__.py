@@ -33,15 +33,16 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .base import StatusLine as StatusLine
     from .base import Terminal as Terminal
     from .base import key_bytes as key_bytes
+    from .live import Frame as Frame
+    from .live import LivePane as LivePane
+    from .live import repaint as repaint
+    from .live import takeover_marker as takeover_marker
     from .proctree import alive as alive
     from .proctree import descendants as descendants
     from .proctree import kill_pids as kill_pids
     from .proctree import marked as marked
     from .proctree import start_time as start_time
     from .proctree import started_at as started_at
-    from .live import Frame as Frame
-    from .live import LivePane as LivePane
-    from .live import repaint as repaint
     from .pty import PtyTerminal as PtyTerminal
     from .pty import terminal_size as terminal_size
     from .relay_helper import BINARY as BINARY
@@ -72,7 +73,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "Terminal",
         "key_bytes",
     ),
-    "live": ("Frame", "LivePane", "repaint"),
+    "live": ("Frame", "LivePane", "repaint", "takeover_marker"),
     "proctree": ("alive", "descendants", "kill_pids", "marked", "start_time", "started_at"),
     "pty": ("PtyTerminal", "terminal_size"),
     "relay_helper": ("BINARY", "helper_status"),

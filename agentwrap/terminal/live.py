@@ -30,7 +30,8 @@ from .tmux import TAKEOVER_SUFFIX, TmuxTerminal
 
 _FMT = "#{pane_width}\t#{pane_height}\t#{cursor_y}\t#{cursor_x}\t#{cursor_flag}\t#{keypad_cursor_flag}"
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
-_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_]|.)?")
+# CSI; OSC, DCS, SOS, PM, APC (to BEL or ST, or the row's end); any other ESC x
+_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[\]PX^_][^\x07\x1b]*(\x07|\x1b\\)?|.)?")
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1a\x1c-\x1f\x7f\x80-\x9f]")
 
 
