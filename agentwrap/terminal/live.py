@@ -102,17 +102,10 @@ class LivePane:
 
     def capture(self) -> Frame:
         """The pane now, with one tmux call."""
-        proc = self.term.server.cmd(
-            "display-message", "-p", "-t", self.term.target, _FMT, ";",
-            "capture-pane", "-p", "-e", "-t", self.term.target,
-        )
-        if proc.returncode != 0 or not proc.stdout:
-            from ..errors import AgentExited
-
-            raise AgentExited(f"tmux session {self.term.session!r} is gone")
-        head = (proc.stdout[0].split("\t") + ["0"] * 6)[:6]
+        fields, screen = self.term.capture_styled(_FMT)  # AgentExited once it is gone
+        head = (fields + ["0"] * 6)[:6]
         cols, rows, cy, cx, visible, app = (int(x) if x.isdigit() else 0 for x in head)
-        got = [clean_row(x) for x in proc.stdout[1:rows + 1]]
+        got = [clean_row(x) for x in screen[:rows]]
         lines = tuple(got + [""] * (rows - len(got)))  # libtmux drops trailing blank rows
         return Frame(cols=cols, rows=rows, cursor=(cy, cx), cursor_visible=bool(visible),
                      app_cursor=bool(app), lines=lines)

@@ -271,6 +271,19 @@ class TmuxTerminal:
             at=time.monotonic(),
         )
 
+    def capture_styled(self, fmt: str) -> tuple[list[str], list[str]]:
+        """``fmt`` expanded (tab-separated fields) and the visible screen with its
+        colours (``capture-pane -e``), with the pane info in the same tmux call,
+        so liveness is judged as by :meth:`snapshot` and the key a watching page
+        types next needs no call of its own to check it (:meth:`alive`)."""
+        proc = self.server.cmd(
+            "display-message", "-p", "-t", self.target, _INFO_FMT, ";",
+            "display-message", "-p", "-t", self.target, fmt, ";",
+            "capture-pane", "-p", "-e", "-t", self.target,
+        )
+        self._read_info(proc)
+        return (proc.stdout[1].split("\t") if len(proc.stdout) > 1 else []), proc.stdout[2:]
+
     def _judge(self, info: list[str]) -> None:
         """Decide from one ``_INFO_FMT`` reading whether the agent is gone.
 

@@ -98,6 +98,7 @@ class _Page:
         prev: Frame | None = None
         try:
             while True:
+                began = anyio.current_time()
                 try:
                     frame = await run_in_threadpool(self.pane.capture)
                 except AgentExited as exc:
@@ -109,7 +110,8 @@ class _Page:
                     prev = frame
                 if self.takeover is not None and self.takeover.idle_s() > self.idle_s:
                     await self._end("idle")
-                await anyio.sleep(FRAME_S)
+                # a look every FRAME_S at most: a slow capture (a loaded machine) is not added to
+                await anyio.sleep(max(0.0, began + FRAME_S - anyio.current_time()))
         except (WebSocketDisconnect, RuntimeError, OSError):
             return
 

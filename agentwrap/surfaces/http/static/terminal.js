@@ -31,7 +31,7 @@
     card: null, box: null, button: null, status: null, retry: null,
   };
   // what the tests and scripts/bench_page_terminal.py read
-  const stats = {frames: 0, bytes: 0, rendered: 0, lastFrameAt: 0, lastRenderedAt: 0};
+  const stats = {frames: 0, bytes: 0, wire: 0, rendered: 0, lastFrameAt: 0, lastRenderedAt: 0};
 
   function build() {
     if (st.card) return true;
@@ -155,6 +155,7 @@
     ws.onopen = () => { ws.send(JSON.stringify({type: 'auth', token})); say('read-only'); };
     ws.onmessage = (ev) => {
       if (ws !== st.ws) return;
+      stats.wire += ev.data.length;
       let msg = null;
       try { msg = JSON.parse(ev.data); } catch (e) { return; }
       if (msg && typeof msg.type === 'string') onFrame(msg);
@@ -216,5 +217,7 @@
     typing: () => st.typing,
     size: () => (st.term ? {cols: st.term.cols, rows: st.term.rows} : null),
     takeOver: (on) => request(on !== false),
+    // a key as the person pressing it sends it (typed only while taking over)
+    press: (data) => { if (st.term) st.term.input(String(data), true); },
   });
 })();
