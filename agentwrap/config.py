@@ -145,11 +145,10 @@ class HostConfig:
 @dataclass(frozen=True)
 class ServeConfig:
     """[serve]: the HTTP server and its dashboard (user config only: a
-    project's file must not lengthen how long a page may type into agents).
-    ``takeover_idle_s``: a page's take-over ("type" mode, issue 42) ends after
-    this long without a key, so a forgotten tab does not hold the keyboard
-    and keep queued messages waiting."""
+    project's file must not lengthen how long a page may type into agents)."""
 
+    # a page's take-over ("Type") ends after this long without a key: a forgotten
+    # tab neither holds the keyboard nor keeps queued messages waiting
     takeover_idle_s: float = 120.0
 
 

@@ -34,7 +34,6 @@ Also printed: the serve process's CPU while one page watches (from /proc).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -144,7 +143,9 @@ def main() -> int:
         assert serve.stdout is not None
         url = serve.stdout.readline().split("listening on ", 1)[1].split()[0]
         link = cli("token", "--link", "--url", url).stdout.strip()
-        for page in chromium("bench-page-terminal"):
+        browser = chromium("bench-page-terminal")
+        page = next(browser)
+        try:
             d = page.driver
             page.open(link)
             page.wait(lambda: page.shown("#main") and page.text("#conn") == "live", "logged in")
@@ -161,10 +162,9 @@ def main() -> int:
                 ch = "abcdefghijklmnopqrstuvwxyz"[i % 26]
                 at = d.execute_script(f"const t = Date.now(); agentwrapTerminal.press('{ch}'); return t")
                 pressed.append(at / 1000)
-                got = wait_until(lambda: len(keys_log.read_text().splitlines()) > i, 10, f"key {i}",
-                                 poll=0.001)
-                del got
-                arrived.append(float(keys_log.read_text().splitlines()[i].split()[1]))
+                lines = wait_until(lambda n=i: (x := keys_log.read_text().splitlines())[n:] and x,
+                                   10, f"key {i}", poll=0.001)
+                arrived.append(float(lines[i].split()[1]))
             res["key_to_pty"] = stats_ms([a - p for a, p in zip(arrived, pressed, strict=True)])
             page.click("#term-type")
             page.wait(lambda: not d.execute_script("return agentwrapTerminal.typing()"), "read-only")
@@ -189,6 +189,8 @@ def main() -> int:
             res["bytes_per_s"] = round((w1[0] - w0[0]) / (t1 - t0))
             res["frames_per_s"] = round((w1[1] - w0[1]) / (t1 - t0), 1)
             res["serve_cpu_pct"] = round(100 * (c1 - c0) / (t1 - t0), 1)
+        finally:
+            browser.close()
     finally:
         if serve is not None:
             serve.send_signal(signal.SIGTERM)

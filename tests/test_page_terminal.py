@@ -364,3 +364,34 @@ def test_a_hostile_screen_stays_inert_in_the_terminal(
     assert not page.one("#live-term .xterm").get_attribute("title")
     page.shot("hostile-terminal")
     assert not problems(page)
+
+
+def test_a_take_over_ends_after_the_idle_time(aw: AwEnv) -> None:
+    from websockets.sync.client import connect
+
+    write_config(aw)
+    with aw.paths.config_file.open("a", encoding="utf-8") as f:
+        f.write("\n[serve]\ntakeover_idle_s = 0.5\n")
+    served = next(gen := serve(aw))
+    try:
+        aw.start_standin()
+        aw.wait_state("sa", "ready")
+        with connect(ws_url(served, "sa"),
+                     additional_headers={"Authorization": f"Bearer {served.token}"}) as ws:
+            ws.send(json.dumps({"type": "takeover", "on": True}))
+            frames_until(ws, lambda m: m["type"] == "takeover" and m["on"], "the keyboard")
+            ended = frames_until(ws, lambda m: m["type"] == "takeover" and not m["on"], "its end")
+            assert ended["reason"] == "idle"
+            ws.send(json.dumps({"type": "keys", "data": "after the end\r"}))
+            frames_until(ws, lambda m: m["type"] == "refused", "keys refused once it ended")
+        assert [e["reason"] for e in takeover_audit(aw) if e["event"] == "takeover_ended"] == ["idle"]
+        assert aw.received() == []
+    finally:
+        gen.close()
+
+
+def test_the_idle_time_must_be_positive(aw: AwEnv) -> None:
+    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    aw.paths.config_file.write_text("[serve]\ntakeover_idle_s = 0\n", encoding="utf-8")
+    out = aw.cli("doctor")
+    assert "serve.takeover_idle_s: must be more than 0" in out.stdout + out.stderr
