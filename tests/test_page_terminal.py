@@ -395,3 +395,18 @@ def test_the_idle_time_must_be_positive(aw: AwEnv) -> None:
     aw.paths.config_file.write_text("[serve]\ntakeover_idle_s = 0\n", encoding="utf-8")
     out = aw.cli("doctor")
     assert "serve.takeover_idle_s: must be more than 0" in out.stdout + out.stderr
+
+
+def test_a_page_of_another_origin_cannot_log_in_nor_use_up_the_code(
+    aw: AwEnv, server: Served
+) -> None:
+    import httpx
+
+    link = aw.cli("token", "--link", "--url", server.url, check=True).stdout.strip()
+    code = link.split("#login=", 1)[1]
+    evil = httpx.post(f"{server.url}/api/login", json={"code": code},
+                      headers={"Origin": "http://evil.example"})
+    assert evil.status_code == 401 and "another site" in evil.json()["detail"]
+    own = httpx.post(f"{server.url}/api/login", json={"code": code},
+                     headers={"Origin": server.url})
+    assert own.status_code == 200 and own.json()["token"]

@@ -326,7 +326,11 @@ async def events(
 def login(body: m.LoginRequest, request: Request) -> m.LoginOut:
     """Trade the code of a one-time login link (``agentwrap token --link``) for
     a bearer token the dashboard keeps. No bearer token needed: this is how a
-    page without one gets one."""
+    page without one gets one. A page of another origin is refused before the
+    code is looked at (it is not used up)."""
+    if not ws.same_origin(request):
+        raise Unauthorized("a page of another site cannot log in to this dashboard",
+                           hint="open the login link itself, in the address bar")
     logins: LoginCodes = request.app.state.logins
     token = logins.redeem(body.code)
     if token is None:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import anyio
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...errors import SessionNotFound
@@ -40,12 +41,13 @@ BAD_REQUEST = 4400
 NOT_FOUND = 4404
 
 
-def same_origin(websocket: WebSocket) -> bool:
-    """No ``Origin`` (not a browser), or one naming the host the client connected to."""
-    origin = websocket.headers.get("origin")
+def same_origin(conn: HTTPConnection) -> bool:
+    """No ``Origin`` (not a browser), or one naming the host the client connected
+    to (a WebSocket's handshake, the login: :func:`~.routes.login`)."""
+    origin = conn.headers.get("origin")
     if origin is None:
         return True
-    host = websocket.headers.get("host", "")
+    host = conn.headers.get("host", "")
     try:
         return urlsplit(origin).netloc.lower() == host.lower() and bool(host)
     except ValueError:
