@@ -36,6 +36,10 @@ Example::
     name = "devbox"             # default: the hostname; how the shared store names this machine
     heartbeat_s = 5.0           # a host silent for 3x this is `unreachable` to the others
 
+    [serve]                     # user config only
+    takeover_idle_s = 120       # a page's "type" mode ends after this long without a key
+    public_url = "https://aw.example.net"  # how a phone reaches `serve`: one-tap links use it
+
     [trust]                     # user config only: who may type raw (shells, send --raw)
     raw_sources = ["user"]
     instruction_sources = ["user", "agent:lead"]  # typed as your own words, not quoted data
@@ -57,9 +61,6 @@ Example::
     [chat.telegram]             # user config only: `agentwrap chat telegram`, both ways
     token_file = "~/.config/agentwrap/telegram.token"   # 0600; or AGENTWRAP_TELEGRAM_TOKEN
     chat_ids = [123456789]      # the only chats heard (ids, not names)
-
-    [serve]                     # user config only
-    public_url = "https://aw.example.net"  # how a phone reaches `serve`: one-tap links use it
 
     [[answer_rules]]            # user config only: answer some questions automatically
     name = "tests"              # (agentwrap.answers.rules says how they are matched)
@@ -155,6 +156,18 @@ class HostConfig:
 
 
 @dataclass(frozen=True)
+class ServeConfig:
+    """[serve]: the HTTP server and its dashboard as the world reaches it (user
+    config only: a project's file must not lengthen how long a page may type into
+    agents, nor point one-tap links elsewhere)."""
+
+    # a page's take-over ("Type") ends after this long without a key: a forgotten
+    # tab neither holds the keyboard nor keeps queued messages waiting
+    takeover_idle_s: float = 120.0
+    public_url: str = ""  # the server's address as a phone opens it (one-tap links are built on it)
+
+
+@dataclass(frozen=True)
 class DeliveryConfig:
     readiness_timeout_s: float = 30.0  # no window within this: the attempt failed
     # ... but an agent busy with a tool while its hooks can take the message at
@@ -246,13 +259,6 @@ class TelegramConfig:
 
 
 @dataclass(frozen=True)
-class ServeConfig:
-    """``agentwrap serve`` as the world reaches it."""
-
-    public_url: str = ""  # the server's address as a phone opens it (links are built on it)
-
-
-@dataclass(frozen=True)
 class ContinuityConfig:
     """The handoff from one session to the next in a project (agentwrap.continuity)."""
 
@@ -329,10 +335,10 @@ class Config:
     limits: QueueLimits = field(default_factory=QueueLimits)
     store: StoreConfig = field(default_factory=StoreConfig)
     host: HostConfig = field(default_factory=HostConfig)
+    serve: ServeConfig = field(default_factory=ServeConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     answers: AnswersConfig = field(default_factory=AnswersConfig)
-    serve: ServeConfig = field(default_factory=ServeConfig)
     continuity: ContinuityConfig = field(default_factory=ContinuityConfig)
     # [sources]: per source, the only source ids it may send as (webhook =
     # ["github", "ci"]); a source not named is not restricted. User config only.
@@ -481,6 +487,9 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                 f"{dotted_section(where, section)}.steer: must be one of"
                 f" {', '.join(STEER_MODES)}, got {changes['steer']!r}"
             )
+        if section == "serve" and changes.get("takeover_idle_s", 1.0) <= 0:
+            raise ConfigError("serve.takeover_idle_s: must be more than 0,"
+                              f" got {changes['takeover_idle_s']!r}")
         if section == "host" and changes.get("heartbeat_s", 1.0) < 0.1:
             raise ConfigError(f"host.heartbeat_s: must be at least 0.1, got {changes['heartbeat_s']!r}")
         if section == "run" and changes.get("idle_tick_s", 1.0) < 0.5:

@@ -48,6 +48,8 @@ from agentwrap.terminal.proctree import start_time
 
 HOSTILE = "<img src=x onerror=alert(1)> \x1b[31mred\x1b[0m [bold]rich markup[/] <script>alert(2)</script>"
 HOSTILE_ID = "evil<b>bold</b><img src=y onerror=alert(3)>"
+# the <script> elements of index.html: xterm.js, its fit addon, terminal.js, app.js
+PAGE_SCRIPTS = 4
 
 
 @pytest.fixture
@@ -89,17 +91,25 @@ def problems(page: Browser) -> list[str]:
 def test_page_and_files_are_served_with_a_strict_policy(aw: AwEnv) -> None:
     app = in_process(aw)
     for path, kind in (("/", "text/html"), ("/static/app.js", "text/javascript"),
-                       ("/static/app.css", "text/css")):
+                       ("/static/app.css", "text/css"), ("/static/terminal.js", "text/javascript"),
+                       ("/static/vendor/xterm.js", "text/javascript"),
+                       ("/static/vendor/addon-fit.js", "text/javascript"),
+                       ("/static/vendor/xterm.css", "text/css"),
+                       ("/static/vendor/xterm.LICENSE", "text/plain")):
         r = app.get(path, auth=False)
         assert r.status_code == 200, (path, r.text)
         assert r.headers["content-type"].startswith(kind)
         assert r.headers["content-security-policy"] == CSP
-        assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
+        directives = dict(d.strip().split(" ", 1) for d in CSP.split(";"))
+        # no inline or evaluated script, ever (xterm.js needs inline styles only)
+        assert directives["script-src"] == "'self'" and directives["default-src"] == "'self'"
         assert r.headers["x-content-type-options"] == "nosniff"
         assert r.headers["referrer-policy"] == "no-referrer"
     html = app.get("/", auth=False).text
     assert "<script>" not in html and "style=" not in html and "<style" not in html
-    for path in ("/static/nope.js", "/static/..%2Fdashboard.py", "/static/index.html%00"):
+    for path in ("/static/nope.js", "/static/..%2Fdashboard.py", "/static/index.html%00",
+                 "/static/vendor/nope.js", "/static/vendor/..%2F..%2Fdashboard.py",
+                 "/static/vendor/xterm.js.map"):
         assert app.get(path, auth=False).status_code == 404, path
     paths = app.get("/openapi.json", auth=False).json()["paths"]
     assert "/" not in paths and not any(p.startswith("/static") for p in paths)
@@ -218,7 +228,7 @@ def test_hostile_content_is_shown_as_inert_text(aw: AwEnv, server: Served, page:
     assert page.text(f"{entry} .source") == f"webhook:{HOSTILE_ID}"
     assert page.alert_text() is None
     assert page.css("img") == [] and page.css("#main b") == [] and page.css("body script") == []
-    assert len(page.css("script")) == 1  # app.js, nothing the content made
+    assert len(page.css("script")) == PAGE_SCRIPTS  # the page's own, nothing the content made
     page.shot("hostile")
     assert not problems(page)
 
@@ -595,7 +605,7 @@ def no_injection(page: Browser) -> None:
     assert page.driver.execute_script("return window.__pwned === undefined")
     assert page.alert_text() is None
     assert page.css("img") == [] and page.css("#main b") == [] and page.css("#main i") == []
-    assert page.css("#main a") == [] and len(page.css("script")) == 1  # app.js only
+    assert page.css("#main a") == [] and len(page.css("script")) == PAGE_SCRIPTS  # the page's own
 
 
 def test_the_screen_is_shown_live_and_hostile_text_stays_inert(

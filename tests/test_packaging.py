@@ -78,8 +78,12 @@ def test_wheel_contains_the_builtin_profiles(built: tuple[Path, Path]) -> None:
     for p in BUILTINS:
         assert f"agentwrap/detect/_patterns/{p}.toml" in names
     assert "agentwrap/surfaces/cli/app.py" in names and "agentwrap/terminal/tmux.py" in names
-    for page in ("index.html", "app.js", "app.css"):  # the dashboard `serve` shows at /
+    for page in ("index.html", "app.js", "app.css", "terminal.js", "terminal.css"):  # the dashboard
         assert f"agentwrap/surfaces/http/static/{page}" in names
+    from agentwrap.surfaces.http.dashboard import VENDOR  # xterm.js, pinned, with its licences
+
+    for vendored in VENDOR:
+        assert f"agentwrap/surfaces/http/static/vendor/{vendored}" in names
     assert not any(n.startswith("tests/") for n in names)
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "agentwrap = agentwrap.surfaces.cli.app:main" in zipfile.ZipFile(wheel).read(entry).decode()

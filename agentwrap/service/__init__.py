@@ -27,6 +27,7 @@ jobs is a module of its own, which it delegates to:
 * :mod:`.sessions`: the sessions' records and screens, starting and stopping;
 * :mod:`.answering`: answers to the questions agents ask; :mod:`.links`: answering
   from a one-tap link, checked against the open question, the rules and the deny-list;
+* :mod:`.takeover`: a page's live terminal of a session and taking over its keyboard;
 * :mod:`.hosts`: the hosts of a shared store, and forgetting one gone for good;
 * :mod:`.events`: waiting on the event bus;
 * :mod:`.moving`: moving the store to another (SQLite <-> PostgreSQL);

@@ -3,7 +3,8 @@
 It holds what one service has open (the store, the registry, the audit log,
 the answers table, the parsed profiles) and hands each call to the
 collaborator that does that job (:mod:`.sending`, :mod:`.hand_over`,
-:mod:`.reading`, :mod:`.sessions`, :mod:`.answering`, :mod:`.events`), so a
+:mod:`.reading`, :mod:`.sessions`, :mod:`.answering`, :mod:`.events`,
+:mod:`.takeover`), so a
 surface sees one object with one set of rules and each job's rules are read
 in one place. The method docstrings here are the contract in one line; the
 collaborator's say the rest.
@@ -32,15 +33,18 @@ from .profiles import ProfileCache
 from .reading import Reading
 from .sending import Sending
 from .sessions import Sessions
+from .takeover import Takeovers
 from .views import HistoryEntry, QueueView, Sent, SessionView
 
 if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast
     from ..answers.intake import AnswerIntake, AnswerResult
     from ..answers.store import Answer, AnswerStore
     from ..config import LaunchChoice
+    from ..terminal.live import LivePane
     from ..terminal.styles import Screen
     from .hosts import Hosts, HostView
     from .links import Links
+    from .takeover import Takeover
 
 
 class Service:
@@ -62,6 +66,7 @@ class Service:
         self._reading = Reading(paths, store, registry)
         self._sessions = Sessions(paths, store, registry, self.audit, profiles)
         self._answering = Answering(paths, registry, self.audit, profiles)
+        self._takeovers = Takeovers(paths, registry, self.audit)
         self._hosts_job: Hosts | None = None  # made on first use: a hook never lists hosts
         self._links: Links | None = None
 
@@ -341,6 +346,14 @@ class Service:
     def screen_stamps(self, session: str | None = None) -> dict[str, int]:
         """When each session's styled screen was last saved (ns), cheaply."""
         return self._sessions.screen_stamps(self._maybe(session))
+
+    def live_pane(self, name: str) -> LivePane:
+        """The session's tmux pane as a page's terminal reads it (this host's, tmux only)."""
+        return self._takeovers.pane(self.session_name(name))
+
+    def take_over(self, name: str, *, by: str, client: str) -> Takeover:
+        """Hand one page the session's keyboard (audited; ``end()`` gives it back)."""
+        return self._takeovers.begin(self.session_name(name), by=by, client=client)
 
     def launch_choices(self) -> tuple[LaunchChoice, ...]:
         """The sessions the person listed for the dashboard to start

@@ -18,7 +18,7 @@ from ..detect.states import State, overlay
 from ..message import Message
 from ..paths import Paths
 from ..queue.store import MessageStore, QueueMetrics
-from ..sessions.registry import Registry
+from ..sessions.registry import Registry, SessionRecord
 from .events import wait_for
 from .views import HistoryEntry, QueueView, Waiting
 
@@ -42,6 +42,13 @@ class Reading:
         return HistoryEntry(m, self.store.attempts(m.id))
 
 
+    def _taken_over(self, rec: SessionRecord) -> bool:
+        """A page holds the session's keyboard (:mod:`.takeover`)."""
+        from ..sessions.lifecycle import tmux_socket_of
+        from ..terminal.live import takeover_marker
+
+        return takeover_marker(tmux_socket_of(self.paths, rec).parent, rec.name).exists()
+
     def peek(self, session: str, now: float | None = None) -> QueueView:
         """What waits for ``session``, never consuming anything: in-flight
         messages (with their write-ahead phase), then pending ones in delivery
@@ -51,6 +58,7 @@ class Reading:
         pending = self.store.peek(session)
         flight = self.store.in_flight(session)
         now = time.time() if now is None else now
+        taken_over = rec.backend == "tmux" and self.registry.here(rec) and self._taken_over(rec)
 
         def why(m: Message) -> str:
             if m.next_attempt_at > now:
@@ -60,6 +68,8 @@ class Reading:
             if rec.draft or rec.state is State.DRAFT:
                 return "draft in input box"
             if rec.state is State.READY:
+                if taken_over:
+                    return "a person took over from the dashboard: waits while they type"
                 return "due now"
             if rec.state is State.BUSY and (channel := busy_channel_of(rec.options)):
                 return busy_reason(channel)

@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .lifecycle import start_tmux as start_tmux
     from .lifecycle import stop_many as stop_many
     from .lifecycle import supervise as supervise
+    from .lifecycle import tmux_socket_of as tmux_socket_of
     from .registry import Registry as Registry
     from .registry import SessionRecord as SessionRecord
     from .registry import Transition as Transition
@@ -78,6 +79,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "start_tmux",
         "stop_many",
         "supervise",
+        "tmux_socket_of",
     ),
     "registry": ("Registry", "SessionRecord", "Transition"),
     "signals": ("write_signal",),

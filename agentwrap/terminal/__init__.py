@@ -11,7 +11,8 @@ agent its environment from a private file, never an argv; ``pty``: a plain pty r
 ``_native/relay.c`` copies, found by ``relay_helper``), process trees
 (``proctree``), the screen snapshot every verdict is based on (``screen``), a
 screen with its colours as data a browser can draw safely (``styles``) and
-the virtual screen that renders the pty backend's output (``vscreen``). This
+the virtual screen that renders the pty backend's output (``vscreen``) and a
+tmux pane as the dashboard's terminal streams and types into it (``live``). This
 is the bottom layer: it imports only the foundation (``agentwrap.config``,
 ``paths``, ``errors``), never ``detect``, ``queue``, ``delivery``,
 ``sessions`` or ``surfaces``.
@@ -32,6 +33,10 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .base import StatusLine as StatusLine
     from .base import Terminal as Terminal
     from .base import key_bytes as key_bytes
+    from .live import Frame as Frame
+    from .live import LivePane as LivePane
+    from .live import repaint as repaint
+    from .live import takeover_marker as takeover_marker
     from .proctree import alive as alive
     from .proctree import descendants as descendants
     from .proctree import kill_pids as kill_pids
@@ -68,6 +73,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "Terminal",
         "key_bytes",
     ),
+    "live": ("Frame", "LivePane", "repaint", "takeover_marker"),
     "proctree": ("alive", "descendants", "kill_pids", "marked", "start_time", "started_at"),
     "pty": ("PtyTerminal", "terminal_size"),
     "relay_helper": ("BINARY", "helper_status"),

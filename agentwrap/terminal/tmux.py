@@ -52,6 +52,10 @@ _INFO_FMT = (
 _INFO_FIELDS = 11
 
 
+# A page holding the keyboard (issue 42, :mod:`.live`): NAME.takeover beside
+# the socket, touched on each of its keys
+TAKEOVER_SUFFIX = ".takeover"
+
 _DYING_GRACE_S = 2.0
 _FRESH_S = 0.05  # a liveness judgement this recent answers alive() without asking tmux
 
@@ -267,6 +271,19 @@ class TmuxTerminal:
             at=time.monotonic(),
         )
 
+    def capture_styled(self, fmt: str) -> tuple[list[str], list[str]]:
+        """``fmt`` expanded (tab-separated fields) and the visible screen with its
+        colours (``capture-pane -e``), with the pane info in the same tmux call,
+        so liveness is judged as by :meth:`snapshot` and the key a watching page
+        types next needs no call of its own to check it (:meth:`alive`)."""
+        proc = self.server.cmd(
+            "display-message", "-p", "-t", self.target, _INFO_FMT, ";",
+            "display-message", "-p", "-t", self.target, fmt, ";",
+            "capture-pane", "-p", "-e", "-t", self.target,
+        )
+        self._read_info(proc)
+        return (proc.stdout[1].split("\t") if len(proc.stdout) > 1 else []), proc.stdout[2:]
+
     def _judge(self, info: list[str]) -> None:
         """Decide from one ``_INFO_FMT`` reading whether the agent is gone.
 
@@ -347,7 +364,8 @@ class TmuxTerminal:
 
     def user_idle_s(self) -> float | None:
         """Seconds since a person last pressed a key in this session (tmux's
-        session_activity); None when nobody is attached, so nobody types.
+        session_activity, or a page's take-over: :meth:`_page_idle_s`); None
+        when nobody is attached and no page took over, so nobody types.
         Asked together with the pane's liveness, so the input that usually
         follows needs no second tmux call."""
         if self._dead:
@@ -356,9 +374,21 @@ class TmuxTerminal:
             self._info()
         except AgentExited:
             return None
+        page = self._page_idle_s()
         if not self._clients:
+            return page
+        tmux = max(0.0, time.time() - self._activity)
+        return tmux if page is None else min(tmux, page)
+
+    def _page_idle_s(self) -> float | None:
+        """Seconds since the person taking over from a page last pressed a
+        key (the take-over marker's mtime, :mod:`.live`); None when no page
+        holds the keyboard."""
+        try:
+            at = (self.runtime_dir / f"{self.session}{TAKEOVER_SUFFIX}").stat().st_mtime
+        except OSError:
             return None
-        return max(0.0, time.time() - self._activity)
+        return max(0.0, time.time() - at)
 
     def resize(self, cols: int, rows: int) -> None:
         self.server.cmd("resize-window", "-t", f"={self.session}:0", "-x", str(cols), "-y", str(rows))

@@ -83,6 +83,8 @@ def main() -> int:
     ap.add_argument("--die-on", default="", help="a message containing this kills the agent")
     ap.add_argument("--ignore-enter", type=int, default=0, help="ignore the first N Enters")
     ap.add_argument("--exit-code", type=int, default=0)
+    ap.add_argument("--esc-interrupts", action="store_true",
+                    help="Esc while busy interrupts the turn (no reply; 'Interrupted by user')")
     ap.add_argument("--spin", type=float, default=0.0,
                     help="redraw the whole screen every N s while busy, like a TUI's spinner")
     args = ap.parse_args()
@@ -284,7 +286,9 @@ def main() -> int:
                 elif ch == b"\x7f":
                     box = box[:-1]
                 elif ch == b"\x1b":
-                    pass
+                    if args.esc_interrupts and pending_reply is not None:  # as Claude's Esc
+                        pending_reply, busy_until = None, 0.0
+                        transcript.append("⎿ Interrupted by user")
                 else:
                     # collect a whole UTF-8 character
                     need = {0xC0: 1, 0xE0: 2, 0xF0: 3}.get(ch[0] & 0xF0 if ch[0] < 0xF0 else 0xF0, 0)

@@ -21,7 +21,8 @@ per module:
   without content or tokens;
 - :mod:`.sse`: the event stream (the store's event kinds mapped to the API's
   names, resumable with ``Last-Event-ID``); :mod:`.ws`: the same events over a
-  WebSocket;
+  WebSocket; :mod:`.terminal_ws`: a session's live terminal for the dashboard,
+  and taking over its keyboard;
 - :mod:`.dashboard`: the web page, static files talking to ``/api``;
   :mod:`.tap`: the page a one-tap answer link opens (a GET shows, a POST answers);
 - :mod:`.openapi`: the OpenAPI document, generated from the models and routes;

@@ -42,7 +42,8 @@ def create_app(
     paths: Paths, token: str, *, limits: QueueLimits | None = None
 ) -> FastAPI:
     """The ASGI app :mod:`.server` runs (tests call it in-process)."""
-    limits = limits if limits is not None else load_config(paths).limits
+    cfg = load_config(paths)
+    limits = limits if limits is not None else cfg.limits
     pool = ServicePool(paths, limits)
 
     @asynccontextmanager
@@ -56,6 +57,7 @@ def create_app(
     app.state.tokens = tokens = TokenSource(token, token_path(paths))  # `token --new`: at once
     app.state.logins = LoginCodes(tokens)
     app.state.limits = limits
+    app.state.takeover_idle_s = cfg.serve.takeover_idle_s
     errors.install(app, limits)
     app.include_router(api)
     app.include_router(control.router)

@@ -1,15 +1,17 @@
 """The web dashboard: one static page, served as files, talking to ``/api`` like any client.
 
 No build step and nothing fetched from elsewhere (it works offline): the page
-is plain HTML, CSS and JavaScript in ``static/``. Only the files named in
-:data:`FILES` are served, so no request path ever reaches the file system.
+is plain HTML, CSS and JavaScript in ``static/``, with the browser terminal
+(xterm.js) vendored at a pinned version in ``static/vendor/``. Only the files
+named in :data:`FILES` and :data:`VENDOR` are served, so no request path ever
+reaches the file system.
 
 The page itself needs no token (it holds no data); its script calls ``/api``
 with the person's login and shows a login panel on 401. Message content comes
 from webhooks and other agents, so the page renders every value as text
 (never as HTML) and is served with a Content-Security-Policy that allows
-scripts and styles from this origin only: even markup that slipped through
-could not run. The same headers go with every file.
+scripts from this origin only (styles too, plus the inline ones xterm.js
+writes for its own layout): even markup that slipped through could not run. The same headers go with every file.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from fastapi.responses import Response
 CSP = "; ".join((
     "default-src 'self'",
     "script-src 'self'",
-    "style-src 'self'",
+    # xterm.js measures the font and writes its row and colour rules into <style>
+    # elements of its own: inline styles, never inline script
+    "style-src 'self' 'unsafe-inline'",
     "connect-src 'self'",
     "img-src 'self' data:",
     "frame-ancestors 'none'",
@@ -50,6 +54,19 @@ FILES = {
     "icon.svg": "image/svg+xml",
     "icon-192.png": "image/png",
     "icon-512.png": "image/png",
+    "terminal.js": "text/javascript; charset=utf-8",  # the live terminal (issue 42)
+    "terminal.css": "text/css; charset=utf-8",
+}
+
+#: The browser libraries the page carries (``static/vendor/``, pinned in its
+#: ``VERSIONS`` with their licences beside them): xterm.js and its fit addon.
+VENDOR = {
+    "xterm.js": "text/javascript; charset=utf-8",
+    "xterm.css": "text/css; charset=utf-8",
+    "addon-fit.js": "text/javascript; charset=utf-8",
+    "xterm.LICENSE": "text/plain; charset=utf-8",
+    "addon-fit.LICENSE": "text/plain; charset=utf-8",
+    "VERSIONS": "text/plain; charset=utf-8",
 }
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -78,3 +95,12 @@ def static(name: str) -> Response:
     if name not in FILES:
         raise HTTPException(status_code=404)
     return _file(name)
+
+
+@router.get("/static/vendor/{name}")
+def vendor(name: str) -> Response:
+    """The vendored libraries (only the files in :data:`VENDOR`)."""
+    if name not in VENDOR:
+        raise HTTPException(status_code=404)
+    return Response(read_static(f"vendor/{name}"), media_type=VENDOR[name],
+                    headers=SECURITY_HEADERS)

@@ -28,6 +28,7 @@ from ...message import (
 from ...queue.store import QueueMetrics
 from ...service import HistoryEntry, Service, SessionRecord, Waiting
 from . import models as m
+from . import terminal_ws as terminal_ws_module
 from . import ws
 from .addresses import Address, session_route
 from .auth import LoginCodes, require_token
@@ -325,7 +326,11 @@ async def events(
 def login(body: m.LoginRequest, request: Request) -> m.LoginOut:
     """Trade the code of a one-time login link (``agentwrap token --link``) for
     a bearer token the dashboard keeps. No bearer token needed: this is how a
-    page without one gets one."""
+    page without one gets one. A page of another origin is refused before the
+    code is looked at (it is not used up)."""
+    if not ws.same_origin(request):
+        raise Unauthorized("a page of another site cannot log in to this dashboard",
+                           hint="open the login link itself, in the address bar")
     logins: LoginCodes = request.app.state.logins
     token = logins.redeem(body.code)
     if token is None:
@@ -338,6 +343,12 @@ def login(body: m.LoginRequest, request: Request) -> m.LoginOut:
 async def events_ws(websocket: WebSocket) -> None:
     """The event stream of ``GET /api/events`` over a WebSocket (see :mod:`.ws`)."""
     await ws.serve(websocket)
+
+
+@public.websocket("/api/ws/terminal")
+async def terminal_ws(websocket: WebSocket) -> None:
+    """A session's live terminal, and taking over its keyboard (see :mod:`.terminal_ws`)."""
+    await terminal_ws_module.serve(websocket)
 
 
 @public.get("/healthz", response_model=m.Health)

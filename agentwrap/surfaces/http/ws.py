@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import anyio
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import HTTPConnection
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ...errors import SessionNotFound
@@ -40,12 +41,13 @@ BAD_REQUEST = 4400
 NOT_FOUND = 4404
 
 
-def same_origin(websocket: WebSocket) -> bool:
-    """No ``Origin`` (not a browser), or one naming the host the client connected to."""
-    origin = websocket.headers.get("origin")
+def same_origin(conn: HTTPConnection) -> bool:
+    """No ``Origin`` (not a browser), or one naming the host the client connected
+    to (a WebSocket's handshake, the login: :func:`~.routes.login`)."""
+    origin = conn.headers.get("origin")
     if origin is None:
         return True
-    host = websocket.headers.get("host", "")
+    host = conn.headers.get("host", "")
     try:
         return urlsplit(origin).netloc.lower() == host.lower() and bool(host)
     except ValueError:
@@ -57,23 +59,35 @@ def _bearer(websocket: WebSocket) -> str | None:
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
 
-async def serve(websocket: WebSocket) -> None:
-    """One client: authenticate, then stream until either side leaves."""
+async def authenticated(websocket: WebSocket) -> dict[str, Any] | None:
+    """The client's proof, checked: a handshake of another origin refused, then
+    the bearer header or the auth frame. The auth frame (``{}`` for a bearer
+    header) once the client is in, None once its socket was closed. Every
+    WebSocket of the server (:mod:`.terminal_ws` too) comes in this way."""
     if not same_origin(websocket):
         await websocket.close(code=UNAUTHORIZED, reason="another origin")
-        return
+        return None
     await websocket.accept()
     given = _bearer(websocket)
-    resume = websocket.query_params.get("lastEventId")
+    first: dict[str, Any] | None = {}
     if given is None:
         first = await _first_frame(websocket)
         if first is None:
-            return
+            return None
         given = str(first.get("token") or "")
-        resume = str(first["lastEventId"]) if first.get("lastEventId") else resume
     if not token_accepted(given, websocket.app.state.tokens.current()):
         await websocket.close(code=UNAUTHORIZED, reason="missing or wrong token")
+        return None
+    return first
+
+
+async def serve(websocket: WebSocket) -> None:
+    """One client: authenticate, then stream until either side leaves."""
+    first = await authenticated(websocket)
+    if first is None:
         return
+    resume = websocket.query_params.get("lastEventId")
+    resume = str(first["lastEventId"]) if first.get("lastEventId") else resume
     session = websocket.query_params.get("session") or None
     if session is not None:  # NAME or HOST/NAME, resolved once: the name events carry
         try:

@@ -578,6 +578,7 @@
     renderQueue();
     renderHistory();
     renderScreen();
+    if (window.agentwrapTerminal) window.agentwrapTerminal.show(name); // terminal.js: the live one
   }
 
   // --- rendering ------------------------------------------------------------------------------

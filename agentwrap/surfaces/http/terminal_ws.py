@@ -1,0 +1,175 @@
+"""The dashboard's live terminal over a WebSocket: ``/api/ws/terminal?session=NAME``.
+
+The socket is authenticated as ``/api/ws`` is (:mod:`.ws`: a handshake from
+another origin is refused before it is accepted, then a bearer header or a
+first ``{"type": "auth", "token": ...}`` frame). The server then sends
+``{"type": "screen", "cols", "rows", "data"}`` frames: ``data`` is what
+brings an xterm.js terminal of that size to the pane's screen
+(:func:`~agentwrap.terminal.live.repaint`: the changed rows only). The pane
+is looked at every :data:`FRAME_S`, so a page is never more than one frame
+behind however fast the agent writes (a burst between two looks is one
+frame: coalesced), and it costs nothing to send while nothing changes.
+
+The page is read-only until it sends ``{"type": "takeover", "on": true}``:
+then ``keys`` (``{"type": "keys", "data": ...}``: what xterm.js says the
+keys are), ``paste`` and ``resize`` frames go to the agent as a person's
+keys (:class:`~agentwrap.service.takeover.Takeover`: audited, and queued
+messages wait while the person types). The take-over ends on ``{"type":
+"takeover", "on": false}``, when the page leaves (the socket closes), or
+after ``[serve] takeover_idle_s`` without a key; the server says so with
+``{"type": "takeover", "on": false, "reason": ...}``. Keys sent without a
+take-over are refused, never typed.
+
+Close codes as :mod:`.ws`'s, and 4409 for a session whose terminal a page
+cannot have (another host's, a pty session's, an ended one): the reason says
+which.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from starlette.concurrency import run_in_threadpool
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from ...errors import AgentExited, AgentwrapError, SessionNotFound
+from ...service import Service
+from .pool import ServicePool
+from .ws import BAD_REQUEST, NOT_FOUND, authenticated
+
+FRAME_S = 0.02  # how often the pane is looked at while a page watches: the frame budget
+UNAVAILABLE = 4409
+MAX_FRAME_CHARS = 200_000  # a client frame larger than this is not a person's keys
+
+if TYPE_CHECKING:
+    from ...service.takeover import Takeover
+    from ...terminal.live import Frame, LivePane
+
+
+async def serve(websocket: WebSocket) -> None:
+    """One page's terminal: authenticate, then stream (and type, once taken over)."""
+    if await authenticated(websocket) is None:
+        return
+    pool: ServicePool = websocket.app.state.pool
+    address = websocket.query_params.get("session") or ""
+    try:
+        pane = await run_in_threadpool(pool.call, Service.live_pane, address)
+    except AgentwrapError as exc:
+        code = NOT_FOUND if isinstance(exc, SessionNotFound) else UNAVAILABLE
+        await websocket.close(code=code, reason=exc.message[:120])
+        return
+    await _Page(websocket, pool, address, pane).run()
+
+
+class _Page:
+    def __init__(self, websocket: WebSocket, pool: ServicePool, address: str,
+                 pane: LivePane) -> None:
+        self.ws = websocket
+        self.pool = pool
+        self.address = address
+        self.pane = pane
+        self.takeover: Takeover | None = None
+        self.idle_s: float = websocket.app.state.takeover_idle_s
+        client = websocket.client
+        self.client = f"{client.host}:{client.port}" if client else "?"
+
+    async def run(self) -> None:
+        try:
+            async with anyio.create_task_group() as tg:
+                async def reader() -> None:
+                    await self._read()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(reader)
+                await self._stream()
+                tg.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):  # the keyboard is given back, whatever ended it
+                await self._end("page left")
+
+    async def _send(self, **frame: Any) -> None:
+        await self.ws.send_text(json.dumps(frame))
+
+    async def _stream(self) -> None:
+        from ...terminal.live import repaint
+
+        prev: Frame | None = None
+        try:
+            while True:
+                began = anyio.current_time()
+                try:
+                    frame = await run_in_threadpool(self.pane.capture)
+                except AgentExited as exc:
+                    await self._send(type="ended", reason=exc.message)
+                    return
+                out = repaint(prev, frame)
+                if out:
+                    await self._send(type="screen", cols=frame.cols, rows=frame.rows, data=out)
+                    prev = frame
+                if self.takeover is not None and self.takeover.idle_s() > self.idle_s:
+                    await self._end("idle")
+                # a look every FRAME_S at most: a slow capture (a loaded machine) is not added to
+                await anyio.sleep(max(0.0, began + FRAME_S - anyio.current_time()))
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            return
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                text = await self.ws.receive_text()
+                if len(text) > MAX_FRAME_CHARS:
+                    await self.ws.close(code=BAD_REQUEST, reason="frame too large")
+                    return
+                try:
+                    frame = json.loads(text)
+                except ValueError:
+                    frame = None
+                if not isinstance(frame, dict):
+                    continue
+                await self._handle(frame)
+        except (WebSocketDisconnect, KeyError, RuntimeError):
+            return
+
+    async def _handle(self, frame: dict[str, Any]) -> None:
+        kind = frame.get("type")
+        if kind == "takeover":
+            if frame.get("on") is True and self.takeover is None:
+                try:
+                    self.takeover = await run_in_threadpool(
+                        self.pool.call, Service.take_over, self.address, by="http",
+                        client=self.client)
+                except AgentwrapError as exc:
+                    await self._send(type="takeover", on=False, reason=exc.message)
+                    return
+                await self._send(type="takeover", on=True, idle_s=self.idle_s)
+            elif frame.get("on") is False:
+                await self._end("given back")
+            return
+        take = self.takeover
+        if kind not in ("keys", "paste", "resize"):
+            return
+        if take is None:
+            await self._send(type="refused", reason="read-only: take over first")
+            return
+        try:
+            if kind == "keys" and isinstance(frame.get("data"), str):
+                await run_in_threadpool(take.keys, frame["data"])
+            elif kind == "paste" and isinstance(frame.get("data"), str):
+                await run_in_threadpool(take.paste, frame["data"])
+            elif kind == "resize" and isinstance(frame.get("cols"), int) \
+                    and isinstance(frame.get("rows"), int):
+                await run_in_threadpool(take.resize, frame["cols"], frame["rows"])
+        except AgentwrapError as exc:
+            await self._send(type="refused", reason=exc.message)
+
+    async def _end(self, reason: str) -> None:
+        take, self.takeover = self.takeover, None
+        if take is None:
+            return
+        await run_in_threadpool(take.end, reason)
+        try:
+            await self._send(type="takeover", on=False, reason=reason)
+        except (WebSocketDisconnect, RuntimeError, OSError):
+            pass

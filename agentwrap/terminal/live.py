@@ -1,0 +1,123 @@
+"""A tmux pane as a browser terminal sees it: repaints to stream, keys to type.
+
+The dashboard's terminal (issue 42) is fed by :class:`LivePane`: ``serve``
+reads the pane with one tmux call (``display-message`` for the size, the
+cursor and the modes, then ``capture-pane -e``: the visible screen as tmux
+itself renders it, colours as SGR) and sends a browser only the rows that
+changed (:func:`repaint`). Why not the raw output (``pipe-pane``)? A pane has
+one pipe and the supervisor holds it (its wake-ups); control mode attaches a
+client, which tmux counts as a person at the keyboard and lets size the window.
+A capture is also what makes a hostile screen inert: whatever the agent wrote
+(OSC 52 clipboard writes, OSC 8 links, titles, device queries) tmux consumed,
+and only SGR colours survive into the stream (anything else is dropped here
+again, :func:`clean_row`), at the pane's own size.
+
+While a person takes over from a page, the page's keys are typed as the
+person's own (``send-keys -H``: the bytes a terminal sends for them) and the
+take-over marker (:func:`takeover_marker`) is touched on each key:
+:meth:`~.tmux.TmuxTerminal.user_idle_s` reads it as tmux's own
+``session_activity``, so the delivery window waits for the person exactly as
+it does for one typing in tmux.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .tmux import TAKEOVER_SUFFIX, TmuxTerminal
+
+_FMT = "#{pane_width}\t#{pane_height}\t#{cursor_y}\t#{cursor_x}\t#{cursor_flag}\t#{keypad_cursor_flag}"
+_SGR = re.compile(r"\x1b\[[0-9;:]*m")
+# CSI; OSC, DCS, SOS, PM, APC (to BEL or ST, or the row's end); any other ESC x
+_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[\]PX^_][^\x07\x1b]*(\x07|\x1b\\)?|.)?")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1a\x1c-\x1f\x7f\x80-\x9f]")
+
+
+def takeover_marker(runtime_dir: Path, session: str) -> Path:
+    """The file whose presence says a page holds the keyboard of ``session``
+    and whose mtime is when its person last pressed a key."""
+    return runtime_dir / f"{session}{TAKEOVER_SUFFIX}"
+
+
+def clean_row(row: str) -> str:
+    """``row`` with SGR colour sequences kept and every other escape sequence
+    or control character dropped (defence in depth: tmux emits only SGR)."""
+    out: list[str] = []
+    pos = 0
+    for m in _ESCAPE.finditer(row):
+        out.append(_CONTROL.sub("", row[pos:m.start()]))
+        if _SGR.fullmatch(m.group(0)):
+            out.append(m.group(0))
+        pos = m.end()
+    out.append(_CONTROL.sub("", row[pos:]))
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One look at the pane: its size, cursor, modes and rows (SGR only)."""
+
+    cols: int
+    rows: int
+    cursor: tuple[int, int]  # (row, col)
+    cursor_visible: bool
+    app_cursor: bool  # DECCKM: arrows as ESC O A, as the agent asked
+    lines: tuple[str, ...]
+
+
+def repaint(prev: Frame | None, new: Frame) -> str:
+    """What brings a terminal showing ``prev`` (None: anything) to ``new``:
+    a full repaint after a resize or at first, else the changed rows only;
+    "" when nothing changed."""
+    full = prev is None or (prev.cols, prev.rows) != (new.cols, new.rows)
+    parts: list[str] = []
+    for i, line in enumerate(new.lines):
+        if full or prev is None or i >= len(prev.lines) or prev.lines[i] != line:
+            parts.append(f"\x1b[{i + 1};1H\x1b[0m{line}\x1b[0m\x1b[K")
+    moved = full or prev is None or parts or (prev.cursor, prev.cursor_visible, prev.app_cursor) \
+        != (new.cursor, new.cursor_visible, new.app_cursor)
+    if not moved:
+        return ""
+    parts.append(f"\x1b[?1{'h' if new.app_cursor else 'l'}")
+    parts.append(f"\x1b[{new.cursor[0] + 1};{new.cursor[1] + 1}H")
+    parts.append("\x1b[?25h" if new.cursor_visible else "\x1b[?25l")
+    return "\x1b[?25l" + "".join(parts)
+
+
+class LivePane:
+    """One session's tmux pane, read and typed into by a page."""
+
+    def __init__(self, term: TmuxTerminal) -> None:
+        self.term = term
+
+    @classmethod
+    def adopt(cls, socket: Path, session: str) -> LivePane:
+        return cls(TmuxTerminal.adopt(socket, session))
+
+    @property
+    def marker(self) -> Path:
+        return takeover_marker(self.term.runtime_dir, self.term.session)
+
+    def capture(self) -> Frame:
+        """The pane now, with one tmux call."""
+        fields, screen = self.term.capture_styled(_FMT)  # AgentExited once it is gone
+        head = (fields + ["0"] * 6)[:6]
+        cols, rows, cy, cx, visible, app = (int(x) if x.isdigit() else 0 for x in head)
+        got = [clean_row(x) for x in screen[:rows]]
+        lines = tuple(got + [""] * (rows - len(got)))  # libtmux drops trailing blank rows
+        return Frame(cols=cols, rows=rows, cursor=(cy, cx), cursor_visible=bool(visible),
+                     app_cursor=bool(app), lines=lines)
+
+    def keys(self, data: str) -> None:
+        """Type ``data`` (the bytes a terminal sends for the keys pressed) as
+        the person's own keys."""
+        self.term.send_text(data)
+
+    def paste(self, text: str) -> None:
+        """Paste ``text`` (bracketed when the agent enabled it: tmux knows)."""
+        self.term.paste(text)
+
+    def resize(self, cols: int, rows: int) -> None:
+        self.term.resize(cols, rows)
