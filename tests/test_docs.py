@@ -111,7 +111,7 @@ def test_the_readmes_agent_table_says_each_profiles_verified_version() -> None:
 
     readme = (ROOT / "README.md").read_text()
     rows = re.findall(r"^\| [^|]+ \| `([a-z]+)` \| ([0-9.]+) \|", readme, re.M)
-    assert len(rows) == 9, rows
+    assert len(rows) == 10, rows
     for command, version in rows:
         profile = tomllib.loads((ROOT / "patterns" / f"{command}.toml").read_text())
         assert profile["verified_version"] == version, (command, version)

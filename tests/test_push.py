@@ -82,8 +82,9 @@ def test_the_links_of_an_answer_links_maker_are_in_the_notice(ntfy: NtfyStandIn)
     class Links:
         def links_for(self, session: str, host: str, question_id: str,
                       options: Any) -> list[tuple[str, str]]:
+            labels = [o.label for o in options]  # the question's options, numbered
             return [(o, f"https://hub.example/a/{session}/{question_id}/{i}")
-                    for i, o in enumerate([*options, "Deny"], 1)]
+                    for i, o in enumerate([*labels, "Deny"], 1)]
 
     notice = waiting_notice("api", "devbox", question("q7"), 0.0, links=Links())
     assert notice.links[-1] == ("Deny", "https://hub.example/a/api/q7/4")

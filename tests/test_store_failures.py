@@ -252,3 +252,42 @@ def test_cli_read_only_database_is_one_line(aw: AwEnv, read_only_db: Path) -> No
     with pytest.raises(StoreUnavailable):
         store = SQLiteMessageStore(read_only_db)
         store.enqueue(msg(session="fake"))
+
+
+def test_first_opens_of_a_fresh_store_at_once_all_succeed(tmp_path: Path) -> None:
+    """Turning a new file's journal to WAL takes an exclusive lock, and SQLite says
+    "database is locked" at once (no busy handler) to a second connection doing
+    the same: two first opens of a fresh store at once (the chat bridge's two
+    loops, ``serve`` and ``run``) ended in StoreLocked. Eight threads and another
+    process open each of 30 fresh stores at the same moment: none fails."""
+    import threading
+
+    for round_ in range(30):
+        path = tmp_path / f"s{round_}" / "agentwrap.db"
+        path.parent.mkdir()
+        start = threading.Barrier(8)
+        failed: list[BaseException] = []
+
+        def open_it() -> None:
+            start.wait()
+            try:  # as Service.open does: the registry, then the messages, on one file
+                Registry(path).close()
+                SQLiteMessageStore(path).close()
+            except BaseException as exc:  # noqa: BLE001 - the test counts every failure
+                failed.append(exc)
+
+        other = subprocess.Popen(
+            [sys.executable, "-c", "import sys, pathlib\nfrom agentwrap.sessions.registry import Registry\n"
+             "Registry(pathlib.Path(sys.argv[1])).close()", str(path)])
+        threads = [threading.Thread(target=open_it) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=30)
+        assert other.wait(timeout=30) == 0
+        assert not failed, failed
+        conn = sqlite3.connect(path)
+        try:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        finally:
+            conn.close()

@@ -27,6 +27,7 @@ import errno
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -160,13 +161,34 @@ def connect(path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> sqlite3.Conne
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-            conn.execute("PRAGMA journal_mode=WAL")
+            _wal(conn, busy_timeout_ms / 1000)
             conn.execute("PRAGMA synchronous=FULL")
             conn.execute("PRAGMA foreign_keys=ON")
         except BaseException:
             conn.close()
             raise
         return conn
+
+
+def _wal(conn: Connection, timeout_s: float) -> None:
+    """Put the file in WAL mode (a no-op once it is). Turning a new file's
+    journal to WAL takes an exclusive lock, and SQLite answers "database is
+    locked" at once, without its busy handler, when another connection (a
+    thread of this process, or another process) is doing the same or holds the
+    file: two first opens of a fresh store at once (``serve`` and ``run``, the
+    chat bridge's two loops) failed with StoreLocked. So this process's opens
+    take turns on the file's write lock, and a busy answer is retried within
+    the busy timeout, as any other write would wait."""
+    deadline = time.monotonic() + timeout_s
+    with conn.write_lock:
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+            time.sleep(0.005)
 
 
 @contextmanager
