@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...paths import create_private, private_dirs
+
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS updates (update_id INTEGER PRIMARY KEY, seen REAL NOT NULL)",
     "CREATE TABLE IF NOT EXISTS notices (id INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -56,10 +58,10 @@ class Ledger:
     """The bridge's record; every method is one transaction, safe across threads."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        private_dirs(path.parent)
+        create_private(path)  # 0600 before SQLite writes a byte into it
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None,
                                    timeout=10.0)
-        path.chmod(0o600)
         self._lock = threading.Lock()
         with self._lock:
             self._db.execute("PRAGMA journal_mode=WAL")
