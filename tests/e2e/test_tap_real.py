@@ -1,5 +1,7 @@
-"""A real Claude Code asks a permission; a tap on the notice's Approve link, in
-headless Chromium in a phone's viewport, approves it and the tool runs (issue 40).
+"""A real agent (Claude Code, and Codex on agentwrap's app-server, where the
+permission is the server's request answered by a reply) asks a permission; a
+tap on the notice's Approve link, in headless Chromium in a phone's viewport,
+approves it and the tool runs (issue 40).
 
 The model server scripts the Bash call (``touch tool_ran.txt``); `agentwrap
 serve` runs in the session's environment; the links are what a notifier gets
@@ -24,16 +26,20 @@ from agentwrap.paths import Paths
 
 from .conftest import AgentSession
 from .model_server import TOOL_FILE
-from .test_answering import next_tool_result, open_permission
+from .test_answering import PERMISSION, next_tool_result, on_app_server, open_permission
 
 pytestmark = pytest.mark.e2e
 
 Make = Callable[..., AgentSession]
 
 
-def test_claude_permission_approved_by_a_tap_on_a_phone(make_session: Make, browser: None) -> None:
-    s = make_session("claude")
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_permission_approved_by_a_tap_on_a_phone(make_session: Make, browser: None,
+                                                 agent: str) -> None:
+    s = make_session(agent)
     q, seen = open_permission(s)
+    if agent == "codex":
+        assert on_app_server(s), s.state()  # the default: the tap answers a server request
     log = (s.root / "serve.log").open("w", encoding="utf-8")
     serve = subprocess.Popen([sys.executable, "-m", "agentwrap", "serve", "--port", "0"],
                              env=s.env, cwd=s.workdir, stdout=subprocess.PIPE, stderr=log,
@@ -47,17 +53,17 @@ def test_claude_permission_approved_by_a_tap_on_a_phone(make_session: Make, brow
         links = dict(LinkMaker(load_or_create_key(paths), url).links_for(
             s.name, "", q["id"], q["questions"][0]["options"]))
         approve = next(u for label, u in links.items() if label.startswith("1. "))
-        for page in chromium("test_claude_permission_approved_by_a_tap_on_a_phone", 390, 844):
+        for page in chromium(f"test_{agent}_permission_approved_by_a_tap_on_a_phone", 390, 844):
             page.phone()
             page.open(approve)
             page.wait(lambda p=page: p.shown("#tap-button"), "the link's page")
-            assert page.text("#tap-command") == "touch tool_ran.txt"
+            assert page.text("#tap-command") == PERMISSION[agent][2]
             assert not (s.workdir / TOOL_FILE).exists(), "opening the link ran the tool"
-            page.shot("claude-tap-page")
+            page.shot(f"{agent}-tap-page")
             page.click("#tap-button")
             page.wait(lambda p=page: "Answered" in p.text("#tap-result"), "the answer applied",
                       timeout=90)
-            page.shot("claude-tap-answered")
+            page.shot(f"{agent}-tap-answered")
         s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 60, f"{TOOL_FILE} created")
         assert next_tool_result(s, seen)
     finally:
