@@ -161,6 +161,14 @@ class SessionNameTaken(SessionError):
     default_hint = "choose another --name, or `agentwrap stop NAME` the old session first"
 
 
+class InvalidRunOption(SessionError):
+    """A value ``agentwrap run`` does not take (``--on-timeout``,
+    ``--answer-timeout``): nothing was started."""
+
+    exit_code = 64  # EX_USAGE
+    default_hint = "`agentwrap run --help` lists the options and the values they take"
+
+
 class SessionNotRunning(SessionError):
     exit_code = 3
     default_hint = "start it again with `agentwrap run`; `agentwrap ls --all` shows stale entries"

@@ -4,8 +4,10 @@
 (:mod:`agentwrap.sessions.lifecycle` writes them; the registry stores them as
 JSON in ``sessions.options``), and many places read them back: the delivery
 engine (``require_ack``, the channels that reach a busy agent), the supervisor
-(``trust_folder``, its hooks), ``adopt`` (who supervises), ``state`` and the
-HTTP API (the channels, the permission gate). Parsed here once, with one
+(``trust_folder``, its hooks, what becomes of a question nobody answers:
+``on_timeout`` / ``answer_timeout_s`` beat the config's ``[answers]``),
+``adopt`` (who supervises), ``state`` and the HTTP API (the channels, the
+permission gate). Parsed here once, with one
 default per field, instead of each reader fishing in a dict with its own.
 
 It lives in the foundation because both :mod:`agentwrap.sessions` (which
@@ -22,9 +24,13 @@ by agentwrap, as the default).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+from .config import ON_TIMEOUT, AnswersConfig
+from .errors import InvalidRunOption
 
 #: The channels of an agent's own hooks: ``hooks`` hand messages over between
 #: tool calls and report what the agent does; ``hook-signals`` only report
@@ -56,6 +62,12 @@ class SessionOptions:
     app_server_pid: int | None = None
     #: why the launch fell back to today's (typed, read off the screen) when asked for
     app_server_note: str | None = None
+    #: ``run --on-timeout``: "deny" or "leave" a question nobody answered in time;
+    #: None: the config's ``[answers] on_timeout`` decides
+    on_timeout: str | None = None
+    #: ``run --answer-timeout``: seconds a question stays open first (0: never times
+    #: out); None: the config's ``[answers] timeout_s``
+    answer_timeout_s: float | None = None
     #: keys this agentwrap does not know (a newer one's), kept as stored
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: the keys as stored, in order (to_json writes them back)
@@ -68,6 +80,26 @@ class SessionOptions:
     def has_hooks(self) -> bool:
         """Whether the agent's hooks were registered (either of :data:`HOOK_CHANNELS`)."""
         return any(self.has(c) for c in HOOK_CHANNELS)
+
+    def answers(self, base: AnswersConfig) -> AnswersConfig:
+        """``base`` (the config's ``[answers]`` for this agent) with what the
+        session was launched with put over it: the session's value wins."""
+        changes: dict[str, Any] = {}
+        if self.on_timeout is not None:
+            changes["on_timeout"] = self.on_timeout
+        if self.answer_timeout_s is not None:
+            changes["timeout_s"] = self.answer_timeout_s
+        return replace(base, **changes) if changes else base
+
+    def describe_timeout(self) -> str:
+        """What ``run --on-timeout`` / ``--answer-timeout`` set for the session
+        ("" when neither was given: the config's ``[answers]`` decides)."""
+        parts = []
+        if self.on_timeout is not None:
+            parts.append(f"{self.on_timeout} (run --on-timeout)")
+        if self.answer_timeout_s is not None:
+            parts.append(f"after {self.answer_timeout_s:g} s (run --answer-timeout)")
+        return ", ".join(parts)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> SessionOptions:
@@ -85,6 +117,8 @@ class SessionOptions:
             app_server=_str(data.get("app_server")),
             app_server_pid=_int(data.get("app_server_pid")),
             app_server_note=_str(data.get("app_server_note")),
+            on_timeout=on if (on := _str(data.get("on_timeout"))) in ON_TIMEOUT else None,
+            answer_timeout_s=_seconds(data.get("answer_timeout_s")),
             extra={k: v for k, v in data.items() if k not in known},
             stored_keys=tuple(data),
         )
@@ -99,6 +133,7 @@ class SessionOptions:
             "channel_notes": list(self.channel_notes), "agent_version": self.agent_version,
             "permission_gate": self.permission_gate, "app_server": self.app_server,
             "app_server_pid": self.app_server_pid, "app_server_note": self.app_server_note,
+            "on_timeout": self.on_timeout, "answer_timeout_s": self.answer_timeout_s,
         }
         default = SessionOptions()
         out: dict[str, Any] = {}
@@ -120,6 +155,36 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _seconds(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if ok and math.isfinite(value) and value >= 0 else None
+
+
+def timeout_policy(on_timeout: str | None,
+                   timeout_s: str | float | None) -> tuple[str | None, float | None]:
+    """``run --on-timeout`` and ``--answer-timeout`` as the record keeps them
+    (None: not given, the config decides), or :class:`InvalidRunOption` for a
+    value they do not take: a policy other than deny/leave, seconds that are
+    not a number, negative, or not finite."""
+    if on_timeout is not None and on_timeout not in ON_TIMEOUT:
+        raise InvalidRunOption(
+            f"--on-timeout: must be one of {', '.join(ON_TIMEOUT)}, got {on_timeout!r}",
+            hint="--on-timeout deny denies a question nobody answered in --answer-timeout"
+            " seconds; leave keeps it open")
+    if timeout_s is None:
+        return on_timeout, None
+    try:
+        seconds = float(timeout_s)
+    except ValueError:
+        raise InvalidRunOption(f"--answer-timeout: not a number of seconds: {timeout_s!r}",
+                               hint="e.g. --answer-timeout 300 (0: never)") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidRunOption(
+            f"--answer-timeout: must be 0 or more seconds, got {timeout_s!r}",
+            hint="e.g. --answer-timeout 300 (0: never)")
+    return on_timeout, seconds
+
+
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -130,4 +195,4 @@ def _strings(value: Any) -> tuple[str, ...] | None:
     return tuple(str(v) for v in value)
 
 
-__all__ = ["SessionOptions"]
+__all__ = ["SessionOptions", "timeout_policy"]

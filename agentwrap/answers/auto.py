@@ -17,7 +17,8 @@ per question:
 
 Nothing is ever answered because time passed, unless a rule has ``after_s``,
 or ``[answers] on_timeout = "deny"`` with ``timeout_s`` (per agent in
-``[profiles.NAME.answers]``): then a question nobody answered within
+``[profiles.NAME.answers]``, per session ``run --on-timeout`` / ``--answer-timeout``,
+which the supervisor puts over the config's): then a question nobody answered within
 ``timeout_s`` is denied, once, through the same intake as any answer (source
 ``policy``, rule :data:`ON_TIMEOUT`, audited ``policy_answered``), unless an
 ``ask`` rule of the person's matches it (nobody but the person answers those).

@@ -345,7 +345,8 @@ def _answer_sources(
     rules = LiveRules(paths, profile.name, Path(rec.cwd), cfg.answer_rules,
                       opted_in_rules(profile, trust_folder=rec.options.trust_folder))
     policy = AutoAnswer(rec.name, profile.name, rules, intake, answers, audit,
-                        announce=teller.announce, project=rec.cwd, on_timeout=cfg.answers)
+                        announce=teller.announce, project=rec.cwd,
+                        on_timeout=rec.options.answers(cfg.answers))  # run --on-timeout wins
     return folder, policy
 
 

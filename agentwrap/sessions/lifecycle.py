@@ -40,13 +40,14 @@ from ..detect.profiles import Profile, load_profile, profile_for_command
 from ..errors import (
     AgentNotFound,
     AgentwrapError,
+    InvalidRunOption,
     ProfileError,
     SessionNameTaken,
     SessionNotRunning,
 )
 from ..message import Message, NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
-from ..session_options import SessionOptions
+from ..session_options import SessionOptions, timeout_policy
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .compose import Companion, build_supervisor, start_companions
@@ -76,6 +77,8 @@ class RunOptions:
     rows: int | None = None
     channels: bool = True  # register the agent's native hooks and MCP server (run --no-channels)
     continuity: bool = True  # hand over the previous session's handoff (run --no-continuity)
+    on_timeout: str | None = None  # run --on-timeout: deny/leave (None: [answers] decides)
+    answer_timeout_s: float | None = None  # run --answer-timeout (None: [answers] timeout_s)
 
 
 def resolve_profile(opts: RunOptions, paths: Paths) -> Profile:
@@ -275,11 +278,29 @@ def permission_gate(profile: Profile, cfg: Config, env: dict[str, str],
 
 
 def _options(opts: RunOptions, cfg: Config) -> dict[str, object]:
+    on_timeout, timeout_s = _timeout_policy(opts, cfg)
     return {
         "trust_folder": cfg.run.trust_folder if opts.trust_folder is None else opts.trust_folder,
         "require_ack": opts.require_ack,
         "supervisor": cfg.run.supervisor,
+        **({} if on_timeout is None else {"on_timeout": on_timeout}),
+        **({} if timeout_s is None else {"answer_timeout_s": timeout_s}),
     }
+
+
+def _timeout_policy(opts: RunOptions, cfg: Config) -> tuple[str | None, float | None]:
+    """The session's own ``on_timeout`` / ``timeout_s`` (None: the config's), checked
+    before anything starts: :class:`InvalidRunOption` for a value they do not take,
+    or for ``deny`` with no time to deny after (here or in ``[answers]``)."""
+    on_timeout, timeout_s = timeout_policy(opts.on_timeout, opts.answer_timeout_s)
+    effective = SessionOptions(on_timeout=on_timeout, answer_timeout_s=timeout_s) \
+        .answers(cfg.answers)
+    if on_timeout == "deny" and effective.timeout_s <= 0:
+        raise InvalidRunOption(
+            "--on-timeout deny: no timeout to deny after (--answer-timeout is"
+            f" {'0' if timeout_s is not None else 'not given'} and [answers] timeout_s is"
+            f" {cfg.answers.timeout_s:g})", hint="add --answer-timeout SECONDS, e.g. 300")
+    return on_timeout, timeout_s
 
 
 # --- tmux ----------------------------------------------------------------------------
@@ -292,6 +313,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
+    _timeout_policy(opts, cfg)  # a bad value starts nothing
     registry = open_registry(paths, cfg)
     try:
         name = pick_name(registry, opts.name, profile, paths)
@@ -581,6 +603,7 @@ def run_pty(
     cfg = load_config(paths, opts.cwd)
     profile = resolve_profile(opts, paths)
     cfg = cfg.for_profile(profile.name)
+    _timeout_policy(opts, cfg)  # a bad value starts nothing
     registry = open_registry(paths, cfg)
     name = pick_name(registry, opts.name, profile, paths)
     env = agent_env(profile, name, paths)

@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="answer the agent's folder-trust dialog automatically (opt-in)")
     r.add_argument("--require-ack", action="store_true", default=None,
                    help="ask the agent to acknowledge every delivery")
+    r.add_argument("--on-timeout", metavar="deny|leave",
+                   help="what becomes of a question nobody answers in --answer-timeout seconds"
+                   " (this session; default: [answers] on_timeout, leave)")
+    r.add_argument("--answer-timeout", metavar="SECONDS",
+                   help="how long a question stays open before --on-timeout applies"
+                   " (this session; 0: never; default: [answers] timeout_s)")
     r.add_argument("--no-channels", dest="channels", action="store_false",
                    help="type messages only: no native hooks or MCP server for this launch")
     r.add_argument("--no-continuity", dest="continuity", action="store_false",

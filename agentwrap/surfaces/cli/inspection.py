@@ -136,6 +136,8 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
                 out.print(escape(f"  permission gate: {rec.options.permission_gate}"))
             if describe_app_server(rec.options):
                 out.print(escape(f"  app-server: {describe_app_server(rec.options)}"))
+            if rec.options.describe_timeout():  # the rest from the config's [answers]
+                out.print(escape(f"  on timeout: {rec.options.describe_timeout()}"))
             if rec.question:
                 _print_question(rec.question, args.name)
         else:

@@ -27,7 +27,11 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not args.command:
         raise InvalidMessage("no agent command given", hint="e.g. `agentwrap run claude`")
+    from ...session_options import timeout_policy
+
     paths = user_paths()
+    on_timeout, answer_timeout_s = timeout_policy(getattr(args, "on_timeout", None),
+                                                getattr(args, "answer_timeout", None))
     opts = RunOptions(
         argv=list(args.command), name=args.name, profile=args.profile, backend=args.backend,
         cwd=Path(args.cwd).resolve() if args.cwd else Path.cwd(), detach=args.detach,
@@ -35,6 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         context_files=[Path(p) for p in args.context], cols=args.cols, rows=args.rows,
         channels=getattr(args, "channels", True),
         continuity=getattr(args, "continuity", True),
+        on_timeout=on_timeout, answer_timeout_s=answer_timeout_s,
     )
     for f in opts.context_files:
         if not f.is_file():
