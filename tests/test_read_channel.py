@@ -270,8 +270,10 @@ def test_run_registers_the_file_for_aider_only_in_the_state_dir(svc: Service, aw
     profile = load_profile("aider")
     out = plan(profile, RunConfig(), svc.paths, "ai", ["aider"], dict(os.environ), version="0.86.2")
     path = read_file_path(svc.paths, "ai")
-    assert out.channels == ["read-file"]
-    assert out.argv == ["--read", str(path)]
+    # and Aider's turn end (agentwrap.sessions.turn_end), its other channel
+    assert out.channels == ["read-file", "turn-end"]
+    assert out.argv[:2] == ["--read", str(path)]
+    assert out.argv[2:4] == ["--notifications", "--notifications-command"], out.argv
     assert path.read_bytes() == b"" and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert svc.paths.state_dir in path.parents
     off = plan(profile, RunConfig(), svc.paths, "ai2", ["aider"], dict(os.environ),
