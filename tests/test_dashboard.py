@@ -32,7 +32,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import StreamingResponse
 from support.browser import Browser, chromium
 from support.delivery_kit import arrivals_of, pane_text, press, send, type_keys, write_config
-from support.http_kit import Served, in_process, register, serve
+from support.http_kit import Served, in_process, register, serve, serve_for_a_page
 from support.records import record
 
 from agentwrap.detect.states import State
@@ -54,10 +54,7 @@ PAGE_SCRIPTS = 4
 
 @pytest.fixture
 def server(aw: AwEnv) -> Iterator[Served]:
-    write_config(aw)
-    with aw.paths.config_file.open("a", encoding="utf-8") as f:
-        f.write("\n[limits]\nrate_per_minute = 1000\n")
-    yield from serve(aw)
+    yield from serve_for_a_page(aw)
 
 
 @pytest.fixture

@@ -664,7 +664,9 @@ def test_busy_agent_with_hooks_is_never_typed_into_and_its_hook_takes_the_messag
     readiness timeout is not a failed attempt."""
     write_config(aw, readiness_timeout_s=1)
     override_profile_input(aw, accepts_input_while_busy=True)
-    aw.start_standin("sa", "--busy", "8")
+    # busy long enough for the checks below on a loaded machine (8 s was not, with
+    # two other test processes beside it: the spell ended and the message was typed)
+    aw.start_standin("sa", "--busy", "20")
     aw.wait_state("sa", "ready")
     # The launch registered hooks (what `run` records for Claude Code): the
     # engine is built from the record, so a new supervisor adopts the session.
@@ -694,7 +696,7 @@ def test_busy_agent_with_hooks_is_never_typed_into_and_its_hook_takes_the_messag
     assert done.status.value == "delivered"
     log = history(aw)[mid]["attempt_log"]
     assert [(a["channel"], a["outcome"]) for a in log] == [("hook", "delivered")]
-    aw.wait_state("sa", "ready")
+    aw.wait_state("sa", "ready", timeout=60)  # the rest of the 20 s busy spell
     time.sleep(1)
     assert arrivals_of(aw, "build broke on main") == 0  # never typed as well
 

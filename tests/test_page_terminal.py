@@ -26,7 +26,7 @@ import pytest
 from conftest import AwEnv
 from support.browser import Browser, chromium
 from support.delivery_kit import press, type_keys, write_config
-from support.http_kit import Served, serve
+from support.http_kit import Served, serve, serve_for_a_page
 
 from agentwrap.terminal.live import Frame, clean_row, repaint
 
@@ -111,10 +111,7 @@ def frames_until(ws: Any, cond: Any, what: str) -> dict[str, Any]:
 
 @pytest.fixture
 def server(aw: AwEnv) -> Iterator[Served]:
-    write_config(aw)
-    with aw.paths.config_file.open("a", encoding="utf-8") as f:
-        f.write("\n[limits]\nrate_per_minute = 1000\n")
-    yield from serve(aw)
+    yield from serve_for_a_page(aw)
 
 
 def test_the_socket_refuses_other_origins_and_keys_without_a_take_over(

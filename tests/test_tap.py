@@ -23,8 +23,8 @@ import httpx
 import pytest
 from conftest import AwEnv
 from support.browser import Browser, chromium
-from support.delivery_kit import send, write_config
-from support.http_kit import Served, serve
+from support.delivery_kit import send
+from support.http_kit import Served, serve_for_a_page
 
 from agentwrap.answers.links import TAP_PATH, LinkMaker, load_or_create_key
 from agentwrap.answers.store import AnswerStore
@@ -32,10 +32,7 @@ from agentwrap.answers.store import AnswerStore
 
 @pytest.fixture
 def server(aw: AwEnv) -> Iterator[Served]:
-    write_config(aw)
-    with aw.paths.config_file.open("a", encoding="utf-8") as f:
-        f.write("\n[limits]\nrate_per_minute = 1000\n")
-    yield from serve(aw)
+    yield from serve_for_a_page(aw)
 
 
 @pytest.fixture

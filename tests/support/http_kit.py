@@ -120,6 +120,17 @@ def serve(aw: AwEnv) -> Iterator[Served]:
         log.close()
 
 
+def serve_for_a_page(aw: AwEnv) -> Iterator[Served]:
+    """:func:`serve` for a page's tests: the delivery kit's config, and a rate
+    limit a page's clicks never reach."""
+    from support.delivery_kit import write_config
+
+    write_config(aw)
+    with aw.paths.config_file.open("a", encoding="utf-8") as f:
+        f.write("\n[limits]\nrate_per_minute = 1000\n")
+    yield from serve(aw)
+
+
 def sse_events(lines: Iterator[str], n: int, within: float = 90.0) -> list[dict[str, Any]]:
     """Read ``n`` events (id, event, data) from an SSE line stream; fails
     naming what it got when they have not come within ``within`` seconds (the
