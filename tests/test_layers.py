@@ -52,12 +52,12 @@ def test_markers_follow_the_fixtures() -> None:
     fast = "not (" + " or ".join(LAYERS) + ")"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "-m", fast,
-         "tests/test_queue_guards.py", "tests/test_smoke_cli.py"],
+         "tests/test_queue_guards.py", "tests/test_cli_send.py"],
         cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     selected = [line for line in done.stdout.splitlines() if "::" in line]
     assert selected and all(t.startswith("tests/test_queue_guards.py::") for t in selected)
-    assert not [t for t in selected if "postgres" in t]  # and test_smoke_cli's one takes `aw`
+    assert not [t for t in selected if "postgres" in t]  # and test_cli_send's one takes `aw`
     assert [t for t in selected if "[sqlite]" in t]
 
 

@@ -1,7 +1,7 @@
 """An agent that runs every tool without asking (OpenCode, issue 22): the session
 says it has no permission gate, and ``[run] ask_first`` starts it asking first.
 
-The e2e side (tests/e2e/test_more_agents_a.py) checks the same on the real
+The e2e side (tests/e2e/test_copilot_opencode_qwen.py) checks the same on the real
 OpenCode: ``state`` says "none" by default, and with ``ask_first`` its
 permission dialog opens and is answered.
 """

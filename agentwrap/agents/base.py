@@ -62,7 +62,7 @@ class StartContext:
 
 
 SEEN = ("seen in the first prompt's request (model server log): tests/e2e/"
-        "test_startup_receipts.py, test_real_agents.py::test_startup_context_reaches_model_once")
+        "test_startup_receipts.py, test_delivery_real.py::test_startup_context_reaches_model_once")
 TYPED = "typed once ready, ACK asked"
 #: The start-up context of an agent without hooks (or with them turned off).
 NO_HOOKS = StartContext("typed", f"{TYPED}: no hooks")

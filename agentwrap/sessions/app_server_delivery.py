@@ -174,7 +174,7 @@ class AppServerDelivery(Part):
         now would not be a turn of its own: Codex 0.169.0 puts its input into
         the starting turn and asks the model again with both (the first
         message reached the model in two requests; seen in
-        tests/e2e/test_unattended.py with the burst after the start-up context)."""
+        tests/e2e/test_send_at_start.py with the burst after the start-up context)."""
         started = self._started_at
         if started is None:
             return False

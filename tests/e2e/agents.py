@@ -34,7 +34,7 @@ __all__ = [
 
 AGENT_NAMES: tuple[str, ...] = ("claude", "codex", "aider", "gemini")
 # The CLIs added by issue 22: prepared here like the four, tested apart (tests/e2e/
-# test_more_agents*.py) so the older e2e tests do not run on them.
+# test_copilot_opencode_qwen.py, test_cline_kimi.py) so the older e2e tests do not run on them.
 MORE_AGENTS: tuple[str, ...] = ("copilot", "opencode", "qwen", "cline", "kimi", "pi")
 
 DEFAULT_AGENTS_DIR = Path("/opt/agentwrap-agents")

@@ -39,7 +39,7 @@ import pytest
 from .conftest import AgentSession
 from .model_server import TOOL_DESCRIPTION, TOOL_FILE, TOOL_LONG_COMMAND
 from .test_answering import answer, main_requests, next_tool_result, on_app_server, wait_question
-from .test_more_agents_a import chat_tool_results
+from .test_copilot_opencode_qwen import chat_tool_results
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ import pytest
 from .conftest import AgentSession
 from .model_server import TOOL_FILE
 from .test_agent_syntax import passwd_line
-from .test_more_agents_b import check_delivery, check_draft, tag
+from .test_cline_kimi import check_delivery, check_draft, tag
 
 pytestmark = pytest.mark.e2e
 

@@ -27,7 +27,7 @@ import pytest
 
 from .agents import AGENT_NAMES, MORE_AGENTS
 from .conftest import AgentSession
-from .test_real_agents import _startup_context
+from .test_delivery_real import _startup_context
 
 pytestmark = pytest.mark.e2e
 
@@ -114,6 +114,6 @@ def test_clines_handoff_takes_its_goal_from_the_prompt(make_session: Make) -> No
 @pytest.mark.parametrize("agent", MORE_AGENTS)
 def test_queued_startup_context_reaches_the_model_once(make_session: Make, agent: str) -> None:
     """``run --context`` (what is queued when the agent starts) on the five CLIs
-    test_real_agents.py does not run: by the start hook only where it runs at launch
+    test_delivery_real.py does not run: by the start hook only where it runs at launch
     and its output reaches the model, else typed; at the model once, acknowledged."""
     _startup_context(make_session(agent), agent)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A host's use of the shared store, run inside a network namespace whose
-cable the test pulls (tests/test_partition.py), over agentwrap's own
+cable the test pulls (tests/test_store_partition.py), over agentwrap's own
 connection (:func:`agentwrap.queue.backend.open_database`).
 
 Usage: cut_client.py URL MODE
