@@ -206,6 +206,36 @@ def aider_against(s: AgentSession, server: ModelServer, *args: str) -> AgentSess
     return s
 
 
+#: The rows of ``agent-versions.json`` (``agentwrap run``'s cache of what each agent
+#: CLI's ``--version`` said, keyed by the executable's real path, size and mtime)
+#: that this process's earlier tests wrote. Each test has a state dir of its own,
+#: so without them every start asks again: at load ~20 on the 2 cores that took
+#: 14-33 s for Kimi Code, Aider, OpenCode, Cline, Qwen Code and Gemini CLI (Node
+#: or Python starting up) before the agent itself started, ~250 times a run. The
+#: first start of each agent in a process still runs the real probe (and shows it
+#: works); a test that wraps an agent in a script of its own (another path) does too.
+_VERSIONS: dict[str, str] = {}
+VERSIONS_FILE = "agent-versions.json"
+
+
+def _seed_versions(sess: AgentSession) -> None:
+    from agentwrap.paths import private_dir, write_private
+
+    if _VERSIONS:
+        state = private_dir(sess._paths().state_dir, repair=True)
+        write_private(state / VERSIONS_FILE, json.dumps(_VERSIONS, indent=1).encode())
+
+
+def _keep_versions(sess: AgentSession) -> None:
+    try:
+        found = json.loads((sess._paths().state_dir / VERSIONS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(found, dict):  # a row for an executable of the test's own root goes with it
+        _VERSIONS.update({str(k): str(v) for k, v in found.items()
+                          if v and not str(k).startswith(str(sess.root))})
+
+
 def _stop(sess: AgentSession) -> None:
     try:
         for rec in json.loads(sess.cli("ls", "--all", "--json").stdout or "[]"):
@@ -264,11 +294,13 @@ def make_session(e2e: None, tmux: None) -> Iterator[Callable[..., AgentSession]]
             argv=list(launch.argv), server=server,
         )
         made.append(sess)
+        _seed_versions(sess)
         return sess
 
     yield make
     for sess in made:
         _stop(sess)
+        _keep_versions(sess)
     # and the scripted server a test swapped in: a request it holds would keep
     # pytest from exiting (its handler threads are joined) until the hold ends
     for server in [*servers, *(sess.server for sess in made)]:

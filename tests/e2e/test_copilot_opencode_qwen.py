@@ -1,19 +1,24 @@
 """GitHub Copilot CLI, OpenCode and Qwen Code under agentwrap, end to end (issue 22).
 
 Each runs for real against the loopback model server (Chat Completions), in a
-throwaway home prepared by :func:`agents.prepare_agent`. CI has little time, so
-each test runs one session and checks several things in it:
+throwaway home prepared by :func:`agents.prepare_agent`. An agent's start is the
+dearest step of these tests (OpenCode's ~15 s on a loaded machine), so each agent
+starts once and one session checks, in order:
 
 * the session: start -> ready with no dialog left open; a message delivered
   once, submitted and acknowledged; a person's draft never overwritten (the
-  message waits, and goes once the box is empty); kill -9 of the agent seen;
+  message waits, and goes once the box is empty);
+* the agent's own syntax in a message is inert (the whole-request check of
+  tests/e2e/test_agent_syntax.py), and the session takes the next message;
 * a permission dialog (its shell tool): ``waiting_input`` with the question
   parsed (options, tool, command), denied and then approved by ``agentwrap
   answer``, the project directory saying what ran; then its question tool
   (Copilot's ask_user, OpenCode's question), answered with an option the
   tool result carries to the model;
-* the agent's own syntax in a message is inert (the whole-request check of
-  tests/e2e/test_agent_syntax.py).
+* kill -9 of the agent seen.
+
+OpenCode runs every tool without asking by default (the first session checks
+that it says so), so its dialogs get a second start in its ask-first mode.
 
 What reached the model is read from the model server's log; waits are
 deadlines, never thresholds.
@@ -69,8 +74,9 @@ def tag() -> str:
     return f"E2E{uuid.uuid4().hex[:8]}"
 
 
-def started(make_session: Make, agent: str) -> AgentSession:
-    s = make_session(agent)
+def started(s: AgentSession) -> AgentSession:
+    """``s`` started by ``agentwrap run`` with no option, once ready."""
+    agent = s.agent
     s.started_at = time.time()
     res = s.cli("run", "--detach", "--name", s.name, "--cwd", str(s.workdir), "--", *s.argv)
     assert res.returncode == 0, res.stderr
@@ -82,9 +88,9 @@ def started(make_session: Make, agent: str) -> AgentSession:
     return s
 
 
-@pytest.mark.parametrize("agent", AGENTS)
-def test_session_delivers_once_keeps_drafts_and_sees_a_kill(make_session: Make, agent: str) -> None:
-    s = started(make_session, agent)
+def check_delivery_and_draft(s: AgentSession) -> None:
+    """Ready with no question, one message acknowledged once, a draft kept."""
+    agent = s.agent
     st = s.state()
     assert st["state"] == "ready" and not st.get("question"), st
     # OpenCode runs every tool without asking (its default): the session says so
@@ -119,7 +125,9 @@ def test_session_delivers_once_keeps_drafts_and_sees_a_kill(make_session: Make, 
     s.wait_until(lambda: s.message(mid)["status"] == "delivered", 30, "delivered state")
     s.wait_state("ready", timeout=60)
 
-    # kill -9 of the agent: the session ends, seen within the deadline
+
+def check_kill(s: AgentSession) -> None:
+    """kill -9 of the agent: the session ends, seen within the deadline."""
     pid = s.agent_pid()
     assert pid is not None
     from agentwrap.terminal.proctree import kill_tree
@@ -148,14 +156,10 @@ def open_permission(s: AgentSession) -> dict[str, Any]:
     return q
 
 
-@pytest.mark.parametrize("agent", AGENTS)
-def test_permission_dialog_denied_then_approved(make_session: Make, agent: str) -> None:
-    s = make_session(agent)
-    s.write_config("[run]\nask_first = true\n")  # OpenCode: its ask-first mode
-    s.start()
-    st = s.wait_state("ready", timeout=120)
-    if agent == "opencode":
-        assert st["permission_gate"] == "asks first (OPENCODE_PERMISSION set)", st
+def check_dialogs(s: AgentSession) -> None:
+    """The shell tool's permission denied, then approved; the question tool
+    answered with its second option."""
+    agent = s.agent
     q = open_permission(s)
     code, out = answer(s, "--deny", "--question", q["id"])
     assert code == 0 and out["status"] == "applied", (out, s.screen())
@@ -204,14 +208,11 @@ def expected_lines(agent: str, marker: str) -> list[str]:
     return lines  # OpenCode: a typed or pasted '@path' is text (only its picker attaches)
 
 
-@pytest.mark.parametrize("agent", AGENTS)
-def test_agent_syntax_is_inert(make_session: Make, agent: str) -> None:
-    s = make_session(agent)
-    secret, skill_secret, marker = (f"{p}{uuid.uuid4().hex[:10]}" for p in ("SECRET", "SKILL", "E2E"))
-    plant(s, secret, skill_secret)
-    s.start()
-    s.wait_state("ready", timeout=120)
-
+def check_syntax_inert(s: AgentSession, secret: str, skill_secret: str) -> None:
+    """The probe lines reach the model as text; nothing planted is read, run or
+    attached; the next message still goes."""
+    agent = s.agent
+    marker = tag()
     res = s.send("\n".join(probe_lines(marker)), "--wait", "--timeout", "90")
     assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
     got = s.wait_received(marker, settle=3.0)
@@ -235,3 +236,27 @@ def test_agent_syntax_is_inert(make_session: Make, agent: str) -> None:
     assert len(s.wait_received(after)) == 1
     assert not (s.workdir / "pwned").exists()
     assert s.state()["state"] != "waiting_input", s.screen()
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_one_start_delivers_keeps_drafts_and_syntax_answers_dialogs_and_sees_a_kill(
+    make_session: Make, agent: str,
+) -> None:
+    s = make_session(agent)
+    secret, skill_secret = (f"{p}{uuid.uuid4().hex[:10]}" for p in ("SECRET", "SKILL"))
+    plant(s, secret, skill_secret)
+    started(s)
+    check_delivery_and_draft(s)
+    check_syntax_inert(s, secret, skill_secret)
+    if agent != "opencode":  # OpenCode asks nothing by default: its dialogs below
+        check_dialogs(s)
+    check_kill(s)
+
+
+def test_opencode_in_its_ask_first_mode_asks_and_is_answered(make_session: Make) -> None:
+    s = make_session("opencode")
+    s.write_config("[run]\nask_first = true\n")
+    s.start()
+    st = s.wait_state("ready", timeout=120)
+    assert st["permission_gate"] == "asks first (OPENCODE_PERMISSION set)", st
+    check_dialogs(s)
