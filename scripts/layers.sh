@@ -15,6 +15,25 @@ FAST_LAYER="not ($SLOW_LAYERS)"
 FAST_WORKERS=${AW_FAST_WORKERS:-2}
 WAITING_LAYERS="($SLOW_LAYERS) and not e2e"
 WAITING_WORKERS=${AW_WAITING_WORKERS:-3}
+# The real agents: one at a time unless AW_E2E_WORKERS says more; then the tests
+# marked `timing` (tests/e2e/conftest.py TIMING: a check inside a window of time)
+# run afterwards, one at a time. Every e2e test has its own HOME, XDG dirs, tmux
+# server, model server port and TMPDIR (tests/e2e/conftest.py), so two may run at
+# once; one at a time stays the default until a clean-clone run proves two.
+E2E_WORKERS=${AW_E2E_WORKERS:-1}
+
+# run_e2e [pytest args]: the real agents' layer, in E2E_WORKERS processes, the
+# `timing` tests alone after the others.
+run_e2e() {
+    local rc=0
+    if [ "$E2E_WORKERS" -gt 1 ]; then
+        LAYER_WORKERS=$E2E_WORKERS run_layer "e2e and not timing" "$@" || rc=$?
+        run_layer "e2e and timing" "$@" || rc=$?
+    else
+        run_layer "e2e" "$@" || rc=$?
+    fi
+    return "$rc"
+}
 
 # [LAYER_WORKERS=N] run_layer EXPR [pytest args]: the tests of the layer EXPR
 # selects among the ones the arguments name, in N processes (default one); none

@@ -181,6 +181,8 @@ def make_aw() -> Iterator[AwEnv]:
 #: marker (pyproject.toml) of every test that reaches it; scripts/check.sh runs
 #: the tests that reach none.
 LAYERS = ("tmux", "postgres", "browser", "netns", "container", "e2e", "build")
+#: Markers that are no layer: ``timing`` splits the e2e layer (tests/e2e/conftest.py).
+NOT_LAYERS = ("timing",)
 NO_TMUX = ROOT / "tests" / "support" / "no_tmux"  # its `tmux` fails the test that calls it
 TMUX_CALLED = "AGENTWRAP_TEST_TMUX_CALLED"  # where the stub says it was called
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import LAYERS, NO_TMUX, ROOT, TMUX_CALLED
+from conftest import LAYERS, NO_TMUX, NOT_LAYERS, ROOT, TMUX_CALLED
 
 try:
     import tomllib
@@ -23,7 +23,7 @@ except ModuleNotFoundError:  # Python 3.10
 def test_the_layers_are_one_list() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     registered = [m.split(":")[0] for m in project["tool"]["pytest"]["ini_options"]["markers"]]
-    assert sorted(registered) == sorted(LAYERS)
+    assert sorted(registered) == sorted(LAYERS + NOT_LAYERS)
     script = (ROOT / "scripts" / "layers.sh").read_text(encoding="utf-8")
     slow = re.search(r'^SLOW_LAYERS="([^"]*)"', script, re.M)
     assert slow is not None and slow.group(1).split(" or ") == list(LAYERS)
@@ -77,3 +77,21 @@ def test_ci_runs_the_quick_checks_first() -> None:
     order = [check.index(tool) for tool in (".venv/bin/ruff check", "-m mypy", ".venv/bin/lint-imports",
                                             "run_layer \"$FAST_LAYER\"")]
     assert order == sorted(order)
+
+
+def test_the_timing_tests_are_e2e_tests_that_exist() -> None:
+    """Each entry of the e2e ``TIMING`` list names a module and tests there (a rename
+    would otherwise drop a test from the alone-run silently), and the marker
+    reaches only the real-agent layer (not tests/test_feedback.py, say, whose name an
+    e2e module has too)."""
+    from e2e.conftest import TIMING
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q", "-m", "timing",
+         "tests/e2e", "tests/test_feedback.py"], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    selected = [line for line in done.stdout.splitlines() if "::" in line]
+    assert selected and all(t.startswith("tests/e2e/") for t in selected), selected
+    for entry in TIMING:
+        module, _, name = entry.partition("::")
+        assert [t for t in selected if t.startswith(f"tests/e2e/{module}::{name}")], entry

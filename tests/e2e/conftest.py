@@ -41,6 +41,39 @@ QUIT_KEYS: dict[str, list[str]] = {
 }
 
 
+#: The real-agent tests whose check is what happens inside a window of time (a
+#: message landing between two requests of one turn, a state between Enter and
+#: busy, a steer into a running turn): marked ``timing``. When the real agents run
+#: in parallel (``AW_E2E_WORKERS`` > 1, scripts/layers.sh) these run afterwards,
+#: one at a time, so only their own agent loads the machine. A module, or a
+#: module and the start of its tests' names.
+TIMING = (
+    "test_aider_read.py",
+    "test_aider_read_midpair.py",
+    "test_aider_turn_end.py",
+    "test_codex_steer.py",
+    "test_delivery_real.py::test_message_sent_while_streaming",
+    "test_feedback.py",
+    "test_native_channels.py",
+    "test_state_sequence.py",
+)
+
+
+def is_timing(module: str, name: str) -> bool:
+    """The test ``name`` of this folder's ``module`` is one of :data:`TIMING`."""
+    return any(module == m and name.startswith(t) for m, _, t in
+               (entry.partition("::") for entry in TIMING))
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``timing`` marker on this folder's tests that :data:`TIMING` names."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        if item.path.resolve().parent == here and is_timing(item.path.name, item.name):
+            item.add_marker("timing")
+
+
 def require_agent(name: str) -> Path:
     exe = find_agent(name)
     if exe is None:
