@@ -27,8 +27,8 @@ import pytest
 from .conftest import AgentSession
 from .model_server import TOOL_COMMAND, TOOL_FILE
 from .test_answering import answer, main_requests, wait_question
-from .test_hook_questions import audit
 from .test_copilot_opencode_qwen import chat_tool_results
+from .test_hook_questions import audit
 
 pytestmark = pytest.mark.e2e
 
