@@ -190,7 +190,10 @@ class AgentSession:
     def message(self, message_id: str) -> dict[str, Any]:
         return next(m for m in self.history() if m["id"] == message_id)
 
-    def send(self, content: str, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    def send(self, content: str, *args: str, timeout: float = 150) -> subprocess.CompletedProcess[str]:
+        """``agentwrap send``; ``timeout`` is a deadline for a hung CLI, above the
+        ``--wait --timeout 90`` the tests give (at load ~20 the CLI's own start
+        took seconds more, and a 90 s deadline cut off its answer)."""
         return self.cli("send", self.name, content, *args, timeout=timeout)
 
     def send_id(self, content: str, *args: str) -> str:
