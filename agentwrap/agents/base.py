@@ -99,8 +99,9 @@ class Agent:
     continuation: str | None = None
     #: ``payload`` with what agentwrap reads where the others put it.
     normalise: Callable[[dict[str, Any]], dict[str, Any]] = _same
-    #: Its turn-end payload has no prompt: the handoff notes find it in its history.
-    prompt_from_history: bool = False
+    #: ``(payload, environ)``: its turn-end payload has no prompt, so the handoff notes
+    #: read it from the agent's own history (None: the payloads carry it).
+    prompt_from_history: Callable[[dict[str, Any], Mapping[str, str]], str | None] | None = None
     #: Its hooks run the command with a POSIX shell (``sh -c``): the command sets its
     #: variables with the shell's assignments, not an ``env`` exec.
     shell_hooks: bool = True
