@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,44 @@ def test_no_ladder_on_agent_names_outside_the_agents_package() -> None:
     assert not found, "look the agent up in agents.all_agents instead:\n" + "\n".join(found)
 
 
+#: Names outside agents/ allowed to carry an agent's name as a word: the person's
+#: config keys (their words, named after the agent they set) and the profile's
+#: structured source of Claude's status file (detect/, the profile list's layer).
+NAMED_FOR_AN_AGENT = {(ROOT / "config.py", "CODEX_HOOK_TRUST"),
+                      (ROOT / "config.py", "codex_hook_trust"),
+                      (ROOT / "config.py", "codex_app_server"),
+                      (ROOT / "detect" / "structured.py", "_CLAUDE_STATUS")}
+
+
+def _named_for(path: Path, names: set[str]) -> list[tuple[int, str]]:
+    """(line, name) of each function, class, assigned name or import alias that
+    has an agent's name as one of its words (``cline_prompt``, ``_CLINE_ID``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            ids = [node.name]
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            ids = [node.id]
+        elif isinstance(node, ast.alias):
+            ids = [node.asname or node.name]
+        else:
+            continue
+        found += [(getattr(node, "lineno", 0), i) for i in ids
+                  if set(re.split(r"[_.]", i.lower())) & names]
+    return found
+
+
+def test_no_code_outside_the_agents_package_is_named_for_an_agent() -> None:
+    """Agent knowledge outside its module wears the agent's name (a reader of
+    Cline's history in continuity/ was ``cline_prompt``): each agent's own
+    behaviour is a field of its record, asked through the table."""
+    names = set(AGENTS)
+    found = [f"{path.relative_to(ROOT.parent)}:{line}: {name}"
+             for path in SOURCES if AGENTS_DIR not in path.parents
+             for line, name in _named_for(path, names) if (path, name) not in NAMED_FOR_AN_AGENT]
+    assert not found, "an agent's code outside agentwrap/agents/<name>.py:\n" + "\n".join(found)
+
+
 def test_the_scans_find_what_they_are_for(tmp_path: Path) -> None:
     """The two scans above would have failed on the code before issue 36."""
     old = tmp_path / "old.py"
@@ -89,6 +128,10 @@ def test_the_scans_find_what_they_are_for(tmp_path: Path) -> None:
     assert [n for _, n in _literal_names(old, set(AGENTS))] == ["kimi", "claude", "codex",
                                                                   "gemini"]
     assert len(_ladders(old, set(AGENTS))) == 2
+    spread = tmp_path / "hooks.py"  # continuity/hooks.py before Cline's reader moved
+    spread.write_text('import re\n_CLINE_ID = re.compile("x")\n'
+                      'def cline_prompt(payload):\n    return None\n', encoding="utf-8")
+    assert sorted(n for _, n in _named_for(spread, set(AGENTS))) == ["_CLINE_ID", "cline_prompt"]
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))

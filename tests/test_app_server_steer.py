@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from agentwrap.app_server.delivery import CHANNEL, AppServerDelivery, steer_priorities
 from agentwrap.audit import AuditLog
 from agentwrap.codex_server import ThreadStatus, UserMessage
 from agentwrap.codex_server.protocol import turn_in_progress
@@ -22,7 +23,6 @@ from agentwrap.errors import AppServerError, AppServerRefused, ConfigError
 from agentwrap.message import Message, NewMessage, Priority, Source, Status
 from agentwrap.paths import Paths
 from agentwrap.queue.sqlite import SQLiteMessageStore
-from agentwrap.sessions.app_server_delivery import CHANNEL, AppServerDelivery, steer_priorities
 
 THREAD = "th-1"
 
@@ -368,9 +368,9 @@ def test_the_server_takes_the_messages_while_it_lives_and_typing_only_once_it_is
     has been unusable for ``dead_after_s``."""
     from support.waiting import wait_for
 
+    from agentwrap.app_server.delivery import server_takes
+    from agentwrap.app_server.state import AppServerState
     from agentwrap.delivery.handover import CONSUMABLE_KINDS
-    from agentwrap.detect.app_server_state import AppServerState
-    from agentwrap.sessions.app_server_delivery import server_takes
 
     sock = tmp_path / "s.sock"
     waiting = AppServerState(sock)  # nothing listens yet: not ready, not dead

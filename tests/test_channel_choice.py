@@ -101,7 +101,7 @@ def test_the_app_server_takes_the_kinds_the_choice_gives_it() -> None:
     """``server_takes`` (the kinds the typing engine leaves to the app-server)
     and its steering ask the same function: alive, every kind a reader may take;
     declared dead, none."""
-    from agentwrap.sessions.app_server_delivery import server_takes
+    from agentwrap.app_server.delivery import server_takes
 
     class State:
         def __init__(self, dead: bool) -> None:

@@ -61,11 +61,11 @@ def test_a_codex_without_the_app_server_is_named_as_such(tmp_path: Path) -> None
 
 
 def test_a_launch_with_an_old_codex_falls_back_to_todays_and_says_why(tmp_path: Path) -> None:
+    from agentwrap.app_server.launch import describe_app_server, with_app_server
     from agentwrap.config import RunConfig
     from agentwrap.detect.profiles import load_profile
     from agentwrap.paths import Paths
     from agentwrap.session_options import SessionOptions
-    from agentwrap.sessions.app_server import describe_app_server, with_app_server
 
     old = tmp_path / "codex"
     old.write_text("#!/bin/sh\necho 'Usage: codex [OPTIONS] [PROMPT]'\n", encoding="utf-8")
@@ -88,7 +88,7 @@ def test_the_server_launch_needs_codexs_trust_decision_for_the_project(tmp_path:
     """Codex's remote TUI asks no folder-trust question: without a decision in
     the person's config for the folder (or its git root) the launch stays
     Codex's own, so the person is asked as before."""
-    from agentwrap.sessions.app_server import trust_decided
+    from agentwrap.app_server.launch import trust_decided
 
     home, project = tmp_path / "codex-home", tmp_path / "repo"
     (project / "sub").mkdir(parents=True)

@@ -12,15 +12,15 @@ from typing import Any
 from agentwrap.answers.actions import AnswerStatus, DenyAnswer, OptionAnswer
 from agentwrap.answers.denylist import Where
 from agentwrap.answers.rules import BUILTIN, decide
-from agentwrap.answers.server_replies import reply
-from agentwrap.codex_server.protocol import ApprovalRequest, Notification, approval_request
-from agentwrap.config import AnswerRule
-from agentwrap.detect.app_server_approvals import (
+from agentwrap.app_server.approvals import (
     ServerApprovals,
     ServerQuestion,
     approval_question,
     shell_script,
 )
+from agentwrap.app_server.replies import reply
+from agentwrap.codex_server.protocol import ApprovalRequest, Notification, approval_request
+from agentwrap.config import AnswerRule
 from agentwrap.detect.detector import Detector, StructuredReading
 from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.states import Signal, State
@@ -202,12 +202,12 @@ def test_the_request_is_awaited_a_moment_and_then_the_screen_decides(
     """AppServerState's reading while the thread waits on the person: the question
     is due until a request is there (answered here or left to the terminal, which
     the reason then names), and for at most DUE_S: then the screen decides."""
-    from agentwrap.detect import app_server_state as mod
+    from agentwrap.app_server import state as mod
 
     state = mod.AppServerState(tmp_path / "none.sock")
-    state.thread_id = state.approvals.thread_id = "t1"
-    monkeypatch.setattr(state, "_wake_subscriber", lambda: None)
-    monkeypatch.setattr(state, "status", lambda: state._status.get("t1"))
+    state.threads.thread_id = state.approvals.thread_id = "t1"
+    monkeypatch.setattr(state.connection, "wake_subscriber", lambda: None)
+    monkeypatch.setattr(state, "status", lambda: state.threads._status.get("t1"))
     state._heard(_status(["waitingOnApproval"]))
     got = state.read()
     assert got is not None and got.question_due and got.state is State.WAITING_INPUT
@@ -219,12 +219,12 @@ def test_the_request_is_awaited_a_moment_and_then_the_screen_decides(
     state.approvals.forget()
     state._heard(_status([]))
     state._heard(_status(["waitingOnApproval"]))
-    assert state.waiting_since is not None
-    state.waiting_since -= mod.DUE_S  # the request never came: the screen decides
+    assert state.threads.waiting_since is not None
+    state.threads.waiting_since -= mod.DUE_S  # the request never came: the screen decides
     got = state.read()
     assert got is not None and not got.question_due and got.state is State.WAITING_INPUT
     state._heard(_status([], kind="idle"))
-    assert state.waiting_since is None
+    assert state.threads.waiting_since is None
 
 
 def test_a_turn_starting_wakes_the_subscription_at_once(tmp_path: Path, monkeypatch: Any) -> None:
@@ -233,7 +233,7 @@ def test_a_turn_starting_wakes_the_subscription_at_once(tmp_path: Path, monkeypa
     supervisor's next look: the first turn's approvals then reach agentwrap."""
     import threading
 
-    from agentwrap.detect import app_server_state as mod
+    from agentwrap.app_server import state as mod
 
     resumed = threading.Event()
 
@@ -245,17 +245,17 @@ def test_a_turn_starting_wakes_the_subscription_at_once(tmp_path: Path, monkeypa
             resumed.set()
 
     state = mod.AppServerState(tmp_path / "none.sock")
-    state.thread_id = state.approvals.thread_id = "t1"
-    state._client = Client()  # type: ignore[assignment]
+    state.threads.thread_id = state.approvals.thread_id = "t1"
+    state.connection._client = Client()  # type: ignore[assignment]
     try:
         state._heard(_status([], kind="idle"))
         assert not resumed.wait(0.2)  # idle: nothing to subscribe to yet
         state._heard(_status([]))  # a turn started
         assert resumed.wait(10), "not subscribed when the turn started"
-        assert state._subscribed is state._client
+        assert state.connection._subscribed is state.connection._client
     finally:
-        state._closing.set()
-        state._kick.set()
+        state.connection._closing.set()
+        state.connection._kick.set()
 
 
 class Server:
@@ -332,23 +332,23 @@ def test_the_state_follows_the_thread_the_tui_moves_to(tmp_path: Path, monkeypat
     thread of the person's, idle, not just given a turn by agentwrap) move the
     state, the approvals and the subscription to that thread; side threads,
     sub-agents and agentwrap's own turn in the old thread do not."""
-    from agentwrap.detect import app_server_state as mod
+    from agentwrap.app_server import state as mod
 
     state = mod.AppServerState(tmp_path / "none.sock")
-    monkeypatch.setattr(state, "_wake_subscriber", lambda: None)
-    monkeypatch.setattr(state, "status", lambda: state._status.get(state.thread_id or ""))
+    monkeypatch.setattr(state.connection, "wake_subscriber", lambda: None)
+    monkeypatch.setattr(state, "status", lambda: state.threads._status.get(state.threads.thread_id or ""))
     state._heard(_started("t1"))
     state._heard(_started("side", ephemeral=True))
     state._heard(_started("agent", parentThreadId="t1"))
     assert state.thread_id == state.approvals.thread_id == "t1"
     state._heard(_status([]))  # t1's first turn: subscribed, an approval open
-    state._subscribed = object()  # type: ignore[assignment]
-    assert state._turned and state.approvals.heard(request(3))
+    state.connection._subscribed = object()  # type: ignore[assignment]
+    assert state.threads._turned and state.approvals.heard(request(3))
     state._heard(_status([], kind="idle"))
     state._heard(_started("t2"))  # the person's /new
     assert state.thread_id == state.approvals.thread_id == "t2"
     assert state.approvals.open() is None and not state.approvals.heard(request(4))
-    assert state._subscribed is None and not state._turned  # t2 has no rollout yet
+    assert state.connection._subscribed is None and not state.threads._turned  # t2 has no rollout yet
     got = state.read()
     assert got is not None and got.state is State.READY
     state._heard(_status(["waitingOnApproval"]))  # t1's status says nothing of t2 now
@@ -357,11 +357,11 @@ def test_the_state_follows_the_thread_the_tui_moves_to(tmp_path: Path, monkeypat
     state.note_turn_start("t1")  # agentwrap's turn/start clears t1's goal too: no /resume
     state._heard(Notification("thread/goal/cleared", {"threadId": "t1"}))
     assert state.thread_id == "t2"
-    state._own_turns.clear()
+    state.threads._own_turns.clear()
     state._heard(Notification("thread/goal/cleared", {"threadId": "side"}))
     assert state.thread_id == "t2"
     state._heard(Notification("thread/goal/cleared", {"threadId": "t1"}))  # /resume of t1
-    assert state.thread_id == state.approvals.thread_id == "t1" and state._turned
+    assert state.thread_id == state.approvals.thread_id == "t1" and state.threads._turned
     assert state.read().state is State.READY  # type: ignore[union-attr]
     state._heard(_status([]))
     assert state.read().state is State.BUSY  # type: ignore[union-attr]

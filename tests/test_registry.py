@@ -182,7 +182,7 @@ def test_an_orphaned_codex_app_server_goes_with_its_session(aw: AwEnv, how: str)
     process each); the `adopt` that finds the agent gone, or the `stop` that
     records the end, ends it too. A real process stands in for it: its
     command line names the session's socket, as the server's does."""
-    from agentwrap.sessions.app_server import socket_path
+    from agentwrap.app_server.launch import socket_path
 
     aw.start_standin("sa")
     aw.wait_state("sa", "ready")

@@ -15,7 +15,7 @@ import pytest
 
 #: Loaded only by the commands that use them.
 NOT_AT_START = ("agentwrap.codex_server", "agentwrap.service.moving",
-                "agentwrap.sessions.app_server", "agentwrap.service.hosts")
+                "agentwrap.app_server", "agentwrap.service.hosts")
 
 
 def loaded_by(code: str) -> set[str]:

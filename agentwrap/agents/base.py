@@ -18,7 +18,8 @@ code asks of an agent:
 * the files its edit tools touched (``edit_tools``, ``patch_edits``:
   :mod:`agentwrap.feedback.edit_hook`) and whether its hooks report its edits
   at all (``edits_by_hook``: :mod:`agentwrap.feedback.companion`);
-* how its start-up context reaches the model (``start_context``).
+* how its start-up context reaches the model (``start_context``);
+* its native channel, a server of its own (``native``: :mod:`agentwrap.sessions.native`).
 
 Pure data and stdlib only: a hook process imports this table, so nothing here
 imports more than :mod:`dataclasses` (a ``register`` function imports
@@ -99,8 +100,9 @@ class Agent:
     continuation: str | None = None
     #: ``payload`` with what agentwrap reads where the others put it.
     normalise: Callable[[dict[str, Any]], dict[str, Any]] = _same
-    #: Its turn-end payload has no prompt: the handoff notes find it in its history.
-    prompt_from_history: bool = False
+    #: ``(payload, environ)``: its turn-end payload has no prompt, so the handoff notes
+    #: read it from the agent's own history (None: the payloads carry it).
+    prompt_from_history: Callable[[dict[str, Any], Mapping[str, str]], str | None] | None = None
     #: Its hooks run the command with a POSIX shell (``sh -c``): the command sets its
     #: variables with the shell's assignments, not an ``env`` exec.
     shell_hooks: bool = True
@@ -121,8 +123,10 @@ class Agent:
     edits_by_hook: bool = False
     #: How its start-up context reaches the model (issue 35).
     start_context: StartContext = NO_HOOKS
-    #: Its TUI can run on a private app-server of agentwrap's (issue 24: Codex).
-    app_server: bool = False
+    #: Its native channel: the dotted module of a server of its own agentwrap runs it
+    #: on and reads as data (issue 24: Codex's app-server), whose ``CHANNEL`` is a
+    #: :class:`agentwrap.sessions.native.NativeChannel`; loaded only for its launches.
+    native: str | None = None
     #: What a launch registers (hooks, MCP, files): ``register(launch)``; None: nothing.
     register: Callable[[Launch], None] | None = None
     #: ``(paths, session, event)``: this launch registered the event's hook to run in

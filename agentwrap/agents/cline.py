@@ -8,19 +8,22 @@ person's own hook files, every other entry of their Cline dir linked, and
 ``CLINE_DATA_DIR`` at their data dir (providers, sessions: where they always
 are). Its payloads are its own shape (``hookName``, ``taskId``, ``agent_id`` in
 every payload, ``parent_agent_id`` set inside a subagent, the reply in
-``turn.outputText``); it reads a top-level ``contextModification``.
+``turn.outputText``); it reads a top-level ``contextModification``. Its payloads
+carry no prompt: the handoff notes read it from its session history
+(:func:`history_prompt`, the record's ``prompt_from_history``).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .base import CONTEXT, TYPED, Agent, StartContext
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from .launch import Launch
 
 NAME = "cline"
@@ -28,6 +31,12 @@ DIR_ENV = "CLINE_DIR"
 DATA_ENV = "CLINE_DATA_DIR"
 #: The extensions Cline 3.0.65 runs a hook file with (a file without one: bash).
 HOOK_SUFFIXES = ("", ".sh", ".bash", ".zsh")
+#: Cline's session ids (``<ms>_<random>``) and the wrapper of typed input in its history.
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_INPUT = re.compile(r'<user_input(?: [^>]*)?>(.*)</user_input>', re.S)
+#: A bigger history is not read at a turn's end (the hook runs in the background, but
+#: a model's long session must not cost a hook a huge parse).
+MAX_HISTORY = 8 * 1024 * 1024
 
 
 def cline_dir(env: Mapping[str, str]) -> Path:
@@ -35,6 +44,50 @@ def cline_dir(env: Mapping[str, str]) -> Path:
     from .launch import agent_dir
 
     return agent_dir(env, DIR_ENV, ".cline")
+
+
+def sessions_dir(environ: Mapping[str, str]) -> Path:
+    """Where Cline CLI 3.0.65 keeps its sessions, as it finds it:
+    ``CLINE_SESSION_DATA_DIR``, else ``CLINE_DATA_DIR/sessions``, else
+    ``(CLINE_DIR or ~/.cline)/data/sessions`` (the hook runs with Cline's environment)."""
+    if environ.get("CLINE_SESSION_DATA_DIR", "").strip():
+        return Path(environ["CLINE_SESSION_DATA_DIR"].strip())
+    data = environ.get(DATA_ENV, "").strip()
+    if data:
+        return Path(data) / "sessions"
+    home = environ.get(DIR_ENV, "").strip() or str(Path(environ.get("HOME", "~")) / ".cline")
+    return Path(home).expanduser() / "data" / "sessions"
+
+
+def history_prompt(payload: dict[str, Any], environ: Mapping[str, str]) -> str | None:
+    """The person's prompt of the turn a Cline payload ends: its TaskStart and
+    TaskComplete carry none (and its UserPromptSubmit hook does not run in the
+    interactive CLI), but Cline says it in the session's own history,
+    ``<sessions>/<root session>/<root session>.messages.json``: the last user
+    message that is typed input (``<user_input mode=...>TEXT</user_input>``;
+    tool results and hook context are user messages too, never so wrapped)."""
+    ctx = payload.get("sessionContext")
+    root = ctx.get("rootSessionId") if isinstance(ctx, dict) else None
+    if not isinstance(root, str) or not _SESSION_ID.fullmatch(root):
+        return None  # it names a path: nothing else gets through
+    path = sessions_dir(environ) / root / f"{root}.messages.json"
+    try:
+        if path.stat().st_size > MAX_HISTORY:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    messages = data.get("messages") if isinstance(data, dict) else None
+    for msg in reversed(messages if isinstance(messages, list) else []):
+        if not isinstance(msg, dict) or msg.get("role") != "user":
+            continue
+        parts = msg.get("content")
+        for part in parts if isinstance(parts, list) else []:
+            text = part.get("text") if isinstance(part, dict) else None
+            typed = _INPUT.fullmatch(text.strip()) if isinstance(text, str) else None
+            if typed:
+                return typed.group(1)
+    return None
 
 
 def register(launch: Launch) -> None:
@@ -100,10 +153,10 @@ AGENT = Agent(
     # Cline names every run's agent in agent_id, a subagent's parent in parent_agent_id
     subagent_field="parent_agent_id",
     normalise=normalise,
-    prompt_from_history=True,
+    prompt_from_history=history_prompt,
     start_context=StartContext("typed", f"{TYPED}: Cline 3.0.65 has no session-start hook"),
     register=register,
 )
 
-__all__ = ["AGENT", "DATA_ENV", "DIR_ENV", "HOOK_SUFFIXES", "NAME", "cline_dir", "normalise",
-           "register"]
+__all__ = ["AGENT", "DATA_ENV", "DIR_ENV", "HOOK_SUFFIXES", "MAX_HISTORY", "NAME", "cline_dir",
+           "history_prompt", "normalise", "register", "sessions_dir"]

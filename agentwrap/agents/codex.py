@@ -1,5 +1,8 @@
 """Codex (``patterns/codex.toml``): ``-c`` overrides, and its app-server (issue 24).
 
+Its native channel is the app-server (:mod:`agentwrap.app_server`, named by
+``native``: this module imports none of it).
+
 ``-c mcp_servers.agentwrap={...}``. Hooks given with ``-c`` are untrusted: the
 TUI opens its review screen and runs none until a person trusts each (in their
 own config.toml). So hooks are registered only when the person's *own* config
@@ -105,7 +108,7 @@ AGENT = Agent(
     patch_edits=True,
     start_context=StartContext("typed", f"{TYPED}: Codex 0.169.0 runs SessionStart only once"
                                " the first prompt is submitted (session_start_at_launch = false)"),
-    app_server=True,
+    native="agentwrap.app_server.channel",  # its TUI on a private app-server (issue 24)
     register=register,
 )
 

@@ -6,8 +6,10 @@ answer folder, :mod:`.folder`) or a rule of the person's policy. Every answer pa
 checks (:mod:`.intake`), becomes a typed action (:mod:`.actions`), is stored
 (:mod:`.store`), and the session's supervisor
 types it with the agent's own keys (:mod:`.keys`) only while the same question
-is open, or replies to the hook that asked (:mod:`.hook_questions`), or to
-Codex's app-server request the question came from (:mod:`.server_replies`). The rules
+is open, or replies to the hook that asked (:mod:`.hook_questions`), or, through the
+small :class:`~.keys.Replies` it owns, to the agent's own server whose request
+the question came from (Codex's app-server, :mod:`agentwrap.app_server`, which
+sits above this layer). The rules
 (:mod:`.rules`) never approve what the deny-list (:mod:`.denylist`) calls
 destructive, nor a command not read with certainty (:mod:`.certainty`); :mod:`.auto` is where a rule's decision has effects, and
 :mod:`.telling` tells the person what waits for them; :mod:`.links` mints and checks the
@@ -27,8 +29,11 @@ from ..exports import lazy, names
 
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import hook_questions as hook_questions
+    from .actions import AnswerAction as AnswerAction
     from .actions import AnswerStatus as AnswerStatus
+    from .actions import DenyAnswer as DenyAnswer
     from .actions import HookAnswer as HookAnswer
+    from .actions import OptionAnswer as OptionAnswer
     from .auto import AutoAnswer as AutoAnswer
     from .denylist import Where as Where
     from .denylist import destructive as destructive
@@ -40,6 +45,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .intake import AnswerIntake as AnswerIntake
     from .intake import AnswerResult as AnswerResult
     from .keys import Answerer as Answerer
+    from .keys import Replies as Replies
     from .links import Claim as Claim
     from .links import LinkLedger as LinkLedger
     from .links import LinkMaker as LinkMaker
@@ -55,13 +61,13 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "actions": ("AnswerStatus", "HookAnswer"),
+    "actions": ("AnswerAction", "AnswerStatus", "DenyAnswer", "HookAnswer", "OptionAnswer"),
     "auto": ("AutoAnswer",),
     "denylist": ("Where", "destructive", "incomplete"),  # the chat bridge refuses approvals
     "folder": ("AnswerFolder",),
     "hook_questions": ("HookQuestion", "HookQuestions", "announcement", "hook_questions"),
     "intake": ("AnswerIntake", "AnswerResult"),
-    "keys": ("Answerer",),
+    "keys": ("Answerer", "Replies"),
     "links": ("Claim", "LinkLedger", "LinkMaker", "LinksFor", "holds_back", "load_or_create_key",
               "sign", "verify"),
     "rules": ("LiveRules",),

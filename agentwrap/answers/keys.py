@@ -34,9 +34,11 @@ seen, and a box is toggled again only when it is still not as wanted.
    asks something else) within ``verify_s`` -> ``applied``; else ``failed``
    with the screen's last lines as evidence.
 
-A question Codex's app-server asked (``source == "app-server"``) is never
-typed: after step 1 its answer is a reply to the server's request
-(:mod:`.server_replies`).
+A question read from neither the screen nor a hook (:data:`TYPED_SOURCES`:
+Codex's app-server asks its approvals as requests) is never typed: after step 1
+its answer is a reply to the request, through the session's :class:`Replies`
+(the agent's own server; this layer names none). Without one it fails and
+nothing is typed.
 
 The question id is checked again right before Enter, so a dialog that changed
 under the cursor (the agent moved on) gets no Enter meant for another one.
@@ -47,19 +49,18 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..audit import AuditLog
 from ..delivery.seams import AnswerDriver
-from ..detect.app_server_approvals import SOURCE as SERVER_SOURCE
 from ..detect.profiles import Dialog, Profile
 from ..detect.question import Item, Question, free_text_option, pick
 from ..detect.states import State
 from ..errors import AgentwrapError, InvalidAnswer
 from ..terminal.screen import Snapshot
 from ..terminal.styles import Row
-from . import server_replies
 from .actions import (
+    AnswerAction,
     AnswerStatus,
     DenyAnswer,
     OptionAnswer,
@@ -69,15 +70,27 @@ from .actions import (
 )
 from .store import Answer, AnswerStore
 
-if TYPE_CHECKING:
-    from ..detect.app_server_state import AppServerState
-
 log = logging.getLogger("agentwrap.answering")
 
 POLL_S = 0.03
 KEY_GAP_S = 0.02  # between two key presses: a TUI reads each as its own event
 STEADY_S = 0.3  # the dialog unchanged this long: keys that change nothing have been read
 KEY_TRIES = 3  # presses of a key whose effect the screen did not show (a dropped key)
+
+
+#: Where a question is read that keys answer: the screen, or a hook whose dialog
+#: is on the screen. A question from anywhere else is its source's to answer.
+TYPED_SOURCES = frozenset({"screen", "hook"})
+
+
+class Replies(Protocol):
+    """A server of the agent's own that asked a question as a request (Codex's
+    app-server): answered by a reply to that request, never by keys."""
+
+    def answer(self, question: Question, answer: AnswerAction, wait: Callable[[float], None],
+               verify_s: float) -> tuple[AnswerStatus, str]:
+        """Reply ``answer``; its outcome and detail. ``wait(s)`` lets the supervisor go on."""
+        ...
 
 
 class _Outcome(Exception):
@@ -95,10 +108,10 @@ class Answerer:
     def __init__(
         self, store: AnswerStore, profile: Profile, session: str, audit: AuditLog, *,
         verify_s: float = 5.0, cursor_s: float = 2.0, max_age_s: float = 120.0,
-        clock: Callable[[], float] = time.time, server: AppServerState | None = None,
+        clock: Callable[[], float] = time.time, server: Replies | None = None,
     ) -> None:
         self.store = store
-        self.server = server  # Codex's app-server: its questions are answered by a reply
+        self.server = server  # the agent's own server: its questions are answered by a reply
         self.profile = profile
         self.session = session
         self.audit = audit
@@ -167,9 +180,12 @@ class Answerer:
 
     def _apply(self, sup: AnswerDriver, a: Answer) -> None:
         q = self._live(sup, a)
-        if q.source == SERVER_SOURCE:  # never typed: the reply closes the TUI's dialog
-            raise _Outcome(*server_replies.reply(self.server, q, a.answer,
-                                                 lambda s: self._pause(sup, s), self.verify_s))
+        if q.source not in TYPED_SOURCES:  # never typed: the reply closes the TUI's dialog
+            if self.server is None:
+                raise _Outcome(AnswerStatus.FAILED, f"the question came from {q.source}, which"
+                               " this supervisor does not read; nothing was typed")
+            raise _Outcome(*self.server.answer(q, a.answer, lambda s: self._pause(sup, s),
+                                               self.verify_s))
         dialog = self._dialog(q)
         if self._settle(sup, dialog):
             q = self._live(sup, a)

@@ -5,9 +5,9 @@ once per run. Two jobs, both cheap (json and a rename; nothing of the store):
 
 * **notes**: the payloads carry what the screen cannot tell reliably: the
   person's prompt (Claude/Codex ``UserPromptSubmit``; Gemini's ``AfterAgent``
-  carries it too, its ``BeforeAgent`` is not registered: ``prompt``; Cline's
-  payloads carry none: read at its turn's end from its own session history,
-  :func:`cline_prompt`), the agent's reply at a turn's end (``last_assistant_message``,
+  carries it too, its ``BeforeAgent`` is not registered: ``prompt``; an agent
+  whose payloads carry none reads it at its turn's end from its own history:
+  the agent record's ``prompt_from_history``), the agent's reply at a turn's end (``last_assistant_message``,
   ``prompt_response``), the tool calls (``PostToolUse``/``PostToolBatch``/
   ``AfterTool``) and the transcript's path. They go into a small notes file
   per session that the supervisor folds into the record (:mod:`.collect`).
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -54,12 +53,6 @@ MAX_NOTE_CHARS = 8000
 MAX_TOOLS = 20
 #: A prompt that is agentwrap's own handoff (typed) is not the session's goal.
 HANDOFF_MARK = "[agentwrap: handoff from the previous session"
-#: Cline's session ids (``<ms>_<random>``) and the wrapper of typed input in its history.
-_CLINE_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
-_CLINE_INPUT = re.compile(r'<user_input(?: [^>]*)?>(.*)</user_input>', re.S)
-#: A bigger history is not read at a turn's end (the hook runs in the background, but
-#: a model's long session must not cost a hook a huge parse).
-MAX_CLINE_HISTORY = 8 * 1024 * 1024
 
 
 def notes_file(paths: Paths, session: str) -> Path:
@@ -116,49 +109,6 @@ def tool_calls(event: str, payload: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"tool": call["tool_name"][:80], "target": _target(call.get("tool_input")),
                     "at": time.time(), "ok": _failed(call.get("tool_response"))})
     return out
-
-
-def cline_sessions_dir(environ: Mapping[str, str]) -> Path:
-    """Where Cline CLI 3.0.65 keeps its sessions, as it finds it:
-    ``CLINE_SESSION_DATA_DIR``, else ``CLINE_DATA_DIR/sessions``, else
-    ``(CLINE_DIR or ~/.cline)/data/sessions`` (the hook runs with Cline's environment)."""
-    if environ.get("CLINE_SESSION_DATA_DIR", "").strip():
-        return Path(environ["CLINE_SESSION_DATA_DIR"].strip())
-    data = environ.get("CLINE_DATA_DIR", "").strip()
-    if data:
-        return Path(data) / "sessions"
-    home = environ.get("CLINE_DIR", "").strip() or str(Path(environ.get("HOME", "~")) / ".cline")
-    return Path(home).expanduser() / "data" / "sessions"
-
-
-def cline_prompt(payload: dict[str, Any], environ: Mapping[str, str]) -> str | None:
-    """The person's prompt of the turn a Cline payload ends: its TaskStart and
-    TaskComplete carry none (and its UserPromptSubmit hook does not run in the
-    interactive CLI), but Cline says it in the session's own history,
-    ``<sessions>/<root session>/<root session>.messages.json``: the last user
-    message that is typed input (``<user_input mode=...>TEXT</user_input>``;
-    tool results and hook context are user messages too, never so wrapped)."""
-    ctx = payload.get("sessionContext")
-    root = ctx.get("rootSessionId") if isinstance(ctx, dict) else None
-    if not isinstance(root, str) or not _CLINE_ID.fullmatch(root):
-        return None  # it names a path: nothing else gets through
-    path = cline_sessions_dir(environ) / root / f"{root}.messages.json"
-    try:
-        if path.stat().st_size > MAX_CLINE_HISTORY:
-            return None
-    except OSError:
-        return None
-    messages = read_json(path).get("messages")
-    for msg in reversed(messages if isinstance(messages, list) else []):
-        if not isinstance(msg, dict) or msg.get("role") != "user":
-            continue
-        parts = msg.get("content")
-        for part in parts if isinstance(parts, list) else []:
-            text = part.get("text") if isinstance(part, dict) else None
-            typed = _CLINE_INPUT.fullmatch(text.strip()) if isinstance(text, str) else None
-            if typed:
-                return typed.group(1)
-    return None
 
 
 def note(paths: Paths, session: str, event: str, todo: str, payload: dict[str, Any]) -> None:
@@ -236,15 +186,15 @@ def on_hook(paths: Paths, session: str, agent: str, event: str, todo: str,
     """The handler's one call: notes always; at a session start, the handoff
     text to hand over ("" for none), else None (the handler goes on as usual).
     ``environ``: the agent's environment (default: this hook process's), where
-    Cline's history is found. Never raises: continuity must not disturb a hook."""
+    an agent's own history is found (``prompt_from_history``). Never raises: continuity must not disturb a hook."""
     try:
         if event in START_EVENTS:
             return session_start(paths, session, payload)
         spec = get(agent)
-        if spec is not None and spec.prompt_from_history and todo == TURN_END_SIGNAL \
-                and "prompt" not in payload:
-            payload = {**payload, "prompt": cline_prompt(payload, os.environ if environ is None
-                                                         else environ)}
+        read_prompt = spec.prompt_from_history if spec is not None else None
+        if read_prompt is not None and todo == TURN_END_SIGNAL and "prompt" not in payload:
+            payload = {**payload, "prompt": read_prompt(payload, os.environ if environ is None
+                                                        else environ)}
         note(paths, session, event, todo, payload)
         if todo in TURN_SIGNS:
             first_prompt(paths, session)
@@ -263,5 +213,5 @@ def on_hook(paths: Paths, session: str, agent: str, event: str, todo: str,
     return None
 
 
-__all__ = ["HANDOFF_MARK", "START_EVENTS", "START_SOURCES", "TURN_SIGNS", "cline_prompt",
-           "handoff_file", "notes_file", "on_hook", "session_start", "tool_calls"]
+__all__ = ["HANDOFF_MARK", "START_EVENTS", "START_SOURCES", "TURN_SIGNS", "handoff_file",
+           "notes_file", "on_hook", "session_start", "tool_calls"]

@@ -8,10 +8,10 @@ anchored screen regions (``regions``), the detector and its verdicts
 (``detector``, ``states``), the precedence between an agent's own word
 (hooks, session file, app-server) and its screen, one table for every agent
 (``precedence``), and the agents' own structured state files
-(``structured``), the question a waiting agent asks, read off its screen
-(``question``), and Codex's app-server read as the session's state
-(``app_server_state``) and its approval requests as the session's question
-(``app_server_approvals``). The built-in profiles ship inside the wheel as
+(``structured``), and the question a waiting agent asks, read off its screen
+(``question``). Another source of state (Codex's app-server,
+:mod:`agentwrap.app_server`) is a :class:`~.detector.StructuredSource`, the
+protocol this layer owns. The built-in profiles ship inside the wheel as
 ``detect/_patterns``. Imports point down only: to ``agentwrap.terminal``
 (snapshots, process trees) and the foundation; never to ``queue`` (the two
 are independent), ``delivery``, ``sessions`` or ``surfaces``.
@@ -26,14 +26,10 @@ from ..exports import lazy, names
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import neutralise as neutralise
     from . import states as states
-    from .app_server_approvals import SOURCE as SOURCE
-    from .app_server_approvals import ServerApprovals as ServerApprovals
-    from .app_server_approvals import ServerQuestion as ServerQuestion
-    from .app_server_approvals import approval_question as approval_question
-    from .app_server_state import AppServerState as AppServerState
     from .detector import Detector as Detector
     from .detector import HookReading as HookReading
     from .detector import HookSource as HookSource
+    from .detector import StructuredReading as StructuredReading
     from .detector import StructuredSource as StructuredSource
     from .neutralise import SyntaxSpec as SyntaxSpec
     from .neutralise import defuse as defuse
@@ -60,7 +56,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "detector": ("Detector", "HookReading", "HookSource", "StructuredSource"),
+    "detector": ("Detector", "HookReading", "HookSource", "StructuredReading", "StructuredSource"),
     "neutralise": ("SyntaxSpec", "defuse", "live_tokens", "neutralise"),
     "profiles": (
         "Dialog",
@@ -75,8 +71,6 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "regions": ("split_around",),
     "states": ("Reading", "Signal", "State", "overlay", "states"),
     "structured": ("structured_source",),
-    "app_server_approvals": ("SOURCE", "ServerApprovals", "ServerQuestion", "approval_question"),
-    "app_server_state": ("AppServerState",),
 }
 __all__ = names(EXPORTS)
 __getattr__ = lazy(__name__, EXPORTS)

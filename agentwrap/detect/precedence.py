@@ -16,7 +16,7 @@ Decided before the table, strongest first (:class:`~agentwrap.detect.detector.De
 1. the process gone: ``exited``;
 2. a question the agent published with its exact text (Codex's app-server):
    ``waiting_input`` at once, since its answer is a reply on that channel and
-   needs no screen (:mod:`agentwrap.answers.server_replies`); a question
+   needs no screen (:mod:`agentwrap.app_server.replies`); a question
    announced but not yet sent: ``waiting_input`` with nothing to answer;
 3. a dialog the profile knows, on screen: ``waiting_input``, whatever any
    signal says (a turn-end hook while a dialog shows is still waiting);

@@ -10,9 +10,9 @@ machines of a shared store (``hosts``). Around the agent's own channels: the
 hooks and MCP server one launch gets (``channels``), the states its hooks
 report (``signals``), Aider's turn end from its notifications command
 (``turn_end``) and a hook asking the supervisor for the messages to
-hand over (``hook_requests``); and Codex's TUI on a private app-server
-(``app_server``), with the messages given to it there instead of typed
-(``app_server_delivery``). A sender reaches a supervisor within milliseconds
+hand over (``hook_requests``); and an agent's native channel, a server of its
+own reached through the agent table (``native``: Codex's app-server,
+:mod:`agentwrap.app_server`, below this layer). A sender reaches a supervisor within milliseconds
 through a datagram (:mod:`agentwrap.datagram`). This layer wires the ones below together: it may import
 ``delivery``, ``detect``, ``queue``, ``terminal`` and the foundation; only
 ``surfaces`` (and the application service) import it.
@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING
 from ..exports import lazy, names
 
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
-    from .app_server import describe_app_server as describe_app_server
-    from .app_server import doctor_app_server as doctor_app_server
     from .channels import START_CONTEXT as START_CONTEXT
     from .channels import config_json as config_json
     from .channels import describe as describe
@@ -50,6 +48,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .lifecycle import stop_many as stop_many
     from .lifecycle import supervise as supervise
     from .lifecycle import tmux_socket_of as tmux_socket_of
+    from .native import NativeChannel as NativeChannel
+    from .native import native_channel as native_channel
     from .registry import Registry as Registry
     from .registry import SessionRecord as SessionRecord
     from .registry import Transition as Transition
@@ -57,7 +57,6 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "app_server": ("describe_app_server", "doctor_app_server"),
     "channels": (
         "START_CONTEXT",
         "config_json",
@@ -81,6 +80,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "supervise",
         "tmux_socket_of",
     ),
+    "native": ("NativeChannel", "native_channel"),
     "registry": ("Registry", "SessionRecord", "Transition"),
     "signals": ("write_signal",),
 }

@@ -26,15 +26,15 @@ The order of the list is the order the supervisor calls each hook in
    reaches the busy agent, and when the session ends, what it holds is
    settled (or goes back to the queue) before the engine gives every
    undelivered message its end state;
-5. Codex's app-server delivery
-   (:class:`~.app_server_delivery.AppServerDelivery`), before the typing: it
-   takes what is due while the agent is idle, and its batches are never typed;
+5. the agent's native channel's delivery (:class:`~.parts.NativeDeliveryPart`,
+   :mod:`.native`: Codex's app-server), before the typing: it takes what is due while the agent is idle, and its
+   batches are never typed;
 6. the delivery engine (:class:`~.parts.DeliveryPart`), then the notice of an
    unexpected exit (:class:`~.parts.ExitNoticePart`), sent once the end is
    recorded; both tell the person through the same channels as telling does
    (:mod:`agentwrap.delivery.notices`: desktop, ``[notify] urls``);
-7. the keeper of Codex's private app-server
-   (:class:`~.app_server.AppServerKeeper`): starts it again when it died;
+7. the native channel's keeper (:class:`~.parts.NativeKeeperPart`): starts
+   its server again when it died;
 8. the handoff record (continuity, :class:`~.parts.ContinuityPart`): kept
    current as states are recorded, its last word once the agent's end is;
 9. the shared stores (:class:`~.parts.SharedStores`), closed last.
@@ -53,7 +53,6 @@ supervisor host, :mod:`agentwrap.sessions.host`) start them with
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -68,6 +67,7 @@ from ..message import Kind, Message, Status, acknowledged
 from ..paths import Paths, check_session_name
 from ..queue.keys import host_name
 from ..terminal.base import Display, Terminal
+from .native import NativeSession, native_channel
 from .parts import (
     AnswerFolderPart,
     AnswersPart,
@@ -75,6 +75,8 @@ from .parts import (
     DeliveryPart,
     ExitNoticePart,
     HandoverPart,
+    NativeDeliveryPart,
+    NativeKeeperPart,
     Part,
     ReadFilePart,
     SharedStores,
@@ -91,8 +93,9 @@ if TYPE_CHECKING:
     from ..answers.telling import Teller
     from ..continuity.collect import Collector
     from ..delivery.notices import AnswerLinks, Notices
-    from ..detect.app_server_state import AppServerState
     from ..detect.detector import HookSource
+    from ..queue.store import MessageStore
+    from ..session_options import SessionOptions
     from .hosts import HostSeen
 
 log = logging.getLogger("agentwrap.session")
@@ -145,23 +148,24 @@ def build_supervisor(
             channel = ReadFileChannel.for_session(paths, cfg, profile, rec,
                                                   read_file_path(paths, rec.name), store=store)
             reader, held = ReadFilePart(channel), channel.batches
-        server = _app_server_state(paths, rec)
-        taken: Callable[[], frozenset[Kind]] = frozenset
-        if server is not None:  # Codex's app-server (issue 24): its batches are never typed
-            from .app_server_delivery import app_server_batches, server_takes
+        # the agent's native channel (Codex's app-server, issue 24): made once the
+        # engine says whether an ACK is asked; typing leaves it what it takes
+        # (one channel per session mode) and never resumes its batches
+        native: NativeSession | None = None
+        read_held = held
 
-            taken = functools.partial(server_takes, server)  # one channel per session mode
+        def taken() -> frozenset[Kind]:
+            return native.takes() if native is not None else frozenset()
 
-            read_held = held
+        def held_all() -> set[str]:
+            return {*(read_held() if read_held else ()), *(native.held() if native else ())}
 
-            def held_both() -> set[str]:
-                return {*(read_held() if read_held else ()), *app_server_batches(store, rec.name)}
-
-            held = held_both
         engine = DeliveryEngine.for_session(
             paths, cfg, profile, rec, store=store,
-            foreign_batches=_foreign_batches(paths, rec.name, held),
+            foreign_batches=_foreign_batches(paths, rec.name, held_all),
             awaits_start_hook=start_hook or (lambda: False), taken_kinds=taken)
+        native = _native_session(paths, cfg, profile, rec, registry, env, term, store, audit,
+                                 engine.require_ack)
         if "hooks" in channels:  # the hooks ask the supervisor for what to hand over (fast)
             from .hook_requests import HandoverServer
 
@@ -180,34 +184,25 @@ def build_supervisor(
         parts.append(TellingPart(rec.name, teller, policy, questions))
         if folder is not None:
             parts.append(AnswerFolderPart(folder))
-        parts.append(AnswersPart(Answerer(answers, profile, rec.name, audit, server=server)))
+        parts.append(AnswersPart(Answerer(answers, profile, rec.name, audit,
+                                          server=native.replies if native else None)))
         if reader is not None:
             parts.append(reader)
-        if server is not None:  # before the typing: it takes what is due while idle
-            from .app_server_delivery import AppServerDelivery, steer_priorities
-
-            parts.append(AppServerDelivery(
-                server, store, audit, rec.name, ack_wording=cfg.delivery.ack_wording,
-                require_ack=engine.require_ack,
-                ack_patterns=[*cfg.delivery.ack_patterns, *profile.ack_patterns],
-                syntax=profile.syntax, limit_chars=cfg.delivery.max_injection_bytes,
-                ack_timeout_s=cfg.delivery.ack_timeout_s,
-                steer=steer_priorities(cfg.delivery.steer)))
+        if native is not None:  # before the typing: it takes what is due while idle
+            parts.append(NativeDeliveryPart(native.delivery))
         engine.escalation.notices = notices
         engine.escalation.host = teller.host
         parts.append(DeliveryPart(engine))
         parts.append(ExitNoticePart(rec.name, teller.host, notices))
-        if rec.options.app_server:  # Codex's private app-server (issue 24): kept running
-            from .app_server import AppServerKeeper
-
-            parts.append(AppServerKeeper(paths, registry, rec.name, env, term.agent_pid))
+        if native is not None:  # its server kept running
+            parts.append(NativeKeeperPart(native.keeper))
         collector = _collector(paths, cfg, rec, hooks=rec.options.has_hooks())
         if collector is not None:
             parts.append(ContinuityPart(collector))
         parts.append(shared)
         return Supervisor(
             rec.name, term, profile, paths, registry, parts=parts,
-            structured=server if server is not None else structured_source(
+            structured=native.structured if native is not None else structured_source(
                 profile.structured, env, term.agent_pid),
             hooks=hooks, hook_questions=questions,
             trust_folder=rec.options.trust_folder,
@@ -259,20 +254,28 @@ def _woken_by_other_hosts(paths: Paths) -> Callable[[str], object]:
     return woken
 
 
-def _app_server_state(paths: Paths, rec: SessionRecord) -> AppServerState | None:
-    """Codex's app-server as the session's structured state when it runs on one
-    (issue 24; its changes wake the supervisor), else None."""
-    if not (rec.options.app_server and rec.options.app_server.startswith("unix://")):
+def _native_session(
+    paths: Paths, cfg: Config, profile: Profile, rec: SessionRecord, registry: Registry,
+    env: dict[str, str], term: Terminal, store: MessageStore, audit: AuditLog, require_ack: bool,
+) -> NativeSession | None:
+    """The agent's native channel as this supervisor reads and drives it (its
+    word wakes the supervisor; the pid of a server started again goes into the
+    session's record), or None: the agent has none, or its launch started none."""
+    channel = native_channel(profile.name)
+    if channel is None:
         return None
     from ..datagram import wake
-    from ..detect.app_server_state import AppServerState
 
     name = rec.name
 
-    def changed() -> None:
-        wake(paths, name, b"app-server")
+    def record(options: SessionOptions) -> None:
+        registry.update(name, options=options)
 
-    return AppServerState(Path(rec.options.app_server.removeprefix("unix://")), on_change=changed)
+    return channel.open(
+        paths, cfg, profile, rec.options, name=name, command=list(rec.command),
+        cwd=Path(rec.cwd), env=env, store=store, audit=audit, require_ack=require_ack,
+        wake=lambda: wake(paths, name, b"native"), agent_pid=term.agent_pid,
+        options=lambda: registry.get(name).options, record=record)
 
 
 def _start_pending(awaits: Callable[[], bool] | None) -> Callable[[], str | None] | None:

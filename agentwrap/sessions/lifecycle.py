@@ -323,10 +323,7 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         handoff = _handoff(paths, cfg, opts, name)
         argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
         channel_opts.update(permission_gate(profile, cfg, env, argv))
-        from .app_server import with_app_server  # Codex's code: only for a launch
-
-        argv, server_opts = with_app_server(cfg.run, profile, paths, name, argv, env, opts.cwd)
-        channel_opts.update(server_opts)
+        argv = _on_native_channel(cfg, profile, paths, name, argv, env, opts.cwd, channel_opts)
         socket = paths.tmux_socket_for(name)
         registry.register(
             SessionRecord(
@@ -611,10 +608,7 @@ def run_pty(
     handoff = _handoff(paths, cfg, opts, name)
     argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
     channel_opts.update(permission_gate(profile, cfg, env, argv))
-    from .app_server import with_app_server  # Codex's code: only for a launch
-
-    argv, server_opts = with_app_server(cfg.run, profile, paths, name, argv, env, opts.cwd)
-    channel_opts.update(server_opts)
+    argv = _on_native_channel(cfg, profile, paths, name, argv, env, opts.cwd, channel_opts)
     from ..terminal.pty import PtyTerminal, terminal_size
 
     size = terminal_size(sys.stdout.fileno()) if interactive else None
@@ -733,18 +727,36 @@ def _finish_stop(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
         _record_end(paths, registry, rec)
 
 
+def _on_native_channel(
+    cfg: Config, profile: Profile, paths: Paths, name: str, argv: list[str],
+    env: dict[str, str], cwd: Path, channel_opts: dict[str, object],
+) -> list[str]:
+    """The agent's argv on its native channel (Codex's private app-server, issue
+    24), what its options record of it added to ``channel_opts``; ``argv`` as
+    it is for an agent without one. Its code is loaded only for such a launch."""
+    from .native import native_channel
+
+    native = native_channel(profile.name)
+    if native is None:
+        return argv
+    argv, server_opts = native.launch(cfg.run, profile, paths, name, argv, env, cwd)
+    channel_opts.update(server_opts)
+    return argv
+
+
 def _record_end(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
     """The end of a session whose supervisor is gone, and what its launch left
     that outlives the agent: the hook/MCP/read files, Codex's private
     app-server (its own process group: a SIGKILLed supervisor left it running)."""
-    from .app_server import stop_app_server
     from .channels import remove_launch_files
+    from .native import native_channels
 
     registry.mark_ended(rec.name, rec.exit_code)
     if not rec.supervisor_alive:  # a live one (slow to record the end) abandons its own
         _end_queue(paths, rec)
     remove_launch_files(paths, rec.name)
-    stop_app_server(paths, rec.name, rec.options.app_server_pid)
+    for native in native_channels():
+        native.stop(paths, rec.name, rec.options)
 
 
 def _end_queue(paths: Paths, rec: SessionRecord) -> None:

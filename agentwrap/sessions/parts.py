@@ -127,6 +127,38 @@ class Part:
         """The agent's end is recorded in the registry."""
 
 
+class Turns(Protocol):
+    """An engine beneath that takes the supervisor's turns and knows nothing of
+    parts (an agent's native channel's: :mod:`.native`)."""
+
+    def turn(self, sup: Host) -> float | None: ...
+
+    def close(self, ended: Ended | None) -> None: ...
+
+
+class _TurnsPart(Part):
+    """The turns of a :class:`Turns` engine, as a part."""
+
+    def __init__(self, engine: Turns) -> None:
+        self.engine = engine
+
+    def turn(self, sup: Host) -> float | None:
+        return self.engine.turn(sup)
+
+    def close(self, ended: Ended | None) -> None:
+        self.engine.close(ended)
+
+
+class NativeDeliveryPart(_TurnsPart):
+    """The agent's native channel delivering messages (Codex's app-server:
+    ``turn/start``, ``turn/steer``), before the typing."""
+
+
+class NativeKeeperPart(_TurnsPart):
+    """The agent's native channel keeping its server running (started again
+    when it died)."""
+
+
 #: What a raising part's error is taken for when it is the world's, not the part's.
 WORLD_ERRORS: tuple[type[BaseException], ...] = (AgentwrapError, OSError)
 

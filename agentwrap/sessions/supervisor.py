@@ -544,9 +544,10 @@ class Supervisor:
             from .channels import remove_launch_files  # the launch's hook/MCP/read files
 
             remove_launch_files(self.paths, self.name)
-            from .app_server import stop_app_server  # Codex's private server (issue 24)
+            from .native import native_channels  # an agent's own server (Codex's, issue 24)
 
-            stop_app_server(self.paths, self.name, self.registry.get(self.name).options.app_server_pid)
+            for native in native_channels():
+                native.stop(self.paths, self.name, self.registry.get(self.name).options)
             with contextlib.suppress(OSError):  # what its feedback sources last said
                 self.paths.feedback_memory(self.name).unlink()
             self.parts.finish(Ended(self.exit_code))

@@ -290,12 +290,12 @@ def test_a_supervisor_crash_around_turn_start_ends_each_batch_exactly_once(
     died: one after turn/start went out (its answer never recorded), one before.
     The next supervisor finds the first in the thread by its client id (delivered,
     not sent again) and sends the second once."""
+    from agentwrap.app_server.delivery import CHANNEL, AppServerDelivery
+    from agentwrap.app_server.state import AppServerState
     from agentwrap.audit import AuditLog
     from agentwrap.delivery.handover import take
-    from agentwrap.detect.app_server_state import AppServerState
     from agentwrap.message import NewMessage, Source, Status
     from agentwrap.queue.sqlite import SQLiteMessageStore
-    from agentwrap.sessions.app_server_delivery import CHANNEL, AppServerDelivery
 
     store = SQLiteMessageStore(tmp_path / "q.db")
     try:
@@ -331,7 +331,7 @@ def test_the_state_knows_a_thread_started_after_it_connected_as_idle(tmp_path: P
     """The TUI starts its thread after agentwrap's supervisor has connected: no
     status change comes until the first turn, so the thread's status is taken
     from thread/started (else the screen, and typing, would decide until then)."""
-    from agentwrap.detect.app_server_state import AppServerState
+    from agentwrap.app_server.state import AppServerState
 
     require_agent("codex")
     sock_dir = Path(tempfile.mkdtemp(prefix="aw-cx-"))

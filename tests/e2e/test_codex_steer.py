@@ -190,16 +190,16 @@ def test_a_steer_whose_answer_was_lost_is_recovered_from_the_thread(
     """A batch recorded ``handed``, steered into the running turn, and then the
     supervisor died: a new one finds it by its client id in the thread
     (delivered, receipt: the turn) and does not steer or start it again."""
-    from agentwrap.audit import AuditLog
-    from agentwrap.delivery.handover import take
-    from agentwrap.detect.app_server_state import AppServerState
-    from agentwrap.message import NewMessage, Priority, Source, Status
-    from agentwrap.queue.sqlite import SQLiteMessageStore
-    from agentwrap.sessions.app_server_delivery import (
+    from agentwrap.app_server.delivery import (
         CHANNEL,
         AppServerDelivery,
         steer_priorities,
     )
+    from agentwrap.app_server.state import AppServerState
+    from agentwrap.audit import AuditLog
+    from agentwrap.delivery.handover import take
+    from agentwrap.message import NewMessage, Priority, Source, Status
+    from agentwrap.queue.sqlite import SQLiteMessageStore
 
     from .test_codex_server import _agent_said, _Host, _is
 

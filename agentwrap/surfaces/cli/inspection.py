@@ -25,7 +25,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ... import __version__
-from ...agents.all_agents import get
 from ...config import RunConfig
 from ...errors import AgentwrapError
 from ...message import QueueLimits
@@ -50,9 +49,16 @@ def _host(rec: SessionRecord) -> str:
     return f"{rec.host} ({liveness_label(rec)})"
 
 
-def _state_json(rec: SessionRecord) -> dict[str, Any]:
-    from ...sessions.app_server import describe_app_server  # Codex's app-server code: here only
+def _native(rec: SessionRecord) -> str | None:
+    """What ``state`` says of the session's native channel (Codex's app-server):
+    on, or why its launch fell back; None for an agent without one."""
+    from ...sessions.native import native_channel
 
+    channel = native_channel(rec.profile)
+    return channel.describe(rec.options) if channel is not None else None
+
+
+def _state_json(rec: SessionRecord) -> dict[str, Any]:
     return {
         "name": rec.name, "host": rec.host, "host_liveness": rec.host_liveness,
         "unreachable_since": None if rec.seen is None else rec.seen.unreachable_since,
@@ -67,7 +73,7 @@ def _state_json(rec: SessionRecord) -> dict[str, Any]:
         # set for an agent that runs tools without asking by default (OpenCode)
         "permission_gate": rec.options.permission_gate,
         # Codex on a private app-server (issue 24): on, or why it fell back
-        "app_server": describe_app_server(rec.options),
+        "app_server": _native(rec),
     }
 
 
@@ -111,8 +117,6 @@ def cmd_state(args: argparse.Namespace) -> int:
 
 
 def _state(svc: Service, args: argparse.Namespace) -> int:
-    from ...sessions.app_server import describe_app_server  # Codex's app-server code: here only
-
     args.name = svc.session_name(args.name)  # HOST/NAME (a bare name: this host's when it has one)
     rec = svc.state(args.name)
     if args.screen:
@@ -134,8 +138,9 @@ def _state(svc: Service, args: argparse.Namespace) -> int:
             out.print(escape(f"  channels:   {describe(rec.options)}"))
             if rec.options.permission_gate:
                 out.print(escape(f"  permission gate: {rec.options.permission_gate}"))
-            if describe_app_server(rec.options):
-                out.print(escape(f"  app-server: {describe_app_server(rec.options)}"))
+            native = _native(rec)
+            if native:
+                out.print(escape(f"  app-server: {native}"))
             if rec.options.describe_timeout():  # the rest from the config's [answers]
                 out.print(escape(f"  on timeout: {rec.options.describe_timeout()}"))
             if rec.question:
@@ -338,7 +343,7 @@ def _channels_of(prof: Any, exe: str, paths: Any) -> dict[str, Any]:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from ...config import load_config
     from ...detect.profiles import load_all_profiles
-    from ...sessions.app_server import doctor_app_server
+    from ...sessions.native import native_channel
     from ...terminal.relay_helper import helper_status
     from ...terminal.tmux import tmux_version
 
@@ -404,9 +409,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             agents[name]["channels"] = _channels_of(prof, exe, paths)
         if exe and not prof.permissions.asks_by_default:
             agents[name]["permission_gate"] = _gate_of(prof, ask_first)
-        agent = get(name)
-        if exe and agent is not None and agent.app_server:  # issue 24: its TUI on a private app-server
-            agents[name]["app_server"] = doctor_app_server(run_cfg, exe)
+        native = native_channel(name)
+        if exe and native is not None:  # issue 24: its TUI on a private app-server
+            agents[name]["app_server"] = native.doctor(run_cfg, exe)
     report["agents"] = agents
     if not any(a["path"] for a in agents.values()):
         problems.append({"problem": "no agent CLI found on PATH",

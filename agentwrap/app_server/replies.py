@@ -1,7 +1,7 @@
 """Answering Codex's approval requests by replying to them on its app-server.
 
 A question that came from Codex's app-server (``source == "app-server"``,
-:mod:`agentwrap.detect.app_server_approvals`) is the server's request for an
+:mod:`.approvals`) is the server's request for an
 approval, with the exact command. Its answer, from whichever surface (the CLI,
 HTTP, the page, the answer folder, a rule: all through the one intake), is not
 typed: :func:`reply` sends the decision the answer picks as the JSON-RPC
@@ -13,7 +13,7 @@ is ever pressed for such a question, whatever happens: a reply that cannot be
 sent fails, and the person answers again (the screen's question then, if the
 server is gone).
 
-The answerer (:mod:`.keys`) has checked before that the question is still
+The answerer (:mod:`agentwrap.answers.keys`) has checked before that the question is still
 the one open; a request the person answered in the TUI meanwhile is resolved
 already, so the answer is ``stale`` and nothing is sent.
 """
@@ -22,20 +22,57 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from ..answers.actions import AnswerAction, AnswerStatus, DenyAnswer, OptionAnswer
 from ..detect.question import Question
 from ..errors import AppServerError
-from .actions import AnswerAction, AnswerStatus, DenyAnswer, OptionAnswer
 
 if TYPE_CHECKING:  # only a Codex supervisor on its app-server has one (websockets)
-    from ..detect.app_server_state import AppServerState
+    from .approvals import ServerApprovals, ServerQuestion
+    from .state import AppServerState
 
 POLL_S = 0.03
 
 
+class Replier(Protocol):
+    """What :func:`reply` needs of the server: its open requests, and a way to send."""
+
+    @property
+    def approvals(self) -> ServerApprovals: ...
+
+    def reply(self, asked: ServerQuestion, decision: str) -> None: ...
+
+
+class ServerReplies:
+    """The answerer's :class:`~agentwrap.answers.keys.Replies` on the session's
+    app-server: the requests it heard (``state.approvals``), answered on its
+    live connection."""
+
+    def __init__(self, state: AppServerState) -> None:
+        self.state = state
+
+    @property
+    def approvals(self) -> ServerApprovals:
+        return self.state.approvals
+
+    def reply(self, asked: ServerQuestion, decision: str) -> None:
+        """Answer the request with ``decision`` (one of its question's, or
+        ``decline``); AppServerError when it cannot be sent."""
+        client = self.state.client()
+        if client is None:
+            raise AppServerError(f"Codex's app-server cannot be reached ({self.state.problem})")
+        if self.approvals.get(asked.question.id) is None:  # gone with a lost connection
+            raise AppServerError("the request went with the connection it came on")
+        client.respond(asked.request.request_id, asked.result(decision))
+
+    def answer(self, question: Question, answer: AnswerAction, wait: Callable[[float], None],
+               verify_s: float) -> tuple[AnswerStatus, str]:
+        return reply(self, question, answer, wait, verify_s)
+
+
 def reply(
-    server: AppServerState | None, question: Question, answer: AnswerAction,
+    server: Replier | None, question: Question, answer: AnswerAction,
     wait: Callable[[float], None], verify_s: float,
 ) -> tuple[AnswerStatus, str]:
     """Reply ``answer`` to the server's request behind ``question``; the answer's
@@ -70,4 +107,4 @@ def reply(
                                   " it (the TUI's dialog closed by itself)")
 
 
-__all__ = ["reply"]
+__all__ = ["Replier", "ServerReplies", "reply"]

@@ -24,8 +24,7 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Mapping
 from pathlib import Path
 
 import tomllib
@@ -38,12 +37,12 @@ from ..errors import AppServerError
 from ..paths import Paths
 from ..session_options import SessionOptions
 from ..terminal.proctree import descendants, kill_pids
-from .parts import Host, Part
-from .registry import Registry
 
 #: Codex's own ``-c key=value`` overrides the channels add (hooks, MCP server) belong
 #: to the server too: it, not the TUI, runs the thread that fires them.
 _CONFIG_FLAG = "-c"
+#: The module the agent table's ``native`` names for a TUI on this server.
+CHANNEL_MODULE = f"{__package__}.channel"
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux, with room for the NUL
 
 
@@ -52,7 +51,7 @@ def socket_path(paths: Paths, name: str) -> Path:
     return paths.runtime_dir / f"codex-{name}.sock"
 
 
-def _config_args(argv: list[str]) -> list[str]:
+def config_args(argv: list[str]) -> list[str]:
     out: list[str] = []
     for i, arg in enumerate(argv[:-1]):
         if arg == _CONFIG_FLAG:
@@ -68,7 +67,7 @@ def with_app_server(
     session's options record of it; unchanged argv (and the reason) when the
     switch is off, the agent is not Codex, or the server cannot run."""
     agent = get(profile.name)
-    if not run.codex_app_server or agent is None or not agent.app_server:
+    if not run.codex_app_server or agent is None or agent.native != CHANNEL_MODULE:
         return argv, {}
     log = logging.getLogger("agentwrap.session")
     sock = socket_path(paths, name)
@@ -82,7 +81,7 @@ def with_app_server(
         try:
             server = AppServer.start(
                 argv[0], sock, env=env, cwd=cwd, log=paths.logs_dir / f"codex-app-server-{name}.log",
-                extra_args=tuple(_config_args(argv[1:])),
+                extra_args=tuple(config_args(argv[1:])),
             )
         except AppServerError as exc:
             problem = str(exc)
@@ -125,7 +124,7 @@ def stop_app_server(paths: Paths, name: str, pid: int | None, grace: float = 2.0
     the TUI): its process group, if ``pid`` is still that server (its command
     line names this session's socket; a reused pid is left alone)."""
     sock = socket_path(paths, name)
-    if pid is not None and _serves(pid, sock):
+    if pid is not None and serves(pid, sock):
         group = [pid, *(p for p in descendants(pid) if p != pid)]
         kill_pids(group, signal.SIGTERM, grace=grace)
     with contextlib.suppress(FileNotFoundError):
@@ -150,7 +149,7 @@ def doctor_app_server(run: RunConfig, exe: str) -> str:
     return "on: each codex session starts its TUI on a private app-server (codex --remote)"
 
 
-def _serves(pid: int | None, sock: Path) -> bool:
+def serves(pid: int | None, sock: Path) -> bool:
     """Whether ``pid`` is still the app-server listening on ``sock``."""
     if pid is None:
         return False
@@ -161,55 +160,5 @@ def _serves(pid: int | None, sock: Path) -> bool:
     return f"unix://{sock}".encode() in cmdline
 
 
-class AppServerKeeper(Part):
-    """Keeps the session's app-server running: the TUI without it only shows
-    "Reconnecting to server…", and reconnects (to the same thread) as soon as
-    a server listens on the socket again. So a server that died is started
-    again on the same socket with the same overrides, and the registry
-    records its new pid. Meanwhile the state comes from the screen."""
-
-    CHECK_EVERY_S = 1.0
-
-    def __init__(self, paths: Paths, registry: Registry, name: str, env: dict[str, str],
-                 agent_pid: Callable[[], int | None]) -> None:
-        self.paths, self.registry, self.name, self.env = paths, registry, name, env
-        self.agent_pid = agent_pid
-        self._server: AppServer | None = None  # the one started here (reaped here)
-        self.restarts = 0
-
-    def turn(self, sup: Host) -> float | None:
-        rec = self.registry.get(self.name)
-        sock = socket_path(self.paths, self.name)
-        if self._server is not None:
-            self._server.process.poll()  # reap a dead one
-        if _serves(rec.options.app_server_pid, sock):
-            return self.CHECK_EVERY_S
-        log = logging.getLogger("agentwrap.session")
-        log.warning("codex app-server of %s is gone: starting it again on %s", self.name, sock)
-        try:
-            self._server = AppServer.start(
-                rec.command[0], sock, env=self._launch_env(), cwd=Path(rec.cwd),
-                log=self.paths.logs_dir / f"codex-app-server-{self.name}.log",
-                extra_args=tuple(_config_args(rec.command[1:])),
-            )
-        except AppServerError as exc:
-            log.warning("codex app-server of %s did not start again: %s", self.name, exc)
-            return self.CHECK_EVERY_S * 5
-        self.restarts += 1
-        self.registry.update(self.name, options=replace(rec.options, app_server_pid=self._server.pid))
-        return self.CHECK_EVERY_S
-
-    def _launch_env(self) -> dict[str, str]:
-        """The environment the session was launched with, as the TUI still has
-        it (its API keys, ``CODEX_HOME``); the supervisor's own when unreadable
-        (a supervisor host may have been started from another shell)."""
-        pid = self.agent_pid()
-        if pid is not None:
-            try:
-                raw = Path(f"/proc/{pid}/environ").read_bytes()
-            except OSError:
-                raw = b""
-            pairs = [e.split(b"=", 1) for e in raw.split(b"\0") if b"=" in e]
-            if pairs:
-                return {k.decode(errors="replace"): v.decode(errors="replace") for k, v in pairs}
-        return self.env
+__all__ = ["CHANNEL_MODULE", "config_args", "describe_app_server", "doctor_app_server", "serves",
+           "socket_path", "stop_app_server", "trust_decided", "with_app_server"]

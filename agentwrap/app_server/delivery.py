@@ -12,7 +12,7 @@ One channel per session mode: on the server, the typing engine never takes
 what this part can (:func:`server_takes`), not even while the server is not
 ready yet (starting, being started again by the keeper, its thread not yet
 known): those messages wait for it, their TTL running. Only a server declared
-dead (unusable for :data:`~agentwrap.detect.app_server_state.DEAD_AFTER_S`)
+dead (unusable for :data:`~.state.DEAD_AFTER_S`)
 hands them to typing, until it is back. And a turn/start is never sent while
 the server has not yet said what came of the previous one (:meth:`_starting`).
 Either mix put one message into another's starting turn: Codex then asks the
@@ -55,16 +55,17 @@ import logging
 import re
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
 from ..audit import AuditLog
 from ..codex_server.protocol import AgentMessage
 from ..delivery.choice import APP_SERVER, AgentState, channel_for
-from ..detect.app_server_state import AppServerState
+from ..delivery.seams import Asking, DraftFlag
 from ..detect.neutralise import SyntaxSpec
 from ..errors import AppServerError, AppServerRefused
 from ..message import UNACKNOWLEDGED, Attempt, AttemptOutcome, Kind, Message, Priority
 from ..queue.store import MessageStore
-from .parts import Ended, Host, Part
+from .state import AppServerState
 
 CHANNEL = APP_SERVER
 ACK_ITEMS = 20  # the thread's last items an ACK is looked for in
@@ -76,6 +77,18 @@ STALE_IDLE_S = 10.0
 HANDED = AttemptOutcome.HANDED
 SUBMITTED = AttemptOutcome.SUBMITTED
 _log = logging.getLogger("agentwrap.delivery")
+
+
+class Eyes(DraftFlag, Asking, Protocol):
+    """What a turn reads of the detector: a draft in the box, the question asked."""
+
+
+class Supervising(Protocol):
+    """The supervisor as this delivery's turn reads it (the sessions layer's
+    part host is one)."""
+
+    @property
+    def detector(self) -> Eyes: ...
 
 
 def steer_priorities(mode: str) -> frozenset[Priority]:
@@ -114,7 +127,7 @@ def _last_channel(store: MessageStore, m: Message) -> str | None:
     return attempts[-1].channel if attempts else None
 
 
-class AppServerDelivery(Part):
+class AppServerDelivery:
     """The part that starts turns with the due messages (see the module doc)."""
 
     RECHECK_S = 1.0
@@ -140,7 +153,7 @@ class AppServerDelivery(Part):
 
     # ------------------------------------------------------------------ the turn
 
-    def turn(self, sup: Host) -> float | None:
+    def turn(self, sup: Supervising) -> float | None:
         status = self.state.status()
         client = self.state.client()
         thread = self.state.thread_id
@@ -397,5 +410,9 @@ class AppServerDelivery(Part):
             self.audit.write(event="acknowledged", session=self.session, channel=CHANNEL, ids=ids)
             _log.info("batch %s acknowledged in item %s", token, hit.item_id)
 
-    def close(self, ended: Ended | None) -> None:
+    def close(self, ended: object) -> None:
         self.state.close()
+
+
+__all__ = ["CHANNEL", "AppServerDelivery", "Eyes", "Supervising", "app_server_batches",
+           "server_takes", "steer_priorities"]

@@ -2,13 +2,13 @@
 
 When the session's Codex TUI runs on agentwrap's private app-server and
 agentwrap's connection is subscribed to the person's thread (``thread/resume``,
-:class:`~agentwrap.detect.app_server_state.AppServerState`), every approval the
+:class:`~.state.AppServerState`), every approval the
 TUI shows a dialog for also reaches agentwrap as a server request with the
 exact command (``/bin/bash -lc '...'``), its working directory and the answers
 Codex takes. So the question is not read off the screen, where a long command
 is cut at the dialog's edge: it is built here from the request
 (:func:`approval_question`), and the answer is a reply to the request
-(:meth:`ServerApprovals.reply`), after which the server closes the TUI's
+(:mod:`.replies`), after which the server closes the TUI's
 dialog itself (``serverRequest/resolved``). Nothing is typed.
 
 Covered: command executions and file changes (the two dialogs Codex opens
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..codex_server.protocol import ApprovalRequest, Notification
-from .question import Item, Option, Question, question_id
+from ..detect.question import Item, Option, Question, question_id
 
 COMMAND = "item/commandExecution/requestApproval"
 FILE_CHANGE = "item/fileChange/requestApproval"
