@@ -11,15 +11,13 @@ it back.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from support.browser import Browser, chromium
+from support.http_kit import serve_process
 
 from .conftest import AgentSession
 
@@ -47,26 +45,6 @@ def typing(page: Browser) -> bool:
     return bool(page.driver.execute_script("return window.agentwrapTerminal.typing()"))
 
 
-def serve(s: AgentSession) -> Iterator[str]:
-    log = (s.root / "serve.log").open("w", encoding="utf-8")
-    proc = subprocess.Popen([sys.executable, "-m", "agentwrap", "serve", "--port", "0"],
-                            env=s.env, cwd=s.workdir, stdout=subprocess.PIPE, stderr=log,
-                            text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "listening on http://" in line, line + (s.root / "serve.log").read_text()
-        yield line.split("listening on ", 1)[1].split()[0]
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-
-
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_a_real_agent_is_worked_from_the_page(make_session: Make, agent: str) -> None:
     s = make_session(agent)
@@ -75,8 +53,8 @@ def test_a_real_agent_is_worked_from_the_page(make_session: Make, agent: str) ->
                    "notify_on_failure = false\n[limits]\nrate_per_minute = 1000\n")
     s.start()
     s.wait_state("ready", timeout=120)
-    served = serve(s)
-    url = next(served)
+    served = serve_process(s.env, s.workdir, s.root / "serve.log")
+    _, url = next(served)
     browser = chromium(f"page-real-{agent}")
     page = next(browser)
     try:
