@@ -174,3 +174,23 @@ def test_a_marker_left_by_a_serve_that_died_holds_nothing_past_its_limit(aw: AwE
     os.utime(marker, (old, old))
     assert not term.held()
     marker.unlink()
+
+
+def test_pages_watching_one_session_share_its_one_client_until_the_last_leaves(
+    aw: AwEnv,
+) -> None:
+    from agentwrap.audit import AuditLog
+    from agentwrap.service.takeover import Takeover
+    from agentwrap.terminal.live import LivePane
+
+    aw.start_standin()
+    aw.wait_state("sa", "ready")
+    sock = _socket(aw, "sa")
+    first, second = LivePane.adopt(sock, "sa"), LivePane.adopt(sock, "sa")
+    assert first.control is second.control and first.control is not None
+    take = Takeover(LivePane.adopt(sock, "sa"), AuditLog(aw.paths.audit_log), "sa", "t", "local")
+    take.end("given back")  # the take-over's own hold goes with it
+    first.close()
+    assert second.control is not None and second.control.alive
+    second.close()
+    assert not first.control.alive

@@ -105,6 +105,7 @@ class Takeover:
                 self.pane.resize(*self._size)
             except AgentwrapError:
                 pass
+        self.pane.close()  # its hold on the session's control client
         self.audit.write(event="takeover_ended", session=self.session, by=self.by,
                          client=self.client, reason=reason,
                          duration_s=round(time.time() - self.started, 3), chars=self.keys_sent)
