@@ -55,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -242,10 +243,11 @@ def page_cpu(page: Any, cli: Any, start_streaming: Any, serve_pid: int, streamer
     work per second (CDP Performance.getMetrics) and serve's CPU."""
     d = page.driver
     names = [f"p{i}" for i in range(args.pages)]
-    for name in names:  # streams for a long while, no marks
-        cli("run", "--detach", "--name", name, "--cols", "120", "--rows", "40", "--",
+    with ThreadPoolExecutor(len(names)) as pool:  # started together; each streams, no marks
+        list(pool.map(lambda name: cli(
+            "run", "--detach", "--name", name, "--cols", "120", "--rows", "40", "--",
             sys.executable, str(streamer), str(work / f"{name}.marks"), str(work / f"{name}.keys"),
-            "3600", str(args.filler_ms / 1000), "0")
+            "3600", str(args.filler_ms / 1000), "0"), names))
     handles = []
     for name in names:
         d.switch_to.new_window("window")
