@@ -25,15 +25,29 @@ session's live terminal. Measured:
    WebSocket's text received by the page (``stats.wire``, characters of the
    JSON frames) over the streaming time, and the frames per second.
 
-Also printed: the serve process's CPU while one page watches (from /proc).
+Also printed: the serve process's CPU while one page watches (from /proc),
+and the load average before and after.
 
-    .venv/bin/python scripts/bench_page_terminal.py                # ~1 min
-    .venv/bin/python scripts/bench_page_terminal.py --marks 300 --keys 200 --json out.json
+4. Page CPU with ``--pages N`` sessions open (default 10): N streamers, each
+   streaming, N browser windows each showing one of them; Chromium's own
+   performance metrics (CDP ``Performance.getMetrics``: ``TaskDuration`` and
+   ``ScriptDuration``, seconds of main-thread work) per second of wall time,
+   summed over the windows, and serve's CPU over the same time.
+
+``--busy`` keeps every core busy (one spinning process per core) while it
+measures; ``--against REV`` runs the same measurements first with the tree
+of git revision REV (exported to a temporary directory, this tree's native
+helpers copied in) and prints after/before ratios: before and after in one
+run, on one machine, at one load.
+
+    .venv/bin/python scripts/bench_page_terminal.py                # ~2 min
+    .venv/bin/python scripts/bench_page_terminal.py --busy --against 6b594c1 --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import shutil
 import signal
@@ -41,6 +55,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -108,19 +123,34 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--marks", type=int, default=200)
-    ap.add_argument("--mark-ms", type=float, default=97.0)
-    ap.add_argument("--filler-ms", type=float, default=20.0)
-    ap.add_argument("--keys", type=int, default=100)
-    ap.add_argument("--json", default="")
-    args = ap.parse_args()
+def spin() -> None:  # a busy core
+    while True:
+        pass
 
+
+def load_avg() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def export_tree(rev: str, into: Path) -> Path:
+    """The tree of ``rev`` (git archive), with this tree's built native helpers."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    native = ROOT / "agentwrap" / "terminal" / "_native"
+    for helper in native.glob("agentwrap-*"):
+        if not helper.suffix:
+            shutil.copy2(helper, into / "agentwrap" / "terminal" / "_native" / helper.name)
+    return into
+
+
+def measure(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One serve from ``tree``: latency, bytes, serve CPU; then page CPU with --pages sessions."""
     from support.browser import chromium
 
     work = Path(tempfile.mkdtemp(prefix="awpt-"))
-    env = isolated_env(work, ROOT)
+    env = isolated_env(work, tree)
     marks_log, keys_log = work / "marks.log", work / "keys.log"
     streamer = work / "streamer.py"
     streamer.write_text(STREAMER)
@@ -131,8 +161,12 @@ def main() -> int:
         return subprocess.run([sys.executable, "-m", "agentwrap", *a], env=env, text=True,
                               capture_output=True, check=True, cwd=work)
 
+    def start_streaming(name: str) -> None:
+        subprocess.run(["tmux", "-S", str(next((work / "r").rglob(f"tmux/{name}.sock"))),
+                        "send-keys", "-t", f"={name}:0.0", "-H", "07"], check=True)
+
     serve = None
-    res: dict[str, Any] = {"nproc": os.cpu_count()}
+    res: dict[str, Any] = {"nproc": os.cpu_count(), "load_before": load_avg()}
     try:
         cli("run", "--detach", "--name", "st", "--cols", "120", "--rows", "40", "--",
             sys.executable, str(streamer), str(marks_log), str(keys_log), str(args.mark_ms / 1000),
@@ -173,8 +207,7 @@ def main() -> int:
             d.execute_script(WATCH)
             w0 = d.execute_script("return [agentwrapTerminal.stats.wire, agentwrapTerminal.stats.frames]")
             c0, t0 = cpu_s(serve.pid), time.monotonic()
-            subprocess.run(["tmux", "-S", str(next((work / "r").rglob("tmux/st.sock"))), "send-keys",
-                            "-t", "=st:0.0", "-H", "07"], check=True)
+            start_streaming("st")
             wait_until(lambda: len(marks_log.read_text().splitlines()) >= args.marks, 600, "the marks",
                        poll=0.2)
             time.sleep(0.5)
@@ -189,6 +222,9 @@ def main() -> int:
             res["bytes_per_s"] = round((w1[0] - w0[0]) / (t1 - t0))
             res["frames_per_s"] = round((w1[1] - w0[1]) / (t1 - t0), 1)
             res["serve_cpu_pct"] = round(100 * (c1 - c0) / (t1 - t0), 1)
+            if args.pages:
+                res["pages"] = page_cpu(page, cli, start_streaming, serve.pid, streamer, work, url,
+                                        args)
         finally:
             browser.close()
     finally:
@@ -197,19 +233,119 @@ def main() -> int:
             serve.wait(10)
         teardown_agentwrap(env, str(work))
         shutil.rmtree(work, ignore_errors=True)
+    res["load_after"] = load_avg()
+    return res
 
+
+def page_cpu(page: Any, cli: Any, start_streaming: Any, serve_pid: int, streamer: Path, work: Path,
+             url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """``args.pages`` streaming sessions, a window on each: Chromium's main-thread
+    work per second (CDP Performance.getMetrics) and serve's CPU."""
+    d = page.driver
+    names = [f"p{i}" for i in range(args.pages)]
+    with ThreadPoolExecutor(len(names)) as pool:  # started together; each streams, no marks
+        list(pool.map(lambda name: cli(
+            "run", "--detach", "--name", name, "--cols", "120", "--rows", "40", "--",
+            sys.executable, str(streamer), str(work / f"{name}.marks"), str(work / f"{name}.keys"),
+            "3600", str(args.filler_ms / 1000), "0"), names))
+    handles = []
+    for name in names:
+        d.switch_to.new_window("window")
+        d.get(cli("token", "--link", "--url", url).stdout.strip())  # a login of its own
+        page.wait(lambda: page.shown("#main") and page.text("#conn") == "live", "logged in")
+        page.click(f'#session-list li[data-session="{name}"] button')
+        page.wait(lambda: "streamer ready" in d.execute_script("return agentwrapTerminal.text()"),
+                  f"the terminal of {name}")
+        d.execute_cdp_cmd("Performance.enable", {})
+        handles.append(d.current_window_handle)
+    for name in names:
+        start_streaming(name)
+    time.sleep(2.0)  # every stream going
+
+    def metrics() -> tuple[float, float]:
+        task = script = 0.0
+        for h in handles:
+            d.switch_to.window(h)
+            got = {m["name"]: m["value"] for m in d.execute_cdp_cmd("Performance.getMetrics", {})["metrics"]}
+            task += got["TaskDuration"]
+            script += got["ScriptDuration"]
+        return task, script
+
+    (task0, script0), c0, t0 = metrics(), cpu_s(serve_pid), time.monotonic()
+    time.sleep(args.cpu_s)
+    (task1, script1), c1, t1 = metrics(), cpu_s(serve_pid), time.monotonic()
+    frames = []
+    for h in handles:
+        d.switch_to.window(h)
+        frames.append(d.execute_script("return agentwrapTerminal.stats.frames"))
+    span = t1 - t0
+    return {"sessions": args.pages, "span_s": round(span, 1),
+            "page_task_pct": round(100 * (task1 - task0) / span, 1),
+            "page_script_pct": round(100 * (script1 - script0) / span, 1),
+            "serve_cpu_pct": round(100 * (c1 - c0) / span, 1),
+            "frames_per_page": frames}
+
+
+def report(label: str, res: dict[str, Any]) -> None:
     r, k = res["change_to_rendered"], res["key_to_pty"]
-    print(f"nproc {res['nproc']}")
-    print(f"screen change -> rendered: n={r['n']} p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms"
+    print(f"[{label}] load {res['load_before']:.1f} -> {res['load_after']:.1f} on {res['nproc']} cores")
+    print(f"[{label}] screen change -> rendered: n={r['n']} p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms"
           f"  max {r['max_ms']:.1f} ms  (missed {res['marks_missed']})")
-    print(f"key in page -> pty:        n={k['n']} p50 {k['p50_ms']:.1f} ms  p99 {k['p99_ms']:.1f} ms"
+    print(f"[{label}] key in page -> pty:        n={k['n']} p50 {k['p50_ms']:.1f} ms  p99 {k['p99_ms']:.1f} ms"
           f"  max {k['max_ms']:.1f} ms")
-    print(f"to the browser while streaming: {res['bytes_per_s']} B/s, {res['frames_per_s']} frames/s;"
+    print(f"[{label}] to the browser while streaming: {res['bytes_per_s']} B/s, {res['frames_per_s']} frames/s;"
           f" serve CPU {res['serve_cpu_pct']} % of a core")
+    if "pages" in res:
+        p = res["pages"]
+        print(f"[{label}] {p['sessions']} sessions open, all streaming: pages' main thread"
+              f" {p['page_task_pct']} % of a core (script {p['page_script_pct']} %),"
+              f" serve {p['serve_cpu_pct']} % of a core")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--marks", type=int, default=200)
+    ap.add_argument("--mark-ms", type=float, default=97.0)
+    ap.add_argument("--filler-ms", type=float, default=20.0)
+    ap.add_argument("--keys", type=int, default=100)
+    ap.add_argument("--pages", type=int, default=10, help="sessions open for page CPU (0: skip)")
+    ap.add_argument("--cpu-s", type=float, default=20.0, help="how long page CPU is measured")
+    ap.add_argument("--busy", action="store_true", help="keep every core busy while measuring")
+    ap.add_argument("--against", default="", help="also measure this git revision's tree, first")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+
+    spinners = [multiprocessing.Process(target=spin, daemon=True)
+                for _ in range(os.cpu_count() or 1)] if args.busy else []
+    for sp in spinners:
+        sp.start()
+    out: dict[str, Any] = {"busy": args.busy}
+    old = Path(tempfile.mkdtemp(prefix="awpt-tree-")) if args.against else None
+    try:
+        if old is not None:
+            out["before"] = measure(export_tree(args.against, old / "t"), args)
+            out["before"]["rev"] = args.against
+        out["after"] = measure(ROOT, args)
+    finally:
+        for sp in spinners:
+            sp.kill()
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    if "before" in out:
+        report("before " + args.against, out["before"])
+    report("after", out["after"])
+    a = out["after"]
+    if "before" in out:
+        b = out["before"]
+        for key in ("change_to_rendered", "key_to_pty"):
+            print(f"after/before {key}: p50 x{a[key]['p50_ms'] / b[key]['p50_ms']:.2f}"
+                  f"  p99 x{a[key]['p99_ms'] / b[key]['p99_ms']:.2f}")
+        print(f"after/before serve CPU: x{a['serve_cpu_pct'] / max(b['serve_cpu_pct'], 0.1):.2f}")
+    r, k = a["change_to_rendered"], a["key_to_pty"]
     print(("PASS" if r["p99_ms"] <= 100 else "FAIL") + " screen change -> rendered p99 <= 100 ms")
     print(("PASS" if k["p99_ms"] <= 50 else "FAIL") + " key in page -> pty p99 <= 50 ms")
     if args.json:
-        write_json(args.json, res)
+        write_json(args.json, out)
     return 0
 
 

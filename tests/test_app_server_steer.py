@@ -97,8 +97,15 @@ class _Eyes:
     question = None
 
 
+class _Keyboard:
+    @staticmethod
+    def held() -> bool:  # no page holds the keyboard
+        return False
+
+
 class _Host:
     detector = _Eyes()
+    term = _Keyboard()
 
 
 @pytest.fixture

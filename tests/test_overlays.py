@@ -192,9 +192,15 @@ def test_profiles_without_box_rules_keep_their_quiet_ready() -> None:
 # --- what delivery does with an overlay -------------------------------------------------------
 
 
+class _Term:
+    def held(self) -> bool:
+        return False
+
+
 class _Sup:
     def __init__(self, reading: Reading) -> None:
         self.reading = reading
+        self.term = _Term()
 
 
 def _reading(state: State, rule: str) -> Reading:

@@ -176,8 +176,10 @@ class AppServerDelivery:
         if self._starting():
             return self.RECHECK_S  # the server's word on our turn wakes the supervisor
         self._look_for_acks(thread)
-        if sup.detector.draft:
-            return self.RECHECK_S  # the person is typing: after their turn
+        if sup.detector.draft or sup.term.held():
+            # the person is typing, or holds the keyboard from a page (a take-over,
+            # however long since their last key): after their turn, not under them
+            return self.RECHECK_S
         self._send(thread, None)
         return self.RECHECK_S
 

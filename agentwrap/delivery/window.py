@@ -18,7 +18,8 @@ A window shut for ``readiness_timeout_s`` (or ``busy_channel_timeout_s``
 while such a channel has the agent busy) makes a failed attempt; failed
 attempts come back after the configured backoff. An overlay the person opened
 (a picker, a menu: ``Reading.overlay``) shuts it without a failure: the batch
-waits for it to close. Both clocks are here; what
+waits for it to close; so does a page holding the keyboard (a take-over,
+however long since its last key), and the batch goes in once it is given back. Both clocks are here; what
 an attempt *did* is the engine's.
 """
 
@@ -32,6 +33,8 @@ from ..detect.states import State
 from ..message import Phase, Priority
 from .choice import busy_reason
 from .seams import Driver
+
+TAKEN_OVER = "a person took over from the dashboard: waits until they give the keyboard back"
 
 
 class TypingWindow:
@@ -71,6 +74,8 @@ class TypingWindow:
             return "draft in input box"
         if self.person_typing(sup):
             return "person is typing"
+        if sup.term.held():
+            return TAKEN_OVER
         if reading.state is State.READY:
             return None
         if reading.state is State.BUSY and self.busy_channel:
@@ -117,6 +122,8 @@ class TypingWindow:
             return "agent starting"
         if self.person_typing(sup):
             return "person is typing"
+        if sup.term.held():
+            return TAKEN_OVER
         return None
 
     # --- how long it stays shut ------------------------------------------------------------
@@ -132,8 +139,10 @@ class TypingWindow:
         the input box: the agent is idle and the box comes back when it is
         closed): that is a wait, not a failure, and after three of them the
         message would be written into the instruction file while the agent
-        waits for nothing but the person. The message's TTL still ends it."""
-        if sup.reading.overlay:
+        waits for nothing but the person. The message's TTL still ends it.
+        A page's take-over (:meth:`~agentwrap.terminal.base.Terminal.held`) is
+        the same wait: the person holds the keyboard, however long they think."""
+        if sup.reading.overlay or sup.term.held():
             self._blocked_since = None
             return False
         limit = self.cfg.readiness_timeout_s

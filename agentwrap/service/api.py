@@ -351,9 +351,11 @@ class Service:
         """The session's tmux pane as a page's terminal reads it (this host's, tmux only)."""
         return self._takeovers.pane(self.session_name(name))
 
-    def take_over(self, name: str, *, by: str, client: str) -> Takeover:
-        """Hand one page the session's keyboard (audited; ``end()`` gives it back)."""
-        return self._takeovers.begin(self.session_name(name), by=by, client=client)
+    def take_over(self, name: str, *, by: str, client: str, idle_s: float = 120.0) -> Takeover:
+        """Hand one page the session's keyboard (audited; ``end()`` gives it back,
+        and ``serve`` does after ``idle_s`` without a key)."""
+        return self._takeovers.begin(self.session_name(name), by=by, client=client,
+                                     idle_s=idle_s)
 
     def launch_choices(self) -> tuple[LaunchChoice, ...]:
         """The sessions the person listed for the dashboard to start

@@ -69,7 +69,7 @@ class Reading:
                 return "draft in input box"
             if rec.state is State.READY:
                 if taken_over:
-                    return "a person took over from the dashboard: waits while they type"
+                    return "a person took over from the dashboard: waits until they give the keyboard back"
                 return "due now"
             if rec.state is State.BUSY and (channel := busy_channel_of(rec.options)):
                 return busy_reason(channel)

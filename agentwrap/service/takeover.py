@@ -31,7 +31,8 @@ MAX_PASTE_CHARS = 100_000
 class Takeover:
     """One page holding one session's keyboard, until :meth:`end`."""
 
-    def __init__(self, pane: LivePane, audit: AuditLog, session: str, by: str, client: str) -> None:
+    def __init__(self, pane: LivePane, audit: AuditLog, session: str, by: str, client: str,
+                 idle_s: float = 120.0) -> None:
         self.pane = pane
         self.audit = audit
         self.session = session
@@ -42,8 +43,18 @@ class Takeover:
         self.keys_sent = 0
         self.ended = False
         self._size: tuple[int, int] | None = None  # the pane's own, before a first resize
-        self._touch()
+        self._mark(idle_s)
         audit.write(event="takeover_started", session=session, by=by, client=client)
+
+    def _mark(self, idle_s: float) -> None:
+        """The marker, holding the idle limit: the supervisor's
+        :meth:`~agentwrap.terminal.tmux.TmuxTerminal.held` trusts it no longer
+        (a ``serve`` that died cannot hold the keyboard for ever)."""
+        fd = os.open(self.pane.marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, f"{idle_s:g}\n".encode("ascii"))
+        finally:
+            os.close(fd)
 
     def _touch(self) -> None:
         marker: Path = self.pane.marker
@@ -94,6 +105,7 @@ class Takeover:
                 self.pane.resize(*self._size)
             except AgentwrapError:
                 pass
+        self.pane.close()  # its hold on the session's control client
         self.audit.write(event="takeover_ended", session=self.session, by=self.by,
                          client=self.client, reason=reason,
                          duration_s=round(time.time() - self.started, 3), chars=self.keys_sent)
@@ -123,5 +135,5 @@ class Takeovers:
 
         return LivePane.adopt(tmux_socket_of(self.paths, rec), rec.name)
 
-    def begin(self, name: str, *, by: str, client: str) -> Takeover:
-        return Takeover(self.pane(name), self.audit, name, by, client)
+    def begin(self, name: str, *, by: str, client: str, idle_s: float = 120.0) -> Takeover:
+        return Takeover(self.pane(name), self.audit, name, by, client, idle_s)

@@ -12,7 +12,9 @@ agent its environment from a private file, never an argv; ``pty``: a plain pty r
 (``proctree``), the screen snapshot every verdict is based on (``screen``), a
 screen with its colours as data a browser can draw safely (``styles``) and
 the virtual screen that renders the pty backend's output (``vscreen``) and a
-tmux pane as the dashboard's terminal streams and types into it (``live``). This
+tmux pane as the dashboard's terminal streams and types into it (``live``),
+through one long-lived tmux control-mode client per watched session
+(``control``: no process per look or key, never a person, never sizing). This
 is the bottom layer: it imports only the foundation (``agentwrap.config``,
 ``paths``, ``errors``), never ``detect``, ``queue``, ``delivery``,
 ``sessions`` or ``surfaces``.

@@ -87,6 +87,10 @@ class Terminal(Protocol):
     def user_idle_s(self) -> float | None:
         """Seconds since a person last typed, when the backend can see it."""
 
+    def held(self) -> bool:
+        """A person holds the keyboard (a page's take-over), however long since
+        their last key: queued messages wait for them to give it back."""
+
     def close(self) -> None:
         """Stop the agent (its whole process tree) and release resources."""
 

@@ -1,12 +1,17 @@
 """A tmux pane as a browser terminal sees it: repaints to stream, keys to type.
 
 The dashboard's terminal (issue 42) is fed by :class:`LivePane`: ``serve``
-reads the pane with one tmux call (``display-message`` for the size, the
+reads the pane with one tmux request (``display-message`` for the size, the
 cursor and the modes, then ``capture-pane -e``: the visible screen as tmux
 itself renders it, colours as SGR) and sends a browser only the rows that
-changed (:func:`repaint`). Why not the raw output (``pipe-pane``)? A pane has
-one pipe and the supervisor holds it (its wake-ups); control mode attaches a
-client, which tmux counts as a person at the keyboard and lets size the window.
+changed (:func:`repaint`). The requests, and the keys, go through one
+long-lived control-mode client per watched session (:mod:`.control`, shared
+by every page watching it), whose ``%output`` notifications say when to look
+(:meth:`LivePane.wait_change`): no process per look, nothing read while the
+screen is still. That client is not a person (no terminal: the supervisor's
+idle check counts tty clients only) and never sizes the window. When it is
+not there, each request is a ``tmux`` process as before. Why not the raw
+output (``pipe-pane``)? A pane has one pipe and the supervisor holds it.
 A capture is also what makes a hostile screen inert: whatever the agent wrote
 (OSC 52 clipboard writes, OSC 8 links, titles, device queries) tmux consumed,
 and only SGR colours survive into the stream (anything else is dropped here
@@ -23,10 +28,12 @@ it does for one typing in tmux.
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .tmux import TAKEOVER_SUFFIX, TmuxTerminal
+from .control import ClientGone, ControlClient
+from .tmux import TAKEOVER_SUFFIX, Reply, TmuxTerminal
 
 _FMT = "#{pane_width}\t#{pane_height}\t#{cursor_y}\t#{cursor_x}\t#{cursor_flag}\t#{keypad_cursor_flag}"
 _SGR = re.compile(r"\x1b\[[0-9;:]*m")
@@ -86,15 +93,76 @@ def repaint(prev: Frame | None, new: Frame) -> str:
     return "\x1b[?25l" + "".join(parts)
 
 
+POLL_S = 0.02  # how often a pane without a control client is looked at (a frame)
+_shared: dict[tuple[Path, str], tuple[ControlClient, int]] = {}
+_shared_lock = threading.Lock()
+
+
+def _hold(socket: Path, session: str) -> ControlClient:
+    """The session's control client, started by its first watcher."""
+    with _shared_lock:
+        client, users = _shared.get((socket, session), (None, 0))
+        if client is None:
+            client = ControlClient(socket, session)
+        _shared[(socket, session)] = (client, users + 1)
+        return client
+
+
+def _release(socket: Path, session: str) -> None:
+    """One watcher fewer; the last one detaches the client."""
+    with _shared_lock:
+        client, users = _shared.pop((socket, session), (None, 0))
+        if client is None:
+            return
+        if users > 1:
+            _shared[(socket, session)] = (client, users - 1)
+            return
+    client.close()
+
+
 class LivePane:
     """One session's tmux pane, read and typed into by a page."""
 
-    def __init__(self, term: TmuxTerminal) -> None:
+    def __init__(self, term: TmuxTerminal, control: ControlClient | None = None,
+                 socket: Path | None = None) -> None:
         self.term = term
+        self.control = control
+        self._socket = socket
+        self._closed = False
+        if control is not None:
+            term.route(self._run)
 
     @classmethod
     def adopt(cls, socket: Path, session: str) -> LivePane:
-        return cls(TmuxTerminal.adopt(socket, session))
+        term = TmuxTerminal.adopt(socket, session)
+        return cls(term, _hold(socket, session), socket)
+
+    def _run(self, *args: str) -> Reply:
+        """A tmux request through the control client, or a process when it is gone."""
+        if self.control is not None:
+            try:
+                return self.control.cmd(*args)
+            except ClientGone:
+                pass
+        return self.term.server.cmd(*args)
+
+    def changes(self) -> int:
+        """A count that moves when the pane may have changed."""
+        return self.control.changes if self.control is not None else 0
+
+    def wait_change(self, seen: int, timeout: float) -> int:
+        """Block until the pane may have changed since ``seen`` (:meth:`changes`)
+        or ``timeout`` passed (a client that is gone: a plain wait)."""
+        if self.control is None or not self.control.alive:
+            threading.Event().wait(min(timeout, POLL_S))  # no notifications: look as often as a frame
+            return seen + 1
+        return self.control.wait_change(seen, timeout)
+
+    def close(self) -> None:
+        """This watcher is done (the session's client goes with the last one)."""
+        if self.control is not None and not self._closed and self._socket is not None:
+            self._closed = True
+            _release(self._socket, self.term.session)
 
     @property
     def marker(self) -> Path:

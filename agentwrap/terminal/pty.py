@@ -433,6 +433,10 @@ class PtyTerminal:
     def agent_pid(self) -> int | None:
         return int(self.child.pid)
 
+    def held(self) -> bool:
+        """No page takes over a pty session's keyboard."""
+        return False
+
     def user_idle_s(self) -> float | None:
         if not self.last_user_input:
             return None

@@ -21,14 +21,16 @@ paste itself runs under a ``pane_dead`` test inside the server (``if-shell
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import libtmux
 
@@ -43,18 +45,43 @@ from .screen import Snapshot
 # One display-message answers everything about the pane at once: where the
 # cursor is, the size, whether the agent is gone (and how), whether a person is
 # attached and when one last pressed a key (session_activity: tmux updates it
-# on client keys), and the title last (it may hold tabs).
+# on client keys), and the title last (it may hold tabs). Who is attached is
+# the client list, not its count: only a client with a terminal is a person
+# (:func:`persons_in`), so a page's control-mode reader (:mod:`.control`) is not.
 _INFO_FMT = (
     "#{cursor_y}\t#{cursor_x}\t#{pane_width}\t#{pane_height}\t#{pane_dead}\t"
-    "#{pane_dead_status}\t#{pane_pid}\t#{pane_dead_signal}\t#{session_attached}\t"
+    "#{pane_dead_status}\t#{pane_pid}\t#{pane_dead_signal}\t#{session_attached_list}\t"
     "#{session_activity}\t#{pane_title}"
 )
 _INFO_FIELDS = 11
 
 
+_NO_TTY = re.compile(r"client-\d+$")  # what tmux names a client without a terminal
+
+
+def persons_in(attached_list: str) -> int:
+    """How many of ``#{session_attached_list}``'s clients are people: those
+    with a terminal. A control-mode client without one (a page's reader,
+    :mod:`.control`) has no keyboard: it is never a person at it."""
+    return sum(1 for name in attached_list.split(",") if name and not _NO_TTY.match(name))
+
+
+class Reply(Protocol):
+    """What a tmux call answers (libtmux's ``tmux_cmd``, or a control client's)."""
+
+    @property
+    def stdout(self) -> list[str]: ...
+    @property
+    def stderr(self) -> list[str]: ...
+    @property
+    def returncode(self) -> int | str | None: ...
+
+
 # A page holding the keyboard (issue 42, :mod:`.live`): NAME.takeover beside
 # the socket, touched on each of its keys
 TAKEOVER_SUFFIX = ".takeover"
+_HOLD_DEFAULT_S = 120.0  # a marker without its idle limit: [serve] takeover_idle_s's default
+_HOLD_SLACK_S = 5.0  # serve ends an idle take-over on its next look, a moment after the limit
 
 _DYING_GRACE_S = 2.0
 _FRESH_S = 0.05  # a liveness judgement this recent answers alive() without asking tmux
@@ -105,8 +132,17 @@ class TmuxTerminal:
         self._dying_since: float | None = None
         self._judged_at = -1.0  # when a snapshot last judged the agent alive
         self._judged_pid: int | None = None  # the agent's pid at that judgement
-        self._clients = 0  # attached clients, at the last look
+        self._clients = 0  # attached persons (tty clients), at the last look
         self._activity = 0.0  # when one of them last pressed a key (epoch s)
+        self._via: Callable[..., Reply] | None = None
+
+    def route(self, via: Callable[..., Reply] | None) -> None:
+        """Run this terminal's tmux commands through ``via`` (a page's
+        control-mode client, :mod:`.control`) instead of a process each."""
+        self._via = via
+
+    def _cmd(self, *args: str) -> Reply:
+        return self.server.cmd(*args) if self._via is None else self._via(*args)
 
     # --- lifecycle --------------------------------------------------------------
 
@@ -215,12 +251,12 @@ class TmuxTerminal:
             ("history-limit", "10000"),
         ):
             args += ["set-option", "-t", t, opt, value, ";"]
-        proc = self.server.cmd(*args[:-1])
+        proc = self._cmd(*args[:-1])
         if proc.returncode != 0:
             raise BackendError(f"configuring tmux session failed: {' '.join(proc.stderr)}")
 
     def kill(self) -> None:
-        self.server.cmd("kill-session", "-t", f"={self.session}")
+        self._cmd("kill-session", "-t", f"={self.session}")
         remove_idle_socket(self.server)
         for left in self.runtime_dir.glob(f".{self.session}-*.env"):  # a launcher never ran
             left.unlink(missing_ok=True)
@@ -234,10 +270,10 @@ class TmuxTerminal:
     # --- state --------------------------------------------------------------------
 
     def _info(self, *, judge: bool = True) -> list[str]:
-        proc = self.server.cmd("display-message", "-p", "-t", self.target, _INFO_FMT)
+        proc = self._cmd("display-message", "-p", "-t", self.target, _INFO_FMT)
         return self._read_info(proc, judge=judge)
 
-    def _read_info(self, proc: libtmux.common.tmux_cmd, *, judge: bool = True) -> list[str]:
+    def _read_info(self, proc: Reply, *, judge: bool = True) -> list[str]:
         """The ``_INFO_FMT`` line of a tmux answer (its first line): who is
         attached and their last key are kept for :meth:`user_idle_s`, and with
         ``judge`` whether the agent is gone (:meth:`_judge`), with the time of
@@ -247,7 +283,7 @@ class TmuxTerminal:
             raise AgentExited(f"tmux session {self.session!r} is gone")
         info = proc.stdout[0].split("\t", _INFO_FIELDS - 1)
         attached, activity = (info + [""] * _INFO_FIELDS)[8:10]
-        self._clients = int(attached) if attached.isdigit() else 0
+        self._clients = persons_in(attached)
         self._activity = float(activity) if activity.isdigit() else 0.0
         if judge:
             self._judge(info)
@@ -256,7 +292,7 @@ class TmuxTerminal:
 
     def snapshot(self) -> Snapshot:
         # One tmux invocation for both the pane info and its contents.
-        proc = self.server.cmd(
+        proc = self._cmd(
             "display-message", "-p", "-t", self.target, _INFO_FMT, ";",
             "capture-pane", "-p", "-e", "-t", self.target,
         )
@@ -276,7 +312,7 @@ class TmuxTerminal:
         colours (``capture-pane -e``), with the pane info in the same tmux call,
         so liveness is judged as by :meth:`snapshot` and the key a watching page
         types next needs no call of its own to check it (:meth:`alive`)."""
-        proc = self.server.cmd(
+        proc = self._cmd(
             "display-message", "-p", "-t", self.target, _INFO_FMT, ";",
             "display-message", "-p", "-t", self.target, fmt, ";",
             "capture-pane", "-p", "-e", "-t", self.target,
@@ -324,7 +360,7 @@ class TmuxTerminal:
         process exits while utempter's own handler is installed (tmux/tmux
         #311, seen with 3.3a): the agent stays an unreaped zombie and its exit
         status never arrives. Another SIGCHLD makes tmux reap it."""
-        proc = self.server.cmd("display-message", "-p", "#{pid}")
+        proc = self._cmd("display-message", "-p", "#{pid}")
         pid = proc.stdout[0].strip() if proc.returncode == 0 and proc.stdout else ""
         if pid.isdigit():
             try:
@@ -380,6 +416,23 @@ class TmuxTerminal:
         tmux = max(0.0, time.time() - self._activity)
         return tmux if page is None else min(tmux, page)
 
+    def held(self) -> bool:
+        """A page holds the keyboard: its take-over marker is there and younger
+        than the idle limit written in it (after which ``serve`` ends a
+        take-over itself: a marker left by a ``serve`` that died holds nothing)."""
+        marker = self.runtime_dir / f"{self.session}{TAKEOVER_SUFFIX}"
+        try:
+            with open(marker, "rb") as f:
+                text = f.read(64).decode("ascii", "replace").strip()
+            age = time.time() - marker.stat().st_mtime
+        except OSError:
+            return False
+        try:
+            limit = float(text)
+        except ValueError:
+            limit = _HOLD_DEFAULT_S
+        return age < limit + _HOLD_SLACK_S
+
     def _page_idle_s(self) -> float | None:
         """Seconds since the person taking over from a page last pressed a
         key (the take-over marker's mtime, :mod:`.live`); None when no page
@@ -391,11 +444,11 @@ class TmuxTerminal:
         return max(0.0, time.time() - at)
 
     def resize(self, cols: int, rows: int) -> None:
-        self.server.cmd("resize-window", "-t", f"={self.session}:0", "-x", str(cols), "-y", str(rows))
+        self._cmd("resize-window", "-t", f"={self.session}:0", "-x", str(cols), "-y", str(rows))
 
     # --- input --------------------------------------------------------------------
 
-    def _check(self, proc: libtmux.common.tmux_cmd, what: str) -> None:
+    def _check(self, proc: Reply, what: str) -> None:
         if proc.returncode != 0:
             if not self.alive():
                 raise AgentExited(f"{what}: the agent has exited")
@@ -413,7 +466,7 @@ class TmuxTerminal:
         """
         if not self.alive():
             raise AgentExited(f"{what}: the agent has exited")
-        proc = self.server.cmd(
+        proc = self._cmd(
             *before,
             "if-shell", "-F", "-t", self.target, _GONE_COND,
             f"display-message -p '{_GONE_MARK}'", command,
@@ -459,7 +512,7 @@ class TmuxTerminal:
                 "load-buffer", "-b", name, str(path), ";",
             )
         except AgentExited:
-            self.server.cmd("delete-buffer", "-b", name)
+            self._cmd("delete-buffer", "-b", name)
             raise
         finally:
             path.unlink(missing_ok=True)
@@ -468,12 +521,12 @@ class TmuxTerminal:
         """Copy the pane's output to ``fifo`` so the supervisor wakes on
         output instead of polling (``pipe-pane -O``: output only)."""
         cmd = f"exec cat > {_shell_quote(str(fifo))}"
-        self._check(self.server.cmd("pipe-pane", "-O", "-t", self.target, cmd), "pipe-pane")
+        self._check(self._cmd("pipe-pane", "-O", "-t", self.target, cmd), "pipe-pane")
 
     def set_status(self, text: str) -> None:
         """Shown at the right of the tmux status line of attached clients
         (``status-right`` renders ``@agentwrap_state``); tmux redraws it."""
-        proc = self.server.cmd("set-option", "-t", self._session_target, "@agentwrap_state", text)
+        proc = self._cmd("set-option", "-t", self._session_target, "@agentwrap_state", text)
         if proc.returncode != 0:
             raise BackendError(f"set-option failed: {' '.join(proc.stderr)}")
 
@@ -483,7 +536,7 @@ class TmuxTerminal:
         ``#{...}`` expands: every ``#`` is doubled, so text from an agent's
         screen is shown, never run."""
         try:
-            self.server.cmd("display-message", "-t", self.target, "-d", "5000",
+            self._cmd("display-message", "-t", self.target, "-d", "5000",
                             tmux_literal(message))
         except (OSError, libtmux.exc.LibTmuxException) as exc:
             raise BackendError(f"display-message failed: {exc}") from None

@@ -5,6 +5,7 @@ server as a subprocess of the test's own environment.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -12,6 +13,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -96,20 +98,19 @@ class Served:
                             timeout=120, **kw)
 
 
-def serve(aw: AwEnv) -> Iterator[Served]:
-    """``agentwrap serve --port 0`` in the test's environment, until the test ends."""
-    log = (aw.root / "serve.log").open("w", encoding="utf-8")  # a pipe nobody reads would fill
+def serve_process(env: dict[str, str], cwd: Path, log_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``agentwrap serve --port 0`` with ``env`` in ``cwd``: the process and its
+    URL, until the generator is closed (then SIGTERM, and a kill if it hangs)."""
+    log = log_path.open("w", encoding="utf-8")  # a pipe nobody reads would fill
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentwrap", "serve", "--port", "0"], env=aw.env, cwd=aw.project,
+        [sys.executable, "-m", "agentwrap", "serve", "--port", "0"], env=env, cwd=cwd,
         stdout=subprocess.PIPE, stderr=log, text=True,
     )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert "listening on http://" in line, line + (aw.root / "serve.log").read_text()
-        url = line.split("listening on ", 1)[1].split()[0]
-        token = aw.cli("token", check=True).stdout.strip()
-        yield Served(proc, url, token)
+        assert "listening on http://" in line, line + log_path.read_text()
+        yield proc, line.split("listening on ", 1)[1].split()[0]
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -118,6 +119,14 @@ def serve(aw: AwEnv) -> Iterator[Served]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def serve(aw: AwEnv) -> Iterator[Served]:
+    """``agentwrap serve --port 0`` in the test's environment, until the test ends."""
+    with contextlib.closing(serve_process(aw.env, aw.project, aw.root / "serve.log")) as running:
+        proc, url = next(running)
+        token = aw.cli("token", check=True).stdout.strip()
+        yield Served(proc, url, token)
 
 
 def serve_for_a_page(aw: AwEnv) -> Iterator[Served]:

@@ -217,6 +217,9 @@ class ScriptedTui:
     def user_idle_s(self) -> float | None:
         return self.idle_s
 
+    def held(self) -> bool:
+        return False
+
     def close(self) -> None:
         self.dead = True
 

@@ -6,9 +6,10 @@ first ``{"type": "auth", "token": ...}`` frame). The server then sends
 ``{"type": "screen", "cols", "rows", "data"}`` frames: ``data`` is what
 brings an xterm.js terminal of that size to the pane's screen
 (:func:`~agentwrap.terminal.live.repaint`: the changed rows only). The pane
-is looked at every :data:`FRAME_S`, so a page is never more than one frame
-behind however fast the agent writes (a burst between two looks is one
-frame: coalesced), and it costs nothing to send while nothing changes.
+is looked at when it changed (the session's control-mode client says so,
+:mod:`~agentwrap.terminal.control`), at most every :data:`FRAME_S`, so a page
+is never more than one frame behind however fast the agent writes (a burst
+between two looks is one frame: coalesced), and a still screen costs no look.
 
 The page is read-only until it sends ``{"type": "takeover", "on": true}``:
 then ``keys`` (``{"type": "keys", "data": ...}``: what xterm.js says the
@@ -39,7 +40,8 @@ from ...service import Service
 from .pool import ServicePool
 from .ws import BAD_REQUEST, NOT_FOUND, authenticated
 
-FRAME_S = 0.02  # how often the pane is looked at while a page watches: the frame budget
+FRAME_S = 0.02  # how often the pane is looked at at most while a page watches: the frame budget
+LOOK_S = 0.5  # a look this often even when the pane says nothing changed
 UNAVAILABLE = 4409
 MAX_FRAME_CHARS = 200_000  # a client frame larger than this is not a person's keys
 
@@ -88,6 +90,7 @@ class _Page:
         finally:
             with anyio.CancelScope(shield=True):  # the keyboard is given back, whatever ended it
                 await self._end("page left")
+                await run_in_threadpool(self.pane.close)
 
     async def _send(self, **frame: Any) -> None:
         await self.ws.send_text(json.dumps(frame))
@@ -96,9 +99,11 @@ class _Page:
         from ...terminal.live import repaint
 
         prev: Frame | None = None
+        seen = -1
         try:
             while True:
                 began = anyio.current_time()
+                seen = self.pane.changes()  # before the look: a change during it brings another
                 try:
                     frame = await run_in_threadpool(self.pane.capture)
                 except AgentExited as exc:
@@ -110,8 +115,10 @@ class _Page:
                     prev = frame
                 if self.takeover is not None and self.takeover.idle_s() > self.idle_s:
                     await self._end("idle")
-                # a look every FRAME_S at most: a slow capture (a loaded machine) is not added to
+                # a look every FRAME_S at most (a burst between two is one frame), and only
+                # once the pane says it changed (or LOOK_S passed: sizes, the idle take-over)
                 await anyio.sleep(max(0.0, began + FRAME_S - anyio.current_time()))
+                seen = await run_in_threadpool(self.pane.wait_change, seen, LOOK_S)
         except (WebSocketDisconnect, RuntimeError, OSError):
             return
 
@@ -139,7 +146,7 @@ class _Page:
                 try:
                     self.takeover = await run_in_threadpool(
                         self.pool.call, Service.take_over, self.address, by="http",
-                        client=self.client)
+                        client=self.client, idle_s=self.idle_s)
                 except AgentwrapError as exc:
                     await self._send(type="takeover", on=False, reason=exc.message)
                     return
