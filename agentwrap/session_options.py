@@ -68,6 +68,13 @@ class SessionOptions:
     #: ``run --answer-timeout``: seconds a question stays open first (0: never times
     #: out); None: the config's ``[answers] timeout_s``
     answer_timeout_s: float | None = None
+    #: the container the agent runs in (issue 39: ``run --container`` / ``--image``), its
+    #: engine's program, whether the session started it (``--image``: removed at the
+    #: end unless ``--keep``), and whether it is kept
+    container: str | None = None
+    container_engine: str | None = None
+    container_owned: bool = False
+    container_keep: bool = False
     #: keys this agentwrap does not know (a newer one's), kept as stored
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: the keys as stored, in order (to_json writes them back)
