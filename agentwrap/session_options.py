@@ -126,6 +126,10 @@ class SessionOptions:
             app_server_note=_str(data.get("app_server_note")),
             on_timeout=on if (on := _str(data.get("on_timeout"))) in ON_TIMEOUT else None,
             answer_timeout_s=_seconds(data.get("answer_timeout_s")),
+            container=_str(data.get("container")),
+            container_engine=_str(data.get("container_engine")),
+            container_owned=_bool(data.get("container_owned")) or False,
+            container_keep=_bool(data.get("container_keep")) or False,
             extra={k: v for k, v in data.items() if k not in known},
             stored_keys=tuple(data),
         )
@@ -141,6 +145,8 @@ class SessionOptions:
             "permission_gate": self.permission_gate, "app_server": self.app_server,
             "app_server_pid": self.app_server_pid, "app_server_note": self.app_server_note,
             "on_timeout": self.on_timeout, "answer_timeout_s": self.answer_timeout_s,
+            "container": self.container, "container_engine": self.container_engine,
+            "container_owned": self.container_owned, "container_keep": self.container_keep,
         }
         default = SessionOptions()
         out: dict[str, Any] = {}

@@ -136,3 +136,14 @@ def test_only_the_sessions_own_folders_are_mounted(tmp_path: Path) -> None:
                              str(tmp_path / "proj"), str(paths.state_dir / "launch" / "s1")))
                for s in sources), sources
     assert flags[-1].endswith(":ro")  # the launch files: read-only
+
+
+def test_the_record_keeps_the_container() -> None:
+    from agentwrap.session_options import SessionOptions
+
+    stored = {"container": "agentwrap-s1", "container_engine": "/usr/bin/podman",
+              "container_owned": True, "container_keep": False}
+    opts = SessionOptions.from_json(stored)
+    assert (opts.container, opts.container_engine, opts.container_owned) == (
+        "agentwrap-s1", "/usr/bin/podman", True)
+    assert SessionOptions.from_json(opts.to_json()) == opts

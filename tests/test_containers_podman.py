@@ -32,6 +32,10 @@ def boxed(aw: AwEnv, image: str) -> Iterator[AwEnv]:
         box.remove(f"agentwrap-{rec['name']}")
 
 
+def logs(aw: AwEnv) -> str:
+    return "\n".join(p.read_text()[-3000:] for p in aw.paths.logs_dir.glob("*.log"))
+
+
 def record(aw: AwEnv, name: str) -> dict[str, object]:
     recs = {r["name"]: r for r in json.loads(aw.cli("ls", "--all", "--json").stdout)}
     return recs[name]
@@ -51,17 +55,18 @@ def state(aw: AwEnv, name: str) -> dict[str, object]:
 def test_the_agents_exit_code_inside_is_the_sessions_and_the_container_goes(
         boxed: AwEnv, image: str) -> None:
     aw = boxed
-    flag = aw.project / "seen-inside"
+    flag, go = aw.project / "seen-inside", aw.project / "go"
     res = aw.cli("run", "--detach", "--name", "ex", "--image", image, "--", "sh", "-c",
-                 f"sleep 2; touch {flag}; exit 7")
+                 f"while [ ! -e {go} ]; do sleep 0.1; done; touch {flag}; exit 7")
     assert res.returncode == 0, res.stderr
     assert box.running("agentwrap-ex")
+    go.touch()  # (the project is mounted at its own path) once the supervisor runs
     rec = ended(aw, "ex")
-    assert rec["exit_code"] == 7, rec
+    assert rec["exit_code"] == 7, (rec, logs(aw))
     assert flag.exists()  # the project is mounted at its own path, writable
     wait_for(lambda: not box.running("agentwrap-ex") and box.podman(
         "container", "exists", "agentwrap-ex", check=False).returncode != 0, 60,
-        "the session's container removed")
+        "the session's container removed", on_timeout=lambda: logs(aw))
 
 
 def test_stop_ends_the_agents_process_tree_inside(boxed: AwEnv, image: str) -> None:
@@ -72,7 +77,7 @@ def test_stop_ends_the_agents_process_tree_inside(boxed: AwEnv, image: str) -> N
 
     def sleeps() -> list[str]:
         out = box.podman("exec", "agentwrap-st", "ps", "-eo", "args", check=False).stdout
-        return [line for line in out.splitlines() if "sleep 4" in line]
+        return [line for line in out.splitlines() if line.strip().startswith("sleep 4")]
 
     wait_for(lambda: len(sleeps()) == 2, 60, "the agent's tree running inside")
     assert aw.cli("stop", "st").returncode == 0

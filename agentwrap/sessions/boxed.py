@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..config import Config
 from ..containers import box as boxes
@@ -39,10 +39,9 @@ class BoxedLaunch:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def inside(self) -> tuple[Path, Path] | None:
+    def inside(self) -> tuple[PurePosixPath, PurePosixPath] | None:
         """The hook client and socket as the agent sees them (None: no hooks)."""
-        return (Path(INSIDE / boxes.HOOK_CLIENT), Path(INSIDE / boxes.HOOK_SOCKET)) \
-            if self.hooks else None
+        return (INSIDE / boxes.HOOK_CLIENT, INSIDE / boxes.HOOK_SOCKET) if self.hooks else None
 
     def options(self) -> dict[str, object]:
         return {"container": self.box.container, "container_engine": self.box.engine.program,

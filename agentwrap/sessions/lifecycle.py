@@ -225,7 +225,7 @@ def with_channels(
             version = probe_version(boxed, argv[0], profile.channels.version_arg)
     chans = plan(profile, cfg.run, paths, name, argv, env, enabled=enabled,
                  rules=bool(cfg.for_profile(profile.name).answer_rules), cwd=str(opts.cwd),
-                 version=version, inside=(inside[0], inside[1]) if inside else None)
+                 version=version, inside=inside)
     if boxed is not None:
         chans.notes[:0] = boxed.notes
     env.update(chans.env)
