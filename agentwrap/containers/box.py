@@ -28,6 +28,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -45,6 +46,8 @@ HOOK_SOCKET = "hook.sock"
 ANSWERS = "answers"
 #: The native hook clients, the static one first (hatch_build.py builds both).
 CLIENT_BUILDS = (RELAY_BINARY.parent / "agentwrap-hook-static", RELAY_BINARY.parent / "agentwrap-hook")
+#: How long the end looks for the container's own end (see :meth:`Box.end_reason`).
+SETTLE_S = 3.0
 #: How long ``stop`` lets the agent's group end on SIGTERM before SIGKILL.
 STOP_GRACE_S = 3
 
@@ -168,15 +171,23 @@ class Box:
             self.engine.run(["exec", self.container, "sh", "-c", script], check=False,
                             timeout=STOP_GRACE_S + 30)
 
-    def end_reason(self) -> str | None:
-        """Why the session ended if its container is what stopped, else None."""
-        try:
-            info = self.engine.inspect(self.container)
-        except ContainerProblem as exc:
-            return f"container {self.container}: its engine did not answer ({exc.message})"
-        if info is None:
-            return f"container {self.container} is gone"
-        state = info.get("State") or {}
+    def end_reason(self, settle_s: float = SETTLE_S) -> str | None:
+        """Why the session ended if its container is what stopped, else None. The
+        ``exec`` client ends as the container is killed, before the engine records
+        the container's end: a container still running is looked at again, for at
+        most ``settle_s``."""
+        deadline = time.monotonic() + settle_s
+        while True:
+            try:
+                info = self.engine.inspect(self.container)
+            except ContainerProblem as exc:
+                return f"container {self.container}: its engine did not answer ({exc.message})"
+            if info is None:
+                return f"container {self.container} is gone"
+            state = info.get("State") or {}
+            if not state.get("Running") or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)
         if state.get("Running"):
             return None
         said = state.get("Status") or "stopped"
