@@ -112,7 +112,7 @@ def test_no_engine_on_path_is_a_clear_error(tmp_path: Path) -> None:
 def test_a_boxed_session_hooks_name_the_container_paths(tmp_path: Path) -> None:
     paths = Paths(tmp_path / "c", tmp_path / "s", tmp_path / "r")
     assert hook_socket(paths, "s1") == paths.runtime_dir / "hook-servers" / "s1.sock"
-    boxes.prepare(paths, "s1")
+    boxes.prepare_box(paths, "s1")
     # the supervisor's hook server binds in the box folder the container mounts
     assert hook_socket(paths, "s1") == boxes.box_dir(paths, "s1") / boxes.HOOK_SOCKET
     assert (boxes.box_dir(paths, "s1") / boxes.HOOK_CLIENT).is_file()
@@ -123,7 +123,7 @@ def test_a_boxed_session_hooks_name_the_container_paths(tmp_path: Path) -> None:
     front = words[words.index("exec") + 1:]
     assert front[:3] == ["/run/agentwrap/agentwrap-hook", "1", "/run/agentwrap/hook.sock"]
     assert str(paths.runtime_dir) not in " ".join(front[:6])  # no host runtime path for the client
-    boxes.remove(paths, "s1")
+    boxes.remove_box(paths, "s1")
     assert hook_socket(paths, "s1") == paths.runtime_dir / "hook-servers" / "s1.sock"
 
 

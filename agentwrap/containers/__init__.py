@@ -19,9 +19,16 @@ from typing import TYPE_CHECKING
 from ..exports import lazy, names
 
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
+    from .box import HOOK_CLIENT as HOOK_CLIENT
+    from .box import HOOK_SOCKET as HOOK_SOCKET
     from .box import INSIDE as INSIDE
     from .box import Box as Box
     from .box import box_dir as box_dir
+    from .box import box_mounts as box_mounts
+    from .box import hooks_reach as hooks_reach
+    from .box import prepare_box as prepare_box
+    from .box import remove_box as remove_box
+    from .box import write_guard as write_guard
     from .engine import Engine as Engine
     from .engine import find_engine as find_engine
     from .mounts import Mount as Mount
@@ -29,7 +36,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "box": ("INSIDE", "Box", "box_dir"),
+    "box": ("HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "Box", "box_dir", "box_mounts", "hooks_reach",
+            "prepare_box", "remove_box", "write_guard"),
     "engine": ("Engine", "find_engine"),
     "mounts": ("Mount", "Mounts"),
 }

@@ -62,7 +62,7 @@ def pid_file(session: str) -> str:
     return f"/tmp/agentwrap-{check_session_name(session)}.pid"
 
 
-def prepare(paths: Paths, session: str) -> Path:
+def prepare_box(paths: Paths, session: str) -> Path:
     """The box folder made anew (0700), the hook client copied in, the answer folder made."""
     folder = box_dir(paths, session)
     if folder.is_dir() and not folder.is_symlink():
@@ -79,7 +79,8 @@ def prepare(paths: Paths, session: str) -> Path:
     return folder
 
 
-def remove(paths: Paths, session: str) -> None:
+def remove_box(paths: Paths, session: str) -> None:
+    """The session's box folder gone (its end, or a launch that failed)."""
     shutil.rmtree(box_dir(paths, session), ignore_errors=True)
 
 
@@ -202,5 +203,6 @@ class Box:
                 self.engine.run(["rm", "-f", "-t", "0", self.container], check=False, timeout=120)
 
 
-__all__ = ["ANSWERS", "HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "STOP_GRACE_S", "Box", "box_dir",
-           "box_mounts", "hooks_reach", "pid_file", "prepare", "remove", "write_guard"]
+__all__ = ["ANSWERS", "HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "SETTLE_S", "STOP_GRACE_S", "Box",
+           "box_dir", "box_mounts", "hooks_reach", "pid_file", "prepare_box", "remove_box",
+           "write_guard"]

@@ -12,7 +12,8 @@ report (``signals``), Aider's turn end from its notifications command
 (``turn_end``) and a hook asking the supervisor for the messages to
 hand over (``hook_requests``); and Codex's TUI on a private app-server
 (``app_server``), with the messages given to it there instead of typed
-(``app_server_delivery``). A sender reaches a supervisor within milliseconds
+(``app_server_delivery``); an agent in a container (``boxed``: its launch, stop
+and end, over :mod:`agentwrap.containers`). A sender reaches a supervisor within milliseconds
 through a datagram (:mod:`agentwrap.datagram`). This layer wires the ones below together: it may import
 ``delivery``, ``detect``, ``queue``, ``terminal`` and the foundation; only
 ``surfaces`` (and the application service) import it.

@@ -18,8 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from ..config import Config
-from ..containers import box as boxes
-from ..containers.box import INSIDE, Box
+from ..containers.box import (
+    HOOK_CLIENT,
+    HOOK_SOCKET,
+    INSIDE,
+    Box,
+    box_dir,
+    box_mounts,
+    hooks_reach,
+    prepare_box,
+    remove_box,
+)
 from ..containers.engine import Engine, find_engine
 from ..errors import ContainerProblem, PathNotMounted
 from ..paths import Paths
@@ -41,7 +50,7 @@ class BoxedLaunch:
     @property
     def inside(self) -> tuple[PurePosixPath, PurePosixPath] | None:
         """The hook client and socket as the agent sees them (None: no hooks)."""
-        return (INSIDE / boxes.HOOK_CLIENT, INSIDE / boxes.HOOK_SOCKET) if self.hooks else None
+        return (INSIDE / HOOK_CLIENT, INSIDE / HOOK_SOCKET) if self.hooks else None
 
     def options(self) -> dict[str, object]:
         return {"container": self.box.container, "container_engine": self.box.engine.program,
@@ -53,11 +62,11 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
              env: Mapping[str, str]) -> BoxedLaunch:
     """The session's container: ``image`` started for it, or ``container`` (running)."""
     engine = find_engine(cfg.container, env.get("PATH"))
-    boxes.prepare(paths, name)
+    prepare_box(paths, name)
     try:
         if image:
             box = Box.start(engine, image, name, cfg.container.run_args,
-                            boxes.box_mounts(paths, name, cwd, launch), keep=keep)
+                            box_mounts(paths, name, cwd, launch), keep=keep)
         else:
             assert container is not None
             if not engine.running(container):
@@ -67,7 +76,7 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
             box = Box(engine, container)
         mounts = box.mounts()
     except BaseException:
-        boxes.remove(paths, name)
+        remove_box(paths, name)
         raise
     notes: list[str] = []
     try:
@@ -76,10 +85,10 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
         workdir = None
         notes.append(f"the project {cwd} is not mounted in {box.container}: the agent works"
                      " in the container's own directory")
-    hooks = boxes.hooks_reach(mounts, paths, name) and mounts.holds([launch])
+    hooks = hooks_reach(mounts, paths, name) and mounts.holds([launch])
     if not hooks:
         notes.append(f"hooks: not registered: {box.container} does not mount the session's box"
-                     f" folder at {INSIDE} (start it with -v {boxes.box_dir(paths, name)}:{INSIDE}"
+                     f" folder at {INSIDE} (start it with -v {box_dir(paths, name)}:{INSIDE}"
                      f" -v {launch}:{launch}:ro)")
     return BoxedLaunch(box, workdir, hooks, notes)
 
@@ -124,7 +133,7 @@ def finish(paths: Paths, options: SessionOptions, name: str) -> str | None:
         return None
     reason = box.end_reason()
     box.finish()
-    boxes.remove(paths, name)
+    remove_box(paths, name)
     if reason:
         log.info("session %s: %s", name, reason)
     return reason

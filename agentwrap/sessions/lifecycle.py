@@ -414,11 +414,11 @@ def _open_box(paths: Paths, cfg: Config, opts: RunOptions, name: str,
 
 def _drop_box(paths: Paths, boxed: BoxedLaunch, name: str) -> None:
     """A launch that failed: the container it started goes (even with --keep)."""
-    from ..containers import box as boxes
+    from ..containers.box import remove_box
 
     if boxed.box.owned:
         replace(boxed.box, keep=False).finish()
-    boxes.remove(paths, name)
+    remove_box(paths, name)
 
 
 def _stop_unsupervised(paths: Paths, registry: Registry, name: str, socket: Path) -> None:
