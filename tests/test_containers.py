@@ -13,7 +13,7 @@ from agentwrap.config import Config, _apply, load_config
 from agentwrap.containers import box as boxes
 from agentwrap.containers.box import INSIDE, Box
 from agentwrap.containers.engine import Engine, find_engine
-from agentwrap.containers.mounts import Mounts
+from agentwrap.containers.mounts import Mount, Mounts
 from agentwrap.errors import ConfigError, ContainerEngineMissing, PathNotMounted
 from agentwrap.paths import Paths
 from agentwrap.sessions.channels import hook_command
@@ -147,3 +147,30 @@ def test_the_record_keeps_the_container() -> None:
     assert (opts.container, opts.container_engine, opts.container_owned) == (
         "agentwrap-s1", "/usr/bin/podman", True)
     assert SessionOptions.from_json(opts.to_json()) == opts
+
+
+def test_the_fallback_is_refused_outside_the_containers_mounts(svc, aw_no_tmux) -> None:  # type: ignore[no-untyped-def]
+    """The instruction-file fallback of a container's agent goes through its mounts:
+    a project the container does not mount is refused (PathNotMounted, nothing
+    written); one it mounts is written, at the path the agent sees."""
+    from agentwrap.audit import AuditLog
+    from agentwrap.config import DeliveryConfig
+    from agentwrap.delivery.engine import DeliveryEngine
+    from agentwrap.detect.profiles import load_profile
+    from agentwrap.message import NewMessage
+
+    aw = aw_no_tmux
+    store = svc.store
+    engine = DeliveryEngine(store, DeliveryConfig(), load_profile("standin", aw.paths), "fake",
+                            aw.project, AuditLog(aw.paths.audit_log), lock_dir=aw.root / "locks")
+    m, _ = store.enqueue(NewMessage(session="fake", content="deploy frozen"))
+    elsewhere = Mounts("box1", (Mount(PurePosixPath("/srv/other"), PurePosixPath("/w")),))
+    engine.escalation.guard = lambda p: elsewhere.to_container(p, write=True)
+    with pytest.raises(PathNotMounted):
+        engine.escalation.write_fallback("AGENTS.md", [store.get(m.id)])
+    assert not (aw.project / "AGENTS.md").exists()
+    mounted = Mounts("box1", (Mount(PurePosixPath(str(aw.project)),
+                                          PurePosixPath(str(aw.project))),))
+    engine.escalation.guard = lambda p: mounted.to_container(p, write=True)
+    engine.escalation.write_fallback("AGENTS.md", [store.get(m.id)])
+    assert b"deploy frozen" in (aw.project / "AGENTS.md").read_bytes()
