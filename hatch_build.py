@@ -34,6 +34,9 @@ SOURCE = Path("agentwrap/terminal/_native/relay.c")
 BINARY = Path("agentwrap/terminal/_native/agentwrap-relay")
 HOOK_SOURCE = Path("agentwrap/terminal/_native/hook.c")
 HOOK_BINARY = Path("agentwrap/terminal/_native/agentwrap-hook")
+#: The hook client linked statically (issue 39): copied into a container, it runs
+#: whatever libc the image has. Built where libc.a is (libc6-dev); optional.
+HOOK_STATIC = Path("agentwrap/terminal/_native/agentwrap-hook-static")
 #: (source, binary) of each native helper
 HELPERS = ((SOURCE, BINARY), (HOOK_SOURCE, HOOK_BINARY))
 CFLAGS = ["-O2", "-std=c11", "-Wall", "-Wextra"]
@@ -63,6 +66,8 @@ class RelayBuildHook(BuildHookInterface):
         if version != "editable":
             for _, binary in HELPERS:
                 build_data["force_include"][str(root / binary)] = binary.as_posix()
+            if (root / HOOK_STATIC).exists():
+                build_data["force_include"][str(root / HOOK_STATIC)] = HOOK_STATIC.as_posix()
 
 
 def compiler() -> str | None:
@@ -79,16 +84,22 @@ def build_helpers(cc: str, root: Path) -> list[Path]:
         if (root / source).exists():
             _build(cc, root / source, root / binary)
             built.append(root / binary)
+    if (root / HOOK_SOURCE).exists():
+        try:
+            _build(cc, root / HOOK_SOURCE, root / HOOK_STATIC, ["-static"])
+            built.append(root / HOOK_STATIC)
+        except subprocess.CalledProcessError:
+            pass  # no libc.a: a container gets the dynamic client (same libc) or none
     return built
 
 
-def _build(cc: str, src: Path, out: Path) -> None:
+def _build(cc: str, src: Path, out: Path, extra: list[str] | None = None) -> None:
     """Always rebuilt (a fraction of a second): an mtime check would trust
     a binary that is merely newer, not built from this source."""
     fd, tmp = tempfile.mkstemp(prefix=f".{out.name}-", dir=out.parent)
     os.close(fd)
     try:
-        subprocess.run([cc, *CFLAGS, "-o", tmp, str(src)], check=True)
+        subprocess.run([cc, *CFLAGS, *(extra or []), "-o", tmp, str(src)], check=True)
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
     finally:

@@ -36,6 +36,11 @@ Example::
     name = "devbox"             # default: the hostname; how the shared store names this machine
     heartbeat_s = 5.0           # a host silent for 3x this is `unreachable` to the others
 
+    [container]                 # user config only: run --container NAME / --image IMAGE
+    engine = "podman"           # or "docker"; default: whichever is on PATH
+    run_args = ["--network", "host"]  # extra flags of the engine's `run` (--image)
+    env = ["ANTHROPIC_BASE_URL"]  # variables handed to the agent inside (by name)
+
     [serve]                     # user config only
     takeover_idle_s = 120       # a page's "type" mode ends after this long without a key
     public_url = "https://aw.example.net"  # how a phone reaches `serve`: one-tap links use it
@@ -153,6 +158,24 @@ class HostConfig:
 
     name: str = ""
     heartbeat_s: float = 5.0
+
+
+#: [container] engine: the container engines agentwrap runs agents in (issue 39)
+CONTAINER_ENGINES = ("docker", "podman")
+
+
+@dataclass(frozen=True)
+class ContainerConfig:
+    """[container]: agents run in a container (``run --container NAME`` / ``--image IMAGE``;
+    user config only: a project's file must not add mounts or flags to a container).
+    ``engine``: docker or podman ("" for whichever is on PATH, podman first);
+    ``run_args``: extra flags for the engine's ``run`` (``--image``), e.g. mounts
+    or ``--network host``; ``env``: names of variables passed from agentwrap's
+    environment to the agent inside (their values never on a command line)."""
+
+    engine: str = ""
+    run_args: tuple[str, ...] = ()
+    env: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -335,6 +358,7 @@ class Config:
     limits: QueueLimits = field(default_factory=QueueLimits)
     store: StoreConfig = field(default_factory=StoreConfig)
     host: HostConfig = field(default_factory=HostConfig)
+    container: ContainerConfig = field(default_factory=ContainerConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
@@ -362,13 +386,13 @@ class Config:
 
 _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "store": StoreConfig,
-    "host": HostConfig, "trust": TrustConfig,
+    "host": HostConfig, "container": ContainerConfig, "trust": TrustConfig,
     "notify": NotifyConfig, "answers": AnswersConfig, "serve": ServeConfig,
     "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
 }
 COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
 USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store",
-                      "host", "chat", "answers", "serve")  # never from a project's file
+                      "host", "chat", "answers", "serve", "container")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 STEER_MODES = ("off", "high", "all")
@@ -490,6 +514,9 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
         if section == "serve" and changes.get("takeover_idle_s", 1.0) <= 0:
             raise ConfigError("serve.takeover_idle_s: must be more than 0,"
                               f" got {changes['takeover_idle_s']!r}")
+        if section == "container" and changes.get("engine", "") not in ("", *CONTAINER_ENGINES):
+            raise ConfigError(f"container.engine: must be one of {', '.join(CONTAINER_ENGINES)},"
+                              f" got {changes['engine']!r}", hint="or leave it out: found on PATH")
         if section == "host" and changes.get("heartbeat_s", 1.0) < 0.1:
             raise ConfigError(f"host.heartbeat_s: must be at least 0.1, got {changes['heartbeat_s']!r}")
         if section == "run" and changes.get("idle_tick_s", 1.0) < 0.5:

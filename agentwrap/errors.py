@@ -169,6 +169,31 @@ class InvalidRunOption(SessionError):
     default_hint = "`agentwrap run --help` lists the options and the values they take"
 
 
+class ContainerEngineMissing(EnvironmentProblem):
+    """``run --container``/``--image``: neither the engine ``[container] engine`` names
+    nor docker or podman is on PATH, or the engine refused (nothing was started)."""
+
+    default_hint = "install podman or docker, or name one: [container] engine = \"podman\""
+
+
+class ContainerProblem(SessionError):
+    """The container a session was to run in is not there or not running, or
+    would not start (its engine's words in the message): nothing was started."""
+
+    exit_code = 69  # EX_UNAVAILABLE
+    default_hint = "`podman ps -a` (or docker) shows the containers and their state"
+
+
+class PathNotMounted(SessionError):
+    """A file agentwrap would write for a container's agent (the instruction-file
+    fallback, the answer folder) lies outside what the container mounts: refused,
+    so nothing is written where the agent cannot see it."""
+
+    exit_code = 77  # EX_NOPERM
+    default_hint = ("mount the project into the container at the same path"
+                    " (run --image does; for --container add -v PROJECT:PROJECT when you start it)")
+
+
 class SessionNotRunning(SessionError):
     exit_code = 3
     default_hint = "start it again with `agentwrap run`; `agentwrap ls --all` shows stale entries"

@@ -68,6 +68,13 @@ class SessionOptions:
     #: ``run --answer-timeout``: seconds a question stays open first (0: never times
     #: out); None: the config's ``[answers] timeout_s``
     answer_timeout_s: float | None = None
+    #: the container the agent runs in (issue 39: ``run --container`` / ``--image``), its
+    #: engine's program, whether the session started it (``--image``: removed at the
+    #: end unless ``--keep``), and whether it is kept
+    container: str | None = None
+    container_engine: str | None = None
+    container_owned: bool = False
+    container_keep: bool = False
     #: keys this agentwrap does not know (a newer one's), kept as stored
     extra: Mapping[str, Any] = field(default_factory=dict)
     #: the keys as stored, in order (to_json writes them back)
@@ -119,6 +126,10 @@ class SessionOptions:
             app_server_note=_str(data.get("app_server_note")),
             on_timeout=on if (on := _str(data.get("on_timeout"))) in ON_TIMEOUT else None,
             answer_timeout_s=_seconds(data.get("answer_timeout_s")),
+            container=_str(data.get("container")),
+            container_engine=_str(data.get("container_engine")),
+            container_owned=_bool(data.get("container_owned")) or False,
+            container_keep=_bool(data.get("container_keep")) or False,
             extra={k: v for k, v in data.items() if k not in known},
             stored_keys=tuple(data),
         )
@@ -134,6 +145,8 @@ class SessionOptions:
             "permission_gate": self.permission_gate, "app_server": self.app_server,
             "app_server_pid": self.app_server_pid, "app_server_note": self.app_server_note,
             "on_timeout": self.on_timeout, "answer_timeout_s": self.answer_timeout_s,
+            "container": self.container, "container_engine": self.container_engine,
+            "container_owned": self.container_owned, "container_keep": self.container_keep,
         }
         default = SessionOptions()
         out: dict[str, Any] = {}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything the whole test suite needs on a fresh Debian machine:
 # tmux, a C compiler for the native pty relay, PostgreSQL, Chromium and its
-# driver, iproute2, a venv with agentwrap and its dev extras, and the ten real
+# driver, iproute2, Podman + runc + debootstrap (the container layer), a venv with agentwrap and its dev extras, and the ten real
 # agent CLIs at pinned versions. scripts/test.sh and .ci/run run it first.
 #   bash scripts/setup.sh
 set -euo pipefail
@@ -22,6 +22,14 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v ip >/dev/null 2>&1 || need_apt+=(iproute2)
 # the secrets test traces every program a session starts (tests/test_secrets.py)
 command -v strace >/dev/null 2>&1 || need_apt+=(strace)
+# the container layer (issue 39): rootful Podman with runc, and debootstrap for the test
+# image (tests/support/container.py writes the containers.conf the tests point
+# CONTAINERS_CONF at, in ~/.cache/agentwrap-tests: nothing system-wide changes)
+command -v podman >/dev/null 2>&1 || need_apt+=(podman)
+command -v runc >/dev/null 2>&1 || need_apt+=(runc)
+command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+# libc.a: the statically linked hook client a container's agent runs (hatch_build.py)
+[ -e /usr/lib/x86_64-linux-gnu/libc.a ] || ls /usr/lib/*/libc.a >/dev/null 2>&1 || need_apt+=(libc6-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null

@@ -209,6 +209,11 @@ class DeliveryEngine:
             awaits_start_hook=awaits_start_hook,
             taken_kinds=taken_kinds,
         )
+        if rec.options.container and rec.options.container_engine:  # issue 39
+            from ..containers.box import write_guard
+
+            engine.escalation.guard = write_guard(rec.options.container_engine,
+                                                  rec.options.container)
         engine.owns_store = store is None
         return engine
 

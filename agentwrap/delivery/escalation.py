@@ -25,7 +25,7 @@ from ..audit import AuditLog
 from ..config import DeliveryConfig, NotifyConfig
 from ..detect.neutralise import neutralise
 from ..detect.profiles import Profile
-from ..errors import AgentwrapError, BackendError, FallbackError, MessageNotFound
+from ..errors import AgentwrapError, BackendError, FallbackError, MessageNotFound, PathNotMounted
 from ..message import (
     SECTION_REMOVED,
     UNACKNOWLEDGED,
@@ -86,6 +86,9 @@ class Escalation:
         # where the person hears of it (desktop, push services: set by the composition root)
         self.notices = Notices(NotifyConfig(), push=None)
         self.host = ""
+        #: the agent runs in a container (issue 39): the fallback's path inside it, or
+        #: PathNotMounted for a file it would never see (set by ``for_session``)
+        self.guard: Callable[[Path], str] | None = None
 
     def removes_fallback(self) -> bool:
         """The section goes once a notice of it is acknowledged (else it stays)."""
@@ -126,7 +129,7 @@ class Escalation:
             return
         try:
             written = self.write_fallback(fname, content)
-        except (FallbackError, OSError) as exc:
+        except (FallbackError, PathNotMounted, OSError) as exc:
             # Refused (a symlink out of the project, malformed markers, not a
             # regular file, read-only) or failed: the messages still end, and
             # the person is told why, in one place.
@@ -168,6 +171,8 @@ class Escalation:
         """The section as it should be now: what it held before (still known
         to the store) plus ``content``."""
         entries = self._section_entries(fname, content)
+        if self.guard is not None:
+            self.guard(self.fallback_dir / fname)
         return write_section(self.fallback_dir, fname, entries, lock_dir=self.lock_dir)
 
     def _section_entries(

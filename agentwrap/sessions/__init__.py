@@ -10,9 +10,10 @@ machines of a shared store (``hosts``). Around the agent's own channels: the
 hooks and MCP server one launch gets (``channels``), the states its hooks
 report (``signals``), Aider's turn end from its notifications command
 (``turn_end``) and a hook asking the supervisor for the messages to
-hand over (``hook_requests``); and an agent's native channel, a server of its
+hand over (``hook_requests``); an agent's native channel, a server of its
 own reached through the agent table (``native``: Codex's app-server,
-:mod:`agentwrap.app_server`, below this layer). A sender reaches a supervisor within milliseconds
+:mod:`agentwrap.app_server`, below this layer); an agent in a container (``boxed``: its
+launch, stop and end, over :mod:`agentwrap.containers`). A sender reaches a supervisor within milliseconds
 through a datagram (:mod:`agentwrap.datagram`). This layer wires the ones below together: it may import
 ``delivery``, ``detect``, ``queue``, ``terminal`` and the foundation; only
 ``surfaces`` (and the application service) import it.

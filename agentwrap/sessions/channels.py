@@ -44,7 +44,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..agents.all_agents import AGENTS, get
 from ..agents.base import NO_HOOKS, StartContext
@@ -169,7 +169,8 @@ SHELL_HOOK_AGENTS = frozenset(a.name for a in AGENTS.values() if a.hook_events a
 
 
 def hook_command(agent: str, event: str, session: str, paths: Paths, python: str,
-                 profile: str = "", client: Path | None = None) -> str:
+                 profile: str = "", client: Path | None = None,
+                 socket: PurePosixPath | None = None) -> str:
     """The shell command of one hook: ``VAR=... exec python -m agentwrap hook
     AGENT EVENT``, with the session and the dirs that find this store (so it
     works whatever environment the agent hands its hooks), and the profile
@@ -183,10 +184,11 @@ def hook_command(agent: str, event: str, session: str, paths: Paths, python: str
     shell's assignments instead of an ``env`` exec for the agents of
     :data:`SHELL_HOOK_AGENTS` (``exec env VAR=...`` for the others; ``exec``
     is every shell's, csh and fish too). The shell then becomes the hook:
-    the agent's one process is the client itself."""
+    the agent's one process is the client itself. ``socket``: the hook socket
+    as the agent sees it (a container's: issue 39), else the session's own."""
     variables = {**server_env(session, paths), **({"AGENTWRAP_PROFILE": profile} if profile else {})}
     hook = [*python_args(shutil.which(python) or python), "-m", "agentwrap", "hook", agent, event]
-    sock = hook_socket(paths, session) if client is not None else None
+    sock = (socket or hook_socket(paths, session)) if client is not None else None
     front = [str(client), HOOK_CLIENT_PROTOCOL, str(sock), agent, event, "--"] \
         if client is not None and sock is not None else []
     run = [*front, *hook]
@@ -207,12 +209,15 @@ def plan(
     env: Mapping[str, str], *, enabled: bool = True, python: str | None = None,
     euid: int | None = None, version: str | None = None, dry_run: bool = False,
     rules: bool = True, cwd: str | None = None,
+    inside: tuple[PurePosixPath, PurePosixPath] | None = None,
 ) -> LaunchChannels:
     """What the launch of ``argv`` (the agent command, resolved) gets, and the
     files for it written (``dry_run``: only said). ``version``: skip the probe.
     ``rules``: the person has answer rules for this profile (a hook may answer).
     ``cwd``: where the agent runs (where it looks for a config of the person's).
-    The agent's own registration is its module's (``Agent.register``)."""
+    The agent's own registration is its module's (``Agent.register``).
+    ``inside``: the agent runs in a container that sees the hook client and the
+    hook socket at these paths (issue 39: :mod:`agentwrap.containers.box`)."""
     out = LaunchChannels(dry_run=dry_run)
     spec = profile.channels
     if not spec.any:
@@ -243,6 +248,9 @@ def plan(
         name, client = agent.name, functools.cache(hook_client)  # asked once, if at all
 
         def command(event: str, named: str) -> str:
+            if inside is not None:
+                return hook_command(name, event, session, paths, python, named,
+                                    Path(inside[0]), inside[1])
             return hook_command(name, event, session, paths, python, named, client())
 
         agent.register(Launch(out, profile, run, paths, session, python, env, argv,

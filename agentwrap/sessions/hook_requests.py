@@ -100,6 +100,10 @@ def hook_socket(paths: Paths, session: str) -> Path | None:
     listens on for the native hook client: :mod:`agentwrap.surfaces.hooks.server`),
     in a dir of its own in the private runtime dir; a digest names it when the
     session's name would make the path too long, None when even that is."""
+    boxed = paths.runtime_dir / "box" / session  # containers.box.box_dir: a container's session
+    if boxed.is_dir() and not boxed.is_symlink():  # (issue 39): in the folder its container mounts
+        path = boxed / "hook.sock"
+        return path if len(os.fsencode(path)) <= MAX_SOCKET_PATH else None
     folder = paths.runtime_dir / "hook-servers"
     path = folder / f"{session}.sock"
     if len(os.fsencode(path)) > MAX_SOCKET_PATH:

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -60,6 +60,7 @@ if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run 
     import libtmux
 
     from ..continuity.launch import Handoff
+    from .boxed import BoxedLaunch
 
 
 @dataclass
@@ -79,6 +80,9 @@ class RunOptions:
     continuity: bool = True  # hand over the previous session's handoff (run --no-continuity)
     on_timeout: str | None = None  # run --on-timeout: deny/leave (None: [answers] decides)
     answer_timeout_s: float | None = None  # run --answer-timeout (None: [answers] timeout_s)
+    container: str | None = None  # run --container NAME: exec into a running container (issue 39)
+    image: str | None = None  # run --image IMAGE: a container started for the session
+    keep: bool = False  # run --keep: the --image container is kept at the end
 
 
 def resolve_profile(opts: RunOptions, paths: Paths) -> Profile:
@@ -98,10 +102,12 @@ def resolve_profile(opts: RunOptions, paths: Paths) -> Profile:
 
 
 def agent_argv(
-    argv: list[str], profile: Profile, env: dict[str, str], paths: Paths, name: str
+    argv: list[str], profile: Profile, env: dict[str, str], paths: Paths, name: str,
+    inside: bool = False,
 ) -> list[str]:
+    """``inside``: the agent runs in a container (its command is the container's)."""
     exe = shutil.which(argv[0], path=env.get("PATH"))
-    if exe is None:
+    if exe is None and not inside:
         raise AgentNotFound(f"command not found: {argv[0]!r}")
     extra = [a for a in profile.launch_args if a not in argv]
     if profile.context_file_arg and profile.instruction_file:
@@ -200,7 +206,7 @@ def enqueue_context(paths: Paths, cfg: Config, name: str, files: list[Path]) -> 
 
 def with_channels(
     opts: RunOptions, cfg: Config, profile: Profile, paths: Paths, name: str,
-    argv: list[str], env: dict[str, str],
+    argv: list[str], env: dict[str, str], boxed: BoxedLaunch | None = None,
 ) -> tuple[list[str], dict[str, object]]:
     """The launch's argv with the native channels registered (env updated in
     place), and what to record of them in the session's options."""
@@ -208,8 +214,20 @@ def with_channels(
 
     for stale in (paths.session_started(name), paths.started_batches(name)):
         stale.unlink(missing_ok=True)  # a killed session's: this launch's hook has not run
-    chans = plan(profile, cfg.run, paths, name, argv, env, enabled=opts.channels,
-                 rules=bool(cfg.for_profile(profile.name).answer_rules), cwd=str(opts.cwd))
+    inside = version = None
+    enabled = opts.channels
+    if boxed is not None:  # in a container: its paths, its CLI's version (issue 39)
+        from .boxed import probe_version
+
+        inside = boxed.inside
+        enabled = enabled and boxed.hooks
+        if enabled and profile.channels.any:
+            version = probe_version(boxed, argv[0], profile.channels.version_arg)
+    chans = plan(profile, cfg.run, paths, name, argv, env, enabled=enabled,
+                 rules=bool(cfg.for_profile(profile.name).answer_rules), cwd=str(opts.cwd),
+                 version=version, inside=inside)
+    if boxed is not None:
+        chans.notes[:0] = boxed.notes
     env.update(chans.env)
     if chans.notes:
         logging.getLogger("agentwrap.session").info("channels of %s: %s", name, chans.notes)
@@ -319,11 +337,27 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         name = pick_name(registry, opts.name, profile, paths)
         _refuse_orphan(paths, registry, name)
         env = agent_env(profile, name, paths)
-        argv = agent_argv(opts.argv, profile, env, paths, name)
-        handoff = _handoff(paths, cfg, opts, name)
-        argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env)
-        channel_opts.update(permission_gate(profile, cfg, env, argv))
-        argv = _on_native_channel(cfg, profile, paths, name, argv, env, opts.cwd, channel_opts)
+        boxed = _open_box(paths, cfg, opts, name, env)
+        try:
+            argv = agent_argv(opts.argv, profile, env, paths, name, inside=boxed is not None)
+            handoff = _handoff(paths, cfg, opts, name)
+            before = dict(env)
+            argv, channel_opts = with_channels(opts, cfg, profile, paths, name, argv, env, boxed)
+            channel_opts.update(permission_gate(profile, cfg, env, argv))
+            if boxed is None:
+                argv = _on_native_channel(cfg, profile, paths, name, argv, env, opts.cwd,
+                                          channel_opts)
+            else:
+                from .boxed import exec_line
+
+                names = {*profile.env, *launch_marker(paths, name), *cfg.container.env,
+                         *(k for k, v in env.items() if before.get(k) != v)}
+                argv = exec_line(boxed, name, argv, [n for n in names if n in env])
+                channel_opts.update(boxed.options())
+        except BaseException:
+            if boxed is not None:
+                _drop_box(paths, boxed, name)
+            raise
         socket = paths.tmux_socket_for(name)
         registry.register(
             SessionRecord(
@@ -341,6 +375,8 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
             )
         except BaseException:
             registry.mark_ended(name, None)
+            if boxed is not None:
+                _drop_box(paths, boxed, name)
             raise
         try:
             supervise_elsewhere(paths, registry.get(name), registry)
@@ -354,6 +390,32 @@ def start_tmux(paths: Paths, opts: RunOptions) -> SessionRecord:
         return registry.get(name)
     finally:
         registry.close()
+
+
+def _open_box(paths: Paths, cfg: Config, opts: RunOptions, name: str,
+              env: dict[str, str]) -> BoxedLaunch | None:
+    """The container of a ``run --container``/``--image`` launch (None: on the host)."""
+    if not (opts.container or opts.image):
+        if opts.keep:
+            raise InvalidRunOption("--keep keeps the container --image starts: there is none")
+        return None
+    if opts.container and opts.image:
+        raise InvalidRunOption("--container and --image: give one (exec into a running"
+                               " container, or start one from an image)")
+    from .boxed import open_box
+    from .channels import launch_dir
+
+    return open_box(paths, cfg, name, opts.cwd, launch_dir(paths, name),
+                    container=opts.container, image=opts.image, keep=opts.keep, env=env)
+
+
+def _drop_box(paths: Paths, boxed: BoxedLaunch, name: str) -> None:
+    """A launch that failed: the container it started goes (even with --keep)."""
+    from ..containers.box import remove_box
+
+    if boxed.box.owned:
+        replace(boxed.box, keep=False).finish()
+    remove_box(paths, name)
 
 
 def _stop_unsupervised(paths: Paths, registry: Registry, name: str, socket: Path) -> None:
@@ -691,6 +753,10 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
             # server carries the marker too, and ends with the session
             pids += [p for p in marked(launch_marker(paths, rec.name))
                      if p not in pids and p not in host]
+        from .boxed import stop_inside
+
+        for rec in recs:  # in a container: the agent's group there (the exec client's death
+            stop_inside(rec.options, rec.name)  # would not end it: issue 39)
         kill_pids(pids, signal.SIGTERM, grace=2.0)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and any(
@@ -748,10 +814,12 @@ def _record_end(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
     """The end of a session whose supervisor is gone, and what its launch left
     that outlives the agent: the hook/MCP/read files, Codex's private
     app-server (its own process group: a SIGKILLed supervisor left it running)."""
+    from .boxed import finish as finish_box
     from .channels import remove_launch_files
     from .native import native_channels
 
-    registry.mark_ended(rec.name, rec.exit_code)
+    reason = finish_box(paths, rec.options, rec.name)
+    registry.mark_ended(rec.name, rec.exit_code, reason)
     if not rec.supervisor_alive:  # a live one (slow to record the end) abandons its own
         _end_queue(paths, rec)
     remove_launch_files(paths, rec.name)

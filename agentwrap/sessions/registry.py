@@ -550,10 +550,11 @@ class Registry:
         return [Transition(**{**{k: r[k] for k in _TRANSITION_COLUMNS}, "draft": bool(r["draft"])})
                 for r in rows]
 
-    def mark_ended(self, name: str, exit_code: int | None) -> None:
-        """Record the end (once: a second call changes the record, adds no event)."""
+    def mark_ended(self, name: str, exit_code: int | None, why: str | None = None) -> None:
+        """Record the end (once: a second call changes the record, adds no event);
+        ``why``: what ended it, when more than the process (its container stopped)."""
         now = time.time()
-        reason = f"process exited with code {exit_code}"
+        reason = f"process exited with code {exit_code}" + (f": {why}" if why else "")
         name = self.keys.key(name)  # the row's key from here on
         with self.db.write() as w:
             w.take_turns(f"session:{name}")  # one end, one event

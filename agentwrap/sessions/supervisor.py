@@ -540,7 +540,10 @@ class Supervisor:
                 pass
         if ended:
             self.exit_code = self.term.exit_code()
-            self.registry.mark_ended(self.name, self.exit_code)
+            from .boxed import finish as finish_box  # a container's session (issue 39)
+
+            reason = finish_box(self.paths, self.registry.get(self.name).options, self.name)
+            self.registry.mark_ended(self.name, self.exit_code, reason)
             from .channels import remove_launch_files  # the launch's hook/MCP/read files
 
             remove_launch_files(self.paths, self.name)

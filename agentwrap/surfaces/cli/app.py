@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
             "With tmux (default) the agent keeps running when you detach (prefix d).",
             "examples:\n  agentwrap run claude\n  agentwrap run --detach --name api codex\n"
             "  agentwrap run --backend pty aider --model openai/x\n"
-            "  agentwrap run claude --context handoff.md --trust-folder")
+            "  agentwrap run claude --context handoff.md --trust-folder\n"
+            "  agentwrap run --image localhost/agentbox -- claude")
     r.add_argument("--name", help="session name (default: the agent's name, made unique)")
     r.add_argument("--profile", help="profile to use (default: chosen from the command name)")
     r.add_argument("--backend", choices=["tmux", "pty"], help="terminal backend (default: config, tmux)")
@@ -138,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-continuity", dest="continuity", action="store_false",
                    help="do not hand over the previous session's handoff in this project"
                    " (`agentwrap context show` prints it)")
+    r.add_argument("--container", metavar="NAME",
+                   help="run the agent in this running container (the engine's exec -it)")
+    r.add_argument("--image", metavar="IMAGE",
+                   help="start a container from IMAGE for the session (--init, the project"
+                   " mounted at its own path; removed at the end unless --keep)")
+    r.add_argument("--keep", action="store_true",
+                   help="with --image: keep the container when the session ends")
     r.add_argument("--cwd", help="working directory of the agent (default: here)")
     r.add_argument("--cols", type=int, help="width of a detached session")
     r.add_argument("--rows", type=int, help="height of a detached session")

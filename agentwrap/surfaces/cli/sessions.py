@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from ...detect.states import State
-from ...errors import InvalidMessage
+from ...errors import InvalidMessage, InvalidRunOption
 from ...message import QueueLimits
 from ...service import SessionRecord
 from .common import emit_json, err, fmt_age, open_service, out, render_rows, user_paths
@@ -40,6 +40,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         channels=getattr(args, "channels", True),
         continuity=getattr(args, "continuity", True),
         on_timeout=on_timeout, answer_timeout_s=answer_timeout_s,
+        container=getattr(args, "container", None), image=getattr(args, "image", None),
+        keep=getattr(args, "keep", False),
     )
     for f in opts.context_files:
         if not f.is_file():
@@ -50,6 +52,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     backend = opts.backend or load_config(paths, opts.cwd).run.backend
     if backend == "pty":
+        if opts.container or opts.image:
+            raise InvalidRunOption("--container and --image run on tmux",
+                                   hint="leave out --backend pty (or [run] backend = \"pty\")")
         if opts.detach:
             raise InvalidMessage(
                 "the pty backend cannot run detached", hint="use --backend tmux for --detach"

@@ -1,0 +1,110 @@
+"""Paths inside and outside a container, through the mounts its engine reports.
+
+A file agentwrap writes for a container's agent (the instruction-file fallback in
+the project, an answer dropped into the answer folder) must be where the agent
+sees it, and a path the agent names (a file it edited, its transcript) is the
+container's. Both are translated through the container's bind mounts, as
+``inspect`` reports them (``Mounts``: ``Source`` on the host, ``Destination``
+inside); the longest mount that holds a path wins, as in the kernel's view.
+A path no mount holds is refused (:class:`agentwrap.errors.PathNotMounted`):
+written on the host it would never reach the agent, named inside it is no
+file of the host's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from ..errors import PathNotMounted
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One bind mount: ``source`` on the host at ``destination`` in the container."""
+
+    source: PurePosixPath
+    destination: PurePosixPath
+    writable: bool = True
+
+
+def _under(path: PurePosixPath, root: PurePosixPath) -> PurePosixPath | None:
+    """``path`` relative to ``root``, or None when ``root`` does not hold it."""
+    try:
+        return path.relative_to(root)
+    except ValueError:
+        return None
+
+
+def _clean(path: str | os.PathLike[str]) -> PurePosixPath:
+    """Absolute and normalised (``..`` resolved lexically: a path that climbs
+    out of a mount must not pass as inside it)."""
+    text = os.fspath(path)
+    if not text.startswith("/"):
+        raise PathNotMounted(f"not an absolute path: {text!r}")
+    return PurePosixPath(os.path.normpath(text))
+
+
+@dataclass(frozen=True)
+class Mounts:
+    """A container's bind mounts (``container``: its name, for the errors)."""
+
+    container: str
+    mounts: tuple[Mount, ...]
+
+    @classmethod
+    def from_inspect(cls, container: str, info: Mapping[str, Any]) -> Mounts:
+        """The bind mounts of one ``inspect`` record (volumes and tmpfs are no host path)."""
+        found: list[Mount] = []
+        for m in info.get("Mounts") or ():
+            if not isinstance(m, Mapping) or m.get("Type", "bind") != "bind":
+                continue
+            src, dst = m.get("Source"), m.get("Destination")
+            if isinstance(src, str) and isinstance(dst, str) and src.startswith("/") \
+                    and dst.startswith("/"):
+                found.append(Mount(PurePosixPath(src), PurePosixPath(dst), bool(m.get("RW", True))))
+        return cls(container, tuple(found))
+
+    def _best(self, path: PurePosixPath, side: str) -> tuple[Mount, PurePosixPath] | None:
+        best: tuple[Mount, PurePosixPath] | None = None
+        for m in self.mounts:
+            root = m.source if side == "host" else m.destination
+            rest = _under(path, root)
+            if rest is not None and (best is None or len(root.parts) > len(
+                    (best[0].source if side == "host" else best[0].destination).parts)):
+                best = (m, rest)
+        return best
+
+    def to_container(self, host_path: str | os.PathLike[str], *, write: bool = False) -> str:
+        """Where the agent sees ``host_path``; PathNotMounted when no mount holds it
+        (``write``: or only a read-only one does)."""
+        path = _clean(host_path)
+        best = self._best(path, "host")
+        if best is None or (write and not best[0].writable):
+            raise PathNotMounted(
+                f"{path} is {'not mounted' if best is None else 'mounted read-only'} in container"
+                f" {self.container}: the agent there would never see it")
+        return str(best[0].destination / best[1])
+
+    def to_host(self, inside: str | os.PathLike[str]) -> str:
+        """The host's path of the container's ``inside``; PathNotMounted when no mount holds it."""
+        path = _clean(inside)
+        best = self._best(path, "container")
+        if best is None:
+            raise PathNotMounted(f"{path} in container {self.container} is no file of the"
+                                 " host's (no mount holds it)")
+        return str(best[0].source / best[1])
+
+    def holds(self, host_paths: Iterable[str | os.PathLike[str]], *, write: bool = False) -> bool:
+        try:
+            for p in host_paths:
+                self.to_container(p, write=write)
+        except PathNotMounted:
+            return False
+        return True
+
+
+__all__ = ["Mount", "Mounts"]

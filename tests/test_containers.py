@@ -1,0 +1,176 @@
+"""Agents in containers (issue 39), the parts that need no engine: paths through the
+mounts (and the refusal outside them), the pane's exec line, the config, the hook
+commands with the container's paths, the hook socket in the session's box folder."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+from agentwrap.config import Config, _apply, load_config
+from agentwrap.containers import box as boxes
+from agentwrap.containers.box import INSIDE, Box
+from agentwrap.containers.engine import Engine, find_engine
+from agentwrap.containers.mounts import Mount, Mounts
+from agentwrap.errors import ConfigError, ContainerEngineMissing, PathNotMounted
+from agentwrap.paths import Paths
+from agentwrap.sessions.channels import hook_command
+from agentwrap.sessions.hook_requests import hook_socket
+
+INSPECT = {"Mounts": [
+    {"Type": "bind", "Source": "/home/me/proj", "Destination": "/home/me/proj", "RW": True},
+    {"Type": "bind", "Source": "/run/user/0/agentwrap/box/s1", "Destination": "/run/agentwrap",
+     "RW": True},
+    {"Type": "bind", "Source": "/srv/data", "Destination": "/data", "RW": False},
+    {"Type": "bind", "Source": "/home/me/proj/vendor", "Destination": "/vendor", "RW": True},
+    {"Type": "volume", "Name": "cache", "Source": "/var/lib/containers/v/cache",
+     "Destination": "/cache"},
+]}
+
+
+def mounts() -> Mounts:
+    return Mounts.from_inspect("box1", INSPECT)
+
+
+def test_paths_go_through_the_longest_mount_both_ways() -> None:
+    m = mounts()
+    assert m.to_container("/home/me/proj/src/a.py") == "/home/me/proj/src/a.py"
+    assert m.to_container("/home/me/proj/vendor/x") == "/vendor/x"  # the longer mount wins
+    assert m.to_host("/vendor/x") == "/home/me/proj/vendor/x"
+    assert m.to_host("/data/f") == "/srv/data/f"
+    assert m.to_container("/run/user/0/agentwrap/box/s1/hook.sock") == "/run/agentwrap/hook.sock"
+
+
+@pytest.mark.parametrize("path", [
+    "/etc/passwd",                       # mounted nowhere
+    "/home/me/proj/../secret",           # climbs out of the mount
+    "/home/me/projX/file",               # a prefix of the name is no mount
+    "/var/lib/containers/v/cache/f",     # a volume: no host path of the person's
+    "relative/path",
+])
+def test_a_path_outside_the_mounts_is_refused(path: str) -> None:
+    with pytest.raises(PathNotMounted) as exc:
+        mounts().to_container(path)
+    assert exc.value.hint and exc.value.exit_code == 77
+
+
+def test_writing_through_a_read_only_mount_is_refused() -> None:
+    assert mounts().to_container("/srv/data/f") == "/data/f"
+    with pytest.raises(PathNotMounted, match="read-only"):
+        mounts().to_container("/srv/data/f", write=True)
+
+
+def test_a_path_inside_the_container_only_is_no_host_file() -> None:
+    with pytest.raises(PathNotMounted):
+        mounts().to_host("/root/.claude/projects/x.jsonl")
+    with pytest.raises(PathNotMounted):
+        mounts().to_host("/data/../etc/shadow")
+
+
+def test_the_pane_runs_exec_it_with_no_detach_keys_and_variables_by_name() -> None:
+    box = Box(Engine("/usr/bin/podman", "podman"), "agentwrap-s1", owned=True)
+    argv = box.exec_argv("s1", ["claude", "--settings", "/x/y.json"],
+                         ["ANTHROPIC_AUTH_TOKEN", "HOME"], "/home/me/proj")
+    assert argv[:6] == ["/usr/bin/podman", "exec", "-it", "--detach-keys", "", "-w"]
+    assert argv[argv.index("-w") + 1] == "/home/me/proj"
+    at = argv.index("ANTHROPIC_AUTH_TOKEN")
+    assert argv[at - 1] == "-e"
+    assert not [a for a in argv if "=" in a]  # no value of any variable on the command line
+    rest = argv[argv.index("agentwrap-s1") + 1:]
+    assert rest[:2] == ["sh", "-c"] and rest[3:] == ["agentwrap", "claude", "--settings",
+                                                       "/x/y.json"]
+    assert "exec \"$@\"" in rest[2] and boxes.pid_file("s1") in rest[2]
+
+
+def test_container_config_is_one_table_of_the_users_file(tmp_path: Path) -> None:
+    cfg = _apply(Config(), {"container": {"engine": "podman", "run_args": ["--network", "host"],
+                                          "env": ["ANTHROPIC_BASE_URL"]}}, "")
+    assert cfg.container.engine == "podman" and cfg.container.run_args == ("--network", "host")
+    with pytest.raises(ConfigError, match=r"container\.engine"):
+        _apply(Config(), {"container": {"engine": "lxc"}}, "")
+    with pytest.raises(ConfigError, match="unknown key"):
+        _apply(Config(), {"container": {"mounts": []}}, "")
+    # a project's file may not add flags or mounts to a container
+    (tmp_path / ".agentwrap.toml").write_text('[container]\nrun_args = ["--privileged"]\n')
+    paths = Paths(tmp_path / "c", tmp_path / "s", tmp_path / "r")
+    with pytest.raises(ConfigError):
+        load_config(paths, tmp_path)
+
+
+def test_no_engine_on_path_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ContainerEngineMissing) as exc:
+        find_engine(Config().container, path=str(tmp_path))
+    assert exc.value.exit_code == 69 and "podman" in exc.value.message
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert find_engine(Config().container, path=str(tmp_path)).kind == "docker"
+
+
+def test_a_boxed_session_hooks_name_the_container_paths(tmp_path: Path) -> None:
+    paths = Paths(tmp_path / "c", tmp_path / "s", tmp_path / "r")
+    assert hook_socket(paths, "s1") == paths.runtime_dir / "hook-servers" / "s1.sock"
+    boxes.prepare_box(paths, "s1")
+    # the supervisor's hook server binds in the box folder the container mounts
+    assert hook_socket(paths, "s1") == boxes.box_dir(paths, "s1") / boxes.HOOK_SOCKET
+    assert (boxes.box_dir(paths, "s1") / boxes.HOOK_CLIENT).is_file()
+    assert boxes.box_dir(paths, "s1").stat().st_mode & 0o077 == 0
+    cmd = hook_command("claude", "Stop", "s1", paths, "python3", "claude",
+                       Path(INSIDE / boxes.HOOK_CLIENT), PurePosixPath(INSIDE / boxes.HOOK_SOCKET))
+    words = shlex.split(cmd)
+    front = words[words.index("exec") + 1:]
+    assert front[:3] == ["/run/agentwrap/agentwrap-hook", "1", "/run/agentwrap/hook.sock"]
+    assert str(paths.runtime_dir) not in " ".join(front[:6])  # no host runtime path for the client
+    boxes.remove_box(paths, "s1")
+    assert hook_socket(paths, "s1") == paths.runtime_dir / "hook-servers" / "s1.sock"
+
+
+def test_only_the_sessions_own_folders_are_mounted(tmp_path: Path) -> None:
+    paths = Paths(tmp_path / "c", tmp_path / "s", tmp_path / "r")
+    flags = boxes.box_mounts(paths, "s1", tmp_path / "proj", paths.state_dir / "launch" / "s1")
+    sources = [f.split(":")[0] for f in flags[1::2]]
+    assert str(paths.runtime_dir) not in sources  # never the whole runtime dir
+    assert all(s.startswith((str(boxes.box_dir(paths, "s1")), str(paths.answers_dir("s1")),
+                             str(tmp_path / "proj"), str(paths.state_dir / "launch" / "s1")))
+               for s in sources), sources
+    assert flags[-1].endswith(":ro")  # the launch files: read-only
+
+
+def test_the_record_keeps_the_container() -> None:
+    from agentwrap.session_options import SessionOptions
+
+    stored = {"container": "agentwrap-s1", "container_engine": "/usr/bin/podman",
+              "container_owned": True, "container_keep": False}
+    opts = SessionOptions.from_json(stored)
+    assert (opts.container, opts.container_engine, opts.container_owned) == (
+        "agentwrap-s1", "/usr/bin/podman", True)
+    assert SessionOptions.from_json(opts.to_json()) == opts
+
+
+def test_the_fallback_is_refused_outside_the_containers_mounts(svc, aw_no_tmux) -> None:  # type: ignore[no-untyped-def]
+    """The instruction-file fallback of a container's agent goes through its mounts:
+    a project the container does not mount is refused (PathNotMounted, nothing
+    written); one it mounts is written, at the path the agent sees."""
+    from agentwrap.audit import AuditLog
+    from agentwrap.config import DeliveryConfig
+    from agentwrap.delivery.engine import DeliveryEngine
+    from agentwrap.detect.profiles import load_profile
+    from agentwrap.message import NewMessage
+
+    aw = aw_no_tmux
+    store = svc.store
+    engine = DeliveryEngine(store, DeliveryConfig(), load_profile("standin", aw.paths), "fake",
+                            aw.project, AuditLog(aw.paths.audit_log), lock_dir=aw.root / "locks")
+    m, _ = store.enqueue(NewMessage(session="fake", content="deploy frozen"))
+    elsewhere = Mounts("box1", (Mount(PurePosixPath("/srv/other"), PurePosixPath("/w")),))
+    engine.escalation.guard = lambda p: elsewhere.to_container(p, write=True)
+    with pytest.raises(PathNotMounted):
+        engine.escalation.write_fallback("AGENTS.md", [store.get(m.id)])
+    assert not (aw.project / "AGENTS.md").exists()
+    mounted = Mounts("box1", (Mount(PurePosixPath(str(aw.project)),
+                                          PurePosixPath(str(aw.project))),))
+    engine.escalation.guard = lambda p: mounted.to_container(p, write=True)
+    engine.escalation.write_fallback("AGENTS.md", [store.get(m.id)])
+    assert b"deploy frozen" in (aw.project / "AGENTS.md").read_bytes()
