@@ -59,14 +59,11 @@ class HubKeys:
         self.path = path
         self._now = time.time
         with self._db() as db:
-            db.executescript("""
-                CREATE TABLE IF NOT EXISTS invites (
-                    id TEXT PRIMARY KEY, salt BLOB NOT NULL, hash BLOB NOT NULL,
-                    host TEXT, pin TEXT NOT NULL, expires REAL NOT NULL, used REAL);
-                CREATE TABLE IF NOT EXISTS hosts (
-                    name TEXT PRIMARY KEY, salt BLOB NOT NULL, hash BLOB NOT NULL,
-                    joined REAL NOT NULL, last_seen REAL, revoked REAL);
-            """)
+            db.execute("CREATE TABLE IF NOT EXISTS invites (id TEXT PRIMARY KEY, salt BLOB NOT NULL,"
+                       " hash BLOB NOT NULL, host TEXT, pin TEXT NOT NULL, expires REAL NOT NULL,"
+                       " used REAL)")
+            db.execute("CREATE TABLE IF NOT EXISTS hosts (name TEXT PRIMARY KEY, salt BLOB NOT NULL,"
+                       " hash BLOB NOT NULL, joined REAL NOT NULL, last_seen REAL, revoked REAL)")
 
     @contextlib.contextmanager
     def _db(self) -> Iterator[sqlite3.Connection]:

@@ -155,7 +155,7 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
         host = ws.headers.get("agentwrap-host", "")
         auth = ws.headers.get("authorization", "")
         credential = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
-        if wire.PROTOCOL not in ws.scope.get("subprotocols", []):
+        if wire.SUBPROTOCOL not in ws.scope.get("subprotocols", []):
             await ws.close(1002, f"speak {wire.PROTOCOL}")
             return
         try:
@@ -163,7 +163,7 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
         except (LinkRefused, AgentwrapError):
             await ws.close(4003, "refused")  # before accept: the handshake gets 403
             return
-        await ws.accept(subprotocol=wire.PROTOCOL)
+        await ws.accept(subprotocol=wire.SUBPROTOCOL)
         old = links.get(host)
         links[host] = ws
         if old is not None:

@@ -98,7 +98,7 @@ def describe(db_path: Path, url: str = "") -> str:
     return display(url)
 
 
-def linked_store(state_dir: Path, *, wait_s: float = 5.0) -> HubStore | None:
+def linked_store(state_dir: Path, *, wait_s: float = 2.0) -> HubStore | None:
     """The hub's store over this host's link (issue 38), if this host joined
     a hub (:func:`.link.load_link`), else None: the link is started and given
     ``wait_s`` to come up; while it is down every call raises ``HubUnreachable``."""

@@ -32,6 +32,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import logging
 import os
 import random
 import ssl
@@ -55,6 +56,7 @@ from . import link_protocol as wire
 from .store import QueueMetrics, SenderLimit
 
 LINK_FILE = "hub-link.json"
+log = logging.getLogger("agentwrap.link")
 
 
 @dataclass(frozen=True)
@@ -179,8 +181,13 @@ class LinkClient:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             self._loop.run_until_complete(self._keep_linked())
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: BLE001 - the link is down for good: every call fails closed
+            log.exception("the hub link stopped")
+            self._stopping = True
 
     async def _keep_linked(self) -> None:
         from websockets.asyncio.client import connect
@@ -190,7 +197,7 @@ class LinkClient:
         while not self._stopping:
             try:
                 async with connect(
-                    self.link.link_url, subprotocols=[wire.PROTOCOL],  # type: ignore[list-item]
+                    self.link.link_url, subprotocols=[wire.SUBPROTOCOL],  # type: ignore[list-item]
                     additional_headers={"Authorization": f"Bearer {self.link.credential}",
                                         "Agentwrap-Host": self.link.host},
                     ssl=self.link.ssl_context(), open_timeout=10, ping_interval=self.ping_s,

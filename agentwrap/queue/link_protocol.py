@@ -7,7 +7,7 @@ request (``{"jsonrpc": "2.0", "id": N, "method": "claim_batch", "params":
 The method names are the store port's own (:data:`METHODS`), so the
 protocol is documented by the port: nothing is invented for the wire but
 the envelope and the value encoding below. The version travels in the
-WebSocket subprotocol (``Sec-WebSocket-Protocol: agentwrap.link/1``): a hub
+WebSocket subprotocol (``Sec-WebSocket-Protocol: agentwrap.link.v1``): a hub
 that does not speak it refuses the handshake, so the two never half-agree.
 
 Values: a :class:`~agentwrap.message.Message`, an
@@ -35,6 +35,8 @@ from ..events import Event
 from ..message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
 
 PROTOCOL = "agentwrap.link/1"
+#: PROTOCOL as a WebSocket subprotocol (RFC 6455 wants a token: no "/")
+SUBPROTOCOL = "agentwrap.link.v1"
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600

@@ -9,6 +9,7 @@ import ipaddress
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -97,7 +98,8 @@ class Hub:
 
     def healthy(self) -> dict[str, object] | None:
         try:
-            r = httpx.get(self.url + "/healthz", verify=str(self.cert.ca), timeout=2)
+            r = httpx.get(self.url + "/healthz", timeout=2,
+                          verify=ssl.create_default_context(cafile=str(self.cert.ca)))
         except httpx.HTTPError:
             return None
         return r.json() if r.status_code == 200 else None
