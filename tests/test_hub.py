@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import ssl
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +24,17 @@ from agentwrap.message import NewMessage, Phase, Status
 from agentwrap.queue.link import HubStore, LinkClient, link_path, load_link
 
 pytestmark = pytest.mark.usefixtures("tmux")
+_HOSTS: list[subprocess.Popen[bytes]] = []  # supervisor hosts this module started
+
+
+@pytest.fixture(autouse=True)
+def _stop_hosts() -> Iterator[None]:
+    yield
+    while _HOSTS:
+        proc = _HOSTS.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
 
 
 @pytest.fixture
@@ -64,7 +77,16 @@ def status_on_hub(hub: Hub, message_id: str) -> Status:
 
 
 def start_session(aw: AwEnv, name: str = "api") -> None:
-    """A stand-in session on host ``aw`` (its log shown if it does not start)."""
+    """A stand-in session on host ``aw`` (its log shown if it does not start).
+    The host's supervisor host is started first and awaited: on a loaded
+    machine its start-up alone can use up `run`'s wait for it."""
+    host_sock = aw.paths.runtime_dir / "host.sock"
+    if not host_sock.exists():
+        _HOSTS.append(subprocess.Popen(
+            [sys.executable, "-m", "agentwrap", "_host"], env=aw.env, cwd="/",
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True))
+        wait_for(host_sock.exists, 120, "the supervisor host's socket")
     try:
         aw.start_standin(name)
     except AssertionError as exc:
