@@ -6,7 +6,7 @@ store (what to deliver). The ``agentwrap`` command is built on these.
 
 The layers, top to bottom (docs/architecture.md draws them; the import
 contract in ``pyproject.toml`` holds them): ``surfaces/`` (the command, the
-HTTP API, MCP, the hooks), ``feedback/``, ``service/`` (the one application
+HTTP API, MCP, the hooks), ``hub/`` (the hub hosts link to, issue 38), ``feedback/``, ``service/`` (the one application
 API), ``sessions/``, ``answers/``, ``delivery/`` and ``continuity/``,
 ``agents/`` (one module per agent CLI), ``detect/`` and ``queue/``, ``codex_server/`` (Codex's app-server),
 ``terminal/``; and the foundation every layer may import: ``config``,

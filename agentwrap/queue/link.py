@@ -185,7 +185,7 @@ class LinkClient:
             self._loop.run_until_complete(self._keep_linked())
         except asyncio.CancelledError:
             pass
-        except Exception:  # noqa: BLE001 - the link is down for good: every call fails closed
+        except Exception:  # the link is down for good: every call fails closed
             log.exception("the hub link stopped")
             self._stopping = True
 
