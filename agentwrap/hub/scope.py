@@ -93,6 +93,8 @@ class HostCalls:
                               f" {wire.PROTOCOL}")
         try:
             return wire.result(call_id, getattr(self, f"_{method}")(**params))
+        except LinkProtocolError as exc:  # a value of the wrong shape in the params
+            return wire.error(call_id, wire.BAD_PARAMS, exc.message, exc)
         except AgentwrapError as exc:
             return wire.error(call_id, wire.REFUSED, exc.message, exc)
         except (TypeError, ValueError, KeyError) as exc:
