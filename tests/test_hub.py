@@ -60,7 +60,7 @@ def beta() -> Iterator[AwEnv]:
 
 
 def send_on_hub(hub: Hub, session: str, content: str) -> str:
-    store = open_hub_store(hub.aw.paths.state_dir)
+    store = open_hub_store(hub.aw.paths.state_dir, hub.store_url)
     try:
         msg, _ = store.enqueue(NewMessage(session=session, content=content))
         return msg.id
@@ -69,7 +69,7 @@ def send_on_hub(hub: Hub, session: str, content: str) -> str:
 
 
 def status_on_hub(hub: Hub, message_id: str) -> Status:
-    store = open_hub_store(hub.aw.paths.state_dir)
+    store = open_hub_store(hub.aw.paths.state_dir, hub.store_url)
     try:
         return store.get(message_id).status
     finally:
@@ -259,3 +259,21 @@ def test_plain_http_is_refused_off_loopback(alpha: AwEnv) -> None:
     got = alpha.cli("hub", "--listen", "0.0.0.0:0")
     assert got.returncode == 78 and "not loopback" in got.stderr
     assert os.environ.get("AGENTWRAP_NEVER") is None
+
+
+def test_a_hub_on_postgresql_delivers_a_joined_hosts_message_once(
+        pg_url: str, alpha: AwEnv, tmp_path: Path) -> None:
+    with make_aw() as aw:
+        hub = Hub(aw, make_cert(tmp_path / "tls"), store_url=pg_url).start()
+        try:
+            hub.join(alpha, "alpha")
+            start_session(alpha)
+            wait_for(lambda: hub.links() == 1, 60, "alpha's link", on_timeout=hub.log)
+            sent = send_on_hub(hub, "alpha/api", "through the hub's PostgreSQL")
+            wait_for(lambda: status_on_hub(hub, sent).terminal, 90, "delivered",
+                     on_timeout=hub.log)
+            assert status_on_hub(hub, sent) in (Status.DELIVERED, Status.ACKNOWLEDGED)
+            assert [r for r in alpha.received() if "hub's PostgreSQL" in r].__len__() == 1
+            assert not (aw.paths.state_dir / "hub.db").exists()
+        finally:
+            hub.kill()

@@ -81,6 +81,7 @@ class Hub:
     aw: AwEnv
     cert: HubCert
     port: int = field(default_factory=free_port)
+    store_url: str = ""  # the hub's PostgreSQL (AGENTWRAP_STORE_URL), or its SQLite file
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -92,7 +93,9 @@ class Hub:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "agentwrap", "hub", "--listen", f"127.0.0.1:{self.port}",
              "--tls-cert", str(self.cert.cert), "--tls-key", str(self.cert.key)],
-            env=self.aw.env, cwd=self.aw.project, stdout=log, stderr=log)
+            env={**self.aw.env, **({"AGENTWRAP_STORE_URL": self.store_url} if self.store_url
+                                   else {})},
+            cwd=self.aw.project, stdout=log, stderr=log)
         wait_for(self.healthy, 60, "the hub's /healthz", interval=0.1, on_timeout=self.log)
         return self
 

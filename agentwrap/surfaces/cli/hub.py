@@ -49,7 +49,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     h.add_argument("--tls-cert", type=Path, metavar="FILE", help="the hub's certificate (PEM)")
     h.add_argument("--tls-key", type=Path, metavar="FILE", help="its private key (PEM)")
     h.add_argument("--store", default="", metavar="URL",
-                   help="a postgresql:// URL for the hub's store (default: SQLite, state dir)")
+                   help="a postgresql:// URL for the hub's store (default: SQLite in the state"
+                   " dir; AGENTWRAP_STORE_URL wins, and keeps a password out of ps)")
     h.set_defaults(func=cmd_hub)
     verbs = h.add_subparsers(dest="verb", metavar="VERB")
     i = verbs.add_parser("invite", help="print a one-time join code (10 minutes, single use)")
@@ -76,10 +77,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def cmd_hub(args: argparse.Namespace) -> int:
     from ...hub.server import run_hub
+    from ...queue.backend import store_url
 
     paths = user_paths().ensure()
+    url = store_url(args.store)  # AGENTWRAP_STORE_URL wins: a password stays out of argv
     err.print(escape(f"agentwrap hub on {'https' if args.tls_cert else 'http'}://{args.listen}"))
-    run_hub(paths.state_dir, listen=args.listen, url=args.store, tls_cert=args.tls_cert,
+    run_hub(paths.state_dir, listen=args.listen, url=url, tls_cert=args.tls_cert,
             tls_key=args.tls_key)
     return 0
 
@@ -113,9 +116,10 @@ def cmd_hub_hosts(args: argparse.Namespace) -> int:
 
 def cmd_revoke(args: argparse.Namespace) -> int:
     from ...hub.server import hub_keys, open_hub_store, revoke
+    from ...queue.backend import store_url
 
     paths = user_paths().ensure()
-    store = open_hub_store(paths.state_dir)
+    store = open_hub_store(paths.state_dir, store_url())
     try:
         failed = revoke(store, hub_keys(paths.state_dir), args.host)
     finally:
