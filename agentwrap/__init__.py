@@ -6,11 +6,11 @@ store (what to deliver). The ``agentwrap`` command is built on these.
 
 The layers, top to bottom (docs/architecture.md draws them; the import
 contract in ``pyproject.toml`` holds them): ``surfaces/`` (the command, the
-HTTP API, MCP, the hooks), ``feedback/``, ``service/`` (the one application
-API), ``sessions/``, ``app_server/`` (Codex's app-server, one owner), ``answers/``,
-``delivery/`` and ``continuity/``, ``agents/`` (one module per agent CLI), ``detect/``,
-``queue/`` and ``containers/`` (an agent in Docker or Podman: engine, mounts, box),
-``codex_server/`` (the app-server's wire),
+HTTP API, MCP, the hooks), ``hub/`` (the hub hosts link to, issue 38), ``feedback/``,
+``service/`` (the one application API), ``sessions/``, ``app_server/`` (Codex's app-server,
+one owner), ``answers/``, ``delivery/`` and ``continuity/``, ``agents/`` (one module per agent
+CLI), ``detect/``, ``queue/`` and ``containers/`` (an agent in Docker or Podman: engine,
+mounts, box), ``codex_server/`` (the app-server's wire),
 ``terminal/``; and the foundation every layer may import: ``config``,
 ``paths``, ``errors``, ``audit``, ``message`` (a message's data), ``events``
 (the event bus), ``datagram`` (the wake-up sockets), ``exports`` (what a

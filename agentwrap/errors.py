@@ -385,6 +385,63 @@ class StoreNotEmpty(StoreError):
     exit_code = 73  # EX_CANTCREAT
 
 
+# --- the hub and the host links (issue 38) ----------------------------------------------
+
+
+class HubUnreachable(StoreDown):
+    """This host's link to its hub is down (never up, cut, or the hub
+    restarting): nothing was sent or recorded, and nothing new is typed until
+    the link is back; the link reconnects by itself."""
+
+    default_hint = (
+        "the hub is unreachable from this host: nothing was recorded; the link reconnects by"
+        " itself (check the hub with `curl URL/healthz`, or the network between)"
+    )
+
+
+class LinkProtocolError(StoreError):
+    """A frame on a host link is not ``agentwrap.link/1`` (not JSON, not
+    JSON-RPC 2.0, a value of the wrong shape): the link that sent it is closed,
+    nothing it asked for was done."""
+
+    exit_code = 76  # EX_PROTOCOL
+    default_hint = "the hub and the host must run agentwrap versions speaking agentwrap.link/1"
+
+
+class ForeignSession(QueueError):
+    """A host asked the hub to act for a session or a batch of another host
+    (claim, phase, finish, attempt, acknowledge, read): refused, nothing
+    changed. A host acts only for its own sessions."""
+
+    exit_code = 77  # EX_NOPERM
+    default_hint = "a host claims, types and reports only for its own sessions (HOST/NAME)"
+
+
+class JoinRefused(AgentwrapError):
+    """A join code the hub will not take (unknown, already used, expired), or a
+    hub whose TLS certificate is not the one the code names: nothing was saved."""
+
+    exit_code = 77  # EX_NOPERM
+    default_hint = ("ask the hub's admin for a new code (`agentwrap hub invite HOST` on the hub):"
+                    " a code works once, for a few minutes, with the hub it was made on")
+
+
+class LinkRefused(AgentwrapError):
+    """The hub refused this host's credential (revoked, forgotten, or never
+    joined): the link stays down until the host joins again."""
+
+    exit_code = 77  # EX_NOPERM
+    default_hint = "join again with a new code: `agentwrap join URL CODE`"
+
+
+class HubListenRefused(ConfigError):
+    """``agentwrap hub`` was asked to serve plain HTTP on an address that is
+    not loopback: credentials and messages would cross the network in clear."""
+
+    default_hint = ("give --tls-cert FILE --tls-key FILE, listen on 127.0.0.1, or put the hub"
+                    " behind a TLS reverse proxy that forwards to a loopback --listen")
+
+
 class DeliveryInterrupted(DeliveryError):
     """The supervisor was told to stop in the middle of a delivery step.
 

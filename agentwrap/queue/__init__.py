@@ -16,7 +16,9 @@ connections are opened and their errors translated (``db``); ``database`` is the
 storage port of the tables beside the queue (the session registry, the
 answers), on either backend; ``keys`` says whose session a row of a shared
 store belongs to (``HOST/NAME``) and ``due`` answers "is anything due for a
-session?" in one read, for callers that must be quick. The message types themselves (``agentwrap.message``) stay
+session?" in one read, for callers that must be quick; ``link`` is a
+host's side of a hub (issue 38): its one outbound link and ``HubStore``, the
+store port over it, speaking ``link_protocol`` (``agentwrap.link/1``, JSON-RPC 2.0). The message types themselves (``agentwrap.message``) stay
 at the top level, in the foundation: the configuration's ``[limits]`` section
 is ``QueueLimits``, and ``config`` is imported by every layer, the terminal
 included. Imports point down only: to the foundation (``message``, ``config``,
@@ -32,10 +34,12 @@ from ..exports import lazy, names
 
 if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from . import db as db
+    from . import link_protocol as link_protocol
     from . import sanitize as sanitize
     from .backend import SCHEMES as SCHEMES
     from .backend import configured_store as configured_store
     from .backend import describe as describe
+    from .backend import linked_store as linked_store
     from .backend import open_database as open_database
     from .backend import open_store as open_store
     from .backend import store_url as store_url
@@ -45,11 +49,19 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .keys import KEYED as KEYED
     from .keys import SessionKeys as SessionKeys
     from .keys import host_name as host_name
+    from .link import HubLink as HubLink
+    from .link import HubStore as HubStore
+    from .link import LinkClient as LinkClient
+    from .link import fingerprint as fingerprint
+    from .link import load_link as load_link
+    from .link import pinned_context as pinned_context
+    from .link import save_link as save_link
     from .postgres import PgSubscription as PgSubscription
     from .postgres import PostgresMessageStore as PostgresMessageStore
     from .sanitize import check_text as check_text
     from .sanitize import decode_utf8 as decode_utf8
     from .sqlite import SQLiteMessageStore as SQLiteMessageStore
+    from .sqlstore import SQLMessageStore as SQLMessageStore
     from .store import MessageStore as MessageStore
     from .store import QueueMetrics as QueueMetrics
     from .store import SenderLimit as SenderLimit
@@ -62,15 +74,20 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "backend": (
-        "SCHEMES", "configured_store", "describe", "open_database", "open_store", "store_url",
+        "SCHEMES", "configured_store", "describe", "linked_store", "open_database", "open_store",
+        "store_url",
     ),
     "database": ("Database",),
     "db": ("db",),
     "due": ("anything_due",),
     "keys": ("HOST_ENV", "KEYED", "SessionKeys", "host_name"),
+    "link": ("HubLink", "HubStore", "LinkClient", "fingerprint", "load_link", "pinned_context",
+             "save_link"),
+    "link_protocol": ("link_protocol",),
     "sanitize": ("check_text", "decode_utf8", "sanitize"),
     "postgres": ("PgSubscription", "PostgresMessageStore"),
     "sqlite": ("SQLiteMessageStore",),
+    "sqlstore": ("SQLMessageStore",),
     "store": ("MessageStore", "QueueMetrics", "SenderLimit"),
     "transitions": ("finish",),
     "validate": ("MAX_DEPTH", "MAX_ID_CHARS", "MIN_TTL_S"),

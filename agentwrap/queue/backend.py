@@ -27,6 +27,7 @@ from .keys import host_name
 from .sqlite_database import SQLiteDatabase
 
 if TYPE_CHECKING:  # imported where a message store is opened
+    from .link import HubStore
     from .sqlstore import SQLMessageStore
 
 ENV = "AGENTWRAP_STORE_URL"
@@ -95,6 +96,20 @@ def describe(db_path: Path, url: str = "") -> str:
     from .postgres import display
 
     return display(url)
+
+
+def linked_store(state_dir: Path, *, wait_s: float = 2.0) -> HubStore | None:
+    """The hub's store over this host's link (issue 38), if this host joined
+    a hub (:func:`.link.load_link`), else None: the link is started and given
+    ``wait_s`` to come up; while it is down every call raises ``HubUnreachable``."""
+    from .link import HubStore, LinkClient, load_link
+
+    link = load_link(state_dir)
+    if link is None:
+        return None
+    client = LinkClient(link).start()
+    client.wait_up(wait_s)
+    return HubStore(client)
 
 
 def configured_store(db_path: Path, cfg: Config, *, events_dir: Path | None = None

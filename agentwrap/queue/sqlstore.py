@@ -203,6 +203,12 @@ class SQLMessageStore:
         return [m for m in reads.history(self._read, self.where, self._key(session), limit,
                                                     statuses, check=self.checks_indexes)]
 
+    def batch_sessions(self, batch_id: str) -> set[str]:
+        """The sessions (keys) of the messages ever claimed in ``batch_id``:
+        what a hub checks before a host may act on the batch (issue 38)."""
+        rows = self._read("SELECT DISTINCT session FROM messages WHERE batch_id = ?", (batch_id,))
+        return {str(r["session"]) for r in rows}
+
     def pending_count(self, session: str | None = None) -> int:
         """Pending messages that have not expired (swept or not)."""
         return reads.pending_count(self._read, self._key(session), self._clock())

@@ -66,6 +66,7 @@ from ..errors import InvalidMessage, UnsafePath
 from ..message import Kind, Message, Status, acknowledged
 from ..paths import Paths, check_session_name
 from ..queue.keys import host_name
+from ..queue.store import MessageStore
 from ..terminal.base import Display, Terminal
 from .native import NativeSession, native_channel
 from .parts import (
@@ -111,7 +112,7 @@ def build_supervisor(
     from ..answers.store import AnswerStore
     from ..answers.telling import Teller
     from ..delivery.engine import DeliveryEngine
-    from ..queue.backend import configured_store
+    from ..queue.backend import configured_store, linked_store
 
     channels = rec.options.channels or ()
     hooks: HookSource | None = None
@@ -131,7 +132,8 @@ def build_supervisor(
         from .turn_end import TurnEndMark
 
         hooks = TurnEndMark(turn_end_path(paths, rec.name), profile.name)
-    store = configured_store(paths.db_path, cfg, events_dir=paths.events_dir)
+    store: MessageStore = linked_store(paths.state_dir) or configured_store(
+        paths.db_path, cfg, events_dir=paths.events_dir)  # a hub's, if this host joined one
     store.listen(wake=_woken_by_other_hosts(paths))
     answers = AnswerStore(paths.db_path, events_dir=paths.events_dir, url=registry.url,
                           host=registry.host)

@@ -33,6 +33,7 @@ from .events import HELP as EVENTS_HELP
 from .events import cmd_events
 from .feedback import add_parser as add_feedback_parser
 from .hosts import add_parser as add_hosts_parser
+from .hub import add_parser as add_hub_parser
 from .inspection import cmd_doctor, cmd_profiles, cmd_state
 from .mcp import MCP_EPILOG, MCP_HELP, cmd_mcp
 from .messages import cmd_cancel, cmd_history, cmd_metrics, cmd_queue, cmd_send
@@ -228,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_feedback_parser(sub)
     add_store_parser(sub)
     add_hosts_parser(sub)
+    add_hub_parser(sub)
     add_chat_parser(sub)
 
     q = add("queue", "what is pending for a session, and why it waits")

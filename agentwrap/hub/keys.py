@@ -1,0 +1,147 @@
+"""Who may link to the hub: one-time join codes and per-host credentials, hashed at rest.
+
+A join code is ``ID.SECRET.PIN``: ``ID`` finds the invite, ``SECRET`` (32
+random bytes) proves it, and ``PIN`` is the first 20 hex digits of the
+SHA-256 fingerprint of the hub's TLS certificate (``plain`` for a loopback
+hub without TLS). Binding the pin into the code is the trust on first use:
+``agentwrap join`` refuses a hub whose certificate does not match before it
+sends the secret, so a person who copies one string gets both the
+permission and the hub's identity, with nothing else to compare by eye.
+An invite is used once (marked in the same transaction that makes the
+host's credential) and only before its ``expires``.
+
+Only scrypt hashes (``hashlib.scrypt``, a salt per row) are stored for the
+secrets and the credentials; the credential itself is shown once, to the
+joining host, in the answer to its join request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import JoinRefused, LinkRefused
+from ..paths import check_session_name
+
+INVITE_TTL_S = 600.0
+_SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
+
+
+def _hash(secret: str, salt: bytes) -> bytes:
+    return hashlib.scrypt(secret.encode(), salt=salt, **_SCRYPT)
+
+
+@dataclass(frozen=True)
+class JoinedHost:
+    """A host that joined: when, when its link was last seen, whether revoked."""
+
+    name: str
+    joined: float
+    last_seen: float | None
+    revoked: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "joined": self.joined, "lastSeen": self.last_seen,
+                "revoked": self.revoked}
+
+
+class HubKeys:
+    """The hub's invites and hosts, in ``hub-keys.db`` beside its store."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._now = time.time
+        with self._db() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS invites (id TEXT PRIMARY KEY, salt BLOB NOT NULL,"
+                       " hash BLOB NOT NULL, host TEXT, pin TEXT NOT NULL, expires REAL NOT NULL,"
+                       " used REAL)")
+            db.execute("CREATE TABLE IF NOT EXISTS hosts (name TEXT PRIMARY KEY, salt BLOB NOT NULL,"
+                       " hash BLOB NOT NULL, joined REAL NOT NULL, last_seen REAL, revoked REAL)")
+
+    @contextlib.contextmanager
+    def _db(self) -> Iterator[sqlite3.Connection]:
+        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            yield db
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        finally:
+            db.close()
+
+    def invite(self, pin: str, host: str | None = None, ttl_s: float = INVITE_TTL_S) -> str:
+        """A new one-time join code (``host``: the only name it joins as)."""
+        if host is not None:
+            check_session_name(host)
+        invite_id, secret, salt = secrets.token_hex(6), secrets.token_urlsafe(32), \
+            secrets.token_bytes(16)
+        with self._db() as db:
+            db.execute("INSERT INTO invites VALUES (?, ?, ?, ?, ?, ?, NULL)",
+                       (invite_id, salt, _hash(secret, salt), host, pin,
+                        self._now() + ttl_s))
+        return f"{invite_id}.{secret}.{pin}"
+
+    def join(self, code: str, host: str) -> str:
+        """Trade ``code`` for ``host``'s new credential (returned once), or
+        :class:`JoinRefused` with nothing changed."""
+        check_session_name(host)
+        invite_id, _, rest = code.partition(".")
+        secret, _, _pin = rest.partition(".")
+        with self._db() as db:
+            row = db.execute("SELECT salt, hash, host, expires, used FROM invites WHERE id = ?",
+                             (invite_id,)).fetchone()
+            if row is None or not hmac.compare_digest(_hash(secret, row[0]), row[1]):
+                raise JoinRefused("the hub knows no such join code")
+            if row[4] is not None:
+                raise JoinRefused("this join code was already used")
+            if row[3] < self._now():
+                raise JoinRefused("this join code has expired")
+            if row[2] is not None and row[2] != host:
+                raise JoinRefused(f"this join code is for host {row[2]!r}, not {host!r}")
+            taken = db.execute("SELECT revoked FROM hosts WHERE name = ?", (host,)).fetchone()
+            if taken is not None and taken[0] is None:
+                raise JoinRefused(f"a host named {host!r} has already joined",
+                                  hint="pick another name ([host] name), or revoke the old"
+                                  " one on the hub first (`agentwrap hub revoke NAME`)")
+            credential, salt = secrets.token_urlsafe(32), secrets.token_bytes(16)
+            db.execute("UPDATE invites SET used = ? WHERE id = ?", (self._now(), invite_id))
+            db.execute("INSERT OR REPLACE INTO hosts VALUES (?, ?, ?, ?, NULL, NULL)",
+                       (host, salt, _hash(credential, salt), self._now()))
+        return credential
+
+    def check(self, host: str, credential: str) -> None:
+        """:class:`LinkRefused` unless ``credential`` is ``host``'s and not revoked;
+        records the host seen now."""
+        with self._db() as db:
+            row = db.execute("SELECT salt, hash, revoked FROM hosts WHERE name = ?",
+                             (host,)).fetchone()
+            if (row is None or row[2] is not None
+                    or not hmac.compare_digest(_hash(credential, row[0]), row[1])):
+                raise LinkRefused(f"the hub refused host {host!r}'s credential")
+            db.execute("UPDATE hosts SET last_seen = ? WHERE name = ?", (self._now(), host))
+
+    def seen(self, host: str) -> None:
+        with self._db() as db:
+            db.execute("UPDATE hosts SET last_seen = ? WHERE name = ?", (self._now(), host))
+
+    def revoke(self, host: str) -> bool:
+        """Revoke ``host``'s credential; False if it never joined (or is revoked)."""
+        with self._db() as db:
+            cur = db.execute("UPDATE hosts SET revoked = ? WHERE name = ? AND revoked IS NULL",
+                             (self._now(), host))
+            return cur.rowcount == 1
+
+    def hosts(self) -> list[JoinedHost]:
+        with self._db() as db:
+            rows = db.execute("SELECT name, joined, last_seen, revoked FROM hosts"
+                              " ORDER BY name").fetchall()
+        return [JoinedHost(*r) for r in rows]

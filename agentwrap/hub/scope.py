@@ -1,0 +1,223 @@
+"""One host's calls on the hub's store: decoded, scoped to the host, made idempotent.
+
+Each request of ``agentwrap.link/1`` (:mod:`agentwrap.queue.link_protocol`)
+names a store method; :class:`HostCalls` runs it against the hub's store as
+the calling host, whose name comes from its credential (never from the
+frame). The rule, by what the method is scoped by (:data:`~agentwrap.queue.
+link_protocol.METHODS`):
+
+- ``session``: a bare name is the host's own session (the key ``HOST/NAME``);
+  ``OTHER/NAME`` is refused (:class:`~agentwrap.errors.ForeignSession`).
+- ``batch``: every message ever claimed in the batch must be the host's.
+- ``message``: the message must be the host's.
+- ``send``: a host may send to any session (the hub's policy: ``send
+  HOST/NAME`` works from every host), but only as a sender, never
+  ``internal`` for another host's session.
+- ``read``: answers are filtered to the host's own sessions; the sweeps of
+  the whole store (``expire_overdue``) are the hub's job, not a host's.
+
+Idempotent by ``(batch_id, phase)``: a supervisor that repeats a call after
+a link cut (its outcome was unknown) gets it applied once. ``claim_batch``
+with a batch id that already holds the host's in-flight messages returns
+those instead of claiming more; ``set_phase`` to the phase recorded is a
+no-op by nature; ``record_attempt`` of an attempt already recorded (same
+message, batch and number) is not recorded again; ``finish`` of finished
+messages changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from ..errors import AgentwrapError, ForeignSession, LinkProtocolError
+from ..message import Kind, Phase, Priority, Source, Status
+from ..queue import link_protocol as wire
+from ..queue.keys import SessionKeys
+from ..queue.sqlstore import SQLMessageStore
+from ..queue.store import SenderLimit
+
+
+def _enums(values: Any, enum: Callable[[Any], Any]) -> list[Any] | None:
+    return None if values is None else [enum(v) for v in values]
+
+
+class HostCalls:
+    """The calls of host ``host`` on the hub's ``store`` (see the module)."""
+
+    def __init__(self, store: SQLMessageStore, host: str) -> None:
+        self.store = store
+        self.host = host
+        self.prefix = f"{host}/"
+
+    # --- the scope rule --------------------------------------------------------------
+
+    def own(self, session: str) -> str:
+        """The key of the host's session ``session`` (bare or ``HOST/NAME``)."""
+        if not isinstance(session, str):
+            raise TypeError("session must be a string")
+        other, name = SessionKeys.split(session)
+        if other and other != self.host:
+            raise ForeignSession(f"host {self.host!r} may not act for session {session!r}")
+        return f"{self.host}/{name}"
+
+    def mine(self, key: str) -> bool:
+        return key.startswith(self.prefix)
+
+    def own_message(self, message_id: str) -> None:
+        msg = self.store.get(message_id)
+        if not self.mine(msg.session):
+            raise ForeignSession(
+                f"host {self.host!r} may not act on message {message_id[:8]} of another host")
+
+    def own_batch(self, batch_id: str) -> None:
+        foreign = [s for s in self.store.batch_sessions(batch_id) if not self.mine(s)]
+        if foreign:
+            raise ForeignSession(
+                f"host {self.host!r} may not act on batch {batch_id[:8]} of another host")
+
+    # --- one frame -------------------------------------------------------------------
+
+    def answer(self, frame: str | bytes) -> str:
+        """The response to one frame; :class:`LinkProtocolError` for a frame
+        that is not a JSON-RPC request (the caller closes the link)."""
+        data = wire.parse(frame)
+        call_id = data.get("id")
+        method, params = data.get("method"), data.get("params", {})
+        if not isinstance(method, str) or not isinstance(call_id, int | str) \
+                or not isinstance(params, dict):
+            raise LinkProtocolError("a frame on the link is not a JSON-RPC 2.0 request")
+        if method not in wire.METHODS:
+            return wire.error(call_id, wire.NO_METHOD, f"no method {method[:64]!r} in"
+                              f" {wire.PROTOCOL}")
+        try:
+            return wire.result(call_id, getattr(self, f"_{method}")(**params))
+        except LinkProtocolError as exc:  # a value of the wrong shape in the params
+            return wire.error(call_id, wire.BAD_PARAMS, exc.message, exc)
+        except AgentwrapError as exc:
+            return wire.error(call_id, wire.REFUSED, exc.message, exc)
+        except (TypeError, ValueError, KeyError) as exc:
+            return wire.error(call_id, wire.BAD_PARAMS,
+                              f"bad params for {method}: {type(exc).__name__}")
+
+    # --- the methods (the store port's, scoped) ---------------------------------------
+
+    def _enqueue(self, new: Mapping[str, Any], kind: str = "content", internal: bool = False,
+                 sender_limit: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        msg = wire.new_message_from_wire(new)
+        other, name = SessionKeys.split(msg.session)
+        target = msg.session if other else f"{self.host}/{name}"
+        if internal and not self.mine(target):
+            raise ForeignSession(
+                f"host {self.host!r} may not store agentwrap's own messages for {target!r}")
+        limit = None if sender_limit is None else SenderLimit(**sender_limit)
+        stored, created = self.store.enqueue(replace(msg, session=target), kind=Kind(kind),
+                                             internal=bool(internal), sender_limit=limit)
+        return {"message": stored, "created": created}
+
+    def _get(self, message_id: str) -> Any:
+        self.own_message(message_id)
+        return self.store.get(message_id)
+
+    def _get_by_prefix(self, prefix: str) -> Any:
+        msg = self.store.get_by_prefix(prefix)
+        self.own_message(msg.id)
+        return msg
+
+    def _filters(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {"kinds": _enums(params.get("kinds"), Kind),
+                "sources": _enums(params.get("sources"), Source),
+                "priorities": _enums(params.get("priorities"), Priority)}
+
+    def _peek(self, session: str, now: float | None = None, contains: str | None = None,
+              due: bool = False, limit: int | None = None, **filters: Any) -> Any:
+        return self.store.peek(self.own(session), now, contains=contains, due=due, limit=limit,
+                               **self._filters(filters))
+
+    def _claim_batch(self, session: str, batch_id: str, max_bytes: int,
+                     now: float | None = None, contains: str | None = None,
+                     limit: int | None = None, **filters: Any) -> Any:
+        key = self.own(session)
+        self.own_batch(batch_id)
+        claimed = [m for m in self.store.in_flight(key) if m.batch_id == batch_id]
+        if claimed:  # the same claim again, after a cut: what it claimed then
+            return claimed
+        return self.store.claim_batch(key, batch_id, int(max_bytes), now, contains=contains,
+                                      limit=limit, **self._filters(filters))
+
+    def _set_phase(self, batch_id: str, phase: str) -> Any:
+        self.own_batch(batch_id)
+        return self.store.set_phase(batch_id, Phase(phase))
+
+    def _in_flight(self, session: str) -> Any:
+        return self.store.in_flight(self.own(session))
+
+    def _record_attempt(self, attempt: Mapping[str, Any]) -> None:
+        a = wire.attempt_from_wire(attempt)
+        self.own_message(a.message_id)
+        self.own_batch(a.batch_id)
+        if any(b.batch_id == a.batch_id and b.number == a.number
+               for b in self.store.attempts(a.message_id)):
+            return  # recorded before the link dropped
+        self.store.record_attempt(a)
+
+    def _attempts(self, message_id: str) -> Any:
+        self.own_message(message_id)
+        return self.store.attempts(message_id)
+
+    def _retry_later(self, batch_id: str, next_attempt_at: float, detail: str) -> int:
+        self.own_batch(batch_id)
+        return self.store.retry_later(batch_id, float(next_attempt_at), str(detail))
+
+    def _hold(self, batch_id: str, next_attempt_at: float, detail: str) -> int:
+        self.own_batch(batch_id)
+        return self.store.hold(batch_id, float(next_attempt_at), str(detail))
+
+    def _finish(self, status: str, detail: str = "", message_ids: list[str] | None = None,
+                batch_id: str | None = None, consumed_through: str | None = None) -> int:
+        if batch_id is not None:
+            self.own_batch(batch_id)
+        for mid in message_ids or ():
+            self.own_message(mid)
+        return self.store.finish(Status(status), str(detail), message_ids=message_ids,
+                                 batch_id=batch_id, consumed_through=consumed_through)
+
+    def _cancel(self, message_id: str) -> Any:
+        self.own_message(message_id)
+        return self.store.cancel(message_id)
+
+    def _acknowledge(self, message_id: str, detail: str) -> bool:
+        self.own_message(message_id)
+        return self.store.acknowledge(message_id, str(detail))
+
+    def _flow_started(self, correlation_id: str) -> float | None:
+        return self.store.flow_started(str(correlation_id))
+
+    def _expire_overdue(self, now: float | None = None) -> int:
+        return 0  # the hub sweeps its store itself
+
+    def _overdue(self, now: float | None = None) -> bool:
+        return False
+
+    def _history(self, session: str | None, limit: int = 200,
+                 statuses: list[str] | None = None) -> Any:
+        if session is None:
+            raise ForeignSession("a host reads the history of its own sessions, one at a time")
+        return self.store.history(self.own(session), int(limit), _enums(statuses, Status))
+
+    def _pending_count(self, session: str | None = None) -> int:
+        if session is None:
+            raise ForeignSession("a host counts the messages of its own sessions, one at a time")
+        return self.store.pending_count(self.own(session))
+
+    def _events(self, after: int, session: str | None = None, kinds: list[str] | None = None,
+                subject: str | None = None, limit: int = 1000) -> Any:
+        key = None if session is None else self.own(session)
+        got = self.store.events(int(after), session=key, kinds=kinds, subject=subject,
+                                limit=int(limit))
+        return [e for e in got if self.mine(e.session)]
+
+    def _last_event_id(self) -> int:
+        return self.store.last_event_id()
+

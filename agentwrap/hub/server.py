@@ -1,0 +1,219 @@
+"""The hub's ASGI app and process: ``/healthz``, ``/join``, the ``/link`` WebSocket.
+
+One link per host: a second link with the same credential replaces the
+first (the host reconnected before the hub saw the old socket die). Each
+link's frames are answered in order by :class:`~.scope.HostCalls` on a
+worker thread (the store is synchronous); a frame that is not
+``agentwrap.link/1`` closes that link only (code 1002), and the hub goes on
+serving every other. A revoked host's link is closed within
+:data:`REVOKE_POLL_S` by the watcher, and its credential is refused from
+then on.
+
+The existing HTTP API and dashboard are not re-implemented: the command
+mounts the app of :mod:`agentwrap.surfaces.http` beside these routes
+(``api``), over the same state directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import ssl
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp
+
+from ..errors import (
+    AgentwrapError,
+    HubListenRefused,
+    JoinRefused,
+    LinkProtocolError,
+    LinkRefused,
+)
+from ..message import Status
+from ..queue import link_protocol as wire
+from ..queue.keys import SessionKeys
+from ..queue.link import fingerprint
+from ..queue.sqlstore import SQLMessageStore
+from .keys import HubKeys
+from .scope import HostCalls
+
+log = logging.getLogger("agentwrap.hub")
+REVOKE_POLL_S = 0.5
+HUB_NAME = "hub"
+
+
+def open_hub_store(state_dir: Path, url: str = "") -> SQLMessageStore:
+    """The hub's store: ``url`` (PostgreSQL), else ``hub.db`` in ``state_dir``;
+    rows keyed ``HOST/NAME`` as on any shared store."""
+    if url:
+        from ..queue.postgres import PostgresMessageStore
+
+        return PostgresMessageStore(url, host=HUB_NAME)
+    from ..queue.sqlite import SQLiteMessageStore
+
+    store = SQLiteMessageStore(state_dir / "hub.db")
+    store.keys = SessionKeys(HUB_NAME, shared=True)
+    return store
+
+
+def hub_keys(state_dir: Path) -> HubKeys:
+    return HubKeys(state_dir / "hub-keys.db")
+
+
+def cert_pin(cert_file: Path | None) -> str:
+    """What join codes bind: the certificate's fingerprint (20 hex), or ``plain``."""
+    if cert_file is None:
+        return "plain"
+    pem = cert_file.read_text()
+    return fingerprint(ssl.PEM_cert_to_DER_cert(pem))[:20]
+
+
+def check_listen(host: str, tls: bool) -> None:
+    """Plain HTTP only on loopback (:class:`HubListenRefused`)."""
+    if tls:
+        return
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise HubListenRefused(f"the hub will not serve plain HTTP on {host}: it is not loopback")
+
+
+def revoke(store: SQLMessageStore, keys: HubKeys, host: str) -> int:
+    """Revoke ``host`` and end its sessions' pending messages ``failed``
+    naming it; the count of messages ended."""
+    if not keys.revoke(host):
+        raise LinkRefused(f"no joined host {host!r} to revoke",
+                          hint="`agentwrap hub hosts` lists the hosts that joined")
+    prefix = f"{host}/"
+    waiting = [m.id for m in store.history(None, limit=100_000,
+                                           statuses=[Status.PENDING, Status.DELIVERING])
+               if m.session.startswith(prefix)]
+    if not waiting:
+        return 0
+    return store.finish(Status.FAILED, f"host {host!r} was revoked on the hub",
+                        message_ids=waiting)
+
+
+def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
+                   api: ASGIApp | None = None) -> FastAPI:
+    """The hub's app over ``store`` (see the module); ``api`` mounted at ``/``."""
+    links: dict[str, WebSocket] = {}
+
+    async def watch_revoked() -> None:
+        while True:
+            await asyncio.sleep(REVOKE_POLL_S)
+            if not links:
+                continue
+            revoked = {h.name for h in await asyncio.to_thread(keys.hosts) if h.revoked}
+            for name in [n for n in links if n in revoked]:
+                ws = links.pop(name)
+                with contextlib.suppress(Exception):
+                    await ws.close(4003, "revoked")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(watch_revoked())
+        try:
+            yield
+        finally:
+            task.cancel()
+
+    app = FastAPI(title="agentwrap hub", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.links = links
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"ok": True, "protocol": wire.PROTOCOL, "links": len(links)}
+
+    @app.post("/join")
+    async def join(request: Request) -> JSONResponse:
+        try:
+            body = json.loads(await request.body())
+            code, host = str(body["code"]), str(body["host"])
+        except (ValueError, KeyError, TypeError):
+            return JSONResponse({"error": "JoinRefused", "detail": "a join needs code and host"},
+                                status_code=400)
+        try:
+            credential = await asyncio.to_thread(keys.join, code, host)
+        except (JoinRefused, AgentwrapError) as exc:
+            return JSONResponse(exc.to_json(), status_code=403)
+        log.info("host %s joined", host)
+        return JSONResponse({"host": host, "credential": credential, "protocol": wire.PROTOCOL})
+
+    @app.websocket("/link")
+    async def link(ws: WebSocket) -> None:
+        host = ws.headers.get("agentwrap-host", "")
+        auth = ws.headers.get("authorization", "")
+        credential = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        if wire.SUBPROTOCOL not in ws.scope.get("subprotocols", []):
+            await ws.close(1002, f"speak {wire.PROTOCOL}")
+            return
+        try:
+            await asyncio.to_thread(keys.check, host, credential)
+        except (LinkRefused, AgentwrapError):
+            await ws.close(4003, "refused")  # before accept: the handshake gets 403
+            return
+        await ws.accept(subprotocol=wire.SUBPROTOCOL)
+        old = links.get(host)
+        links[host] = ws
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.close(4000, "replaced by a new link")
+        calls = HostCalls(store, host)
+        log.info("host %s linked", host)
+        try:
+            while True:
+                frame = await ws.receive_text()
+                try:
+                    reply = await asyncio.to_thread(calls.answer, frame)
+                except LinkProtocolError:
+                    log.warning("host %s sent a frame that is not %s: link closed", host,
+                                wire.PROTOCOL)
+                    await ws.close(1002, f"not {wire.PROTOCOL}")
+                    return
+                await ws.send_text(reply)
+        except (WebSocketDisconnect, RuntimeError, KeyError):
+            return
+        finally:
+            if links.get(host) is ws:
+                links.pop(host, None)
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(keys.seen, host)
+
+    if api is not None:
+        app.mount("/", api)
+    return app
+
+
+def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
+            tls_cert: Path | None = None, tls_key: Path | None = None,
+            api: ASGIApp | None = None) -> None:
+    """Serve the hub until stopped (``agentwrap hub``)."""
+    import uvicorn
+
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if (tls_cert is None) != (tls_key is None):
+        raise HubListenRefused("--tls-cert and --tls-key go together",
+                               hint="give both files, or neither (loopback only)")
+    check_listen(host, tls_cert is not None)
+    store = open_hub_store(state_dir, url)
+    keys = hub_keys(state_dir)
+    app = create_hub_app(store, keys, cert_pin(tls_cert), api)
+    try:
+        uvicorn.run(app, host=host, port=int(port), log_level="warning",
+                    ssl_certfile=None if tls_cert is None else str(tls_cert),
+                    ssl_keyfile=None if tls_key is None else str(tls_key),
+                    ws="websockets", ws_max_size=8 * 1024 * 1024)
+    finally:
+        store.close()

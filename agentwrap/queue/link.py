@@ -1,0 +1,453 @@
+"""The host's side of the hub (issue 38): its one outbound link, and the store port over it.
+
+:class:`LinkClient` keeps the host's one WebSocket to the hub (TLS pinned to
+the certificate the host saw when it joined, or plain on loopback), in a
+thread of its own with its own event loop, reconnecting by itself with
+exponential backoff and full jitter (a delay drawn uniformly from 0 to
+``min(cap, base * 2**n)``, so a hub that restarts is not hit by every host
+at once). :class:`HubStore` is :class:`~.store.MessageStore` over that link:
+each call is one ``agentwrap.link/1`` request (:mod:`.link_protocol`).
+
+Failing closed: while the link is down every call raises
+:class:`~agentwrap.errors.HubUnreachable` (a :class:`~agentwrap.errors.StoreDown`,
+exit 75) at once, so a supervisor claims nothing and so types nothing new,
+exactly as when a shared PostgreSQL is unreachable. A call in flight when
+the link drops raises the same: its outcome is unknown to the host, as a
+commit is when a database connection is cut, and the write-ahead discipline
+resolves it: the hub's store recorded the phase or it did not, and the
+supervisor's recovery reads it back (``in_flight``) once the link is up.
+The client never resends a call by itself, so nothing is applied twice
+because of the link; the hub makes the calls a supervisor repeats after a
+cut idempotent (:mod:`agentwrap.hub.scope`).
+
+The credential is read from the link file (0600, :func:`load_link`) and
+sent only in the handshake's ``Authorization`` header: never in argv, a log
+line or an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import json
+import logging
+import os
+import random
+import ssl
+import threading
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import (
+    AgentwrapError,
+    ConfigError,
+    HubUnreachable,
+    LinkProtocolError,
+    LinkRefused,
+    QueueError,
+)
+from ..events import Event
+from ..message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
+from . import link_protocol as wire
+from .store import QueueMetrics, SenderLimit
+
+LINK_FILE = "hub-link.json"
+log = logging.getLogger("agentwrap.link")
+
+
+@dataclass(frozen=True)
+class HubLink:
+    """What a joined host keeps (0600): the hub's URL, this host's name on it,
+    its credential, and the hub's certificate (PEM) it pins ("" on loopback)."""
+
+    url: str
+    host: str
+    credential: str
+    cert_pem: str = ""
+
+    def __repr__(self) -> str:  # never the credential
+        return f"HubLink(url={self.url!r}, host={self.host!r})"
+
+    @property
+    def link_url(self) -> str:
+        base = self.url.rstrip("/")
+        return ("wss://" + base[len("https://"):] if base.startswith("https://")
+                else "ws://" + base[len("http://"):]) + "/link"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """TLS that trusts exactly the pinned certificate (None: plain, loopback)."""
+        if not self.url.startswith("https://"):
+            return None
+        return pinned_context(self.cert_pem)
+
+
+def pinned_context(cert_pem: str) -> ssl.SSLContext:
+    """A client context whose one trust anchor is ``cert_pem`` (the hub's own
+    certificate: partial chains allowed, host names not checked, since the
+    certificate itself is what is pinned)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    ctx.load_verify_locations(cadata=cert_pem)
+    return ctx
+
+
+def fingerprint(der: bytes) -> str:
+    """A certificate's SHA-256 fingerprint, lowercase hex."""
+    return hashlib.sha256(der).hexdigest()
+
+
+def link_path(state_dir: Path) -> Path:
+    return state_dir / LINK_FILE
+
+
+def save_link(state_dir: Path, link: HubLink) -> Path:
+    """Write the link file 0600 (created so: never readable by others, not even briefly)."""
+    path = link_path(state_dir)
+    tmp = path.with_suffix(".tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"url": link.url, "host": link.host, "credential": link.credential,
+                   "certPem": link.cert_pem}, f)
+    os.replace(tmp, path)
+    return path
+
+
+def load_link(state_dir: Path) -> HubLink | None:
+    """This host's link file, or None if it never joined a hub."""
+    path = link_path(state_dir)
+    try:
+        st = path.stat()
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"the hub link file {path} cannot be read ({type(exc).__name__})",
+                          hint="join the hub again: `agentwrap join URL CODE`") from None
+    if st.st_mode & 0o077:
+        raise ConfigError(f"the hub link file {path} is readable by others",
+                          hint=f"chmod 600 {path}, then ask the hub for a new code: it may be"
+                          " copied")
+    try:
+        return HubLink(str(data["url"]), str(data["host"]), str(data["credential"]),
+                       str(data.get("certPem", "")))
+    except (KeyError, TypeError):
+        raise ConfigError(f"the hub link file {path} is incomplete",
+                          hint="join the hub again: `agentwrap join URL CODE`") from None
+
+
+class LinkClient:
+    """The host's one link to the hub (see the module): ``call`` from any thread."""
+
+    def __init__(self, link: HubLink, *, base_s: float = 0.2, cap_s: float = 10.0,
+                 call_timeout_s: float = 15.0, ping_s: float = 5.0,
+                 rand: Callable[[float, float], float] = random.uniform) -> None:
+        self.link = link
+        self.base_s, self.cap_s = base_s, cap_s
+        self.call_timeout_s = call_timeout_s
+        self.ping_s = ping_s
+        self._rand = rand
+        self._loop = asyncio.new_event_loop()
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._ws: Any = None
+        self._up = threading.Event()
+        self._stopping = False
+        self.refused: LinkRefused | None = None
+        self.connects = 0  # links made, for tests and `doctor`
+        self._thread = threading.Thread(target=self._run, name="agentwrap-hub-link", daemon=True)
+
+    def start(self) -> LinkClient:
+        self._thread.start()
+        return self
+
+    @property
+    def up(self) -> bool:
+        return self._up.is_set()
+
+    def wait_up(self, timeout_s: float) -> bool:
+        return self._up.wait(timeout_s)
+
+    def backoff(self, failures: int) -> float:
+        """Full jitter: uniform in [0, min(cap, base * 2**failures)]."""
+        return self._rand(0.0, min(self.cap_s, self.base_s * (2 ** min(failures, 30))))
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._keep_linked())
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # the link is down for good: every call fails closed
+            log.exception("the hub link stopped")
+            self._stopping = True
+
+    async def _keep_linked(self) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidStatus, WebSocketException
+
+        failures = 0
+        while not self._stopping:
+            try:
+                async with connect(
+                    self.link.link_url, subprotocols=[wire.SUBPROTOCOL],  # type: ignore[list-item]
+                    additional_headers={"Authorization": f"Bearer {self.link.credential}",
+                                        "Agentwrap-Host": self.link.host},
+                    ssl=self.link.ssl_context(), open_timeout=10, ping_interval=self.ping_s,
+                    ping_timeout=self.ping_s * 2, max_size=8 * 1024 * 1024,
+                ) as ws:
+                    self._ws = ws
+                    self.connects += 1
+                    failures = 0
+                    self.refused = None
+                    self._up.set()
+                    async for frame in ws:
+                        if not self._answered(frame):
+                            await ws.close(1002, "not agentwrap.link/1")
+                            break
+            except InvalidStatus as exc:
+                if exc.response.status_code in (401, 403):
+                    self.refused = LinkRefused(
+                        f"the hub refused host {self.link.host!r}'s credential")
+            except (OSError, WebSocketException, asyncio.TimeoutError, ssl.SSLError):
+                pass
+            finally:
+                self._up.clear()
+                self._ws = None
+                self._fail_pending()
+            if self._stopping:
+                break
+            await asyncio.sleep(self.backoff(failures))
+            failures += 1
+
+    def _answered(self, frame: str | bytes) -> bool:
+        """Settle the call a response answers; False for a garbage frame."""
+        try:
+            data = wire.parse(frame)
+        except LinkProtocolError:
+            return False
+        call_id = data.get("id")
+        fut = self._pending.pop(call_id, None) if isinstance(call_id, int) else None
+        if fut is None or fut.done():
+            return "result" in data or "error" in data  # late answer of a timed-out call
+        if isinstance(data.get("error"), dict):
+            fut.set_exception(wire.error_from_wire(data["error"]))
+        elif "result" in data:
+            fut.set_result(data["result"])
+        else:
+            fut.set_exception(LinkProtocolError("a response on the link has no result"))
+            return False
+        return True
+
+    def _fail_pending(self) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(self._down())
+        self._pending.clear()
+
+    def _down(self) -> AgentwrapError:
+        if self.refused is not None:
+            return self.refused
+        return HubUnreachable(f"the hub at {self.link.url} is unreachable from host"
+                              f" {self.link.host!r}: nothing was recorded")
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        ws = self._ws
+        if ws is None:
+            raise self._down()
+        call_id = next(self._ids)
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._pending[call_id] = fut
+        try:
+            await ws.send(wire.request(call_id, method, params))
+            return await asyncio.wait_for(fut, self.call_timeout_s)
+        except asyncio.TimeoutError:
+            raise self._down() from None
+        except (OSError, Exception) as exc:  # the socket went away mid-send
+            if isinstance(exc, AgentwrapError):
+                raise
+            raise self._down() from None
+        finally:
+            self._pending.pop(call_id, None)
+
+    def call(self, method: str, **params: Any) -> Any:
+        """One store call on the hub; :class:`HubUnreachable` while the link is down."""
+        if not self._up.is_set() or self._stopping:
+            raise self._down()
+        fut = asyncio.run_coroutine_threadsafe(self._call(method, params), self._loop)
+        try:
+            return fut.result(self.call_timeout_s + 5)
+        except TimeoutError:
+            fut.cancel()
+            raise self._down() from None
+
+    def close(self) -> None:
+        self._stopping = True
+        if self._thread.is_alive():
+            ws = self._ws
+
+            async def _close() -> None:
+                if ws is not None:
+                    await ws.close()
+                for task in asyncio.all_tasks(self._loop):
+                    if task is not asyncio.current_task():
+                        task.cancel()
+
+            with contextlib.suppress(RuntimeError):
+                asyncio.run_coroutine_threadsafe(_close(), self._loop)
+            self._thread.join(timeout=5)
+
+
+def _words(values: Collection[Any] | None) -> list[Any] | None:
+    return None if values is None else [wire.to_wire(v) for v in values]
+
+
+class HubStore:
+    """:class:`~.store.MessageStore` over the host's link (see the module)."""
+
+    def __init__(self, client: LinkClient) -> None:
+        self.client = client
+        self.host = client.link.host
+
+    def _messages(self, data: Any) -> list[Message]:
+        if not isinstance(data, list):
+            raise LinkProtocolError("the hub answered a list call with something else")
+        return [wire.message_from_wire(m) for m in data]
+
+    def _int(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            raise LinkProtocolError("the hub answered a count with something else")
+        return data
+
+    def enqueue(
+        self, new: NewMessage, *, kind: Kind = Kind.CONTENT, internal: bool = False,
+        sender_limit: SenderLimit | None = None,
+    ) -> tuple[Message, bool]:
+        out = self.client.call("enqueue", new=new, kind=kind, internal=internal,
+                               sender_limit=sender_limit)
+        return wire.message_from_wire(out["message"]), bool(out["created"])
+
+    def enqueue_many(
+        self, items: Sequence[tuple[NewMessage, Kind]]
+    ) -> list[tuple[Message, bool] | QueueError]:
+        done: list[tuple[Message, bool] | QueueError] = []
+        for new, kind in items:  # one call each: a refusal is that item's only
+            try:
+                done.append(self.enqueue(new, kind=kind))
+            except QueueError as exc:
+                done.append(exc)
+        return done
+
+    def get(self, message_id: str) -> Message:
+        return wire.message_from_wire(self.client.call("get", message_id=message_id))
+
+    def get_by_prefix(self, prefix: str) -> Message:
+        return wire.message_from_wire(self.client.call("get_by_prefix", prefix=prefix))
+
+    def peek(
+        self, session: str, now: float | None = None, *, kinds: Collection[Kind] | None = None,
+        sources: Collection[Source] | None = None, contains: str | None = None,
+        due: bool = False, limit: int | None = None,
+        priorities: Collection[Priority] | None = None,
+    ) -> list[Message]:
+        return self._messages(self.client.call(
+            "peek", session=session, now=now, kinds=_words(kinds), sources=_words(sources),
+            contains=contains, due=due, limit=limit, priorities=_words(priorities)))
+
+    def claim_batch(
+        self, session: str, batch_id: str, max_bytes: int, now: float | None = None,
+        *, kinds: Collection[Kind] | None = None, sources: Collection[Source] | None = None,
+        contains: str | None = None, limit: int | None = None,
+        priorities: Collection[Priority] | None = None,
+    ) -> list[Message]:
+        return self._messages(self.client.call(
+            "claim_batch", session=session, batch_id=batch_id, max_bytes=max_bytes, now=now,
+            kinds=_words(kinds), sources=_words(sources), contains=contains, limit=limit,
+            priorities=_words(priorities)))
+
+    def set_phase(self, batch_id: str, phase: Phase) -> list[Message]:
+        return self._messages(self.client.call("set_phase", batch_id=batch_id, phase=phase))
+
+    def in_flight(self, session: str) -> list[Message]:
+        return self._messages(self.client.call("in_flight", session=session))
+
+    def record_attempt(self, attempt: Attempt) -> None:
+        self.client.call("record_attempt", attempt=attempt)
+
+    def attempts(self, message_id: str) -> list[Attempt]:
+        data = self.client.call("attempts", message_id=message_id)
+        return [wire.attempt_from_wire(a) for a in data]
+
+    def retry_later(self, batch_id: str, next_attempt_at: float, detail: str) -> int:
+        return self._int(self.client.call("retry_later", batch_id=batch_id,
+                                          next_attempt_at=next_attempt_at, detail=detail))
+
+    def hold(self, batch_id: str, next_attempt_at: float, detail: str) -> int:
+        return self._int(self.client.call("hold", batch_id=batch_id,
+                                          next_attempt_at=next_attempt_at, detail=detail))
+
+    def finish(
+        self, status: Status, detail: str = "", *, message_ids: Sequence[str] | None = None,
+        batch_id: str | None = None, consumed_through: str | None = None,
+    ) -> int:
+        return self._int(self.client.call(
+            "finish", status=status, detail=detail,
+            message_ids=None if message_ids is None else list(message_ids),
+            batch_id=batch_id, consumed_through=consumed_through))
+
+    def cancel(self, message_id: str) -> Message:
+        return wire.message_from_wire(self.client.call("cancel", message_id=message_id))
+
+    def acknowledge(self, message_id: str, detail: str) -> bool:
+        return bool(self.client.call("acknowledge", message_id=message_id, detail=detail))
+
+    def flow_started(self, correlation_id: str) -> float | None:
+        out = self.client.call("flow_started", correlation_id=correlation_id)
+        return None if out is None else float(out)
+
+    def expire_overdue(self, now: float | None = None) -> int:
+        return self._int(self.client.call("expire_overdue", now=now))
+
+    def overdue(self, now: float | None = None) -> bool:
+        return bool(self.client.call("overdue", now=now))
+
+    def history(
+        self, session: str | None, limit: int = 200, statuses: Iterable[Status] | None = None
+    ) -> list[Message]:
+        return self._messages(self.client.call(
+            "history", session=session, limit=limit,
+            statuses=None if statuses is None else [s.value for s in statuses]))
+
+    def pending_count(self, session: str | None = None) -> int:
+        return self._int(self.client.call("pending_count", session=session))
+
+    def metrics(self, session: str | None) -> QueueMetrics:
+        raise LinkProtocolError("metrics are read on the hub (its API), not over a host link")
+
+    def events(
+        self, after: int, *, session: str | None = None, kinds: Iterable[str] | None = None,
+        subject: str | None = None, limit: int = 1000,
+    ) -> list[Event]:
+        data = self.client.call("events", after=after, session=session,
+                                kinds=None if kinds is None else list(kinds),
+                                subject=subject, limit=limit)
+        return [wire.event_from_wire(e) for e in data]
+
+    def last_event_id(self) -> int:
+        return self._int(self.client.call("last_event_id"))
+
+    def listen(self, wake: Callable[[str], object] | None = None) -> None:
+        """Nothing yet: the supervisor's own polling finds the hub's messages."""
+
+    def check_integrity(self) -> None:
+        """The hub checks its own store."""
+
+    def close(self) -> None:
+        self.client.close()

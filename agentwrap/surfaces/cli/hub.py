@@ -1,0 +1,140 @@
+"""``agentwrap hub`` (serve the hub, invite, hosts, revoke) and ``agentwrap join`` (issue 38).
+
+Adapters over :mod:`agentwrap.hub`: every rule (plain HTTP only on loopback,
+codes used once, credentials hashed, revocation) is there. The credential a
+join receives goes to the 0600 link file, never to the terminal; an invite's
+code is printed once, to standard output, as the one thing the person copies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.markup import escape
+
+from .common import emit_json, err, out, render_rows, user_paths
+
+HUB_HELP = "serve the hub that hosts link to (one source of truth); invite, hosts, revoke"
+HUB_DESCRIPTION = """\
+The hub owns the store (SQLite in the state directory by default, or
+PostgreSQL with --store) and serves /healthz, the hosts' links (/link, a
+WebSocket speaking agentwrap.link/1) and the HTTP API and dashboard.
+
+Hosts dial out to it: nothing listens on a host. Plain HTTP is served on
+loopback only; anywhere else give --tls-cert and --tls-key, or put the hub
+behind a TLS reverse proxy that forwards to a loopback --listen."""
+HUB_EPILOG = """\
+examples:
+  agentwrap hub                                        # 127.0.0.1:8787, plain
+  agentwrap hub --listen 0.0.0.0:8787 --tls-cert hub.crt --tls-key hub.key
+  agentwrap hub invite laptop                          # a one-time join code
+  agentwrap hub hosts                                  # who joined, last seen
+  agentwrap hub revoke laptop                          # cut it off now"""
+JOIN_HELP = "join this host to a hub with a one-time code (agentwrap hub invite)"
+JOIN_DESCRIPTION = """\
+Trade a one-time join code for this host's credential, kept 0600 in the
+state directory with the hub's certificate, which every later link pins.
+The code names the hub's certificate: a hub showing another one is refused
+before the code's secret is sent."""
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    h = sub.add_parser("hub", help=HUB_HELP, description=HUB_DESCRIPTION, epilog=HUB_EPILOG,
+                       formatter_class=fmt)
+    h.add_argument("--listen", default="127.0.0.1:8787", metavar="ADDR",
+                   help="HOST:PORT to serve on (default 127.0.0.1:8787)")
+    h.add_argument("--tls-cert", type=Path, metavar="FILE", help="the hub's certificate (PEM)")
+    h.add_argument("--tls-key", type=Path, metavar="FILE", help="its private key (PEM)")
+    h.add_argument("--store", default="", metavar="URL",
+                   help="a postgresql:// URL for the hub's store (default: SQLite in the state"
+                   " dir; AGENTWRAP_STORE_URL wins, and keeps a password out of ps)")
+    h.set_defaults(func=cmd_hub)
+    verbs = h.add_subparsers(dest="verb", metavar="VERB")
+    i = verbs.add_parser("invite", help="print a one-time join code (10 minutes, single use)")
+    i.add_argument("host", nargs="?", metavar="HOST", help="the only host name it joins as")
+    i.add_argument("--tls-cert", type=Path, metavar="FILE",
+                   help="the certificate the hub serves (the code pins it)")
+    i.add_argument("--ttl", type=float, default=600.0, metavar="SECONDS",
+                   help="how long the code works (default 600)")
+    i.set_defaults(func=cmd_invite)
+    ls = verbs.add_parser("hosts", help="the hosts that joined, and when each was last seen")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=cmd_hub_hosts)
+    rv = verbs.add_parser("revoke", help="cut a host off: its link closes, its pending"
+                          " messages fail naming it")
+    rv.add_argument("host", metavar="HOST")
+    rv.set_defaults(func=cmd_revoke)
+    j = sub.add_parser("join", help=JOIN_HELP, description=JOIN_DESCRIPTION, formatter_class=fmt,
+                       epilog="examples:\n  agentwrap join https://hub.example:8787 CODE")
+    j.add_argument("url", metavar="URL", help="the hub's URL (https://HOST:PORT)")
+    j.add_argument("code", metavar="CODE", help="the code `agentwrap hub invite` printed")
+    j.add_argument("--host", metavar="NAME", help="this host's name (default: [host] name)")
+    j.set_defaults(func=cmd_join)
+
+
+def cmd_hub(args: argparse.Namespace) -> int:
+    from ...hub.server import run_hub
+    from ...queue.backend import store_url
+
+    paths = user_paths().ensure()
+    url = store_url(args.store)  # AGENTWRAP_STORE_URL wins: a password stays out of argv
+    err.print(escape(f"agentwrap hub on {'https' if args.tls_cert else 'http'}://{args.listen}"))
+    run_hub(paths.state_dir, listen=args.listen, url=url, tls_cert=args.tls_cert,
+            tls_key=args.tls_key)
+    return 0
+
+
+def cmd_invite(args: argparse.Namespace) -> int:
+    from ...hub.server import cert_pin, hub_keys
+
+    paths = user_paths().ensure()
+    code = hub_keys(paths.state_dir).invite(cert_pin(args.tls_cert), args.host, ttl_s=args.ttl)
+    err.print(escape(f"a join code for {args.host or 'any host name'}, valid {args.ttl:.0f} s,"
+                     " once: on the host run `agentwrap join URL CODE`"))
+    out.file.write(code + "\n")
+    return 0
+
+
+def cmd_hub_hosts(args: argparse.Namespace) -> int:
+    from ...hub.server import hub_keys
+
+    hosts = hub_keys(user_paths().ensure().state_dir).hosts()
+    if args.json:
+        emit_json([h.to_json() for h in hosts])
+        return 0
+
+    def when(ts: float | None) -> str:
+        return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+    render_rows(out, ("HOST", "JOINED", "LAST SEEN", "REVOKED"),
+                [[h.name, when(h.joined), when(h.last_seen), when(h.revoked)] for h in hosts])
+    return 0
+
+
+def cmd_revoke(args: argparse.Namespace) -> int:
+    from ...hub.server import hub_keys, open_hub_store, revoke
+    from ...queue.backend import store_url
+
+    paths = user_paths().ensure()
+    store = open_hub_store(paths.state_dir, store_url())
+    try:
+        failed = revoke(store, hub_keys(paths.state_dir), args.host)
+    finally:
+        store.close()
+    out.print(f"revoked host {escape(args.host)}: {failed} pending message(s) failed")
+    return 0
+
+
+def cmd_join(args: argparse.Namespace) -> int:
+    from ...config import load_config
+    from ...hub.joining import join
+    from ...queue.keys import host_name
+
+    paths = user_paths().ensure()
+    host = args.host or host_name(load_config(paths).host.name)
+    link = join(paths.state_dir, args.url, args.code, host)
+    out.print(escape(f"joined {link.url} as host {link.host}"))
+    return 0
