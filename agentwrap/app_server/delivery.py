@@ -83,12 +83,22 @@ class Eyes(DraftFlag, Asking, Protocol):
     """What a turn reads of the detector: a draft in the box, the question asked."""
 
 
+class Keyboard(Protocol):
+    """The session's terminal as this delivery asks it: whether a person holds
+    the keyboard from a page (a take-over), however long since their last key."""
+
+    def held(self) -> bool: ...
+
+
 class Supervising(Protocol):
     """The supervisor as this delivery's turn reads it (the sessions layer's
     part host is one)."""
 
     @property
     def detector(self) -> Eyes: ...
+
+    @property
+    def term(self) -> Keyboard: ...
 
 
 def steer_priorities(mode: str) -> frozenset[Priority]:
