@@ -309,6 +309,7 @@ def pair(run: Run, probe_s: float, timeout: float) -> dict[str, Any]:
     states = [(e.at, e.data.get("state")) for e in ev if e.kind == "session.state"]
     first_busy = next((t for t, s in states if s == "busy"), None)
     ready = next((t for t, s in states if s == "ready" and t >= (first_busy or enter)), None)
+    ready_ev = next((e for e in ev if e.kind == "session.state" and e.at == ready), None)
     why = [dict(e.data, before_busy_s=round(first_busy - e.at, 3)) for e in ev
            if e.kind == "session.state" and e.data.get("state") == "ready" and first_busy
            and e.at < first_busy]
@@ -330,6 +331,9 @@ def pair(run: Run, probe_s: float, timeout: float) -> dict[str, Any]:
         "ccmanager_s": None if ccm is None else ccm - drawn,
         "truth_s": None if truth is None or tdrawn is None else truth - tdrawn,
         "passing_ready": len(why), "passing_detail": why,
+        # who decided the agentwrap turn's ready (its signal and rule)
+        "ready_by": None if ready_ev is None else
+        f"{ready_ev.data.get('signal')}:{ready_ev.data.get('rule')}",
     }
 
 
