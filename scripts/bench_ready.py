@@ -206,13 +206,7 @@ class Run:
 
     def probes(self, text: str) -> int:
         """How many probe keys the input box shows at its end."""
-        from agentwrap.detect.regions import ScreenRegions
-        from agentwrap.terminal.screen import Snapshot
-
-        region = self.profile.input.input_region or "screen"
-        lines = ScreenRegions(self.profile, Snapshot.from_text(text, cols=200, rows=60)).get(region)
-        body = "\n".join(lines if lines is not None else text.splitlines()[-6:])
-        m = re.search(rf"({PROBE}+)\s*$", body, re.M)
+        m = re.search(rf"({PROBE}+)\s*$", self.box(text), re.M)
         return len(m.group(1)) if m else 0
 
     def box(self, text: str) -> str:
