@@ -206,7 +206,8 @@ class Run:
 
     def probes(self, text: str) -> int:
         """How many probe keys the input box shows at its end."""
-        m = re.search(rf"({PROBE}+)\s*$", self.box(text), re.M)
+        # Qwen Code draws a zero-width space after the box's text (its cursor)
+        m = re.search(rf"({PROBE}+)[\s\u200b]*$", self.box(text), re.M)
         return len(m.group(1)) if m else 0
 
     def box(self, text: str) -> str:
