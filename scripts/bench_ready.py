@@ -22,9 +22,14 @@ alternate and are paired:
 * a **truth turn** (the queued message's own turn): the probes, measured from
   its reply's line the same way.
 
-Each agentwrap turn is set against the truth of the truth turn after it:
-``let - truth`` below zero by more than a probe interval counts as **keys let
-through before the agent takes them**. Dialogs (``--dialogs``): the model
+Each agentwrap turn is set against the truth of the truth turn after it
+(``let - truth``: two turns, so a slow truth turn skews it). **Keys let
+through before the agent takes them** are counted in the agentwrap turn itself:
+the first capture showing agentwrap's keys in the input box (its marker, or the
+agent's paste placeholder) shows a busy rule, or not yet the reply's line: the
+keys went to an agent still in its turn. (The old count, ``let`` below the
+*next* turn's truth by more than a probe interval, is kept as ``paired early``:
+it counted a slow truth turn as an early let-through.) Dialogs (``--dialogs``): the model
 calls the shell tool (a permission dialog); agentwrap's ``waiting_input`` and
 the dialog's first capture are measured against the first ``Down`` taken (on
 alternate dialogs: the others are answered by agentwrap, ``applied`` time
@@ -201,14 +206,24 @@ class Run:
 
     def probes(self, text: str) -> int:
         """How many probe keys the input box shows at its end."""
+        # Qwen Code draws a zero-width space after the box's text (its cursor)
+        m = re.search(rf"({PROBE}+)[\s\u200b]*$", self.box(text), re.M)
+        return len(m.group(1)) if m else 0
+
+    def box(self, text: str) -> str:
+        """The input box's lines (the last six lines where the profile names no region)."""
         from agentwrap.detect.regions import ScreenRegions
         from agentwrap.terminal.screen import Snapshot
 
         region = self.profile.input.input_region or "screen"
         lines = ScreenRegions(self.profile, Snapshot.from_text(text, cols=200, rows=60)).get(region)
-        body = "\n".join(lines if lines is not None else text.splitlines()[-6:])
-        m = re.search(rf"({PROBE}+)\s*$", body, re.M)
-        return len(m.group(1)) if m else 0
+        return "\n".join(lines if lines is not None else text.splitlines()[-6:])
+
+    def typed(self, text: str, marker: str) -> bool:
+        """Whether the box shows a typed message: its marker, or the agent's
+        placeholder for a paste (Claude's "[Pasted text #1 ...]")."""
+        box = self.box(text)
+        return marker in box or any(p.search(box) for p in self.profile.input.paste_placeholders)
 
     def since(self, t0: float) -> list[tuple[float, str]]:
         """The captures from ``t0`` on, oldest first."""
@@ -305,10 +320,17 @@ def pair(run: Run, probe_s: float, timeout: float) -> dict[str, Any]:
     submitted = wait_until(lambda: next((e.at for e in run.events(enter) if e.subject == mid
                                          and e.data.get("phase") == "submitted"), None),
                            timeout, "submitted", poll=0.02)
+    # the in-turn truth: the first capture showing agentwrap's keys in the box.
+    # Keys shown in a busy agent's box (a busy rule matching, or the reply not
+    # drawn yet) went to an agent that was not taking a new prompt: early
+    landed = next(((t, x) for t, x in run.since(let) if run.typed(x, mark_truth)), None)
+    early = None if landed is None else bool(run.busy_screen(landed[1])
+                                              or not replied(mark_aw)(landed[1]))
     ev = run.events(enter)
     states = [(e.at, e.data.get("state")) for e in ev if e.kind == "session.state"]
     first_busy = next((t for t, s in states if s == "busy"), None)
     ready = next((t for t, s in states if s == "ready" and t >= (first_busy or enter)), None)
+    ready_ev = next((e for e in ev if e.kind == "session.state" and e.at == ready), None)
     why = [dict(e.data, before_busy_s=round(first_busy - e.at, 3)) for e in ev
            if e.kind == "session.state" and e.data.get("state") == "ready" and first_busy
            and e.at < first_busy]
@@ -330,6 +352,11 @@ def pair(run: Run, probe_s: float, timeout: float) -> dict[str, Any]:
         "ccmanager_s": None if ccm is None else ccm - drawn,
         "truth_s": None if truth is None or tdrawn is None else truth - tdrawn,
         "passing_ready": len(why), "passing_detail": why,
+        "early": early, "landed_s": None if landed is None else landed[0] - drawn,
+        "landed_screen": None if not early or landed is None else landed[1][-800:],
+        # who decided the agentwrap turn's ready (its signal and rule)
+        "ready_by": None if ready_ev is None else
+        f"{ready_ev.data.get('signal')}:{ready_ev.data.get('rule')}",
     }
 
 
@@ -395,20 +422,25 @@ def summary(rows: list[dict[str, Any]], key: str) -> dict[str, float]:
 def report(agent: str, t: dict[str, Any], d: dict[str, Any], probe_s: float) -> dict[str, Any]:
     rows = t["turns"]
     truths = [r["truth_s"] for r in rows]
-    early = 0
+    paired_early = 0
     gaps = []
     for r, truth in zip(rows, truths, strict=False):
         if truth is None:
             continue
         gaps.append(r["let_s"] - truth)
         if r["let_s"] < truth - probe_s:
-            early += 1
+            paired_early += 1
+    # early, in the turn itself: agentwrap's keys seen in a busy agent's box
+    early = sum(1 for r in rows if r.get("early"))
     out = {"agent": agent, "turns": len(rows) * 2, "truth": summary(rows, "truth_s"),
            "ready": summary(rows, "ready_s"), "let": summary(rows, "let_s"),
            "ccmanager": summary(rows, "ccmanager_s"),
            "let_minus_truth": {"p50_ms": pct(gaps, 50) * 1000 if gaps else float("nan"),
                                "p90_ms": pct(gaps, 90) * 1000 if gaps else float("nan")},
            "keys_before_taken": early,
+           "unseen": sum(1 for r in rows if r.get("early") is None),
+           # the old figure: the let against the *next* (truth) turn's probe
+           "paired_early": paired_early,
            "passing_ready": sum(r["passing_ready"] for r in rows), "rows": rows,
            "skipped": t.get("skipped", [])}
     if d.get("dialogs"):
@@ -474,6 +506,7 @@ def main() -> int:
         print(f"{r['agent']:9} {two(r['truth']):>14} {two(r['ready']):>14} {two(r['let']):>13}"
               f" {two(r['let_minus_truth']):>18} {two(r['ccmanager']):>13}"
               f" {r['keys_before_taken']:>6} {r['passing_ready']:>8}"
+              f"  (paired early {r['paired_early']}, keys not seen {r['unseen']})"
               + (f"  ({len(r['skipped'])} pairs skipped: no busy seen)" if r["skipped"] else ""))
         if "dialogs" in r:
             dd = r["dialogs"]

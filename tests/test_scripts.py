@@ -42,5 +42,8 @@ def test_bench_ready_runs_with_the_standin(tmp_path: Path) -> None:
     assert {"truth", "ready", "let", "ccmanager", "let_minus_truth", "keys_before_taken",
             "passing_ready", "dialogs"} <= set(res), res
     assert res["truth"]["n"] == 1 and res["ready"]["n"] == 1 and res["let"]["n"] == 1
+    # early is judged in the agentwrap turn itself: its keys were seen in the box
+    assert {"paired_early", "unseen"} <= set(res), res
+    assert [row["early"] for row in res["rows"]] == [False], res["rows"]
     assert res["dialogs"]["taken"]["n"] == 1 and res["dialogs"]["applied"]["n"] == 1
     assert "passing" in r.stdout and "standin" in r.stdout

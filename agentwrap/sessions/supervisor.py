@@ -112,6 +112,13 @@ def cost_spacing(look_s: float, timing: Timing) -> float:
     return min(max(timing.min_snapshot_s, 9 * look_s), timing.max_snap_gap_s)
 
 
+def opens_window(before: State, after: State) -> bool:
+    """Whether a verdict changing ``before`` -> ``after`` may let the parts do
+    what they waited for (type a queued message, answer a dialog): the parts'
+    turn is then taken at once rather than at their next poll."""
+    return after is not before and after in (State.READY, State.WAITING_INPUT)
+
+
 class Supervisor:
     def __init__(
         self,
@@ -487,6 +494,11 @@ class Supervisor:
                 dirty = True
             commands = self.parts.datagrams(self.wake.drain()) \
                 if self.wake.fileno() in ready else []
+            # A hook's state signal (a turn's end, a prompt, a permission request)
+            # is the agent's own word: looked at now, not after the cost-based
+            # spacing (up to 9 x a loaded look, ~0.2-0.5 s: issue 37, Codex's Stop
+            # hook -> ready waited for it while the reply was on screen already)
+            signalled = only_signals(commands)
             if commands:
                 if b"stop" in commands:
                     return
@@ -503,13 +515,19 @@ class Supervisor:
                 republished, published = stamp != published, stamp
             paused = (dirty and quiet_seen and now - last_output >= t.pause_s
                       and now - self._last_snap >= snapshot_spacing(self.reading, snap_gap, t))
-            if paused or republished or now - self._last_snap >= tick() \
+            if paused or republished or signalled or now - self._last_snap >= tick() \
                     or self._last_snap < quiet_at <= now or (part_due is not None and now >= part_due):
                 dirty = False
+                before = self.reading.state
                 reading = self.observe()
                 snap_gap = cost_spacing(self.look_s, t)
                 if reading.state is State.EXITED:
                     return
+                if opens_window(before, reading.state) and turn_due is not None:
+                    # the verdict that lets a queued message through: its turn now,
+                    # not at the engine's next poll (0.1 s while the window was
+                    # shut: issue 37, ready -> keys let through)
+                    turn_due = min(turn_due, time.monotonic())
             if self._woken:  # a wake-up seen by pump() while a part's turn held the loop
                 self._woken = False
                 turn_due = now
