@@ -8,9 +8,8 @@ registry of sessions and their state transitions (``registry``), the
 supervisor host that runs many supervisors on threads (``host``) and the
 machines of a shared store (``hosts``). Around the agent's own channels: the
 hooks and MCP server one launch gets (``channels``), the states its hooks
-report (``signals``), Aider's turn end from its notifications command
-(``turn_end``) and a hook asking the supervisor for the messages to
-hand over (``hook_requests``); and Codex's TUI on a private app-server
+report and whether its SessionStart hook has run (``signals``), Aider's turn
+end from its notifications command (``turn_end``); and Codex's TUI on a private app-server
 (``app_server``), with the messages given to it there instead of typed
 (``app_server_delivery``). A sender reaches a supervisor within milliseconds
 through a datagram (:mod:`agentwrap.datagram`). This layer wires the ones below together: it may import
@@ -35,8 +34,6 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .channels import registered_in_background as registered_in_background
     from .channels import server_env as server_env
     from .channels import version_at_least as version_at_least
-    from .hook_requests import ask as ask
-    from .hook_requests import hook_socket as hook_socket
     from .host import host_running as host_running
     from .host import serve as serve
     from .hosts import Forgotten as Forgotten
@@ -68,7 +65,6 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "server_env",
         "version_at_least",
     ),
-    "hook_requests": ("ask", "hook_socket"),
     "host": ("host_running", "serve"),
     "hosts": ("Forgotten", "HostSeen", "host_name"),
     "lifecycle": (

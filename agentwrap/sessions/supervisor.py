@@ -209,7 +209,7 @@ class Supervisor:
             self._drain_output(self._out_fd)
             self.detector.note_output(time.monotonic())
         if self.wake.fileno() in ready:
-            commands = self.parts.datagrams(self.wake.drain())
+            commands = self.wake.drain()
             if b"stop" in commands:
                 self._stop.set()
             if commands and not only_signals(commands):
@@ -485,8 +485,7 @@ class Supervisor:
                 last_output = now
                 watch_out_at = now + t.pause_s
                 dirty = True
-            commands = self.parts.datagrams(self.wake.drain()) \
-                if self.wake.fileno() in ready else []
+            commands = self.wake.drain() if self.wake.fileno() in ready else []
             if commands:
                 if b"stop" in commands:
                     return
