@@ -190,6 +190,7 @@ def interleaved(ref: str, rounds: int, argv: Argv, read: Read, *, groups: Sequen
     ``rounds`` times each per group, turn about. A child that fails is
     reported in its results (``errors``) and counted, the others go on."""
     trees = {"this": this or this_tree(), "ref": baseline(ref)}
+    compile_tree(trees["this"].root)  # as the commit's is (its cache has it compiled)
     runs = Runs(trees, {side: {g: [] for g in groups} for side in trees})
     with tempfile.TemporaryDirectory(prefix="awagainst-") as tmp:
         for r, order in alternate(list(trees), max(1, rounds)):

@@ -208,7 +208,7 @@ def measure(aw_root: Path, runs: int) -> tuple[dict[str, list[float]], dict[str,
         stop = (FIXTURES / "Stop.json").read_bytes()
         asks = (FIXTURES / "PermissionRequest.json").read_bytes()
         ruled = dict(env, XDG_CONFIG_HOME=str(root / "c-rules"))  # same store, one rule
-        ruled_native = dict(ruled, AGENTWRAP_SESSION="ruled")
+        ruled_native = dict(ruled, AGENTWRAP_SESSION="ruled")  # its supervisor has the rule
         (root / "c-rules" / "agentwrap").mkdir(parents=True)
         (root / "c-rules" / "agentwrap" / "config.toml").write_text(
             '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n',
@@ -237,7 +237,7 @@ def measure(aw_root: Path, runs: int) -> tuple[dict[str, list[float]], dict[str,
                                            alone),
             "hook PermissionRequest, no rules": ([*hook, "PermissionRequest"], asks, None, env),
             "hook PermissionRequest, rule allows": ([*hook, "PermissionRequest"], asks, "allow",
-                                                    ruled),
+                                                    ruled_native),
             "native Stop (signal)": (native("Stop"), stop, None, env),
             "native PostToolBatch, empty queue": (native("PostToolBatch"), batch, None, env),
             "native PostToolBatch, 1 message": (native("PostToolBatch"), batch,
