@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .channels import registered_in_background as registered_in_background
     from .channels import server_env as server_env
     from .channels import version_at_least as version_at_least
+    from .compose import Companion as Companion
     from .host import host_running as host_running
     from .host import serve as serve
     from .hosts import Forgotten as Forgotten
@@ -65,6 +66,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "server_env",
         "version_at_least",
     ),
+    "compose": ("Companion",),
     "host": ("host_running", "serve"),
     "hosts": ("Forgotten", "HostSeen", "host_name"),
     "lifecycle": (
