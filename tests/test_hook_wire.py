@@ -92,3 +92,28 @@ def test_no_python_module_keeps_its_own_copy(value: str) -> None:
     copies = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
               if p.name != "hook_wire.py" and literal.search(p.read_text(encoding="utf-8"))]
     assert copies == []
+
+
+def test_typing_waits_for_the_session_start_hook_a_bounded_time(tmp_path: Path) -> None:
+    """The supervisor types nothing until the agent's SessionStart hook has
+    handed the queue over (it would race it), nor waits longer than
+    START_HOOK_WAIT_S for a hook that never runs (moved from the datagram
+    hand-over's module, gone in issue 36, to agentwrap.sessions.signals)."""
+    from agentwrap.paths import Paths, private_dir
+    from agentwrap.sessions.signals import START_HOOK_WAIT_S, awaits_start_hook
+
+    paths = Paths.from_env({"HOME": str(tmp_path), "XDG_STATE_HOME": str(tmp_path / "s"),
+                            "XDG_CONFIG_HOME": str(tmp_path / "c"),
+                            "XDG_RUNTIME_DIR": str(tmp_path / "r")})
+    now = [100.0]
+    waiting = awaits_start_hook(paths, "s1", 100.0, clock=lambda: now[0])
+    assert waiting()
+    seen = paths.session_started("s1")
+    private_dir(seen.parent, repair=True)
+    seen.write_bytes(b"")
+    assert not waiting()
+    seen.unlink()
+    assert not waiting()  # once over, over
+    late = awaits_start_hook(paths, "s2", 100.0, clock=lambda: now[0])
+    now[0] = 100.0 + START_HOOK_WAIT_S
+    assert not late()
