@@ -95,7 +95,7 @@ def baseline(ref: str) -> Tree:
         home.mkdir(parents=True, exist_ok=True, mode=0o700)
         work = Path(tempfile.mkdtemp(prefix=f".{label}-", dir=home))
         try:
-            build(commit, work)
+            build(commit, work, done)
             try:
                 os.rename(work, done)
             except OSError:  # another run built it meanwhile
@@ -106,9 +106,10 @@ def baseline(ref: str) -> Tree:
     return Tree("ref", label, done / "tree", str(done / "venv" / "bin" / "python"))
 
 
-def build(commit: str, into: Path) -> None:
+def build(commit: str, into: Path, final: Path) -> None:
     """``into/tree``: the commit's files, native helpers and bytecode;
-    ``into/venv``: an interpreter that imports that tree's agentwrap."""
+    ``into/venv``: an interpreter that imports that tree's agentwrap once
+    ``into`` is renamed ``final``."""
     tree = into / "tree"
     tree.mkdir()
     archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", "--format=tar", commit],
@@ -128,7 +129,7 @@ def build(commit: str, into: Path) -> None:
     # the tree first, then this venv's dependencies (as plain entries: this venv's own
     # .pth files, its editable agentwrap among them, are not read)
     Path(found, "agentwrap-bench-against.pth").write_text(
-        f"{tree}\n" + "".join(f"{p}\n" for p in site.getsitepackages()), encoding="utf-8")
+        f"{final / 'tree'}\n" + "".join(f"{p}\n" for p in site.getsitepackages()), encoding="utf-8")
 
 
 def compile_tree(tree: Path) -> None:
@@ -199,7 +200,8 @@ def interleaved(ref: str, rounds: int, argv: Argv, read: Read, *, groups: Sequen
                     tree = trees[side]
                     runs.loads.append(os.getloadavg()[0])
                     out = Path(tmp) / f"{side}-{group or 'all'}-{r}.json"
-                    proc = subprocess.run(argv(tree, group, out), env=tree.env(),
+                    # run in the tree: a child's working directory comes first on its path
+                    proc = subprocess.run(argv(tree, group, out), env=tree.env(), cwd=tree.root,
                                           capture_output=True, text=True, check=False)
                     try:
                         res = read(proc, out)
