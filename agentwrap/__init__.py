@@ -14,8 +14,9 @@ mounts, box), ``codex_server/`` (the app-server's wire),
 ``terminal/``; and the foundation every layer may import: ``config``,
 ``paths``, ``errors``, ``audit``, ``message`` (a message's data), ``events``
 (the event bus), ``datagram`` (the wake-up sockets), ``exports`` (what a
-package offers, imported on first use) and ``session_options`` (what a
-session was launched with).
+package offers, imported on first use), ``session_options`` (what a
+session was launched with) and ``hook_wire`` (what the hook clients and the
+supervisor's hook server say to each other, and hook.c repeats).
 """
 
 from __future__ import annotations

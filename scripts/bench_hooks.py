@@ -11,11 +11,13 @@ every case alike), the wall time of:
 * ``hook claude Stop`` (a signal: a file in the runtime dir, no store);
 * ``hook claude PostToolBatch`` with nothing queued (opens the store, answers nothing);
 * ``hook claude PostToolBatch`` with one message queued before each run,
-  handed over by the session's supervisor (the hook asks it over the wake
-  socket: :mod:`agentwrap.sessions.hook_requests`; here its server runs in a thread
-  of this process, answering as the supervisor's loop does), and by the hook
-  itself when no supervisor listens (it opens the store: peek, claim, record
-  delivered, frame, answer);
+  handed over by the session's supervisor (the Python hook is a client of its
+  hook server, as the native client is: :mod:`agentwrap.surfaces.hooks.client`;
+  here the server runs in a thread of this process, as in the supervisor's;
+  before issue 36 the hook asked the supervisor's loop over its wake socket,
+  which a commit of then still gets here), and by the hook itself when no
+  supervisor listens (it opens the store: peek, claim, record delivered,
+  frame, answer);
 * ``hook claude PermissionRequest`` without answer rules (the exact request
   kept for the supervisor, a signal; no config loaded) and with a rule that
   approves it (config and policy loaded, the request kept twice, an audit
@@ -29,10 +31,11 @@ Each hook gets the captured payload (tests/fixtures/hooks/claude/) on stdin, in
 an isolated agentwrap environment with one registered session. Prints p50/p99
 per case and each case's ratio to ``python3 -c pass``; ``--json`` for a file.
 
-``--against REF`` measures the same cases on commit REF too, in the same run:
-REF's tree is built in a temp dir (benchlib.baseline_tree) and each tree's
-part runs in a process of its own with that tree on PYTHONPATH (the
-supervisor's side runs in the process), ``--rounds`` times each, taking turns
+``--against REF`` measures the same cases on commit REF too, in the same run
+(scripts/bench_against.py: REF's tree and interpreter built once, cached under
+``~/.cache/agentwrap/bench-against``): each tree's part runs in a process of
+its own, by that tree's interpreter (the supervisor's side runs in the
+process), ``--rounds`` times each, taking turns
 (A B, B A, ...) so the machine's load hits both alike; it prints both trees'
 p50/p99 per case, the median CPU time of the hook's process (user + system: far
 steadier than the wall time on a loaded machine, though it leaves out the
@@ -62,17 +65,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from benchlib import (
-    alternate,
-    baseline_tree,
-    fmt,
-    pct,
-    ratio,
-    stats_ms,
-    this_label,
-    tree_env,
-    write_json,
-)
+from bench_against import Tree, interleaved, ratio, this_tree
+from benchlib import fmt, pct, stats_ms, write_json
 
 if TYPE_CHECKING:
     from agentwrap.paths import Paths
@@ -117,26 +111,49 @@ def run_cases(cases: dict[str, Case], times: dict[str, list[float]], runs: int,
             cpu[name].append(used)
 
 
+def hook_socket_of(paths: Paths, session: str) -> Path | None:
+    """The session's hook socket, wherever the tree under test keeps the
+    function (agentwrap.hook_wire since issue 36)."""
+    try:
+        from agentwrap.hook_wire import hook_socket
+    except ImportError:
+        from agentwrap.sessions.hook_requests import (  # type: ignore[import-not-found,no-redef]
+            hook_socket,
+        )
+    found: Path | None = hook_socket(paths, session)
+    return found
+
+
 @contextmanager
 def supervisor(paths: Paths, session: str) -> Iterator[None]:
-    """``session``'s wake socket answered from a thread as the supervisor's
-    loop answers it (the same server, store and socket; only the screen
-    watching around it is missing)."""
-    from agentwrap.audit import AuditLog
+    """``session``'s hook server, as the supervisor runs it beside its loop;
+    and, for a commit from before issue 36, its wake socket answered from a
+    thread as that supervisor's loop answered the Python hook's hand-over
+    datagrams (the same server, store and socket; only the screen watching
+    around it is missing)."""
     from agentwrap.datagram import WakeSocket
+    from agentwrap.surfaces.hooks.server import HookServer
+
+    stop = threading.Event()
+    sock = hook_socket_of(paths, session)
+    assert sock is not None
+    hooks = HookServer(paths, session, sock).start()  # both clients' (the native one's before 36)
+    try:
+        from agentwrap.sessions.hook_requests import HandoverServer  # type: ignore[import-not-found]
+    except ImportError:  # one hook path (issue 36): the server above is all
+        try:
+            yield
+        finally:
+            hooks.stop()
+        return
+    from agentwrap.audit import AuditLog
     from agentwrap.delivery.handover import ack_rule
     from agentwrap.message import QueueLimits
     from agentwrap.queue.sqlite import SQLiteMessageStore
-    from agentwrap.sessions.hook_requests import HandoverServer, hook_socket
-    from agentwrap.surfaces.hooks.server import HookServer
 
     store = SQLiteMessageStore(paths.db_path, QueueLimits(rate_per_minute=1_000_000))
     server = HandoverServer(paths, session, store, AuditLog(paths.audit_log),
                             ack_rule(False, "ACK {token}"))
-    stop = threading.Event()
-    sock = hook_socket(paths, session)
-    assert sock is not None
-    hooks = HookServer(paths, session, sock).start()  # the native client's
     with WakeSocket(paths.wake_socket(session)) as wake:
         def loop() -> None:
             while not stop.is_set():
@@ -164,7 +181,6 @@ def measure(aw_root: Path, runs: int) -> tuple[dict[str, list[float]], dict[str,
     from agentwrap.paths import Paths
     from agentwrap.service import Service
     from agentwrap.sessions.channels import hook_client
-    from agentwrap.sessions.hook_requests import hook_socket
     from agentwrap.sessions.registry import SessionRecord
 
     root = Path(tempfile.mkdtemp(prefix="awbh-"))
@@ -186,13 +202,13 @@ def measure(aw_root: Path, runs: int) -> tuple[dict[str, list[float]], dict[str,
             raise SystemExit("the native hook client is not built (no C compiler at install?)")
 
         def native(event: str, session: str = "bench") -> list[str]:
-            sock = hook_socket(paths, session)
+            sock = hook_socket_of(paths, session)
             return [str(client), "1", str(sock), "claude", event, "--", *hook, event]
         batch = (FIXTURES / "PostToolBatch.json").read_bytes()
         stop = (FIXTURES / "Stop.json").read_bytes()
         asks = (FIXTURES / "PermissionRequest.json").read_bytes()
         ruled = dict(env, XDG_CONFIG_HOME=str(root / "c-rules"))  # same store, one rule
-        ruled_native = dict(ruled, AGENTWRAP_SESSION="ruled")
+        ruled_native = dict(ruled, AGENTWRAP_SESSION="ruled")  # its supervisor has the rule
         (root / "c-rules" / "agentwrap").mkdir(parents=True)
         (root / "c-rules" / "agentwrap" / "config.toml").write_text(
             '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n',
@@ -221,7 +237,7 @@ def measure(aw_root: Path, runs: int) -> tuple[dict[str, list[float]], dict[str,
                                            alone),
             "hook PermissionRequest, no rules": ([*hook, "PermissionRequest"], asks, None, env),
             "hook PermissionRequest, rule allows": ([*hook, "PermissionRequest"], asks, "allow",
-                                                    ruled),
+                                                    ruled_native),
             "native Stop (signal)": (native("Stop"), stop, None, env),
             "native PostToolBatch, empty queue": (native("PostToolBatch"), batch, None, env),
             "native PostToolBatch, 1 message": (native("PostToolBatch"), batch,
@@ -248,39 +264,42 @@ def against(args: argparse.Namespace) -> int:
     runs per case, each in a process of its own; pooled per tree."""
     rounds = max(1, args.rounds)
     per_round = max(1, math.ceil(args.runs / rounds))
+
+    def argv(tree: Tree, _group: str, out: Path) -> list[str]:
+        return [tree.python, str(Path(__file__).resolve()), "--runs", str(per_round),
+                "--agentwrap-root", str(tree.root), "--json", str(out)]
+
+    def read(proc: subprocess.CompletedProcess[str], out: Path) -> dict[str, Any]:
+        got: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+        return got
+
+    def progress(r: int, _group: str, tree: Tree, res: dict[str, Any]) -> None:
+        if r == 0 or res.get("errors"):
+            print(f"{tree.label}: agentwrap from {res.get('agentwrap')}"
+                  f" {' '.join(res.get('errors', []))}", flush=True)
+
+    runs = interleaved(args.against, rounds, argv, read, this=this_tree(args.agentwrap_root),
+                       progress=progress)
+    if runs.failed:
+        raise SystemExit(f"{runs.failed} run(s) failed (above)")
+    labels = {side: tree.label for side, tree in runs.trees.items()}
     times: dict[str, dict[str, list[float]]] = {"this": {}, "ref": {}}
     cpu: dict[str, dict[str, list[float]]] = {"this": {}, "ref": {}}
     p50s: dict[str, dict[str, list[float]]] = {"this": {}, "ref": {}}
-    loads: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="awbh-against-") as tmp, \
-            baseline_tree(args.against) as (ref_root, ref_label):
-        trees = {"this": args.agentwrap_root.resolve(), "ref": ref_root}
-        labels = {"this": f"this {this_label()}", "ref": ref_label}
-        for r, order in alternate(list(trees), rounds):
-            for side in order:
-                loads.append(os.getloadavg()[0])
-                out = Path(tmp) / f"{side}-{r}.json"
-                proc = subprocess.run(
-                    [sys.executable, str(Path(__file__).resolve()), "--runs", str(per_round),
-                     "--agentwrap-root", str(trees[side]), "--json", str(out)],
-                    env=tree_env(trees[side]), capture_output=True, text=True, check=False)
-                if proc.returncode != 0:
-                    raise SystemExit(f"{labels[side]}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
-                got = json.loads(out.read_text(encoding="utf-8"))
-                for name, s in got["cases"].items():
-                    times[side].setdefault(name, []).extend(s["samples_ms"])
-                    cpu[side].setdefault(name, []).extend(s["cpu_samples_ms"])
-                    p50s[side].setdefault(name, []).append(s["p50_ms"])
-                if r == 0:
-                    print(f"{labels[side]}: agentwrap from {got['agentwrap']}")
+    for side, groups in runs.results.items():
+        for got in groups[""]:
+            for name, s in got["cases"].items():
+                times[side].setdefault(name, []).extend(s["samples_ms"])
+                cpu[side].setdefault(name, []).extend(s["cpu_samples_ms"])
+                p50s[side].setdefault(name, []).append(s["p50_ms"])
     print(f"\nthis = {labels['this']}, ref = {labels['ref']}: {rounds} rounds x {per_round} runs"
-          f" per tree, turn about, {os.cpu_count()} cpus, load {min(loads):.1f}-{max(loads):.1f}")
+          f" per tree, turn about, {os.cpu_count()} cpus, {runs.load_range()}")
     print(f"{'':38} {'wall time, ms':^43}   {'CPU of the hook process, ms':^27}")
     print(f"{'case':38} {'this p50 / p99':>15} {'ref p50 / p99':>15} {'this / ref':>11}"
           f"   {'this':>6} {'ref':>6} {'ratio':>6}   wall p50 ratio per round")
     results: dict[str, Any] = {"against": args.against, "this": labels["this"],
                                "ref": labels["ref"], "rounds": rounds, "runs_per_round": per_round,
-                               "loads": loads, "cases": {}}
+                               "loads": runs.loads, "cases": {}}
     for name, xs in times["this"].items():
         ys = times["ref"].get(name, [])
         a = {"p50_ms": pct(xs, 50), "p99_ms": pct(xs, 99)}

@@ -34,12 +34,13 @@ same run, then side by side). Everything it starts is killed at the end, also
 after Ctrl-C or an error: every supervisor and agent pid, and every tmux
 server in its runtime dir.
 
-``--against REF`` runs the same benchmark on commit REF too, in the same run:
-REF's tree is built in a temp dir (benchlib.baseline_tree) and every run, of
-either tree, is this script in a process of its own with ``--agentwrap-root``
-on that tree, ``--rounds`` runs per tree and mode taking turns (A B, B A, ...)
-so the machine's load hits both alike; it prints each figure for both (the
-median of the runs), the ratio this / REF and each round's paired ratio.
+``--against REF`` runs the same benchmark on commit REF too, in the same run
+(scripts/bench_against.py: REF's tree and interpreter built once, cached under
+``~/.cache/agentwrap/bench-against``): every run, of either tree, is this script
+in a process of its own with ``--agentwrap-root`` on that tree, ``--rounds``
+runs per tree and mode taking turns (A B, B A, ...) so the machine's load hits
+both alike; it prints each figure for both (the median of the runs), the ratio
+this / REF and each round's paired ratio.
 
     .venv/bin/python scripts/bench_scale.py                      # ~3-4 min for 50
     .venv/bin/python scripts/bench_scale.py -n 5 --idle 10 --json
@@ -66,25 +67,20 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from bench_against import Tree, interleaved, print_ratios, ratio, this_tree
 from benchlib import (
     Interrupted,
     Stamps,
-    alternate,
-    baseline_tree,
     fmt,
     isolated_env,
     json_safe,
     pct,
     pid_alive,
-    print_against,
     raise_interrupted,
-    ratio,
     stats_ms,
     teardown_agentwrap,
-    this_label,
     tmux_server_pid,
     tmux_sockets,
-    tree_env,
     wait_until,
 )
 
@@ -708,12 +704,13 @@ AGAINST_FIGURES: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
 ]
 
 
-def child_argv(args: argparse.Namespace, mode: str, tree: Path) -> list[str]:
-    """This script, one mode, on ``tree``, its results as JSON on stdout."""
-    return [sys.executable, str(Path(__file__).resolve()), "-n", str(args.sessions), "--mode", mode,
+def child_argv(args: argparse.Namespace, tree: Tree, mode: str, _out: Path) -> list[str]:
+    """This script, one mode, on ``tree`` (with its interpreter), its results
+    as JSON on stdout."""
+    return [tree.python, str(Path(__file__).resolve()), "-n", str(args.sessions), "--mode", mode,
             "--idle", str(args.idle), "--parallel", str(args.parallel), "--settle",
             str(args.settle), "--bytes", str(args.bytes), "--timeout", str(args.timeout), "--json",
-            "--agentwrap-root", str(tree)]
+            "--agentwrap-root", str(tree.root)]
 
 
 def against(args: argparse.Namespace) -> int:
@@ -731,44 +728,34 @@ def against(args: argparse.Namespace) -> int:
 
 def against_runs(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
     modes = ["process", "host"] if args.mode == "both" else [args.mode]
-    runs: dict[str, dict[str, list[dict[str, Any]]]] = {"this": {m: [] for m in modes},
-                                                         "ref": {m: [] for m in modes}}
-    loads: list[float] = []
-    status = 0
-    with baseline_tree(args.against) as (ref_root, ref_label):
-        trees = {"this": args.agentwrap_root.resolve(), "ref": ref_root}
-        labels = {"this": f"this {this_label()}", "ref": ref_label}
-        for r, order in alternate(list(trees), max(1, args.rounds)):
-            for mode in modes:
-                for side in order:
-                    load = os.getloadavg()
-                    loads.append(load[0])
-                    proc = subprocess.run(child_argv(args, mode, trees[side]),
-                                          env=tree_env(trees[side]), capture_output=True,
-                                          text=True, check=False)
-                    try:
-                        res: dict[str, Any] = json.loads(proc.stdout)
-                    except ValueError:
-                        res = {"errors": [f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}"]}
-                    res["load"] = load
-                    runs[side][mode].append(res)
-                    status = status or proc.returncode
-                    msgs = res.get("messages") or {}
-                    print(f"round {r + 1} {mode:7} {labels[side]:22} load {load[0]:4.1f}:"
-                          f" start {fmt((res.get('start') or {}).get('total_s'))} s,"
-                          f" idle {fmt((res.get('idle') or {}).get('agentwrap_total_pct'))} %,"
-                          f" first byte p50/p99 {fmt(msgs.get('p50_ms'))}/{fmt(msgs.get('p99_ms'))}"
-                          f" ms, stop {fmt((res.get('stop') or {}).get('total_s'))} s", flush=True)
-                    for err in res.get("errors", []) + msgs.get("errors", []):
-                        print(f"    ! {err}")
-    summary: dict[str, Any] = {"against": args.against, "this": labels["this"], "ref": ref_label,
-                               "sessions": args.sessions, "rounds": args.rounds, "loads": loads}
+
+    def progress(r: int, mode: str, tree: Tree, res: dict[str, Any]) -> None:
+        msgs = res.get("messages") or {}
+        print(f"round {r + 1} {mode:7} {tree.label:22} load {res['load']:4.1f}:"
+              f" start {fmt((res.get('start') or {}).get('total_s'))} s,"
+              f" idle {fmt((res.get('idle') or {}).get('agentwrap_total_pct'))} %,"
+              f" first byte p50/p99 {fmt(msgs.get('p50_ms'))}/{fmt(msgs.get('p99_ms'))}"
+              f" ms, stop {fmt((res.get('stop') or {}).get('total_s'))} s", flush=True)
+        for err in res.get("errors", []) + msgs.get("errors", []):
+            print(f"    ! {err}")
+
+    def read(proc: subprocess.CompletedProcess[str], _out: Path) -> dict[str, Any]:
+        got: dict[str, Any] = json.loads(proc.stdout)
+        return got
+
+    got = interleaved(args.against, args.rounds, partial(child_argv, args), read, groups=modes,
+                      this=this_tree(args.agentwrap_root), progress=progress)
+    this, ref = got.trees["this"], got.trees["ref"]
+    runs = got.results
+    summary: dict[str, Any] = {"against": args.against, "this": this.label, "ref": ref.label,
+                               "sessions": args.sessions, "rounds": args.rounds,
+                               "loads": got.loads}
     for mode in modes:
         rows = [(label, [get(x) for x in runs["this"][mode]], [get(x) for x in runs["ref"][mode]])
                 for label, get in AGAINST_FIGURES]
         title = (f"mode {mode}, {args.sessions} sessions, {args.rounds} runs per tree (turn about),"
-                 f" load {min(loads):.1f}-{max(loads):.1f}")
-        table = print_against(title, labels["this"], labels["ref"], rows, ".2f")
+                 f" {got.load_range()}, {os.cpu_count()} cpus")
+        table = print_ratios(title, this.label, ref.label, rows, ".2f")
         pooled = {side: [ms for x in runs[side][mode]
                          for ms in (x.get("messages") or {}).get("samples_ms", [])]
                   for side in runs}
@@ -779,7 +766,7 @@ def against_runs(args: argparse.Namespace) -> tuple[dict[str, Any], int]:
               f" (n={len(pooled['this'])}/{len(pooled['ref'])})")
         summary[mode] = {"figures": table, "first_byte_pooled": p, "runs": {s: runs[s][mode]
                                                                             for s in runs}}
-    return summary, status
+    return summary, 1 if got.failed else 0
 
 
 def main() -> int:

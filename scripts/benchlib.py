@@ -4,9 +4,9 @@ Besides formatting: percentiles, polling, the stamp files the benchmark agents
 write (one line per read() of their stdin), an isolated agentwrap environment
 and the teardown of everything agentwrap started in it (one tmux server per
 session, each with its socket in the runtime dir's ``tmux/`` folder, plus
-supervisors and agents), which must run even after Ctrl-C or an error; and
-the plumbing of ``--against REF`` (another commit's tree, built, measured in
-the same run, turn about with this one).
+supervisors and agents), which must run even after Ctrl-C or an error.
+``--against COMMIT`` (another commit measured in the same run) is
+bench_against.py's.
 """
 
 from __future__ import annotations
@@ -15,16 +15,13 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
@@ -342,116 +339,3 @@ def teardown_agentwrap(env: Mapping[str, str], marker: str, extra_pids: Iterable
                 time.sleep(0.02)
             kill_pid(server, marker)
     return killed
-
-
-# --- the same benchmark against another commit ----------------------------------------------------
-
-
-def git(*args: str) -> str:
-    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
-def this_label() -> str:
-    """This tree's commit, ``+changes`` when tracked files differ from it."""
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return git("rev-parse", "--short", "HEAD") + ("+changes" if dirty else "")
-
-
-@contextmanager
-def baseline_tree(ref: str) -> Iterator[tuple[Path, str]]:
-    """(tree, label): commit ``ref`` of this repository as a source tree in a
-    private temp dir (0700), its native helpers (the pty relay, the hook
-    client) built from its own sources as hatch_build.py builds them; removed
-    afterwards, also after an error or Ctrl-C. A benchmark runs against it
-    with the tree first on PYTHONPATH (``--agentwrap-root``). ``git archive``,
-    not ``git worktree add``: nothing is registered in the repository every
-    worktree shares, so a killed run leaves no more than a temp dir."""
-    commit = git("rev-parse", "--verify", f"{ref}^{{commit}}")
-    label = git("rev-parse", "--short", commit)
-    tree = Path(tempfile.mkdtemp(prefix=f"awref-{label}-"))
-    try:
-        archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", "--format=tar", commit],
-                                   stdout=subprocess.PIPE)
-        untar = subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=False)
-        assert archive.stdout is not None
-        archive.stdout.close()
-        if archive.wait() != 0 or untar.returncode != 0:
-            raise RuntimeError(f"git archive {commit} | tar -x failed")
-        build_native(tree)
-        compile_tree(tree)
-        compile_tree(ROOT)
-        yield tree, label
-    finally:
-        shutil.rmtree(tree, ignore_errors=True)
-
-
-def compile_tree(tree: Path) -> None:
-    """The tree's bytecode, written as an install writes it: without it each
-    run of that tree compiles every module it imports from source (nothing is
-    cached when ``PYTHONDONTWRITEBYTECODE`` is set), which made the other
-    commit's hooks look ~20 ms slower than they are."""
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0",
-                    str(tree / "agentwrap")], check=True, stdout=subprocess.DEVNULL,
-                   env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
-
-
-def build_native(tree: Path) -> list[Path]:
-    """The tree's native helpers, built with this tree's hatch_build.py (the
-    other commit's imports hatchling, which the venv need not have). Without a
-    C compiler the comparison is refused: the other tree would relay and run
-    its hooks in Python while this one uses its binaries."""
-    hb = import_path("agentwrap_hatch_build", ROOT / "hatch_build.py")
-    cc = hb.compiler()
-    if cc is None:
-        raise RuntimeError("no C compiler: the other tree's native helpers cannot be built")
-    built: list[Path] = hb.build_helpers(cc, tree)
-    return built
-
-
-def alternate(labels: Sequence[str], rounds: int) -> Iterator[tuple[int, list[str]]]:
-    """(round, labels in the order they run): A B, then B A, and so on, so a
-    trend in the machine's load, or a cache warmed by the first, favours
-    neither side."""
-    for r in range(rounds):
-        yield r, list(labels) if r % 2 == 0 else list(reversed(labels))
-
-
-def tree_env(tree: Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default this process's) with ``tree`` first on PYTHONPATH."""
-    out = dict(os.environ if env is None else env)
-    out["PYTHONPATH"] = str(tree) + os.pathsep + out.get("PYTHONPATH", "")
-    return out
-
-
-def ratio(a: float | None, b: float | None) -> float:
-    """a / b; NaN when either is missing."""
-    if a is None or b is None or a != a or b != b or b == 0:
-        return float("nan")
-    return a / b
-
-
-def median(xs: Iterable[float | None]) -> float:
-    got = [x for x in xs if x is not None and x == x]
-    return statistics.median(got) if got else float("nan")
-
-
-def print_against(title: str, this: str, ref: str, rows: list[tuple[str, list[float], list[float]]],
-                  spec: str = ".1f") -> list[dict[str, Any]]:
-    """One table of a same-run comparison: per figure, the median of this
-    tree's runs and of REF's, the ratio of the medians (this / REF), and the
-    paired ratio of each round (each run with the other tree's run next to
-    it). Returns the rows for ``--json``."""
-    print(f"\n{title}")
-    hdr = f"{'':40} {this:>16} {ref:>16} {'ratio':>6}   paired ratios"
-    print(hdr)
-    print("-" * len(hdr))
-    out = []
-    for label, xs, ys in rows:
-        a, b = median(xs), median(ys)
-        paired = [ratio(x, y) for x, y in zip(xs, ys, strict=False)]
-        cells = " ".join(fmt(r, ".2f") for r in paired) if len(paired) > 1 else ""
-        print(f"{label:40} {fmt(a, spec):>16} {fmt(b, spec):>16} {fmt(ratio(a, b), '.2f'):>6}   {cells}")
-        out.append({"figure": label, "this": a, "ref": b, "ratio": ratio(a, b), "paired": paired,
-                    "this_runs": xs, "ref_runs": ys})
-    return out

@@ -1,9 +1,10 @@
-"""``--against REF`` of the benchmarks (scripts/benchlib.py): another commit's
-tree, built in a private temp dir, measured with its own code, turn about with
-this one. The benchmarks themselves take minutes (they are not run here); this
-holds the plumbing: the tree is the commit with its native helpers, it leaves
-nothing behind, and a run given a tree runs that tree's agentwrap, in the
-benchmark's process and in every hook it starts."""
+"""``--against COMMIT`` of the benchmarks (scripts/bench_against.py): another
+commit's tree and interpreter, built once into a cache, measured with its own
+code, turn about with this one. The benchmarks themselves take minutes (they
+are not run here); this holds the plumbing: the tree is the commit with its
+native helpers, built once and registered nowhere, its interpreter runs its
+agentwrap, the trees take turns, and a run given a tree runs that tree's
+agentwrap, in the benchmark's process and in every hook it starts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -26,10 +28,10 @@ needs_cc = pytest.mark.skipif(
 pytestmark = pytest.mark.usefixtures("build")  # the build layer (tests/conftest.py)
 
 
-def benchlib() -> ModuleType:
+def bench_against() -> ModuleType:
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
-        import benchlib as mod
+        import bench_against as mod
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     return mod
@@ -41,34 +43,81 @@ def git(*args: str) -> str:
 
 
 def test_the_trees_take_turns_each_going_first_as_often() -> None:
-    assert list(benchlib().alternate(["this", "ref"], 3)) == [
+    assert list(bench_against().alternate(["this", "ref"], 3)) == [
         (0, ["this", "ref"]), (1, ["ref", "this"]), (2, ["this", "ref"])]
 
 
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The built trees' cache, private to the test (not ~/.cache)."""
+    monkeypatch.setenv("AGENTWRAP_BENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
 @needs_cc
-def test_the_baseline_tree_is_the_commit_built_private_and_removed_after() -> None:
-    bl = benchlib()
-    worktrees = git("worktree", "list", "--porcelain")
-    with bl.baseline_tree("HEAD") as (tree, label):
-        assert label == git("rev-parse", "--short", "HEAD").strip()
-        assert tree.stat().st_mode & 0o777 == 0o700
-        assert (tree / "agentwrap" / "__init__.py").read_text() == git(
-            "show", "HEAD:agentwrap/__init__.py")
-        for name in ("agentwrap-relay", "agentwrap-hook"):  # built from the tree's own sources
-            assert os.access(tree / NATIVE / name, os.X_OK), name
-        assert git("worktree", "list", "--porcelain") == worktrees  # nothing registered
-    assert not tree.exists()
+def test_the_baseline_is_the_commit_built_once_with_an_interpreter_of_its_own(
+        cache: Path) -> None:
+    ba = bench_against()
+    def worktrees() -> set[str]:  # the paths only: another's may turn prunable meanwhile
+        return {x for x in git("worktree", "list", "--porcelain").splitlines()
+                if x.startswith("worktree ")}
+
+    before = worktrees()
+    ref = ba.baseline("HEAD")
+    commit = git("rev-parse", "HEAD").strip()
+    assert ref.label == git("rev-parse", "--short", "HEAD").strip()
+    assert ref.root == cache / commit / "tree"
+    assert cache.stat().st_mode & 0o777 == 0o700
+    assert (ref.root / "agentwrap" / "__init__.py").read_text() == git(
+        "show", "HEAD:agentwrap/__init__.py")
+    for name in ("agentwrap-relay", "agentwrap-hook"):  # built from the tree's own sources
+        assert os.access(ref.root / NATIVE / name, os.X_OK), name
+    assert worktrees() == before  # nothing registered
+    # its interpreter imports the tree's agentwrap from anywhere, its dependencies this venv's
+    found = subprocess.run([ref.python, "-c", "import agentwrap, rich; print(agentwrap.__file__)"],
+                           capture_output=True, text=True, check=True, cwd="/",
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert found.stdout.strip() == str(ref.root / "agentwrap" / "__init__.py")
+    stamp = (ref.root / "agentwrap" / "__init__.py").stat().st_mtime_ns
+    again = ba.baseline("HEAD")  # cached: not built again
+    assert again == ref and (ref.root / "agentwrap" / "__init__.py").stat().st_mtime_ns == stamp
+    assert [p.name for p in cache.iterdir()] == [commit]  # no half-built tree left
+
+
+@needs_cc
+def test_interleaved_runs_each_tree_by_its_own_interpreter_turn_about(cache: Path) -> None:
+    ba = bench_against()
+    seen: list[tuple[int, str]] = []
+
+    def argv(tree: object, group: str, out: Path) -> list[str]:
+        return [tree.python, "-c", "import agentwrap, json, sys; json.dump("  # type: ignore[attr-defined]
+                "{'at': agentwrap.__file__}, open(sys.argv[1], 'w'))", str(out)]
+
+    def read(proc: subprocess.CompletedProcess[str], out: Path) -> dict[str, object]:
+        got: dict[str, object] = json.loads(out.read_text())
+        return got
+
+    runs = ba.interleaved("HEAD", 2, argv, read,
+                          progress=lambda r, g, tree, res: seen.append((r, tree.side)))
+    assert seen == [(0, "this"), (0, "ref"), (1, "ref"), (1, "this")]
+    assert runs.failed == 0 and len(runs.loads) == 4
+    assert {r["at"] for r in runs.results["ref"][""]} == {
+        str(runs.trees["ref"].root / "agentwrap" / "__init__.py")}
+    assert {r["at"] for r in runs.results["this"][""]} == {
+        str(ROOT / "agentwrap" / "__init__.py")}
 
 
 @needs_cc
 def test_bench_hooks_given_a_tree_runs_its_agentwrap_in_process_and_in_every_hook(
-        tmp_path: Path) -> None:
+        tmp_path: Path, cache: Path) -> None:
     """A hook runs ``python -m agentwrap`` in a working directory of its own:
     started from this checkout, ``-m`` would find this checkout's agentwrap
     before the tree's (and the hooks' PYTHONPATH named this checkout)."""
     marker = tmp_path / "ran"
     out = tmp_path / "figures.json"
-    with benchlib().baseline_tree("HEAD") as (tree, _):
+    with tempfile.TemporaryDirectory() as scratch:
+        tree = Path(scratch) / "tree"
+        shutil.copytree(bench_against().baseline("HEAD").root, tree)
         main = tree / "agentwrap" / "__main__.py"
         main.write_text('import os\nopen(os.environ["AW_TREE_MARKER"], "a").write("tree\\n")\n'
                         + main.read_text())

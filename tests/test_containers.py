@@ -17,7 +17,7 @@ from agentwrap.containers.mounts import Mount, Mounts
 from agentwrap.errors import ConfigError, ContainerEngineMissing, PathNotMounted
 from agentwrap.paths import Paths
 from agentwrap.sessions.channels import hook_command
-from agentwrap.sessions.hook_requests import hook_socket
+from agentwrap.hook_wire import hook_socket
 
 INSPECT = {"Mounts": [
     {"Type": "bind", "Source": "/home/me/proj", "Destination": "/home/me/proj", "RW": True},

@@ -1,8 +1,10 @@
-"""The native hook client and the supervisor's hook server (issue 27).
+"""The hook clients and the supervisor's hook server (issues 27, 36).
 
-The client is the real compiled ``agentwrap-hook`` (built by hatch_build.py;
-built here from its source when the install has none), run as an agent runs
-a hook: the payload on stdin, the session in its environment. The server is
+The native client is the real compiled ``agentwrap-hook`` (built by hatch_build.py;
+built here from its source when the install has none), the Python client the
+real ``python -m agentwrap hook`` (its second client, where the native one is
+not built), each run as an agent runs a hook: the payload on stdin, the
+session in its environment. The server is
 the real :class:`HookServer` over the real store, in a thread of this process
 as in the supervisor's. Whatever happens (no server, a hostile request, a
 client gone before its answer), each message ends handed over exactly once,
@@ -29,12 +31,12 @@ from conftest import AwEnv
 from support.waiting import wait_for
 from test_hooks import FIXTURES, context_of, env_of, send
 
+from agentwrap.hook_wire import MAX_STDIN, hook_socket
 from agentwrap.message import Status
 from agentwrap.service import Service
 from agentwrap.sessions import channels
-from agentwrap.sessions.hook_requests import hook_socket
 from agentwrap.sessions.signals import read_signal
-from agentwrap.surfaces.hooks.handler import MAX_STDIN, handle
+from agentwrap.surfaces.hooks.handler import handle
 from agentwrap.surfaces.hooks.server import (
     GIL_SWITCH_INTERVAL_S,
     MIN_LEFT_S,
@@ -78,11 +80,17 @@ def server(aw: AwEnv, **kw: Any) -> Iterator[HookServer]:
         srv.stop()
 
 
+#: The two hook clients: the native one (with the Python hook it falls back to),
+#: and the Python hook alone, as the hooks are registered where no native one is built.
+CLIENTS = ("native", "python")
+
+
 def run_client(aw: AwEnv, client: Path, event: str, data: bytes, agent: str = "claude",
-               **env: str) -> subprocess.CompletedProcess[bytes]:
-    """The client as the agent runs it, with the Python hook it falls back to."""
-    argv = [str(client), "1", str(sock_of(aw)), agent, event, "--",
-            sys.executable, "-m", "agentwrap", "hook", agent, event]
+               via: str = "native", **env: str) -> subprocess.CompletedProcess[bytes]:
+    """A hook client as the agent runs it (``via``: one of :data:`CLIENTS`)."""
+    hook = [sys.executable, "-m", "agentwrap", "hook", agent, event]
+    argv = [str(client), "1", str(sock_of(aw)), agent, event, "--", *hook] \
+        if via == "native" else hook
     return subprocess.run(argv, input=data, env={**env_of(aw), **env}, capture_output=True,
                           timeout=60, check=False)
 
@@ -93,13 +101,14 @@ def evidence(svc: Service, mid: str) -> str:
     return entry.attempts[-1].evidence or ""
 
 
+@pytest.mark.parametrize("via", CLIENTS)
 def test_the_supervisor_runs_the_hook_for_the_client(aw: AwEnv, svc: Service,
-                                                     client: Path) -> None:
+                                                     client: Path, via: str) -> None:
     mid = send(svc, "CI failed on main")
     with server(aw):
-        got = run_client(aw, client, "PostToolBatch", BATCH)
-        again = run_client(aw, client, "PostToolBatch", BATCH)
-        stop = run_client(aw, client, "Stop", STOP)
+        got = run_client(aw, client, "PostToolBatch", BATCH, via=via)
+        again = run_client(aw, client, "PostToolBatch", BATCH, via=via)
+        stop = run_client(aw, client, "Stop", STOP, via=via)
     assert got.returncode == 0 and got.stderr == b""
     assert got.stdout.endswith(b"}\n")
     assert "[webhook:ci] CI failed on main" in context_of(got.stdout.decode(), "PostToolBatch")
@@ -111,14 +120,15 @@ def test_the_supervisor_runs_the_hook_for_the_client(aw: AwEnv, svc: Service,
     assert sig.signal == "turn_end" and sig.event == "Stop"
 
 
+@pytest.mark.parametrize("via", CLIENTS)
 def test_no_supervisor_runs_the_python_hook_with_the_same_stdin(aw: AwEnv, svc: Service,
-                                                               client: Path) -> None:
+                                                               client: Path, via: str) -> None:
     mid = send(svc, "CI failed on main")
-    got = run_client(aw, client, "PostToolBatch", BATCH)
+    got = run_client(aw, client, "PostToolBatch", BATCH, via=via)
     assert got.returncode == 0, got.stderr
     assert "CI failed on main" in context_of(got.stdout.decode(), "PostToolBatch")
     assert evidence(svc, mid) != "handed to the agent's hook by the supervisor"  # its own path
-    assert run_client(aw, client, "Stop", STOP).stdout == b""
+    assert run_client(aw, client, "Stop", STOP, via=via).stdout == b""
     sig = read_signal(aw.paths, "fake")
     assert sig is not None and sig.signal == "turn_end"
 
@@ -168,21 +178,72 @@ def test_the_server_keeps_its_answers_in_one_open_store(
         ("applied", "policy")] * 3
 
 
-def test_forced_python_leaves_the_supervisor_alone(aw: AwEnv, svc: Service,
-                                                   client: Path) -> None:
+def test_forced_python_asks_the_same_supervisor_as_its_second_client(
+        aw: AwEnv, svc: Service, client: Path) -> None:
+    """``AGENTWRAP_HOOK_CLIENT=python``: the native client asks nothing and runs
+    the Python hook, which asks the same server itself (issue 36: one path)."""
     mid = send(svc, "waits for the python hook")
     with server(aw):
         got = run_client(aw, client, "PostToolBatch", BATCH, AGENTWRAP_HOOK_CLIENT="python")
     assert "waits for the python hook" in context_of(got.stdout.decode(), "PostToolBatch")
+    assert evidence(svc, mid) == "handed to the agent's hook by the supervisor"
+
+
+@contextmanager
+def refusing(aw: AwEnv) -> Iterator[list[int]]:
+    """The session's hook socket, this user's, refusing every request (as a
+    busy server does: closed with no "ok"); yields the connections it had."""
+    path = sock_of(aw)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    count: list[int] = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(path))
+        os.chmod(path, 0o600)
+        sock.listen(8)
+        sock.settimeout(0.1)
+        done = threading.Event()
+
+        def accept() -> None:
+            while not done.is_set():
+                try:
+                    conn, _ = sock.accept()
+                except TimeoutError:
+                    continue
+                count.append(1)
+                conn.close()
+
+        t = threading.Thread(target=accept, daemon=True)
+        t.start()
+        try:
+            yield count
+        finally:
+            done.set()
+            t.join(5)
+            path.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("via", CLIENTS)
+def test_a_client_not_taken_asks_once_and_the_hook_runs_from_the_store(
+        aw: AwEnv, svc: Service, client: Path, via: str) -> None:
+    """A refused request: the hook runs in the Python hook, from the store. The
+    native client says so to the Python hook it runs (ASKED_ENV), which then
+    does not ask the same server again."""
+    mid = send(svc, "handed by the hook itself")
+    with refusing(aw) as asked:
+        got = run_client(aw, client, "PostToolBatch", BATCH, via=via)
+    assert "handed by the hook itself" in context_of(got.stdout.decode(), "PostToolBatch")
     assert evidence(svc, mid) != "handed to the agent's hook by the supervisor"
+    assert len(asked) == 1
 
 
+@pytest.mark.parametrize("via", CLIENTS)
 def test_an_oversized_payload_prints_nothing_and_runs_nothing(aw: AwEnv, svc: Service,
-                                                              client: Path) -> None:
+                                                              client: Path, via: str) -> None:
     mid = send(svc, "stays")
     big = b'{"x": "' + b"a" * (MAX_STDIN + 10) + b'"}'
     with server(aw):
-        got = run_client(aw, client, "PostToolBatch", big)
+        got = run_client(aw, client, "PostToolBatch", big, via=via)
     assert (got.returncode, got.stdout, got.stderr) == (0, b"", b"")
     assert svc.get(mid).status is Status.PENDING
 
@@ -522,11 +583,12 @@ def fake_server(aw: AwEnv, *, as_user: int | None = None, sock_mode: int = 0o600
         path.unlink(missing_ok=True)
 
 
+@pytest.mark.parametrize("via", CLIENTS)
 def test_the_fake_supervisor_is_believed_when_it_is_this_users(aw: AwEnv, svc: Service,
-                                                              client: Path) -> None:
+                                                              client: Path, via: str) -> None:
     """The control of the next test: the fake's answer is printed when all is well."""
     with fake_server(aw) as sent:
-        got = run_client(aw, client, "PermissionRequest", ASKS)
+        got = run_client(aw, client, "PermissionRequest", ASKS, via=via)
     assert b'"FAKE": 1' in got.stdout
     assert len(sent) == 1 and sent[0] > len(ASKS)
 
@@ -537,26 +599,19 @@ def test_the_fake_supervisor_is_believed_when_it_is_this_users(aw: AwEnv, svc: S
     {"dir_mode": 0o777}, {"dir_mode": 0o730}, {"dir_owner": NOBODY},
 ], ids=["listener-nobody", "socket-nobodys", "socket-0666", "socket-0620", "dir-0777",
         "dir-0730", "dir-nobodys"])
+@pytest.mark.parametrize("via", CLIENTS)
 def test_a_supervisor_not_this_users_alone_is_not_asked_and_the_python_hook_runs(
-        aw: AwEnv, svc: Service, client: Path, case: dict[str, int]) -> None:
-    """An answer may allow a tool: the client sends nothing (not even the
+        aw: AwEnv, svc: Service, client: Path, case: dict[str, int], via: str) -> None:
+    """An answer may allow a tool: neither client sends anything (not even the
     payload) to a socket that is not this user's alone, or to a listener of
     another user, prints none of its answer, and runs the Python hook, which
     answers as it does with no supervisor at all."""
     python = run_client(aw, client, "PermissionRequest", ASKS, AGENTWRAP_HOOK_CLIENT="python")
     with fake_server(aw, **case) as sent:
-        got = run_client(aw, client, "PermissionRequest", ASKS)
+        got = run_client(aw, client, "PermissionRequest", ASKS, via=via)
     assert got.returncode == 0 and b"FAKE" not in got.stdout
     assert got.stdout == python.stdout  # the Python hook's own answer
     assert sum(sent) == 0  # nothing sent: at most a connection closed at once
-
-
-def test_the_client_and_the_python_hook_check_the_same_mode_bits() -> None:
-    """hook.c's UNSAFE_MODE is hook_requests.UNSAFE_MODE (the wire constants live in both)."""
-    from agentwrap.sessions.hook_requests import UNSAFE_MODE
-
-    line = next(x for x in SOURCE.read_text().splitlines() if x.startswith("#define UNSAFE_MODE"))
-    assert int(line.split()[2], 8) == UNSAFE_MODE
 
 
 #: A client that connects as whoever runs it, sends argv[2] and says how many bytes came back.
@@ -596,3 +651,83 @@ def test_the_server_runs_nothing_for_another_users_client(aw: AwEnv, svc: Servic
                              check=False)
     assert got.stdout.strip() == "0", got.stderr
     assert svc.get(mid).status is Status.PENDING
+
+
+# --- one path: both clients, every agent's hook events ---------------------------------------
+
+
+def _event_of(agent: str, path: Path) -> str | None:
+    """The hook event a captured payload is for (its file name, perhaps with a
+    case after a dot: ``Notification.idle_prompt``; OpenCode's events have dots)."""
+    from agentwrap.surfaces.hooks.protocol import EVENTS
+
+    words = path.name.removesuffix(".json").split(".")
+    return next((e for k in range(len(words), 0, -1)
+                 if (e := ".".join(words[:k])) in EVENTS[agent]), None)
+
+
+def _hooked_agents() -> list[str]:
+    from agentwrap.surfaces.hooks.protocol import EVENTS
+
+    return sorted(EVENTS)
+
+
+@pytest.mark.parametrize("agent", _hooked_agents())
+def test_both_clients_get_byte_identical_replies_for_every_hook_event(
+        aw: AwEnv, svc: Service, client: Path, agent: str) -> None:
+    """Issue 36's one hook path, as a table: every captured hook event of every
+    agent that has hooks, through the native client and through the Python
+    hook (its second client), with the supervisor's server (nothing queued, and
+    a message queued: handed over by whichever asks) and without one (each
+    falls back to the Python hook's own run): the same bytes out, exit 0,
+    nothing on stderr. A hand-over's batch token, drawn anew per batch, is
+    the one thing told apart."""
+    (aw.paths.config_dir / "config.toml").write_text(
+        '[[answer_rules]]\nname = "touch"\ncommand = "touch *"\nanswer = { option = 1 }\n',
+        encoding="utf-8")
+    cases = [(p, e) for p in sorted((FIXTURES / agent).glob("*.json"))
+             if (e := _event_of(agent, p)) is not None]
+    assert cases, f"no captured hook payloads for {agent}"
+    compared = 0
+    from agentwrap.message import NewMessage, QueueLimits, Source
+
+    many = Service.open(aw.paths, limits=QueueLimits(rate_per_minute=1_000_000))
+
+    def through(via: str, path: Path, event: str, queued: bool) -> bytes:
+        mid = many.send(NewMessage(session="fake", content="CI failed on main: test_login",
+                                   source=Source.WEBHOOK, source_id="ci")).message.id \
+            if queued else None
+        got = run_client(aw, client, event, path.read_bytes(), agent=agent, via=via)
+        assert (got.returncode, got.stderr) == (0, b""), (via, path.name, got.stderr[-2000:])
+        out = got.stdout
+        if mid is not None:
+            m = many.get(mid)
+            if m.batch_id:
+                out = out.replace(m.batch_id.encode(), b"<token>")
+            if m.status is Status.PENDING:
+                many.cancel(mid)  # the next run starts from the same queue
+        return out
+
+    from agentwrap.surfaces.hooks.protocol import CONTEXT, action, normalised
+
+    def kind(path: Path, event: str) -> str | None:
+        return action(agent, event, normalised(agent, json.loads(path.read_bytes())))
+
+    hands_over = [(p, e) for p, e in cases if kind(p, e) == CONTEXT]
+    one_of_each = list({kind(p, e): (p, e) for p, e in cases}.values())
+    # a queue matters to a hand-over only; with no server both run the same Python
+    # hook (the native client's fallback), so one event of each kind says it
+    passes = [(True, False, cases), (True, True, hands_over), (False, False, one_of_each)]
+    for with_server, queued, todo in passes:
+        for path, event in todo:
+            replies = {}
+            for via in CLIENTS:
+                if with_server:
+                    with server(aw):
+                        replies[via] = through(via, path, event, queued)
+                else:
+                    replies[via] = through(via, path, event, queued)
+            assert replies["native"] == replies["python"], (agent, path.name, with_server, queued)
+            compared += 1
+    many.close()
+    assert compared == sum(len(todo) for *_, todo in passes)

@@ -25,9 +25,8 @@ class Recorder(Part):
         self.calls.append(f"{self.name}.turn")
         return self.wait
 
-    def datagrams(self, commands: list[bytes]) -> list[bytes]:
-        self.calls.append(f"{self.name}.datagrams")
-        return [c for c in commands if c != self.name.encode()]
+    def recorded(self, state: str, changed: bool, screen: object) -> None:
+        self.calls.append(f"{self.name}.recorded")
 
     def close(self, ended: Ended | None) -> None:
         self.calls.append(f"{self.name}.close({ended.exit_code if ended else None})")
@@ -56,9 +55,9 @@ def test_hooks_run_in_the_given_order_and_skip_parts_without_them() -> None:
     calls: list[str] = []
     parts = Parts([Recorder("a", calls, wait=2.0), Quiet(), Recorder("b", calls, wait=0.5)])
     assert parts.turn(SUP) == 0.5  # the soonest turn any part wants
-    assert parts.datagrams([b"a", b"b", b"stop"]) == [b"stop"]
+    parts.recorded("ready", True, None)
     parts.close(Ended(3))
-    assert calls == ["a.turn", "b.turn", "a.datagrams", "b.datagrams", "a.close(3)", "b.close(3)"]
+    assert calls == ["a.turn", "b.turn", "a.recorded", "b.recorded", "a.close(3)", "b.close(3)"]
     # hooks nobody defines: their neutral answers
     assert parts.due() is None
     assert parts.typing() is False
@@ -110,14 +109,14 @@ def test_a_part_dropped_during_a_hook_misses_nothing_of_the_others() -> None:
     class Nested(Recorder):
         def turn(self, sup: Host) -> float | None:
             self.calls.append(f"{self.name}.turn")
-            outer.datagrams([b"z"])  # Broken raises inside: dropped mid-turn
+            outer.recorded("busy", True, None)  # Broken raises inside: dropped mid-turn
             return None
 
-    class BrokenDatagrams(Recorder):
-        def datagrams(self, commands: list[bytes]) -> list[bytes]:
+    class BrokenRecorded(Recorder):
+        def recorded(self, state: str, changed: bool, screen: object) -> None:
             raise RuntimeError("a bug")
 
-    outer = Parts([Nested("n", calls), BrokenDatagrams("x", calls), Recorder("b", calls)])
+    outer = Parts([Nested("n", calls), BrokenRecorded("x", calls), Recorder("b", calls)])
     outer.turn(SUP)
-    assert calls == ["n.turn", "n.datagrams", "b.datagrams", "b.turn"]  # no turn for x
+    assert calls == ["n.turn", "n.recorded", "b.recorded", "b.turn"]  # no turn for x
     assert len(outer) == 2

@@ -35,6 +35,7 @@ from typing import Any
 
 from ..config import RunConfig
 from ..detect.profiles import Profile
+from ..hook_wire import SESSION_ENV
 from ..paths import Paths, check_session_name, private_dir, write_private
 
 #: Hook timeout: seconds for Claude, Codex, Copilot and Kimi, milliseconds for
@@ -204,7 +205,7 @@ def server_env(session: str, paths: Paths) -> dict[str, str]:
     """``AGENTWRAP_SESSION`` and the XDG dirs that make :meth:`Paths.from_env`
     give back ``paths``."""
     env = {
-        "AGENTWRAP_SESSION": check_session_name(session),
+        SESSION_ENV: check_session_name(session),
         "XDG_CONFIG_HOME": str(paths.config_dir.parent),
         "XDG_STATE_HOME": str(paths.state_dir.parent),
     }

@@ -40,6 +40,7 @@ from ..delivery.fallback import notify_desktop
 from ..delivery.notices import NO_LINKS, AnswerLinks, Notices, waiting_notice
 from ..detect.question import Question
 from ..errors import AgentwrapError
+from ..hook_wire import SESSION_ENV
 
 log = logging.getLogger("agentwrap.telling")
 
@@ -123,7 +124,7 @@ class Teller:
 
     def _run_command(self, q: Question, *, again: bool) -> bool:
         argv = shlex.split(self.config.on_waiting_input)
-        env = {**os.environ, "AGENTWRAP_SESSION": self.session, "AGENTWRAP_QUESTION_ID": q.id,
+        env = {**os.environ, SESSION_ENV: self.session, "AGENTWRAP_QUESTION_ID": q.id,
                "AGENTWRAP_RENOTIFY": "1" if again else "0"}
         payload = json.dumps({"session": self.session, "again": again, "question": q.to_json()})
         try:

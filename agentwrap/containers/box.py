@@ -2,7 +2,7 @@
 
 **What is mounted.** Only the session's own box folder, ``<runtime>/box/<session>/``
 (0700), at :data:`INSIDE` (``/run/agentwrap``): its hook socket (the supervisor's hook
-server binds there for a boxed session: :func:`agentwrap.sessions.hook_requests.hook_socket`),
+server binds there for a boxed session: :func:`agentwrap.hook_wire.hook_socket`),
 the native hook client copied in (the statically linked build where there is one, so
 it runs on any libc), and the answer folder (mounted at ``/run/agentwrap/answers``).
 Never the whole runtime dir: other sessions' sockets, the event bus, the API token.

@@ -8,10 +8,10 @@ path, another hook or a tool call can then no longer take them) and recorded
 hands. Two callers hand a hook's text over, with the same words:
 
 * the hook itself, through :meth:`agentwrap.service.Service.hand_over`, when no
-  supervisor answers (it then loads the store's code: ~190 ms a run);
-* the session's supervisor, asked by the hook over its wake socket
-  (:mod:`agentwrap.sessions.hook_requests`): the store, the config and the framing
-  are loaded already, so the hook imports only a socket.
+  supervisor takes it (it then loads the store's code: ~190 ms a run);
+* the session's supervisor, whose hook server runs the hook for either hook
+  client (:mod:`agentwrap.surfaces.hooks.server`): the store, the config and
+  the framing are loaded already, so the hook's process imports only a socket.
 
 The split between :func:`claim` and :meth:`Claimed.delivered` /
 :meth:`Claimed.release` is what lets the supervisor give a batch back when

@@ -99,8 +99,8 @@ class HandOver:
         model itself (a hook's additional context), recorded ``delivered``
         through ``channel``: "" when none is due, the session has ended, or the
         first alone is too long (that one stays queued for typing). The
-        session's supervisor does the same when a hook asks it
-        (:mod:`agentwrap.sessions.hook_requests`).
+        session's supervisor's hook server does the same when it runs the hook
+        (:meth:`claim_hand_over`: :mod:`agentwrap.surfaces.hooks.server`).
 
         ``at_start``: a SessionStart hook's context, which reaches the model
         with the session's first prompt (the agent does not start a turn for

@@ -8,9 +8,8 @@ registry of sessions and their state transitions (``registry``), the
 supervisor host that runs many supervisors on threads (``host``) and the
 machines of a shared store (``hosts``). Around the agent's own channels: the
 hooks and MCP server one launch gets (``channels``), the states its hooks
-report (``signals``), Aider's turn end from its notifications command
-(``turn_end``) and a hook asking the supervisor for the messages to
-hand over (``hook_requests``); an agent's native channel, a server of its
+report and whether its SessionStart hook has run (``signals``), Aider's turn
+end from its notifications command (``turn_end``); an agent's native channel, a server of its
 own reached through the agent table (``native``: Codex's app-server,
 :mod:`agentwrap.app_server`, below this layer); an agent in a container (``boxed``: its
 launch, stop and end, over :mod:`agentwrap.containers`). A sender reaches a supervisor within milliseconds
@@ -34,8 +33,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .channels import registered_in_background as registered_in_background
     from .channels import server_env as server_env
     from .channels import version_at_least as version_at_least
-    from .hook_requests import ask as ask
-    from .hook_requests import hook_socket as hook_socket
+    from .compose import Companion as Companion
     from .host import host_running as host_running
     from .host import serve as serve
     from .hosts import Forgotten as Forgotten
@@ -68,7 +66,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "server_env",
         "version_at_least",
     ),
-    "hook_requests": ("ask", "hook_socket"),
+    "compose": ("Companion",),
     "host": ("host_running", "serve"),
     "hosts": ("Forgotten", "HostSeen", "host_name"),
     "lifecycle": (

@@ -21,7 +21,7 @@ before it). Its context reaches the model with the first prompt (no agent
 starts a turn for it), so it counts as delivered at the first hook that shows
 a turn, not when handed (:mod:`agentwrap.delivery.handover`). Claude Code and
 Gemini CLI run it at launch, so the supervisor types nothing until it has run
-(at most :data:`agentwrap.sessions.hook_requests.START_HOOK_WAIT_S`); Codex 0.169.0
+(at most :data:`agentwrap.sessions.signals.START_HOOK_WAIT_S`); Codex 0.169.0
 and Copilot CLI 1.0.102 run it only once the first prompt is submitted, so there
 the queue is typed as ever and the hook hands over only what came meanwhile.
 Which agent's start-up context goes by the hook and which is typed, and what
@@ -64,10 +64,10 @@ from ..agents.launch import (
 from ..config import RunConfig
 from ..delivery.read_channel import FILE_NAME as READ_FILE_NAME
 from ..detect.profiles import Profile
+from ..hook_wire import CLIENT_ENV, CLIENT_PYTHON, PROFILE_ENV, PROTOCOL, USAGE_EXIT, hook_socket
 from ..paths import Paths, private_dir, write_private
 from ..session_options import SessionOptions
 from ..terminal.relay_helper import BINARY as RELAY_BINARY
-from .hook_requests import hook_socket
 from .turn_end import TURN_END_CHANNEL, TURN_END_FILE, own_setting
 from .turn_end import command as turn_end_command
 
@@ -126,30 +126,29 @@ def probe_version(
 # --- hook commands -------------------------------------------------------------------------
 
 
-#: ``python``: register ``python -m agentwrap hook`` even where the native client is built.
-HOOK_CLIENT_ENV = "AGENTWRAP_HOOK_CLIENT"
-#: The native hook client (agentwrap/terminal/_native/hook.c, built by hatch_build.py).
+#: The native hook client (agentwrap/terminal/_native/hook.c, built by hatch_build.py;
+#: its wire: :mod:`agentwrap.hook_wire`).
 HOOK_CLIENT = RELAY_BINARY.parent / "agentwrap-hook"
-HOOK_CLIENT_PROTOCOL = "1"  # must match HOOK_PROTOCOL in hook.c
 
 
 @functools.cache
 def _client_speaks(path: Path, mtime_ns: int) -> bool:
-    """Run without arguments, the client names its protocol and exits 64: a
-    stale build would fail every hook, so it is asked once per build."""
+    """Run without arguments, the client names its protocol and exits
+    :data:`~agentwrap.hook_wire.USAGE_EXIT`: a stale build would fail every
+    hook, so it is asked once per build."""
     try:
         probe = subprocess.run([str(path)], capture_output=True, text=True, timeout=10,
                                stdin=subprocess.DEVNULL, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
-    return probe.returncode == 64 and f"protocol {HOOK_CLIENT_PROTOCOL} expected" in probe.stderr
+    return probe.returncode == USAGE_EXIT and f"protocol {PROTOCOL} expected" in probe.stderr
 
 
 def hook_client(env: Mapping[str, str] | None = None) -> Path | None:
     """The native hook client the hooks are registered with, or None: the
     Python hook (not built: no C compiler at install; a stale build; or
     ``AGENTWRAP_HOOK_CLIENT=python``)."""
-    if (os.environ if env is None else env).get(HOOK_CLIENT_ENV) == "python":
+    if (os.environ if env is None else env).get(CLIENT_ENV) == CLIENT_PYTHON:
         return None
     try:
         st = os.stat(HOOK_CLIENT)
@@ -186,10 +185,10 @@ def hook_command(agent: str, event: str, session: str, paths: Paths, python: str
     is every shell's, csh and fish too). The shell then becomes the hook:
     the agent's one process is the client itself. ``socket``: the hook socket
     as the agent sees it (a container's: issue 39), else the session's own."""
-    variables = {**server_env(session, paths), **({"AGENTWRAP_PROFILE": profile} if profile else {})}
+    variables = {**server_env(session, paths), **({PROFILE_ENV: profile} if profile else {})}
     hook = [*python_args(shutil.which(python) or python), "-m", "agentwrap", "hook", agent, event]
     sock = (socket or hook_socket(paths, session)) if client is not None else None
-    front = [str(client), HOOK_CLIENT_PROTOCOL, str(sock), agent, event, "--"] \
+    front = [str(client), PROTOCOL, str(sock), agent, event, "--"] \
         if client is not None and sock is not None else []
     run = [*front, *hook]
     if agent not in SHELL_HOOK_AGENTS:
@@ -363,7 +362,6 @@ def describe(options: SessionOptions) -> str:
 __all__ = [
     "ALLOWED_MCP_TOOLS",
     "HOOK_CLIENT",
-    "HOOK_CLIENT_ENV",
     "HOOK_EVENTS",
     "SHELL_HOOK_AGENTS",
     "SIGNAL_CHANNEL",

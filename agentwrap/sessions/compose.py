@@ -1,8 +1,8 @@
 """The composition root: what one session's supervisor is made of, built in one place.
 
 :func:`build_supervisor` opens what the session's parts share once (the
-message store, used by the delivery engine, the read file and the hooks'
-hand-over; the answer store, used by typing answers, the answer folder's
+message store, used by the delivery engine, the read file and Codex's
+app-server delivery; the answer store, used by typing answers, the answer folder's
 intake and the answer rules), builds each part, and hands them to the
 :class:`~agentwrap.sessions.supervisor.Supervisor` as one list. The stores are
 closed once, by the last part, after every part that used them has closed.
@@ -10,34 +10,31 @@ closed once, by the last part, after every part that used them has closed.
 The order of the list is the order the supervisor calls each hook in
 (:mod:`agentwrap.sessions.parts`), and it matters:
 
-1. the hand-over server (:class:`~.parts.HandoverPart`): the only part that
-   takes datagrams; it answers a hook at once, even while a typed delivery
-   waits for the screen (the supervisor's ``pump``);
-2. telling (:class:`~.parts.TellingPart`): the answer rules decide on the
+1. telling (:class:`~.parts.TellingPart`): the answer rules decide on the
    question first, then the person is told of it unless a rule answers it;
    and a rule's answer given through the agent's hook is announced ...
-3. ... before it is recorded in the answers table: the answer folder
+2. ... before it is recorded in the answers table: the answer folder
    (:class:`~.parts.AnswerFolderPart`: files dropped in become pending
    answers) comes before typing the answers (:class:`~.parts.AnswersPart`),
    and both before any message is typed, as an answer closes the dialog a
    message would wait behind; the answerer typing (``typing``) keeps telling
    and the rules off the screens it goes through;
-4. Aider's read file (:class:`~.parts.ReadFilePart`) before the engine: it
+3. Aider's read file (:class:`~.parts.ReadFilePart`) before the engine: it
    reaches the busy agent, and when the session ends, what it holds is
    settled (or goes back to the queue) before the engine gives every
    undelivered message its end state;
-5. the agent's native channel's delivery (:class:`~.parts.NativeDeliveryPart`,
+4. the agent's native channel's delivery (:class:`~.parts.NativeDeliveryPart`,
    :mod:`.native`: Codex's app-server), before the typing: it takes what is due while the agent is idle, and its
    batches are never typed;
-6. the delivery engine (:class:`~.parts.DeliveryPart`), then the notice of an
+5. the delivery engine (:class:`~.parts.DeliveryPart`), then the notice of an
    unexpected exit (:class:`~.parts.ExitNoticePart`), sent once the end is
    recorded; both tell the person through the same channels as telling does
    (:mod:`agentwrap.delivery.notices`: desktop, ``[notify] urls``);
-7. the native channel's keeper (:class:`~.parts.NativeKeeperPart`): starts
+6. the native channel's keeper (:class:`~.parts.NativeKeeperPart`): starts
    its server again when it died;
-8. the handoff record (continuity, :class:`~.parts.ContinuityPart`): kept
+7. the handoff record (continuity, :class:`~.parts.ContinuityPart`): kept
    current as states are recorded, its last word once the agent's end is;
-9. the shared stores (:class:`~.parts.SharedStores`), closed last.
+8. the shared stores (:class:`~.parts.SharedStores`), closed last.
 
 Closing runs in the same order; the answer parts close before the read file
 and the engine (until issue 21, after them): they touch other tables, so
@@ -75,7 +72,6 @@ from .parts import (
     ContinuityPart,
     DeliveryPart,
     ExitNoticePart,
-    HandoverPart,
     NativeDeliveryPart,
     NativeKeeperPart,
     Part,
@@ -120,8 +116,7 @@ def build_supervisor(
     start_hook: Callable[[], bool] | None = None
     if rec.options.has_hooks():  # hand-over and signals, or signals only
         from ..answers.hook_questions import HookQuestions
-        from .hook_requests import awaits_start_hook
-        from .signals import HookSignals
+        from .signals import HookSignals, awaits_start_hook
 
         hooks = HookSignals(paths, rec.name, since=rec.started)
         questions = HookQuestions(paths, rec.name, since=rec.started)
@@ -168,12 +163,6 @@ def build_supervisor(
             awaits_start_hook=start_hook or (lambda: False), taken_kinds=taken)
         native = _native_session(paths, cfg, profile, rec, registry, env, term, store, audit,
                                  engine.require_ack)
-        if "hooks" in channels:  # the hooks ask the supervisor for what to hand over (fast)
-            from .hook_requests import HandoverServer
-
-            parts.append(HandoverPart(HandoverServer(
-                paths, rec.name, store, engine.audit, engine.ack_wording,
-                log=logging.getLogger("agentwrap.handover").info)))
         from ..delivery.push import notices_of
 
         notices = notices_of(cfg.notify)

@@ -45,6 +45,7 @@ from ..errors import (
     SessionNameTaken,
     SessionNotRunning,
 )
+from ..hook_wire import SESSION_ENV
 from ..message import Message, NewMessage, Priority, Source
 from ..paths import Paths, check_session_name, open_private_append, private_dir
 from ..session_options import SessionOptions, timeout_policy
@@ -122,7 +123,7 @@ def launch_marker(paths: Paths, name: str) -> dict[str, str]:
     """What the agent's environment says about its launch: which session of
     which state dir. Everything it starts inherits it, so stop finds daemons
     that left its process tree (:func:`agentwrap.terminal.proctree.marked`)."""
-    return {"AGENTWRAP_SESSION": name, "AGENTWRAP_STATE_DIR": str(paths.state_dir)}
+    return {SESSION_ENV: name, "AGENTWRAP_STATE_DIR": str(paths.state_dir)}
 
 
 def agent_env(profile: Profile, name: str, paths: Paths) -> dict[str, str]:

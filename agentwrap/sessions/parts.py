@@ -3,7 +3,8 @@
 The supervisor's loop (:mod:`agentwrap.sessions.supervisor`) watches the
 screen and publishes what it sees; everything else a session does, typing
 queued messages, Aider's read file, answers, telling the person, answer
-rules, the handoff record, serving the hooks, is a :class:`Part`. A part is
+rules, the handoff record, is a :class:`Part` (the hooks are served beside
+the loop, by the hook server, a companion: :mod:`agentwrap.surfaces.hooks.server`). A part is
 told of the loop's moments through optional hooks (trio's ``Instrument`` is
 the model): it overrides the hooks it cares about and is skipped for the
 others. :class:`Parts` calls each hook on the parts that have it, in the
@@ -12,9 +13,6 @@ gives that order and says why it matters.
 
 The hooks, in the order the loop reaches them:
 
-* :meth:`Part.datagrams`: the wake socket's datagrams, at once (a hook may be
-  waiting for its answer, even while a typed delivery waits for the screen);
-  a part takes the ones addressed to it and passes the rest on.
 * :meth:`Part.hook_answered`: an answer rule answered the agent through its
   hook (no dialog on the screen): announced (the hook kept it in the answers
   table before it answered).
@@ -67,7 +65,6 @@ if TYPE_CHECKING:
     from ..delivery.engine import DeliveryEngine
     from ..delivery.read_channel import ReadFileChannel
     from ..queue.store import MessageStore
-    from .hook_requests import HandoverServer
 
 log = logging.getLogger("agentwrap.supervisor")
 
@@ -94,10 +91,6 @@ class Ended:
 class Part:
     """One part of a session's supervisor: every hook is optional (see the
     module docstring for when each is called); the defaults do nothing."""
-
-    def datagrams(self, commands: list[bytes]) -> list[bytes]:
-        """Take the wake datagrams meant for this part; return the others."""
-        return commands
 
     def hook_answered(self, hooked: HookQuestion) -> None:
         """An answer rule answered the agent's question through its hook."""
@@ -197,12 +190,6 @@ class Parts:
             if part in self._parts:
                 self._parts.remove(part)
 
-    def datagrams(self, commands: list[bytes]) -> list[bytes]:
-        for p in self._having("datagrams"):
-            with self._guard(p, "datagrams"):
-                commands = p.datagrams(commands)
-        return commands
-
     def hook_answered(self, hooked: HookQuestion) -> None:
         for p in self._having("hook_answered"):
             with self._guard(p, "hook_answered"):
@@ -260,21 +247,6 @@ class Parts:
 
 
 # --- the adapters ---------------------------------------------------------------------------
-
-
-class HandoverPart(Part):
-    """Answers the hooks' hand-over requests among the wake datagrams
-    (:mod:`agentwrap.sessions.hook_requests`): the agent waits for its hook."""
-
-    def __init__(self, server: HandoverServer) -> None:
-        self.server = server
-
-    def datagrams(self, commands: list[bytes]) -> list[bytes]:
-        try:
-            return self.server.serve(commands)
-        except Exception:  # a store hiccup: the hook times out and takes its own path
-            log.exception("hand-over to a hook failed")
-            return [c for c in commands if not c.startswith(b"handover ")]
 
 
 class TellingPart(Part):

@@ -24,7 +24,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -144,6 +144,31 @@ class HookSignals:
                            max(0.0, time.time() - sig.at))
 
 
+#: How long the supervisor waits for the agent's SessionStart hook before it
+#: types the queue after all (hooks turned off in the person's settings, an
+#: agent that never ran it): from the session's start, a trust dialog aside.
+START_HOOK_WAIT_S = 10.0
+
+
+def awaits_start_hook(paths: Paths, session: str, started: float,
+                      clock: Callable[[], float] = time.time) -> Callable[[], bool]:
+    """True while the session's SessionStart hook has not run (the hook marks
+    it: ``Paths.session_started``), for at most :data:`START_HOOK_WAIT_S` after
+    ``started``: the hook hands the queue over as startup context, and typing
+    it meanwhile would race it."""
+    seen = paths.session_started(session)
+    done = False
+
+    def waiting() -> bool:
+        nonlocal done
+        if not done:
+            done = clock() >= started + START_HOOK_WAIT_S or seen.exists()
+        return not done
+
+    return waiting
+
+
 __all__ = [
-    "SIGNAL_STATES", "HookSignals", "Signal", "read_signal", "signal_file", "write_signal",
+    "SIGNAL_STATES", "START_HOOK_WAIT_S", "HookSignals", "Signal", "awaits_start_hook",
+    "read_signal", "signal_file", "write_signal",
 ]

@@ -216,7 +216,7 @@ class Supervisor:
             self._drain_output(self._out_fd)
             self.detector.note_output(time.monotonic())
         if self.wake.fileno() in ready:
-            commands = self.parts.datagrams(self.wake.drain())
+            commands = self.wake.drain()
             if b"stop" in commands:
                 self._stop.set()
             if commands and not only_signals(commands):
@@ -492,8 +492,7 @@ class Supervisor:
                 last_output = now
                 watch_out_at = now + t.pause_s
                 dirty = True
-            commands = self.parts.datagrams(self.wake.drain()) \
-                if self.wake.fileno() in ready else []
+            commands = self.wake.drain() if self.wake.fileno() in ready else []
             # A hook's state signal (a turn's end, a prompt, a permission request)
             # is the agent's own word: looked at now, not after the cost-based
             # spacing (up to 9 x a loaded look, ~0.2-0.5 s: issue 37, Codex's Stop

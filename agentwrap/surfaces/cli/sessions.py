@@ -12,6 +12,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
@@ -20,6 +21,9 @@ from ...errors import InvalidMessage, InvalidRunOption
 from ...message import QueueLimits
 from ...service import SessionRecord
 from .common import emit_json, err, fmt_age, open_service, out, render_rows, user_paths
+
+if TYPE_CHECKING:
+    from ...sessions.compose import Companion
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -59,11 +63,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise InvalidMessage(
                 "the pty backend cannot run detached", hint="use --backend tmux for --detach"
             )
-        from ...feedback.companion import for_session  # the project's watchers and schedules
-        from ..hooks.server import for_session as hook_server  # runs the native hook client's hooks
-
-        return run_pty(paths, opts, interactive=sys.stdin.isatty(),
-                       companions=[for_session, hook_server])
+        return run_pty(paths, opts, interactive=sys.stdin.isatty(), companions=companions())
     rec = start_tmux(paths, opts)
     gate = rec.options.permission_gate or ""
     if gate.startswith("none") and not args.json:  # OpenCode: offer its ask-first mode
@@ -128,20 +128,28 @@ def cmd_stop(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_supervise(args: argparse.Namespace) -> int:
-    from ...feedback.companion import for_session
-    from ...sessions.lifecycle import supervise
-    from ..hooks.server import for_session as hook_server  # runs the native hook client's hooks
+def companions() -> list[Companion]:
+    """What runs beside every session's supervisor, however it runs (the pty
+    backend's ``run``, a supervisor process of its own, the supervisor host):
+    the project's feedback watchers and schedules, and the hooks' server,
+    which runs the hooks of both hook clients. Written once, here (issue 36:
+    each of the three had its own list)."""
+    from ...feedback.companion import for_session  # the project's watchers and schedules
+    from ..hooks.server import for_session as hook_server
 
-    return supervise(user_paths(), args.name, companions=[for_session, hook_server])
+    return [for_session, hook_server]
+
+
+def cmd_supervise(args: argparse.Namespace) -> int:
+    from ...sessions.lifecycle import supervise
+
+    return supervise(user_paths(), args.name, companions=companions())
 
 
 def cmd_host(args: argparse.Namespace) -> int:
-    from ...feedback.companion import for_session  # the project's watchers and schedules
     from ...sessions.host import serve
-    from ..hooks.server import for_session as hook_server  # runs the native hook client's hooks
 
-    return serve(user_paths(), companions=[for_session, hook_server])
+    return serve(user_paths(), companions=companions())
 
 
 def liveness_label(rec: SessionRecord) -> str:

@@ -9,7 +9,9 @@ question opens. :mod:`.protocol` says which event is which, per agent, and the
 answer each expects; :mod:`.handler` runs one hook; :mod:`.transcript` reads
 the agent's reply at a turn's end from its transcript file; and
 :mod:`.server` is the supervisor's side of the native hook client (issue 27),
-which runs the hooks in the supervisor instead of a new Python process.
+which runs the hooks in the supervisor instead of a new Python process;
+:mod:`.client` is the Python hook's own client of that server (issue 36: one
+protocol, :mod:`agentwrap.hook_wire`, whichever client the agent runs).
 
 A hook runs once per event, in a new process the agent waits for: start-up is
 most of its cost. ``python -m agentwrap hook`` reaches :func:`main` before the

@@ -14,11 +14,11 @@ the hook does one thing and leaves:
    through channel ``hook`` (an atomic claim: a message typed or taken by MCP
    meanwhile is not taken again), framed as the typed block frames them
    (:mod:`agentwrap.delivery.handover`: quoted, ``[source:sourceId]``, the
-   batch token, the ACK request when asked), plus how many still wait. The
-   session's running supervisor is asked first (:mod:`agentwrap.sessions.hook_requests`:
-   its store is open, so this process imports no more than a socket); only
-   when none answers does the hook open the store itself, and then only if
-   SQLite says something is due (:mod:`agentwrap.queue.due`);
+   batch token, the ACK request when asked), plus how many still wait. Run by
+   the supervisor's hook server, it claims through the supervisor's open
+   store; run here (no supervisor took the hook), the hook opens the store
+   itself, and then only if SQLite says something is due
+   (:mod:`agentwrap.queue.due`);
 4. a **question** (Claude, Codex and Qwen ``PermissionRequest``) is kept for the
    supervisor with its exact text and, when one of the user's answer rules
    decides it, answered here (:mod:`agentwrap.answers.hook_questions`);
@@ -37,6 +37,11 @@ and its signal once no rule answers it) is *later* work: the supervisor's
 hook server (:mod:`.server`) sends the answer first and does it after, since
 the agent waits for the answer alone (issue 27); the Python hook, whose exit
 the agent waits for anyway, does it before it returns.
+
+:func:`main` is the Python hook: a second client of the supervisor's hook
+server (:mod:`.client`, the native client's twin), which runs
+:func:`handle` there; only when no supervisor takes the hook does it run
+:func:`handle` in this process.
 
 It never fails the agent: a missing or locked database (busy timeout
 :data:`BUSY_TIMEOUT_MS`), an unknown session, bad input or any error means no
@@ -58,6 +63,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ...errors import AgentwrapError, StoreUnavailable
+from ...hook_wire import ASKED_ENV, MAX_STDIN, PROFILE_ENV, SESSION_ENV
 from ...paths import Paths, check_session_name, private_dir, write_private
 from .protocol import (
     CONTEXT,
@@ -77,9 +83,6 @@ if TYPE_CHECKING:  # imported where used: a signal never loads the store's code
     from ...answers.store import AnswerStore
     from ...service import Service
 
-SESSION_ENV = "AGENTWRAP_SESSION"
-#: The session's profile (set in the hook's command: answer rules match it).
-PROFILE_ENV = "AGENTWRAP_PROFILE"
 #: How long a hook waits for a locked database before it gives up (silently).
 BUSY_TIMEOUT_MS = 100
 #: The same at a session start: once a session, while the supervisor, the
@@ -90,8 +93,6 @@ START_BUSY_TIMEOUT_MS = 2000
 KEEP_BUSY_TIMEOUT_MS = 2000
 #: The channel consumed messages are recorded under (``history``, ``metrics``).
 CHANNEL = "hook"
-#: Most stdin read; a bigger payload (a huge tool output) is drained, not parsed.
-MAX_STDIN = 4 * 1024 * 1024
 #: An ACK in the agent's reply (the profiles' default pattern, any batch token).
 ACK_RE = re.compile(r"\bACK[: ]+([0-9a-f]{8})\b", re.IGNORECASE)
 #: Where a turn-end payload carries the agent's reply.
@@ -127,10 +128,14 @@ def main(
         sys.stderr.write(USAGE)
         return 0
     raw = _read_all(sys.stdin.buffer if stdin is None else stdin)
-    from ...terminal.proctree import started_at  # the agent started this process at its event
+    env = os.environ if env is None else env
+    taken = _ask_supervisor(args[0], args[1], raw, env)
+    if taken is not None:
+        answer = taken.decode("utf-8", "replace")  # what hook.c prints, byte for byte
+    else:
+        from ...terminal.proctree import started_at  # the agent started this process at its event
 
-    answer = handle(args[0], args[1], raw, os.environ if env is None else env,
-                    started=started_at())
+        answer = handle(args[0], args[1], raw, env, started=started_at())
     if answer:
         try:
             out.write(answer + "\n")
@@ -138,6 +143,19 @@ def main(
         except OSError:  # the agent went away
             pass
     return 0
+
+
+def _ask_supervisor(agent: str, event: str, raw: bytes, env: Mapping[str, str]) -> bytes | None:
+    """The session's supervisor's answer (its hook server ran the hook), or
+    None: run it here. Not asked for a payload too big to send (hook.c then
+    prints nothing, as :func:`handle` does) nor when the native client asked
+    already (:data:`~agentwrap.hook_wire.ASKED_ENV`)."""
+    if len(raw) > MAX_STDIN or env.get(ASKED_ENV) == "1":
+        return None
+    from .client import ask, socket_for
+
+    path = socket_for(env)
+    return ask(path, agent, event, raw, env) if path is not None else None
 
 
 #: Takes work that need not come before the hook's answer (see :func:`handle`).
@@ -156,7 +174,7 @@ class HookRun:
     action: str  # what :func:`~.protocol.action` made of the event
     #: The hand-over of the process that runs this hook for the agent (the
     #: supervisor's hook server: claimed, recorded once the answer reached the
-    #: agent); None: ask the supervisor over its wake socket, else the store.
+    #: agent); None: the hook's own, from the store (no supervisor took it).
     hand_over: Callable[[HookRun], str] | None = None
     #: When the agent started the hook's process (its event), epoch seconds;
     #: None: unknown, the signal is stamped when written.
@@ -268,24 +286,14 @@ def _context(run: HookRun, env: Mapping[str, str]) -> str:
     after_tool(run.paths, run.session, run.agent, run.payload, log=run.log, env=env)
     if not run.paths.db_path.is_file():  # agentwrap never ran here: make nothing
         return ""
-    text = run.hand_over(run) if run.hand_over is not None else _from_supervisor(run)
-    if text is None:
-        text = _from_store(run)
+    text = run.hand_over(run) if run.hand_over is not None else _from_store(run)
     return json.dumps(context_output(run.event, text, run.agent), ensure_ascii=False) \
         if text else ""
 
 
-def _from_supervisor(run: HookRun) -> str | None:
-    """What the session's supervisor hands over ("" for nothing), None when it
-    did not answer: it has the store open, so this hook loads none of it."""
-    from ...sessions.hook_requests import ask
-
-    return ask(run.paths, run.session)
-
-
 def _from_store(run: HookRun) -> str:
-    """The hook's own hand-over, when no supervisor answers (not started yet,
-    killed, stopped): the store, opened here."""
+    """The hook's own hand-over, when no supervisor took the hook (not
+    started yet, killed, stopped, busy): the store, opened here."""
     from ...queue.due import anything_due
 
     if not anything_due(run.paths.db_path, run.session, busy_timeout_ms=BUSY_TIMEOUT_MS):
@@ -541,7 +549,7 @@ def _log(paths: Paths, session: str, agent: str, event: str, line: str) -> None:
 
 
 __all__ = [
-    "ACTIONS", "BUSY_TIMEOUT_MS", "CHANNEL", "PROFILE_ENV", "SESSION_ENV", "USAGE", "HookRun",
+    "ACTIONS", "BUSY_TIMEOUT_MS", "CHANNEL", "USAGE", "HookRun",
     "Later",
     "acked_tokens", "acknowledge", "handle", "main", "open_keeping_store",
 ]

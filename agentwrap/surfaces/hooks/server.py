@@ -6,15 +6,18 @@ Every hook is a process the agent waits for: a prompt waits for
 The native client (``agentwrap/terminal/_native/hook.c``) starts in a
 millisecond and hands the hook to the session's supervisor, which has Python,
 the config and the store loaded, over a stream socket in the private runtime
-dir (:func:`agentwrap.sessions.hook_requests.hook_socket`). The supervisor runs the
+dir (:func:`agentwrap.hook_wire.hook_socket`). The supervisor runs the
 very :func:`~.handler.handle` the Python hook runs, in a thread of its own.
+The Python hook, where the native client is not built, is this server's
+second client (:mod:`.client`: the same request, checks and deadlines);
+:mod:`agentwrap.hook_wire` holds what the three say to each other.
 
 The exchange, all of it bounded by the client's deadlines:
 
 1. the client sends ``awhook1 AGENT EVENT SESSION PROFILE DEADLINE LENGTH\\n``
    and the hook's stdin (``PROFILE`` ``-`` for none; ``DEADLINE``: epoch
    seconds after which it no longer reads an answer);
-2. the server reads it whole (at most :data:`~.handler.MAX_STDIN`), and answers
+2. the server reads it whole (at most :data:`~agentwrap.hook_wire.MAX_STDIN`), and answers
    ``ok\\n`` if it will run the hook: a malformed or hostile request, another
    session's, one too close to its deadline, or too many at once get no
    ``ok`` (the connection is closed) and the client runs the Python hook
@@ -33,8 +36,7 @@ A client that gives up shuts its socket's reading side *before* its last look,
 so what the server wrote before that is read and what it writes after fails:
 an ``ok`` the client never read is never followed by a run, and the messages
 a hand-over claimed are recorded ``delivered`` only once the whole answer was
-written, else they go back to the queue (as with the wake socket's
-hand-over: :mod:`agentwrap.sessions.hook_requests`).
+written, else they go back to the queue.
 """
 
 from __future__ import annotations
@@ -56,16 +58,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...paths import Paths, private_dir
-from .handler import (
-    CHANNEL,
+from ...hook_wire import (
+    MAX_HEADER,
     MAX_STDIN,
+    NO_PROFILE,
+    OK,
     PROFILE_ENV,
+    REPLY,
     SESSION_ENV,
-    HookRun,
-    handle,
-    open_keeping_store,
+    VERB,
+    hook_socket,
 )
+from ...paths import Paths, private_dir
+from .handler import CHANNEL, HookRun, handle, open_keeping_store
 from .protocol import CONTEXT, EVENTS, MAX_CONTEXT_CHARS, QUESTION, action
 
 if TYPE_CHECKING:
@@ -75,10 +80,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentwrap.hooks.server")
 
-#: The request's first word (the client's protocol version).
-VERB = b"awhook1"
-#: Longest request header line.
-MAX_HEADER = 512
+_VERB, _OK, _REPLY = (w.encode("ascii") for w in (VERB, OK, REPLY))
 #: The server runs a hook only while the client will wait at least this long
 #: (a hand-over is claimed, framed and written well within it).
 MIN_LEFT_S = 1.0
@@ -117,7 +119,7 @@ def parse_header(line: bytes, session: str) -> tuple[Request, int] | None:
     """The request a header line announces and its payload's length; None for
     anything malformed, another session's, or an unknown agent or event."""
     parts = line.split(b" ")
-    if len(parts) != 7 or parts[0] != VERB:
+    if len(parts) != 7 or parts[0] != _VERB:
         return None
     try:
         agent, event, who, profile = (p.decode("ascii") for p in parts[1:5])
@@ -126,9 +128,10 @@ def parse_header(line: bytes, session: str) -> tuple[Request, int] | None:
         return None
     if who != session or event not in EVENTS.get(agent, {}) or not math.isfinite(deadline):
         return None
-    if (profile != "-" and not _PROFILE.fullmatch(profile)) or not 0 <= length <= MAX_STDIN:
+    if (profile != NO_PROFILE and not _PROFILE.fullmatch(profile)) \
+            or not 0 <= length <= MAX_STDIN:
         return None
-    return Request(agent, event, "" if profile == "-" else profile, deadline, b""), length
+    return Request(agent, event, "" if profile == NO_PROFILE else profile, deadline, b""), length
 
 
 @dataclass
@@ -231,10 +234,10 @@ class HookServer:
             # A state signal prints nothing whatever it finds: the agent is let go
             # at once (a prompt waits for UserPromptSubmit before its request
             # leaves), and the signal is written right after, on this thread.
-            if _send(conn, b"ok\nv1 0\n"):
+            if _send(conn, _OK + _REPLY + b" 0\n"):
                 self.run(req.agent, req.event, req.payload, env, started=started)
             return
-        if not _send(conn, b"ok\n"):
+        if not _send(conn, _OK):
             return  # it gave up before it read the ok: it runs the hook itself
         pending = _Pending()
         later: list[Callable[[], None]] = []  # what the answer does not wait for
@@ -242,7 +245,7 @@ class HookServer:
                           hand_over=lambda run: self._hand_over(run, req, pending),
                           later=later.append, answers=self.answers)
         body = answer.encode("utf-8")
-        sent = _send(conn, b"v1 %d\n" % len(body) + body)
+        sent = _send(conn, _REPLY + b" %d\n" % len(body) + body)
         if pending.claimed is not None:
             if sent:
                 pending.claimed.delivered(self._svc().audit,
@@ -393,7 +396,6 @@ def for_session(paths: Paths, session: str) -> HookServer | None:
     :data:`agentwrap.sessions.compose.Companion`); None when the session has no
     hooks registered, or no socket path fits."""
     from ...service import Service
-    from ...sessions.hook_requests import hook_socket
 
     with Service.open(paths) as svc:
         rec = svc.state(svc.own(session))
@@ -406,5 +408,5 @@ def for_session(paths: Paths, session: str) -> HookServer | None:
     return HookServer(paths, session, path).start()
 
 
-__all__ = ["GIL_SWITCH_INTERVAL_S", "MAX_RUNNING", "MIN_LEFT_S", "VERB", "HookServer", "Request", "for_session",
-           "parse_header"]
+__all__ = ["GIL_SWITCH_INTERVAL_S", "MAX_RUNNING", "MIN_LEFT_S", "HookServer", "Request",
+           "for_session", "parse_header"]

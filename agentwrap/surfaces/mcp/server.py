@@ -48,6 +48,7 @@ from ...delivery.framing import entry
 from ...delivery.handover import MAX_TAKE
 from ...errors import AgentwrapError
 from ...events import Event
+from ...hook_wire import SESSION_ENV
 from ...message import Message, Source
 from ...paths import Paths
 from ...service import Service
@@ -55,7 +56,6 @@ from ...service import Service
 T = TypeVar("T")
 
 CHANNEL = "mcp"  # what `history` shows as the channel of a message taken here
-SESSION_ENV = "AGENTWRAP_SESSION"
 MAX_BYTES = 64 * 1024  # text one call hands over (at least one message, however long)
 MAX_WAIT_S = 180.0
 WAKE_KINDS = ("message.queued", "message.retry")  # what can make a message due

@@ -11,8 +11,8 @@
  *
  *   agentwrap-hook 1 SOCKET AGENT EVENT -- PYTHON-HOOK-ARGV...
  *
- * The session and the profile come from AGENTWRAP_SESSION and
- * AGENTWRAP_PROFILE, as for the Python hook. Never fails the agent: exit 0,
+ * The session and the profile come from SESSION_ENV and PROFILE_ENV, as
+ * for the Python hook. Never fails the agent: exit 0,
  * nothing printed on any error, every wait bounded; the answer is printed
  * whole or not at all.
  *
@@ -22,8 +22,9 @@
  * listening on it must run as this user (SO_PEERCRED) -- root's included
  * only when the client runs as root: nothing of agentwrap runs as another
  * user than its agent. Anything else is not asked (nothing sent, not even
- * the payload) and the Python hook runs, which checks the same
- * (agentwrap/sessions/hook_requests.py: trusted_socket, UNSAFE_MODE).
+ * the payload) and the Python hook runs, which asks the same server as its
+ * second client after the same checks (agentwrap/surfaces/hooks/client.py)
+ * unless this client asked already (ASKED_ENV).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -38,12 +39,27 @@
 #include <time.h>
 #include <unistd.h>
 
-#define HOOK_PROTOCOL "1"
-#define MAX_STDIN (4 * 1024 * 1024) /* handler.MAX_STDIN */
+/* The wire (agentwrap/hook_wire.py, under the same names; tests/test_hook_wire.py
+ * fails when one of these says otherwise). */
+#define PROTOCOL "1"
+#define VERB "awhook1"
+#define OK "ok\n"
+#define REPLY "v1"
+#define MAX_STDIN (4 * 1024 * 1024)
 #define MAX_ANSWER (1 << 20)
+#define MAX_HEADER 512
+#define MAX_REPLY_HEAD 16
+#define MAX_WORD 80
+#define NO_PROFILE "-"
 #define ACK_WAIT_MS 1000    /* connect, send, and the supervisor's "ok" */
 #define ANSWER_WAIT_MS 9000 /* the hook's run: the agents' timeout is 10 s */
-#define UNSAFE_MODE 022     /* hook_requests.UNSAFE_MODE: group or others may write */
+#define UNSAFE_MODE 022     /* group or others may write */
+#define USAGE_EXIT 64
+#define SESSION_ENV "AGENTWRAP_SESSION"
+#define PROFILE_ENV "AGENTWRAP_PROFILE"
+#define CLIENT_ENV "AGENTWRAP_HOOK_CLIENT"
+#define CLIENT_PYTHON "python"
+#define ASKED_ENV "AGENTWRAP_HOOK_ASKED"
 
 static char *input;
 static size_t input_len;
@@ -129,10 +145,10 @@ static void fallback(char **argv) {
     execv(argv[0], argv);
 }
 
-/* A word fit for the header: 1-80 of [A-Za-z0-9._-]. */
+/* A word fit for the header: 1-MAX_WORD of [A-Za-z0-9._-]. */
 static int plain(const char *s) {
     size_t n = strlen(s);
-    if (n == 0 || n > 80)
+    if (n == 0 || n > MAX_WORD)
         return 0;
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
@@ -195,23 +211,24 @@ static int take(int fd) {
 }
 
 /* Bytes of rx needed for the reply so far: -1 malformed, 0 not complete,
- * else the total length of "ok\n" + "v1 N\n" + N (answer at *body, *body_len)
- * or 3 for the "ok" alone when `want_answer` is 0. */
+ * else the total length of OK + REPLY " N\n" + N (answer at *body, *body_len)
+ * or that of OK alone when `want_answer` is 0. */
 static long complete(int want_answer, const char **body, size_t *body_len) {
-    if (rx_len < 3)
-        return memcmp(rx, "ok\n", rx_len) == 0 ? 0 : -1;
-    if (memcmp(rx, "ok\n", 3) != 0)
+    const size_t ok = sizeof OK - 1, word = sizeof REPLY - 1;
+    if (rx_len < ok)
+        return memcmp(rx, OK, rx_len) == 0 ? 0 : -1;
+    if (memcmp(rx, OK, ok) != 0)
         return -1;
     if (!want_answer)
-        return 3;
-    const char *head = rx + 3, *end = rx + rx_len;
+        return (long)ok;
+    const char *head = rx + ok, *end = rx + rx_len;
     const char *nl = memchr(head, '\n', (size_t)(end - head));
     if (nl == NULL)
-        return end - head > 16 ? -1 : 0;
-    if (nl - head < 4 || memcmp(head, "v1 ", 3) != 0)
+        return end - head > MAX_REPLY_HEAD ? -1 : 0;
+    if ((size_t)(nl - head) < word + 2 || memcmp(head, REPLY, word) != 0 || head[word] != ' ')
         return -1;
     size_t n = 0;
-    for (const char *p = head + 3; p < nl; p++) {
+    for (const char *p = head + word + 1; p < nl; p++) {
         if (*p < '0' || *p > '9' || n > MAX_ANSWER)
             return -1;
         n = n * 10 + (size_t)(*p - '0');
@@ -304,12 +321,12 @@ static int trusted_peer(int fd) {
 /* Ask the supervisor: 1 it ran the hook (the answer printed or not), 0 it
  * did not take it (the Python hook runs). */
 static int ask(const char *path, const char *agent, const char *event) {
-    const char *session = getenv("AGENTWRAP_SESSION");
-    const char *profile = getenv("AGENTWRAP_PROFILE");
+    const char *session = getenv(SESSION_ENV);
+    const char *profile = getenv(PROFILE_ENV);
     if (profile == NULL || *profile == '\0')
-        profile = "-";
+        profile = NO_PROFILE;
     if (session == NULL || !plain(session) || !plain(agent) || !plain(event) ||
-        (strcmp(profile, "-") != 0 && !plain(profile)))
+        (strcmp(profile, NO_PROFILE) != 0 && !plain(profile)))
         return 0;
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(path) >= sizeof addr.sun_path || !trusted_path(path))
@@ -320,8 +337,8 @@ static int ask(const char *path, const char *agent, const char *event) {
         return 0;
     long long start = now_ms();
     double deadline = (double)wall.tv_sec + wall.tv_nsec / 1e9 + ANSWER_WAIT_MS / 1000.0;
-    char header[512];
-    int hlen = snprintf(header, sizeof header, "awhook1 %s %s %s %s %.6f %zu\n", agent, event,
+    char header[MAX_HEADER];
+    int hlen = snprintf(header, sizeof header, VERB " %s %s %s %s %.6f %zu\n", agent, event,
                         session, profile, deadline, input_len);
     if (hlen < 0 || (size_t)hlen >= sizeof header)
         return 0;
@@ -349,20 +366,24 @@ static int ask(const char *path, const char *agent, const char *event) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 7 || strcmp(argv[1], HOOK_PROTOCOL) != 0 || strcmp(argv[5], "--") != 0) {
+    if (argc < 7 || strcmp(argv[1], PROTOCOL) != 0 || strcmp(argv[5], "--") != 0) {
         dprintf(2, "agentwrap-hook: protocol %s expected: agentwrap-hook %s SOCKET AGENT EVENT"
-                   " -- PYTHON-HOOK...\n", HOOK_PROTOCOL, HOOK_PROTOCOL);
-        return 64;
+                   " -- PYTHON-HOOK...\n", PROTOCOL, PROTOCOL);
+        return USAGE_EXIT;
     }
     int over = read_stdin();
     if (over == 1)
         return 0; /* the Python hook ignores a payload that big too */
     if (over == 0) {
-        const char *force = getenv("AGENTWRAP_HOOK_CLIENT");
-        if ((force == NULL || strcmp(force, "python") != 0) && ask(argv[2], argv[3], argv[4]))
-            return 0;
+        const char *force = getenv(CLIENT_ENV);
+        if (force == NULL || strcmp(force, CLIENT_PYTHON) != 0) {
+            if (ask(argv[2], argv[3], argv[4]))
+                return 0;
+            setenv(ASKED_ENV, "1", 1); /* not taken: the Python hook runs it at once */
+        }
     } else {
         input_len = 0; /* unreadable stdin: the Python hook reads it as empty */
+        setenv(ASKED_ENV, "1", 1);
     }
     fallback(argv + 6);
     return 0;

@@ -1,0 +1,253 @@
+"""``--against COMMIT`` for every benchmark: the same benchmark on another commit, same run.
+
+A benchmark's figure alone says little on a machine that eight developers
+share; the same benchmark on the previous commit, run turn about with this
+tree in the same minutes, says whether a change made it slower. This module
+is that plumbing, once for every ``scripts/bench_*.py`` that offers
+``--against`` (bench_hooks.py, bench_scale.py):
+
+* :func:`baseline`: COMMIT as a tree of its own with an interpreter of its
+  own, built once and kept under ``~/.cache/agentwrap/bench-against/<commit>/``
+  (``AGENTWRAP_BENCH_CACHE`` moves it; a commit's tree never changes, and
+  building one, native helpers included, costs a minute on a loaded machine).
+  The tree is ``git archive``'s, not ``git worktree add``'s: nothing is
+  registered in the repository every worktree shares, so a killed run leaves
+  a directory behind and nothing else. Its native helpers (the pty relay, the
+  hook client) are built from its own sources with this tree's
+  hatch_build.py, its bytecode compiled as an install compiles it. Its venv
+  (``venv/``, made with this interpreter) finds the commit's ``agentwrap``
+  first and this venv's dependencies after it, so ``python -m agentwrap``
+  started anywhere by that interpreter (every hook a benchmark's agent
+  starts) is the commit's.
+* :func:`interleaved`: the benchmark's own command, once per tree per round,
+  the trees taking turns (A B, then B A: a trend in the load, or a cache one
+  warmed, favours neither), the load average noted before each run.
+* :func:`print_ratios`: per figure, each tree's median, the ratio this / COMMIT
+  and each round's paired ratio.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import site
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchlib import ROOT, fmt, import_path
+
+#: Where built trees are kept (default ``~/.cache/agentwrap/bench-against``).
+CACHE_ENV = "AGENTWRAP_BENCH_CACHE"
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A source tree of agentwrap under test and the interpreter that runs it."""
+
+    side: str  # "this" or "ref"
+    label: str
+    root: Path
+    python: str
+
+    def env(self, env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """``env`` (default this process's) with the tree first on PYTHONPATH
+        (what a benchmark's child passes on to the processes it starts)."""
+        out = dict(os.environ if env is None else env)
+        out["PYTHONPATH"] = str(self.root) + os.pathsep + out.get("PYTHONPATH", "")
+        return out
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def this_label() -> str:
+    """This tree's commit, ``+changes`` when tracked files differ from it."""
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+changes" if dirty else "")
+
+
+def this_tree(root: Path = ROOT) -> Tree:
+    return Tree("this", f"this {this_label()}", root.resolve(), sys.executable)
+
+
+def cache_dir() -> Path:
+    found = os.environ.get(CACHE_ENV)
+    return Path(found) if found else Path.home() / ".cache" / "agentwrap" / "bench-against"
+
+
+def baseline(ref: str) -> Tree:
+    """Commit ``ref``'s tree and interpreter, from the cache or built into it
+    (built in a private temp dir beside it, then renamed in whole: a run that
+    dies mid-build leaves no half tree for the next one)."""
+    commit = git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    label = git("rev-parse", "--short", commit)
+    home = cache_dir()
+    done = home / commit
+    if not (done / "venv" / "bin" / "python").exists():
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        work = Path(tempfile.mkdtemp(prefix=f".{label}-", dir=home))
+        try:
+            build(commit, work, done)
+            try:
+                os.rename(work, done)
+            except OSError:  # another run built it meanwhile
+                if not (done / "venv" / "bin" / "python").exists():
+                    raise
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return Tree("ref", label, done / "tree", str(done / "venv" / "bin" / "python"))
+
+
+def build(commit: str, into: Path, final: Path) -> None:
+    """``into/tree``: the commit's files, native helpers and bytecode;
+    ``into/venv``: an interpreter that imports that tree's agentwrap once
+    ``into`` is renamed ``final``."""
+    tree = into / "tree"
+    tree.mkdir()
+    archive = subprocess.Popen(["git", "-C", str(ROOT), "archive", "--format=tar", commit],
+                               stdout=subprocess.PIPE)
+    untar = subprocess.run(["tar", "-x", "-C", str(tree)], stdin=archive.stdout, check=False)
+    assert archive.stdout is not None
+    archive.stdout.close()
+    if archive.wait() != 0 or untar.returncode != 0:
+        raise RuntimeError(f"git archive {commit} | tar -x failed")
+    build_native(tree)
+    compile_tree(tree)
+    venv = into / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    found = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import site; print(site.getsitepackages()[0])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    # the tree first, then this venv's dependencies (as plain entries: this venv's own
+    # .pth files, its editable agentwrap among them, are not read)
+    Path(found, "agentwrap-bench-against.pth").write_text(
+        f"{final / 'tree'}\n" + "".join(f"{p}\n" for p in site.getsitepackages()), encoding="utf-8")
+
+
+def compile_tree(tree: Path) -> None:
+    """The tree's bytecode, written as an install writes it: without it each
+    run of that tree compiles every module it imports from source (nothing is
+    cached when ``PYTHONDONTWRITEBYTECODE`` is set), which made the other
+    commit's hooks look ~20 ms slower than they are."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0",
+                    str(tree / "agentwrap")], check=True, stdout=subprocess.DEVNULL,
+                   env={**os.environ, "PYTHONDONTWRITEBYTECODE": ""})
+
+
+def build_native(tree: Path) -> list[Path]:
+    """The tree's native helpers, built with this tree's hatch_build.py (the
+    other commit's imports hatchling, which the venv need not have). Without a
+    C compiler the comparison is refused: the other tree would relay and run
+    its hooks in Python while this one uses its binaries."""
+    hb = import_path("agentwrap_hatch_build", ROOT / "hatch_build.py")
+    cc = hb.compiler()
+    if cc is None:
+        raise RuntimeError("no C compiler: the other tree's native helpers cannot be built")
+    built: list[Path] = hb.build_helpers(cc, tree)
+    return built
+
+
+def alternate(labels: Sequence[str], rounds: int) -> Iterator[tuple[int, list[str]]]:
+    """(round, labels in the order they run): A B, then B A, and so on, so a
+    trend in the machine's load, or a cache warmed by the first, favours
+    neither side."""
+    for r in range(rounds):
+        yield r, list(labels) if r % 2 == 0 else list(reversed(labels))
+
+
+@dataclass
+class Runs:
+    """What :func:`interleaved` measured: each tree's results, per group, in
+    round order, and the 1-minute load average before each run."""
+
+    trees: dict[str, Tree]
+    results: dict[str, dict[str, list[dict[str, Any]]]]
+    loads: list[float] = field(default_factory=list)
+    failed: int = 0
+
+    def load_range(self) -> str:
+        return f"load {min(self.loads):.1f}-{max(self.loads):.1f}" if self.loads else "load -"
+
+
+#: Builds a child's command line: (tree, group, a JSON file the child may write) -> argv.
+Argv = Callable[[Tree, str, Path], list[str]]
+#: Reads a child's results: (its finished process, that JSON file) -> results.
+Read = Callable[[subprocess.CompletedProcess[str], Path], dict[str, Any]]
+
+
+def interleaved(ref: str, rounds: int, argv: Argv, read: Read, *, groups: Sequence[str] = ("",),
+                this: Tree | None = None,
+                progress: Callable[[int, str, Tree, dict[str, Any]], None] | None = None) -> Runs:
+    """The benchmark's child command (``argv``, run by the tree's interpreter
+    with the tree first on PYTHONPATH) for this tree and commit ``ref``'s,
+    ``rounds`` times each per group, turn about. A child that fails is
+    reported in its results (``errors``) and counted, the others go on."""
+    trees = {"this": this or this_tree(), "ref": baseline(ref)}
+    compile_tree(trees["this"].root)  # as the commit's is (its cache has it compiled)
+    runs = Runs(trees, {side: {g: [] for g in groups} for side in trees})
+    with tempfile.TemporaryDirectory(prefix="awagainst-") as tmp:
+        for r, order in alternate(list(trees), max(1, rounds)):
+            for group in groups:
+                for side in order:
+                    tree = trees[side]
+                    runs.loads.append(os.getloadavg()[0])
+                    out = Path(tmp) / f"{side}-{group or 'all'}-{r}.json"
+                    # run in the tree: a child's working directory comes first on its path
+                    proc = subprocess.run(argv(tree, group, out), env=tree.env(), cwd=tree.root,
+                                          capture_output=True, text=True, check=False)
+                    try:
+                        res = read(proc, out)
+                    except (OSError, ValueError) as exc:
+                        res = {"errors": [f"exit {proc.returncode}: {exc}:"
+                                          f" {proc.stderr.strip()[-2000:]}"]}
+                    if proc.returncode != 0:
+                        runs.failed += 1
+                        res.setdefault("errors", []).append(
+                            f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+                    res["load"] = runs.loads[-1]
+                    runs.results[side][group].append(res)
+                    if progress is not None:
+                        progress(r, group, tree, res)
+    return runs
+
+
+def ratio(a: float | None, b: float | None) -> float:
+    """a / b; NaN when either is missing."""
+    if a is None or b is None or a != a or b != b or b == 0:
+        return float("nan")
+    return a / b
+
+
+def median(xs: Iterable[float | None]) -> float:
+    got = [x for x in xs if x is not None and x == x]
+    return statistics.median(got) if got else float("nan")
+
+
+def print_ratios(title: str, this: str, ref: str, rows: list[tuple[str, list[float], list[float]]],
+                 spec: str = ".1f") -> list[dict[str, Any]]:
+    """One table of a same-run comparison: per figure, the median of this
+    tree's runs and of REF's, the ratio of the medians (this / REF), and the
+    paired ratio of each round (each run with the other tree's run next to
+    it). Returns the rows for ``--json``."""
+    print(f"\n{title}")
+    hdr = f"{'':40} {this:>16} {ref:>16} {'ratio':>6}   paired ratios"
+    print(hdr)
+    print("-" * len(hdr))
+    out = []
+    for label, xs, ys in rows:
+        a, b = median(xs), median(ys)
+        paired = [ratio(x, y) for x, y in zip(xs, ys, strict=False)]
+        cells = " ".join(fmt(r, ".2f") for r in paired) if len(paired) > 1 else ""
+        print(f"{label:40} {fmt(a, spec):>16} {fmt(b, spec):>16} {fmt(ratio(a, b), '.2f'):>6}"
+              f"   {cells}")
+        out.append({"figure": label, "this": a, "ref": b, "ratio": ratio(a, b), "paired": paired,
+                    "this_runs": xs, "ref_runs": ys})
+    return out
