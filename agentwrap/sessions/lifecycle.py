@@ -705,6 +705,10 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
             time.sleep(0.05)
         for rec in recs:
             _finish_stop(paths, registry, registry.get(rec.name))
+            got = registry.get(rec.name)
+            if rec.ended is None:  # this stop ended it: say so beside what the exit code says
+                registry.note_end(rec.name, f"stopped by `agentwrap stop` ({got.state_reason})"
+                                  if got.state_reason else "stopped by `agentwrap stop`")
         return [registry.get(rec.name) for rec in recs]
     finally:
         registry.close()
@@ -733,14 +737,19 @@ def _finish_stop(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
         _record_end(paths, registry, rec)
 
 
-def _record_end(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
+def _record_end(paths: Paths, registry: Registry, rec: SessionRecord,
+                reason: str | None = None) -> None:
     """The end of a session whose supervisor is gone, and what its launch left
     that outlives the agent: the hook/MCP/read files, Codex's private
-    app-server (its own process group: a SIGKILLed supervisor left it running)."""
+    app-server (its own process group: a SIGKILLed supervisor left it running).
+    ``reason``: why, as the person reads it in the Ended list."""
     from .app_server import stop_app_server
     from .channels import remove_launch_files
 
-    registry.mark_ended(rec.name, rec.exit_code)
+    if reason is None and not rec.supervisor_alive and rec.ended is None:
+        reason = (f"its supervisor was gone and the agent with it (noticed"
+                  f" {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())})")
+    registry.mark_ended(rec.name, rec.exit_code, reason)
     if not rec.supervisor_alive:  # a live one (slow to record the end) abandons its own
         _end_queue(paths, rec)
     remove_launch_files(paths, rec.name)
