@@ -56,8 +56,25 @@ def test_claude_conversation_shows_the_delivered_message_then_the_reply(make_ses
     assert replies and "ACK" in replies[0]["text"], entries
     assert all(a["at"] <= b["at"] for a, b in zip(entries, entries[1:])), entries
 
+    # a tool call: shown with its tool and path, after the message that asked for it
+    (s.workdir / "notes.txt").write_text("nothing here\n")
+    res = s.send('[[call: Read {"file_path": "notes.txt"}]] read it', "--no-ack", "--wait",
+                 "--timeout", "90")
+    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
+
+    def tool_shown() -> list[dict] | None:
+        got = s.cli_json("history", s.name, "--conversation")["entries"]
+        tools = [i for i, e in enumerate(got) if e["kind"] == "tool" and e["tool"] == "Read"]
+        return got if tools and any(e["kind"] == "reply" for e in got[tools[0]:]) else None
+
+    entries = s.wait_until(tool_shown, 60, "the tool call and its reply")
+    kinds = [(e["kind"], e["tool"]) for e in entries]
+    asked = next(i for i, e in enumerate(entries) if e["kind"] == "message" and "[[call" in e["text"])
+    read = kinds.index(("tool", "Read"))
+    assert asked < read and entries[read]["target"].endswith("notes.txt"), entries
+
     record = os.environ.get("AW_RECORD_TRANSCRIPT")
     if record:
         for path in (s.home / ".claude" / "projects").rglob("*.jsonl"):
             shutil.copy(path, Path(record) / "session.jsonl")
-        Path(record, "conversation.json").write_text(json.dumps(got, indent=1))
+        Path(record, "conversation.json").write_text(json.dumps(entries, indent=1))
