@@ -12,6 +12,7 @@ path Claude's hooks reported, never from a path a caller names.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -54,7 +55,7 @@ def test_claude_conversation_shows_the_delivered_message_then_the_reply(make_ses
     assert not [e for e in entries if e["kind"] == "prompt" and marker in e["text"]], entries
     replies = [e for e in entries[at[0] + 1:] if e["kind"] == "reply"]
     assert replies and "ACK" in replies[0]["text"], entries
-    assert all(a["at"] <= b["at"] for a, b in zip(entries, entries[1:])), entries
+    assert all(a["at"] <= b["at"] for a, b in itertools.pairwise(entries)), entries
 
     # a tool call: shown with its tool and path, after the message that asked for it
     (s.workdir / "notes.txt").write_text("nothing here\n")
