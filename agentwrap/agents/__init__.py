@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .conversation import EntryKind as EntryKind
     from .conversation import Query as Query
     from .conversation import cut as cut
+    from .conversation import tail_lines as tail_lines
     from .launch import ALLOWED_MCP_TOOLS as ALLOWED_MCP_TOOLS
     from .launch import SIGNAL_CHANNEL as SIGNAL_CHANNEL
     from .launch import Launch as Launch
@@ -55,7 +56,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 EXPORTS: dict[str, tuple[str, ...]] = {
     "all_agents": ("AGENTS", "get"),
     "base": ("CONTEXT", "NOTIFICATION", "NO_HOOKS", "QUESTION", "Agent", "StartContext"),
-    "conversation": ("ConversationReader", "Entry", "EntryKind", "Query", "cut"),
+    "conversation": ("ConversationReader", "Entry", "EntryKind", "Query", "cut", "tail_lines"),
     "launch": (
         "ALLOWED_MCP_TOOLS",
         "SIGNAL_CHANNEL",

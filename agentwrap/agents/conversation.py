@@ -119,20 +119,25 @@ def inside(path: Path, folder: Path) -> bool:
         return False
 
 
-def tail_lines(path: Path) -> list[bytes] | None:
-    """The last lines of the regular file ``path`` (at most
-    :data:`MAX_TRANSCRIPT_BYTES` read; a first partial line and lines over
-    :data:`MAX_LINE_BYTES` dropped), or None when it is no readable regular file
-    (a symlink at the last step is refused: ``O_NOFOLLOW``)."""
+def tail_lines(path: Path | str, max_bytes: int | None = None,
+               max_line: int | None = None) -> list[bytes] | None:
+    """The last lines of the regular file ``path`` (at most ``max_bytes``,
+    default :data:`MAX_TRANSCRIPT_BYTES`, read; a first partial line, blank
+    lines and lines over ``max_line``, default :data:`MAX_LINE_BYTES`, dropped),
+    or None when it is no readable regular file (a symlink at the last step is
+    refused: ``O_NOFOLLOW``). The one bounded read of every transcript (the
+    hooks' turn-end reply too: :mod:`agentwrap.surfaces.hooks.transcript`)."""
+    max_bytes = MAX_TRANSCRIPT_BYTES if max_bytes is None else max_bytes
+    max_line = MAX_LINE_BYTES if max_line is None else max_line
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (OSError, ValueError):
+    except (OSError, ValueError, TypeError):
         return None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             return None
-        start = max(0, info.st_size - MAX_TRANSCRIPT_BYTES)
+        start = max(0, info.st_size - max_bytes)
         os.lseek(fd, start, os.SEEK_SET)
         chunks = []
         left = info.st_size - start
@@ -149,7 +154,7 @@ def tail_lines(path: Path) -> list[bytes] | None:
     lines = b"".join(chunks).split(b"\n")
     if start:
         lines = lines[1:]  # read from the middle of a line
-    return [x for x in lines if x.strip() and len(x) <= MAX_LINE_BYTES]
+    return [x for x in lines if x.strip() and len(x) <= max_line]
 
 
 __all__ = ["MAX_ENTRY_CHARS", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "ConversationReader",
