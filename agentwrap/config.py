@@ -45,6 +45,9 @@ Example::
     takeover_idle_s = 120       # a page's "type" mode ends after this long without a key
     public_url = "https://aw.example.net"  # how a phone reaches `serve`: one-tap links use it
 
+    [sessions]                  # user config only
+    keep_ended_s = 604800       # an ended session stays listed this long (0: until dismissed)
+
     [trust]                     # user config only: who may type raw (shells, send --raw)
     raw_sources = ["user"]
     instruction_sources = ["user", "agent:lead"]  # typed as your own words, not quoted data
@@ -188,6 +191,17 @@ class ServeConfig:
     # tab neither holds the keyboard nor keeps queued messages waiting
     takeover_idle_s: float = 120.0
     public_url: str = ""  # the server's address as a phone opens it (one-tap links are built on it)
+
+
+@dataclass(frozen=True)
+class SessionsConfig:
+    """[sessions]: ended sessions kept (user config only: the registry is the
+    machine's, a project's file must not forget another project's sessions).
+    ``keep_ended_s``: an ended session stays listed (``ls --all``, the page's
+    Ended section) with its history and last screen this long, then is
+    forgotten; ``agentwrap dismiss NAME`` forgets one at once. 0: kept until dismissed."""
+
+    keep_ended_s: float = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -360,6 +374,7 @@ class Config:
     host: HostConfig = field(default_factory=HostConfig)
     container: ContainerConfig = field(default_factory=ContainerConfig)
     serve: ServeConfig = field(default_factory=ServeConfig)
+    sessions: SessionsConfig = field(default_factory=SessionsConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     answers: AnswersConfig = field(default_factory=AnswersConfig)
@@ -388,11 +403,12 @@ _SECTIONS = {
     "run": RunConfig, "delivery": DeliveryConfig, "limits": QueueLimits, "store": StoreConfig,
     "host": HostConfig, "container": ContainerConfig, "trust": TrustConfig,
     "notify": NotifyConfig, "answers": AnswersConfig, "serve": ServeConfig,
+    "sessions": SessionsConfig,
     "continuity": ContinuityConfig, "feedback_options": FeedbackOptions,
 }
 COMMAND_TABLES = ("feedback", "schedule")  # arrays of tables, checked by agentwrap.feedback
 USER_ONLY_SECTIONS = ("trust", "sources", "notify", "answer_rules", "dashboard", "store",
-                      "host", "chat", "answers", "serve", "container")  # never from a project's file
+                      "host", "chat", "answers", "serve", "container", "sessions")  # never from a project's file
 USER_ONLY_KEYS = (("run", "codex_hook_trust"),)  # keys of other sections, likewise
 CODEX_HOOK_TRUST = ("off", "bypass")
 STEER_MODES = ("off", "high", "all")

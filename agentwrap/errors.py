@@ -199,6 +199,13 @@ class SessionNotRunning(SessionError):
     default_hint = "start it again with `agentwrap run`; `agentwrap ls --all` shows stale entries"
 
 
+class SessionNotEnded(SessionError):
+    """A session still running was asked to be dismissed (only an ended one can be)."""
+
+    exit_code = 3
+    default_hint = "stop it first with `agentwrap stop NAME`; `agentwrap ls --all` shows the ended"
+
+
 class HostNotFound(SessionError):
     """No host of that name in the store (``agentwrap hosts forget``)."""
 

@@ -142,7 +142,7 @@ def test_each_agent_is_its_own_module(name: str) -> None:
 
 
 def test_the_table_holds_every_agent_module_and_every_profile_kind() -> None:
-    helpers = {"__init__", "base", "launch", "all_agents"}
+    helpers = {"__init__", "base", "launch", "all_agents", "conversation"}
     modules = {p.stem for p in AGENTS_DIR.glob("*.py")} - helpers
     assert modules == set(AGENTS)
     assert set(CHANNEL_KINDS) <= set(AGENTS)

@@ -48,8 +48,8 @@ from agentwrap.terminal.proctree import start_time
 
 HOSTILE = "<img src=x onerror=alert(1)> \x1b[31mred\x1b[0m [bold]rich markup[/] <script>alert(2)</script>"
 HOSTILE_ID = "evil<b>bold</b><img src=y onerror=alert(3)>"
-# the <script> elements of index.html: xterm.js, its fit addon, terminal.js, app.js
-PAGE_SCRIPTS = 4
+# the <script> elements of index.html: xterm.js, its fit addon, terminal.js, conversation.js, app.js
+PAGE_SCRIPTS = 5
 
 
 @pytest.fixture

@@ -78,7 +78,8 @@ def test_wheel_contains_the_builtin_profiles(built: tuple[Path, Path]) -> None:
     for p in BUILTINS:
         assert f"agentwrap/detect/_patterns/{p}.toml" in names
     assert "agentwrap/surfaces/cli/app.py" in names and "agentwrap/terminal/tmux.py" in names
-    for page in ("index.html", "app.js", "app.css", "terminal.js", "terminal.css"):  # the dashboard
+    for page in ("index.html", "app.js", "app.css", "terminal.js", "terminal.css",  # the dashboard
+                 "conversation.js", "conversation.css"):
         assert f"agentwrap/surfaces/http/static/{page}" in names
     from agentwrap.surfaces.http.dashboard import VENDOR  # xterm.js, pinned, with its licences
 

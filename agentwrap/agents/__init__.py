@@ -4,7 +4,8 @@ Modules: ``base`` (the :class:`Agent` record every agent module fills in, and
 :class:`StartContext`), ``launch`` (what every launch registration shares: the
 :class:`~.launch.Launch` given, the :class:`~.launch.LaunchChannels` filled in,
 the MCP server's entry), ``all_agents`` (the table: the one place that lists
-the agents), and one module per agent: ``claude``, ``codex``, ``gemini``,
+the agents), ``conversation`` (what a conversation is made of and the
+protocol of every agent's reader), and one module per agent: ``claude``, ``codex``, ``gemini``,
 ``qwen``, ``copilot``, ``opencode``, ``cline``, ``kimi``, ``aider``.
 
 What an agent is to agentwrap lives in its module: its launch registration
@@ -33,6 +34,12 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .base import QUESTION as QUESTION
     from .base import Agent as Agent
     from .base import StartContext as StartContext
+    from .conversation import ConversationReader as ConversationReader
+    from .conversation import Entry as Entry
+    from .conversation import EntryKind as EntryKind
+    from .conversation import Query as Query
+    from .conversation import cut as cut
+    from .conversation import tail_lines as tail_lines
     from .launch import ALLOWED_MCP_TOOLS as ALLOWED_MCP_TOOLS
     from .launch import SIGNAL_CHANNEL as SIGNAL_CHANNEL
     from .launch import Launch as Launch
@@ -49,6 +56,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 EXPORTS: dict[str, tuple[str, ...]] = {
     "all_agents": ("AGENTS", "get"),
     "base": ("CONTEXT", "NOTIFICATION", "NO_HOOKS", "QUESTION", "Agent", "StartContext"),
+    "conversation": ("ConversationReader", "Entry", "EntryKind", "Query", "cut", "tail_lines"),
     "launch": (
         "ALLOWED_MCP_TOOLS",
         "SIGNAL_CHANNEL",

@@ -20,6 +20,7 @@ code asks of an agent:
   at all (``edits_by_hook``: :mod:`agentwrap.feedback.companion`);
 * how its start-up context reaches the model (``start_context``);
 * its native channel, a server of its own (``native``: :mod:`agentwrap.sessions.native`).
+* where its conversation is read (``conversation``: :mod:`agentwrap.agents.conversation`).
 
 Pure data and stdlib only: a hook process imports this table, so nothing here
 imports more than :mod:`dataclasses` (a ``register`` function imports
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ..paths import Paths
+    from .conversation import ConversationReader
     from .launch import Launch
 
 #: A hook event that lets a hook add text to what the model reads next.
@@ -135,6 +137,10 @@ class Agent:
     #: ``(paths, session)``: a dir of the launch's files outside the launch dir, removed
     #: with it when the session ends (Gemini's root-run dir).
     outside_dir: Callable[[Paths, str], Path] | None = None
+    #: Reads the session's conversation from the agent's own source (its
+    #: transcript: :mod:`agentwrap.agents.conversation`); None: what its hooks
+    #: said at a turn's end and the screen are all there is.
+    conversation: ConversationReader | None = None
 
 
 __all__ = ["CONTEXT", "NOTIFICATION", "NO_HOOKS", "QUESTION", "SEEN", "TYPED", "Agent",

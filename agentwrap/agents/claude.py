@@ -7,18 +7,23 @@ answer rule: :mod:`agentwrap.answers.hook_questions`); with the MCP server
 also ``permissions.allow`` for agentwrap's read-only tools (not
 ``send_message``). ``--mcp-config FILE`` adds the server beside the person's
 (never ``--strict-mcp-config``). Its SessionStart runs at launch, so its
-start-up context goes by the hook.
+start-up context goes by the hook. Its conversation is read from its
+transcript (``<config>/projects/<slug>/<session>.jsonl``: :func:`read_conversation`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import TYPE_CHECKING, Any
 
 from .base import CONTEXT, NOTIFICATION, QUESTION, SEEN, Agent, StartContext
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ..paths import Paths
+    from .conversation import Entry, Query
     from .launch import Launch
 
 NAME = "claude"
@@ -99,6 +104,107 @@ def registered_in_background(paths: Paths, session: str, event: str) -> bool:
         return False
 
 
+#: The tool_use input fields that name what a tool call acts on, in order of preference.
+TARGET_FIELDS = ("command", "file_path", "notebook_path", "path", "pattern", "url", "query")
+#: The tool that asks the person (its call is a question, its result the answer).
+ASK_TOOL = "AskUserQuestion"
+
+
+def project_slug(cwd: str) -> str:
+    """The folder name Claude Code gives a project's transcripts under
+    ``~/.claude/projects/``: the path with every other character than a letter
+    or digit made ``-``."""
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in cwd)
+
+
+def transcript_of(query: Query) -> Path | None:
+    """The session's transcript: the one its hooks named, if it is a ``.jsonl``
+    in Claude's own folder for this project (``<config>/projects/<slug>/``);
+    else the newest one there written since the session started."""
+    from pathlib import Path
+
+    slugs = {project_slug(query.cwd), project_slug(os.path.realpath(query.cwd))}
+    if query.hinted:
+        hinted = Path(query.hinted)
+        real = Path(os.path.realpath(hinted))
+        if (real.suffix == ".jsonl" and real.parent.name in slugs
+                and real.parent.parent.name == "projects"):
+            return real
+    roots = [Path(query.environ[k]) for k in ("CLAUDE_CONFIG_DIR",) if query.environ.get(k)]
+    if query.environ.get("HOME"):
+        roots.append(Path(query.environ["HOME"]) / ".claude")
+    best: tuple[float, Path] | None = None
+    for root in roots:
+        for slug in slugs:
+            folder = root / "projects" / slug
+            try:
+                found = [(p.stat().st_mtime, p) for p in folder.glob("*.jsonl") if p.is_file()]
+            except OSError:
+                continue
+            for mtime, p in found:
+                if mtime >= query.started and (best is None or mtime > best[0]):
+                    best = (mtime, p)
+    return None if best is None else best[1]
+
+
+def read_conversation(query: Query) -> list[Entry]:
+    """The conversation in Claude Code's transcript (one JSON record a line:
+    ``user`` and ``assistant`` messages with their content blocks; a
+    subagent's records, ``isSidechain``, and Claude's own meta records are
+    not the session's conversation)."""
+    from .conversation import tail_lines
+
+    path = transcript_of(query)
+    lines = tail_lines(path) if path is not None else None
+    out: list[Entry] = []
+    for line in lines or []:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out += _entries(record)
+    return out
+
+
+def _entries(record: dict[str, Any]) -> list[Entry]:
+    from .conversation import Entry, EntryKind, cut, stamp
+
+    kind = record.get("type")
+    message = record.get("message")
+    at = stamp(record.get("timestamp"))
+    if (kind not in ("user", "assistant") or not isinstance(message, dict) or at is None
+            or record.get("isSidechain") or record.get("isMeta")):
+        return []
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+    out: list[Entry] = []
+    for block in blocks if isinstance(blocks, list) else []:
+        if not isinstance(block, dict):
+            continue
+        part = block.get("type")
+        if part == "text" and isinstance(block.get("text"), str) and block["text"].strip():
+            out.append(Entry(EntryKind.PROMPT if kind == "user" else EntryKind.REPLY, at,
+                             cut(block["text"]), "transcript"))
+        elif part == "tool_use" and kind == "assistant":
+            name = str(block.get("name") or "")[:200]
+            given_in = block.get("input")
+            given: dict[str, Any] = given_in if isinstance(given_in, dict) else {}
+            target = next((str(given[k]) for k in TARGET_FIELDS
+                           if isinstance(given.get(k), (str, int))), "")
+            if name == ASK_TOOL:
+                out.append(Entry(EntryKind.QUESTION, at, cut(json.dumps(given.get("questions",
+                           given), ensure_ascii=False)), "transcript", tool=name))
+            else:
+                out.append(Entry(EntryKind.TOOL, at, cut(target or name), "transcript",
+                                 tool=name, target=cut(target)))
+        elif part == "tool_result" and kind == "user" and record.get("toolUseResult") and \
+                isinstance(record["toolUseResult"], dict) and "answers" in record["toolUseResult"]:
+            out.append(Entry(EntryKind.ANSWER, at, cut(json.dumps(
+                record["toolUseResult"]["answers"], ensure_ascii=False)), "transcript"))
+    return out
+
+
 AGENT = Agent(
     name=NAME,
     hook_events=("SessionStart", "PostToolBatch", "UserPromptSubmit", "Stop", "Notification",
@@ -120,7 +226,9 @@ AGENT = Agent(
     start_context=StartContext("hook", SEEN),
     register=register,
     in_background=registered_in_background,
+    conversation=read_conversation,
 )
 
-__all__ = ["AGENT", "NAME", "SETTINGS", "SIGNAL_EVENTS", "background_events", "register",
-           "registered_in_background"]
+__all__ = ["AGENT", "ASK_TOOL", "NAME", "SETTINGS", "SIGNAL_EVENTS", "TARGET_FIELDS",
+           "background_events", "project_slug", "read_conversation", "register",
+           "registered_in_background", "transcript_of"]

@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .hooks import START_EVENTS as START_EVENTS
     from .hooks import START_SOURCES as START_SOURCES
     from .hooks import TURN_SIGNS as TURN_SIGNS
+    from .hooks import notes_file as notes_file
     from .hooks import on_hook as on_hook
+    from .hooks import read_json as read_json
     from .launch import Handoff as Handoff
     from .launch import begin as begin
     from .launch import collector as collector
@@ -32,7 +34,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "collect": ("Collector",),
-    "hooks": ("START_EVENTS", "START_SOURCES", "TURN_SIGNS", "on_hook"),
+    "hooks": ("START_EVENTS", "START_SOURCES", "TURN_SIGNS", "notes_file", "on_hook", "read_json"),
     "launch": ("Handoff", "begin", "collector", "prepare", "previous", "store_for"),
     "store": ("project_path",),
 }

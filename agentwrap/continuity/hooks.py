@@ -214,4 +214,4 @@ def on_hook(paths: Paths, session: str, agent: str, event: str, todo: str,
 
 
 __all__ = ["HANDOFF_MARK", "START_EVENTS", "START_SOURCES", "TURN_SIGNS", "handoff_file",
-           "notes_file", "on_hook", "session_start", "tool_calls"]
+           "notes_file", "on_hook", "read_json", "session_start", "tool_calls"]

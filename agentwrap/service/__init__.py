@@ -28,6 +28,8 @@ jobs is a module of its own, which it delegates to:
 * :mod:`.answering`: answers to the questions agents ask; :mod:`.links`: answering
   from a one-tap link, checked against the open question, the rules and the deny-list;
 * :mod:`.takeover`: a page's live terminal of a session and taking over its keyboard;
+* :mod:`.conversation`: a session's whole conversation in order (the messages
+  delivered with their ACK, the agent's replies and tool calls from its best source);
 * :mod:`.hosts`: the hosts of a shared store, and forgetting one gone for good;
 * :mod:`.events`: waiting on the event bus;
 * :mod:`.moving`: moving the store to another (SQLite <-> PostgreSQL);
@@ -44,6 +46,7 @@ from .sending import AGENT_FLOW_MAX_AGE_S, AGENT_MAX_DEPTH, AGENT_SEND_WINDOW_S,
 from .views import HistoryEntry, QueueView, Sent, SessionView, Waiting
 
 if TYPE_CHECKING:  # at run time: __getattr__, on first use
+    from .conversation import Conversation as Conversation
     from .hosts import HostView as HostView
     from .moving import MoveReport as MoveReport
     from .moving import migrate as migrate_store
@@ -54,7 +57,8 @@ if TYPE_CHECKING:  # at run time: __getattr__, on first use
 #: package, only ``agentwrap store migrate`` moves a store and ``hosts`` lists
 #: them (issue 23: ~12 ms of each start).
 _LATER = {"MoveReport": ("moving", "MoveReport"), "migrate_store": ("moving", "migrate"),
-          "store_place": ("moving", "place"), "HostView": ("hosts", "HostView")}
+          "store_place": ("moving", "place"), "HostView": ("hosts", "HostView"),
+          "Conversation": ("conversation", "Conversation")}
 
 
 def __getattr__(name: str) -> object:
@@ -68,7 +72,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ACK_STATUSES", "AGENT_FLOW_MAX_AGE_S", "AGENT_MAX_DEPTH", "AGENT_SENDS",
-    "AGENT_SEND_WINDOW_S", "MAX_NOTE_CHARS", "RECHECK_S", "HistoryEntry", "HostView", "MoveReport",
+    "AGENT_SEND_WINDOW_S", "MAX_NOTE_CHARS", "RECHECK_S", "Conversation", "HistoryEntry", "HostView", "MoveReport",
     "QueueView", "Sent", "Service", "SessionRecord", "SessionView", "Transition", "Waiting",
     "migrate_store", "store_place",
 ]

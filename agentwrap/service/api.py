@@ -4,7 +4,7 @@ It holds what one service has open (the store, the registry, the audit log,
 the answers table, the parsed profiles) and hands each call to the
 collaborator that does that job (:mod:`.sending`, :mod:`.hand_over`,
 :mod:`.reading`, :mod:`.sessions`, :mod:`.answering`, :mod:`.events`,
-:mod:`.takeover`), so a
+:mod:`.takeover`, :mod:`.conversation`), so a
 surface sees one object with one set of rules and each job's rules are read
 in one place. The method docstrings here are the contract in one line; the
 collaborator's say the rest.
@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # imported where used: a hook opens a service and must start 
     from ..config import LaunchChoice
     from ..terminal.live import LivePane
     from ..terminal.styles import Screen
+    from .conversation import Conversation, Conversations
     from .hosts import Hosts, HostView
     from .links import Links
     from .takeover import Takeover
@@ -67,6 +68,8 @@ class Service:
         self._sessions = Sessions(paths, store, registry, self.audit, profiles)
         self._answering = Answering(paths, registry, self.audit, profiles)
         self._takeovers = Takeovers(paths, registry, self.audit)
+        self._profiles = profiles
+        self._conversations_job: Conversations | None = None  # made on first use (as hosts)
         self._hosts_job: Hosts | None = None  # made on first use: a hook never lists hosts
         self._links: Links | None = None
 
@@ -371,6 +374,27 @@ class Service:
         """Stop a running session's agent (its whole process tree), as
         ``agentwrap stop`` does; the record with its exit code."""
         return self._sessions.stop(self.session_name(name), by=by)
+
+    def dismiss(self, name: str, *, by: str) -> SessionRecord:
+        """Forget an ended session (record, state log, last screen; its messages
+        stay in the history), audited (:meth:`Sessions.dismiss <.sessions.Sessions.dismiss>`)."""
+        return self._sessions.dismiss(self.session_name(name), by=by)
+
+    def prune_ended(self, now: float | None = None) -> list[str]:
+        """Forget the ended sessions past ``[sessions] keep_ended_s``; their names."""
+        return self._sessions.prune(now)
+
+    def conversation(self, name: str, *, limit: int = 500) -> Conversation:
+        """The session's conversation in order: the person's prompts, the
+        messages delivered (with their ACK), the agent's replies, tool calls,
+        questions and answers, from the best source its agent offers
+        (:class:`.conversation.Conversations`)."""
+        if self._conversations_job is None:
+            from .conversation import Conversations
+
+            self._conversations_job = Conversations(self.paths, self.store, self.registry,
+                                                    self._profiles)
+        return self._conversations_job.read(self.session_name(name), limit=limit)
 
     def check_store(self) -> None:
         """Raise :class:`StoreCorrupt` unless the store's integrity check passes."""

@@ -11,6 +11,7 @@ either is audited with who asked.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 from ..audit import AuditLog
@@ -21,6 +22,9 @@ from ..queue.store import MessageStore
 from ..sessions.registry import Registry, SessionRecord, Transition
 from .profiles import ProfileCache
 from .views import SessionView
+
+#: How often listing the sessions looks for ended ones past their retention.
+PRUNE_EVERY_S = 60.0
 
 if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast
     from ..config import LaunchChoice
@@ -37,12 +41,53 @@ class Sessions:
         self.registry = registry
         self.audit = audit
         self.profiles = profiles
+        self._pruned_at = float("-inf")  # when prune last looked (time.time())
+        self._keep: float | None = None  # [sessions] keep_ended_s, read on first use
 
     def listed(self, include_ended: bool = False) -> list[SessionView]:
         """Every session (running and stale; ended ones too if asked), oldest
-        first, with its pending count."""
+        first, with its pending count. Ended sessions past ``[sessions]
+        keep_ended_s`` are forgotten first (:meth:`prune`)."""
+        self.prune()
         return [SessionView(r, self.store.pending_count(self.registry.address(r)))
                 for r in self.registry.list(include_ended=include_ended)]
+
+    def prune(self, now: float | None = None) -> list[str]:
+        """Forget this host's sessions that ended more than ``[sessions]
+        keep_ended_s`` ago (0: never), with their screens; audited. Looked at
+        when the sessions are listed, at most once a minute (cheap, and a
+        retention counted in days needs no timer of its own; a short one is
+        looked at every quarter of it)."""
+        now = time.time() if now is None else now
+        if self._keep is None:  # the config as this service found it (serve: at its start)
+            self._keep = load_config(self.paths).sessions.keep_ended_s
+        keep = self._keep
+        if not keep or now - self._pruned_at < min(PRUNE_EVERY_S, keep / 4):
+            return []
+        self._pruned_at = now
+        gone = self.registry.prune_ended(now - keep)
+        for name in gone:
+            self._forget_screens(name)
+            self.audit.write(event="dismissed", session=name, by="retention",
+                             keep_ended_s=keep)
+        return gone
+
+    def dismiss(self, name: str, *, by: str) -> SessionRecord:
+        """Forget one ended session of this host (its record, state log and
+        last screen; its messages stay in the history), audited. A running
+        one: :class:`~agentwrap.errors.SessionNotEnded`; another host's:
+        :class:`~agentwrap.errors.SessionNotRunning` (its screen is kept there)."""
+        self._screen_here(name)
+        rec = self.registry.dismiss(name)
+        self._forget_screens(rec.name)
+        self.audit.write(event="dismissed", session=rec.name, by=by)
+        return rec
+
+    def _forget_screens(self, name: str) -> None:
+        from ..terminal.styles import DOCUMENT_SUFFIX
+
+        for suffix in (".screen", DOCUMENT_SUFFIX):
+            (self.paths.runtime_dir / f"{name}{suffix}").unlink(missing_ok=True)
 
     def state(self, name: str) -> SessionRecord:
         """One session's record: state, and the signal, rule and evidence that

@@ -52,7 +52,7 @@ from ..session_options import SessionOptions, timeout_policy
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .compose import Companion, build_supervisor, start_companions
-from .registry import Registry, SessionRecord, open_registry
+from .registry import Registry, SessionRecord, exit_reason, open_registry
 from .supervisor import Supervisor, log_to
 
 if TYPE_CHECKING:  # the pty backend (pyte, ptyprocess) is imported only to run one
@@ -766,6 +766,10 @@ def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[Se
             time.sleep(0.05)
         for rec in recs:
             _finish_stop(paths, registry, registry.get(rec.name))
+            got = registry.get(rec.name)
+            if rec.ended is None:  # this stop ended it: say so beside what the exit code says
+                registry.note_end(rec.name, f"stopped by `agentwrap stop` ({got.state_reason})"
+                                  if got.state_reason else "stopped by `agentwrap stop`")
         return [registry.get(rec.name) for rec in recs]
     finally:
         registry.close()
@@ -811,15 +815,23 @@ def _on_native_channel(
     return argv
 
 
-def _record_end(paths: Paths, registry: Registry, rec: SessionRecord) -> None:
+def _record_end(paths: Paths, registry: Registry, rec: SessionRecord,
+                reason: str | None = None) -> None:
     """The end of a session whose supervisor is gone, and what its launch left
     that outlives the agent: the hook/MCP/read files, Codex's private
-    app-server (its own process group: a SIGKILLed supervisor left it running)."""
+    app-server (its own process group: a SIGKILLed supervisor left it running),
+    the container it started. ``reason``: why, as the person reads it in the
+    Ended list."""
     from .boxed import finish as finish_box
     from .channels import remove_launch_files
     from .native import native_channels
 
-    reason = finish_box(paths, rec.options, rec.name)
+    box = finish_box(paths, rec.options, rec.name)  # a container's end (issue 39)
+    if reason is None and box:
+        reason = f"{exit_reason(rec.exit_code)}: {box}"
+    if reason is None and not rec.supervisor_alive and rec.ended is None:
+        reason = (f"its supervisor was gone and the agent with it (noticed"
+                  f" {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())})")
     registry.mark_ended(rec.name, rec.exit_code, reason)
     if not rec.supervisor_alive:  # a live one (slow to record the end) abandons its own
         _end_queue(paths, rec)

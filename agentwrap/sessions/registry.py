@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import json
 import os
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -35,6 +36,7 @@ from ..errors import (
     InvalidMessage,
     SessionAmbiguous,
     SessionNameTaken,
+    SessionNotEnded,
     SessionNotFound,
 )
 from ..message import Status
@@ -550,15 +552,50 @@ class Registry:
         return [Transition(**{**{k: r[k] for k in _TRANSITION_COLUMNS}, "draft": bool(r["draft"])})
                 for r in rows]
 
-    def mark_ended(self, name: str, exit_code: int | None, why: str | None = None) -> None:
-        """Record the end (once: a second call changes the record, adds no event);
-        ``why``: what ended it, when more than the process (its container stopped)."""
+    def mark_ended(self, name: str, exit_code: int | None, reason: str | None = None) -> None:
+        """Record the end (once: a second call changes the record, adds no event).
+        ``reason``: why it ended, as a person reads it in ``ls --all`` and the
+        page's Ended list (default: what the exit code says, :func:`exit_reason`)."""
         now = time.time()
-        reason = f"process exited with code {exit_code}" + (f": {why}" if why else "")
+        reason = reason or exit_reason(exit_code)
         name = self.keys.key(name)  # the row's key from here on
         with self.db.write() as w:
             w.take_turns(f"session:{name}")  # one end, one event
             self._end(w, name, now, exit_code, "process", reason)
+
+    def note_end(self, name: str, reason: str) -> None:
+        """Say why an ended session ended, when a caller knows better than its
+        exit code (``stop`` sent the signal): its record only, not its end time."""
+        self.db.execute("UPDATE sessions SET state_reason = ? WHERE name = ? AND ended IS NOT NULL",
+                        (reason, self.keys.key(name)))
+
+    def dismiss(self, name: str) -> SessionRecord:
+        """Forget an ended session of this host: its record and its state log
+        (its messages stay in the history). A running one is refused: stop it first."""
+        rec = self.get(name)
+        if rec.ended is None:
+            raise SessionNotEnded(f"session {name!r} has not ended",
+                                  hint=f"stop it first: `agentwrap stop {name}`")
+        self._delete([self.keys.key(rec.name)])
+        return rec
+
+    def prune_ended(self, before: float) -> builtins.list[str]:
+        """Forget every session of this host that ended before ``before`` (the
+        ``[sessions] keep_ended_s`` retention); the names forgotten."""
+        rows = self._read("SELECT name, host FROM sessions WHERE ended IS NOT NULL AND ended < ?",
+                          (before,))
+        keys = [r["name"] for r in rows if r["host"] in ("", self.host)]
+        self._delete(keys)
+        return [self.keys.split(k)[1] for k in keys]
+
+    def _delete(self, keys: builtins.list[str]) -> None:
+        if not keys:
+            return
+        with self.db.write() as w:
+            for key in keys:
+                w.take_turns(f"session:{key}")
+                w.conn.execute("DELETE FROM state_transitions WHERE session = ?", (key,))
+                w.conn.execute("DELETE FROM sessions WHERE name = ? AND ended IS NOT NULL", (key,))
 
     def _end(self, w: Write, key: str, now: float, exit_code: int | None, rule: str,
              reason: str) -> bool:
@@ -612,6 +649,21 @@ class Registry:
                 raise HostNotFound(f"no host named {name!r} in the store")
         return Forgotten(name, ended, failed)
 
+
+
+def exit_reason(exit_code: int | None) -> str:
+    """Why an agent ended, from its exit code: a signal is named (a negative
+    code, or 128 + N as a shell reports it), an unknown code said so."""
+    if exit_code is None:
+        return "agent ended (exit code not known)"
+    number = -exit_code if exit_code < 0 else exit_code - 128 if 128 < exit_code < 160 else 0
+    if number:
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        return f"agent exited with code {exit_code} (killed by {name})"
+    return f"agent exited with code {exit_code}"
 
 
 def _valid_name(name: str) -> bool:

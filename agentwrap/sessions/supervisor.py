@@ -52,7 +52,7 @@ from ..terminal.base import OutputPipe, OutputStream, Removable, StatusLine, Ter
 from ..terminal.screen import Snapshot
 from ..terminal.styles import DOCUMENT_SUFFIX, to_document
 from .parts import Ended, Part, Parts
-from .registry import Registry
+from .registry import Registry, exit_reason
 
 log = logging.getLogger("agentwrap.supervisor")
 
@@ -559,8 +559,9 @@ class Supervisor:
             self.exit_code = self.term.exit_code()
             from .boxed import finish as finish_box  # a container's session (issue 39)
 
-            reason = finish_box(self.paths, self.registry.get(self.name).options, self.name)
-            self.registry.mark_ended(self.name, self.exit_code, reason)
+            box = finish_box(self.paths, self.registry.get(self.name).options, self.name)
+            self.registry.mark_ended(
+                self.name, self.exit_code, f"{exit_reason(self.exit_code)}: {box}" if box else None)
             from .channels import remove_launch_files  # the launch's hook/MCP/read files
 
             remove_launch_files(self.paths, self.name)

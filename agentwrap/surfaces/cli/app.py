@@ -41,6 +41,7 @@ from .serve import SERVE_EPILOG, SERVE_HELP, cmd_serve, cmd_token
 from .sessions import (
     cmd_adopt,
     cmd_attach,
+    cmd_dismiss,
     cmd_host,
     cmd_ls,
     cmd_run,
@@ -164,10 +165,22 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("name")
     ad.set_defaults(func=cmd_adopt)
 
-    ls = add("ls", "list sessions")
+    ls = add("ls", "list sessions",
+             "List the running sessions (and stale ones, whose supervisor died). Ended\n"
+             "sessions are kept, with their exit code, why they ended, their history and\n"
+             "last screen, until dismissed or [sessions] keep_ended_s passes (default 7\n"
+             "days): --all lists them too; without it a line counts them.")
     ls.add_argument("--all", action="store_true", help="include ended sessions")
     ls.add_argument("--json", action="store_true")
     ls.set_defaults(func=cmd_ls)
+
+    dm = add("dismiss", "forget ended sessions (their record and last screen)",
+             "Forget ended sessions now: their record, state log and last screen. Their\n"
+             "messages stay in `agentwrap history`. A running session is refused: stop it\n"
+             "first. Ended sessions are also forgotten once [sessions] keep_ended_s passes.")
+    dm.add_argument("names", nargs="+", metavar="name")
+    dm.add_argument("--json", action="store_true")
+    dm.set_defaults(func=cmd_dismiss)
 
     st = add("state", "show a session's state (starting, ready, busy, waiting_input, draft, exited)",
              epilog="examples:\n  agentwrap state api --explain\n  agentwrap state api --watch --json")
@@ -242,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--limit", type=int, default=50)
     h.add_argument("--source", help="only messages from this source (webhook, filesystem, ...)"
                    " or feedback source (ruff, pytest, ...)")
+    h.add_argument("--conversation", action="store_true",
+                   help="the session's whole conversation in order: prompts, each delivered"
+                   " message with its ACK, the agent's replies, tool calls, questions")
     h.add_argument("--json", action="store_true")
     h.set_defaults(func=cmd_history)
 

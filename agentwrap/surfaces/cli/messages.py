@@ -197,6 +197,8 @@ def _from_source(m: Message, name: str) -> bool:
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    if getattr(args, "conversation", False):
+        return _conversation(args)
     with open_service() as svc:
         entries = svc.history(args.name or None, limit=args.limit if not getattr(
             args, "source", None) else 1000)
@@ -213,6 +215,36 @@ def cmd_history(args: argparse.Namespace) -> int:
         return 0
     rows = [history_row(e.message, e.channel) for e in entries]
     render_rows(out, HISTORY_HEADERS, rows, drop=HISTORY_DROP)
+    return 0
+
+
+#: What each entry kind is called in the conversation's text form.
+WHO = {"prompt": "you", "message": "message", "reply": "agent", "tool": "tool",
+       "question": "asked", "answer": "answer"}
+
+
+def _conversation(args: argparse.Namespace) -> int:
+    if not args.name:
+        raise InvalidMessage("--conversation needs a session name",
+                             hint="agentwrap history NAME --conversation")
+    with open_service() as svc:
+        got = svc.conversation(args.name, limit=max(args.limit, 1) * 10)
+    if args.json:
+        emit_json(got.to_json())
+        return 0
+    if not got.entries:
+        err.print(escape(f"nothing in the conversation of {got.session} yet"))
+        return 0
+    for e in got.entries:
+        head = time.strftime("%H:%M:%S", time.localtime(e.at)) + " " + WHO.get(e.kind, e.kind)
+        if e.kind == "message":
+            ack = {True: "ACK", False: "no ACK", None: "no ACK asked"}[e.acked]
+            head += f" {e.message_id[:8]} {e.target} ({e.status}, {ack})"
+        elif e.kind == "tool":
+            head += f" {e.tool}"
+        out.print(Text(head, style="bold"))
+        out.print(Text(e.text if e.kind != "tool" else e.target or e.text))
+    err.print(escape(f"(the agent's side read from: {got.source})"))
     return 0
 
 

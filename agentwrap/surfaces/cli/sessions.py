@@ -166,20 +166,31 @@ def liveness_label(rec: SessionRecord) -> str:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     with open_service(limits=QueueLimits()) as svc:  # reads only: no config needed
-        views = svc.sessions(include_ended=args.all)
+        views = svc.sessions(include_ended=True)
     # each view's own pending count: two hosts may each have a session of one name
-    recs = [(v.record, v.pending) for v in views]
+    recs = [(v.record, v.pending) for v in views if args.all or v.record.ended is None]
+    ended = sum(1 for v in views if v.record.ended is not None)
     if args.json:
         emit_json([{**r.to_json(), "pending": pending} for r, pending in recs])
         return 0
+    # Ended sessions are kept (issue 42) but not listed by default: `ls` answers
+    # "what runs", scripts read it so; the count says there is more to see.
+    many = ended != 1
+    hidden = "" if args.all or not ended else (
+        f"{ended} ended session{'s' if many else ''} kept: `agentwrap ls --all` lists"
+        f" {'them' if many else 'it'}, `agentwrap dismiss NAME` forgets one")
     if not recs:
         err.print("no sessions. Start one with `agentwrap run claude` (or codex, aider, gemini).")
+        if hidden:
+            err.print(escape(hidden))
         return 0
     rows = [
         [
             r.name, r.host or "-", r.profile, r.backend,
-            r.state.value + (" +draft" if r.draft and r.state is not State.DRAFT else ""),
-            fmt_age(r.state_since), str(pending), liveness_label(r), r.cwd,
+            (f"ended {r.exit_code if r.exit_code is not None else '?'}" if r.ended is not None
+             else r.state.value + (" +draft" if r.draft and r.state is not State.DRAFT else "")),
+            fmt_age(r.ended if r.ended is not None else r.state_since), str(pending),
+            r.state_reason if r.ended is not None else liveness_label(r), r.cwd,
         ]
         for r, pending in recs
     ]
@@ -187,5 +198,18 @@ def cmd_ls(args: argparse.Namespace) -> int:
         out, ("NAME", "HOST", "AGENT", "BACKEND", "STATE", "SINCE", "PENDING", "SUPERVISOR", "CWD"),
         rows,
     )
+    if hidden:
+        err.print(escape(hidden))
+    return 0
+
+
+def cmd_dismiss(args: argparse.Namespace) -> int:
+    with open_service() as svc:
+        recs = [svc.dismiss(name, by="cli") for name in args.names]
+    if args.json:
+        emit_json([r.to_json() for r in recs])
+    else:
+        for rec in recs:
+            err.print(f"dismissed {escape(rec.name)} (ended: {escape(rec.state_reason)})")
     return 0
 

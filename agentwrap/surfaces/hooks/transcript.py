@@ -24,8 +24,6 @@ at every turn's end.
 from __future__ import annotations
 
 import json
-import os
-import stat
 import time
 from collections.abc import Mapping
 
@@ -92,27 +90,9 @@ def _stamp(data: Mapping[str, object]) -> object:
 
 def _tail(path: str) -> list[bytes] | None:
     """The lines of the file's last :data:`MAX_TAIL` bytes (whole lines only)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except (OSError, ValueError, TypeError):
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        start = max(0, st.st_size - MAX_TAIL)
-        os.lseek(fd, start, os.SEEK_SET)
-        chunks: list[bytes] = []
-        have = 0
-        while have < MAX_TAIL and (chunk := os.read(fd, 1 << 16)):
-            chunks.append(chunk)
-            have += len(chunk)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    lines = b"".join(chunks).split(b"\n")
-    return lines[1:] if start > 0 else lines  # the first was cut mid-line
+    from ...agents.conversation import tail_lines
+
+    return tail_lines(path, MAX_TAIL, MAX_TAIL)
 
 
 def _event(line: bytes) -> Mapping[str, object] | None:

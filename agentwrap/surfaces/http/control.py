@@ -14,6 +14,11 @@ one's screen live, start one from their list, stop one.
   command or a folder: whoever holds a token (or a page that tricked a
   browser) can start only what is listed.
 - ``POST /api/sessions/{name}/stop``: stop any session, as ``agentwrap stop``.
+- ``GET /api/sessions/{name}/conversation``: the session's conversation in
+  order (issue 42): prompts, the messages delivered with their ACK, replies,
+  tool calls, questions and answers, as text (:mod:`agentwrap.service.conversation`).
+- ``POST /api/sessions/{name}/dismiss``: forget an ended session (its record
+  and last screen; its messages stay in the history), as ``agentwrap dismiss``.
 
 The same bearer token as every ``/api`` route; its models are here with the
 routes that use them (the rest of the API's are in :mod:`.models`).
@@ -23,7 +28,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from ...config import LaunchChoice
@@ -112,6 +117,30 @@ def _run(r: Run) -> ScreenRun:
     return ScreenRun(**r.to_json())
 
 
+class ConversationEntry(_Out):
+    """One entry of a conversation: text only (a page shows it as text)."""
+
+    kind: str = Field(description="prompt (the person's), message (delivered by agentwrap),"
+                      " reply, tool, question or answer")
+    at: float = Field(description="when (seconds since the epoch)")
+    text: str
+    source: str = Field(description="where it was read: transcript, hook, screen, or queue"
+                        " (agentwrap's own record of a delivered message)")
+    tool: str = Field(description="a tool call's tool")
+    target: str = Field(description="a tool call's command or path; a message's sender label")
+    messageId: str = Field(description="a delivered message's id")
+    status: str = Field(description="a delivered message's status")
+    acked: bool | None = Field(description="a delivered message's ACK came (null: none asked)")
+    channel: str
+
+
+class ConversationOut(_Out):
+    session: str
+    source: str = Field(description="where the agent's side was read: transcript, hook,"
+                        " screen (the last resort) or none")
+    entries: list[ConversationEntry] = Field(description="oldest first")
+
+
 def launch_out(c: LaunchChoice) -> LaunchOut:
     return LaunchOut(name=c.name, profile=c.profile, command=c.command, args=list(c.args),
                      cwd=c.cwd, session=c.session)
@@ -152,4 +181,29 @@ def start_session(body: StartRequest, svc: Svc) -> m.SessionSummary:
 def stop_session(name: Address, svc: Svc) -> m.SessionSummary:
     """Stop the session's agent and its whole process tree (like ``agentwrap stop``)."""
     rec = svc.stop(name, by="http")
+    return m.SessionSummary(**summary(rec, 0))
+
+
+@session_route(router, "GET", "/sessions/{name}/conversation", response_model=ConversationOut,
+               responses=ERRORS)
+def get_conversation(
+    name: Address, svc: Svc,
+    limit: Annotated[int, Query(ge=1, le=2000, description="at most this many entries")] = 500,
+) -> ConversationOut:
+    """The session's conversation in order: the person's prompts, each delivered message
+    where it landed with its ACK, the agent's replies and tool calls, from the best source its
+    agent offers (its transcript, its hooks, the screen as the last resort)."""
+    got = svc.conversation(name, limit=limit)
+    return ConversationOut(session=got.session, source=got.source,
+                           entries=[ConversationEntry(**e.to_json()) for e in got.entries])
+
+
+@session_route(router, "POST", "/sessions/{name}/dismiss", response_model=m.SessionSummary,
+               responses={**ERRORS, 409: {"model": m.ApiError,
+                                          "description": "the session has not ended, or it"
+                                          " runs on another host"}})
+def dismiss_session(name: Address, svc: Svc) -> m.SessionSummary:
+    """Forget an ended session: its record, state log and last screen (its messages stay in
+    the history), like ``agentwrap dismiss``."""
+    rec = svc.dismiss(name, by="http")
     return m.SessionSummary(**summary(rec, 0))

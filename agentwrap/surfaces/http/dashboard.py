@@ -56,6 +56,8 @@ FILES = {
     "icon-512.png": "image/png",
     "terminal.js": "text/javascript; charset=utf-8",  # the live terminal (issue 42)
     "terminal.css": "text/css; charset=utf-8",
+    "conversation.js": "text/javascript; charset=utf-8",  # conversation, ended sessions (42)
+    "conversation.css": "text/css; charset=utf-8",
 }
 
 #: The browser libraries the page carries (``static/vendor/``, pinned in its

@@ -281,6 +281,8 @@ class SessionSummary(_Out):
     started: float
     ended: float | None
     exitCode: int | None
+    endReason: str | None = Field(default=None, description="an ended session: why it ended"
+                                  " (its exit code, a signal, `stop`, its supervisor gone)")
 
 
 class SessionList(_Out):

@@ -99,7 +99,8 @@ def summary(rec: SessionRecord, pending: int) -> dict[str, Any]:
                 unreachableSince=None if rec.seen is None else rec.seen.unreachable_since,
                 profile=rec.profile, backend=rec.backend,
                 liveness=rec.liveness, state=rec.state.value, pending=pending, started=rec.started,
-                ended=rec.ended, exitCode=rec.exit_code)
+                ended=rec.ended, exitCode=rec.exit_code,
+                endReason=rec.state_reason if rec.ended is not None else None)
 
 
 def metrics_out(q: QueueMetrics) -> m.Metrics:

@@ -435,7 +435,8 @@
   }
 
   async function loadList() {
-    const data = await api('GET', '/api/sessions');
+    // ended ones too: kept until dismissed, listed apart (conversation.js) and shown read-only
+    const data = await api('GET', '/api/sessions?all=true');
     model.sessions = data.sessions;
     model.host = data.host;
     const ids = new Set(model.sessions.map(addressOf));
@@ -443,7 +444,8 @@
     for (const id of ids) if (!model.details.has(id)) touch('session', id);
     if (!model.selected || !ids.has(model.selected)) {
       const wanted = idOf(wantedSession());
-      select(ids.has(wanted) ? wanted : model.sessions.length ? addressOf(model.sessions[0]) : null);
+      const first = model.sessions.find((s) => s.liveness !== 'ended');
+      select(ids.has(wanted) ? wanted : first ? addressOf(first) : null);
     }
     renderList();
   }
@@ -501,7 +503,8 @@
       return;
     }
     const known = Boolean(summaryOf(name));
-    if (!known || type === 'session.exited') touch('list');
+    if (!known || type === 'session.exited' || type === 'session.ended') touch('list');
+    if (window.agentwrapConversation) window.agentwrapConversation.event(ev, name);
     if (type === 'session.state') noteState(name, ev.data);
     if (name) touch('session', name);
     if (name && name === model.selected && (type.startsWith('message.') || type.startsWith('session.input'))) {
@@ -579,6 +582,7 @@
     renderHistory();
     renderScreen();
     if (window.agentwrapTerminal) window.agentwrapTerminal.show(name); // terminal.js: the live one
+    if (window.agentwrapConversation) window.agentwrapConversation.show(name); // conversation.js
   }
 
   // --- rendering ------------------------------------------------------------------------------
@@ -618,7 +622,12 @@
 
   function renderList() {
     const list = $('session-list');
-    const items = model.sessions.map((s) => {
+    const running = model.sessions.filter((s) => s.liveness !== 'ended');
+    if (window.agentwrapConversation) { // conversation.js: the Ended section
+      window.agentwrapConversation.ended(model.sessions.filter((s) => s.liveness === 'ended'),
+        model.selected, select, () => touch('list'));
+    }
+    const items = running.map((s) => {
       const id = addressOf(s);
       const d = model.details.get(id);
       const state = d ? d.state : s.state;
@@ -638,8 +647,8 @@
       return el('li', {'data-address': id, 'data-session': s.name, 'data-host': s.host || '', 'data-state': state}, button);
     });
     list.replaceChildren(...items);
-    $('session-count').textContent = model.sessions.length ? String(model.sessions.length) : '';
-    $('no-sessions').hidden = model.sessions.length > 0;
+    $('session-count').textContent = running.length ? String(running.length) : '';
+    $('no-sessions').hidden = running.length > 0;
   }
 
   function fact(dl, term, value, cls) {
@@ -697,6 +706,7 @@
       fact(facts, 'backend', d.backend);
       fact(facts, 'started', clock(d.started));
       if (d.ended) fact(facts, 'ended', `${clock(d.ended)} (exit ${d.exitCode ?? '?'})`);
+      if (d.ended) fact(facts, 'why it ended', d.endReason);
       fact(facts, 'queue', `${d.pending} pending · ${d.queueDepth - d.pending} in flight`);
       fact(facts, 'delivered', `${mtr.succeededFirstTry} first try · ${mtr.succeededAfterRetry} after retry`);
       if (mtr.escalated) fact(facts, 'escalated', String(mtr.escalated), 'bad');

@@ -1,0 +1,161 @@
+"""What a conversation is made of, and the one protocol every agent's reader keeps.
+
+The page and ``agentwrap history --conversation`` show the whole conversation
+of a session (issue 42): the person's prompts, the messages agentwrap
+delivered (where they landed, with their ACK), the agent's replies, its tool
+calls, its questions and their answers. Each agent offers its own best source
+(Claude Code's transcript file, what its hooks said at a turn's end, the
+screen as the last resort); an agent's module names its reader in its
+:class:`~agentwrap.agents.base.Agent` record (``conversation``), and
+:mod:`agentwrap.service.conversation` asks the table, never an agent by name.
+
+Transcripts are hostile input (a model writes most of them, and a hook
+payload names the file): a reader gets only a :class:`Query` and reads only
+through :func:`tail_lines` (a regular file, no symlink followed at the last
+step, at most :data:`MAX_TRANSCRIPT_BYTES` from its end, lines bounded), and
+each reader checks that the file is inside its agent's own transcript folder
+for the session's project before it opens it. Text is kept as text: nothing
+here is markup, and every entry's text is cut to :data:`MAX_ENTRY_CHARS`.
+
+Pure data and stdlib only, like the rest of this package.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+#: Most of a transcript read, from its end (a long session keeps its last turns).
+MAX_TRANSCRIPT_BYTES = 4 * 1024 * 1024
+#: A longer line (one huge tool result) is skipped, not parsed.
+MAX_LINE_BYTES = 512 * 1024
+#: Most characters of one entry's text kept.
+MAX_ENTRY_CHARS = 20_000
+
+
+class EntryKind(enum.StrEnum):
+    """What one entry of a conversation is."""
+
+    PROMPT = "prompt"  # the person's own words, typed into the agent
+    MESSAGE = "message"  # a message agentwrap delivered (its id, status, ACK)
+    REPLY = "reply"  # the agent's words
+    TOOL = "tool"  # a tool call the agent made (its command or path)
+    QUESTION = "question"  # the agent asked (a dialog, a permission)
+    ANSWER = "answer"  # the answer given to a question
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a conversation, in order by ``at`` (seconds since the epoch).
+
+    ``source``: where it was read (``transcript``, ``hook``, ``screen``,
+    ``queue``). ``tool``/``target``: a tool call's name and its command or
+    path. ``message_id``/``status``/``acked``: a delivered message's id, its
+    status and whether its ACK came (None: no ACK asked)."""
+
+    kind: EntryKind
+    at: float
+    text: str
+    source: str
+    tool: str = ""
+    target: str = ""
+    message_id: str = ""
+    status: str = ""
+    acked: bool | None = None
+    channel: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind.value, "at": self.at, "text": self.text, "source": self.source,
+                "tool": self.tool, "target": self.target, "messageId": self.message_id,
+                "status": self.status, "acked": self.acked, "channel": self.channel}
+
+
+@dataclass(frozen=True)
+class Query:
+    """What a reader is given about the session whose conversation is read:
+    its project folder, when it started, and the transcript a hook named
+    (``hinted``: from a payload, so checked by the reader before use)."""
+
+    cwd: str
+    started: float
+    hinted: str = ""
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+
+class ConversationReader(Protocol):
+    """An agent's reader: the entries its own source holds for the session,
+    oldest first ([] when it has none: the next source is asked)."""
+
+    def __call__(self, query: Query) -> list[Entry]: ...
+
+
+def cut(text: str) -> str:
+    """``text`` at most :data:`MAX_ENTRY_CHARS` long (its start kept, marked cut)."""
+    return text if len(text) <= MAX_ENTRY_CHARS else text[:MAX_ENTRY_CHARS] + " [...]"
+
+
+def stamp(value: object) -> float | None:
+    """An ISO 8601 time (``2026-12-01T19:08:16.123Z``) as seconds, or None."""
+    if not isinstance(value, str) or len(value) > 64:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def inside(path: Path, folder: Path) -> bool:
+    """``path`` (resolved) is a file below ``folder`` (resolved): a transcript a
+    payload names outside the agent's own folder is never read."""
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except (OSError, RuntimeError, ValueError):
+        return False
+
+
+def tail_lines(path: Path | str, max_bytes: int | None = None,
+               max_line: int | None = None) -> list[bytes] | None:
+    """The last lines of the regular file ``path`` (at most ``max_bytes``,
+    default :data:`MAX_TRANSCRIPT_BYTES`, read; a first partial line, blank
+    lines and lines over ``max_line``, default :data:`MAX_LINE_BYTES`, dropped),
+    or None when it is no readable regular file (a symlink at the last step is
+    refused: ``O_NOFOLLOW``). The one bounded read of every transcript (the
+    hooks' turn-end reply too: :mod:`agentwrap.surfaces.hooks.transcript`)."""
+    max_bytes = MAX_TRANSCRIPT_BYTES if max_bytes is None else max_bytes
+    max_line = MAX_LINE_BYTES if max_line is None else max_line
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError, TypeError):
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        start = max(0, info.st_size - max_bytes)
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks = []
+        left = info.st_size - start
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    lines = b"".join(chunks).split(b"\n")
+    if start:
+        lines = lines[1:]  # read from the middle of a line
+    return [x for x in lines if x.strip() and len(x) <= max_line]
+
+
+__all__ = ["MAX_ENTRY_CHARS", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "ConversationReader",
+           "Entry", "EntryKind", "Query", "cut", "inside", "stamp", "tail_lines"]

@@ -1,0 +1,181 @@
+"""A session's whole conversation, in order (issue 42): what was said to the
+agent and what it did and said back.
+
+The entries come from two places. What agentwrap delivered is the store's
+own record (every message that reached the agent, its channel, its status,
+whether its ACK came). What the agent said comes from the best source its
+agent offers, asked in order until one has something:
+
+1. the agent's own reader (:attr:`~agentwrap.agents.base.Agent.conversation`:
+   Claude Code's transcript, found from the path its hooks reported and
+   checked to be in Claude's own folder for the project);
+2. what its hooks said at the last turn's end (the reply and tool calls the
+   handoff notes keep: :mod:`agentwrap.continuity.hooks`);
+3. the last screen its supervisor saved, as one reply (the last resort).
+
+A delivered message is shown where it landed: a prompt of the transcript
+that holds its text (or its batch's token) *is* that message, so the prompt
+entry gives way to the message's entry at the prompt's place and time; a
+message no source shows is placed at the time its delivery was recorded.
+Nothing here changes a row, and nothing of the content becomes markup: the
+entries are text for the surfaces to escape.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..agents.all_agents import get as agent_of
+from ..agents.conversation import Entry, EntryKind, Query, cut
+from ..continuity.hooks import notes_file, read_json
+from ..message import AttemptOutcome, Message, Status
+from ..paths import Paths
+from ..queue.store import MessageStore
+from ..sessions.registry import Registry, SessionRecord
+from .profiles import ProfileCache
+
+#: Statuses of a message that reached the agent (or may have: escalated wrote it to a file).
+REACHED = frozenset({Status.DELIVERED, Status.ACKNOWLEDGED, Status.ESCALATED})
+#: Characters of a message's text looked for in a transcript's prompt.
+MATCH_CHARS = 120
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A session's conversation: ``entries`` oldest first; ``source``: where
+    the agent's side was read (``transcript``, ``hook``, ``screen`` or
+    ``none``)."""
+
+    session: str
+    source: str
+    entries: tuple[Entry, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session": self.session, "source": self.source,
+                "entries": [e.to_json() for e in self.entries]}
+
+
+class Conversations:
+    """Reads conversations from the store, the agent's own source and the screen."""
+
+    def __init__(self, paths: Paths, store: MessageStore, registry: Registry,
+                 profiles: ProfileCache) -> None:
+        self.paths = paths
+        self.store = store
+        self.registry = registry
+        self.profiles = profiles
+
+    def read(self, name: str, *, limit: int = 500) -> Conversation:
+        """Session ``name``'s conversation: at most ``limit`` messages of the
+        store and the agent's entries, merged in order (the newest kept)."""
+        rec = self.registry.get(name)
+        source, said = self._agent_side(rec)
+        messages = [m for m in self.store.history(self.registry.address(rec), limit=limit)
+                    if m.status in REACHED]
+        entries = merge(said, [message_entry(m, self._delivered_at(m)) for m in messages],
+                        messages)
+        return Conversation(rec.name, source, tuple(entries[-limit:]))
+
+    def _delivered_at(self, m: Message) -> float:
+        done = [a.finished for a in self.store.attempts(m.id)
+                if a.finished is not None and a.outcome in _LANDED]
+        return min(done) if done else (m.finished or m.updated)
+
+    def _agent_side(self, rec: SessionRecord) -> tuple[str, list[Entry]]:
+        notes = read_json(notes_file(self.paths, rec.name)) if self.registry.here(rec) else {}
+        try:
+            hooks = self.profiles.get(rec.profile).channels.hooks
+        except Exception:  # noqa: BLE001 - a profile gone since: the screen is still there
+            hooks = None
+        agent = agent_of(hooks)
+        if agent is not None and agent.conversation is not None:
+            hint = notes.get("transcript_path")
+            got = agent.conversation(Query(cwd=rec.cwd, started=rec.started,
+                                           hinted=hint if isinstance(hint, str) else "",
+                                           environ=dict(os.environ)))
+            if got:
+                return "transcript", sorted(got, key=lambda e: e.at)
+        from_hooks = self._from_notes(rec, notes)
+        if from_hooks:
+            return "hook", from_hooks
+        from_screen = self._from_screen(rec)
+        return ("screen", from_screen) if from_screen else ("none", [])
+
+    def _from_notes(self, rec: SessionRecord, notes: dict[str, Any]) -> list[Entry]:
+        """The last turn's reply and tool calls, as the hooks reported them."""
+        try:
+            at = notes_file(self.paths, rec.name).stat().st_mtime
+        except OSError:
+            return []
+        out: list[Entry] = []
+        for tool in notes.get("tools") or []:
+            if isinstance(tool, str) and tool:
+                out.append(Entry(EntryKind.TOOL, at, cut(tool), "hook", target=cut(tool)))
+            elif isinstance(tool, dict):
+                name, target = str(tool.get("tool") or ""), str(tool.get("target") or "")
+                when = tool.get("at")
+                out.append(Entry(EntryKind.TOOL, when if isinstance(when, float) else at,
+                                 cut(target or name), "hook",
+                                 tool=name[:200], target=cut(target)))
+        reply = notes.get("last_reply")
+        if isinstance(reply, str) and reply.strip():
+            out.append(Entry(EntryKind.REPLY, at, cut(reply), "hook"))
+        return out
+
+    def _from_screen(self, rec: SessionRecord) -> list[Entry]:
+        """The last screen the supervisor saved, as one reply (this host's only)."""
+        if not self.registry.here(rec):
+            return []
+        path = self.paths.runtime_dir / f"{rec.name}.screen"
+        try:
+            at = path.stat().st_mtime
+            text = path.read_bytes()[:256 * 1024].decode("utf-8", "replace")
+        except OSError:
+            return []
+        text = "\n".join(line.rstrip() for line in text.splitlines()).strip()
+        return [Entry(EntryKind.REPLY, at, cut(text), "screen")] if text else []
+
+
+_LANDED = frozenset({AttemptOutcome.SUBMITTED, AttemptOutcome.ACKNOWLEDGED,
+                     AttemptOutcome.DELIVERED, AttemptOutcome.UNACKNOWLEDGED})
+
+
+def message_entry(m: Message, at: float) -> Entry:
+    """A delivered message as an entry: its id, status, and its ACK (None: none asked)."""
+    asked = m.require_ack is not False and m.status is not Status.ESCALATED
+    acked: bool | None = (m.status is Status.ACKNOWLEDGED) if asked else None
+    return Entry(EntryKind.MESSAGE, at, cut(m.content), "queue", message_id=m.id,
+                 status=m.status.value, acked=acked, target=m.label)
+
+
+def _lands_in(m: Message, prompt: str) -> bool:
+    head = m.content.strip()[:MATCH_CHARS]
+    return (bool(head) and head in prompt) or (bool(m.batch_id) and str(m.batch_id) in prompt)
+
+
+def merge(said: Sequence[Entry], delivered: Sequence[Entry],
+          messages: Sequence[Message]) -> list[Entry]:
+    """The agent's entries and the delivered messages in one order: a prompt
+    that holds a message's text (or token) is that message (its entry takes
+    the prompt's place and time); the rest by time. Stable: entries of one
+    moment keep the order their source gave."""
+    by_id = {m.id: m for m in messages}
+    placed: set[str] = set()
+    out: list[Entry] = []
+    for e in said:
+        if e.kind is EntryKind.PROMPT:
+            landed = [d for d in delivered if d.message_id not in placed
+                      and _lands_in(by_id[d.message_id], e.text)]
+            if landed:
+                out += [replace(d, at=e.at) for d in landed]
+                placed.update(d.message_id for d in landed)
+                continue
+        out.append(e)
+    out += [d for d in delivered if d.message_id not in placed]
+    return sorted(out, key=lambda e: e.at)
+
+
+__all__ = ["MATCH_CHARS", "REACHED", "Conversation", "Conversations", "merge", "message_entry"]
