@@ -15,9 +15,9 @@ from agentwrap.containers.box import INSIDE, Box
 from agentwrap.containers.engine import Engine, find_engine
 from agentwrap.containers.mounts import Mount, Mounts
 from agentwrap.errors import ConfigError, ContainerEngineMissing, PathNotMounted
+from agentwrap.hook_wire import hook_socket
 from agentwrap.paths import Paths
 from agentwrap.sessions.channels import hook_command
-from agentwrap.hook_wire import hook_socket
 
 INSPECT = {"Mounts": [
     {"Type": "bind", "Source": "/home/me/proj", "Destination": "/home/me/proj", "RW": True},
