@@ -127,4 +127,6 @@ class Hub:
         return self.aw.cli(*args, check=True).stdout.strip()
 
     def join(self, host_aw: AwEnv, name: str, code: str | None = None) -> None:
-        host_aw.cli("join", self.url, code or self.invite(name), "--host", name, check=True)
+        # the code on standard input, as the docs advise (never in `ps`)
+        host_aw.cli("join", self.url, "--host", name, input=(code or self.invite(name)) + "\n",
+                    check=True)

@@ -68,9 +68,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     rv.add_argument("host", metavar="HOST")
     rv.set_defaults(func=cmd_revoke)
     j = sub.add_parser("join", help=JOIN_HELP, description=JOIN_DESCRIPTION, formatter_class=fmt,
-                       epilog="examples:\n  agentwrap join https://hub.example:8787 CODE")
+                       epilog="examples:\n  agentwrap join https://hub.example:8787 CODE\n"
+                              "  agentwrap join https://hub.example:8787 < code.txt")
     j.add_argument("url", metavar="URL", help="the hub's URL (https://HOST:PORT)")
-    j.add_argument("code", metavar="CODE", help="the code `agentwrap hub invite` printed")
+    j.add_argument("code", metavar="CODE", nargs="?", default="-",
+                   help="the code `agentwrap hub invite` printed; `-` or left out: read from"
+                        " standard input (asked for on a terminal), so it never shows in `ps`")
     j.add_argument("--host", metavar="NAME", help="this host's name (default: [host] name)")
     j.set_defaults(func=cmd_join)
 
@@ -135,6 +138,19 @@ def cmd_join(args: argparse.Namespace) -> int:
 
     paths = user_paths().ensure()
     host = args.host or host_name(load_config(paths).host.name)
-    link = join(paths.state_dir, args.url, args.code, host)
+    code = args.code if args.code != "-" else _code_from_stdin()
+    link = join(paths.state_dir, args.url, code, host)
     out.print(escape(f"joined {link.url} as host {link.host}"))
     return 0
+
+
+def _code_from_stdin() -> str:
+    """The join code from standard input: asked for without echo on a
+    terminal, else its first line (a code on the command line shows in `ps`
+    while the join runs; it is single-use, but need not be seen at all)."""
+    import getpass
+    import sys
+
+    if sys.stdin.isatty():
+        return getpass.getpass("join code: ").strip()
+    return sys.stdin.readline().strip()
