@@ -112,9 +112,10 @@ ASK_TOOL = "AskUserQuestion"
 
 def project_slug(cwd: str) -> str:
     """The folder name Claude Code gives a project's transcripts under
-    ``~/.claude/projects/``: the path with every other character than a letter
-    or digit made ``-``."""
-    return "".join(c if c.isascii() and c.isalnum() else "-" for c in cwd)
+    ``~/.claude/projects/`` (:func:`agentwrap.agents.conversation.slug`)."""
+    from .conversation import slug
+
+    return slug(cwd)
 
 
 def transcript_of(query: Query) -> Path | None:

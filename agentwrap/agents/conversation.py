@@ -12,9 +12,12 @@ screen as the last resort); an agent's module names its reader in its
 Transcripts are hostile input (a model writes most of them, and a hook
 payload names the file): a reader gets only a :class:`Query` and reads only
 through :func:`tail_lines` (a regular file, no symlink followed at the last
-step, at most :data:`MAX_TRANSCRIPT_BYTES` from its end, lines bounded), and
+step, at most :data:`MAX_TRANSCRIPT_BYTES` from its end, lines bounded) or,
+for a record that is one JSON document, :func:`read_whole` (the same bound,
+checked before a byte is parsed: a bigger file is refused, not cut), and
 each reader checks that the file is inside its agent's own transcript folder
-for the session's project before it opens it. Text is kept as text: nothing
+for the session's project before it opens it (:func:`hinted_in`,
+:func:`newest`). Text is kept as text: nothing
 here is markup, and every entry's text is cut to :data:`MAX_ENTRY_CHARS`.
 
 Pure data and stdlib only, like the rest of this package.
@@ -25,7 +28,7 @@ from __future__ import annotations
 import enum
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -110,6 +113,49 @@ def stamp(value: object) -> float | None:
         return None
 
 
+def slug(cwd: str) -> str:
+    """A project's folder name as Claude Code and Qwen Code give it (under
+    ``projects/``): the path with every character but an ASCII letter or digit
+    made ``-``."""
+    return "".join(c if c.isascii() and c.isalnum() else "-" for c in cwd)
+
+
+def cwds(query: Query) -> tuple[str, ...]:
+    """The session's project folder as given and as resolved (an agent names
+    its records by the one it was started in)."""
+    real = os.path.realpath(query.cwd) if query.cwd else ""
+    return tuple(dict.fromkeys(c for c in (query.cwd, real) if c))
+
+
+def home_of(environ: Mapping[str, str], var: str, default: str) -> Path | None:
+    """An agent's own dir: ``var`` of ``environ`` (``~`` resolved against its
+    ``HOME``) or ``$HOME/default``; None when ``environ`` says neither (a reader
+    never guesses a home)."""
+    home = environ.get("HOME", "")
+    raw = environ.get(var, "").strip()
+    if raw and (raw == "~" or raw.startswith("~/")):
+        return Path(home) / raw[2:] if home else None
+    if raw:
+        return Path(os.path.abspath(raw))
+    return Path(home) / default if home else None
+
+
+def json_lines(lines: Iterable[bytes] | None) -> list[dict[str, Any]]:
+    """The JSON objects among ``lines`` (others skipped: a torn or hostile line
+    is no record)."""
+    import json
+
+    out: list[dict[str, Any]] = []
+    for line in lines or []:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            out.append(record)
+    return out
+
+
 def inside(path: Path, folder: Path) -> bool:
     """``path`` (resolved) is a file below ``folder`` (resolved): a transcript a
     payload names outside the agent's own folder is never read."""
@@ -117,6 +163,94 @@ def inside(path: Path, folder: Path) -> bool:
         return path.resolve().is_relative_to(folder.resolve())
     except (OSError, RuntimeError, ValueError):
         return False
+
+
+def hinted_in(hinted: str, folders: Iterable[Path], suffixes: tuple[str, ...]) -> Path | None:
+    """The file a hook's payload named, resolved, if it ends with one of
+    ``suffixes`` and lies directly in one of ``folders`` (the agent's own
+    folders for the session's project); else None (a payload is hostile)."""
+    if not hinted:
+        return None
+    try:
+        real = Path(os.path.realpath(hinted))
+    except (OSError, ValueError):
+        return None
+    if not real.name.endswith(suffixes):
+        return None
+    for folder in folders:
+        try:
+            if real.parent == Path(os.path.realpath(folder)):
+                return real
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def newest(folders: Iterable[Path], suffixes: tuple[str, ...], since: float) -> Path | None:
+    """The newest regular file (a symlink is not one) directly in one of
+    ``folders`` whose name ends with one of ``suffixes``, written at or after
+    ``since`` (a file older than the session is another session's)."""
+    best: tuple[float, Path] | None = None
+    for folder in folders:
+        try:
+            found = [(p.lstat(), p) for p in folder.iterdir() if p.name.endswith(suffixes)]
+        except OSError:
+            continue
+        for info, p in found:
+            if stat.S_ISREG(info.st_mode) and info.st_mtime >= since and (
+                    best is None or info.st_mtime > best[0]):
+                best = (info.st_mtime, p)
+    return None if best is None else best[1]
+
+
+def _open_regular(path: Path | str) -> tuple[int, int] | None:
+    """(fd, size) of the regular file ``path`` opened without following a
+    symlink at the last step, or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError, TypeError):
+        return None
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        return None
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        return None
+    return fd, info.st_size
+
+
+def _read_from(fd: int, start: int, size: int) -> bytes | None:
+    try:
+        os.lseek(fd, start, os.SEEK_SET)
+        chunks = []
+        left = size - start
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError:
+        return None
+    return b"".join(chunks)
+
+
+def read_whole(path: Path | str, max_bytes: int | None = None) -> bytes | None:
+    """All of the regular file ``path`` (no symlink at the last step), or None
+    when it is none or bigger than ``max_bytes`` (default
+    :data:`MAX_TRANSCRIPT_BYTES`): a record that is one JSON document cannot be
+    read from its end, so an oversize one is refused before it is parsed."""
+    max_bytes = MAX_TRANSCRIPT_BYTES if max_bytes is None else max_bytes
+    opened = _open_regular(path)
+    if opened is None:
+        return None
+    fd, size = opened
+    try:
+        return None if size > max_bytes else _read_from(fd, 0, size)
+    finally:
+        os.close(fd)
 
 
 def tail_lines(path: Path | str, max_bytes: int | None = None,
@@ -129,33 +263,23 @@ def tail_lines(path: Path | str, max_bytes: int | None = None,
     hooks' turn-end reply too: :mod:`agentwrap.surfaces.hooks.transcript`)."""
     max_bytes = MAX_TRANSCRIPT_BYTES if max_bytes is None else max_bytes
     max_line = MAX_LINE_BYTES if max_line is None else max_line
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except (OSError, ValueError, TypeError):
+    opened = _open_regular(path)
+    if opened is None:
         return None
+    fd, size = opened
+    start = max(0, size - max_bytes)
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        start = max(0, info.st_size - max_bytes)
-        os.lseek(fd, start, os.SEEK_SET)
-        chunks = []
-        left = info.st_size - start
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-    except OSError:
-        return None
+        data = _read_from(fd, start, size)
     finally:
         os.close(fd)
-    lines = b"".join(chunks).split(b"\n")
+    if data is None:
+        return None
+    lines = data.split(b"\n")
     if start:
         lines = lines[1:]  # read from the middle of a line
     return [x for x in lines if x.strip() and len(x) <= max_line]
 
 
 __all__ = ["MAX_ENTRY_CHARS", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "ConversationReader",
-           "Entry", "EntryKind", "Query", "cut", "inside", "stamp", "tail_lines"]
+           "Entry", "EntryKind", "Query", "cut", "cwds", "hinted_in", "home_of", "inside",
+           "json_lines", "newest", "read_whole", "slug", "stamp", "tail_lines"]

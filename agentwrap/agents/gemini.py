@@ -10,13 +10,16 @@ person set themselves is left alone. Gemini waits for every hook, so only the
 events that give what nothing else does are registered: not ``BeforeAgent``,
 which held every prompt's request back (:data:`SKIPPED` says the trade). Its
 permission requests come only as a ``ToolPermission`` notification
-(``details``: text, never an answer).
+(``details``: text, never an answer). Its conversation is read from its chat
+record (``~/.gemini/tmp/<project>/chats/session-*.jsonl``: :func:`read_conversation`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,6 +28,7 @@ from .base import CONTEXT, NOTIFICATION, SEEN, Agent, StartContext
 
 if TYPE_CHECKING:
     from ..paths import Paths
+    from .conversation import Entry, Query
     from .launch import Launch
 
 NAME = "gemini"
@@ -134,6 +138,121 @@ def register(launch: Launch) -> None:
     out.channels += [c for c, on in (("hooks", launch.hooks), ("mcp", launch.mcp)) if on]
 
 
+#: Gemini CLI's own context, the first user message of a chat: not the person's words.
+SESSION_CONTEXT = "<session_context>"
+#: Its chat records (0.61 writes ``.jsonl``, one record a line; older ones one ``.json``).
+CHAT_SUFFIXES = (".jsonl", ".json")
+#: The file in a project's temp dir naming the project folder it belongs to.
+PROJECT_ROOT_FILE = ".project_root"
+#: The tool-call args that name what a call acts on, in order of preference.
+TARGET_ARGS = ("command", "file_path", "absolute_path", "dir_path", "path", "pattern", "url",
+               "query")
+
+
+def chat_dirs(query: Query) -> list[Path]:
+    """Gemini's chat folders for the session's project only:
+    ``<home>/.gemini/tmp/<id>/chats`` (``GEMINI_CLI_HOME`` or ``HOME``), where
+    ``<id>`` is the SHA-256 of the project folder (older versions) or the short
+    name ``projects.json`` gives it (0.61), and then only when that folder's
+    :data:`PROJECT_ROOT_FILE` names the project (Gemini's own ownership check:
+    a name ``projects.json`` gives another project's folder is not read)."""
+    from .conversation import cwds, home_of, read_whole
+
+    home = home_of(query.environ, "GEMINI_CLI_HOME", "")
+    if home is None:
+        return []
+    root = home / ".gemini"
+    mine = cwds(query)
+    out = [root / "tmp" / hashlib.sha256(c.encode()).hexdigest() / "chats" for c in mine]
+    try:
+        names = json.loads(read_whole(root / "projects.json", 1 << 20) or b"{}").get("projects")
+    except (ValueError, AttributeError):
+        names = None
+    for c in mine:
+        name = names.get(c) if isinstance(names, dict) else None
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,200}", name) \
+                or name in (".", ".."):
+            continue
+        owner = read_whole(root / "tmp" / name / PROJECT_ROOT_FILE, 4096)
+        if owner is not None and owner.decode("utf-8", "replace").strip() in mine:
+            out.append(root / "tmp" / name / "chats")
+    return list(dict.fromkeys(out))
+
+
+def chat_of(query: Query) -> Path | None:
+    """The session's chat record: the one its hooks named, if it is in one of
+    :func:`chat_dirs`; else the newest there written since the session started."""
+    from .conversation import hinted_in, newest
+
+    folders = chat_dirs(query)
+    return hinted_in(query.hinted, folders, CHAT_SUFFIXES) or newest(
+        folders, CHAT_SUFFIXES, query.started)
+
+
+def read_conversation(query: Query) -> list[Entry]:
+    """The conversation in Gemini CLI's chat record: its ``user`` and
+    ``gemini`` messages, in order (a message written again under its id, as
+    0.61 does when its tool calls end, replaces the first; a ``$set`` of
+    ``messages`` gives messages too), the tool calls of a ``gemini`` message
+    with their command or path. A ``.json`` record (one document) is read
+    whole or not at all (:func:`~agentwrap.agents.conversation.read_whole`)."""
+    from .conversation import json_lines, read_whole, tail_lines
+
+    path = chat_of(query)
+    if path is None:
+        return []
+    if path.name.endswith(".jsonl"):
+        records = json_lines(tail_lines(path))
+    else:
+        try:
+            doc = json.loads(read_whole(path) or b"{}")
+        except ValueError:
+            doc = None
+        records = [doc] if isinstance(doc, dict) else []
+    messages: dict[str, dict[str, Any]] = {}
+    for record in records:
+        listed = record.get("messages")
+        if not isinstance(listed, list):
+            put = record.get("$set")
+            listed = put.get("messages") if isinstance(put, dict) else None
+        for m in [*(listed if isinstance(listed, list) else []), record]:
+            if isinstance(m, dict) and m.get("type") in ("user", "gemini"):
+                messages[str(m.get("id") or len(messages))] = m
+    return [e for m in messages.values() for e in _entries(m)]
+
+
+def _entries(m: dict[str, Any]) -> list[Entry]:
+    from .conversation import Entry, EntryKind, cut, stamp
+
+    at = stamp(m.get("timestamp"))
+    if at is None:
+        return []
+    content = m.get("content")
+    parts = [{"text": content}] if isinstance(content, str) else content
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)] \
+        if isinstance(parts, list) else []
+    text = "".join(texts).strip()
+    out: list[Entry] = []
+    if m["type"] == "user":
+        if text and not text.startswith(SESSION_CONTEXT):
+            out.append(Entry(EntryKind.PROMPT, at, cut(text), "transcript"))
+        return out
+    if text:
+        out.append(Entry(EntryKind.REPLY, at, cut(text), "transcript"))
+    calls = m.get("toolCalls")
+    for call in calls if isinstance(calls, list) else []:
+        if not isinstance(call, dict):
+            continue
+        name = str(call.get("name") or "")[:200]
+        args = call.get("args")
+        given: dict[str, Any] = args if isinstance(args, dict) else {}
+        target = next((str(given[k]) for k in TARGET_ARGS
+                       if isinstance(given.get(k), (str, int))), "")
+        out.append(Entry(EntryKind.TOOL, at, cut(target or name), "transcript", tool=name,
+                         target=cut(target)))  # when the model called it
+    return out
+
+
 AGENT = Agent(
     name=NAME,
     hook_events=("SessionStart", "AfterTool", "AfterAgent", "Notification"),  # not SKIPPED
@@ -153,7 +272,9 @@ AGENT = Agent(
     start_context=StartContext("hook", SEEN),
     register=register,
     outside_dir=root_run_dir,
+    conversation=read_conversation,
 )
 
-__all__ = ["AGENT", "DEFAULTS_ENV", "NAME", "ROOT_RUN_DIR", "SKIPPED", "defaults_dir",
-           "register", "root_private_chain", "root_run_dir"]
+__all__ = ["AGENT", "CHAT_SUFFIXES", "DEFAULTS_ENV", "NAME", "PROJECT_ROOT_FILE", "ROOT_RUN_DIR",
+           "SESSION_CONTEXT", "SKIPPED", "TARGET_ARGS", "chat_dirs", "chat_of", "defaults_dir",
+           "read_conversation", "register", "root_private_chain", "root_run_dir"]

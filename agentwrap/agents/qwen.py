@@ -16,7 +16,8 @@ line (``--mcp-config FILE``, added to the servers of its settings; the
 read-only tools ``--allowed-tools``), with or without that copy. Qwen 0.15.10
 offers every MCP tool to the model only through its ``tool_search``. No
 SessionStart: its interactive UI runs it and throws its output away, so its
-start-up context is typed.
+start-up context is typed. Its conversation is read from its chat record
+(``<runtime>/projects/<slug>/chats/<session>.jsonl``: :func:`read_conversation`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .base import CONTEXT, NOTIFICATION, QUESTION, TYPED, Agent, StartContext
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .conversation import Entry, Query
     from .launch import Launch
 
 NAME = "qwen"
@@ -128,6 +130,61 @@ def _mcp(launch: Launch) -> None:
     out.channels.append("mcp")
 
 
+#: The tool-call args that name what a call acts on, in order of preference.
+TARGET_ARGS = ("command", "file_path", "absolute_path", "path", "pattern", "url", "query")
+
+
+def chat_dirs(query: Query) -> list[Path]:
+    """Qwen Code's chat folders for the session's project only:
+    ``<runtime>/projects/<slug of the project>/chats`` (0.15.10), the runtime
+    dir being ``QWEN_RUNTIME_DIR`` (a launch with hooks sets it to the
+    person's Qwen dir) or the person's Qwen dir (``QWEN_HOME`` or ``~/.qwen``)."""
+    from .conversation import cwds, home_of, slug
+
+    roots = [r for r in (home_of(query.environ, RUNTIME_ENV, ""),
+                         home_of(query.environ, HOME_ENV, ".qwen")) if r is not None]
+    if not query.environ.get(RUNTIME_ENV):
+        roots = roots[1:]
+    return list(dict.fromkeys(r / "projects" / slug(c) / "chats"
+                              for r in roots for c in cwds(query)))
+
+
+def read_conversation(query: Query) -> list[Entry]:
+    """The conversation in Qwen Code's chat record (``<session id>.jsonl``, one
+    record a line, Gemini's message shape: ``user`` and ``assistant`` records
+    with ``message.parts``; ``tool_result`` and ``system`` records are not
+    the conversation): the one its hooks named if it is in :func:`chat_dirs`,
+    else the newest there written since the session started."""
+    from . import conversation as c
+    from .conversation import EntryKind, cut, stamp
+
+    folders = chat_dirs(query)
+    path = c.hinted_in(query.hinted, folders, (".jsonl",)) or c.newest(
+        folders, (".jsonl",), query.started)
+    out: list[Entry] = []
+    for record in c.json_lines(c.tail_lines(path) if path is not None else None):
+        kind, at, message = record.get("type"), stamp(record.get("timestamp")), record.get("message")
+        if kind not in ("user", "assistant") or at is None or not isinstance(message, dict):
+            continue
+        parts = message.get("parts")
+        for part in parts if isinstance(parts, list) else []:
+            if not isinstance(part, dict):
+                continue
+            text, call = part.get("text"), part.get("functionCall")
+            if isinstance(text, str) and text.strip() and not part.get("thought"):
+                out.append(c.Entry(EntryKind.PROMPT if kind == "user" else EntryKind.REPLY, at,
+                                 cut(text.strip()), "transcript"))
+            elif isinstance(call, dict) and kind == "assistant":
+                name = str(call.get("name") or "")[:200]
+                args = call.get("args")
+                given: dict[str, Any] = args if isinstance(args, dict) else {}
+                target = next((str(given[k]) for k in TARGET_ARGS
+                               if isinstance(given.get(k), (str, int))), "")
+                out.append(c.Entry(EntryKind.TOOL, at, cut(target or name), "transcript",
+                                   tool=name, target=cut(target)))
+    return out
+
+
 AGENT = Agent(
     name=NAME,
     # no SessionStart: Qwen Code 0.15.10's interactive UI runs it and throws its
@@ -147,7 +204,8 @@ AGENT = Agent(
                                " SessionStart and discards its output (model server log: never"
                                " in a request), so it is not registered"),
     register=register,
+    conversation=read_conversation,
 )
 
 __all__ = ["AGENT", "ALLOW_FLAG", "HOME_ENV", "MCP_FLAG", "NAME", "RUNTIME_ENV", "SIGNAL_EVENTS",
-           "qwen_dir", "register"]
+           "TARGET_ARGS", "chat_dirs", "qwen_dir", "read_conversation", "register"]
