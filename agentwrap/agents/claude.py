@@ -124,6 +124,8 @@ def transcript_of(query: Query) -> Path | None:
     else the newest one there written since the session started."""
     from pathlib import Path
 
+    from .conversation import newest
+
     slugs = {project_slug(query.cwd), project_slug(os.path.realpath(query.cwd))}
     if query.hinted:
         hinted = Path(query.hinted)
@@ -134,18 +136,8 @@ def transcript_of(query: Query) -> Path | None:
     roots = [Path(query.environ[k]) for k in ("CLAUDE_CONFIG_DIR",) if query.environ.get(k)]
     if query.environ.get("HOME"):
         roots.append(Path(query.environ["HOME"]) / ".claude")
-    best: tuple[float, Path] | None = None
-    for root in roots:
-        for slug in slugs:
-            folder = root / "projects" / slug
-            try:
-                found = [(p.stat().st_mtime, p) for p in folder.glob("*.jsonl") if p.is_file()]
-            except OSError:
-                continue
-            for mtime, p in found:
-                if mtime >= query.started and (best is None or mtime > best[0]):
-                    best = (mtime, p)
-    return None if best is None else best[1]
+    return newest([root / "projects" / s for root in roots for s in slugs], (".jsonl",),
+                  query.started)
 
 
 def read_conversation(query: Query) -> list[Entry]:
@@ -153,19 +145,11 @@ def read_conversation(query: Query) -> list[Entry]:
     ``user`` and ``assistant`` messages with their content blocks; a
     subagent's records, ``isSidechain``, and Claude's own meta records are
     not the session's conversation)."""
-    from .conversation import tail_lines
+    from .conversation import json_lines, tail_lines
 
     path = transcript_of(query)
-    lines = tail_lines(path) if path is not None else None
-    out: list[Entry] = []
-    for line in lines or []:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out += _entries(record)
-    return out
+    return [e for r in json_lines(tail_lines(path) if path is not None else None)
+            for e in _entries(r)]
 
 
 def _entries(record: dict[str, Any]) -> list[Entry]:
