@@ -255,3 +255,25 @@ def test_codex_reads_the_newest_rollout_of_the_session_s_project_not_another_s(
     assert case.read(Query(cwd=case.cwd, started=0.0, environ=env)) == got
     # only the days of the session: a rollout of a day before it started is not looked at
     assert codex.rollout_dirs(Query(cwd="/", started=time.time() + 3 * 86400, environ=env)) == []
+
+
+def test_codex_learns_a_rollout_s_project_from_its_end_before_reading_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    case = BY_AGENT["codex"]
+    mine = case.place(tmp_path)
+    theirs = case.place(tmp_path, cwd="/somewhere/else", name="rollout-z.jsonl")
+    os.utime(mine, (time.time() - 5, time.time() - 5))
+    reads: list[tuple[str, int | None]] = []
+    real = conv.tail_lines
+
+    def counted(path: Path | str, max_bytes: int | None = None,
+                max_line: int | None = None) -> list[bytes] | None:
+        reads.append((Path(path).name, max_bytes))
+        return real(path, max_bytes, max_line)
+
+    monkeypatch.setattr(conv, "tail_lines", counted)
+    assert len(case.read(case.query(tmp_path, started=time.time() - 60))) == 5
+    assert (theirs.name, None) not in reads  # another project's: only its end, once
+    assert reads == [(theirs.name, codex.CWD_PROBE_BYTES), (mine.name, codex.CWD_PROBE_BYTES),
+                     (mine.name, None)]

@@ -104,6 +104,9 @@ TARGET_ARGS = ("cmd", "command", "path", "file_path", "query")
 MAX_DAYS = 31
 #: Most rollouts of those days opened to find the session's (the newest first).
 MAX_ROLLOUTS = 20
+#: Bytes of a rollout's end read first to learn its project folder (a turn's
+#: ``turn_context`` is a few KB): another project's rollout costs no more.
+CWD_PROBE_BYTES = 256 * 1024
 
 
 def rollout_dirs(query: Query, now: float | None = None) -> list[Path]:
@@ -165,6 +168,10 @@ def rollout_of(query: Query) -> list[dict[str, Any]]:
     mine = cwds(query)
     for path in [*([hinted] if hinted and hinted.name.startswith("rollout-") else []),
                  *_since(folders, query.started)]:
+        probe = json_lines(tail_lines(path, CWD_PROBE_BYTES))
+        cwd = _cwd_of(probe)
+        if cwd is not None and cwd not in mine:
+            continue
         records = json_lines(tail_lines(path))
         if _cwd_of(records) in mine:
             return records
@@ -236,6 +243,6 @@ AGENT = Agent(
     conversation=read_conversation,
 )
 
-__all__ = ["AGENT", "BYPASS_FLAG", "MAX_DAYS", "MAX_ROLLOUTS", "NAME", "OWN_CONTEXT",
+__all__ = ["AGENT", "BYPASS_FLAG", "CWD_PROBE_BYTES", "MAX_DAYS", "MAX_ROLLOUTS", "NAME", "OWN_CONTEXT",
            "SIGNAL_EVENTS", "TARGET_ARGS", "read_conversation", "register", "rollout_dirs",
            "rollout_of", "toml"]
