@@ -7,8 +7,9 @@ whether its ACK came). What the agent said comes from the best source its
 agent offers, asked in order until one has something:
 
 1. the agent's own reader (:attr:`~agentwrap.agents.base.Agent.conversation`:
-   Claude Code's transcript, found from the path its hooks reported and
-   checked to be in Claude's own folder for the project);
+   Claude Code's transcript, Gemini CLI's and Qwen Code's chat records,
+   Codex's rollout; found from the path its hooks reported, or the newest of
+   the session's, and checked to be in the agent's own folder for the project);
 2. what its hooks said at the last turn's end (the reply and tool calls the
    handoff notes keep: :mod:`agentwrap.continuity.hooks`);
 3. the last screen its supervisor saved, as one reply (the last resort).
