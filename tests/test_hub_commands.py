@@ -7,19 +7,17 @@ person runs them. The hub's queue is the only queue: a host keeps none."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import AwEnv
-from support.hub_kit import Hub
+from conftest import AwEnv, make_aw
+from support.hub_kit import Hub, make_cert
 from support.waiting import wait_for
-from test_hub import (  # noqa: F401 - the fixtures, and what starts and reads hosts
+from test_hub import (  # what starts and reads hosts; _stop_hosts stops them after each test
     _HOSTS,
-    _stop_hosts,
-    alpha,
-    beta,
+    _stop_hosts,  # noqa: F401
     host_client,
-    hub,
     start_session,
     status_on_hub,
 )
@@ -30,6 +28,28 @@ from agentwrap.queue.link import HubStore
 from agentwrap.queue.sqlite import SQLiteMessageStore
 
 pytestmark = pytest.mark.usefixtures("tmux")
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[Hub]:
+    with make_aw() as aw:
+        h = Hub(aw, make_cert(tmp_path / "tls")).start()
+        try:
+            yield h
+        finally:
+            h.kill()
+
+
+@pytest.fixture
+def alpha() -> Iterator[AwEnv]:
+    with make_aw() as aw:
+        yield aw
+
+
+@pytest.fixture
+def beta() -> Iterator[AwEnv]:
+    with make_aw() as aw:
+        yield aw
 
 
 def listed(aw: AwEnv) -> list[dict[str, object]]:
