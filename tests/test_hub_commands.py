@@ -92,6 +92,8 @@ def test_ls_on_alpha_lists_betas_session_and_send_beta_name_is_typed_once_on_bet
     assert row is not None and row["liveness"] == "running" and row["profile"] == "standin"
     table = alpha.cli("ls", check=True).stdout
     assert "HOST" in table and "beta" in table and "api" in table
+    state = json.loads(alpha.cli("state", "beta/api", "--json", check=True).stdout)
+    assert state["state"] == row["state"] and state["host"] == "beta"
 
     sent = alpha.cli("send", "beta/api", "from alpha, typed once", "--json", check=True)
     message_id = json.loads(sent.stdout)["id"]

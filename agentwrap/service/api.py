@@ -101,7 +101,7 @@ class Service:
     @classmethod
     def open(
         cls, paths: Paths, *, limits: QueueLimits | None = None,
-        busy_timeout_ms: int | None = None,
+        busy_timeout_ms: int | None = None, link_required: bool = True,
     ) -> Service:
         """Store and registry of ``paths`` (its dirs made and checked first).
 
@@ -111,6 +111,14 @@ class Service:
         ``busy_timeout_ms``: how long a locked database is waited for before
         :class:`~agentwrap.errors.StoreLocked` (a hook, which must answer at
         once, waits ~100 ms; by default the store's own timeout).
+
+        On a host joined to a hub (a link file in the state dir) the queue is
+        the hub's, over the link (:meth:`_linked`), never this host's file: a
+        link that does not come up raises
+        :class:`~agentwrap.errors.HubUnreachable` here (exit 75), unless
+        ``link_required`` is False (a part that lives beside a supervisor and
+        must start while the hub is away: its calls fail closed until the
+        link is back).
         """
         from ..queue import db
         from ..queue.backend import describe, linked_store, open_store, store_url
@@ -125,7 +133,7 @@ class Service:
             except AgentwrapError:  # the caller reads only, and reports the config itself
                 cfg = Config()
         wait = db.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
-        hub = linked_store(paths.state_dir, wait_s=LINK_WAIT_S, required=True)
+        hub = linked_store(paths.state_dir, wait_s=LINK_WAIT_S, required=link_required)
         if hub is not None:  # a joined host: the hub's queue and every host's sessions
             return cls._linked(paths, hub, wait)
         url = store_url(cfg.store.url)
