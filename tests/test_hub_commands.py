@@ -7,20 +7,22 @@ person runs them. The hub's queue is the only queue: a host keeps none."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import AwEnv, make_aw
-from support.hub_kit import Hub, make_cert
-from support.waiting import wait_for
-from test_hub import (  # what starts and reads hosts; _stop_hosts stops them after each test
-    _HOSTS,
-    _stop_hosts,  # noqa: F401
+from conftest import AwEnv
+from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
+    HOSTS,
+    Hub,
+    alpha_fixture,  # noqa: F401
+    beta_fixture,  # noqa: F401
     host_client,
+    hub_fixture,  # noqa: F401
     start_session,
     status_on_hub,
+    stop_hosts,  # noqa: F401
 )
+from support.waiting import wait_for
 
 from agentwrap.errors import ForeignSession
 from agentwrap.message import Status
@@ -28,28 +30,6 @@ from agentwrap.queue.link import HubStore
 from agentwrap.queue.sqlite import SQLiteMessageStore
 
 pytestmark = pytest.mark.usefixtures("tmux")
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> Iterator[Hub]:
-    with make_aw() as aw:
-        h = Hub(aw, make_cert(tmp_path / "tls")).start()
-        try:
-            yield h
-        finally:
-            h.kill()
-
-
-@pytest.fixture
-def alpha() -> Iterator[AwEnv]:
-    with make_aw() as aw:
-        yield aw
-
-
-@pytest.fixture
-def beta() -> Iterator[AwEnv]:
-    with make_aw() as aw:
-        yield aw
 
 
 def listed(aw: AwEnv) -> list[dict[str, object]]:
@@ -80,14 +60,20 @@ def beat_fast(aw: AwEnv, period_s: float = 0.5) -> None:
     aw.paths.config_file.write_text(f"[host]\nheartbeat_s = {period_s}\n")
 
 
-def test_ls_on_alpha_lists_betas_session_and_send_beta_name_is_typed_once_on_beta(
-        hub: Hub, alpha: AwEnv, beta: AwEnv) -> None:
+def betas_session_listed_on_alpha(hub: Hub, alpha: AwEnv, beta: AwEnv) -> None:
+    """Both hosts joined, beta supervising ``api`` (reporting every 0.5 s),
+    until ``ls`` on alpha lists it."""
     hub.join(alpha, "alpha")
     hub.join(beta, "beta")
     beat_fast(beta)
     start_session(beta, "api")
     wait_for(lambda: lists(alpha, "beta", "api"), 60, "beta's session listed on alpha",
              on_timeout=hub.log)
+
+
+def test_ls_on_alpha_lists_betas_session_and_send_beta_name_is_typed_once_on_beta(
+        hub: Hub, alpha: AwEnv, beta: AwEnv) -> None:
+    betas_session_listed_on_alpha(hub, alpha, beta)
     row = lists(alpha, "beta", "api")
     assert row is not None and row["liveness"] == "running" and row["profile"] == "standin"
     table = alpha.cli("ls", check=True).stdout
@@ -109,13 +95,8 @@ def test_ls_on_alpha_lists_betas_session_and_send_beta_name_is_typed_once_on_bet
 
 def test_a_host_silent_past_its_deadline_is_listed_unreachable_since(
         hub: Hub, alpha: AwEnv, beta: AwEnv) -> None:
-    hub.join(alpha, "alpha")
-    hub.join(beta, "beta")
-    beat_fast(beta)
-    start_session(beta, "api")
-    wait_for(lambda: lists(alpha, "beta", "api"), 60, "beta's session listed on alpha",
-             on_timeout=hub.log)
-    for proc in _HOSTS:  # beta's supervisor host, kill -9: its reports stop
+    betas_session_listed_on_alpha(hub, alpha, beta)
+    for proc in HOSTS:  # beta's supervisor host, kill -9: its reports stop
         proc.kill()
         proc.wait(30)
     row = wait_for(lambda: (r := lists(alpha, "beta", "api")) and r["liveness"] == "unreachable"
