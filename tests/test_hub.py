@@ -8,99 +8,30 @@ from __future__ import annotations
 import json
 import os
 import ssl
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import AwEnv, make_aw
-from support.hub_kit import Hub, make_cert
+from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
+    Hub,
+    alpha_fixture,  # noqa: F401
+    beta_fixture,  # noqa: F401
+    host_client,
+    hub_fixture,  # noqa: F401
+    make_cert,
+    send_on_hub,
+    start_session,
+    status_on_hub,
+    stop_hosts,  # noqa: F401
+)
 from support.waiting import wait_for
 
 from agentwrap.errors import ForeignSession, HubUnreachable
 from agentwrap.hub.server import open_hub_store
-from agentwrap.message import NewMessage, Phase, Status
-from agentwrap.queue.link import HubStore, LinkClient, link_path, load_link
+from agentwrap.message import Phase, Status
+from agentwrap.queue.link import HubStore, link_path, load_link
 
 pytestmark = pytest.mark.usefixtures("tmux")
-_HOSTS: list[subprocess.Popen[bytes]] = []  # supervisor hosts this module started
-
-
-@pytest.fixture(autouse=True)
-def _stop_hosts() -> Iterator[None]:
-    yield
-    while _HOSTS:
-        proc = _HOSTS.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
-
-
-@pytest.fixture
-def hub(tmp_path: Path) -> Iterator[Hub]:
-    with make_aw() as aw:
-        h = Hub(aw, make_cert(tmp_path / "tls")).start()
-        try:
-            yield h
-        finally:
-            h.kill()
-
-
-@pytest.fixture
-def alpha() -> Iterator[AwEnv]:
-    with make_aw() as aw:
-        yield aw
-
-
-@pytest.fixture
-def beta() -> Iterator[AwEnv]:
-    with make_aw() as aw:
-        yield aw
-
-
-def send_on_hub(hub: Hub, session: str, content: str) -> str:
-    store = open_hub_store(hub.aw.paths.state_dir, hub.store_url)
-    try:
-        msg, _ = store.enqueue(NewMessage(session=session, content=content))
-        return msg.id
-    finally:
-        store.close()
-
-
-def status_on_hub(hub: Hub, message_id: str) -> Status:
-    store = open_hub_store(hub.aw.paths.state_dir, hub.store_url)
-    try:
-        return store.get(message_id).status
-    finally:
-        store.close()
-
-
-def start_session(aw: AwEnv, name: str = "api") -> None:
-    """A stand-in session on host ``aw`` (its log shown if it does not start).
-    The host's supervisor host is started first and awaited: on a loaded
-    machine its start-up alone can use up `run`'s wait for it."""
-    host_sock = aw.paths.runtime_dir / "host.sock"
-    if not host_sock.exists():
-        _HOSTS.append(subprocess.Popen(
-            [sys.executable, "-m", "agentwrap", "_host"], env=aw.env, cwd="/",
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True))
-        wait_for(host_sock.exists, 120, "the supervisor host's socket")
-    try:
-        aw.start_standin(name)
-    except AssertionError as exc:
-        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}"
-                         for p in sorted(aw.paths.logs_dir.glob("*.log")))
-        raise AssertionError(f"{exc}\n{logs}") from None
-
-
-def host_client(aw: AwEnv) -> LinkClient:
-    link = load_link(aw.paths.state_dir)
-    assert link is not None
-    client = LinkClient(link).start()
-    assert client.wait_up(30), "the link did not come up"
-    return client
 
 
 def test_two_joined_hosts_each_get_the_hubs_message_typed_once(

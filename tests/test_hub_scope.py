@@ -55,7 +55,6 @@ def foreign_calls(beta_msg: str) -> dict[str, dict[str, Any]]:
         "cancel": {"message_id": beta_msg},
         "acknowledge": {"message_id": beta_msg, "detail": "ACK"},
         "history": {"session": "beta/api"},
-        "pending_count": {"session": "beta/api"},
         "events": {"after": 0, "session": "beta/api"},
     }
 
@@ -77,6 +76,10 @@ def test_every_scoped_method_refuses_another_hosts_session(store: SQLMessageStor
     assert store.get(beta_msg).status is Status.DELIVERING  # nothing changed
     assert store.attempts(beta_msg) == []
     assert call(alpha, "events", after=0)["result"] == []  # none of beta's events
+    # the one view: any host counts another's pending messages (`ls` on every host), no more
+    assert call(alpha, "pending_count", session="beta/api")["result"] == 0
+    assert call(alpha, "pending_count", session="api")["result"] == 0
+    assert call(alpha, "pending_count")["error"]["data"]["error"] == "ForeignSession"
 
 
 def test_calls_repeated_after_a_cut_are_applied_once(store: SQLMessageStore) -> None:
@@ -141,3 +144,62 @@ def test_a_join_code_works_once_and_the_hashes_hold_no_secret(tmp_path: Path) ->
     assert keys.revoke("alpha")
     with pytest.raises(LinkRefused):
         keys.check("alpha", credential)
+
+
+_RECORD = {"name": "api", "profile": "standin", "backend": "tmux", "command": ["x"],
+           "cwd": "/", "started": 1.0, "state": "ready"}
+
+
+@pytest.mark.parametrize("report", [
+    [{**_RECORD, "host": "beta"}],            # names another host
+    [{**_RECORD, "name": "beta/api"}],        # another host's key
+    [_RECORD, {**_RECORD, "name": "beta/x"}],  # one foreign row refuses the whole report
+])
+def test_a_host_reports_only_its_own_sessions(store: SQLMessageStore, tmp_path: Path,
+                                              report: list[dict[str, Any]]) -> None:
+    from agentwrap.hub.roster import Roster
+
+    roster = Roster(tmp_path / "hub-sessions.db")
+    alpha = HostCalls(store, "alpha", roster)
+    got = call(alpha, "register", sessions=report, period_s=1.0)
+    assert got["error"]["data"]["error"] == "ForeignSession"
+    assert roster.listed()["hosts"] == []  # nothing kept
+
+
+@pytest.mark.parametrize("report", [
+    "not a list", [{"no": "name"}], [{**_RECORD, "name": "../../etc"}], [_RECORD] * 1001,
+])
+def test_a_malformed_report_is_refused_and_keeps_nothing(
+        store: SQLMessageStore, tmp_path: Path, report: Any) -> None:
+    from agentwrap.hub.roster import Roster
+
+    roster = Roster(tmp_path / "hub-sessions.db")
+    got = call(HostCalls(store, "alpha", roster), "register", sessions=report, period_s=1.0)
+    assert "error" in got and got["error"]["code"] in (wire.BAD_PARAMS, wire.REFUSED)
+    assert roster.listed()["hosts"] == []
+
+
+def test_reports_replace_the_hosts_last_and_every_host_is_viewed(
+        store: SQLMessageStore, tmp_path: Path) -> None:
+    from agentwrap.hub.roster import Roster
+    from agentwrap.sessions.linked import others_from
+
+    roster = Roster(tmp_path / "hub-sessions.db")
+    alpha, beta = HostCalls(store, "alpha", roster), HostCalls(store, "beta", roster)
+    assert call(beta, "register", sessions=[_RECORD, {**_RECORD, "name": "web"}],
+                period_s=1.0)["result"] == 2
+    assert call(beta, "register", sessions=[_RECORD], period_s=1.0)["result"] == 1  # web ended
+    call(alpha, "register", sessions=[{**_RECORD, "name": "own"}], period_s=1.0)
+    view = call(alpha, "sessions")["result"]
+    assert [(h["host"], [s["name"] for s in h["sessions"]]) for h in view["hosts"]] == [
+        ("alpha", ["own"]), ("beta", ["api"])]
+    others = others_from(view, "alpha")
+    assert [(r.host, r.name, r.liveness) for r in others] == [("beta", "api", "running")]
+    later = {**view, "now": view["now"] + 10}  # past 3 of beta's 1 s periods
+    (silent,) = others_from(later, "alpha")
+    assert silent.liveness == "unreachable" and silent.seen is not None
+    assert silent.seen.unreachable_since == view["hosts"][1]["reported"]
+    garbage = {"now": 1.0, "hosts": [{"host": "beta"}, {"host": "gamma", "reported": 1.0,
+                                                        "periodS": 1.0,
+                                                        "sessions": [{"state": "?"}]}]}
+    assert others_from(garbage, "alpha") == []  # skipped, never guessed at

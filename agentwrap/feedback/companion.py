@@ -76,7 +76,7 @@ class FeedbackLoop:
     # --- lifetime -------------------------------------------------------------------
 
     def start(self) -> FeedbackLoop:
-        self._service = Service.open(self.paths)
+        self._service = Service.open(self.paths, link_required=False)  # the hub may be away
         if self.watch or self.options.changes_as:
             self._worker = SourceWorker("bursts", self._run_burst)
             self._watcher = Watcher(self.root, self._on_burst, debounce_s=self.options.debounce_s,

@@ -19,7 +19,8 @@ and per-host credentials, scrypt-hashed at rest (``keys``); a host trades
 a code for its credential and pins the hub's certificate, which the code
 names (``joining``).
 
-Modules: ``keys`` (invites, host credentials, revocation), ``scope`` (one
+Modules: ``keys`` (invites, host credentials, revocation), ``roster`` (the
+sessions each host reports, for one ``ls`` from any host), ``scope`` (one
 host's calls on the store), ``server`` (the ASGI app: ``/healthz``,
 ``/join``, ``/link``; the process ``agentwrap hub`` runs), ``joining`` (a
 host trading a code for a credential).
@@ -35,10 +36,12 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .joining import join as join
     from .keys import HubKeys as HubKeys
     from .keys import JoinedHost as JoinedHost
+    from .roster import Roster as Roster
     from .scope import HostCalls as HostCalls
     from .server import cert_pin as cert_pin
     from .server import create_hub_app as create_hub_app
     from .server import hub_keys as hub_keys
+    from .server import hub_roster as hub_roster
     from .server import open_hub_store as open_hub_store
     from .server import revoke as revoke
     from .server import run_hub as run_hub
@@ -47,8 +50,10 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 EXPORTS: dict[str, tuple[str, ...]] = {
     "joining": ("join",),
     "keys": ("HubKeys", "JoinedHost"),
+    "roster": ("Roster",),
     "scope": ("HostCalls",),
-    "server": ("cert_pin", "create_hub_app", "hub_keys", "open_hub_store", "revoke", "run_hub"),
+    "server": ("cert_pin", "create_hub_app", "hub_keys", "hub_roster", "open_hub_store", "revoke",
+               "run_hub"),
 }
 __all__ = names(EXPORTS)
 __getattr__ = lazy(__name__, EXPORTS)

@@ -15,6 +15,12 @@ link_protocol.METHODS`):
   ``internal`` for another host's session.
 - ``read``: answers are filtered to the host's own sessions; the sweeps of
   the whole store (``expire_overdue``) are the hub's job, not a host's.
+- ``view``: ``pending_count`` of any host's session (a count, as ``ls``
+  shows it on every host).
+- ``roster``: a host reports only its own sessions (``register``: a record
+  naming another host is refused, the whole report with it, and nothing is
+  kept); ``view``: every host's sessions, as the hub knows them
+  (:mod:`.roster`), which is the hub's policy of one ``ls`` from any host.
 
 Idempotent by ``(batch_id, phase)``: a supervisor that repeats a call after
 a link cut (its outcome was unknown) gets it applied once. ``claim_batch``
@@ -27,16 +33,21 @@ messages changes nothing.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentwrapError, ForeignSession, LinkProtocolError
 from ..message import Kind, Phase, Priority, Source, Status
+from ..paths import check_session_name
 from ..queue import link_protocol as wire
 from ..queue.keys import SessionKeys
 from ..queue.sqlstore import SQLMessageStore
 from ..queue.store import SenderLimit
+
+if TYPE_CHECKING:
+    from .roster import Roster
 
 
 def _enums(values: Any, enum: Callable[[Any], Any]) -> list[Any] | None:
@@ -46,10 +57,11 @@ def _enums(values: Any, enum: Callable[[Any], Any]) -> list[Any] | None:
 class HostCalls:
     """The calls of host ``host`` on the hub's ``store`` (see the module)."""
 
-    def __init__(self, store: SQLMessageStore, host: str) -> None:
+    def __init__(self, store: SQLMessageStore, host: str, roster: Roster | None = None) -> None:
         self.store = store
         self.host = host
         self.prefix = f"{host}/"
+        self.roster = roster
 
     # --- the scope rule --------------------------------------------------------------
 
@@ -207,9 +219,11 @@ class HostCalls:
         return self.store.history(self.own(session), int(limit), _enums(statuses, Status))
 
     def _pending_count(self, session: str | None = None) -> int:
-        if session is None:
-            raise ForeignSession("a host counts the messages of its own sessions, one at a time")
-        return self.store.pending_count(self.own(session))
+        if not isinstance(session, str):
+            raise ForeignSession("a host counts the messages of one session at a time")
+        other, name = SessionKeys.split(session)  # any host's: `ls` shows every host's count
+        host = check_session_name(other) if other else self.host
+        return self.store.pending_count(f"{host}/{check_session_name(name)}")
 
     def _events(self, after: int, session: str | None = None, kinds: list[str] | None = None,
                 subject: str | None = None, limit: int = 1000) -> Any:
@@ -221,3 +235,35 @@ class HostCalls:
     def _last_event_id(self) -> int:
         return self.store.last_event_id()
 
+    # --- the sessions the hub knows (not the store port's) ----------------------------
+
+    def _roster(self) -> Roster:
+        if self.roster is None:
+            raise LinkProtocolError("this hub keeps no sessions' roster")
+        return self.roster
+
+    def _register(self, sessions: list[Mapping[str, Any]], period_s: float) -> int:
+        from .roster import MAX_RECORD_BYTES, MAX_SESSIONS
+
+        if not isinstance(sessions, list) or len(sessions) > MAX_SESSIONS:
+            raise LinkProtocolError(f"a report carries a list of at most {MAX_SESSIONS} sessions")
+        period = float(period_s)
+        if not 0.1 <= period <= 3600:
+            raise LinkProtocolError("a report's period_s is from 0.1 to 3600 seconds")
+        kept = []
+        for rec in sessions:
+            if not isinstance(rec, Mapping) or not isinstance(rec.get("name"), str):
+                raise LinkProtocolError("a reported session is an object with a name")
+            host = rec.get("host") or ""
+            if host not in ("", self.host):
+                raise ForeignSession(
+                    f"host {self.host!r} may not report session {host}/{rec['name']}")
+            name = check_session_name(self.own(rec["name"]).split("/", 1)[1])  # another's: refused
+            out = {**rec, "name": name, "host": self.host}
+            if len(json.dumps(out)) > MAX_RECORD_BYTES:
+                raise LinkProtocolError(f"a reported session is at most {MAX_RECORD_BYTES} bytes")
+            kept.append(out)
+        return self._roster().register(self.host, kept, period)
+
+    def _sessions(self) -> dict[str, Any]:
+        return self._roster().listed()

@@ -1,13 +1,15 @@
 """The hub's ASGI app and process: ``/healthz``, ``/join``, the ``/link`` WebSocket.
 
-One link per host: a second link with the same credential replaces the
-first (the host reconnected before the hub saw the old socket die). Each
-link's frames are answered in order by :class:`~.scope.HostCalls` on a
+A host may hold several links at once (each supervisor's, and a command
+run there for its one call), all with the host's one credential: a link
+that dies is dropped when its socket closes or its pings stop, so a host
+that reconnected before the old socket died simply has one more for a
+while. Each link's frames are answered in order by :class:`~.scope.HostCalls` on a
 worker thread (the store is synchronous); a frame that is not
 ``agentwrap.link/1`` closes that link only (code 1002), and the hub goes on
-serving every other. A revoked host's link is closed within
+serving every other. A revoked host's links are closed within
 :data:`REVOKE_POLL_S` by the watcher, and its credential is refused from
-then on.
+then on. The sessions each host reports are kept in its :class:`~.roster.Roster`.
 
 The existing HTTP API and dashboard are not re-implemented: the command
 mounts the app of :mod:`agentwrap.surfaces.http` beside these routes
@@ -43,6 +45,7 @@ from ..queue.keys import SessionKeys
 from ..queue.link import fingerprint
 from ..queue.sqlstore import SQLMessageStore
 from .keys import HubKeys
+from .roster import Roster
 from .scope import HostCalls
 
 log = logging.getLogger("agentwrap.hub")
@@ -68,6 +71,10 @@ def hub_keys(state_dir: Path) -> HubKeys:
     return HubKeys(state_dir / "hub-keys.db")
 
 
+def hub_roster(state_dir: Path) -> Roster:
+    return Roster(state_dir / "hub-sessions.db")
+
+
 def cert_pin(cert_file: Path | None) -> str:
     """What join codes bind: the certificate's fingerprint (20 hex), or ``plain``."""
     if cert_file is None:
@@ -88,12 +95,15 @@ def check_listen(host: str, tls: bool) -> None:
         raise HubListenRefused(f"the hub will not serve plain HTTP on {host}: it is not loopback")
 
 
-def revoke(store: SQLMessageStore, keys: HubKeys, host: str) -> int:
-    """Revoke ``host`` and end its sessions' pending messages ``failed``
-    naming it; the count of messages ended."""
+def revoke(store: SQLMessageStore, keys: HubKeys, host: str, roster: Roster | None = None
+           ) -> int:
+    """Revoke ``host``, drop its reported sessions (``roster``) and end its
+    sessions' pending messages ``failed`` naming it; the count of messages ended."""
     if not keys.revoke(host):
         raise LinkRefused(f"no joined host {host!r} to revoke",
                           hint="`agentwrap hub hosts` lists the hosts that joined")
+    if roster is not None:
+        roster.forget(host)
     prefix = f"{host}/"
     waiting = [m.id for m in store.history(None, limit=100_000,
                                            statuses=[Status.PENDING, Status.DELIVERING])
@@ -105,9 +115,10 @@ def revoke(store: SQLMessageStore, keys: HubKeys, host: str) -> int:
 
 
 def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
-                   api: ASGIApp | None = None) -> FastAPI:
-    """The hub's app over ``store`` (see the module); ``api`` mounted at ``/``."""
-    links: dict[str, WebSocket] = {}
+                   api: ASGIApp | None = None, roster: Roster | None = None) -> FastAPI:
+    """The hub's app over ``store`` (see the module); ``api`` mounted at ``/``;
+    the sessions hosts report kept in ``roster``."""
+    links: dict[str, set[WebSocket]] = {}  # each linked host's open links
 
     async def watch_revoked() -> None:
         while True:
@@ -116,9 +127,9 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
                 continue
             revoked = {h.name for h in await asyncio.to_thread(keys.hosts) if h.revoked}
             for name in [n for n in links if n in revoked]:
-                ws = links.pop(name)
-                with contextlib.suppress(Exception):
-                    await ws.close(4003, "revoked")
+                for ws in links.pop(name):
+                    with contextlib.suppress(Exception):
+                        await ws.close(4003, "revoked")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -133,7 +144,8 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        return {"ok": True, "protocol": wire.PROTOCOL, "links": len(links)}
+        return {"ok": True, "protocol": wire.PROTOCOL, "links": len(links),
+                "sockets": sum(len(s) for s in links.values())}
 
     @app.post("/join")
     async def join(request: Request) -> JSONResponse:
@@ -164,12 +176,8 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
             await ws.close(4003, "refused")  # before accept: the handshake gets 403
             return
         await ws.accept(subprotocol=wire.SUBPROTOCOL)
-        old = links.get(host)
-        links[host] = ws
-        if old is not None:
-            with contextlib.suppress(Exception):
-                await old.close(4000, "replaced by a new link")
-        calls = HostCalls(store, host)
+        links.setdefault(host, set()).add(ws)
+        calls = HostCalls(store, host, roster)
         log.info("host %s linked", host)
         try:
             while True:
@@ -185,8 +193,11 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
         except (WebSocketDisconnect, RuntimeError, KeyError):
             return
         finally:
-            if links.get(host) is ws:
-                links.pop(host, None)
+            mine = links.get(host)
+            if mine is not None:
+                mine.discard(ws)
+                if not mine:
+                    links.pop(host, None)
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(keys.seen, host)
 
@@ -209,7 +220,7 @@ def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
     check_listen(host, tls_cert is not None)
     store = open_hub_store(state_dir, url)
     keys = hub_keys(state_dir)
-    app = create_hub_app(store, keys, cert_pin(tls_cert), api)
+    app = create_hub_app(store, keys, cert_pin(tls_cert), api, hub_roster(state_dir))
     try:
         uvicorn.run(app, host=host, port=int(port), log_level="warning",
                     ssl_certfile=None if tls_cert is None else str(tls_cert),

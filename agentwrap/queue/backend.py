@@ -98,17 +98,22 @@ def describe(db_path: Path, url: str = "") -> str:
     return display(url)
 
 
-def linked_store(state_dir: Path, *, wait_s: float = 2.0) -> HubStore | None:
+def linked_store(state_dir: Path, *, wait_s: float = 2.0, required: bool = False
+                 ) -> HubStore | None:
     """The hub's store over this host's link (issue 38), if this host joined
     a hub (:func:`.link.load_link`), else None: the link is started and given
-    ``wait_s`` to come up; while it is down every call raises ``HubUnreachable``."""
+    up to ``wait_s`` for its first connection; while it is down every call
+    raises ``HubUnreachable``. ``required`` (a command, which makes its calls
+    at once): a link that did not come up raises that here, closed."""
     from .link import HubStore, LinkClient, load_link
 
     link = load_link(state_dir)
     if link is None:
         return None
     client = LinkClient(link).start()
-    client.wait_up(wait_s)
+    if not client.wait_tried(wait_s) and required:
+        client.close()
+        raise client.down_error()
     return HubStore(client)
 
 

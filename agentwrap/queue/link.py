@@ -37,7 +37,7 @@ import os
 import random
 import ssl
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,6 +159,7 @@ class LinkClient:
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._ws: Any = None
         self._up = threading.Event()
+        self._tried = threading.Event()  # the first connection was made, or failed
         self._stopping = False
         self.refused: LinkRefused | None = None
         self.connects = 0  # links made, for tests and `doctor`
@@ -174,6 +175,14 @@ class LinkClient:
 
     def wait_up(self, timeout_s: float) -> bool:
         return self._up.wait(timeout_s)
+
+    def wait_tried(self, timeout_s: float) -> bool:
+        """Wait until the first connection is made or has failed (at most
+        ``timeout_s``): whether the link is up. A command asks this, not
+        :meth:`wait_up`, so a hub that is down is reported at once instead of
+        after the whole wait."""
+        self._tried.wait(timeout_s)
+        return self.up
 
     def backoff(self, failures: int) -> float:
         """Full jitter: uniform in [0, min(cap, base * 2**failures)]."""
@@ -208,6 +217,7 @@ class LinkClient:
                     failures = 0
                     self.refused = None
                     self._up.set()
+                    self._tried.set()
                     async for frame in ws:
                         if not self._answered(frame):
                             await ws.close(1002, "not agentwrap.link/1")
@@ -220,6 +230,7 @@ class LinkClient:
                 pass
             finally:
                 self._up.clear()
+                self._tried.set()
                 self._ws = None
                 self._fail_pending()
             if self._stopping:
@@ -249,10 +260,12 @@ class LinkClient:
     def _fail_pending(self) -> None:
         for fut in self._pending.values():
             if not fut.done():
-                fut.set_exception(self._down())
+                fut.set_exception(self.down_error())
         self._pending.clear()
 
-    def _down(self) -> AgentwrapError:
+    def down_error(self) -> AgentwrapError:
+        """What a call raises while the link is down: :class:`LinkRefused` when
+        the hub refused this host's credential, else :class:`HubUnreachable`."""
         if self.refused is not None:
             return self.refused
         return HubUnreachable(f"the hub at {self.link.url} is unreachable from host"
@@ -261,7 +274,7 @@ class LinkClient:
     async def _call(self, method: str, params: dict[str, Any]) -> Any:
         ws = self._ws
         if ws is None:
-            raise self._down()
+            raise self.down_error()
         call_id = next(self._ids)
         fut: asyncio.Future[Any] = self._loop.create_future()
         self._pending[call_id] = fut
@@ -269,24 +282,24 @@ class LinkClient:
             await ws.send(wire.request(call_id, method, params))
             return await asyncio.wait_for(fut, self.call_timeout_s)
         except asyncio.TimeoutError:
-            raise self._down() from None
+            raise self.down_error() from None
         except (OSError, Exception) as exc:  # the socket went away mid-send
             if isinstance(exc, AgentwrapError):
                 raise
-            raise self._down() from None
+            raise self.down_error() from None
         finally:
             self._pending.pop(call_id, None)
 
     def call(self, method: str, **params: Any) -> Any:
         """One store call on the hub; :class:`HubUnreachable` while the link is down."""
         if not self._up.is_set() or self._stopping:
-            raise self._down()
+            raise self.down_error()
         fut = asyncio.run_coroutine_threadsafe(self._call(method, params), self._loop)
         try:
             return fut.result(self.call_timeout_s + 5)
         except TimeoutError:
             fut.cancel()
-            raise self._down() from None
+            raise self.down_error() from None
 
     def close(self) -> None:
         self._stopping = True
@@ -315,6 +328,8 @@ class HubStore:
     def __init__(self, client: LinkClient) -> None:
         self.client = client
         self.host = client.link.host
+        self._closed = threading.Event()
+        self._reporter: threading.Thread | None = None
 
     def _messages(self, data: Any) -> list[Message]:
         if not isinstance(data, list):
@@ -449,5 +464,43 @@ class HubStore:
     def check_integrity(self) -> None:
         """The hub checks its own store."""
 
+    # --- the sessions the hub knows (``register`` and ``sessions``: not the port's) ----
+
+    def register(self, sessions: Sequence[Mapping[str, Any]], period_s: float) -> int:
+        """Report this host's running sessions (their records as JSON) to the
+        hub: the whole set, replacing the last report; a record naming
+        another host is refused (:class:`~agentwrap.errors.ForeignSession`)."""
+        return self._int(self.client.call("register", sessions=list(sessions),
+                                          period_s=float(period_s)))
+
+    def sessions(self) -> dict[str, Any]:
+        """Every host's last report (:class:`agentwrap.hub.roster.Roster.listed`)."""
+        out = self.client.call("sessions")
+        if not isinstance(out, dict) or not isinstance(out.get("hosts"), list):
+            raise LinkProtocolError("the hub answered `sessions` with something else")
+        return out
+
+    def report_every(self, period_s: float,
+                     snapshot: Callable[[], Sequence[Mapping[str, Any]]]) -> None:
+        """Report ``snapshot()`` every ``period_s`` while this store is open
+        (a daemon thread; a report that fails waits for the next period: the
+        hub judges a host by its last report, so nothing is queued up)."""
+        if self._reporter is not None:
+            return
+
+        def run() -> None:
+            while not self._closed.is_set():
+                if self.client.wait_up(period_s) and not self._closed.is_set():
+                    try:
+                        self.register(snapshot(), period_s)
+                    except (AgentwrapError, OSError, ValueError) as exc:  # the next period again
+                        log.debug("reporting this host's sessions failed: %s",
+                                  type(exc).__name__)
+                self._closed.wait(period_s)
+
+        self._reporter = threading.Thread(target=run, name="agentwrap-hub-report", daemon=True)
+        self._reporter.start()
+
     def close(self) -> None:
+        self._closed.set()
         self.client.close()

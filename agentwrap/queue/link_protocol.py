@@ -6,7 +6,11 @@ request (``{"jsonrpc": "2.0", "id": N, "method": "claim_batch", "params":
 {...}}``) on the host's one link; the hub answers ``result`` or ``error``.
 The method names are the store port's own (:data:`METHODS`), so the
 protocol is documented by the port: nothing is invented for the wire but
-the envelope and the value encoding below. The version travels in the
+the envelope and the value encoding below, and two calls of the hub's
+own: ``register`` (a host reports its sessions and their state, the whole
+set each time, every ``[host] heartbeat_s``) and ``sessions`` (every
+host's sessions as last reported, with when and the hub's clock, so a
+host silent past its deadline is judged ``unreachable since`` then). The version travels in the
 WebSocket subprotocol (``Sec-WebSocket-Protocol: agentwrap.link.v1``): a hub
 that does not speak it refuses the handshake, so the two never half-agree.
 
@@ -47,7 +51,9 @@ REFUSED = -32000  # the store or the hub's policy refused it: data names the err
 #: The store port's methods a host may call, with what each is scoped by on the
 #: hub (:mod:`agentwrap.hub.scope`): ``session`` (a session argument),
 #: ``batch`` (the batch's messages), ``message`` (a message id), ``send``
-#: (the hub's sending policy) or ``read`` (results filtered to the host's own).
+#: (the hub's sending policy), ``read`` (results filtered to the host's own),
+#: ``roster`` (the host's own sessions, reported: ``register``) or ``view``
+#: (every host's sessions as the hub knows them: one ``ls`` from any host).
 METHODS: dict[str, str] = {
     "enqueue": "send",
     "get": "message",
@@ -67,9 +73,12 @@ METHODS: dict[str, str] = {
     "expire_overdue": "read",
     "overdue": "read",
     "history": "session",
-    "pending_count": "session",
+    "pending_count": "view",
     "events": "read",
     "last_event_id": "read",
+    # not the store port's: the sessions the hub knows (issue 38's one view)
+    "register": "roster",
+    "sessions": "view",
 }
 
 _MESSAGE_ENUMS = {"source": Source, "priority": Priority, "status": Status, "phase": Phase,

@@ -36,10 +36,15 @@ from .sessions import Sessions
 from .takeover import Takeovers
 from .views import HistoryEntry, QueueView, Sent, SessionView
 
+#: How long a command on a joined host waits for its link's first connection
+#: (a hub that refuses or is down is known sooner: the first try's answer).
+LINK_WAIT_S = 10.0
+
 if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast
     from ..answers.intake import AnswerIntake, AnswerResult
     from ..answers.store import Answer, AnswerStore
     from ..config import LaunchChoice
+    from ..queue.link import HubStore
     from ..terminal.live import LivePane
     from ..terminal.styles import Screen
     from .conversation import Conversation, Conversations
@@ -96,7 +101,7 @@ class Service:
     @classmethod
     def open(
         cls, paths: Paths, *, limits: QueueLimits | None = None,
-        busy_timeout_ms: int | None = None,
+        busy_timeout_ms: int | None = None, link_required: bool = True,
     ) -> Service:
         """Store and registry of ``paths`` (its dirs made and checked first).
 
@@ -106,9 +111,17 @@ class Service:
         ``busy_timeout_ms``: how long a locked database is waited for before
         :class:`~agentwrap.errors.StoreLocked` (a hook, which must answer at
         once, waits ~100 ms; by default the store's own timeout).
+
+        On a host joined to a hub (a link file in the state dir) the queue is
+        the hub's, over the link (:meth:`_linked`), never this host's file: a
+        link that does not come up raises
+        :class:`~agentwrap.errors.HubUnreachable` here (exit 75), unless
+        ``link_required`` is False (a part that lives beside a supervisor and
+        must start while the hub is away: its calls fail closed until the
+        link is back).
         """
         from ..queue import db
-        from ..queue.backend import describe, open_store, store_url
+        from ..queue.backend import describe, linked_store, open_store, store_url
 
         paths.ensure()
         if limits is None:
@@ -119,8 +132,11 @@ class Service:
                 cfg = load_config(paths)
             except AgentwrapError:  # the caller reads only, and reports the config itself
                 cfg = Config()
-        url = store_url(cfg.store.url)
         wait = db.BUSY_TIMEOUT_MS if busy_timeout_ms is None else busy_timeout_ms
+        hub = linked_store(paths.state_dir, wait_s=LINK_WAIT_S, required=link_required)
+        if hub is not None:  # a joined host: the hub's queue and every host's sessions
+            return cls._linked(paths, hub, wait)
+        url = store_url(cfg.store.url)
         registry = Registry(paths.db_path, events_dir=paths.events_dir, busy_timeout_ms=wait,
                             url=url, host=host_name(cfg.host.name),
                             heartbeat_s=cfg.host.heartbeat_s)
@@ -132,6 +148,26 @@ class Service:
             raise
         svc = cls(paths, store, registry)
         svc.store_where = describe(paths.db_path, url)
+        return svc
+
+    @classmethod
+    def _linked(cls, paths: Paths, hub: HubStore, wait_ms: int) -> Service:
+        """The service of a host joined to a hub (issue 38): the queue is the
+        hub's, over this host's link, so what a command sends, cancels or
+        reads is the hub's and nothing is kept here; the sessions are this
+        host's own plus the other hosts' the hub knows
+        (:class:`~agentwrap.sessions.linked.LinkedRegistry`). The link was
+        up when this returns (else :class:`~agentwrap.errors.HubUnreachable`)."""
+        from ..sessions.linked import LinkedRegistry
+
+        try:
+            registry = LinkedRegistry(paths.db_path, hub=hub, events_dir=paths.events_dir,
+                                      busy_timeout_ms=wait_ms)
+        except BaseException:
+            hub.close()
+            raise
+        svc = cls(paths, hub, registry)
+        svc.store_where = f"hub {hub.client.link.url} (host {hub.host})"
         return svc
 
     def close(self) -> None:

@@ -127,8 +127,13 @@ def build_supervisor(
         from .turn_end import TurnEndMark
 
         hooks = TurnEndMark(turn_end_path(paths, rec.name), profile.name)
-    store: MessageStore = linked_store(paths.state_dir) or configured_store(
-        paths.db_path, cfg, events_dir=paths.events_dir)  # a hub's, if this host joined one
+    hub = linked_store(paths.state_dir)  # a hub's, if this host joined one
+    if hub is not None:  # the hub learns this host's sessions from its reports
+        from .linked import reporter
+
+        hub.report_every(cfg.host.heartbeat_s, reporter(paths.db_path, hub.host))
+    store: MessageStore = hub or configured_store(paths.db_path, cfg,
+                                                  events_dir=paths.events_dir)
     store.listen(wake=_woken_by_other_hosts(paths))
     answers = AnswerStore(paths.db_path, events_dir=paths.events_dir, url=registry.url,
                           host=registry.host)

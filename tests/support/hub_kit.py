@@ -1,6 +1,9 @@
 """A real hub process and hosts joined to it (issue 38): a test CA made with
 ``cryptography``, ``agentwrap hub`` started (and killed, and restarted) on a
-free port of loopback, and hosts joined with one-time codes."""
+free port of loopback, and hosts joined with one-time codes; the fixtures
+of the hub tests (``hub``, ``alpha``, ``beta``, and ``_stop_hosts``, which
+stops the supervisor hosts a test started: import it where ``start_session``
+is used)."""
 
 from __future__ import annotations
 
@@ -12,16 +15,21 @@ import socket
 import ssl
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from conftest import AwEnv
+import pytest
+from conftest import AwEnv, make_aw
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from agentwrap.hub.server import open_hub_store
+from agentwrap.message import NewMessage, Status
+from agentwrap.queue.link import LinkClient, load_link
 from support.waiting import wait_for
 
 
@@ -130,3 +138,82 @@ class Hub:
         # the code on standard input, as the docs advise (never in `ps`)
         host_aw.cli("join", self.url, "--host", name, input=(code or self.invite(name)) + "\n",
                     check=True)
+
+
+HOSTS: list[subprocess.Popen[bytes]] = []  # supervisor hosts the tests started
+
+
+@pytest.fixture(autouse=True, name="_stop_hosts")
+def stop_hosts() -> Iterator[None]:
+    yield
+    while HOSTS:
+        proc = HOSTS.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
+@pytest.fixture(name="hub")
+def hub_fixture(tmp_path: Path) -> Iterator[Hub]:
+    with make_aw() as aw:
+        h = Hub(aw, make_cert(tmp_path / "tls")).start()
+        try:
+            yield h
+        finally:
+            h.kill()
+
+
+@pytest.fixture(name="alpha")
+def alpha_fixture() -> Iterator[AwEnv]:
+    with make_aw() as aw:
+        yield aw
+
+
+@pytest.fixture(name="beta")
+def beta_fixture() -> Iterator[AwEnv]:
+    with make_aw() as aw:
+        yield aw
+
+
+def send_on_hub(hub: Hub, session: str, content: str) -> str:
+    store = open_hub_store(hub.aw.paths.state_dir, hub.store_url)
+    try:
+        msg, _ = store.enqueue(NewMessage(session=session, content=content))
+        return msg.id
+    finally:
+        store.close()
+
+
+def status_on_hub(hub: Hub, message_id: str) -> Status:
+    store = open_hub_store(hub.aw.paths.state_dir, hub.store_url)
+    try:
+        return store.get(message_id).status
+    finally:
+        store.close()
+
+
+def start_session(aw: AwEnv, name: str = "api") -> None:
+    """A stand-in session on host ``aw`` (its log shown if it does not start).
+    The host's supervisor host is started first and awaited: on a loaded
+    machine its start-up alone can use up `run`'s wait for it."""
+    host_sock = aw.paths.runtime_dir / "host.sock"
+    if not host_sock.exists():
+        HOSTS.append(subprocess.Popen(
+            [sys.executable, "-m", "agentwrap", "_host"], env=aw.env, cwd="/",
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True))
+        wait_for(host_sock.exists, 120, "the supervisor host's socket")
+    try:
+        aw.start_standin(name)
+    except AssertionError as exc:
+        logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}"
+                         for p in sorted(aw.paths.logs_dir.glob("*.log")))
+        raise AssertionError(f"{exc}\n{logs}") from None
+
+
+def host_client(aw: AwEnv) -> LinkClient:
+    link = load_link(aw.paths.state_dir)
+    assert link is not None
+    client = LinkClient(link).start()
+    assert client.wait_up(30), "the link did not come up"
+    return client

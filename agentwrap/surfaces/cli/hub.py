@@ -118,13 +118,13 @@ def cmd_hub_hosts(args: argparse.Namespace) -> int:
 
 
 def cmd_revoke(args: argparse.Namespace) -> int:
-    from ...hub.server import hub_keys, open_hub_store, revoke
+    from ...hub.server import hub_keys, hub_roster, open_hub_store, revoke
     from ...queue.backend import store_url
 
     paths = user_paths().ensure()
     store = open_hub_store(paths.state_dir, store_url())
     try:
-        failed = revoke(store, hub_keys(paths.state_dir), args.host)
+        failed = revoke(store, hub_keys(paths.state_dir), args.host, hub_roster(paths.state_dir))
     finally:
         store.close()
     out.print(f"revoked host {escape(args.host)}: {failed} pending message(s) failed")
