@@ -203,3 +203,19 @@ def test_reports_replace_the_hosts_last_and_every_host_is_viewed(
                                                         "periodS": 1.0,
                                                         "sessions": [{"state": "?"}]}]}
     assert others_from(garbage, "alpha") == []  # skipped, never guessed at
+
+
+def test_a_store_open_on_a_host_that_never_joined_loads_no_link_code(tmp_path: Path) -> None:
+    """The link file's name is one name in both modules, and a host without it
+    pays nothing for the hub: the link's module (asyncio, ssl) is not imported."""
+    import subprocess
+    import sys
+
+    from agentwrap.queue import backend, link
+
+    assert backend.LINK_FILE == link.LINK_FILE
+    code = ("import sys; from pathlib import Path; from agentwrap.queue.backend import linked_store;"
+            f" assert linked_store(Path({str(tmp_path)!r})) is None;"
+            " print('agentwrap.queue.link' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

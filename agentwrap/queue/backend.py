@@ -34,6 +34,10 @@ ENV = "AGENTWRAP_STORE_URL"
 SCHEMES = ("postgresql://", "postgres://")
 
 
+#: The link file's name (:data:`.link.LINK_FILE`, held equal by a test): looked for
+#: before the link's code is imported.
+LINK_FILE = "hub-link.json"
+
 def store_url(configured: str = "", env: Mapping[str, str] | None = None) -> str:
     """The PostgreSQL URL this host uses, or "" for the SQLite file.
 
@@ -105,6 +109,8 @@ def linked_store(state_dir: Path, *, wait_s: float = 2.0, required: bool = False
     up to ``wait_s`` for its first connection; while it is down every call
     raises ``HubUnreachable``. ``required`` (a command, which makes its calls
     at once): a link that did not come up raises that here, closed."""
+    if not (state_dir / LINK_FILE).exists():  # the link's code (asyncio, ssl, websockets)
+        return None  # is loaded only on a joined host, not by every store open
     from .link import HubStore, LinkClient, load_link
 
     link = load_link(state_dir)
