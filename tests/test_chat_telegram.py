@@ -138,6 +138,10 @@ def test_a_press_approves_once_and_nothing_else_does(aw: AwEnv, bridge: Bridge) 
     first = bridge.fake.press(ME, msg["message_id"], approve)
     wait_for(lambda: choices(aw) == ["chose 1. Yes"], 20, "the approval typed",
              on_timeout=lambda: f"{choices(aw)}\n{bridge.text()}")
+    # the press is answered once the answer is applied (the dialog seen closed),
+    # which comes after the stand-in has the keys
+    wait_for(lambda: bridge.callbacks() != [], 20, "the press answered",
+             on_timeout=lambda: bridge.text())
     assert bridge.callbacks() == ["sent: Yes"]
 
     # the same update again (a lost confirmation): acted on once

@@ -296,7 +296,9 @@ def test_nothing_is_typed_while_a_dialog_is_open(aw: AwEnv) -> None:
 
 def test_busy_agent_gets_one_batch_highest_priority_first(aw: AwEnv) -> None:
     write_config(aw, readiness_timeout_s=60)
-    aw.start_standin("sa", "--busy", "4")
+    # the busy spell outlasts four `send` processes on a loaded machine (4 s did
+    # not at load 8-24: one was typed after the spell, as a second batch)
+    aw.start_standin("sa", "--busy", "15")
     aw.wait_state("sa", "ready")
     res = aw.cli("send", "sa", "warm up", "--wait", "--timeout", "60")
     assert res.returncode == 0, res.stderr

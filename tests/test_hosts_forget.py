@@ -27,7 +27,7 @@ from agentwrap.message import NewMessage, Source, Status
 from agentwrap.queue.backend import open_store
 from agentwrap.sessions import hosts
 from agentwrap.sessions.hosts import Forgotten
-from agentwrap.sessions.registry import Registry
+from agentwrap.sessions.registry import Registry, exit_reason
 
 
 @pytest.fixture
@@ -132,7 +132,7 @@ def test_a_refused_forget_changes_nothing(tmp_path: Path, pg_url: str) -> None:
         assert alpha.forget_host("beta").sessions == ["beta/b1"]
         assert alpha.hosts() == {} and alpha.get("beta/b1").ended is not None
         b0 = alpha.get("beta/b0")
-        assert b0.exit_code == 7 and b0.state_reason == "process exited with code 7"
+        assert b0.exit_code == 7 and b0.state_reason == exit_reason(7)  # as it was
     finally:
         alpha.close()
         beta.close()

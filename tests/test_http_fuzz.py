@@ -63,6 +63,8 @@ LIVE_EXAMPLES = 5
 STREAM_S = 0.3
 #: Names the fuzzer's path parameters are swapped for, some of the time.
 SESSIONS = ["fake", "sh", "gen", "gone"]
+#: Their profiles (_sessions registers them so).
+PROFILES = {"fake": "standin", "sh": "shell", "gen": "generic", "gone": "standin"}
 #: Generous enough that the fuzzer's messages are stored, not rate-limited.
 LIMITS = QueueLimits(rate_per_minute=100_000, max_pending_per_session=40)
 #: Every answer: no 5xx, a documented status, type and shape; an invalid
@@ -75,10 +77,8 @@ STREAM_EXAMPLES = 3
 
 def _sessions(aw: AwEnv) -> None:
     """One of each kind the API treats differently."""
-    register(aw, "fake")  # an agent (quoted content)
-    register(aw, "sh", profile="shell")  # a shell: every message is a command
-    register(aw, "gen", profile="generic")
-    register(aw, "gone")
+    for name in SESSIONS:  # an agent (quoted content), a shell (every message is a
+        register(aw, name, profile=PROFILES[name])  # command), a generic program, an ended one
     reg = aw.registry()
     try:
         reg.mark_ended("gone", 0)  # 409 for new messages
@@ -173,7 +173,10 @@ def assert_stored_messages_keep_the_rules(aw: AwEnv, limits: QueueLimits) -> int
     db.row_factory = sqlite3.Row
     try:
         rows = db.execute("SELECT * FROM messages").fetchall()
-        sessions = {r["name"]: r["profile"] for r in db.execute("SELECT name, profile FROM sessions")}
+        # a session the fuzzer stopped and then dismissed has no record any more, and its
+        # messages stay in the history: its profile is the one _sessions gave it
+        sessions = {**PROFILES, **{r["name"]: r["profile"]
+                                   for r in db.execute("SELECT name, profile FROM sessions")}}
     finally:
         db.close()
     senders = {s.value for s in Source} - {Source.SYSTEM.value}

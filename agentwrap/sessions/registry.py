@@ -565,9 +565,19 @@ class Registry:
 
     def note_end(self, name: str, reason: str) -> None:
         """Say why an ended session ended, when a caller knows better than its
-        exit code (``stop`` sent the signal): its record only, not its end time."""
-        self.db.execute("UPDATE sessions SET state_reason = ? WHERE name = ? AND ended IS NOT NULL",
-                        (reason, self.keys.key(name)))
+        exit code (``stop`` sent the signal): its record, not its end time, and a
+        ``session.state`` event with the new reason, so a view that read the end
+        before this (the page's Ended list) reads it again instead of showing the
+        exit code's words until its next refresh."""
+        key = self.keys.key(name)
+        with self.db.write() as w:
+            w.take_turns(f"session:{key}")
+            row = w.conn.execute("SELECT ended FROM sessions WHERE name=?", (key,)).fetchone()
+            if row is None or row["ended"] is None:
+                return
+            w.conn.execute(*self._update_sql(key, dict(state_reason=reason)))
+            w.event(time.time(), key, "session.state", "", state=State.EXITED.value,
+                    reason=reason, signal="process", rule="stop")
 
     def dismiss(self, name: str) -> SessionRecord:
         """Forget an ended session of this host: its record and its state log

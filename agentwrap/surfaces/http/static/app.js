@@ -503,7 +503,8 @@
       return;
     }
     const known = Boolean(summaryOf(name));
-    if (!known || type === 'session.exited' || type === 'session.ended') touch('list');
+    const endSaid = type === 'session.state' && ev.data && ev.data.state === 'exited';
+    if (!known || type === 'session.exited' || type === 'session.ended' || endSaid) touch('list');
     if (window.agentwrapConversation) window.agentwrapConversation.event(ev, name);
     if (type === 'session.state') noteState(name, ev.data);
     if (name) touch('session', name);
