@@ -279,8 +279,15 @@ class _Eyes:
     question = None
 
 
+class _Keyboard:
+    @staticmethod
+    def held() -> bool:  # no page holds the keyboard (issue 42's take-over)
+        return False
+
+
 class _Host:
     detector = _Eyes()
+    term = _Keyboard()
 
 
 def test_a_supervisor_crash_around_turn_start_ends_each_batch_exactly_once(
