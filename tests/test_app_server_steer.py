@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.app_server_host import Host as _Host
 
 from agentwrap.app_server.delivery import CHANNEL, AppServerDelivery, steer_priorities
 from agentwrap.audit import AuditLog
@@ -92,20 +93,6 @@ class FakeServer:
         return []
 
 
-class _Eyes:
-    draft = False
-    question = None
-
-
-class _Keyboard:
-    @staticmethod
-    def held() -> bool:  # no page holds the keyboard
-        return False
-
-
-class _Host:
-    detector = _Eyes()
-    term = _Keyboard()
 
 
 @pytest.fixture

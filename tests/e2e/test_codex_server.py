@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.app_server_host import Host as _Host
 
 from agentwrap.codex_server import (
     ApprovalRequest,
@@ -274,20 +275,6 @@ def test_a_turn_started_by_agentwrap_shows_in_the_remote_tui_as_the_persons_inpu
             shutil.rmtree(sock_dir, ignore_errors=True)
 
 
-class _Eyes:
-    draft = False
-    question = None
-
-
-class _Keyboard:
-    @staticmethod
-    def held() -> bool:  # no page holds the keyboard (issue 42's take-over)
-        return False
-
-
-class _Host:
-    detector = _Eyes()
-    term = _Keyboard()
 
 
 def test_a_supervisor_crash_around_turn_start_ends_each_batch_exactly_once(
