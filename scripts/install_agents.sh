@@ -148,9 +148,14 @@ echo "agents dir: $DIR"
 vhome=$(mktemp -d)
 for a in claude codex gemini aider cline kimi copilot opencode qwen pi; do
     if [ -x "$DIR/bin/$a" ]; then
-        # (Copilot prints a line about updates after its version: the last line with digits)
-        v=$(HOME=$vhome DISABLE_AUTOUPDATER=1 COPILOT_PKG_CACHE_HOME="$DIR/copilot-pkg" \
-            timeout 60 "$DIR/bin/$a" --version 2>/dev/null | grep -E '[0-9]+\.[0-9]+' | tail -n 1)
+        # (Copilot prints a line about updates after its version: the last line with digits;
+        # pi prints its version on standard error: read that only when standard output has none)
+        out=$(HOME=$vhome DISABLE_AUTOUPDATER=1 COPILOT_PKG_CACHE_HOME="$DIR/copilot-pkg" \
+            timeout 60 "$DIR/bin/$a" --version 2>"$vhome/stderr" || true)
+        v=$(printf '%s\n' "$out" | grep -E '[0-9]+\.[0-9]+' | tail -n 1 || true)
+        if [ -z "$v" ]; then
+            v=$(grep -E '^v?[0-9]+\.[0-9]+' "$vhome/stderr" | tail -n 1 || true)
+        fi
         echo "$a: ${v:-?} ($DIR/bin/$a)"
     else
         echo "$a: NOT INSTALLED"

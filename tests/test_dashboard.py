@@ -33,6 +33,7 @@ from fastapi.responses import StreamingResponse
 from support.browser import Browser, chromium
 from support.delivery_kit import arrivals_of, pane_text, press, send, type_keys, write_config
 from support.http_kit import Served, in_process, register, serve, serve_for_a_page
+from support.page_kit import login, problems
 from support.records import record
 
 from agentwrap.detect.states import State
@@ -62,24 +63,8 @@ def page(request: pytest.FixtureRequest, browser: None) -> Iterator[Browser]:
     yield from chromium(request.node.name)
 
 
-def login(page: Browser, aw: AwEnv, server: Served) -> None:
-    """As a person does: open the link `agentwrap token --link` prints."""
-    link = aw.cli("token", "--link", "--url", server.url, check=True).stdout.strip()
-    assert link.startswith(server.url + "/#login="), link
-    page.open(link)
-    page.wait(lambda: page.shown("#main") and page.text("#conn") == "live",
-              "the dashboard, logged in, its event stream live")
-    assert "#login=" not in page.driver.current_url  # the used code leaves the address bar
-
-
 def card(name: str) -> str:
     return f'#session-list li[data-session="{name}"]'
-
-
-def problems(page: Browser) -> list[str]:
-    """Console lines that mean the page broke: a script error or a CSP refusal."""
-    return [line for line in page.console()
-            if "Uncaught" in line or "Content Security Policy" in line or "Refused to" in line]
 
 
 # --- serving ----------------------------------------------------------------------------

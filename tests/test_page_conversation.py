@@ -22,6 +22,7 @@ import pytest
 from conftest import AwEnv
 from support.browser import Browser, chromium
 from support.http_kit import Served, serve_for_a_page
+from support.page_kit import login, problems
 
 HOSTILE = '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>\u202e&amp;'
 
@@ -36,12 +37,6 @@ def page(request: pytest.FixtureRequest, browser: None) -> Iterator[Browser]:
     yield from chromium(request.node.name)
 
 
-def login(page: Browser, aw: AwEnv, server: Served) -> None:
-    link = aw.cli("token", "--link", "--url", server.url, check=True).stdout.strip()
-    page.open(link)
-    page.wait(lambda: page.shown("#main") and page.text("#conn") == "live", "logged in, live")
-
-
 def entries(page: Browser) -> list[dict[str, Any]]:
     got = page.driver.execute_script(
         "return [...document.querySelectorAll('#conversation > li')].map((n) => ({"
@@ -49,11 +44,6 @@ def entries(page: Browser) -> list[dict[str, Any]]:
         "status: n.dataset.status || '', text: n.querySelector('.conv-text').textContent,"
         "head: n.querySelector('.conv-head').textContent}))")
     return list(got)
-
-
-def problems(page: Browser) -> list[str]:
-    return [line for line in page.console()
-            if "Uncaught" in line or "Content Security Policy" in line or "Refused to" in line]
 
 
 def test_the_conversation_lists_the_delivered_message_then_the_reply_as_text(

@@ -27,6 +27,7 @@ from conftest import AwEnv
 from support.browser import Browser, chromium
 from support.delivery_kit import press, type_keys, write_config
 from support.http_kit import Served, serve, serve_for_a_page
+from support.page_kit import login, problems
 
 from agentwrap.terminal.live import Frame, clean_row, repaint
 
@@ -170,19 +171,8 @@ def page(request: pytest.FixtureRequest, browser: None) -> Iterator[Browser]:
     yield from chromium(request.node.name)
 
 
-def login(page: Browser, aw: AwEnv, server: Served) -> None:
-    link = aw.cli("token", "--link", "--url", server.url, check=True).stdout.strip()
-    page.open(link)
-    page.wait(lambda: page.shown("#main") and page.text("#conn") == "live", "logged in, live")
-
-
 def term_text(page: Browser) -> str:
     return str(page.driver.execute_script("return window.agentwrapTerminal.text()"))
-
-
-def problems(page: Browser) -> list[str]:
-    return [line for line in page.console()
-            if "Uncaught" in line or "Content Security Policy" in line or "Refused to" in line]
 
 
 def keys(page: Browser, *what: str) -> None:
