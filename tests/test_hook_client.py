@@ -586,9 +586,17 @@ def fake_server(aw: AwEnv, *, as_user: int | None = None, sock_mode: int = 0o600
 @pytest.mark.parametrize("via", CLIENTS)
 def test_the_fake_supervisor_is_believed_when_it_is_this_users(aw: AwEnv, svc: Service,
                                                               client: Path, via: str) -> None:
-    """The control of the next test: the fake's answer is printed when all is well."""
-    with fake_server(aw) as sent:
-        got = run_client(aw, client, "PermissionRequest", ASKS, via=via)
+    """The control of the next test: the fake's answer is printed when all is well.
+
+    The client gives a supervisor ``hook_wire.ACK_WAIT_MS`` to take the request; on a
+    loaded machine the fake may not be scheduled in time, and the client then
+    rightly runs the hook itself: such a round is tried again (three at most),
+    a fake never believed fails every one."""
+    for _ in range(3):
+        with fake_server(aw) as sent:
+            got = run_client(aw, client, "PermissionRequest", ASKS, via=via)
+        if b'"FAKE": 1' in got.stdout:
+            break
     assert b'"FAKE": 1' in got.stdout
     assert len(sent) == 1 and sent[0] > len(ASKS)
 
