@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from agentwrap.config import Config, _apply, load_config
+from agentwrap.config import CONTAINER_ENGINES, Config, _apply, load_config
 from agentwrap.containers import box as boxes
 from agentwrap.containers.box import INSIDE, Box
 from agentwrap.containers.engine import Engine, find_engine
@@ -174,3 +174,12 @@ def test_the_fallback_is_refused_outside_the_containers_mounts(svc, aw_no_tmux) 
     engine.escalation.guard = lambda p: mounted.to_container(p, write=True)
     engine.escalation.write_fallback("AGENTS.md", [store.get(m.id)])
     assert b"deploy frozen" in (aw.project / "AGENTS.md").read_bytes()
+
+
+@pytest.mark.parametrize("kind", sorted(CONTAINER_ENGINES))
+def test_every_engine_removes_with_flags_its_own_cli_takes(kind: str) -> None:
+    """A table over every engine: docker's ``rm`` has no ``-t`` (with it the Docker CLI
+    refused the whole command and the session's container stayed)."""
+    args = Engine(f"/usr/bin/{kind}", kind).remove_args("agentwrap-s1")
+    assert args[:2] == ["rm", "-f"] and args[-1] == "agentwrap-s1"
+    assert ("-t" in args) == (kind == "podman")

@@ -200,7 +200,8 @@ class Box:
         """The session ended: the container it started goes, unless kept."""
         if self.owned and not self.keep:
             with contextlib.suppress(ContainerProblem):
-                self.engine.run(["rm", "-f", "-t", "0", self.container], check=False, timeout=120)
+                self.engine.run(self.engine.remove_args(self.container), check=False,
+                                timeout=120)
 
 
 __all__ = ["ANSWERS", "HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "SETTLE_S", "STOP_GRACE_S", "Box",
