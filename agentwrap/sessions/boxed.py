@@ -28,6 +28,7 @@ from ..containers.box import (
     hooks_reach,
     prepare_box,
     remove_box,
+    save_mounts,
 )
 from ..containers.engine import Engine, find_engine
 from ..errors import ContainerProblem, PathNotMounted
@@ -75,6 +76,7 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
                                        " `agentwrap run --image IMAGE` to start one for the session")
             box = Box(engine, container)
         mounts = box.mounts()
+        save_mounts(launch, mounts)  # the hooks translate the agent's paths through them
     except BaseException:
         remove_box(paths, name)
         raise
