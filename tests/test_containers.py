@@ -251,3 +251,17 @@ def test_a_boxed_sessions_hooks_note_the_host_paths(aw_no_tmux) -> None:  # type
                                          "transcript_path": "/tmp/evil.jsonl"}).encode(), env)
     notes = json.loads(notes_file(aw.paths, "fake").read_text())
     assert notes["transcript_path"] == str(aw.root / "home/.claude/projects/-work/s.jsonl")
+
+
+def test_without_a_native_client_in_the_box_no_hooks_are_registered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No build of agentwrap-hook (no C compiler, no libc.a): the hook commands would
+    name a client that is not in the box and fail at every event; the launch then
+    registers none (the agent is typed to) and says why."""
+    paths = Paths(tmp_path / "c", tmp_path / "s", tmp_path / "r")
+    boxes.prepare_box(paths, "s1")
+    assert boxes.client_missing(paths, "s1") is None  # this tree's build is copied in
+    monkeypatch.setattr(boxes, "CLIENT_BUILDS", (tmp_path / "none-static", tmp_path / "none"))
+    boxes.prepare_box(paths, "s2")
+    why = boxes.client_missing(paths, "s2")
+    assert why is not None and "libc6-dev" in why and "Python hook" in why

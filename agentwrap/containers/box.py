@@ -83,6 +83,20 @@ def prepare_box(paths: Paths, session: str) -> Path:
     return folder
 
 
+def client_missing(paths: Paths, session: str) -> str | None:
+    """Why the agent's hooks could not run inside (None: they can): the box
+    folder holds no native hook client (neither build was made: no C compiler,
+    or no ``libc.a`` for the static one). The hooks are then not registered at
+    all, so the agent is typed to: hook commands naming a client that is not
+    there would fail at every event. The Python hook is no fallback inside: it
+    needs agentwrap and its store, which the container does not have."""
+    client = box_dir(paths, session) / HOOK_CLIENT
+    if client.is_file() and not client.is_symlink() and os.access(client, os.X_OK):
+        return None
+    return (f"no native hook client was built ({CLIENT_BUILDS[0].name}: `apt-get install"
+            " libc6-dev` and reinstall agentwrap); the Python hook does not run in a container")
+
+
 def remove_box(paths: Paths, session: str) -> None:
     """The session's box folder gone (its end, or a launch that failed)."""
     shutil.rmtree(box_dir(paths, session), ignore_errors=True)
@@ -235,5 +249,5 @@ class Box:
 
 
 __all__ = ["ANSWERS", "HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "MOUNTS_FILE", "SETTLE_S",
-           "STOP_GRACE_S", "Box", "box_dir", "box_mounts", "hooks_reach", "pid_file", "prepare_box",
+           "STOP_GRACE_S", "Box", "box_dir", "box_mounts", "client_missing", "hooks_reach", "pid_file", "prepare_box",
            "remove_box", "save_mounts", "saved_mounts", "write_guard"]

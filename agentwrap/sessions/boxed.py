@@ -25,6 +25,7 @@ from ..containers.box import (
     Box,
     box_dir,
     box_mounts,
+    client_missing,
     hooks_reach,
     prepare_box,
     remove_box,
@@ -88,10 +89,14 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
         notes.append(f"the project {cwd} is not mounted in {box.container}: the agent works"
                      " in the container's own directory")
     hooks = hooks_reach(mounts, paths, name) and mounts.holds([launch])
+    missing = client_missing(paths, name)
     if not hooks:
         notes.append(f"hooks: not registered: {box.container} does not mount the session's box"
                      f" folder at {INSIDE} (start it with -v {box_dir(paths, name)}:{INSIDE}"
                      f" -v {launch}:{launch}:ro)")
+    elif missing:
+        hooks = False
+        notes.append(f"hooks: not registered: {missing}")
     return BoxedLaunch(box, workdir, hooks, notes)
 
 
