@@ -12,7 +12,6 @@ dockerd's own behaviour behind that API (its exec monitor, its state words).
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 
@@ -20,7 +19,7 @@ import pytest
 from conftest import AwEnv
 from support import container as box
 from support.waiting import wait_for
-from test_containers_podman import ended, logs, record, state
+from test_containers_podman import ended, engine_of, logs, record, state
 
 from agentwrap.containers.box import HOOK_SOCKET, INSIDE, box_dir, hooks_reach
 from agentwrap.containers.engine import Engine
@@ -38,15 +37,9 @@ def docker_host(container: None, tmp_path_factory: pytest.TempPathFactory) -> It
 
 @pytest.fixture
 def docked(aw: AwEnv, docker_host: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[AwEnv]:
-    aw.env["CONTAINERS_CONF"] = str(box.containers_conf())
     aw.env["DOCKER_HOST"] = docker_host
     monkeypatch.setenv("DOCKER_HOST", docker_host)  # the test's own docker commands
-    cfg = aw.paths.config_file
-    cfg.parent.mkdir(parents=True, exist_ok=True)
-    cfg.write_text('[container]\nengine = "docker"\n')
-    yield aw
-    for rec in json.loads(aw.cli("ls", "--all", "--json").stdout or "[]"):
-        box.remove(f"agentwrap-{rec['name']}")
+    yield from engine_of(aw, "docker")
 
 
 def docker(aw: AwEnv) -> Engine:

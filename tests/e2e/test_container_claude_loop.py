@@ -16,7 +16,6 @@ The loop model server and its helpers are tests/e2e/test_native_channels.py's.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
@@ -26,7 +25,7 @@ import pytest
 from support import container as box
 
 from .conftest import AgentSession
-from .test_container_claude import PASSED, container_name
+from .test_container_claude import PASSED, container_name, into_a_box
 from .test_native_channels import STEPS, _attempts, _bodies, _session, tag
 
 pytestmark = [pytest.mark.e2e, pytest.mark.container]
@@ -41,12 +40,7 @@ def image(container: None) -> str:
 @pytest.fixture
 def looping_claude_in_a_box(make_session: Make, image: str) -> Iterator[AgentSession]:
     s = _session(make_session, "claude")  # the loop server, the agent pointed at it
-    s.env["CONTAINERS_CONF"] = str(box.containers_conf())
-    run_args = ["--network", "host", "-v", f"{box.AGENTS_DIR}:{box.AGENTS_DIR}:ro",
-                "-v", f"{s.home}:{s.home}"]
-    s.write_config("[container]\n" 'engine = "podman"\n'
-                   f"run_args = {json.dumps(run_args)}\nenv = {json.dumps(PASSED)}\n")
-    s.extra_run_args = ["--image", image]
+    into_a_box(s, image, PASSED)
     try:
         yield s
     finally:

@@ -11,7 +11,6 @@ exact command answered from the API, the command run inside.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from support import container as box
 from .conftest import AgentSession
 from .model_server import TOOL_FILE
 from .test_answering import answer, main_requests, next_tool_result
-from .test_container_claude import container_name
+from .test_container_claude import container_name, into_a_box
 from .test_hook_questions import CODEX_TRUST, call_bash, hook_question
 
 pytestmark = [pytest.mark.e2e, pytest.mark.container]
@@ -43,15 +42,10 @@ def codex_in_a_box(make_session: Make, image: str) -> Iterator[AgentSession]:
         pytest.skip(f"no Codex binary at {CODEX} (scripts/install_agents.sh)")
     s = make_session("codex")
     s.argv = [str(CODEX), *s.argv[1:]]
-    s.env["CONTAINERS_CONF"] = str(box.containers_conf())
     # the agent's environment, by name (values from agentwrap's, never argv); not the host's PATH
     passed = sorted(k for k in s.env if k not in ("PATH", "PYTHONPATH", "CONTAINERS_CONF")
                     and not k.startswith(("XDG_", "AGENTWRAP_SESSION")))
-    run_args = ["--network", "host", "-v", f"{box.AGENTS_DIR}:{box.AGENTS_DIR}:ro",
-                "-v", f"{s.home}:{s.home}"]
-    s.write_config(CODEX_TRUST + "[container]\n" 'engine = "podman"\n'
-                   f"run_args = {json.dumps(run_args)}\nenv = {json.dumps(passed)}\n")
-    s.extra_run_args = ["--image", image]
+    into_a_box(s, image, passed, CODEX_TRUST)
     try:
         yield s
     finally:
