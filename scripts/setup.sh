@@ -28,11 +28,22 @@ command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 command -v podman >/dev/null 2>&1 || need_apt+=(podman)
 command -v runc >/dev/null 2>&1 || need_apt+=(runc)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
+# engine = "docker" is tested with a Docker CLI against Podman's Docker API (no dockerd:
+# tests/test_containers_docker.py); Debian's docker.io brings the CLI, its daemon is
+# never started here (policy-rc.d below keeps apt from starting it)
+command -v docker >/dev/null 2>&1 || need_apt+=(docker.io)
 # libc.a: the statically linked hook client a container's agent runs (hatch_build.py)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || ls /usr/lib/*/libc.a >/dev/null 2>&1 || need_apt+=(libc6-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then
     apt-get update -qq
+    # no daemon an install brings (dockerd, postgresql) is started: the tests start their own
+    no_start=0
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+        printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+        no_start=1
+    fi
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    if [ "$no_start" = 1 ]; then rm -f /usr/sbin/policy-rc.d; fi
 fi
 
 python3 -m venv .venv

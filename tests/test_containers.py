@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from agentwrap.config import Config, _apply, load_config
+from agentwrap.config import CONTAINER_ENGINES, Config, _apply, load_config
 from agentwrap.containers import box as boxes
 from agentwrap.containers.box import INSIDE, Box
 from agentwrap.containers.engine import Engine, find_engine
@@ -174,3 +174,94 @@ def test_the_fallback_is_refused_outside_the_containers_mounts(svc, aw_no_tmux) 
     engine.escalation.guard = lambda p: mounted.to_container(p, write=True)
     engine.escalation.write_fallback("AGENTS.md", [store.get(m.id)])
     assert b"deploy frozen" in (aw.project / "AGENTS.md").read_bytes()
+
+
+@pytest.mark.parametrize("kind", sorted(CONTAINER_ENGINES))
+def test_every_engine_removes_with_flags_its_own_cli_takes(kind: str) -> None:
+    """A table over every engine: docker's ``rm`` has no ``-t`` (with it the Docker CLI
+    refused the whole command and the session's container stayed)."""
+    args = Engine(f"/usr/bin/{kind}", kind).remove_args("agentwrap-s1")
+    assert args[:2] == ["rm", "-f"] and args[-1] == "agentwrap-s1"
+    assert ("-t" in args) == (kind == "podman")
+
+
+# --- a boxed agent's paths, as the host reads them (the hooks' payloads) -----------------
+
+def _work_mounts(host_project: Path, host_home: Path) -> Mounts:
+    """A --container started with the project at /work and HOME at /root."""
+    return Mounts("devbox", (Mount(PurePosixPath(str(host_project)), PurePosixPath("/work")),
+                             Mount(PurePosixPath(str(host_home)), PurePosixPath("/root"))))
+
+
+def test_a_payloads_paths_go_to_the_host_and_outside_ones_are_dropped(tmp_path: Path) -> None:
+    from agentwrap.containers.mounts import host_payload
+
+    mounts = _work_mounts(tmp_path / "proj", tmp_path / "home")
+    told: list[str] = []
+    payload = {"cwd": "/work/src", "transcript_path": "/root/.claude/projects/t.jsonl",
+               "tool_input": {"file_path": "/work/a.py", "command": "/bin/ls -l /etc"},
+               "tool_calls": [{"tool_name": "Edit", "tool_input": {"file_path": "/etc/passwd"}}]}
+    host = host_payload(mounts, payload, told.append)
+    assert host["cwd"] == str(tmp_path / "proj" / "src")
+    assert host["transcript_path"] == str(tmp_path / "home" / ".claude/projects/t.jsonl")
+    assert host["tool_input"] == {"file_path": str(tmp_path / "proj" / "a.py"),
+                                  "command": "/bin/ls -l /etc"}  # a command is words, kept
+    assert host["tool_calls"][0]["tool_input"] == {}  # /etc/passwd of the container: no host file
+    assert len(told) == 1 and "/etc/passwd" in told[0]
+    outside = host_payload(mounts, {"cwd": "/", "transcript_path": "/tmp/t.jsonl"}, told.append)
+    assert "cwd" not in outside and "transcript_path" not in outside
+    assert payload["cwd"] == "/work/src"  # the agent's own payload is unchanged
+    assert Mounts.from_json(mounts.to_json()) == mounts
+
+
+def test_a_boxed_sessions_hooks_note_the_host_paths(aw_no_tmux) -> None:  # type: ignore[no-untyped-def]
+    """Issue 39: continuity's notes (transcript path, tool targets) and the feedback's
+    edited files of an agent in a container are the host's, through the mounts its
+    launch kept; a path no mount holds is refused, never kept as a host path."""
+    import json
+
+    from agentwrap.agents.launch import launch_dir
+    from agentwrap.containers.box import save_mounts
+    from agentwrap.continuity.hooks import notes_file
+    from agentwrap.feedback.edit_hook import edited_paths, on_host
+    from agentwrap.surfaces.hooks.handler import handle
+
+    aw = aw_no_tmux
+    (aw.paths.state_dir / "continuity").mkdir(mode=0o700, exist_ok=True)
+    mounts = _work_mounts(aw.project, aw.root / "home")
+    save_mounts(launch_dir(aw.paths, "fake"), mounts)
+    env = {**aw.env, "AGENTWRAP_SESSION": "fake"}
+    tool = {"session_id": "s", "hook_event_name": "PostToolUse", "cwd": "/work",
+            "transcript_path": "/root/.claude/projects/-work/s.jsonl", "tool_name": "Edit",
+            "tool_input": {"file_path": "/work/app.py", "old_string": "a", "new_string": "b"},
+            "tool_response": {}}
+    handle("claude", "PostToolUse", json.dumps(tool).encode(), env)
+    notes = json.loads(notes_file(aw.paths, "fake").read_text())
+    assert notes["transcript_path"] == str(aw.root / "home/.claude/projects/-work/s.jsonl")
+    assert notes["tools"][-1]["target"] == str(aw.project / "app.py")
+    # feedback: the edited files as the host's; one outside the mounts is not checked
+    logged: list[str] = []
+    edited = edited_paths("claude", {**tool, "tool_input": {"file_path": "/opt/x.py"}}) + \
+        edited_paths("claude", tool)
+    files, host = on_host(edited, tool, mounts.to_host, logged.append)
+    assert files == [aw.project / "app.py"] and host["cwd"] == str(aw.project)
+    assert len(logged) == 1 and "/opt/x.py" in logged[0]
+    # a transcript outside the mounts: refused, the notes keep the last host path
+    handle("claude", "Stop", json.dumps({**tool, "hook_event_name": "Stop",
+                                         "transcript_path": "/tmp/evil.jsonl"}).encode(), env)
+    notes = json.loads(notes_file(aw.paths, "fake").read_text())
+    assert notes["transcript_path"] == str(aw.root / "home/.claude/projects/-work/s.jsonl")
+
+
+def test_without_a_native_client_in_the_box_no_hooks_are_registered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No build of agentwrap-hook (no C compiler, no libc.a): the hook commands would
+    name a client that is not in the box and fail at every event; the launch then
+    registers none (the agent is typed to) and says why."""
+    paths = Paths(tmp_path / "c", tmp_path / "s", tmp_path / "r")
+    boxes.prepare_box(paths, "s1")
+    assert boxes.client_missing(paths, "s1") is None  # this tree's build is copied in
+    monkeypatch.setattr(boxes, "CLIENT_BUILDS", (tmp_path / "none-static", tmp_path / "none"))
+    boxes.prepare_box(paths, "s2")
+    why = boxes.client_missing(paths, "s2")
+    assert why is not None and "libc6-dev" in why and "Python hook" in why

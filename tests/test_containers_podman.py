@@ -21,15 +21,21 @@ def image(container: None) -> str:
     return box.build_images().agent
 
 
-@pytest.fixture
-def boxed(aw: AwEnv, image: str) -> Iterator[AwEnv]:
+def engine_of(aw: AwEnv, kind: str) -> Iterator[AwEnv]:
+    """``aw`` with ``[container] engine = KIND``; after the test, the containers of its
+    sessions removed."""
     aw.env["CONTAINERS_CONF"] = str(box.containers_conf())
     cfg = aw.paths.config_file
     cfg.parent.mkdir(parents=True, exist_ok=True)
-    cfg.write_text('[container]\nengine = "podman"\n')
+    cfg.write_text(f'[container]\nengine = "{kind}"\n')
     yield aw
     for rec in json.loads(aw.cli("ls", "--all", "--json").stdout or "[]"):
         box.remove(f"agentwrap-{rec['name']}")
+
+
+@pytest.fixture
+def boxed(aw: AwEnv, image: str) -> Iterator[AwEnv]:
+    yield from engine_of(aw, "podman")
 
 
 def logs(aw: AwEnv) -> str:

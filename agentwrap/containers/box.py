@@ -28,6 +28,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import stat
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,9 @@ HOOK_SOCKET = "hook.sock"
 ANSWERS = "answers"
 #: The native hook clients, the static one first (hatch_build.py builds both).
 CLIENT_BUILDS = (RELAY_BINARY.parent / "agentwrap-hook-static", RELAY_BINARY.parent / "agentwrap-hook")
+#: The container's mounts as the launch read them, in the session's launch folder
+#: (host-only, or read-only inside): the hooks translate the agent's paths through them.
+MOUNTS_FILE = "container-mounts.json"
 #: How long the end looks for the container's own end (see :meth:`Box.end_reason`).
 SETTLE_S = 3.0
 #: How long ``stop`` lets the agent's group end on SIGTERM before SIGKILL.
@@ -79,6 +83,20 @@ def prepare_box(paths: Paths, session: str) -> Path:
     return folder
 
 
+def client_missing(paths: Paths, session: str) -> str | None:
+    """Why the agent's hooks could not run inside (None: they can): the box
+    folder holds no native hook client (neither build was made: no C compiler,
+    or no ``libc.a`` for the static one). The hooks are then not registered at
+    all, so the agent is typed to: hook commands naming a client that is not
+    there would fail at every event. The Python hook is no fallback inside: it
+    needs agentwrap and its store, which the container does not have."""
+    client = box_dir(paths, session) / HOOK_CLIENT
+    if client.is_file() and not client.is_symlink() and os.access(client, os.X_OK):
+        return None
+    return (f"no native hook client was built ({CLIENT_BUILDS[0].name}: `apt-get install"
+            " libc6-dev` and reinstall agentwrap); the Python hook does not run in a container")
+
+
 def remove_box(paths: Paths, session: str) -> None:
     """The session's box folder gone (its end, or a launch that failed)."""
     shutil.rmtree(box_dir(paths, session), ignore_errors=True)
@@ -93,6 +111,32 @@ def box_mounts(paths: Paths, session: str, cwd: Path, launch: Path) -> list[str]
     return ["-v", f"{cwd}:{cwd}", "-v", f"{folder}:{INSIDE}",
             "-v", f"{paths.answers_dir(session)}:{INSIDE / ANSWERS}",
             "-v", f"{launch}:{launch}:ro"]
+
+
+def save_mounts(launch: Path, mounts: Mounts) -> None:
+    """Keep the container's mounts for the hooks (see :data:`MOUNTS_FILE`)."""
+    private_dir(launch, repair=True)
+    tmp = launch / f".{MOUNTS_FILE}.tmp"
+    tmp.write_text(mounts.to_json())
+    os.chmod(tmp, 0o600)
+    tmp.replace(launch / MOUNTS_FILE)
+
+
+def saved_mounts(launch: Path) -> Mounts | None:
+    """The mounts a boxed session's launch kept; None for a session on the host
+    (no file). A file that is not a regular one, or unreadable, is refused:
+    a boxed session's paths are never taken as the host's untranslated."""
+    path = launch / MOUNTS_FILE
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise PathNotMounted(f"{path} is not a regular file: the container's mounts are unknown")
+    try:
+        return Mounts.from_json(path.read_text())
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise PathNotMounted(f"{path}: the container's mounts are unreadable ({exc})") from None
 
 
 def hooks_reach(mounts: Mounts, paths: Paths, session: str) -> bool:
@@ -200,9 +244,10 @@ class Box:
         """The session ended: the container it started goes, unless kept."""
         if self.owned and not self.keep:
             with contextlib.suppress(ContainerProblem):
-                self.engine.run(["rm", "-f", "-t", "0", self.container], check=False, timeout=120)
+                self.engine.run(self.engine.remove_args(self.container), check=False,
+                                timeout=120)
 
 
-__all__ = ["ANSWERS", "HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "SETTLE_S", "STOP_GRACE_S", "Box",
-           "box_dir", "box_mounts", "hooks_reach", "pid_file", "prepare_box", "remove_box",
-           "write_guard"]
+__all__ = ["ANSWERS", "HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "MOUNTS_FILE", "SETTLE_S",
+           "STOP_GRACE_S", "Box", "box_dir", "box_mounts", "client_missing", "hooks_reach", "pid_file", "prepare_box",
+           "remove_box", "save_mounts", "saved_mounts", "write_guard"]

@@ -57,6 +57,12 @@ class Engine:
             return None
         return data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else None
 
+    def remove_args(self, container: str) -> list[str]:
+        """``rm`` of a container whatever its state, without a stop's grace: podman's
+        ``rm -f -t 0``; docker's ``rm -f`` (it kills at once, and has no ``-t``: with
+        it the Docker CLI refuses the whole command and the container stays)."""
+        return ["rm", "-f", *(("-t", "0") if self.kind == "podman" else ()), container]
+
     def running(self, container: str) -> bool:
         info = self.inspect(container)
         return bool(info and (info.get("State") or {}).get("Running"))

@@ -13,8 +13,9 @@ file of the host's.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -98,6 +99,20 @@ class Mounts:
                                  " host's (no mount holds it)")
         return str(best[0].source / best[1])
 
+    def to_json(self) -> str:
+        """The mounts as :meth:`from_json` reads them back (kept in the session's launch
+        folder, which the container sees read-only: the agent cannot remap them)."""
+        return json.dumps({"container": self.container, "mounts": [
+            {"source": str(m.source), "destination": str(m.destination), "rw": m.writable}
+            for m in self.mounts]})
+
+    @classmethod
+    def from_json(cls, text: str) -> Mounts:
+        data = json.loads(text)
+        return cls(str(data["container"]), tuple(
+            Mount(_clean(m["source"]), _clean(m["destination"]), bool(m["rw"]))
+            for m in data["mounts"]))
+
     def holds(self, host_paths: Iterable[str | os.PathLike[str]], *, write: bool = False) -> bool:
         try:
             for p in host_paths:
@@ -107,4 +122,53 @@ class Mounts:
         return True
 
 
-__all__ = ["Mount", "Mounts"]
+#: The payload fields that name one path of the agent's (the hooks' common ones).
+PATH_FIELDS = ("cwd", "transcript_path")
+
+
+def host_payload(mounts: Mounts, payload: Mapping[str, Any],
+                 refused: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """A hook payload from inside the container as the host reads it: ``cwd``,
+    ``transcript_path`` and every absolute path in a tool's input (one call's or a
+    batch's) translated to the host's; one no mount holds is dropped (told to
+    ``refused``), never kept as a container path the host would take for its own.
+    For what agentwrap keeps and runs on the host (the handoff notes, feedback);
+    the agent's own words (a permission question's command) stay as it said them."""
+
+    def path(value: str, what: str) -> str | None:
+        try:
+            return mounts.to_host(value)
+        except PathNotMounted as exc:
+            refused(f"{what}: {exc.message}")
+            return None
+
+    def tool_input(value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        out: dict[str, Any] = {}
+        for key, v in value.items():
+            if isinstance(v, str) and v.startswith("/") and "\n" not in v and " " not in v:
+                moved = path(v, f"tool_input.{key}")
+                if moved is not None:
+                    out[key] = moved
+            else:
+                out[key] = v
+        return out
+
+    host = dict(payload)
+    for key in PATH_FIELDS:
+        if isinstance(host.get(key), str) and host[key]:
+            moved = path(host[key], key)
+            if moved is None:
+                del host[key]
+            else:
+                host[key] = moved
+    if "tool_input" in host:
+        host["tool_input"] = tool_input(host["tool_input"])
+    if isinstance(host.get("tool_calls"), list):
+        host["tool_calls"] = [{**c, "tool_input": tool_input(c.get("tool_input"))}
+                              if isinstance(c, Mapping) else c for c in host["tool_calls"]]
+    return host
+
+
+__all__ = ["PATH_FIELDS", "Mount", "Mounts", "host_payload"]

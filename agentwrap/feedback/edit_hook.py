@@ -88,6 +88,29 @@ def edited_paths(agent: str, payload: Mapping[str, Any]) -> list[Path]:
     return list(dict.fromkeys(found))[:MAX_FILES]
 
 
+def on_host(edited: list[Path], payload: Mapping[str, Any], to_host: Callable[[str], str],
+            log: Callable[[str], None]) -> tuple[list[Path], dict[str, Any]]:
+    """A boxed agent's edited files (as :func:`edited_paths` read them from its own
+    payload: the container's paths) and its payload's ``cwd``, as the host's,
+    through ``to_host`` (the container's mounts). A path no mount holds is not
+    checked (:class:`~agentwrap.errors.PathNotMounted`, logged), never taken for a
+    host file of the same name; no ``cwd`` on the host: nothing is checked."""
+    from ..errors import PathNotMounted
+
+    try:
+        host = {**payload, "cwd": to_host(str(payload.get("cwd") or ""))}
+    except PathNotMounted as exc:
+        log(f"feedback: refused: {exc.message}")
+        return [], dict(payload)
+    out: list[Path] = []
+    for p in edited:
+        try:
+            out.append(Path(to_host(str(p))))
+        except PathNotMounted as exc:
+            log(f"feedback: refused: {exc.message}")
+    return list(dict.fromkeys(out)), host
+
+
 def _has_edit_sources(paths: Paths, payload: Mapping[str, Any]) -> bool:
     """Whether the project the agent works in has ``edit`` sources that may
     run: most have none, and they should not pay for a process per edit."""
@@ -101,7 +124,7 @@ def _has_edit_sources(paths: Paths, payload: Mapping[str, Any]) -> bool:
 def after_tool(
     paths: Paths, session: str, agent: str, payload: Mapping[str, Any],
     log: Callable[[str], None] = lambda _: None, *, wait_s: float = SYNC_WAIT_S,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, to_host: Callable[[str], str] | None = None,
 ) -> None:
     """Run the session's ``edit`` sources on the files the tool edited, in a
     process of their own, and wait for it at most ``wait_s``; nothing when the
@@ -109,6 +132,8 @@ def after_tool(
     waits (a failure goes to ``log``)."""
     try:
         edited = edited_paths(agent, payload)
+        if to_host is not None and edited:  # in a container: the host's files (issue 39)
+            edited, payload = on_host(edited, payload, to_host, log)
         if not edited or not _has_edit_sources(paths, payload):
             return
         import os

@@ -25,9 +25,11 @@ from ..containers.box import (
     Box,
     box_dir,
     box_mounts,
+    client_missing,
     hooks_reach,
     prepare_box,
     remove_box,
+    save_mounts,
 )
 from ..containers.engine import Engine, find_engine
 from ..errors import ContainerProblem, PathNotMounted
@@ -75,6 +77,7 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
                                        " `agentwrap run --image IMAGE` to start one for the session")
             box = Box(engine, container)
         mounts = box.mounts()
+        save_mounts(launch, mounts)  # the hooks translate the agent's paths through them
     except BaseException:
         remove_box(paths, name)
         raise
@@ -86,10 +89,14 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
         notes.append(f"the project {cwd} is not mounted in {box.container}: the agent works"
                      " in the container's own directory")
     hooks = hooks_reach(mounts, paths, name) and mounts.holds([launch])
+    missing = client_missing(paths, name)
     if not hooks:
         notes.append(f"hooks: not registered: {box.container} does not mount the session's box"
                      f" folder at {INSIDE} (start it with -v {box_dir(paths, name)}:{INSIDE}"
                      f" -v {launch}:{launch}:ro)")
+    elif missing:
+        hooks = False
+        notes.append(f"hooks: not registered: {missing}")
     return BoxedLaunch(box, workdir, hooks, notes)
 
 

@@ -40,14 +40,21 @@ def image(container: None) -> str:
     return box.build_images().agent
 
 
-def boxed_claude(make_session: Make, image: str) -> AgentSession:
-    s = make_session("claude")
+def into_a_box(s: AgentSession, image: str, passed: list[str], config: str = "") -> None:
+    """``s`` set to run in a container of ``image`` (Podman): the agents and its HOME
+    mounted at their own paths, the host's network, ``passed`` handed in by name;
+    ``config``: the rest of the user config, before the ``[container]`` table."""
     s.env["CONTAINERS_CONF"] = str(box.containers_conf())
     run_args = ["--network", "host", "-v", f"{box.AGENTS_DIR}:{box.AGENTS_DIR}:ro",
                 "-v", f"{s.home}:{s.home}"]
-    s.write_config("[container]\n" 'engine = "podman"\n'
-                   f"run_args = {json.dumps(run_args)}\nenv = {json.dumps(PASSED)}\n")
+    s.write_config(config + "[container]\n" 'engine = "podman"\n'
+                   f"run_args = {json.dumps(run_args)}\nenv = {json.dumps(passed)}\n")
     s.extra_run_args = ["--image", image]
+
+
+def boxed_claude(make_session: Make, image: str) -> AgentSession:
+    s = make_session("claude")
+    into_a_box(s, image, PASSED)
     s.start()
     return s
 

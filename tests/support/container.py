@@ -17,6 +17,7 @@ only glibc, which bookworm has).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -25,8 +26,11 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from .waiting import wait_for
 
 CACHE = Path(os.environ.get("AGENTWRAP_TEST_CACHE") or Path.home() / ".cache" / "agentwrap-tests")
 SUITE = "bookworm"
@@ -150,6 +154,33 @@ def remove(name: str) -> None:
 def running(name: str) -> bool:
     done = podman("inspect", "-f", "{{.State.Running}}", name, check=False)
     return done.returncode == 0 and done.stdout.strip() == "true"
+
+
+@contextlib.contextmanager
+def docker_api(folder: Path) -> Iterator[str]:
+    """Podman serving the Docker API on a socket in ``folder`` (there is no dockerd on
+    these machines): yields the ``DOCKER_HOST`` the Docker CLI is pointed at. The
+    service is this test's own process, ended (by its pid) when the block ends."""
+    sock = folder / "docker.sock"
+    proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"],
+                            env=engine_env(), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    host = f"unix://{sock}"
+    try:
+        wait_for(lambda: proc.poll() is not None or subprocess.run(
+            ["docker", "version"], env={**engine_env(), "DOCKER_HOST": host},
+            capture_output=True, timeout=30, check=False).returncode == 0, 60,
+            "podman's Docker API answering", interval=0.2)
+        if proc.poll() is not None:
+            raise RuntimeError(f"podman system service ended ({proc.returncode})")
+        yield host
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 if __name__ == "__main__":  # warm the cache: python tests/support/container.py

@@ -185,6 +185,10 @@ class HookRun:
     #: supervisor's hook server keeps one open for its life); None: the hook
     #: opens its own for the rule's answer it keeps (:func:`_keep_answer`).
     answers: Callable[[], AnswerStore] | None = None
+    #: A boxed session's (issue 39): the payload with its paths as the host's, and
+    #: the translation of one more (:func:`_on_host`); None: on the host.
+    host_payload: dict[str, Any] | None = None
+    to_host: Callable[[str], str] | None = None
 
     def log(self, line: str) -> None:
         _log(self.paths, self.session, self.agent, self.event, line)
@@ -239,15 +243,17 @@ def _handle(agent: str, event: str, raw: bytes, env: Mapping[str, str],
 
         run = HookRun(agent, event, payload, session, paths, todo, hand_over, started, later,
                       answers)
+        run = _on_host(run)  # in a container: its paths as the host's (issue 39)
+        noted = run.host_payload if run.host_payload is not None else payload
         if event in START_EVENTS:  # a session start: its handoff is (part of) the answer
-            handoff = on_hook(paths, session, agent, event, todo, payload) or ""
+            handoff = on_hook(paths, session, agent, event, todo, noted) or ""
             text = "\n\n".join(t for t in (handoff, _at_start(run, len(handoff))) if t)
             return json.dumps(context_output(event, text, agent), ensure_ascii=False) \
                 if text else ""
         if todo in ACTIONS:  # the agent waits for this answer: the notes can follow it
-            run.after_answer("notes", lambda: on_hook(paths, session, agent, event, todo, payload))
+            run.after_answer("notes", lambda: on_hook(paths, session, agent, event, todo, noted))
         else:  # a signal answers nothing: its notes before it (a turn end's reply, for `ready`)
-            on_hook(paths, session, agent, event, todo, payload)
+            on_hook(paths, session, agent, event, todo, noted)
         if todo in TURN_SIGNS and paths.started_batches(session).is_file():
             _first_turn(run)  # before the action: a turn end's ACKs may be for that hand-over
         act = ACTIONS.get(todo, _signal)
@@ -256,6 +262,39 @@ def _handle(agent: str, event: str, raw: bytes, env: Mapping[str, str],
         if paths is not None:
             _log(paths, session, agent, event, f"failed: {type(exc).__name__}: {exc}")
         return ""
+
+
+def _on_host(run: HookRun) -> HookRun:
+    """A boxed session's hook run with its payload's paths as the host's (the
+    container's mounts, kept by its launch: :func:`agentwrap.containers.box.
+    saved_mounts`) and the translation of any other; on the host, ``run`` as it
+    is. What no mount holds is dropped, logged: never taken for a host path
+    (:class:`~agentwrap.errors.PathNotMounted`)."""
+    from ...agents.launch import launch_dir
+    from ...containers.box import MOUNTS_FILE
+
+    launch = launch_dir(run.paths, run.session)
+    if not (launch / MOUNTS_FILE).exists() and not (launch / MOUNTS_FILE).is_symlink():
+        return run  # the usual case: on the host, nothing more is imported
+    from ...containers.box import saved_mounts
+    from ...containers.mounts import PATH_FIELDS, host_payload
+    from ...errors import PathNotMounted
+
+    try:
+        mounts = saved_mounts(launch)
+    except PathNotMounted as exc:  # the mounts unknown: none of its paths is the host's
+        run.log(f"refused: {exc.message}")
+
+        def nowhere(path: str) -> str:
+            raise PathNotMounted(f"{path}: the container's mounts are unknown")
+
+        return replace(run, to_host=nowhere, host_payload={
+            k: v for k, v in run.payload.items()
+            if k not in (*PATH_FIELDS, "tool_input", "tool_calls")})
+    if mounts is None:
+        return run
+    return replace(run, to_host=mounts.to_host, host_payload=host_payload(
+        mounts, run.payload, refused=lambda why: run.log(f"refused: {why}")))
 
 
 def _signal(run: HookRun, env: Mapping[str, str]) -> str:
@@ -283,7 +322,8 @@ def _context(run: HookRun, env: Mapping[str, str]) -> str:
     """The session's due messages, handed to the model as additional context."""
     from ...feedback.edit_hook import after_tool  # checks after an edit tool (issue 12)
 
-    after_tool(run.paths, run.session, run.agent, run.payload, log=run.log, env=env)
+    after_tool(run.paths, run.session, run.agent, run.payload, log=run.log, env=env,
+               to_host=run.to_host)  # its own payload: a boxed agent's paths go through to_host
     if not run.paths.db_path.is_file():  # agentwrap never ran here: make nothing
         return ""
     text = run.hand_over(run) if run.hand_over is not None else _from_store(run)
