@@ -62,6 +62,7 @@ class HostCalls:
         self.host = host
         self.prefix = f"{host}/"
         self.roster = roster
+        self.last_method = ""  # the last frame's method (the hub pushes an enqueue's wake)
 
     # --- the scope rule --------------------------------------------------------------
 
@@ -100,6 +101,7 @@ class HostCalls:
         if not isinstance(method, str) or not isinstance(call_id, int | str) \
                 or not isinstance(params, dict):
             raise LinkProtocolError("a frame on the link is not a JSON-RPC 2.0 request")
+        self.last_method = method
         if method not in wire.METHODS:
             return wire.error(call_id, wire.NO_METHOD, f"no method {method[:64]!r} in"
                               f" {wire.PROTOCOL}")

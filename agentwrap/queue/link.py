@@ -163,6 +163,9 @@ class LinkClient:
         self._stopping = False
         self.refused: LinkRefused | None = None
         self.connects = 0  # links made, for tests and `doctor`
+        self.wakes = 0  # wake notifications taken from the hub
+        self._wakers: list[Callable[[str], object]] = []
+        self._users = 0  # the stores sharing this client (:func:`shared_client`)
         self._thread = threading.Thread(target=self._run, name="agentwrap-hub-link", daemon=True)
 
     def start(self) -> LinkClient:
@@ -244,6 +247,8 @@ class LinkClient:
             data = wire.parse(frame)
         except LinkProtocolError:
             return False
+        if "method" in data:  # the hub speaks first: a notification (push-wake)
+            return self._notified(data)
         call_id = data.get("id")
         fut = self._pending.pop(call_id, None) if isinstance(call_id, int) else None
         if fut is None or fut.done():
@@ -256,6 +261,30 @@ class LinkClient:
             fut.set_exception(LinkProtocolError("a response on the link has no result"))
             return False
         return True
+
+    def _notified(self, data: Mapping[str, Any]) -> bool:
+        """A ``wake`` from the hub: each waker is told the session (on this
+        loop's thread: a waker only sends a datagram); False for a
+        notification that is not one (a garbage frame)."""
+        try:
+            name = wire.woken_session(data)
+        except LinkProtocolError:
+            return False
+        self.wakes += 1
+        for waker in list(self._wakers):
+            try:
+                waker(name)
+            except Exception:  # one waker's fault is not the link's
+                log.exception("a wake-up from the hub failed")
+        return True
+
+    def add_waker(self, waker: Callable[[str], object]) -> None:
+        """Call ``waker(session)`` for each ``wake`` the hub sends."""
+        self._wakers.append(waker)
+
+    def remove_waker(self, waker: Callable[[str], object]) -> None:
+        with contextlib.suppress(ValueError):
+            self._wakers.remove(waker)
 
     def _fail_pending(self) -> None:
         for fut in self._pending.values():
@@ -301,6 +330,18 @@ class LinkClient:
             fut.cancel()
             raise self.down_error() from None
 
+    def release(self) -> None:
+        """One user of a shared client is done (:func:`shared_client`); the
+        last one (or the only one of a client made by itself) closes it."""
+        with _SHARED_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                return
+            for key, client in list(_SHARED.items()):
+                if client is self:
+                    del _SHARED[key]
+        self.close()
+
     def close(self) -> None:
         self._stopping = True
         if self._thread.is_alive():
@@ -318,6 +359,25 @@ class LinkClient:
             self._thread.join(timeout=5)
 
 
+_SHARED: dict[tuple[str, str, str], LinkClient] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_client(link: HubLink) -> LinkClient:
+    """This process's one link to the hub ``link`` names, started on first
+    use and shared by every store opened on it (the supervisor host runs
+    every session's supervisor in one process: one WebSocket for them all,
+    not one each); each user gives it back with :meth:`LinkClient.release`,
+    and the last one closes it."""
+    key = (link.url, link.host, hashlib.sha256(link.credential.encode()).hexdigest())
+    with _SHARED_LOCK:
+        client = _SHARED.get(key)
+        if client is None or client._stopping:
+            client = _SHARED[key] = LinkClient(link).start()
+        client._users += 1
+        return client
+
+
 def _words(values: Collection[Any] | None) -> list[Any] | None:
     return None if values is None else [wire.to_wire(v) for v in values]
 
@@ -330,6 +390,7 @@ class HubStore:
         self.host = client.link.host
         self._closed = threading.Event()
         self._reporter: threading.Thread | None = None
+        self._waker: Callable[[str], object] | None = None
 
     def _messages(self, data: Any) -> list[Message]:
         if not isinstance(data, list):
@@ -459,7 +520,14 @@ class HubStore:
         return self._int(self.client.call("last_event_id"))
 
     def listen(self, wake: Callable[[str], object] | None = None) -> None:
-        """Nothing yet: the supervisor's own polling finds the hub's messages."""
+        """Push-wake: ``wake(name)`` for each session of this host the hub
+        says has work (a ``wake`` notification on the link, sent as the hub
+        stores a message for it), so its supervisor claims at once instead
+        of at its next poll; the poll stays, for a wake lost in a cut."""
+        if wake is None or self._waker is not None:
+            return
+        self._waker = wake
+        self.client.add_waker(wake)
 
     def check_integrity(self) -> None:
         """The hub checks its own store."""
@@ -502,5 +570,9 @@ class HubStore:
         self._reporter.start()
 
     def close(self) -> None:
+        if self._closed.is_set():
+            return
         self._closed.set()
-        self.client.close()
+        if self._waker is not None:
+            self.client.remove_waker(self._waker)
+        self.client.release()
