@@ -5,27 +5,34 @@ and a tmux stand-in agent)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
-from conftest import AwEnv
+from conftest import AwEnv, make_aw
 from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
     Hub,
     alpha_fixture,  # noqa: F401
     beta_fixture,  # noqa: F401
     host_client,
     hub_fixture,  # noqa: F401
+    make_cert,
     send_on_hub,
     start_session,
     status_on_hub,
     stop_hosts,  # noqa: F401
 )
+from support.link_cutter import LinkCutter, call_is
 from support.waiting import wait_for
 
-from agentwrap.message import Status
+from agentwrap.message import Phase, Status
 from agentwrap.queue import link_protocol as wire
 from agentwrap.queue.backend import linked_store
-from agentwrap.queue.link import HubStore
+from agentwrap.queue.link import HubStore, load_link, save_link
 
 pytestmark = pytest.mark.usefixtures("tmux")
 
@@ -84,3 +91,78 @@ def test_a_settled_session_is_woken_by_the_hub_not_its_poll(hub: Hub, alpha: AwE
     wait_for(lambda: status_on_hub(hub, sent).terminal, 60, "recorded on the hub")
     assert status_on_hub(hub, sent) in (Status.DELIVERED, Status.ACKNOWLEDGED)
     assert " ".join(alpha.received()).count("pushed, not polled") == 1
+
+
+# --- the link cut in every write-ahead phase ------------------------------------------
+
+
+class PlainHub(Hub):
+    """The hub on plain HTTP (loopback only), so a relay can read the link's frames."""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> PlainHub:
+        log = open(self.aw.root / "hub.log", "ab")  # noqa: SIM115 - the child keeps it
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agentwrap", "hub", "--listen", f"127.0.0.1:{self.port}"],
+            env=self.aw.env, cwd=self.aw.project, stdout=log, stderr=log)
+        wait_for(self.healthy, 60, "the hub's /healthz", interval=0.1, on_timeout=self.log)
+        return self
+
+    def invite(self, host: str | None = None, ttl: float = 600.0) -> str:
+        return self.aw.cli("hub", "invite", *([host] if host else []), "--ttl", str(ttl),
+                           check=True).stdout.strip()
+
+
+@pytest.fixture(name="plain_hub")
+def plain_hub_fixture(tmp_path: Path) -> Iterator[PlainHub]:
+    with make_aw() as aw:
+        h = PlainHub(aw, make_cert(tmp_path / "tls")).start()
+        try:
+            yield h
+        finally:
+            h.kill()
+
+
+def through(cutter: LinkCutter, aw: AwEnv) -> None:
+    """``aw``'s link file names the relay instead of the hub."""
+    link = load_link(aw.paths.state_dir)
+    assert link is not None
+    save_link(aw.paths.state_dir, replace(link, url=f"http://127.0.0.1:{cutter.port}"))
+
+
+#: each write-ahead call of a delivery, by the phase it records (queue/: claim,
+#: pasting, submitting = typed and being verified, submitted, the receipt, finished)
+PHASE_CALLS = {
+    "claim": call_is("claim_batch", session="api"),
+    "pasting": call_is("set_phase", phase=Phase.PASTING.value),
+    "submitting": call_is("set_phase", phase=Phase.SUBMITTING.value),
+    "submitted": call_is("set_phase", phase=Phase.SUBMITTED.value),
+    "attempt": call_is("record_attempt"),
+    "finished": call_is("finish"),
+}
+
+
+@pytest.mark.parametrize("phase", list(PHASE_CALLS))
+def test_the_link_cut_after_each_write_ahead_call_types_once(
+        plain_hub: PlainHub, alpha: AwEnv, phase: str) -> None:
+    plain_hub.join(alpha, "alpha")
+    cutter = LinkCutter(plain_hub.port).start()
+    try:
+        through(cutter, alpha)
+        start_session(alpha)
+        alpha.wait_state("api", "ready", timeout=60)
+        cutter.arm(PHASE_CALLS[phase])
+        sent = send_on_hub(plain_hub, "alpha/api", f"cut at {phase}, typed once")
+        wait_for(lambda: cutter.cuts, 60, f"the link cut after the {phase} call",
+                 on_timeout=plain_hub.log)
+        wait_for(lambda: status_on_hub(plain_hub, sent).terminal, 120,
+                 "the message ended on the hub", on_timeout=plain_hub.log)
+        assert status_on_hub(plain_hub, sent) in (Status.DELIVERED, Status.ACKNOWLEDGED)
+        assert " ".join(alpha.received()).count(f"cut at {phase}, typed once") == 1, \
+            alpha.received()
+        wait_for(lambda: cutter.connections >= 2, 60, "the host linked again after the cut")
+    finally:
+        cutter.close()
