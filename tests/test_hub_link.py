@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import AwEnv, make_aw
+from conftest import ROOT, AwEnv, make_aw
+from support import netns as ns
 from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
     Hub,
     alpha_fixture,  # noqa: F401
@@ -32,7 +34,7 @@ from support.waiting import wait_for
 from agentwrap.message import Phase, Status
 from agentwrap.queue import link_protocol as wire
 from agentwrap.queue.backend import linked_store
-from agentwrap.queue.link import HubStore, load_link, save_link
+from agentwrap.queue.link import HubStore, LinkClient, load_link, save_link
 
 pytestmark = pytest.mark.usefixtures("tmux")
 
@@ -166,3 +168,86 @@ def test_the_link_cut_after_each_write_ahead_call_types_once(
         wait_for(lambda: cutter.connections >= 2, 60, "the host linked again after the cut")
     finally:
         cutter.close()
+
+
+# --- a stalled link: the cable pulled, no FIN ----------------------------------------
+
+
+@pytest.fixture
+def partition(netns: None) -> Iterator[ns.Partition]:
+    part = ns.Partition.make()
+    try:
+        yield part
+    finally:
+        part.close()
+
+
+class Probe:
+    """tests/support/link_probe.py in the namespace: the host's link as it sees it."""
+
+    def __init__(self, part: ns.Partition, aw: AwEnv) -> None:
+        self.proc = subprocess.Popen(
+            [*part.prefix, sys.executable, str(ROOT / "tests" / "support" / "link_probe.py"),
+             str(aw.paths.state_dir)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            env={**aw.env, "PYTHONPATH": str(ROOT)})
+        self.seen: list[tuple[str, float]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            word, at = line.split()
+            self.seen.append((word, float(at)))
+
+    def last(self) -> str:
+        return self.seen[-1][0] if self.seen else ""
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def test_a_stalled_link_is_detected_in_time_types_nothing_and_resumes(
+        partition: ns.Partition, beta: AwEnv, tmp_path: Path) -> None:
+    with make_aw() as aw:
+        hub = Hub(aw, make_cert(tmp_path / "tls"))
+        hub.start_on(partition.outer_ip)
+        try:
+            beta.wrap = tuple(partition.prefix)
+            hub.join(beta, "beta")
+            start_session(beta, wrap=partition.prefix)
+            beta.wait_state("api", "ready", timeout=60)
+            first = send_on_hub(hub, "beta/api", "before the cut")
+            wait_for(lambda: status_on_hub(hub, first).terminal, 60, "delivered before the cut")
+            probe = Probe(partition, beta)
+            try:
+                wait_for(lambda: probe.last() == "up", 60, "the probe's link up")
+                partition.cut()
+                cut_at = time.monotonic()
+                during = send_on_hub(hub, "beta/api", "stored during the cut")
+                deadline = LinkClient.STALL_DEADLINE_S
+                wait_for(lambda: probe.last() == "down", deadline + 5,
+                         "the stalled link detected within its deadline")
+                detected = probe.seen[-1][1] - cut_at
+                print(f"stalled link detected after {detected:.1f} s (deadline {deadline} s)")
+                refused = beta.cli("send", "api", "nothing to record this")
+                assert refused.returncode == 75, refused.stderr
+                assert "during the cut" not in " ".join(beta.received())
+                assert status_on_hub(hub, during) is Status.PENDING
+                partition.mend()
+                wait_for(lambda: probe.last() == "up", 60, "the link back after the mend")
+                wait_for(lambda: status_on_hub(hub, during).terminal, 120,
+                         "the message stored during the cut delivered", on_timeout=hub.log)
+                got = " ".join(beta.received())
+                assert got.count("stored during the cut") == 1 and "nothing to record" not in got
+            finally:
+                probe.close()
+        finally:
+            partition.mend()
+            hub.kill()

@@ -144,10 +144,22 @@ def load_link(state_dir: Path) -> HubLink | None:
 
 
 class LinkClient:
-    """The host's one link to the hub (see the module): ``call`` from any thread."""
+    """The host's one link to the hub (see the module): ``call`` from any thread.
+
+    A stalled link (the network gone without a FIN: nothing is refused,
+    nothing arrives) is found by the WebSocket's own pings: one every
+    ``ping_s``, and a pong not back within ``2 * ping_s`` ends the link
+    (its closing handshake given :data:`CLOSE_S`), so the link is down within
+    :data:`STALL_DEADLINE_S` of the last frame the hub answered; meanwhile a
+    call waits at most ``call_timeout_s`` and raises, so nothing is claimed
+    or recorded on a link that cannot answer."""
+
+    PING_S = 5.0
+    CLOSE_S = 2.0
+    STALL_DEADLINE_S = PING_S * 3 + CLOSE_S
 
     def __init__(self, link: HubLink, *, base_s: float = 0.2, cap_s: float = 10.0,
-                 call_timeout_s: float = 15.0, ping_s: float = 5.0,
+                 call_timeout_s: float = 15.0, ping_s: float = PING_S,
                  rand: Callable[[float, float], float] = random.uniform) -> None:
         self.link = link
         self.base_s, self.cap_s = base_s, cap_s
@@ -213,7 +225,8 @@ class LinkClient:
                     additional_headers={"Authorization": f"Bearer {self.link.credential}",
                                         "Agentwrap-Host": self.link.host},
                     ssl=self.link.ssl_context(), open_timeout=10, ping_interval=self.ping_s,
-                    ping_timeout=self.ping_s * 2, max_size=8 * 1024 * 1024,
+                    ping_timeout=self.ping_s * 2, close_timeout=self.CLOSE_S,
+                    max_size=8 * 1024 * 1024,
                 ) as ws:
                     self._ws = ws
                     self.connects += 1
@@ -232,6 +245,8 @@ class LinkClient:
             except (OSError, WebSocketException, asyncio.TimeoutError, ssl.SSLError):
                 pass
             finally:
+                if self._up.is_set() and not self._stopping:
+                    log.warning("the link to the hub at %s is down: reconnecting", self.link.url)
                 self._up.clear()
                 self._tried.set()
                 self._ws = None
