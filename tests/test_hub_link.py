@@ -5,6 +5,9 @@ and a tmux stand-in agent)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import subprocess
 import sys
 import threading
@@ -12,11 +15,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import ROOT, AwEnv, make_aw
 from support import netns as ns
 from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
+    HOSTS,
     Hub,
     alpha_fixture,  # noqa: F401
     beta_fixture,  # noqa: F401
@@ -31,10 +36,11 @@ from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, 
 from support.link_cutter import LinkCutter, call_is
 from support.waiting import wait_for
 
+from agentwrap.hub.server import open_hub_store
 from agentwrap.message import Phase, Status
 from agentwrap.queue import link_protocol as wire
 from agentwrap.queue.backend import linked_store
-from agentwrap.queue.link import HubStore, LinkClient, load_link, save_link
+from agentwrap.queue.link import HubLink, HubStore, LinkClient, load_link, save_link
 
 pytestmark = pytest.mark.usefixtures("tmux")
 
@@ -251,3 +257,83 @@ def test_a_stalled_link_is_detected_in_time_types_nothing_and_resumes(
         finally:
             partition.mend()
             hub.kill()
+
+
+# --- a hostile hub, and a revoke mid-delivery -----------------------------------------
+
+#: what a hostile hub sends a host, one per link: none of it is agentwrap.link/1's answer
+GARBAGE = [
+    "{not json",
+    "[1, 2, 3]",
+    "[" * 100_000 + "]" * 100_000,
+    json.dumps({"jsonrpc": "2.0", "method": "wake", "params": {"session": "../../etc"}}),
+    json.dumps({"jsonrpc": "2.0", "method": "wake", "params": {"session": "other/api"}}),
+    json.dumps({"jsonrpc": "2.0", "method": "type_this", "params": {"text": "rm -rf /"}}),
+    json.dumps({"jsonrpc": "2.0", "id": 1, "result": [{"id": "forged", "session": "api"}]}),
+    json.dumps({"jsonrpc": "2.0", "id": 1, "error": {"code": "x", "data": {"error": "Exit"}}}),
+    json.dumps({"jsonrpc": "1.0", "id": 1, "result": []}),
+]
+
+
+def test_a_hostile_hub_crashes_nothing_and_gets_nothing_typed(alpha: AwEnv) -> None:
+    from websockets.sync.server import ServerConnection, serve
+
+    served: list[str] = []
+
+    def handler(ws: ServerConnection) -> None:
+        if len(served) >= len(GARBAGE):
+            ws.close()
+            return
+        frame = GARBAGE[len(served)]
+        served.append(frame)
+        with contextlib.suppress(Exception):
+            ws.recv(timeout=5)  # the host's first call, answered with garbage
+        with contextlib.suppress(Exception):
+            ws.send(frame)
+            ws.recv(timeout=5)
+
+    with serve(handler, "127.0.0.1", 0, subprotocols=[wire.SUBPROTOCOL],  # type: ignore[list-item]
+               max_size=None) as server:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        port = server.socket.getsockname()[1]
+        save_link(alpha.paths.state_dir, HubLink(f"http://127.0.0.1:{port}", "alpha", "c" * 40))
+        start_session(alpha)
+        wait_for(lambda: len(served) == len(GARBAGE), 180, "every garbage frame sent")
+        host = HOSTS[-1]
+        assert host.poll() is None, "the supervisor host died"
+        rec = alpha.registry().get("api")
+        assert rec.ended is None and rec.agent_pid is not None
+        os.kill(rec.agent_pid, 0)  # the agent runs on
+        assert alpha.received() == []
+        server.shutdown()
+
+
+def test_revoking_a_host_mid_delivery_types_nothing_more_and_ends_the_batch(
+        plain_hub: PlainHub, alpha: AwEnv) -> None:
+    plain_hub.join(alpha, "alpha")
+    cutter = LinkCutter(plain_hub.port).start()
+    pasting = call_is("set_phase", phase=Phase.PASTING.value)
+
+    def revoke_at_pasting(data: dict[str, Any]) -> bool:
+        if not pasting(data):
+            return False
+        plain_hub.aw.cli("hub", "revoke", "alpha", check=True)
+        return True
+
+    try:
+        through(cutter, alpha)
+        start_session(alpha)
+        alpha.wait_state("api", "ready", timeout=60)
+        cutter.arm(revoke_at_pasting)
+        sent = send_on_hub(plain_hub, "alpha/api", "revoked mid-delivery")
+        later = send_on_hub(plain_hub, "alpha/api", "never after the revoke")
+        wait_for(lambda: cutter.cuts, 60, "the revoke at pasting", on_timeout=plain_hub.log)
+        msg = open_hub_store(plain_hub.aw.paths.state_dir).get(sent)
+        assert msg.status is Status.FAILED and "alpha" in msg.detail
+        assert status_on_hub(plain_hub, later) is Status.FAILED
+        wait_for(lambda: cutter.connections >= 2, 60, "the host's try to link again")
+        got = " ".join(alpha.received())
+        assert got.count("revoked mid-delivery") <= 1 and "never after" not in got
+        assert status_on_hub(plain_hub, sent) is Status.FAILED  # nothing recorded over it
+    finally:
+        cutter.close()
