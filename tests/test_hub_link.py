@@ -41,6 +41,7 @@ from agentwrap.message import Phase, Status
 from agentwrap.queue import link_protocol as wire
 from agentwrap.queue.backend import linked_store
 from agentwrap.queue.link import HubLink, HubStore, LinkClient, load_link, save_link
+from agentwrap.service import Service
 
 pytestmark = pytest.mark.usefixtures("tmux")
 
@@ -337,3 +338,26 @@ def test_revoking_a_host_mid_delivery_types_nothing_more_and_ends_the_batch(
         assert status_on_hub(plain_hub, sent) is Status.FAILED  # nothing recorded over it
     finally:
         cutter.close()
+
+
+# --- send --wait and a message's status across the hub --------------------------------
+
+
+def test_send_wait_and_status_of_a_message_to_another_hosts_session(
+        hub: Hub, alpha: AwEnv, beta: AwEnv) -> None:
+    hub.join(alpha, "alpha")
+    hub.join(beta, "beta")
+    start_session(beta)
+    beta.wait_state("api", "ready", timeout=60)
+    wait_for(lambda: alpha.cli("state", "beta/api").returncode == 0, 60,
+             "beta's session known on alpha")
+    got = alpha.cli("send", "beta/api", "from alpha, awaited", "--wait", "--timeout", "120",
+                    "--json")
+    assert got.returncode == 0, got.stderr
+    out = json.loads(got.stdout)
+    assert out["status"] in ("delivered", "acknowledged") and out["session"] == "beta/api"
+    assert " ".join(beta.received()).count("from alpha, awaited") == 1
+    with Service.open(alpha.paths) as svc:  # the status, read on the sender through the hub
+        entry = svc.message(out["id"][:12])
+    assert entry.message.status.terminal and entry.attempts
+    assert status_on_hub(hub, out["id"]) is entry.message.status
