@@ -10,6 +10,10 @@ worker thread (the store is synchronous); a frame that is not
 serving every other. A revoked host's links are closed within
 :data:`REVOKE_POLL_S` by the watcher, and its credential is refused from
 then on. The sessions each host reports are kept in its :class:`~.roster.Roster`.
+Push-wake: every message or answer stored for a linked host's session (by
+any writer: the store's own events, read every :data:`WAKE_POLL_S`, at once
+after a host's ``enqueue``) is pushed to each of that host's links as a
+``wake`` notification, so its supervisor claims it without polling.
 
 The existing HTTP API and dashboard are not re-implemented: the command
 mounts the app of :mod:`agentwrap.surfaces.http` beside these routes

@@ -20,6 +20,14 @@ The client never resends a call by itself, so nothing is applied twice
 because of the link; the hub makes the calls a supervisor repeats after a
 cut idempotent (:mod:`agentwrap.hub.scope`).
 
+One link per process (:func:`shared_client`): every store opened on a
+host's link in one process (the supervisor host runs every session's
+supervisor, so one WebSocket serves them all) shares one client, closed by
+its last user. The hub speaks first only to push a ``wake``
+(:data:`~.link_protocol.WAKE`): the session named is woken at once (the
+waker :meth:`HubStore.listen` is given), so a settled supervisor claims the
+hub's message without waiting for its idle poll.
+
 The credential is read from the link file (0600, :func:`load_link`) and
 sent only in the handshake's ``Authorization`` header: never in argv, a log
 line or an error.
