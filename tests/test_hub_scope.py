@@ -219,3 +219,23 @@ def test_a_store_open_on_a_host_that_never_joined_loads_no_link_code(tmp_path: P
             " print('agentwrap.queue.link' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_sender_reads_its_message_to_another_host_and_acts_on_nothing(
+        store: SQLMessageStore) -> None:
+    alpha, beta, gamma = (HostCalls(store, h) for h in ("alpha", "beta", "gamma"))
+    forged = NewMessage(session="beta/api", content="from alpha",
+                        metadata={"hub_sender": "gamma"})  # the frame's word is not taken
+    sent = call(alpha, "enqueue", new=forged)["result"]["message"]
+    assert sent["metadata"]["hub_sender"] == "alpha"
+    for method, params in (("get", {"message_id": sent["id"]}),
+                           ("get_by_prefix", {"prefix": sent["id"][:12]}),
+                           ("attempts", {"message_id": sent["id"]})):
+        assert "result" in call(alpha, method, **params), method  # the sender reads it
+        assert "result" in call(beta, method, **params), method  # the owner too
+        assert call(gamma, method, **params)["error"]["data"]["error"] == "ForeignSession"
+    for method, params in (("cancel", {"message_id": sent["id"]}),
+                           ("acknowledge", {"message_id": sent["id"], "detail": "ACK"}),
+                           ("finish", {"status": "delivered", "message_ids": [sent["id"]]})):
+        assert call(alpha, method, **params)["error"]["data"]["error"] == "ForeignSession"
+    assert store.get(sent["id"]).status is Status.PENDING

@@ -9,7 +9,10 @@ link_protocol.METHODS`):
 - ``session``: a bare name is the host's own session (the key ``HOST/NAME``);
   ``OTHER/NAME`` is refused (:class:`~agentwrap.errors.ForeignSession`).
 - ``batch``: every message ever claimed in the batch must be the host's.
-- ``message``: the message must be the host's.
+- ``message``: the message must be the host's; reading it (``get``,
+  ``get_by_prefix``, ``attempts``) is also allowed to the host that sent it
+  (the hub stamps the sender, :data:`SENDER_KEY`), so ``send --wait`` and
+  ``status`` of a message to another host's session work from the sender.
 - ``send``: a host may send to any session (the hub's policy: ``send
   HOST/NAME`` works from every host), but only as a sender, never
   ``internal`` for another host's session.
@@ -47,7 +50,13 @@ from ..queue.sqlstore import SQLMessageStore
 from ..queue.store import SenderLimit
 
 if TYPE_CHECKING:
+    from ..message import Message
     from .roster import Roster
+
+#: The metadata key the hub stamps on every message a host stores through it
+#: (that host's name, overwriting whatever the frame said): who may read the
+#: message back (``send --wait``, ``status``) when it is for another host's session.
+SENDER_KEY = "hub_sender"
 
 
 def _enums(values: Any, enum: Callable[[Any], Any]) -> list[Any] | None:
@@ -62,6 +71,7 @@ class HostCalls:
         self.host = host
         self.prefix = f"{host}/"
         self.roster = roster
+        self.last_method = ""  # the last frame's method (the hub pushes an enqueue's wake)
 
     # --- the scope rule --------------------------------------------------------------
 
@@ -77,11 +87,19 @@ class HostCalls:
     def mine(self, key: str) -> bool:
         return key.startswith(self.prefix)
 
-    def own_message(self, message_id: str) -> None:
+    def own_message(self, message_id: str, *, read: bool = False) -> Message:
+        """The message, if it is for one of the host's sessions, or (``read``)
+        the host sent it: ``send --wait`` and ``status`` of a message to
+        another host's session read it through the hub; only the owner acts on it."""
         msg = self.store.get(message_id)
-        if not self.mine(msg.session):
+        if not self.mine(msg.session) and not (read and self.sent(msg)):
             raise ForeignSession(
                 f"host {self.host!r} may not act on message {message_id[:8]} of another host")
+        return msg
+
+    def sent(self, msg: Message) -> bool:
+        """Whether this host stored ``msg`` (the hub's stamp, :data:`SENDER_KEY`)."""
+        return msg.metadata.get(SENDER_KEY) == self.host
 
     def own_batch(self, batch_id: str) -> None:
         foreign = [s for s in self.store.batch_sessions(batch_id) if not self.mine(s)]
@@ -100,6 +118,7 @@ class HostCalls:
         if not isinstance(method, str) or not isinstance(call_id, int | str) \
                 or not isinstance(params, dict):
             raise LinkProtocolError("a frame on the link is not a JSON-RPC 2.0 request")
+        self.last_method = method
         if method not in wire.METHODS:
             return wire.error(call_id, wire.NO_METHOD, f"no method {method[:64]!r} in"
                               f" {wire.PROTOCOL}")
@@ -124,18 +143,19 @@ class HostCalls:
             raise ForeignSession(
                 f"host {self.host!r} may not store agentwrap's own messages for {target!r}")
         limit = None if sender_limit is None else SenderLimit(**sender_limit)
-        stored, created = self.store.enqueue(replace(msg, session=target), kind=Kind(kind),
+        meta = {k: v for k, v in msg.metadata.items() if k != SENDER_KEY}  # never the frame's
+        meta[SENDER_KEY] = self.host
+        stored, created = self.store.enqueue(replace(msg, session=target, metadata=meta),
+                                             kind=Kind(kind),
                                              internal=bool(internal), sender_limit=limit)
         return {"message": stored, "created": created}
 
     def _get(self, message_id: str) -> Any:
-        self.own_message(message_id)
-        return self.store.get(message_id)
+        return self.own_message(message_id, read=True)
 
     def _get_by_prefix(self, prefix: str) -> Any:
         msg = self.store.get_by_prefix(prefix)
-        self.own_message(msg.id)
-        return msg
+        return self.own_message(msg.id, read=True)
 
     def _filters(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"kinds": _enums(params.get("kinds"), Kind),
@@ -175,7 +195,7 @@ class HostCalls:
         self.store.record_attempt(a)
 
     def _attempts(self, message_id: str) -> Any:
-        self.own_message(message_id)
+        self.own_message(message_id, read=True)
         return self.store.attempts(message_id)
 
     def _retry_later(self, batch_id: str, next_attempt_at: float, detail: str) -> int:

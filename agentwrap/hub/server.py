@@ -10,6 +10,10 @@ worker thread (the store is synchronous); a frame that is not
 serving every other. A revoked host's links are closed within
 :data:`REVOKE_POLL_S` by the watcher, and its credential is refused from
 then on. The sessions each host reports are kept in its :class:`~.roster.Roster`.
+Push-wake: every message or answer stored for a linked host's session (by
+any writer: the store's own events, read every :data:`WAKE_POLL_S`, at once
+after a host's ``enqueue``) is pushed to each of that host's links as a
+``wake`` notification, so its supervisor claims it without polling.
 
 The existing HTTP API and dashboard are not re-implemented: the command
 mounts the app of :mod:`agentwrap.surfaces.http` beside these routes
@@ -50,6 +54,10 @@ from .scope import HostCalls
 
 log = logging.getLogger("agentwrap.hub")
 REVOKE_POLL_S = 0.5
+#: How often the hub reads its store's new events for the wakes it pushes
+#: (one indexed read per hub, whatever the number of hosts and sessions; a
+#: host's own ``enqueue`` on a link is pushed at once, without the wait).
+WAKE_POLL_S = 0.1
 HUB_NAME = "hub"
 
 
@@ -131,13 +139,46 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
                     with contextlib.suppress(Exception):
                         await ws.close(4003, "revoked")
 
+    kick = asyncio.Event()  # a link stored a message: push its wake now
+
+    async def push_wakes() -> None:
+        """Push-wake (issue 38): each message or answer stored for a linked
+        host's session, by whatever writer (a host's link, the hub's API, a
+        second hub on the same PostgreSQL), becomes one ``wake`` on each of
+        that host's links. The events are the store's own, read in order from
+        where the hub started; a wake that finds no link is simply not sent
+        (the supervisor claims at its start and at its safety poll)."""
+        after = await asyncio.to_thread(store.last_event_id)
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(kick.wait(), WAKE_POLL_S)
+            kick.clear()
+            try:
+                got = await asyncio.to_thread(store.events, after, kinds=sorted(wire.WAKE_KINDS),
+                                              limit=1000)
+            except AgentwrapError as exc:  # the store away: the next poll again
+                log.warning("the hub cannot read its store's events: %s", exc.message)
+                continue
+            woken: set[tuple[str, str]] = set()
+            for event in got:
+                after = max(after, event.id)
+                host, sep, name = event.session.partition("/")
+                if sep:
+                    woken.add((host, name))
+            for host, name in sorted(woken):
+                frame = wire.notification(wire.WAKE, {"session": name})
+                for ws in list(links.get(host, ())):
+                    with contextlib.suppress(Exception):  # a dying link: its own handler ends it
+                        await ws.send_text(frame)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(watch_revoked())
+        tasks = [asyncio.create_task(watch_revoked()), asyncio.create_task(push_wakes())]
         try:
             yield
         finally:
-            task.cancel()
+            for task in tasks:
+                task.cancel()
 
     app = FastAPI(title="agentwrap hub", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.links = links
@@ -190,6 +231,8 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
                     await ws.close(1002, f"not {wire.PROTOCOL}")
                     return
                 await ws.send_text(reply)
+                if calls.last_method == "enqueue":
+                    kick.set()
         except (WebSocketDisconnect, RuntimeError, KeyError):
             return
         finally:

@@ -105,20 +105,21 @@ def describe(db_path: Path, url: str = "") -> str:
 def linked_store(state_dir: Path, *, wait_s: float = 2.0, required: bool = False
                  ) -> HubStore | None:
     """The hub's store over this host's link (issue 38), if this host joined
-    a hub (:func:`.link.load_link`), else None: the link is started and given
+    a hub (:func:`.link.load_link`), else None: the process's one link
+    (:func:`.link.shared_client`) is started on first use and given
     up to ``wait_s`` for its first connection; while it is down every call
     raises ``HubUnreachable``. ``required`` (a command, which makes its calls
     at once): a link that did not come up raises that here, closed."""
     if not (state_dir / LINK_FILE).exists():  # the link's code (asyncio, ssl, websockets)
         return None  # is loaded only on a joined host, not by every store open
-    from .link import HubStore, LinkClient, load_link
+    from .link import HubStore, load_link, shared_client
 
     link = load_link(state_dir)
     if link is None:
         return None
-    client = LinkClient(link).start()
+    client = shared_client(link)  # one link per process, whatever opens it
     if not client.wait_tried(wait_s) and required:
-        client.close()
+        client.release()
         raise client.down_error()
     return HubStore(client)
 

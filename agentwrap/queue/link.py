@@ -20,6 +20,14 @@ The client never resends a call by itself, so nothing is applied twice
 because of the link; the hub makes the calls a supervisor repeats after a
 cut idempotent (:mod:`agentwrap.hub.scope`).
 
+One link per process (:func:`shared_client`): every store opened on a
+host's link in one process (the supervisor host runs every session's
+supervisor, so one WebSocket serves them all) shares one client, closed by
+its last user. The hub speaks first only to push a ``wake``
+(:data:`~.link_protocol.WAKE`): the session named is woken at once (the
+waker :meth:`HubStore.listen` is given), so a settled supervisor claims the
+hub's message without waiting for its idle poll.
+
 The credential is read from the link file (0600, :func:`load_link`) and
 sent only in the handshake's ``Authorization`` header: never in argv, a log
 line or an error.
@@ -144,10 +152,22 @@ def load_link(state_dir: Path) -> HubLink | None:
 
 
 class LinkClient:
-    """The host's one link to the hub (see the module): ``call`` from any thread."""
+    """The host's one link to the hub (see the module): ``call`` from any thread.
+
+    A stalled link (the network gone without a FIN: nothing is refused,
+    nothing arrives) is found by the WebSocket's own pings: one every
+    ``ping_s``, and a pong not back within ``2 * ping_s`` ends the link
+    (its closing handshake given :data:`CLOSE_S`), so the link is down within
+    :data:`STALL_DEADLINE_S` of the last frame the hub answered; meanwhile a
+    call waits at most ``call_timeout_s`` and raises, so nothing is claimed
+    or recorded on a link that cannot answer."""
+
+    PING_S = 5.0
+    CLOSE_S = 2.0
+    STALL_DEADLINE_S = PING_S * 3 + CLOSE_S
 
     def __init__(self, link: HubLink, *, base_s: float = 0.2, cap_s: float = 10.0,
-                 call_timeout_s: float = 15.0, ping_s: float = 5.0,
+                 call_timeout_s: float = 15.0, ping_s: float = PING_S,
                  rand: Callable[[float, float], float] = random.uniform) -> None:
         self.link = link
         self.base_s, self.cap_s = base_s, cap_s
@@ -163,6 +183,9 @@ class LinkClient:
         self._stopping = False
         self.refused: LinkRefused | None = None
         self.connects = 0  # links made, for tests and `doctor`
+        self.wakes = 0  # wake notifications taken from the hub
+        self._wakers: list[Callable[[str], object]] = []
+        self._users = 0  # the stores sharing this client (:func:`shared_client`)
         self._thread = threading.Thread(target=self._run, name="agentwrap-hub-link", daemon=True)
 
     def start(self) -> LinkClient:
@@ -210,7 +233,8 @@ class LinkClient:
                     additional_headers={"Authorization": f"Bearer {self.link.credential}",
                                         "Agentwrap-Host": self.link.host},
                     ssl=self.link.ssl_context(), open_timeout=10, ping_interval=self.ping_s,
-                    ping_timeout=self.ping_s * 2, max_size=8 * 1024 * 1024,
+                    ping_timeout=self.ping_s * 2, close_timeout=self.CLOSE_S,
+                    max_size=8 * 1024 * 1024,
                 ) as ws:
                     self._ws = ws
                     self.connects += 1
@@ -229,6 +253,8 @@ class LinkClient:
             except (OSError, WebSocketException, asyncio.TimeoutError, ssl.SSLError):
                 pass
             finally:
+                if self._up.is_set() and not self._stopping:
+                    log.warning("the link to the hub at %s is down: reconnecting", self.link.url)
                 self._up.clear()
                 self._tried.set()
                 self._ws = None
@@ -244,6 +270,8 @@ class LinkClient:
             data = wire.parse(frame)
         except LinkProtocolError:
             return False
+        if "method" in data:  # the hub speaks first: a notification (push-wake)
+            return self._notified(data)
         call_id = data.get("id")
         fut = self._pending.pop(call_id, None) if isinstance(call_id, int) else None
         if fut is None or fut.done():
@@ -256,6 +284,30 @@ class LinkClient:
             fut.set_exception(LinkProtocolError("a response on the link has no result"))
             return False
         return True
+
+    def _notified(self, data: Mapping[str, Any]) -> bool:
+        """A ``wake`` from the hub: each waker is told the session (on this
+        loop's thread: a waker only sends a datagram); False for a
+        notification that is not one (a garbage frame)."""
+        try:
+            name = wire.woken_session(data)
+        except LinkProtocolError:
+            return False
+        self.wakes += 1
+        for waker in list(self._wakers):
+            try:
+                waker(name)
+            except Exception:  # one waker's fault is not the link's
+                log.exception("a wake-up from the hub failed")
+        return True
+
+    def add_waker(self, waker: Callable[[str], object]) -> None:
+        """Call ``waker(session)`` for each ``wake`` the hub sends."""
+        self._wakers.append(waker)
+
+    def remove_waker(self, waker: Callable[[str], object]) -> None:
+        with contextlib.suppress(ValueError):
+            self._wakers.remove(waker)
 
     def _fail_pending(self) -> None:
         for fut in self._pending.values():
@@ -301,6 +353,18 @@ class LinkClient:
             fut.cancel()
             raise self.down_error() from None
 
+    def release(self) -> None:
+        """One user of a shared client is done (:func:`shared_client`); the
+        last one (or the only one of a client made by itself) closes it."""
+        with _SHARED_LOCK:
+            self._users -= 1
+            if self._users > 0:
+                return
+            for key, client in list(_SHARED.items()):
+                if client is self:
+                    del _SHARED[key]
+        self.close()
+
     def close(self) -> None:
         self._stopping = True
         if self._thread.is_alive():
@@ -318,6 +382,25 @@ class LinkClient:
             self._thread.join(timeout=5)
 
 
+_SHARED: dict[tuple[str, str, str], LinkClient] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_client(link: HubLink) -> LinkClient:
+    """This process's one link to the hub ``link`` names, started on first
+    use and shared by every store opened on it (the supervisor host runs
+    every session's supervisor in one process: one WebSocket for them all,
+    not one each); each user gives it back with :meth:`LinkClient.release`,
+    and the last one closes it."""
+    key = (link.url, link.host, hashlib.sha256(link.credential.encode()).hexdigest())
+    with _SHARED_LOCK:
+        client = _SHARED.get(key)
+        if client is None or client._stopping:
+            client = _SHARED[key] = LinkClient(link).start()
+        client._users += 1
+        return client
+
+
 def _words(values: Collection[Any] | None) -> list[Any] | None:
     return None if values is None else [wire.to_wire(v) for v in values]
 
@@ -330,6 +413,7 @@ class HubStore:
         self.host = client.link.host
         self._closed = threading.Event()
         self._reporter: threading.Thread | None = None
+        self._waker: Callable[[str], object] | None = None
 
     def _messages(self, data: Any) -> list[Message]:
         if not isinstance(data, list):
@@ -459,7 +543,14 @@ class HubStore:
         return self._int(self.client.call("last_event_id"))
 
     def listen(self, wake: Callable[[str], object] | None = None) -> None:
-        """Nothing yet: the supervisor's own polling finds the hub's messages."""
+        """Push-wake: ``wake(name)`` for each session of this host the hub
+        says has work (a ``wake`` notification on the link, sent as the hub
+        stores a message for it), so its supervisor claims at once instead
+        of at its next poll; the poll stays, for a wake lost in a cut."""
+        if wake is None or self._waker is not None:
+            return
+        self._waker = wake
+        self.client.add_waker(wake)
 
     def check_integrity(self) -> None:
         """The hub checks its own store."""
@@ -502,5 +593,9 @@ class HubStore:
         self._reporter.start()
 
     def close(self) -> None:
+        if self._closed.is_set():
+            return
         self._closed.set()
-        self.client.close()
+        if self._waker is not None:
+            self.client.remove_waker(self._waker)
+        self.client.release()

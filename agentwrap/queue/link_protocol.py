@@ -37,6 +37,7 @@ from .. import errors
 from ..errors import AgentwrapError, LinkProtocolError
 from ..events import Event
 from ..message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
+from ..paths import check_session_name
 
 PROTOCOL = "agentwrap.link/1"
 #: PROTOCOL as a WebSocket subprotocol (RFC 6455 wants a token: no "/")
@@ -184,3 +185,41 @@ def error_from_wire(body: Mapping[str, Any]) -> AgentwrapError:
             except TypeError:  # a class with a constructor of its own
                 pass
     return LinkProtocolError(f"the hub refused the call: {message}")
+
+
+# --- hub -> host notifications (issue 38's push-wake) ---------------------------------
+#
+# The hub also speaks first: a JSON-RPC 2.0 *notification* (no ``id``, never
+# answered) ``{"jsonrpc": "2.0", "method": "wake", "params": {"session":
+# "NAME"}}`` tells a host that a message (or an answer) was queued for its
+# session NAME (the bare name: the host's own, never another's), so that
+# session's supervisor claims it at once instead of at its next poll. A wake
+# carries no content and proves nothing: it only hastens a claim the
+# supervisor's own safety poll would make anyway, so a lost wake costs only
+# latency and a forged or repeated one costs only a claim that finds nothing.
+
+WAKE = "wake"
+#: the notifications a host accepts from its hub (anything else is a garbage frame)
+NOTIFICATIONS = frozenset({WAKE})
+#: the store events that give a session work (a wake is sent for each)
+WAKE_KINDS = frozenset({"message.queued", "session.answered"})
+
+
+def notification(method: str, params: Mapping[str, Any]) -> str:
+    """A notification frame (no ``id``: the host never answers it)."""
+    return json.dumps({"jsonrpc": "2.0", "method": method, "params": to_wire(params)})
+
+
+def woken_session(data: Mapping[str, Any]) -> str:
+    """The session a parsed ``wake`` notification names (a bare session
+    name), or :class:`LinkProtocolError` for anything else."""
+    params = data.get("params")
+    if data.get("method") != WAKE or "id" in data or not isinstance(params, Mapping):
+        raise LinkProtocolError("a notification on the link is not agentwrap.link/1's")
+    name = params.get("session")
+    if not isinstance(name, str) or "/" in name:
+        raise LinkProtocolError("a wake on the link names no session of this host")
+    try:
+        return check_session_name(name)
+    except AgentwrapError:
+        raise LinkProtocolError("a wake on the link names no session of this host") from None

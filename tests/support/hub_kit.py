@@ -92,14 +92,21 @@ class Hub:
     store_url: str = ""  # the hub's PostgreSQL (AGENTWRAP_STORE_URL), or its SQLite file
     proc: subprocess.Popen[bytes] | None = None
 
+    address: str = "127.0.0.1"
+
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.address}:{self.port}"
 
     def start(self) -> Hub:
+        return self.start_on("127.0.0.1")
+
+    def start_on(self, address: str) -> Hub:
+        """Serve on ``address`` (TLS: not loopback is fine), :attr:`url` with it."""
+        self.address = address
         log = open(self.aw.root / "hub.log", "ab")  # noqa: SIM115 - the child keeps it
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentwrap", "hub", "--listen", f"127.0.0.1:{self.port}",
+            [sys.executable, "-m", "agentwrap", "hub", "--listen", f"{address}:{self.port}",
              "--tls-cert", str(self.cert.cert), "--tls-key", str(self.cert.key)],
             env={**self.aw.env, **({"AGENTWRAP_STORE_URL": self.store_url} if self.store_url
                                    else {})},
@@ -108,9 +115,10 @@ class Hub:
         return self
 
     def healthy(self) -> dict[str, object] | None:
+        ctx = ssl.create_default_context(cafile=str(self.cert.ca))
+        ctx.check_hostname = False  # the test CA's, on whatever address the hub serves
         try:
-            r = httpx.get(self.url + "/healthz", timeout=2,
-                          verify=ssl.create_default_context(cafile=str(self.cert.ca)))
+            r = httpx.get(self.url + "/healthz", timeout=2, verify=ctx)
         except httpx.HTTPError:
             return None
         return r.json() if r.status_code == 200 else None
@@ -192,14 +200,15 @@ def status_on_hub(hub: Hub, message_id: str) -> Status:
         store.close()
 
 
-def start_session(aw: AwEnv, name: str = "api") -> None:
-    """A stand-in session on host ``aw`` (its log shown if it does not start).
+def start_session(aw: AwEnv, name: str = "api", wrap: list[str] | None = None) -> None:
+    """A stand-in session on host ``aw`` (its log shown if it does not start;
+    ``wrap``: its supervisor host run under that, e.g. ``ip netns exec NS``).
     The host's supervisor host is started first and awaited: on a loaded
     machine its start-up alone can use up `run`'s wait for it."""
     host_sock = aw.paths.runtime_dir / "host.sock"
     if not host_sock.exists():
         HOSTS.append(subprocess.Popen(
-            [sys.executable, "-m", "agentwrap", "_host"], env=aw.env, cwd="/",
+            [*(wrap or ()), sys.executable, "-m", "agentwrap", "_host"], env=aw.env, cwd="/",
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True))
         wait_for(host_sock.exists, 120, "the supervisor host's socket")
