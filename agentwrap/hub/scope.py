@@ -94,7 +94,11 @@ class HostCalls:
     def answer(self, frame: str | bytes) -> str:
         """The response to one frame; :class:`LinkProtocolError` for a frame
         that is not a JSON-RPC request (the caller closes the link)."""
-        data = wire.parse(frame)
+        return self.answer_parsed(wire.parse(frame))
+
+    def answer_parsed(self, data: dict[str, Any]) -> str:
+        """:meth:`answer` of a frame already parsed (:func:`~agentwrap.queue.
+        link_protocol.parse`)."""
         call_id = data.get("id")
         method, params = data.get("method"), data.get("params", {})
         if not isinstance(method, str) or not isinstance(call_id, int | str) \

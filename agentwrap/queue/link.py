@@ -148,8 +148,13 @@ class LinkClient:
 
     def __init__(self, link: HubLink, *, base_s: float = 0.2, cap_s: float = 10.0,
                  call_timeout_s: float = 15.0, ping_s: float = 5.0,
-                 rand: Callable[[float, float], float] = random.uniform) -> None:
+                 rand: Callable[[float, float], float] = random.uniform,
+                 serve: Callable[[str, dict[str, Any]], Any] | None = None) -> None:
         self.link = link
+        #: what runs the hub's requests (:data:`~.link_protocol.HUB_METHODS`) for
+        #: this host's own sessions; None: this link serves none (a command's)
+        self.serve = serve
+        self._serving: set[asyncio.Task[None]] = set()
         self.base_s, self.cap_s = base_s, cap_s
         self.call_timeout_s = call_timeout_s
         self.ping_s = ping_s
@@ -208,7 +213,8 @@ class LinkClient:
                 async with connect(
                     self.link.link_url, subprotocols=[wire.SUBPROTOCOL],  # type: ignore[list-item]
                     additional_headers={"Authorization": f"Bearer {self.link.credential}",
-                                        "Agentwrap-Host": self.link.host},
+                                        "Agentwrap-Host": self.link.host,
+                                        **({wire.SERVES_HEADER: "1"} if self.serve else {})},
                     ssl=self.link.ssl_context(), open_timeout=10, ping_interval=self.ping_s,
                     ping_timeout=self.ping_s * 2, max_size=8 * 1024 * 1024,
                 ) as ws:
@@ -244,6 +250,8 @@ class LinkClient:
             data = wire.parse(frame)
         except LinkProtocolError:
             return False
+        if "method" in data:
+            return self._hub_request(data)
         call_id = data.get("id")
         fut = self._pending.pop(call_id, None) if isinstance(call_id, int) else None
         if fut is None or fut.done():
@@ -256,6 +264,37 @@ class LinkClient:
             fut.set_exception(LinkProtocolError("a response on the link has no result"))
             return False
         return True
+
+    def _hub_request(self, data: Mapping[str, Any]) -> bool:
+        """Run one request of the hub's (:data:`~.link_protocol.HUB_METHODS`)
+        beside the link's reading; False for a frame that is not one (the
+        link is closed, nothing run)."""
+        call_id, method, params = data.get("id"), data.get("method"), data.get("params", {})
+        if not (isinstance(call_id, str) and call_id.startswith(wire.HUB_ID)
+                and isinstance(method, str) and isinstance(params, dict)):
+            return False
+        task = self._loop.create_task(self._serve_request(call_id, method, params))
+        self._serving.add(task)
+        task.add_done_callback(self._serving.discard)
+        return True
+
+    async def _serve_request(self, call_id: str, method: str, params: dict[str, Any]) -> None:
+        serve = self.serve
+        if serve is None or method not in wire.HUB_METHODS:
+            reply = wire.error(call_id, wire.NO_METHOD,
+                               f"this link serves no {method[:64]!r}")
+        else:
+            try:
+                reply = wire.result(call_id, await asyncio.to_thread(serve, method, params))
+            except AgentwrapError as exc:
+                reply = wire.error(call_id, wire.REFUSED, exc.message, exc)
+            except (TypeError, ValueError, KeyError) as exc:
+                reply = wire.error(call_id, wire.BAD_PARAMS,
+                                   f"bad params for {method[:64]}: {type(exc).__name__}")
+        ws = self._ws
+        if ws is not None:
+            with contextlib.suppress(Exception):  # the link went: the hub's call fails there
+                await ws.send(reply)
 
     def _fail_pending(self) -> None:
         for fut in self._pending.values():
