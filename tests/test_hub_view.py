@@ -112,9 +112,9 @@ def test_a_host_down_is_unreachable_since_on_the_hub_and_the_other_is_served(
     assert isinstance(row["unreachableSince"], float)
     down = api.screen("beta/web")
     assert down.status_code == 503, down.text
-    assert down.json()["error"] == "HostUnreachable" and "unreachable since" in down.text
+    assert down.json()["error"] == "Host unreachable" and "unreachable since" in down.text
     stop = api.client.post("/api/sessions/beta%2Fweb/stop")
-    assert stop.status_code == 503 and stop.json()["error"] == "HostUnreachable"
+    assert stop.status_code == 503 and stop.json()["error"] == "Host unreachable"
     # alpha is served as before: listed running, its screen read over its link
     assert (api.row("alpha", "api") or {}).get("hostLiveness") != "unreachable"
     assert screen_text(api.screen("alpha/api")) is not None

@@ -56,6 +56,9 @@ from . import link_protocol as wire
 from .store import QueueMetrics, SenderLimit
 
 LINK_FILE = "hub-link.json"
+#: How long closing a link waits for a hub request it is running to be answered (the
+#: hub's ``stop`` of this link's own session ends the supervisor that holds the link).
+SERVING_GRACE_S = 10.0
 log = logging.getLogger("agentwrap.link")
 
 
@@ -346,6 +349,8 @@ class LinkClient:
             ws = self._ws
 
             async def _close() -> None:
+                if self._serving:  # a hub request being run (a stop ends this very
+                    await asyncio.wait(set(self._serving), timeout=SERVING_GRACE_S)  # link)
                 if ws is not None:
                     await ws.close()
                 for task in asyncio.all_tasks(self._loop):
@@ -354,7 +359,7 @@ class LinkClient:
 
             with contextlib.suppress(RuntimeError):
                 asyncio.run_coroutine_threadsafe(_close(), self._loop)
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=5 + SERVING_GRACE_S)
 
 
 def _words(values: Collection[Any] | None) -> list[Any] | None:
