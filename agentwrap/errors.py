@@ -409,7 +409,7 @@ class HubUnreachable(StoreDown):
 class HostUnreachable(StoreDown):
     """The hub has no link from the host that runs this session (its
     supervisor is down, or the host cannot reach the hub): what only that
-    host can do (its screen, stop, an answer typed there) was not done; every
+    host can do (its screen, stop) was not done; every
     other host is served as usual."""
 
     default_hint = (

@@ -5,8 +5,11 @@ processes (support.hub_kit), the real link, tmux stand-in sessions."""
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import json
 import ssl
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -202,3 +205,44 @@ def test_garbage_hub_frames_on_a_hosts_link_type_nothing_and_crash_nothing(
         client.close()
     assert not any("rm -rf" in x or "reboot" in x for x in alpha.received())
     assert "api" in alpha.cli("ls", check=True).stdout  # still running
+
+
+def spki_pin(cert: Path) -> str:
+    """The certificate's key as Chromium pins it (base64 of the SPKI's SHA-256)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    key = x509.load_pem_x509_certificate(cert.read_bytes()).public_key()
+    der = key.public_bytes(serialization.Encoding.DER,
+                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    digest = hashes.Hash(hashes.SHA256())
+    digest.update(der)
+    return base64.b64encode(digest.finalize()).decode()
+
+
+@pytest.mark.usefixtures("tmux")
+def test_the_hubs_dashboard_shows_both_hosts_and_one_unreachable_since(
+        hub: Hub, alpha: AwEnv, beta: AwEnv) -> None:
+    """The hub's page in a real Chromium (TLS from the test CA, its key pinned):
+    logged in as on `serve`, both hosts' sessions listed; beta's host killed, its
+    session is shown unreachable since, alpha's as before."""
+    from support.browser import chromium
+
+    two_hosts_on_the_hub(hub, alpha, beta)
+    link = hub.aw.cli("token", "--link", "--url", hub.url, check=True).stdout.strip()
+    flags = (f"--ignore-certificate-errors-spki-list={spki_pin(hub.cert.cert)}",)
+    with contextlib.contextmanager(chromium)("hub-two-hosts", flags=flags) as page:
+        page.open(link)
+        page.wait(lambda: page.shown("#main") and page.text("#conn") == "live",
+                  "logged in on the hub's page, live")
+        alpha_row = '#session-list li[data-host="alpha"][data-session="api"]'
+        beta_row = '#session-list li[data-host="beta"][data-session="web"]'
+        page.wait(lambda: page.one(alpha_row) and page.one(beta_row),
+                  "both hosts' sessions on the hub's page")
+        page.shot("hub-two-hosts")
+        HOSTS[1].kill()  # beta's supervisor host (started second): its reports stop
+        HOSTS[1].wait(30)
+        page.wait(lambda: "unreachable since" in page.text(beta_row),
+                  "beta's session shown unreachable since on the hub's page", timeout=120)
+        assert "unreachable" not in page.text(alpha_row)
+        page.shot("hub-one-host-unreachable")

@@ -3,8 +3,8 @@
 Each host link that serves the hub's requests (its handshake carries
 :data:`~agentwrap.queue.link_protocol.SERVES_HEADER`: a supervisor's link, not a
 command's) is a :class:`Peer`. :meth:`HostLinks.call`, from any thread (the
-HTTP API's workers), sends one JSON-RPC request (``screen``, ``stop``,
-``answer``: :data:`~agentwrap.queue.link_protocol.HUB_METHODS`) on the newest
+HTTP API's workers), sends one JSON-RPC request (``screen``, ``stop``:
+:data:`~agentwrap.queue.link_protocol.HUB_METHODS`) on the newest
 serving link of that host and waits for its answer; the link's reading loop
 (:mod:`.server`) hands the answer back by its id (the hub's ids are strings,
 :data:`~agentwrap.queue.link_protocol.HUB_ID`, a host's are numbers). A host

@@ -85,14 +85,13 @@ METHODS: dict[str, str] = {
 #: What the hub asks a host over that host's link, for what only the host that
 #: runs a session can do: the session's screen (``screen``: its plain text and
 #: its styled document as the supervisor saved them, which the hub checks again
-#: as it reads them), ``stop`` (the agent's process tree, as ``agentwrap stop``
-#: does there) and ``answer`` (an answer to the question the session's agent
-#: shows, stored and typed there by its supervisor). The host serves them for
+#: as it reads them) and ``stop`` (the agent's process tree, as ``agentwrap
+#: stop`` does there). The host serves them for
 #: its own sessions only (a ``HOST/NAME`` naming another host is refused with
 #: ``ForeignSession``), from a link whose handshake says it serves them
 #: (:data:`SERVES_HEADER`); the hub's request ids are strings (:data:`HUB_ID`
 #: and a number), a host's are numbers, so the two directions never mix.
-HUB_METHODS: frozenset[str] = frozenset({"screen", "stop", "answer"})
+HUB_METHODS: frozenset[str] = frozenset({"screen", "stop"})
 #: The handshake header of a link that serves :data:`HUB_METHODS` (a
 #: supervisor's; a command's short link does not).
 SERVES_HEADER = "Agentwrap-Serves"

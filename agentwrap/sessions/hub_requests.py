@@ -16,7 +16,7 @@ is done (a hostile hub gets a refusal, never a keystroke it did not name).
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import ForeignSession, SessionNotRunning
@@ -31,12 +31,10 @@ class HostRequests:
     """The hub's requests for host ``host``'s sessions (see the module)."""
 
     def __init__(self, paths: Paths, host: str, *,
-                 stop: Callable[[Paths, list[str]], list[SessionRecord]],
-                 answer: Callable[..., Mapping[str, Any]] | None = None) -> None:
+                 stop: Callable[[Paths, list[str]], list[SessionRecord]]) -> None:
         self.paths = paths
         self.host = host
         self._stop = stop
-        self._answer = answer
 
     def own(self, session: object) -> str:
         """The bare name of this host's session ``session``; another host's refused."""
@@ -60,8 +58,6 @@ class HostRequests:
             return self.screen(**params)
         if method == "stop":
             return self.stop(**params)
-        if method == "answer":
-            return self.answer(**params)
         raise TypeError(f"no hub request {method[:64]!r}")
 
     def screen(self, session: str) -> dict[str, Any]:
@@ -89,11 +85,3 @@ class HostRequests:
         name = self.own(session)
         (rec,) = self._stop(self.paths, [name])
         return {**rec.to_json(), "host": self.host}
-
-    def answer(self, session: str, **answer: Any) -> Mapping[str, Any]:
-        """An answer to the question the session's agent shows, taken here by
-        the intake every surface uses (its checks, its supervisor typing it)."""
-        name = self.own(session)
-        if self._answer is None:
-            raise SessionNotRunning(f"host {self.host!r} takes no answers over its link")
-        return self._answer(name, **answer)
