@@ -28,6 +28,7 @@ from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, 
 )
 from support.waiting import wait_for
 
+from agentwrap.hub.server import open_hub_store
 from agentwrap.message import Status
 from agentwrap.queue import link_protocol as wire
 
@@ -100,6 +101,13 @@ def test_the_hubs_api_lists_every_host_shows_a_remote_screen_and_sends_once(
     assert status_on_hub(hub, message_id) in (Status.DELIVERED, Status.ACKNOWLEDGED)
     assert [x for x in alpha.received() if "from the hub's API" in x].__len__() == 1
     assert not any("from the hub's API" in x for x in beta.received())
+    # the states hosts report reach the hub's event stream (its page, `events -f`)
+    store = open_hub_store(hub.aw.paths.state_dir)
+    try:
+        states = store.events(0, session="beta/web", kinds=["session.state"])
+    finally:
+        store.close()
+    assert states and states[0].data.get("state"), states
     # the dashboard's page is served by the hub too (the person's login as on `serve`)
     page = api.client.get("/")
     assert page.status_code == 200 and "<html" in page.text.lower()
@@ -242,7 +250,12 @@ def test_the_hubs_dashboard_shows_both_hosts_and_one_unreachable_since(
         page.shot("hub-two-hosts")
         HOSTS[1].kill()  # beta's supervisor host (started second): its reports stop
         HOSTS[1].wait(30)
-        page.wait(lambda: "unreachable since" in page.text(beta_row),
-                  "beta's session shown unreachable since on the hub's page", timeout=120)
+        api = HubApi(hub)
+        wait_for(lambda: (api.row("beta", "web") or {}).get("hostLiveness") == "unreachable",
+                 120, "beta judged unreachable by the hub")
+        # a host's silence is judged when the list is read (no event says it): read again
+        page.open(hub.url + "/")
+        page.wait(lambda: page.one(beta_row) and "unreachable since" in page.text(beta_row),
+                  "beta's session shown unreachable since on the hub's page")
         assert "unreachable" not in page.text(alpha_row)
         page.shot("hub-one-host-unreachable")
