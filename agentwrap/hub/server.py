@@ -13,7 +13,11 @@ then on. The sessions each host reports are kept in its :class:`~.roster.Roster`
 
 The existing HTTP API and dashboard are not re-implemented: the command
 mounts the app of :mod:`agentwrap.surfaces.http` beside these routes
-(``api``), over the same state directory.
+(``api``), on the hub's service (:mod:`.view`). A supervisor's link (its
+handshake says it serves, :data:`~agentwrap.queue.link_protocol.SERVES_HEADER`)
+also carries the hub's own requests to that host (:mod:`.remote`): a frame
+that answers one of them is handed back to it by its id, never run as a
+host's call.
 """
 
 from __future__ import annotations
