@@ -406,6 +406,18 @@ class HubUnreachable(StoreDown):
     )
 
 
+class HostUnreachable(StoreDown):
+    """The hub has no link from the host that runs this session (its
+    supervisor is down, or the host cannot reach the hub): what only that
+    host can do (its screen, stop) was not done; every
+    other host is served as usual."""
+
+    default_hint = (
+        "that host has no link to the hub now: nothing was done there; it is shown"
+        " `unreachable since ...` until its link is back (check `agentwrap hub hosts`)"
+    )
+
+
 class LinkProtocolError(StoreError):
     """A frame on a host link is not ``agentwrap.link/1`` (not JSON, not
     JSON-RPC 2.0, a value of the wrong shape): the link that sent it is closed,

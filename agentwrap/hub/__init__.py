@@ -23,7 +23,10 @@ Modules: ``keys`` (invites, host credentials, revocation), ``roster`` (the
 sessions each host reports, for one ``ls`` from any host), ``scope`` (one
 host's calls on the store), ``server`` (the ASGI app: ``/healthz``,
 ``/join``, ``/link``; the process ``agentwrap hub`` runs), ``joining`` (a
-host trading a code for a credential).
+host trading a code for a credential), ``remote`` (the hub asking a host,
+over its link, what only the host can do: a screen, stop), ``view`` (the
+service the hub's HTTP API and dashboard run on: its store and every host's
+sessions).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .joining import join as join
     from .keys import HubKeys as HubKeys
     from .keys import JoinedHost as JoinedHost
+    from .remote import HostLinks as HostLinks
     from .roster import Roster as Roster
     from .scope import HostCalls as HostCalls
     from .server import cert_pin as cert_pin
@@ -45,15 +49,18 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .server import open_hub_store as open_hub_store
     from .server import revoke as revoke
     from .server import run_hub as run_hub
+    from .view import hub_service as hub_service
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "joining": ("join",),
     "keys": ("HubKeys", "JoinedHost"),
+    "remote": ("HostLinks",),
     "roster": ("Roster",),
     "scope": ("HostCalls",),
     "server": ("cert_pin", "create_hub_app", "hub_keys", "hub_roster", "open_hub_store", "revoke",
                "run_hub"),
+    "view": ("hub_service",),
 }
 __all__ = names(EXPORTS)
 __getattr__ = lazy(__name__, EXPORTS)

@@ -71,6 +71,13 @@ class Roster:
                        (host, now, float(period_s)))
         return len(rows)
 
+    def states(self, host: str) -> dict[str, str]:
+        """Each of ``host``'s reported sessions' state word, as last reported."""
+        with self._db() as db:
+            rows = db.execute("SELECT name, record FROM sessions WHERE host = ?", (host,)
+                              ).fetchall()
+        return {name: str(json.loads(record).get("state", "")) for name, record in rows}
+
     def forget(self, host: str) -> None:
         """Drop ``host``'s rows (it was revoked)."""
         with self._db() as db:

@@ -37,6 +37,7 @@ messages changes nothing.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -112,7 +113,11 @@ class HostCalls:
     def answer(self, frame: str | bytes) -> str:
         """The response to one frame; :class:`LinkProtocolError` for a frame
         that is not a JSON-RPC request (the caller closes the link)."""
-        data = wire.parse(frame)
+        return self.answer_parsed(wire.parse(frame))
+
+    def answer_parsed(self, data: dict[str, Any]) -> str:
+        """:meth:`answer` of a frame already parsed (:func:`~agentwrap.queue.
+        link_protocol.parse`)."""
         call_id = data.get("id")
         method, params = data.get("method"), data.get("params", {})
         if not isinstance(method, str) or not isinstance(call_id, int | str) \
@@ -283,7 +288,25 @@ class HostCalls:
             if len(json.dumps(out)) > MAX_RECORD_BYTES:
                 raise LinkProtocolError(f"a reported session is at most {MAX_RECORD_BYTES} bytes")
             kept.append(out)
-        return self._roster().register(self.host, kept, period)
+        roster = self._roster()
+        before = roster.states(self.host)
+        count = roster.register(self.host, kept, period)
+        self._state_events(before, kept)
+        return count
+
+    def _state_events(self, before: Mapping[str, str], kept: list[dict[str, Any]]) -> None:
+        """A ``session.state`` event on the hub's store for each reported session
+        whose state is new or changed since the host's last report, so the
+        hub's event stream (its page, ``events -f``) hears a host's states as
+        they are reported, never from the host's own words for whose they are."""
+        changed = [r for r in kept if before.get(r["name"]) != str(r.get("state", ""))]
+        if not changed:
+            return
+        now = time.time()
+        with self.store._write() as w:
+            for r in changed:
+                w.event(now, f"{self.host}/{r['name']}", "session.state", "",
+                        state=str(r.get("state", ""))[:64], via="hub")
 
     def _sessions(self) -> dict[str, Any]:
         return self._roster().listed()

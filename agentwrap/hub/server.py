@@ -17,7 +17,11 @@ after a host's ``enqueue``) is pushed to each of that host's links as a
 
 The existing HTTP API and dashboard are not re-implemented: the command
 mounts the app of :mod:`agentwrap.surfaces.http` beside these routes
-(``api``), over the same state directory.
+(``api``), on the hub's service (:mod:`.view`). A supervisor's link (its
+handshake says it serves, :data:`~agentwrap.queue.link_protocol.SERVES_HEADER`)
+also carries the hub's own requests to that host (:mod:`.remote`): a frame
+that answers one of them is handed back to it by its id, never run as a
+host's call.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from ..queue.keys import SessionKeys
 from ..queue.link import fingerprint
 from ..queue.sqlstore import SQLMessageStore
 from .keys import HubKeys
+from .remote import HostLinks
 from .roster import Roster
 from .scope import HostCalls
 
@@ -123,10 +128,13 @@ def revoke(store: SQLMessageStore, keys: HubKeys, host: str, roster: Roster | No
 
 
 def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
-                   api: ASGIApp | None = None, roster: Roster | None = None) -> FastAPI:
+                   api: ASGIApp | None = None, roster: Roster | None = None,
+                   remote: HostLinks | None = None) -> FastAPI:
     """The hub's app over ``store`` (see the module); ``api`` mounted at ``/``;
-    the sessions hosts report kept in ``roster``."""
+    the sessions hosts report kept in ``roster``; the links that serve the
+    hub's requests in ``remote`` (what ``api``'s service asks a host)."""
     links: dict[str, set[WebSocket]] = {}  # each linked host's open links
+    remote = remote if remote is not None else HostLinks(roster)
 
     async def watch_revoked() -> None:
         while True:
@@ -182,6 +190,7 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
 
     app = FastAPI(title="agentwrap hub", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.links = links
+    app.state.remote = remote
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
@@ -219,23 +228,36 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
         await ws.accept(subprotocol=wire.SUBPROTOCOL)
         links.setdefault(host, set()).add(ws)
         calls = HostCalls(store, host, roster)
+        # a supervisor's link serves the hub's requests for its host's sessions
+        peer = remote.attach(host, ws) if ws.headers.get(wire.SERVES_HEADER) else None
         log.info("host %s linked", host)
         try:
             while True:
                 frame = await ws.receive_text()
                 try:
-                    reply = await asyncio.to_thread(calls.answer, frame)
+                    data = wire.parse(frame)
+                    if wire.is_response(data):  # an answer to one of the hub's requests
+                        if peer is None or not remote.settle(peer, data):
+                            log.debug("host %s answered no request of the hub's", host)
+                        continue
+                    reply = await asyncio.to_thread(calls.answer_parsed, data)
                 except LinkProtocolError:
                     log.warning("host %s sent a frame that is not %s: link closed", host,
                                 wire.PROTOCOL)
                     await ws.close(1002, f"not {wire.PROTOCOL}")
                     return
-                await ws.send_text(reply)
+                if peer is None:
+                    await ws.send_text(reply)
+                else:
+                    async with peer.lock:
+                        await ws.send_text(reply)
                 if calls.last_method == "enqueue":
                     kick.set()
         except (WebSocketDisconnect, RuntimeError, KeyError):
             return
         finally:
+            if peer is not None:
+                remote.detach(peer)
             mine = links.get(host)
             if mine is not None:
                 mine.discard(ws)
@@ -251,7 +273,7 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
 
 def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
             tls_cert: Path | None = None, tls_key: Path | None = None,
-            api: ASGIApp | None = None) -> None:
+            api: ASGIApp | None = None, remote: HostLinks | None = None) -> None:
     """Serve the hub until stopped (``agentwrap hub``)."""
     import uvicorn
 
@@ -263,7 +285,10 @@ def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
     check_listen(host, tls_cert is not None)
     store = open_hub_store(state_dir, url)
     keys = hub_keys(state_dir)
-    app = create_hub_app(store, keys, cert_pin(tls_cert), api, hub_roster(state_dir))
+    roster = hub_roster(state_dir)
+    if remote is not None and remote.roster is None:
+        remote.roster = roster
+    app = create_hub_app(store, keys, cert_pin(tls_cert), api, roster, remote)
     try:
         uvicorn.run(app, host=host, port=int(port), log_level="warning",
                     ssl_certfile=None if tls_cert is None else str(tls_cert),

@@ -14,9 +14,9 @@ when a message store is: the registry and the answers need the database alone.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..errors import ConfigError
@@ -102,14 +102,17 @@ def describe(db_path: Path, url: str = "") -> str:
     return display(url)
 
 
-def linked_store(state_dir: Path, *, wait_s: float = 2.0, required: bool = False
+def linked_store(state_dir: Path, *, wait_s: float = 2.0, required: bool = False,
+                 serving: Callable[[str], Callable[[str, dict[str, Any]], Any]] | None = None,
                  ) -> HubStore | None:
     """The hub's store over this host's link (issue 38), if this host joined
     a hub (:func:`.link.load_link`), else None: the process's one link
     (:func:`.link.shared_client`) is started on first use and given
     up to ``wait_s`` for its first connection; while it is down every call
     raises ``HubUnreachable``. ``required`` (a command, which makes its calls
-    at once): a link that did not come up raises that here, closed."""
+    at once): a link that did not come up raises that here, closed. ``serving``: given this host's name on the hub,
+    what runs the hub's requests for its sessions (a supervisor's link:
+    :data:`.link_protocol.HUB_METHODS`)."""
     if not (state_dir / LINK_FILE).exists():  # the link's code (asyncio, ssl, websockets)
         return None  # is loaded only on a joined host, not by every store open
     from .link import HubStore, load_link, shared_client
@@ -117,7 +120,7 @@ def linked_store(state_dir: Path, *, wait_s: float = 2.0, required: bool = False
     link = load_link(state_dir)
     if link is None:
         return None
-    client = shared_client(link)  # one link per process, whatever opens it
+    client = shared_client(link, None if serving is None else serving(link.host))
     if not client.wait_tried(wait_s) and required:
         client.release()
         raise client.down_error()

@@ -64,6 +64,9 @@ from . import link_protocol as wire
 from .store import QueueMetrics, SenderLimit
 
 LINK_FILE = "hub-link.json"
+#: How long closing a link waits for a hub request it is running to be answered (the
+#: hub's ``stop`` of this link's own session ends the supervisor that holds the link).
+SERVING_GRACE_S = 10.0
 log = logging.getLogger("agentwrap.link")
 
 
@@ -168,8 +171,13 @@ class LinkClient:
 
     def __init__(self, link: HubLink, *, base_s: float = 0.2, cap_s: float = 10.0,
                  call_timeout_s: float = 15.0, ping_s: float = PING_S,
-                 rand: Callable[[float, float], float] = random.uniform) -> None:
+                 rand: Callable[[float, float], float] = random.uniform,
+                 serve: Callable[[str, dict[str, Any]], Any] | None = None) -> None:
         self.link = link
+        #: what runs the hub's requests (:data:`~.link_protocol.HUB_METHODS`) for
+        #: this host's own sessions; None: this link serves none (a command's)
+        self.serve = serve
+        self._serving: set[asyncio.Task[None]] = set()
         self.base_s, self.cap_s = base_s, cap_s
         self.call_timeout_s = call_timeout_s
         self.ping_s = ping_s
@@ -231,7 +239,8 @@ class LinkClient:
                 async with connect(
                     self.link.link_url, subprotocols=[wire.SUBPROTOCOL],  # type: ignore[list-item]
                     additional_headers={"Authorization": f"Bearer {self.link.credential}",
-                                        "Agentwrap-Host": self.link.host},
+                                        "Agentwrap-Host": self.link.host,
+                                        **({wire.SERVES_HEADER: "1"} if self.serve else {})},
                     ssl=self.link.ssl_context(), open_timeout=10, ping_interval=self.ping_s,
                     ping_timeout=self.ping_s * 2, close_timeout=self.CLOSE_S,
                     max_size=8 * 1024 * 1024,
@@ -270,8 +279,8 @@ class LinkClient:
             data = wire.parse(frame)
         except LinkProtocolError:
             return False
-        if "method" in data:  # the hub speaks first: a notification (push-wake)
-            return self._notified(data)
+        if "method" in data:  # the hub speaks first: a request (an id) or a push-wake
+            return self._hub_request(data) if "id" in data else self._notified(data)
         call_id = data.get("id")
         fut = self._pending.pop(call_id, None) if isinstance(call_id, int) else None
         if fut is None or fut.done():
@@ -308,6 +317,37 @@ class LinkClient:
     def remove_waker(self, waker: Callable[[str], object]) -> None:
         with contextlib.suppress(ValueError):
             self._wakers.remove(waker)
+
+    def _hub_request(self, data: Mapping[str, Any]) -> bool:
+        """Run one request of the hub's (:data:`~.link_protocol.HUB_METHODS`)
+        beside the link's reading; False for a frame that is not one (the
+        link is closed, nothing run)."""
+        call_id, method, params = data.get("id"), data.get("method"), data.get("params", {})
+        if not (isinstance(call_id, str) and call_id.startswith(wire.HUB_ID)
+                and isinstance(method, str) and isinstance(params, dict)):
+            return False
+        task = self._loop.create_task(self._serve_request(call_id, method, params))
+        self._serving.add(task)
+        task.add_done_callback(self._serving.discard)
+        return True
+
+    async def _serve_request(self, call_id: str, method: str, params: dict[str, Any]) -> None:
+        serve = self.serve
+        if serve is None or method not in wire.HUB_METHODS:
+            reply = wire.error(call_id, wire.NO_METHOD,
+                               f"this link serves no {method[:64]!r}")
+        else:
+            try:
+                reply = wire.result(call_id, await asyncio.to_thread(serve, method, params))
+            except AgentwrapError as exc:
+                reply = wire.error(call_id, wire.REFUSED, exc.message, exc)
+            except (TypeError, ValueError, KeyError) as exc:
+                reply = wire.error(call_id, wire.BAD_PARAMS,
+                                   f"bad params for {method[:64]}: {type(exc).__name__}")
+        ws = self._ws
+        if ws is not None:
+            with contextlib.suppress(Exception):  # the link went: the hub's call fails there
+                await ws.send(reply)
 
     def _fail_pending(self) -> None:
         for fut in self._pending.values():
@@ -371,6 +411,8 @@ class LinkClient:
             ws = self._ws
 
             async def _close() -> None:
+                if self._serving:  # a hub request being run (a stop ends this very
+                    await asyncio.wait(set(self._serving), timeout=SERVING_GRACE_S)  # link)
                 if ws is not None:
                     await ws.close()
                 for task in asyncio.all_tasks(self._loop):
@@ -379,24 +421,28 @@ class LinkClient:
 
             with contextlib.suppress(RuntimeError):
                 asyncio.run_coroutine_threadsafe(_close(), self._loop)
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=5 + SERVING_GRACE_S)
 
 
-_SHARED: dict[tuple[str, str, str], LinkClient] = {}
+_SHARED: dict[tuple[str, str, str, bool], LinkClient] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def shared_client(link: HubLink) -> LinkClient:
+def shared_client(link: HubLink,
+                  serve: Callable[[str, dict[str, Any]], Any] | None = None) -> LinkClient:
     """This process's one link to the hub ``link`` names, started on first
     use and shared by every store opened on it (the supervisor host runs
     every session's supervisor in one process: one WebSocket for them all,
     not one each); each user gives it back with :meth:`LinkClient.release`,
-    and the last one closes it."""
-    key = (link.url, link.host, hashlib.sha256(link.credential.encode()).hexdigest())
+    and the last one closes it. ``serve``: a supervisor's link, which runs
+    the hub's requests for this host's sessions; the supervisors share one such
+    link, and a store opened without it (a command's) gets one that serves none."""
+    key = (link.url, link.host, hashlib.sha256(link.credential.encode()).hexdigest(),
+           serve is not None)
     with _SHARED_LOCK:
         client = _SHARED.get(key)
         if client is None or client._stopping:
-            client = _SHARED[key] = LinkClient(link).start()
+            client = _SHARED[key] = LinkClient(link, serve=serve).start()
         client._users += 1
         return client
 

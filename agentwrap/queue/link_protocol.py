@@ -82,6 +82,28 @@ METHODS: dict[str, str] = {
     "sessions": "view",
 }
 
+# --- the hub's requests to a host (s43-hubview: one view through the hub) ---------------
+#: What the hub asks a host over that host's link, for what only the host that
+#: runs a session can do: the session's screen (``screen``: its plain text and
+#: its styled document as the supervisor saved them, which the hub checks again
+#: as it reads them) and ``stop`` (the agent's process tree, as ``agentwrap
+#: stop`` does there). The host serves them for
+#: its own sessions only (a ``HOST/NAME`` naming another host is refused with
+#: ``ForeignSession``), from a link whose handshake says it serves them
+#: (:data:`SERVES_HEADER`); the hub's request ids are strings (:data:`HUB_ID`
+#: and a number), a host's are numbers, so the two directions never mix.
+HUB_METHODS: frozenset[str] = frozenset({"screen", "stop"})
+#: The handshake header of a link that serves :data:`HUB_METHODS` (a
+#: supervisor's; a command's short link does not).
+SERVES_HEADER = "Agentwrap-Serves"
+HUB_ID = "hub-"
+
+
+def is_response(data: Mapping[str, Any]) -> bool:
+    """A frame that answers a request (``result`` or ``error``, no ``method``)."""
+    return "method" not in data and ("result" in data or "error" in data)
+
+
 _MESSAGE_ENUMS = {"source": Source, "priority": Priority, "status": Status, "phase": Phase,
                   "kind": Kind}
 
@@ -142,7 +164,8 @@ def event_from_wire(data: Mapping[str, Any]) -> Event:
         raise LinkProtocolError(f"not an event on the link: {exc}") from None
 
 
-def request(call_id: int, method: str, params: Mapping[str, Any]) -> str:
+def request(call_id: int | str, method: str, params: Mapping[str, Any]) -> str:
+    """A request with either direction's id (a host's number, the hub's string)."""
     return json.dumps({"jsonrpc": "2.0", "id": call_id, "method": method,
                        "params": to_wire(params)})
 

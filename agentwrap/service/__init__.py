@@ -31,6 +31,7 @@ jobs is a module of its own, which it delegates to:
 * :mod:`.conversation`: a session's whole conversation in order (the messages
   delivered with their ACK, the agent's replies and tool calls from its best source);
 * :mod:`.hosts`: the hosts of a shared store, and forgetting one gone for good;
+* :mod:`.remote`: what only a session's own host can do, asked of it (the hub's view);
 * :mod:`.events`: waiting on the event bus;
 * :mod:`.moving`: moving the store to another (SQLite <-> PostgreSQL);
 * :mod:`.views` and :mod:`.profiles`: the typed answers, the parsed profiles.

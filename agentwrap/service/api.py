@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # imported where used: a hook opens a service and must start 
     from .conversation import Conversation, Conversations
     from .hosts import Hosts, HostView
     from .links import Links
+    from .remote import RemoteHosts
     from .takeover import Takeover
 
 
@@ -77,6 +78,10 @@ class Service:
         self._conversations_job: Conversations | None = None  # made on first use (as hosts)
         self._hosts_job: Hosts | None = None  # made on first use: a hook never lists hosts
         self._links: Links | None = None
+        #: who runs what only a session's own host can do (its screen, stop), for a
+        #: session of another host: the hub's links (:mod:`.remote`); None: such a
+        #: session is refused, as on a joined host or a shared store
+        self.remote: RemoteHosts | None = None
 
     def _recheck_s(self) -> float:
         """:attr:`recheck_s` as it is at each wait (a caller may change it
@@ -373,14 +378,39 @@ class Service:
         """The session's state changes after ``after_id``, oldest first (bounded log)."""
         return self._sessions.transitions(self.session_name(name), after_id)
 
+    def _elsewhere(self, address: str) -> SessionRecord | None:
+        """The record of ``address`` when it is another host's and a
+        :attr:`remote` asks it, else None (this host's, or nobody to ask)."""
+        if self.remote is None:
+            return None
+        rec = self.registry.get(address)
+        return None if self.registry.here(rec) else rec
+
+    def _ask(self, rec: SessionRecord, method: str, **params: Any) -> Any:
+        assert self.remote is not None
+        return self.remote.call(rec.host, method, session=rec.name, **params)
+
     def screen(self, name: str) -> str:
         """The screen the session's last verdict was based on (to debug a profile)."""
-        return self._sessions.screen(self.session_name(name))
+        address = self.session_name(name)
+        rec = self._elsewhere(address)
+        if rec is not None:
+            from .remote import screen_text
+
+            return screen_text(self._ask(rec, "screen"), address)
+        return self._sessions.screen(address)
 
     def screen_view(self, name: str) -> Screen:
         """The same screen with its colours, for a person watching
-        (:meth:`Sessions.screen_view <.sessions.Sessions.screen_view>`)."""
-        return self._sessions.screen_view(self.session_name(name))
+        (:meth:`Sessions.screen_view <.sessions.Sessions.screen_view>`); another
+        host's asked of it through :attr:`remote`."""
+        address = self.session_name(name)
+        rec = self._elsewhere(address)
+        if rec is not None:
+            from . import remote
+
+            return remote.screen_view(self._ask(rec, "screen"), address)
+        return self._sessions.screen_view(address)
 
     def screen_stamps(self, session: str | None = None) -> dict[str, int]:
         """When each session's styled screen was last saved (ns), cheaply."""
@@ -409,7 +439,18 @@ class Service:
     def stop(self, name: str, *, by: str) -> SessionRecord:
         """Stop a running session's agent (its whole process tree), as
         ``agentwrap stop`` does; the record with its exit code."""
-        return self._sessions.stop(self.session_name(name), by=by)
+        address = self.session_name(name)
+        rec = self._elsewhere(address)
+        if rec is not None:
+            from ..errors import SessionNotRunning
+            from .remote import stopped
+
+            if rec.ended is not None:
+                raise SessionNotRunning(f"session {address!r} has ended already")
+            back = stopped(self._ask(rec, "stop", by=by), rec)
+            self.audit.write(event="stopped", session=address, by=by)
+            return back
+        return self._sessions.stop(address, by=by)
 
     def dismiss(self, name: str, *, by: str) -> SessionRecord:
         """Forget an ended session (record, state log, last screen; its messages

@@ -8,7 +8,8 @@ registry of sessions and their state transitions (``registry``), the
 supervisor host that runs many supervisors on threads (``host``), the
 machines of a shared store (``hosts``) and, on a host joined to a hub, the
 registry that adds the other hosts' sessions the hub knows and this host's
-reports of its own (``linked``). Around the agent's own channels: the
+reports of its own (``linked``), and what the hub asks this host to do for its own
+sessions over its link (``hub_requests``). Around the agent's own channels: the
 hooks and MCP server one launch gets (``channels``), the states its hooks
 report and whether its SessionStart hook has run (``signals``), Aider's turn
 end from its notifications command (``turn_end``); an agent's native channel, a server of its
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .lifecycle import supervise as supervise
     from .lifecycle import tmux_socket_of as tmux_socket_of
     from .linked import LinkedRegistry as LinkedRegistry
+    from .linked import record_from_report as record_from_report
     from .linked import reporter as reporter
     from .native import NativeChannel as NativeChannel
     from .native import native_channel as native_channel
@@ -83,7 +85,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "supervise",
         "tmux_socket_of",
     ),
-    "linked": ("LinkedRegistry", "reporter"),
+    "linked": ("LinkedRegistry", "record_from_report", "reporter"),
     "native": ("NativeChannel", "native_channel"),
     "registry": ("Registry", "SessionRecord", "Transition"),
     "signals": ("write_signal",),

@@ -53,7 +53,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..audit import AuditLog
 from ..config import AnswerRule, Config
@@ -101,9 +101,12 @@ log = logging.getLogger("agentwrap.session")
 def build_supervisor(
     paths: Paths, cfg: Config, rec: SessionRecord, term: Terminal,
     profile: Profile, registry: Registry, env: dict[str, str],
+    serving: Callable[[str], Callable[[str, dict[str, Any]], Any]] | None = None,
 ) -> Supervisor:
     """The supervisor of session ``rec`` on ``term``, with its parts in the order
-    the module docstring gives."""
+    the module docstring gives; ``serving``: on a joined host, what runs the
+    hub's requests for this host's sessions over the link
+    (:class:`~.hub_requests.HostRequests`)."""
     from ..answers.keys import Answerer
     from ..answers.store import AnswerStore
     from ..answers.telling import Teller
@@ -127,7 +130,9 @@ def build_supervisor(
         from .turn_end import TurnEndMark
 
         hooks = TurnEndMark(turn_end_path(paths, rec.name), profile.name)
-    hub = linked_store(paths.state_dir)  # a hub's, if this host joined one
+    # a hub's, if this host joined one; the link serves the hub's requests for this host's
+    # sessions (their screens, stop: the one view through the hub)
+    hub = linked_store(paths.state_dir, serving=serving)
     if hub is not None:  # the hub learns this host's sessions from its reports
         from .linked import reporter
 

@@ -29,9 +29,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config, load_config
 from ..datagram import send, wake
@@ -563,7 +564,8 @@ def tmux_supervisor(paths: Paths, name: str, registry: Registry) -> Supervisor:
     profile = load_profile(rec.profile, paths)
     term = TmuxTerminal.adopt(tmux_socket_of(paths, rec), name)
     env = agent_env(profile, name, paths)
-    return build_supervisor(paths, cfg, rec, term, profile, registry, env)
+    return build_supervisor(paths, cfg, rec, term, profile, registry, env,
+                            serving=hub_serving(paths))
 
 
 def supervise(paths: Paths, name: str, companions: Sequence[Companion] = ()) -> int:
@@ -692,7 +694,8 @@ def run_pty(
     _begin_continuity(paths, cfg, rec, opts, handoff, profile)
     term = PtyTerminal(argv, env=env, cwd=opts.cwd, cols=cols, rows=rows, relay=cfg.run.relay)
     try:
-        sup = build_supervisor(paths, cfg, rec, term, profile, open_registry(paths, cfg), env)
+        sup = build_supervisor(paths, cfg, rec, term, profile, open_registry(paths, cfg), env,
+                               serving=hub_serving(paths))
     except BaseException:  # no supervisor (its store down, say): no agent left running
         term.close()
         with contextlib.suppress(AgentwrapError):  # the cause is what the person must read
@@ -727,6 +730,14 @@ def run_pty(
 
 def stop(paths: Paths, name: str, timeout_s: float = 5.0) -> SessionRecord:
     return stop_many(paths, [name], timeout_s)[0]
+
+
+def hub_serving(paths: Paths) -> Callable[[str], Callable[[str, dict[str, Any]], Any]]:
+    """What a supervisor's link runs of the hub's requests: this host's own
+    sessions' screens and stops (:class:`~.hub_requests.HostRequests`)."""
+    from .hub_requests import HostRequests
+
+    return lambda host: HostRequests(paths, host, stop=stop_many)
 
 
 def stop_many(paths: Paths, names: list[str], timeout_s: float = 5.0) -> list[SessionRecord]:

@@ -24,11 +24,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..detect.states import State
 from ..errors import SessionAmbiguous, SessionNotFound
-from ..queue.link import HubStore
 from ..session_options import SessionOptions
 from .hosts import HostSeen
 from .registry import Registry, SessionRecord
@@ -75,10 +74,20 @@ def others_from(listing: Mapping[str, Any], here: str) -> list[SessionRecord]:
     return out
 
 
+class SessionsSource(Protocol):
+    """Where the other hosts' sessions are read: a joined host's link
+    (:class:`~agentwrap.queue.link.HubStore`), or the hub's own roster."""
+
+    @property
+    def host(self) -> str: ...
+
+    def sessions(self) -> dict[str, Any]: ...
+
+
 class LinkedRegistry(Registry):
     """This host's registry plus the other hosts' sessions its hub knows (see the module)."""
 
-    def __init__(self, path: Path, *, hub: HubStore, **kwargs: Any) -> None:
+    def __init__(self, path: Path, *, hub: SessionsSource, **kwargs: Any) -> None:
         super().__init__(path, host=hub.host, **kwargs)
         self.hub = hub
         self._others: tuple[float, builtins.list[SessionRecord]] | None = None

@@ -174,8 +174,11 @@ class Browser:
             "features": [{"name": "prefers-color-scheme", "value": "dark" if on else "light"}]})
 
 
-def chromium(name: str, width: int = 1280, height: int = 900) -> Iterator[Browser]:
-    """A fresh headless Chromium for one test, quit afterwards."""
+def chromium(name: str, width: int = 1280, height: int = 900,
+             flags: tuple[str, ...] = ()) -> Iterator[Browser]:
+    """A fresh headless Chromium for one test, quit afterwards; ``flags`` more
+    of its command line (the hub's tests: ``--ignore-certificate-errors-spki-list``,
+    trusting exactly the test hub's key)."""
     browser_path, driver_path = require_browser()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -184,7 +187,7 @@ def chromium(name: str, width: int = 1280, height: int = 900) -> Iterator[Browse
     opts.binary_location = browser_path
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                  f"--window-size={width},{height}", "--lang=en-US", "--no-first-run",
-                 "--disable-extensions", "--disable-background-networking"):
+                 "--disable-extensions", "--disable-background-networking", *flags):
         opts.add_argument(flag)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)

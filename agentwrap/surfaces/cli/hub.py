@@ -79,14 +79,27 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_hub(args: argparse.Namespace) -> int:
+    """Serve the hub: its links, and the HTTP API, events and dashboard of
+    ``agentwrap serve`` (the same app: :mod:`agentwrap.surfaces.http`) over the
+    hub's store and every host's sessions (:func:`agentwrap.hub.view.hub_service`),
+    what only a host can do asked of it over its link (the app's ``remote``)."""
+    from ...hub.remote import HostLinks
     from ...hub.server import run_hub
+    from ...hub.view import hub_service
     from ...queue.backend import store_url
+    from ..http.app import create_app
+    from ..http.auth import load_or_create_token
 
     paths = user_paths().ensure()
     url = store_url(args.store)  # AGENTWRAP_STORE_URL wins: a password stays out of argv
-    err.print(escape(f"agentwrap hub on {'https' if args.tls_cert else 'http'}://{args.listen}"))
+    remote = HostLinks()
+    api = create_app(paths, load_or_create_token(paths),
+                     open_service=lambda: hub_service(paths, url, remote))
+    where = f"{'https' if args.tls_cert else 'http'}://{args.listen}"
+    err.print(escape(f"agentwrap hub on {where}; its dashboard and API need the token"
+                     f" (`agentwrap token`; a login link: `agentwrap token --link --url {where}`)"))
     run_hub(paths.state_dir, listen=args.listen, url=url, tls_cert=args.tls_cert,
-            tls_key=args.tls_key)
+            tls_key=args.tls_key, api=api, remote=remote)
     return 0
 
 

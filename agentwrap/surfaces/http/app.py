@@ -8,7 +8,7 @@ enforces. No CORS middleware: browsers on other origins get no access.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
@@ -17,6 +17,7 @@ from ... import __version__
 from ...config import load_config
 from ...message import QueueLimits
 from ...paths import Paths
+from ...service import Service
 from . import control, dashboard, errors, tap
 from .addresses import EncodedAddress
 from .auth import LoginCodes, TokenSource, token_path
@@ -39,12 +40,15 @@ def body_limit(limits: QueueLimits) -> int:
 
 
 def create_app(
-    paths: Paths, token: str, *, limits: QueueLimits | None = None
+    paths: Paths, token: str, *, limits: QueueLimits | None = None,
+    open_service: Callable[[], Service] | None = None,
 ) -> FastAPI:
-    """The ASGI app :mod:`.server` runs (tests call it in-process)."""
+    """The ASGI app :mod:`.server` runs (tests call it in-process);
+    ``open_service``: the services it runs on, when not this host's own (the
+    hub's, over its store and every host's sessions: ``agentwrap hub``)."""
     cfg = load_config(paths)
     limits = limits if limits is not None else cfg.limits
-    pool = ServicePool(paths, limits)
+    pool = ServicePool(paths, limits, open_service)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

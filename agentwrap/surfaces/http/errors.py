@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ...errors import (
     AgentwrapError,
     ConfigError,
+    HostUnreachable,
     IdempotencyConflict,
     InvalidAnswer,
     InvalidMessage,
@@ -82,6 +83,7 @@ STATUS: dict[type[AgentwrapError], tuple[int, str]] = {
     RateLimited: (429, "Rate limit exceeded"),
     QueueFull: (503, "Queue full"),
     StoreLocked: (503, "Store busy"),
+    HostUnreachable: (503, "Host unreachable"),  # the hub has no link from that host now
     StoreUnavailable: (503, "Store unavailable"),  # StoreDown: for now (the CLI's 75)
     # the person's own config.toml is wrong: no bug of the server's, and nothing
     # it can serve (or change) until the file is fixed; the body says what and where

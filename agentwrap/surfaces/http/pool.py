@@ -52,9 +52,13 @@ Then = Callable[[Service, Sent, "BatchEnded"], T]
 
 
 class ServicePool:
-    def __init__(self, paths: Paths, limits: QueueLimits) -> None:
+    def __init__(self, paths: Paths, limits: QueueLimits,
+                 opener: Callable[[], Service] | None = None) -> None:
         self.paths = paths
         self.limits = limits
+        #: how a service is opened: the hub's over its store and every host's sessions
+        #: (``agentwrap hub``), else this host's (:meth:`Service.open`)
+        self.opener = opener
         self._idle: list[Service] = []
         self._lock = threading.Lock()
         self._closed = False
@@ -67,7 +71,8 @@ class ServicePool:
                 raise RuntimeError("the server is shutting down")
             svc = self._idle.pop() if self._idle else None
         if svc is None:
-            svc = Service.open(self.paths, limits=self.limits)
+            svc = (self.opener() if self.opener is not None
+                   else Service.open(self.paths, limits=self.limits))
             svc.registry.keep_host_alive()  # a serving host is up (a shared store's hosts)
         try:
             yield svc
