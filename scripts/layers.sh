@@ -19,7 +19,10 @@ WAITING_WORKERS=${AW_WAITING_WORKERS:-3}
 # marked `timing` (tests/e2e/conftest.py TIMING: a check inside a window of time)
 # run afterwards, one at a time. Every e2e test has its own HOME, XDG dirs, tmux
 # server, model server port and TMPDIR (tests/e2e/conftest.py), so two may run at
-# once; one at a time stays the default until a clean-clone run proves two.
+# once; one at a time stays the default until a clean-clone run proves two (issue
+# 36, load 20-33: in two processes OpenCode twice drew no screen within its 120 s
+# start deadline, and its timing test then failed alone too: load, by what was
+# seen, not state the two processes share).
 E2E_WORKERS=${AW_E2E_WORKERS:-1}
 
 # run_e2e [pytest args]: the real agents' layer, in E2E_WORKERS processes, the

@@ -19,7 +19,7 @@ test decides what the "model" does:
                        edit, a question to the person). NAME must be one of the tools the
                        request offers, else the reply says so and lists them. The
                        request carrying the tool result is answered ``done``, like
-                       ``[[tool]]``.
+                       ``[[tool]]``. The last such directive in the text wins.
 * ``[[tool-described]]`` like ``[[tool]]``, but with :data:`TOOL_LONG_COMMAND` (harmless,
                        longer than 150 characters) and a ``description`` argument
                        (:data:`TOOL_DESCRIPTION`) that says something else, as real
@@ -726,20 +726,26 @@ def aider_edit_reply(system_text: str) -> str:
 
 
 def find_call(text: str) -> tuple[str, JSON] | None:
-    """The first ``[[call: NAME {JSON}]]`` in text: the tool name and its arguments.
+    """The newest (last) ``[[call: NAME {JSON}]]`` in text: the tool name and its
+    arguments.
 
-    The arguments are read with a JSON decoder, so they may hold ``]]`` themselves;
-    a directive whose arguments are not a JSON object followed by ``]]`` is ignored.
+    The newest, like ``[[reply]]`` and ``Reply "ACK"``: an agent that keeps a refused
+    call's prompt in the next turn (Gemini CLI) sends the old directive with the new
+    one, and the test means the new one, so one session can be asked for one call
+    after another. The arguments are read with a JSON decoder, so they may hold
+    ``]]`` themselves; a directive whose arguments are not a JSON object followed by
+    ``]]`` is ignored.
     """
     decoder = json.JSONDecoder()
+    found: tuple[str, JSON] | None = None
     for m in _RE_CALL.finditer(text):
         try:
             args, end = decoder.raw_decode(text, m.end())
         except ValueError:
             continue
         if isinstance(args, dict) and re.match(r"\s*\]\]", text[end:]):
-            return m.group(1), args
-    return None
+            found = m.group(1), args
+    return found
 
 
 def slow_text(final: str) -> str:

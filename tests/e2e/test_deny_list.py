@@ -13,8 +13,8 @@ question (as someone running agents unattended writes it; Codex's hooks with
 3. one more per agent (a ``cd`` before the delete, a truncation, a move away):
    held the same way;
 
-(Gemini CLI keeps a refused call's prompt in the next turn, where the scripted
-model would find the old call first: it gets a fresh session for each.)
+(Gemini CLI keeps a refused call's prompt in the next turn: the scripted model
+takes the newest ``[[call]]``, so one session serves every step for every agent.)
 4. ``rm -rf build`` inside the project: the rule approves it (through the agent's
    hook for Claude Code and Codex, typed for Gemini CLI) and ``build`` is gone:
    the deny-list holds what it says, not everything.
@@ -103,14 +103,10 @@ def test_an_allow_everything_rule_never_destroys_outside_the_project(
     make_session: Make, agent: str,
 ) -> None:
     s = session(make_session, agent)
-    for n, command in enumerate(("rm -rf ~/important", "git reset --hard", EXTRA[agent])):
-        if agent == "gemini" and n:  # it keeps a refused call's prompt in the next turn,
-            s = session(make_session, agent)  # where the scripted model finds it first
+    for command in ("rm -rf ~/important", "git reset --hard", EXTRA[agent]):
         held(s, command)
         assert untouched(s), command
 
-    if agent == "gemini":
-        s = session(make_session, agent)
     call_bash(s, "rm -rf build")  # inside the project: the rule approves it
     s.wait_until(lambda: not (s.workdir / "build").exists(), 90, "build removed by the rule")
     answered = s.wait_until(

@@ -579,6 +579,15 @@ def test_call_directive_parses_json_arguments() -> None:
     assert find_call('[[call: Read {"a": 1}] ]') is None
 
 
+def test_the_newest_call_directive_wins() -> None:
+    """An agent that keeps a refused call's prompt (Gemini CLI) sends it with the
+    next: the newest directive is the one meant, a malformed newest one is ignored."""
+    kept = '[[call: Bash {"command": "rm -rf ~/important"}]] please\n'
+    newest = '[[call: Bash {"command": "git reset --hard"}]] please'
+    assert find_call(kept + newest) == ("Bash", {"command": "git reset --hard"})
+    assert find_call(kept + "[[call: Bash not-json]]") == ("Bash", {"command": "rm -rf ~/important"})
+
+
 def test_call_directive_calls_the_named_tool(server: ModelServer) -> None:
     args = {"file_path": "/etc/hostname"}
     read = {"name": "Read", "input_schema": {"type": "object", "properties": {}}}
