@@ -123,7 +123,8 @@ class Run:
         if agent == "standin":
             home.mkdir(parents=True)
             self.project.mkdir(parents=True)
-            env = dict(os.environ, HOME=str(home))
+            env = dict(os.environ, HOME=str(home), XDG_CONFIG_HOME=str(self.root / "c"),
+                       XDG_STATE_HOME=str(self.root / "s"))
             argv = [sys.executable, str(STANDIN), "--log", str(self.root / "log.jsonl"),
                     "--busy", str(think), "--dialog-on", "[[tool]]", "--spin", "0.1"]
             profile = ["--profile", "standin"]
@@ -134,8 +135,10 @@ class Run:
             self.server = server.ModelServer().start()
             launch = agents.prepare_agent(agent, home, self.project, self.server.url)
             env, argv, profile = dict(launch.env), list(launch.argv), []
-        env.update(XDG_RUNTIME_DIR=str(self.root / "r"), XDG_CONFIG_HOME=str(self.root / "c"),
-                   XDG_STATE_HOME=str(self.root / "s"), PYTHONPATH=str(ROOT))
+        # The agent's config dirs stay those tests/e2e/agents.py seeded (OpenCode
+        # reads its loopback provider from $XDG_CONFIG_HOME/opencode: a config
+        # home of the bench's own left it on its default cloud model)
+        env.update(XDG_RUNTIME_DIR=str(self.root / "r"), PYTHONPATH=str(ROOT))
         env.pop("TMUX", None)
         (self.root / "r").mkdir(mode=0o700)
         from agentwrap.paths import Paths

@@ -230,3 +230,38 @@ def test_every_agent_has_its_chain(agent: str, tmp_path: Path) -> None:
     got = chain(profile)
     assert got[0] == "process" and got[-1].startswith("quiet")
     assert ("hook signal" in " ".join(got)) == bool(profile.channels.hooks)
+
+
+def _drafts() -> list[pytest.param]:
+    return [pytest.param(f.parent.name, f.stem, id=f"{f.parent.name}/{f.stem}")
+            for f in sorted(SCREENS.glob("*/draft__*.ansi"))]
+
+
+@pytest.mark.parametrize("source", ["hook", "file"])
+@pytest.mark.parametrize(("agent", "name"), _drafts())
+def test_a_box_with_text_is_draft_whatever_the_agent_says(agent: str, name: str, source: str,
+                                                          tmp_path: Path) -> None:
+    """Every agent, every recorded screen of text in its input box: ``draft``,
+    never ``ready``, however fresh the agent's own word that its turn is over
+    (a message typed then would join the text as one prompt, issue 37), both
+    just drawn and long still."""
+    said = {"hook": R, "file": False} if source == "hook" else {"hook": False, "file": R}
+    steps = [Step(0.0, "ready__after-reply__160x45", R, **said), Step(0.3, name, State.DRAFT),
+             Step(0.0, name, State.DRAFT, **said), Step(5.0, name, State.DRAFT)]
+    if not (SCREENS / agent / "ready__after-reply__160x45.ansi").exists():
+        pytest.skip(f"{agent} has no recorded reply screen")
+    clock = [1000.0]
+    hooks, file = Hooks(clock), File(clock)
+    profile = load_profile(agent, Paths.from_env({"HOME": str(tmp_path)}))
+    det = Detector(profile, clock=lambda: clock[0], hooks=hooks,
+                   structured=file if source == "file" else None)
+    det._seen_ready = True
+    got = []
+    for step in steps:
+        clock[0] += step.wait_s
+        if step.hook is not False:
+            hooks.say(step.hook if isinstance(step.hook, State) else None)
+        if step.file is not False:
+            file.say(step.file if isinstance(step.file, State) else None)
+        got.append(det.update(screen(agent, step.screen)).state)
+    assert got[1:] == [State.DRAFT] * 3, (got, det.reading)
