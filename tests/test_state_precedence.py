@@ -265,3 +265,44 @@ def test_a_box_with_text_is_draft_whatever_the_agent_says(agent: str, name: str,
             file.say(step.file if isinstance(step.file, State) else None)
         got.append(det.update(screen(agent, step.screen)).state)
     assert got[1:] == [State.DRAFT] * 3, (got, det.reading)
+
+
+SUBMIT = ("ready__after-reply__160x45", "draft__one-line__160x45")
+
+
+@pytest.mark.parametrize("source", ["hook", "file", "none"])
+@pytest.mark.parametrize("agent", _agents_with(*SUBMIT))
+def test_a_prompt_submitted_is_busy_till_its_turn_shows(agent: str, source: str,
+                                                        tmp_path: Path) -> None:
+    """Every agent: the previous turn's end said, text in the box, then Enter
+    empties it and the agent draws nothing of the new turn for a while (Kimi
+    Code, Gemini CLI: 0.7-0.9 s at a session's first prompt; Qwen Code took
+    agentwrap's message typed then and the prompt as one, issue 37). The empty
+    box is not ``ready`` however still, until the bound; then it is (a box
+    emptied by hand)."""
+    from agentwrap.detect.detector import SUBMIT_DUE_S
+
+    said = {"hook": {"hook": R}, "file": {"file": R}, "none": {}}[source]
+    steps = [Step(0.0, SUBMIT[0], R, **said), Step(1.0, SUBMIT[0], R),
+             Step(0.5, SUBMIT[1], State.DRAFT), Step(1.0, SUBMIT[1], State.DRAFT)]
+    clock = [1000.0]
+    hooks, file = Hooks(clock), File(clock)
+    profile = load_profile(agent, Paths.from_env({"HOME": str(tmp_path)}))
+    det = Detector(profile, clock=lambda: clock[0], hooks=hooks,
+                   structured=file if source == "file" else None)
+    det._seen_ready = True
+    for step in steps:
+        clock[0] += step.wait_s
+        for who, what in (("hook", hooks), ("file", file)):
+            if getattr(step, who) is not False:
+                what.say(getattr(step, who) if isinstance(getattr(step, who), State) else None)
+        state = det.update(screen(agent, step.screen)).state
+        assert state is step.expect or step is steps[0], det.reading
+    empty = screen(agent, SUBMIT[0])
+    got = []
+    for _ in range(int(SUBMIT_DUE_S / 0.1) - 1):  # Enter: the box empty, nothing else drawn
+        clock[0] += 0.1
+        got.append(det.update(empty).state)
+    assert State.READY not in got, (got, det.reading)
+    clock[0] += 0.2
+    assert det.update(empty).state is R, det.reading  # bounded: the box emptied by hand
