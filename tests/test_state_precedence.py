@@ -280,15 +280,13 @@ def test_a_prompt_submitted_is_busy_till_its_turn_shows(agent: str, source: str,
     agentwrap's message typed then and the prompt as one, issue 37). The empty
     box is not ``ready`` however still, until the bound; then it is (a box
     emptied by hand)."""
-    from agentwrap.detect.detector import SUBMIT_DUE_S
-
     said = {"hook": {"hook": R}, "file": {"file": R}, "none": {}}[source]
     steps = [Step(0.0, SUBMIT[0], R, **said), Step(1.0, SUBMIT[0], R),
              Step(0.5, SUBMIT[1], State.DRAFT), Step(1.0, SUBMIT[1], State.DRAFT)]
     clock = [1000.0]
     hooks, file = Hooks(clock), File(clock)
     profile = load_profile(agent, Paths.from_env({"HOME": str(tmp_path)}))
-    det = Detector(profile, clock=lambda: clock[0], hooks=hooks,
+    det = Detector(profile, clock=lambda: clock[0], hooks=hooks if source == "hook" else None,
                    structured=file if source == "file" else None)
     det._seen_ready = True
     for step in steps:
@@ -300,7 +298,7 @@ def test_a_prompt_submitted_is_busy_till_its_turn_shows(agent: str, source: str,
         assert state is step.expect or step is steps[0], det.reading
     empty = screen(agent, SUBMIT[0])
     got = []
-    for _ in range(int(SUBMIT_DUE_S / 0.1) - 1):  # Enter: the box empty, nothing else drawn
+    for _ in range(int(det.submit_due_s / 0.1) - 1):  # Enter: the box empty, nothing else drawn
         clock[0] += 0.1
         got.append(det.update(empty).state)
     assert State.READY not in got, (got, det.reading)

@@ -61,6 +61,10 @@ UNKNOWN_AFTER_MS = 3000  # still, and no rule explains the screen
 #: was typed into the starting turn (Qwen Code 0.15.10 took both as one
 #: prompt). Bounded: a box emptied by hand is ready after this.
 SUBMIT_DUE_S = 2.0
+#: The same bound for an agent whose hooks are read: its prompt hook's word
+#: ends the wait, and may come late (Kimi Code 2.1.0 drew its first turn
+#: 3.5 s after Enter at a load of 30 on 2 cores, its UserPromptSubmit then).
+SUBMIT_HOOK_DUE_S = 8.0
 
 # How long a dialog whose command has not been read may still be being drawn
 # (Detector._drawn).
@@ -399,8 +403,13 @@ class Detector:
             return
         word = self._word(quiet, published)
         spoke = word is not None and word.age_s is not None and now - word.age_s > at
-        if states & {State.BUSY, State.DRAFT} or spoke or now - at >= SUBMIT_DUE_S:
+        if states & {State.BUSY, State.DRAFT} or spoke or now - at >= self.submit_due_s:
             self._submitted_at = None
+
+    @property
+    def submit_due_s(self) -> float:
+        """How long a prompt submitted waits for its turn to show (:data:`SUBMIT_DUE_S`)."""
+        return SUBMIT_DUE_S if self.hooks is None else SUBMIT_HOOK_DUE_S
 
     def _no_box(self, why: str, quiet: int, now: float) -> Reading:
         """The agent says it is idle (or waits), but the screen shows neither its
