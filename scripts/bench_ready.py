@@ -307,9 +307,14 @@ def truth_probe(run: Run, marker: str, after: float, probe_s: float, timeout: fl
 
 
 def clear(run: Run) -> None:
-    """Erase every probe key the box shows (one taken late shows up after its window)."""
-    for _ in range(5):
+    """Erase every probe key the box shows (one taken late shows up after its
+    window). Each round waits for the box to stop changing first: Copilot CLI
+    draws typed keys (and their erasing) up to ~1 s late on a loaded machine,
+    and a count read meanwhile left 49 probes in its box (a draft the run then
+    waited on)."""
+    for _ in range(10):
         time.sleep(WINDOW_S)
+        wait_for(lambda: run.pane.changes and time.time() - run.pane.changes[-1][0] > 1.0, 5.0)
         n = run.probes(run.pane.last)
         if not n:
             return
