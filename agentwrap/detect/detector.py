@@ -25,7 +25,9 @@ decided it, so ``agentwrap state --explain`` can say *why*:
    waiting_input > busy > draft > ready > starting;
 5. a quiet window: ``ready`` is only believed once the screen has not changed
    for ``quiet_ms`` (Codex and Aider stream without any busy marker), and for
-   profiles without usable rules, quiet alone means ready;
+   profiles without usable rules, quiet alone means ready; an empty box
+   whose text just went (a prompt submitted) is ``busy`` till the turn shows
+   (a busy rule, the agent's word) or :data:`SUBMIT_DUE_S` passes;
 6. nothing: a screen that matches no rule is ``busy`` while it changes (or
    ``starting`` before the agent was ever ready), but once it has been still
    for :data:`UNKNOWN_AFTER_MS` it is ``unknown`` - an agent that is truly
