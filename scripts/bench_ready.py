@@ -124,6 +124,8 @@ class Run:
             home.mkdir(parents=True)
             self.project.mkdir(parents=True)
             env = dict(os.environ, HOME=str(home))
+            env.pop("XDG_CONFIG_HOME", None)
+            env.pop("XDG_STATE_HOME", None)
             argv = [sys.executable, str(STANDIN), "--log", str(self.root / "log.jsonl"),
                     "--busy", str(think), "--dialog-on", "[[tool]]", "--spin", "0.1"]
             profile = ["--profile", "standin"]
@@ -134,9 +136,7 @@ class Run:
             self.server = server.ModelServer().start()
             launch = agents.prepare_agent(agent, home, self.project, self.server.url)
             env, argv, profile = dict(launch.env), list(launch.argv), []
-        env.update(XDG_RUNTIME_DIR=str(self.root / "r"), XDG_CONFIG_HOME=str(self.root / "c"),
-                   XDG_STATE_HOME=str(self.root / "s"), PYTHONPATH=str(ROOT))
-        env.pop("TMUX", None)
+        env = run_env(env, self.root)
         (self.root / "r").mkdir(mode=0o700)
         from agentwrap.paths import Paths
 
@@ -189,9 +189,25 @@ class Run:
         return t
 
     def type_prompt(self, text: str) -> float:
+        """Type the bench's own prompt and submit it; the time of the Enter taken.
+
+        The Enter goes once the box shows the text, the profile's submit delay
+        after (Copilot CLI draws typed text up to ~1 s late on a loaded machine,
+        and an Enter in the same burst as the text is swallowed: the prompt then
+        waited in the box and agentwrap's next message joined it; Gemini CLI
+        dropped an Enter typed 0.3 s after the text). An Enter that leaves the
+        text in the box is pressed again (at most twice more)."""
+        tail = text[-10:]
         self.keys(text, literal=True)
-        time.sleep(0.3)  # the agent's own paste detection
-        return self.keys("Enter")
+        wait_for(lambda: self.typed(self.pane.last, tail), 5.0)
+        delay = max(0.3, self.profile.input.submit_delay_ms / 1000)
+        t = 0.0
+        for _ in range(3):
+            time.sleep(delay)
+            t = self.keys("Enter")
+            if wait_for(lambda: not self.typed(self.pane.last, tail), 2.0) is not None:
+                break
+        return t
 
     def events(self, after: float) -> list[Any]:
         return [e for e in self.svc.events(0, self.name, limit=100000) if e.at >= after]
@@ -206,9 +222,7 @@ class Run:
 
     def probes(self, text: str) -> int:
         """How many probe keys the input box shows at its end."""
-        # Qwen Code draws a zero-width space after the box's text (its cursor)
-        m = re.search(rf"({PROBE}+)[\s\u200b]*$", self.box(text), re.M)
-        return len(m.group(1)) if m else 0
+        return box_probes(self.box(text))
 
     def box(self, text: str) -> str:
         """The input box's lines (the last six lines where the profile names no region)."""
@@ -233,6 +247,28 @@ class Run:
                 break
             out.append((t, text))
         return out[::-1]
+
+
+def box_probes(box: str) -> int:
+    """How many probe keys end the text of an input box's lines ``box``. Qwen
+    Code draws a zero-width space after the text (its cursor); Kimi Code a box
+    edge ("│") after it on the same line (unread, no probe was ever seen: its
+    keys stayed in the box, a draft the runs waited on)."""
+    m = re.search(rf"({PROBE}+)[\s\u200b\u2500-\u257f]*$", box, re.M)
+    return len(m.group(1)) if m else 0
+
+
+def run_env(env: dict[str, str], root: Path) -> dict[str, str]:
+    """The environment agentwrap and the agent run in: ``env`` (the stand-in's,
+    or the one tests/e2e/agents.py prepared) with a runtime dir of the bench's.
+    The agent's config and state homes stay those that were seeded: OpenCode
+    reads its loopback provider from ``$XDG_CONFIG_HOME/opencode``, and with a
+    config home of the bench's own it ran on its default cloud model."""
+    out = dict(env, XDG_RUNTIME_DIR=str(root / "r"), PYTHONPATH=str(ROOT))
+    out.setdefault("XDG_CONFIG_HOME", str(root / "c"))
+    out.setdefault("XDG_STATE_HOME", str(root / "s"))
+    out.pop("TMUX", None)
+    return out
 
 
 def prompt(marker: str, think: float, tool: bool = False, standin: bool = False) -> str:
@@ -271,9 +307,14 @@ def truth_probe(run: Run, marker: str, after: float, probe_s: float, timeout: fl
 
 
 def clear(run: Run) -> None:
-    """Erase every probe key the box shows (one taken late shows up after its window)."""
-    for _ in range(5):
+    """Erase every probe key the box shows (one taken late shows up after its
+    window). Each round waits for the box to stop changing first: Copilot CLI
+    draws typed keys (and their erasing) up to ~1 s late on a loaded machine,
+    and a count read meanwhile left 49 probes in its box (a draft the run then
+    waited on)."""
+    for _ in range(10):
         time.sleep(WINDOW_S)
+        wait_for(lambda: run.pane.changes and time.time() - run.pane.changes[-1][0] > 1.0, 5.0)
         n = run.probes(run.pane.last)
         if not n:
             return
@@ -354,6 +395,10 @@ def pair(run: Run, probe_s: float, timeout: float) -> dict[str, Any]:
         "passing_ready": len(why), "passing_detail": why,
         "early": early, "landed_s": None if landed is None else landed[0] - drawn,
         "landed_screen": None if not early or landed is None else landed[1][-800:],
+        # what the screen showed when agentwrap said ready early (its last capture before)
+        "ready_screen": None if not early or ready is None else
+        next((x for t, x in reversed(list(run.pane.changes)) if t <= ready), "")[-1500:],
+        "states": [(round(t - enter, 3), s) for t, s in states] if early else None,
         # who decided the agentwrap turn's ready (its signal and rule)
         "ready_by": None if ready_ev is None else
         f"{ready_ev.data.get('signal')}:{ready_ev.data.get('rule')}",

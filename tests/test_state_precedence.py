@@ -230,3 +230,77 @@ def test_every_agent_has_its_chain(agent: str, tmp_path: Path) -> None:
     got = chain(profile)
     assert got[0] == "process" and got[-1].startswith("quiet")
     assert ("hook signal" in " ".join(got)) == bool(profile.channels.hooks)
+
+
+def _drafts() -> list[pytest.param]:
+    return [pytest.param(f.parent.name, f.stem, id=f"{f.parent.name}/{f.stem}")
+            for f in sorted(SCREENS.glob("*/draft__*.ansi"))]
+
+
+@pytest.mark.parametrize("source", ["hook", "file"])
+@pytest.mark.parametrize(("agent", "name"), _drafts())
+def test_a_box_with_text_is_draft_whatever_the_agent_says(agent: str, name: str, source: str,
+                                                          tmp_path: Path) -> None:
+    """Every agent, every recorded screen of text in its input box: ``draft``,
+    never ``ready``, however fresh the agent's own word that its turn is over
+    (a message typed then would join the text as one prompt, issue 37), both
+    just drawn and long still."""
+    said = {"hook": R, "file": False} if source == "hook" else {"hook": False, "file": R}
+    steps = [Step(0.0, "ready__after-reply__160x45", R, **said), Step(0.3, name, State.DRAFT),
+             Step(0.0, name, State.DRAFT, **said), Step(5.0, name, State.DRAFT)]
+    if not (SCREENS / agent / "ready__after-reply__160x45.ansi").exists():
+        pytest.skip(f"{agent} has no recorded reply screen")
+    clock = [1000.0]
+    hooks, file = Hooks(clock), File(clock)
+    profile = load_profile(agent, Paths.from_env({"HOME": str(tmp_path)}))
+    det = Detector(profile, clock=lambda: clock[0], hooks=hooks,
+                   structured=file if source == "file" else None)
+    det._seen_ready = True
+    got = []
+    for step in steps:
+        clock[0] += step.wait_s
+        if step.hook is not False:
+            hooks.say(step.hook if isinstance(step.hook, State) else None)
+        if step.file is not False:
+            file.say(step.file if isinstance(step.file, State) else None)
+        got.append(det.update(screen(agent, step.screen)).state)
+    assert got[1:] == [State.DRAFT] * 3, (got, det.reading)
+
+
+SUBMIT = ("ready__after-reply__160x45", "draft__one-line__160x45")
+
+
+@pytest.mark.parametrize("source", ["hook", "file", "none"])
+@pytest.mark.parametrize("agent", _agents_with(*SUBMIT))
+def test_a_prompt_submitted_is_busy_till_its_turn_shows(agent: str, source: str,
+                                                        tmp_path: Path) -> None:
+    """Every agent: the previous turn's end said, text in the box, then Enter
+    empties it and the agent draws nothing of the new turn for a while (Kimi
+    Code, Gemini CLI: 0.7-0.9 s at a session's first prompt; Qwen Code took
+    agentwrap's message typed then and the prompt as one, issue 37). The empty
+    box is not ``ready`` however still, until the bound; then it is (a box
+    emptied by hand)."""
+    said = {"hook": {"hook": R}, "file": {"file": R}, "none": {}}[source]
+    steps = [Step(0.0, SUBMIT[0], R, **said), Step(1.0, SUBMIT[0], R),
+             Step(0.5, SUBMIT[1], State.DRAFT), Step(1.0, SUBMIT[1], State.DRAFT)]
+    clock = [1000.0]
+    hooks, file = Hooks(clock), File(clock)
+    profile = load_profile(agent, Paths.from_env({"HOME": str(tmp_path)}))
+    det = Detector(profile, clock=lambda: clock[0], hooks=hooks if source == "hook" else None,
+                   structured=file if source == "file" else None)
+    det._seen_ready = True
+    for step in steps:
+        clock[0] += step.wait_s
+        for who, what in (("hook", hooks), ("file", file)):
+            if getattr(step, who) is not False:
+                what.say(getattr(step, who) if isinstance(getattr(step, who), State) else None)
+        state = det.update(screen(agent, step.screen)).state
+        assert state is step.expect or step is steps[0], det.reading
+    empty = screen(agent, SUBMIT[0])
+    got = []
+    for _ in range(int(det.submit_due_s / 0.1) - 1):  # Enter: the box empty, nothing else drawn
+        clock[0] += 0.1
+        got.append(det.update(empty).state)
+    assert State.READY not in got, (got, det.reading)
+    clock[0] += 0.2
+    assert det.update(empty).state is R, det.reading  # bounded: the box emptied by hand

@@ -25,7 +25,9 @@ decided it, so ``agentwrap state --explain`` can say *why*:
    waiting_input > busy > draft > ready > starting;
 5. a quiet window: ``ready`` is only believed once the screen has not changed
    for ``quiet_ms`` (Codex and Aider stream without any busy marker), and for
-   profiles without usable rules, quiet alone means ready;
+   profiles without usable rules, quiet alone means ready; an empty box
+   whose text just went (a prompt submitted) is ``busy`` till the turn shows
+   (a busy rule, the agent's word) or :data:`SUBMIT_DUE_S` passes;
 6. nothing: a screen that matches no rule is ``busy`` while it changes (or
    ``starting`` before the agent was ever ready), but once it has been still
    for :data:`UNKNOWN_AFTER_MS` it is ``unknown`` - an agent that is truly
@@ -52,6 +54,19 @@ from .regions import ScreenRegions
 from .states import Reading, Signal, State
 
 UNKNOWN_AFTER_MS = 3000  # still, and no rule explains the screen
+
+#: How long a prompt just submitted (the input box held text and is empty
+#: now, no busy marker or word yet) keeps the agent ``busy``: its turn is
+#: expected. Kimi Code 2.1.0 and Gemini CLI 0.61.0 show nothing of the turn
+#: for 0.7-0.9 s after the first prompt's Enter (a new session made), and
+#: the empty box read ``ready`` once still for quiet_ms: agentwrap's message
+#: was typed into the starting turn (Qwen Code 0.15.10 took both as one
+#: prompt). Bounded: a box emptied by hand is ready after this.
+SUBMIT_DUE_S = 2.0
+#: The same bound for an agent whose hooks are read: its prompt hook's word
+#: ends the wait, and may come late (Kimi Code 2.1.0 drew its first turn
+#: 3.5 s after Enter at a load of 30 on 2 cores, its UserPromptSubmit then).
+SUBMIT_HOOK_DUE_S = 8.0
 
 # How long a dialog whose command has not been read may still be being drawn
 # (Detector._drawn).
@@ -214,6 +229,9 @@ class Detector:
         self._question_key: tuple[str, str] = ("", "")
         self._dialog_at: float | None = None  # last time a dialog was on screen
         self._draft_at: float | None = None  # last time text was seen in the input box
+        # When the box's text went and left it empty, with no sign of the turn
+        # since (None: no prompt awaiting its turn): see SUBMIT_DUE_S
+        self._submitted_at: float | None = None
         # When the dialog on screen now was first seen (None: no dialog), so that
         # keys wait for a dialog's ``settle_ms`` (agentwrap.answers.keys)
         self.dialog_since: float | None = None
@@ -316,7 +334,8 @@ class Detector:
                                  overlay.message, _line_of(lines, m.start()), quiet, now)
         matches = evaluate_rules(self.profile, snap, regions)
         draft_match = next((m for m in matches if m.rule.state is State.DRAFT), None)
-        self.draft = draft_match is not None
+        was_draft, self.draft = self.draft, draft_match is not None
+        self._note_submit(was_draft, matches, published, quiet, now)
         # Positive evidence that the input box is on screen (a ready or draft rule
         # matched): the agent's own word that it is idle (a turn end, its session
         # file) says nothing about what is drawn over the box meanwhile.
@@ -334,6 +353,13 @@ class Detector:
             rule = match.rule
             signal = Signal.TITLE if rule.region == "title" else Signal.SCREEN
             reason = rule.explain or f"rule {rule.name} matched"
+            if rule.state is State.READY and self._submitted_at is not None:
+                return self._set(
+                    State.BUSY, Signal.SCREEN, f"{rule.name}:submitted",
+                    f"{reason}, but the text it held went {now - self._submitted_at:.1f} s ago"
+                    " with no sign of the turn yet: a prompt submitted, its turn expected"
+                    " (nothing is typed till the agent shows it)", match.line, quiet, now,
+                )
             if rule.state is State.READY and quiet < self.profile.quiet_ms:
                 # Matched, but the screen is still moving: output may be streaming.
                 held = State.BUSY if self._seen_ready else State.STARTING
@@ -362,6 +388,30 @@ class Detector:
             )
         held = State.BUSY if self._seen_ready else State.STARTING
         return self._set(held, Signal.SCREEN, "none", "no rule matched", None, quiet, now)
+
+    def _note_submit(self, was_draft: bool, matches: list[Match],
+                     published: StructuredReading | None, quiet: int, now: float) -> None:
+        """Track a prompt submitted and its turn not begun (:data:`SUBMIT_DUE_S`):
+        set when the box that held text is empty now (a ready rule, no draft, no
+        busy rule); over once the turn shows (a busy rule, text again), the
+        agent says anything after it (its prompt hook's busy, a turn end), or
+        the bound passes."""
+        states = {m.rule.state for m in matches}
+        if was_draft and State.READY in states and not states & {State.DRAFT, State.BUSY}:
+            self._submitted_at = now
+            return
+        at = self._submitted_at
+        if at is None:
+            return
+        word = self._word(quiet, published)
+        spoke = word is not None and word.age_s is not None and now - word.age_s > at
+        if states & {State.BUSY, State.DRAFT} or spoke or now - at >= self.submit_due_s:
+            self._submitted_at = None
+
+    @property
+    def submit_due_s(self) -> float:
+        """How long a prompt submitted waits for its turn to show (:data:`SUBMIT_DUE_S`)."""
+        return SUBMIT_DUE_S if self.hooks is None else SUBMIT_HOOK_DUE_S
 
     def _no_box(self, why: str, quiet: int, now: float) -> Reading:
         """The agent says it is idle (or waits), but the screen shows neither its
