@@ -22,8 +22,10 @@ names (``joining``).
 Modules: ``keys`` (invites, host credentials, revocation), ``roster`` (the
 sessions each host reports, for one ``ls`` from any host), ``scope`` (one
 host's calls on the store), ``server`` (the ASGI app: ``/healthz``,
-``/join``, ``/link``; the process ``agentwrap hub`` runs), ``joining`` (a
-host trading a code for a credential).
+``/join``, ``/link``; the process ``agentwrap hub`` runs; its expiry
+sweeper), ``joining`` (a host trading a code for a credential), ``tables``
+(where keys and roster live: SQLite files, or the hub's PostgreSQL, shared
+by every hub on it).
 """
 
 from __future__ import annotations

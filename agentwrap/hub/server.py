@@ -10,6 +10,10 @@ worker thread (the store is synchronous); a frame that is not
 serving every other. A revoked host's links are closed within
 :data:`REVOKE_POLL_S` by the watcher, and its credential is refused from
 then on. The sessions each host reports are kept in its :class:`~.roster.Roster`.
+On PostgreSQL the store is a fixed pool of connections (:mod:`agentwrap.queue.pgpool`)
+and the keys and roster are tables there too (:mod:`.tables`), so several
+hubs on one database are one hub to every host and browser; each hub's
+:func:`sweep_expired` ends messages past their TTL, an unreachable host's too.
 
 The existing HTTP API and dashboard are not re-implemented: the command
 mounts the app of :mod:`agentwrap.surfaces.http` beside these routes
@@ -47,19 +51,23 @@ from ..queue.sqlstore import SQLMessageStore
 from .keys import HubKeys
 from .roster import Roster
 from .scope import HostCalls
+from .tables import PgTables, Tables
 
 log = logging.getLogger("agentwrap.hub")
 REVOKE_POLL_S = 0.5
+SWEEP_S = 1.0  # how often the hub looks for messages past their TTL
 HUB_NAME = "hub"
 
 
-def open_hub_store(state_dir: Path, url: str = "") -> SQLMessageStore:
-    """The hub's store: ``url`` (PostgreSQL), else ``hub.db`` in ``state_dir``;
-    rows keyed ``HOST/NAME`` as on any shared store."""
+def open_hub_store(state_dir: Path, url: str = "", pool_size: int = 0) -> SQLMessageStore:
+    """The hub's store: ``url`` (PostgreSQL, on a pool of ``pool_size``
+    connections: :data:`~agentwrap.queue.pgpool.POOL_SIZE` unless given), else
+    ``hub.db`` in ``state_dir``; rows keyed ``HOST/NAME`` as on any shared store."""
     if url:
+        from ..queue.pgpool import POOL_SIZE
         from ..queue.postgres import PostgresMessageStore
 
-        return PostgresMessageStore(url, host=HUB_NAME)
+        return PostgresMessageStore(url, host=HUB_NAME, pool_size=pool_size or POOL_SIZE)
     from ..queue.sqlite import SQLiteMessageStore
 
     store = SQLiteMessageStore(state_dir / "hub.db")
@@ -67,12 +75,41 @@ def open_hub_store(state_dir: Path, url: str = "") -> SQLMessageStore:
     return store
 
 
-def hub_keys(state_dir: Path) -> HubKeys:
-    return HubKeys(state_dir / "hub-keys.db")
+def _pg_tables(store: SQLMessageStore | None, owner: str) -> Tables | None:
+    """The hub's PostgreSQL tables for ``owner`` when ``store`` is on a pool there."""
+    db = getattr(store, "database", None)
+    if db is None:  # SQLite: no psycopg imported
+        return None
+    from ..queue.pgpool import PooledPgDatabase
+
+    return PgTables(db, owner) if isinstance(db, PooledPgDatabase) else None
 
 
-def hub_roster(state_dir: Path) -> Roster:
-    return Roster(state_dir / "hub-sessions.db")
+def hub_keys(state_dir: Path, store: SQLMessageStore | None = None) -> HubKeys:
+    """The hub's keys: in its PostgreSQL when ``store`` is there (every hub on
+    it knows every host), else ``hub-keys.db`` in ``state_dir``."""
+    return HubKeys(_pg_tables(store, "keys") or state_dir / "hub-keys.db")
+
+
+def hub_roster(state_dir: Path, store: SQLMessageStore | None = None) -> Roster:
+    """The hub's roster, where :func:`hub_keys` keeps the keys."""
+    return Roster(_pg_tables(store, "roster") or state_dir / "hub-sessions.db")
+
+
+async def sweep_expired(store: SQLMessageStore, every_s: float) -> None:
+    """End the hub's messages past their TTL ``expired`` (hosts may not sweep the
+    whole store, :mod:`.scope`, and an unreachable host cannot): one read when
+    nothing is due; several hubs on one PostgreSQL may sweep at once, as
+    supervisors on one shared store do (rows locked, skipped, each ended once)."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            if await asyncio.to_thread(store.overdue):
+                ended = await asyncio.to_thread(store.expire_overdue)
+                if ended:
+                    log.info("%d message(s) expired on the hub", ended)
+        except AgentwrapError as exc:  # the store is down for now: next round
+            log.warning("the hub's expiry sweep failed: %s", exc.message)
 
 
 def cert_pin(cert_file: Path | None) -> str:
@@ -133,11 +170,13 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        task = asyncio.create_task(watch_revoked())
+        tasks = [asyncio.create_task(watch_revoked()),
+                 asyncio.create_task(sweep_expired(store, SWEEP_S))]
         try:
             yield
         finally:
-            task.cancel()
+            for task in tasks:
+                task.cancel()
 
     app = FastAPI(title="agentwrap hub", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.links = links
@@ -208,7 +247,7 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
 
 def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
             tls_cert: Path | None = None, tls_key: Path | None = None,
-            api: ASGIApp | None = None) -> None:
+            api: ASGIApp | None = None, pool_size: int = 0) -> None:
     """Serve the hub until stopped (``agentwrap hub``)."""
     import uvicorn
 
@@ -218,9 +257,9 @@ def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
         raise HubListenRefused("--tls-cert and --tls-key go together",
                                hint="give both files, or neither (loopback only)")
     check_listen(host, tls_cert is not None)
-    store = open_hub_store(state_dir, url)
-    keys = hub_keys(state_dir)
-    app = create_hub_app(store, keys, cert_pin(tls_cert), api, hub_roster(state_dir))
+    store = open_hub_store(state_dir, url, pool_size)
+    keys = hub_keys(state_dir, store)
+    app = create_hub_app(store, keys, cert_pin(tls_cert), api, hub_roster(state_dir, store))
     try:
         uvicorn.run(app, host=host, port=int(port), log_level="warning",
                     ssl_certfile=None if tls_cert is None else str(tls_cert),

@@ -2,7 +2,7 @@
 
 Here live the storage interface (``store``: ``MessageStore``), its two
 implementations over one set of operations (``sqlstore``): PostgreSQL's
-(``postgres``: shared by several hosts) and SQLite's (``sqlite``; its file's
+(``postgres``: shared by several hosts; ``pgpool`` its fixed pool of connections for the hub) and SQLite's (``sqlite``; its file's
 plumbing, ``sqlite_database``: the connection, its lock and transactions), which
 of the two this host uses (``backend``), each
 operation's work in the module for its job: ``schema`` the tables,

@@ -563,7 +563,8 @@ class PgDatabase:
 
 class PostgresMessageStore(SQLMessageStore):
     """:class:`MessageStore` on a PostgreSQL server shared by several hosts,
-    over a :class:`PgDatabase` of its own."""
+    over a :class:`PgDatabase` of its own (``pool_size``: a pool of that many
+    connections, :mod:`.pgpool`, for a process that serves many clients: the hub)."""
 
     # SQLite's check of an empty answer reads the table NOT INDEXED; PostgreSQL
     # takes no such hint (to_pg drops it), so the check would read the same
@@ -579,15 +580,29 @@ class PostgresMessageStore(SQLMessageStore):
         events_dir: Path | None = None,
         connect_timeout_s: float = 10.0,
         host: str | None = None,
+        pool_size: int = 0,
     ) -> None:
         super().__init__(limits, clock)
         self.keys = SessionKeys(host_name() if host is None else host, shared=True)
-        self._db = PgDatabase(url, events_dir=events_dir, connect_timeout_s=connect_timeout_s)
+        if pool_size > 0:  # the hub: many links' calls at once, on a fixed pool (.pgpool)
+            from .pgpool import PooledPgDatabase
+
+            self._db: PgDatabase = PooledPgDatabase(
+                url, events_dir=events_dir, connect_timeout_s=connect_timeout_s,
+                max_size=pool_size)
+        else:
+            self._db = PgDatabase(url, events_dir=events_dir,
+                                  connect_timeout_s=connect_timeout_s)
         self.url, self.shown, self.where = url, self._db.shown, self._db.where
         self.events_dir = events_dir
         self._db.create(DDL, TABLES)
 
     # --- plumbing: the database's ---------------------------------------------------
+
+    @property
+    def database(self) -> PgDatabase:
+        """The plumbing under the store (the hub keeps its keys on its pool)."""
+        return self._db
 
     def _write(self) -> AbstractContextManager[Write]:
         return self._db.write()
