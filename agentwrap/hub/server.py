@@ -64,10 +64,11 @@ def open_hub_store(state_dir: Path, url: str = "", pool_size: int = 0) -> SQLMes
     connections: :data:`~agentwrap.queue.pgpool.POOL_SIZE` unless given), else
     ``hub.db`` in ``state_dir``; rows keyed ``HOST/NAME`` as on any shared store."""
     if url:
-        from ..queue.pgpool import POOL_SIZE
+        from ..queue.pgpool import POOL_SIZE, PooledPgDatabase
         from ..queue.postgres import PostgresMessageStore
 
-        return PostgresMessageStore(url, host=HUB_NAME, pool_size=pool_size or POOL_SIZE)
+        pool = PooledPgDatabase(url, max_size=pool_size or POOL_SIZE)
+        return PostgresMessageStore(url, host=HUB_NAME, database=pool)
     from ..queue.sqlite import SQLiteMessageStore
 
     store = SQLiteMessageStore(state_dir / "hub.db")

@@ -36,9 +36,9 @@ from .postgres import (
     PgDatabase,
     PgRow,
     PgWrite,
-    _rows,
     dsn,
     key_rows,
+    pg_rows,
 )
 from .writes import Write
 
@@ -64,7 +64,7 @@ class PooledPgDatabase(PgDatabase):
         self.max_size = max(1, int(max_size))
         self.pool: ConnectionPool[psycopg.Connection[PgRow]] = ConnectionPool(
             dsn(url), min_size=1, max_size=self.max_size, open=False, name="agentwrap",
-            kwargs={"autocommit": True, "row_factory": _rows,
+            kwargs={"autocommit": True, "row_factory": pg_rows,
                     "connect_timeout": max(1, int(connect_timeout_s)),
                     "application_name": application_name},
             configure=_configure, check=ConnectionPool.check_connection,
