@@ -89,8 +89,8 @@ def worker(spec_file: str) -> None:
         client.wait_up(120)
         store = HubStore(client)
         names = [f"s{j}" for j in range(spec["sessions"])]
-        next_report, next_poll = 0.0, {n: time.monotonic() + (j % 10) * spec["poll"] / 10
-                                        for j, n in enumerate(names)}
+        last = {n: time.monotonic() - (j % 10) * spec["poll"] / 10 for j, n in enumerate(names)}
+        next_report = 0.0
         seen: set[str] = set()
         while not stop.is_set():
             now = time.monotonic()
@@ -99,11 +99,12 @@ def worker(spec_file: str) -> None:
                     store.register([{"name": n, "state": "idle"} for n in names],
                                    spec["heartbeat"])
                     next_report = now + spec["heartbeat"]
-                for j, n in enumerate(names):
-                    period = spec["hot_poll"] if j < hot and spec["hot_on"] else spec["poll"]
-                    if now < next_poll[n]:
+                due = {n: last[n] + (spec["hot_poll"] if j < hot and spec["hot_on"]
+                                     else spec["poll"]) for j, n in enumerate(names)}
+                for n in names:
+                    if now < due[n]:
                         continue
-                    next_poll[n] = now + period
+                    last[n] = now
                     for m in store.peek(n):
                         if m.id not in seen and m.content.startswith("lat "):
                             seen.add(m.id)
@@ -111,8 +112,8 @@ def worker(spec_file: str) -> None:
                                 lat.append(time.time() - float(m.content.split()[1]))
             except Exception:  # noqa: BLE001 - a link that is down: the next round
                 pass
-            wait = min(next_poll.values()) - time.monotonic()
-            stop.wait(max(0.002, min(wait, 0.5)))
+            wait = min(due.values()) - time.monotonic() if names else 0.5
+            stop.wait(max(0.002, min(wait, 0.05 if spec["hot_on"] else 0.5)))
         client.close()
 
     threads = [threading.Thread(target=host, args=(link, hot), daemon=True)
@@ -152,7 +153,15 @@ def run_backend(name: str, url: str, args: argparse.Namespace, pg_server: Any) -
         state = work / "s" / "agentwrap"
         limits = QueueLimits(max_pending_per_session=10_000, max_pending_total=1_000_000,
                              rate_per_minute=1_000_000)
-        store = open_hub_store(state, url, pool_size=1)
+        if url:  # the sender's own connection is not counted as the hub's
+            from agentwrap.hub.server import HUB_NAME
+            from agentwrap.queue.pgpool import PooledPgDatabase
+            from agentwrap.queue.postgres import PostgresMessageStore
+
+            store: Any = PostgresMessageStore(url, host=HUB_NAME, database=PooledPgDatabase(
+                url, max_size=1, application_name="agentwrap-bench"))
+        else:
+            store = open_hub_store(state, url)
         store.limits = limits
         keys = hub_keys(state, store)
         names = [f"h{i:03d}" for i in range(args.hosts)]
