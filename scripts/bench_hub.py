@@ -91,6 +91,7 @@ def worker(spec_file: str) -> None:
         names = [f"s{j}" for j in range(spec["sessions"])]
         last = {n: time.monotonic() - (j % 10) * spec["poll"] / 10 for j, n in enumerate(names)}
         next_report = 0.0
+        due = dict(last)
         seen: set[str] = set()
         while not stop.is_set():
             now = time.monotonic()
