@@ -22,11 +22,12 @@ names (``joining``).
 Modules: ``keys`` (invites, host credentials, revocation), ``roster`` (the
 sessions each host reports, for one ``ls`` from any host), ``scope`` (one
 host's calls on the store), ``server`` (the ASGI app: ``/healthz``,
-``/join``, ``/link``; the process ``agentwrap hub`` runs), ``joining`` (a
-host trading a code for a credential), ``remote`` (the hub asking a host,
-over its link, what only the host can do: a screen, stop), ``view`` (the
-service the hub's HTTP API and dashboard run on: its store and every host's
-sessions).
+``/join``, ``/link``; the process ``agentwrap hub`` runs; its expiry
+sweeper), ``joining`` (a host trading a code for a credential), ``tables``
+(where keys and roster live: SQLite files, or the hub's PostgreSQL, shared
+by every hub on it), ``remote`` (the hub asking a host, over its link, what
+only the host can do: a screen, stop), ``view`` (the service the hub's HTTP
+API and dashboard run on: its store and every host's sessions).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,21 +28,14 @@ def _loopback(host: str) -> bool:
         return False
 
 
-def join(state_dir: Path, url: str, code: str, host: str, timeout_s: float = 15.0) -> HubLink:
-    """Join the hub at ``url`` with ``code`` as ``host``; the saved link."""
-    import httpx
-
-    check_session_name(host)
-    parts = code.strip().split(".")
-    if len(parts) != 3 or not all(parts):
-        raise JoinRefused("that is not a join code (it has three parts: ID.SECRET.PIN)")
-    pin = parts[2]
+def _pinned(url: str, pin: str, timeout_s: float) -> str:
+    """The certificate ``url`` shows (PEM; "" for plain loopback), refused
+    unless it is the one ``pin`` names: read before any secret is sent."""
     split = urlsplit(url)
     if split.scheme not in ("http", "https") or not split.hostname:
         raise ConfigError(f"the hub URL must be http(s)://HOST:PORT, not {url[:80]!r}",
                           hint="the URL `agentwrap hub` printed when it started")
     cert_pem = ""
-    verify: ssl.SSLContext | bool = False
     if split.scheme == "https":
         port = split.port or 443
         try:
@@ -56,10 +50,28 @@ def join(state_dir: Path, url: str, code: str, host: str, timeout_s: float = 15.
                 " was made for: nothing was sent",
                 hint="check the URL (a proxy or another machine may answer it), or ask for a"
                 " code made on this hub")
-        verify = pinned_context(cert_pem)
     elif pin != "plain" or not _loopback(split.hostname):
         raise JoinRefused(f"the code is for a TLS hub, or {url} is not loopback: plain HTTP"
                           " is refused", hint="use the https:// URL of the hub")
+    return cert_pem
+
+
+def join(state_dir: Path, url: str, code: str, host: str, timeout_s: float = 15.0,
+         also: Sequence[str] = ()) -> HubLink:
+    """Join the hub at ``url`` with ``code`` as ``host``; the saved link.
+    ``also``: the URLs of more hubs of the same service (on the same
+    PostgreSQL), each pinned to the certificate the code names, checked
+    before the code is sent: the link tries them in turn."""
+    import httpx
+
+    check_session_name(host)
+    parts = code.strip().split(".")
+    if len(parts) != 3 or not all(parts):
+        raise JoinRefused("that is not a join code (it has three parts: ID.SECRET.PIN)")
+    pin = parts[2]
+    cert_pem = _pinned(url, pin, timeout_s)
+    others = tuple((u.rstrip("/"), _pinned(u, pin, timeout_s)) for u in also)
+    verify: ssl.SSLContext | bool = pinned_context(cert_pem) if cert_pem else False
     try:
         resp = httpx.post(url.rstrip("/") + "/join", json={"code": code.strip(), "host": host},
                           verify=verify, timeout=timeout_s)
@@ -74,6 +86,6 @@ def join(state_dir: Path, url: str, code: str, host: str, timeout_s: float = 15.
             pass
         raise JoinRefused(detail)
     credential = str(resp.json()["credential"])
-    link = HubLink(url.rstrip("/"), host, credential, cert_pem)
+    link = HubLink(url.rstrip("/"), host, credential, cert_pem, others)
     save_link(state_dir, link)
     return link

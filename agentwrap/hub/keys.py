@@ -21,14 +21,13 @@ import contextlib
 import hashlib
 import hmac
 import secrets
-import sqlite3
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import JoinRefused, LinkRefused
 from ..paths import check_session_name
+from .tables import Conn, SQLiteTables, Tables
 
 INVITE_TTL_S = 600.0
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "dklen": 32}
@@ -53,30 +52,27 @@ class JoinedHost:
 
 
 class HubKeys:
-    """The hub's invites and hosts, in ``hub-keys.db`` beside its store."""
+    """The hub's invites and hosts, in ``hub-keys.db`` beside its store, or in
+    its PostgreSQL (:mod:`.tables`: every hub on it knows every host)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, where: Path | Tables) -> None:
+        self.tables = SQLiteTables(where) if isinstance(where, Path) else where
         self._now = time.time
+        i, h, blob = self._names("invites"), self._names("hosts"), self.tables.blob
         with self._db() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS invites (id TEXT PRIMARY KEY, salt BLOB NOT NULL,"
-                       " hash BLOB NOT NULL, host TEXT, pin TEXT NOT NULL, expires REAL NOT NULL,"
-                       " used REAL)")
-            db.execute("CREATE TABLE IF NOT EXISTS hosts (name TEXT PRIMARY KEY, salt BLOB NOT NULL,"
-                       " hash BLOB NOT NULL, joined REAL NOT NULL, last_seen REAL, revoked REAL)")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {i} (id TEXT PRIMARY KEY, salt {blob} NOT NULL,"
+                       f" hash {blob} NOT NULL, host TEXT, pin TEXT NOT NULL,"
+                       " expires DOUBLE PRECISION NOT NULL, used DOUBLE PRECISION)")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {h} (name TEXT PRIMARY KEY,"
+                       f" salt {blob} NOT NULL, hash {blob} NOT NULL,"
+                       " joined DOUBLE PRECISION NOT NULL, last_seen DOUBLE PRECISION,"
+                       " revoked DOUBLE PRECISION)")
 
-    @contextlib.contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            yield db
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        finally:
-            db.close()
+    def _names(self, table: str) -> str:
+        return self.tables.prefix + table
+
+    def _db(self) -> contextlib.AbstractContextManager[Conn]:
+        return self.tables.transaction()
 
     def invite(self, pin: str, host: str | None = None, ttl_s: float = INVITE_TTL_S) -> str:
         """A new one-time join code (``host``: the only name it joins as)."""
@@ -85,7 +81,7 @@ class HubKeys:
         invite_id, secret, salt = secrets.token_hex(6), secrets.token_urlsafe(32), \
             secrets.token_bytes(16)
         with self._db() as db:
-            db.execute("INSERT INTO invites VALUES (?, ?, ?, ?, ?, ?, NULL)",
+            db.execute(f"INSERT INTO {self._names('invites')} VALUES (?, ?, ?, ?, ?, ?, NULL)",
                        (invite_id, salt, _hash(secret, salt), host, pin,
                         self._now() + ttl_s))
         return f"{invite_id}.{secret}.{pin}"
@@ -97,7 +93,8 @@ class HubKeys:
         invite_id, _, rest = code.partition(".")
         secret, _, _pin = rest.partition(".")
         with self._db() as db:
-            row = db.execute("SELECT salt, hash, host, expires, used FROM invites WHERE id = ?",
+            row = db.execute(f"SELECT salt, hash, host, expires, used FROM {self._names('invites')}"
+                             " WHERE id = ?",
                              (invite_id,)).fetchone()
             if row is None or not hmac.compare_digest(_hash(secret, row[0]), row[1]):
                 raise JoinRefused("the hub knows no such join code")
@@ -107,14 +104,17 @@ class HubKeys:
                 raise JoinRefused("this join code has expired")
             if row[2] is not None and row[2] != host:
                 raise JoinRefused(f"this join code is for host {row[2]!r}, not {host!r}")
-            taken = db.execute("SELECT revoked FROM hosts WHERE name = ?", (host,)).fetchone()
+            hosts = self._names("hosts")
+            taken = db.execute(f"SELECT revoked FROM {hosts} WHERE name = ?", (host,)).fetchone()
             if taken is not None and taken[0] is None:
                 raise JoinRefused(f"a host named {host!r} has already joined",
                                   hint="pick another name ([host] name), or revoke the old"
                                   " one on the hub first (`agentwrap hub revoke NAME`)")
             credential, salt = secrets.token_urlsafe(32), secrets.token_bytes(16)
-            db.execute("UPDATE invites SET used = ? WHERE id = ?", (self._now(), invite_id))
-            db.execute("INSERT OR REPLACE INTO hosts VALUES (?, ?, ?, ?, NULL, NULL)",
+            db.execute(f"UPDATE {self._names('invites')} SET used = ? WHERE id = ?",
+                       (self._now(), invite_id))
+            db.execute(f"DELETE FROM {hosts} WHERE name = ?", (host,))
+            db.execute(f"INSERT INTO {hosts} VALUES (?, ?, ?, ?, NULL, NULL)",
                        (host, salt, _hash(credential, salt), self._now()))
         return credential
 
@@ -122,26 +122,26 @@ class HubKeys:
         """:class:`LinkRefused` unless ``credential`` is ``host``'s and not revoked;
         records the host seen now."""
         with self._db() as db:
-            row = db.execute("SELECT salt, hash, revoked FROM hosts WHERE name = ?",
-                             (host,)).fetchone()
+            row = db.execute(f"SELECT salt, hash, revoked FROM {self._names('hosts')}"
+                             " WHERE name = ?", (host,)).fetchone()
             if (row is None or row[2] is not None
                     or not hmac.compare_digest(_hash(credential, row[0]), row[1])):
                 raise LinkRefused(f"the hub refused host {host!r}'s credential")
-            db.execute("UPDATE hosts SET last_seen = ? WHERE name = ?", (self._now(), host))
+            db.execute(f"UPDATE {self._names('hosts')} SET last_seen = ? WHERE name = ?", (self._now(), host))
 
     def seen(self, host: str) -> None:
         with self._db() as db:
-            db.execute("UPDATE hosts SET last_seen = ? WHERE name = ?", (self._now(), host))
+            db.execute(f"UPDATE {self._names('hosts')} SET last_seen = ? WHERE name = ?", (self._now(), host))
 
     def revoke(self, host: str) -> bool:
         """Revoke ``host``'s credential; False if it never joined (or is revoked)."""
         with self._db() as db:
-            cur = db.execute("UPDATE hosts SET revoked = ? WHERE name = ? AND revoked IS NULL",
-                             (self._now(), host))
+            cur = db.execute(f"UPDATE {self._names('hosts')} SET revoked = ?"
+                             " WHERE name = ? AND revoked IS NULL", (self._now(), host))
             return cur.rowcount == 1
 
     def hosts(self) -> list[JoinedHost]:
         with self._db() as db:
-            rows = db.execute("SELECT name, joined, last_seen, revoked FROM hosts"
-                              " ORDER BY name").fetchall()
-        return [JoinedHost(*r) for r in rows]
+            rows = db.execute("SELECT name, joined, last_seen, revoked FROM"
+                              f" {self._names('hosts')} ORDER BY name").fetchall()
+        return [JoinedHost(*tuple(r)) for r in rows]

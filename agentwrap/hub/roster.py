@@ -13,7 +13,9 @@ hidden. Only the hub's clock is used (the reports' times and ``now``), so a
 host's skewed clock does not make another host look silent.
 
 Kept in SQLite in the hub's state directory (``hub-sessions.db``), beside
-its keys: a restarted hub knows the sessions before the hosts report again.
+its keys, or in the hub's PostgreSQL (:mod:`.tables`: every hub on it sees
+every host's report): a restarted hub knows the sessions before the hosts
+report again.
 A revoked host's rows are dropped with its revocation.
 """
 
@@ -21,11 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .tables import Conn, SQLiteTables, Tables
 
 #: The most sessions one report may carry (a bound on what a host can make the hub store).
 MAX_SESSIONS = 1000
@@ -36,38 +39,31 @@ MAX_RECORD_BYTES = 64 * 1024
 class Roster:
     """Each host's last reported sessions (see the module)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, where: Path | Tables) -> None:
+        self.tables = SQLiteTables(where) if isinstance(where, Path) else where
+        self.reports = self.tables.prefix + "reports"
+        self.sessions = self.tables.prefix + "sessions"
         with self._db() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS reports (host TEXT PRIMARY KEY,"
-                       " reported REAL NOT NULL, period_s REAL NOT NULL)")
-            db.execute("CREATE TABLE IF NOT EXISTS sessions (host TEXT NOT NULL,"
+            db.execute(f"CREATE TABLE IF NOT EXISTS {self.reports} (host TEXT PRIMARY KEY,"
+                       " reported DOUBLE PRECISION NOT NULL, period_s DOUBLE PRECISION NOT NULL)")
+            db.execute(f"CREATE TABLE IF NOT EXISTS {self.sessions} (host TEXT NOT NULL,"
                        " name TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (host, name))")
 
-    @contextlib.contextmanager
-    def _db(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-        finally:
-            db.close()
+    def _db(self) -> contextlib.AbstractContextManager[Conn]:
+        return self.tables.transaction()
 
     def register(self, host: str, records: Sequence[Mapping[str, Any]], period_s: float,
                  now: float | None = None) -> int:
         """Replace ``host``'s sessions by ``records`` (already scoped to it:
         :meth:`~.scope.HostCalls._register`); how many are kept."""
         now = time.time() if now is None else now
-        rows = [(host, str(r["name"]), json.dumps(dict(r))) for r in records]
+        rows = {str(r["name"]): json.dumps(dict(r)) for r in records}  # a name once: the last
         with self._db() as db:
-            db.execute("DELETE FROM sessions WHERE host = ?", (host,))
-            db.executemany("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?)", rows)
-            db.execute("INSERT OR REPLACE INTO reports VALUES (?, ?, ?)",
+            db.execute(f"DELETE FROM {self.sessions} WHERE host = ?", (host,))
+            for name, record in rows.items():
+                db.execute(f"INSERT INTO {self.sessions} VALUES (?, ?, ?)", (host, name, record))
+            db.execute(f"DELETE FROM {self.reports} WHERE host = ?", (host,))
+            db.execute(f"INSERT INTO {self.reports} VALUES (?, ?, ?)",
                        (host, now, float(period_s)))
         return len(rows)
 
@@ -81,17 +77,18 @@ class Roster:
     def forget(self, host: str) -> None:
         """Drop ``host``'s rows (it was revoked)."""
         with self._db() as db:
-            db.execute("DELETE FROM sessions WHERE host = ?", (host,))
-            db.execute("DELETE FROM reports WHERE host = ?", (host,))
+            db.execute(f"DELETE FROM {self.sessions} WHERE host = ?", (host,))
+            db.execute(f"DELETE FROM {self.reports} WHERE host = ?", (host,))
 
     def listed(self, now: float | None = None) -> dict[str, Any]:
         """Every host's report: ``{"now", "hosts": [{"host", "reported",
         "periodS", "sessions": [record, ...]}]}``, hosts by name."""
         now = time.time() if now is None else now
         with self._db() as db:
-            reports = db.execute("SELECT host, reported, period_s FROM reports ORDER BY host"
-                                 ).fetchall()
-            rows = db.execute("SELECT host, record FROM sessions ORDER BY host, name").fetchall()
+            reports = db.execute(f"SELECT host, reported, period_s FROM {self.reports}"
+                                 " ORDER BY host").fetchall()
+            rows = db.execute(f"SELECT host, record FROM {self.sessions} ORDER BY host, name"
+                              ).fetchall()
         by_host: dict[str, list[Any]] = {}
         for host, record in rows:
             by_host.setdefault(host, []).append(json.loads(record))

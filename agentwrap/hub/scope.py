@@ -43,7 +43,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentwrapError, ForeignSession, LinkProtocolError
-from ..message import Kind, Phase, Priority, Source, Status
+from ..message import Kind, NewMessage, Phase, Priority, Source, Status
 from ..paths import check_session_name
 from ..queue import link_protocol as wire
 from ..queue.keys import SessionKeys
@@ -141,19 +141,37 @@ class HostCalls:
 
     def _enqueue(self, new: Mapping[str, Any], kind: str = "content", internal: bool = False,
                  sender_limit: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        msg = self._addressed(new)
+        if internal and not self.mine(msg.session):
+            raise ForeignSession(
+                f"host {self.host!r} may not store agentwrap's own messages for {msg.session!r}")
+        limit = None if sender_limit is None else SenderLimit(**sender_limit)
+        stored, created = self.store.enqueue(msg, kind=Kind(kind), internal=bool(internal),
+                                             sender_limit=limit)
+        return {"message": stored, "created": created}
+
+    def _addressed(self, new: Mapping[str, Any]) -> NewMessage:
+        """``new`` for its session's key (a bare name is the host's own
+        session), stamped with the sending host (:data:`SENDER_KEY`: the
+        hub's word, never the frame's)."""
         msg = wire.new_message_from_wire(new)
         other, name = SessionKeys.split(msg.session)
-        target = msg.session if other else f"{self.host}/{name}"
-        if internal and not self.mine(target):
-            raise ForeignSession(
-                f"host {self.host!r} may not store agentwrap's own messages for {target!r}")
-        limit = None if sender_limit is None else SenderLimit(**sender_limit)
-        meta = {k: v for k, v in msg.metadata.items() if k != SENDER_KEY}  # never the frame's
+        meta = {k: v for k, v in msg.metadata.items() if k != SENDER_KEY}
         meta[SENDER_KEY] = self.host
-        stored, created = self.store.enqueue(replace(msg, session=target, metadata=meta),
-                                             kind=Kind(kind),
-                                             internal=bool(internal), sender_limit=limit)
-        return {"message": stored, "created": created}
+        return replace(msg, session=msg.session if other else f"{self.host}/{name}",
+                       metadata=meta)
+
+    def _enqueue_many(self, items: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """:meth:`~agentwrap.queue.sqlstore.SQLMessageStore.enqueue_many` on the
+        hub: one transaction for every item (never internal); each refused item
+        answers its error (``error``: the errors.py class, as a refusal's
+        ``data``), the others are stored."""
+        if not isinstance(items, list) or not all(isinstance(i, Mapping) for i in items):
+            raise LinkProtocolError("enqueue_many takes a list of {new, kind}")
+        batch = [(self._addressed(i["new"]), Kind(i.get("kind", "content"))) for i in items]
+        return [{"error": got.to_json(), "message": got.message}
+                if isinstance(got, AgentwrapError) else {"message": got[0], "created": got[1]}
+                for got in self.store.enqueue_many(batch)]
 
     def _get(self, message_id: str) -> Any:
         return self.own_message(message_id, read=True)

@@ -14,6 +14,10 @@ Push-wake: every message or answer stored for a linked host's session (by
 any writer: the store's own events, read every :data:`WAKE_POLL_S`, at once
 after a host's ``enqueue``) is pushed to each of that host's links as a
 ``wake`` notification, so its supervisor claims it without polling.
+On PostgreSQL the store is a fixed pool of connections (:mod:`agentwrap.queue.pgpool`)
+and the keys and roster are tables there too (:mod:`.tables`), so several
+hubs on one database are one hub to every host and browser; each hub's
+:func:`sweep_expired` ends messages past their TTL, an unreachable host's too.
 
 The existing HTTP API and dashboard are not re-implemented: the command
 mounts the app of :mod:`agentwrap.surfaces.http` beside these routes
@@ -56,6 +60,7 @@ from .keys import HubKeys
 from .remote import HostLinks
 from .roster import Roster
 from .scope import HostCalls
+from .tables import PgTables, Tables
 
 log = logging.getLogger("agentwrap.hub")
 REVOKE_POLL_S = 0.5
@@ -63,16 +68,20 @@ REVOKE_POLL_S = 0.5
 #: (one indexed read per hub, whatever the number of hosts and sessions; a
 #: host's own ``enqueue`` on a link is pushed at once, without the wait).
 WAKE_POLL_S = 0.1
+SWEEP_S = 1.0  # how often the hub looks for messages past their TTL
 HUB_NAME = "hub"
 
 
-def open_hub_store(state_dir: Path, url: str = "") -> SQLMessageStore:
-    """The hub's store: ``url`` (PostgreSQL), else ``hub.db`` in ``state_dir``;
-    rows keyed ``HOST/NAME`` as on any shared store."""
+def open_hub_store(state_dir: Path, url: str = "", pool_size: int = 0) -> SQLMessageStore:
+    """The hub's store: ``url`` (PostgreSQL, on a pool of ``pool_size``
+    connections: :data:`~agentwrap.queue.pgpool.POOL_SIZE` unless given), else
+    ``hub.db`` in ``state_dir``; rows keyed ``HOST/NAME`` as on any shared store."""
     if url:
+        from ..queue.pgpool import POOL_SIZE, PooledPgDatabase
         from ..queue.postgres import PostgresMessageStore
 
-        return PostgresMessageStore(url, host=HUB_NAME)
+        pool = PooledPgDatabase(url, max_size=pool_size or POOL_SIZE)
+        return PostgresMessageStore(url, host=HUB_NAME, database=pool)
     from ..queue.sqlite import SQLiteMessageStore
 
     store = SQLiteMessageStore(state_dir / "hub.db")
@@ -80,12 +89,41 @@ def open_hub_store(state_dir: Path, url: str = "") -> SQLMessageStore:
     return store
 
 
-def hub_keys(state_dir: Path) -> HubKeys:
-    return HubKeys(state_dir / "hub-keys.db")
+def _pg_tables(store: SQLMessageStore | None, owner: str) -> Tables | None:
+    """The hub's PostgreSQL tables for ``owner`` when ``store`` is on a pool there."""
+    db = getattr(store, "database", None)
+    if db is None:  # SQLite: no psycopg imported
+        return None
+    from ..queue.pgpool import PooledPgDatabase
+
+    return PgTables(db, owner) if isinstance(db, PooledPgDatabase) else None
 
 
-def hub_roster(state_dir: Path) -> Roster:
-    return Roster(state_dir / "hub-sessions.db")
+def hub_keys(state_dir: Path, store: SQLMessageStore | None = None) -> HubKeys:
+    """The hub's keys: in its PostgreSQL when ``store`` is there (every hub on
+    it knows every host), else ``hub-keys.db`` in ``state_dir``."""
+    return HubKeys(_pg_tables(store, "keys") or state_dir / "hub-keys.db")
+
+
+def hub_roster(state_dir: Path, store: SQLMessageStore | None = None) -> Roster:
+    """The hub's roster, where :func:`hub_keys` keeps the keys."""
+    return Roster(_pg_tables(store, "roster") or state_dir / "hub-sessions.db")
+
+
+async def sweep_expired(store: SQLMessageStore, every_s: float) -> None:
+    """End the hub's messages past their TTL ``expired`` (hosts may not sweep the
+    whole store, :mod:`.scope`, and an unreachable host cannot): one read when
+    nothing is due; several hubs on one PostgreSQL may sweep at once, as
+    supervisors on one shared store do (rows locked, skipped, each ended once)."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            if await asyncio.to_thread(store.overdue):
+                ended = await asyncio.to_thread(store.expire_overdue)
+                if ended:
+                    log.info("%d message(s) expired on the hub", ended)
+        except AgentwrapError as exc:  # the store is down for now: next round
+            log.warning("the hub's expiry sweep failed: %s", exc.message)
 
 
 def cert_pin(cert_file: Path | None) -> str:
@@ -181,7 +219,8 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        tasks = [asyncio.create_task(watch_revoked()), asyncio.create_task(push_wakes())]
+        tasks = [asyncio.create_task(watch_revoked()), asyncio.create_task(push_wakes()),
+                 asyncio.create_task(sweep_expired(store, SWEEP_S))]
         try:
             yield
         finally:
@@ -273,8 +312,11 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
 
 def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
             tls_cert: Path | None = None, tls_key: Path | None = None,
-            api: ASGIApp | None = None, remote: HostLinks | None = None) -> None:
-    """Serve the hub until stopped (``agentwrap hub``)."""
+            api: ASGIApp | None = None, remote: HostLinks | None = None,
+            pool_size: int = 0, store: SQLMessageStore | None = None) -> None:
+    """Serve the hub until stopped (``agentwrap hub``); ``store``: the hub's
+    store when the caller opened it (to lend it to the HTTP API too), closed
+    here at the end as one this opens."""
     import uvicorn
 
     host, _, port = listen.rpartition(":")
@@ -283,9 +325,10 @@ def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
         raise HubListenRefused("--tls-cert and --tls-key go together",
                                hint="give both files, or neither (loopback only)")
     check_listen(host, tls_cert is not None)
-    store = open_hub_store(state_dir, url)
-    keys = hub_keys(state_dir)
-    roster = hub_roster(state_dir)
+    if store is None:
+        store = open_hub_store(state_dir, url, pool_size)
+    keys = hub_keys(state_dir, store)
+    roster = hub_roster(state_dir, store)
     if remote is not None and remote.roster is None:
         remote.roster = roster
     app = create_hub_app(store, keys, cert_pin(tls_cert), api, roster, remote)

@@ -18,11 +18,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..paths import Paths
+from ..queue.sqlstore import SQLMessageStore
 from ..service import Service
 from ..sessions.linked import LinkedRegistry
 from .remote import HostLinks
 from .roster import Roster
-from .server import HUB_NAME, hub_roster, open_hub_store
+from .server import HUB_NAME, hub_roster
 
 #: The hub's own (empty) sessions table: the registry a view needs under the hosts' rows.
 VIEW_DB = "hub-view.db"
@@ -41,17 +42,23 @@ class RosterSessions:
         return self.roster.listed()
 
 
-def hub_service(paths: Paths, url: str, remote: HostLinks | None) -> Service:
-    """A service over the hub's store (``url``, else its SQLite file) and every
-    host's sessions; what only a host can do asked through ``remote``."""
-    store = open_hub_store(paths.state_dir, url)
+def hub_service(paths: Paths, store: SQLMessageStore, remote: HostLinks | None, *,
+                owns: bool = False) -> Service:
+    """A service over the hub's store and every host's sessions (the roster
+    where that store keeps it); what only a host can do asked through
+    ``remote``. ``owns``: the service closes ``store`` (a SQLite hub's: one
+    connection each); else it is lent (a PostgreSQL hub's, the one its links
+    run on: its pool is the hub's fixed number of connections however many
+    services the HTTP API leases)."""
     try:
         registry = LinkedRegistry(paths.state_dir / VIEW_DB,
-                                  hub=RosterSessions(hub_roster(paths.state_dir)))
+                                  hub=RosterSessions(hub_roster(paths.state_dir, store)))
     except BaseException:
-        store.close()
+        if owns:
+            store.close()
         raise
     svc = Service(paths, store, registry)
+    svc.owns_store = owns
     svc.remote = remote
     svc.store_where = "the hub's store"
     return svc

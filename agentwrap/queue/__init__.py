@@ -2,7 +2,7 @@
 
 Here live the storage interface (``store``: ``MessageStore``), its two
 implementations over one set of operations (``sqlstore``): PostgreSQL's
-(``postgres``: shared by several hosts) and SQLite's (``sqlite``; its file's
+(``postgres``: shared by several hosts; ``pgpool`` its fixed pool of connections for the hub) and SQLite's (``sqlite``; its file's
 plumbing, ``sqlite_database``: the connection, its lock and transactions), which
 of the two this host uses (``backend``), each
 operation's work in the module for its job: ``schema`` the tables,
@@ -56,6 +56,9 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .link import load_link as load_link
     from .link import pinned_context as pinned_context
     from .link import save_link as save_link
+    from .pgpool import POOL_SIZE as POOL_SIZE
+    from .pgpool import PooledPgDatabase as PooledPgDatabase
+    from .postgres import TURN_LOCKS as TURN_LOCKS
     from .postgres import PgSubscription as PgSubscription
     from .postgres import PostgresMessageStore as PostgresMessageStore
     from .sanitize import check_text as check_text
@@ -85,7 +88,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
              "save_link"),
     "link_protocol": ("link_protocol",),
     "sanitize": ("check_text", "decode_utf8", "sanitize"),
-    "postgres": ("PgSubscription", "PostgresMessageStore"),
+    "pgpool": ("POOL_SIZE", "PooledPgDatabase"),
+    "postgres": ("TURN_LOCKS", "PgSubscription", "PostgresMessageStore"),
     "sqlite": ("SQLiteMessageStore",),
     "sqlstore": ("SQLMessageStore",),
     "store": ("MessageStore", "QueueMetrics", "SenderLimit"),

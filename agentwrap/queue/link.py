@@ -28,6 +28,11 @@ its last user. The hub speaks first only to push a ``wake``
 waker :meth:`HubStore.listen` is given), so a settled supervisor claims the
 hub's message without waiting for its idle poll.
 
+A host joined to several hubs of one service (two hub processes on one
+PostgreSQL: ``agentwrap join URL --also URL2``) dials them in turn: each
+attempt that fails, and each link that drops, moves to the next, so a hub
+killed sends its hosts to the other within one backoff.
+
 The credential is read from the link file (0600, :func:`load_link`) and
 sent only in the handshake's ``Authorization`` header: never in argv, a log
 line or an error.
@@ -73,15 +78,23 @@ log = logging.getLogger("agentwrap.link")
 @dataclass(frozen=True)
 class HubLink:
     """What a joined host keeps (0600): the hub's URL, this host's name on it,
-    its credential, and the hub's certificate (PEM) it pins ("" on loopback)."""
+    its credential, and the hub's certificate (PEM) it pins ("" on loopback);
+    ``also``: more hubs of the same service, ``(url, cert_pem)`` each (two hub
+    processes on one PostgreSQL), tried in turn when a link cannot be made or drops."""
 
     url: str
     host: str
     credential: str
     cert_pem: str = ""
+    also: tuple[tuple[str, str], ...] = ()
 
     def __repr__(self) -> str:  # never the credential
         return f"HubLink(url={self.url!r}, host={self.host!r})"
+
+    def endpoints(self) -> list[HubLink]:
+        """This link, then one per ``also`` URL (same host and credential)."""
+        return [self, *(HubLink(url, self.host, self.credential, pem)
+                        for url, pem in self.also)]
 
     @property
     def link_url(self) -> str:
@@ -126,7 +139,8 @@ def save_link(state_dir: Path, link: HubLink) -> Path:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump({"url": link.url, "host": link.host, "credential": link.credential,
-                   "certPem": link.cert_pem}, f)
+                   "certPem": link.cert_pem,
+                   "also": [{"url": u, "certPem": pem} for u, pem in link.also]}, f)
     os.replace(tmp, path)
     return path
 
@@ -147,9 +161,10 @@ def load_link(state_dir: Path) -> HubLink | None:
                           hint=f"chmod 600 {path}, then ask the hub for a new code: it may be"
                           " copied")
     try:
+        also = tuple((str(a["url"]), str(a.get("certPem", ""))) for a in data.get("also", []))
         return HubLink(str(data["url"]), str(data["host"]), str(data["credential"]),
-                       str(data.get("certPem", "")))
-    except (KeyError, TypeError):
+                       str(data.get("certPem", "")), also)
+    except (KeyError, TypeError, AttributeError):
         raise ConfigError(f"the hub link file {path} is incomplete",
                           hint="join the hub again: `agentwrap join URL CODE`") from None
 
@@ -194,6 +209,8 @@ class LinkClient:
         self.wakes = 0  # wake notifications taken from the hub
         self._wakers: list[Callable[[str], object]] = []
         self._users = 0  # the stores sharing this client (:func:`shared_client`)
+        self._endpoints = link.endpoints()
+        self._turn = 0  # which of the endpoints the next attempt dials
         self._thread = threading.Thread(target=self._run, name="agentwrap-hub-link", daemon=True)
 
     def start(self) -> LinkClient:
@@ -235,13 +252,14 @@ class LinkClient:
 
         failures = 0
         while not self._stopping:
+            hub = self._endpoints[self._turn % len(self._endpoints)]
             try:
                 async with connect(
-                    self.link.link_url, subprotocols=[wire.SUBPROTOCOL],  # type: ignore[list-item]
-                    additional_headers={"Authorization": f"Bearer {self.link.credential}",
-                                        "Agentwrap-Host": self.link.host,
+                    hub.link_url, subprotocols=[wire.SUBPROTOCOL],  # type: ignore[list-item]
+                    additional_headers={"Authorization": f"Bearer {hub.credential}",
+                                        "Agentwrap-Host": hub.host,
                                         **({wire.SERVES_HEADER: "1"} if self.serve else {})},
-                    ssl=self.link.ssl_context(), open_timeout=10, ping_interval=self.ping_s,
+                    ssl=hub.ssl_context(), open_timeout=10, ping_interval=self.ping_s,
                     ping_timeout=self.ping_s * 2, close_timeout=self.CLOSE_S,
                     max_size=8 * 1024 * 1024,
                 ) as ws:
@@ -270,6 +288,7 @@ class LinkClient:
                 self._fail_pending()
             if self._stopping:
                 break
+            self._turn += 1  # the next hub of the service (itself again if it is the only one)
             await asyncio.sleep(self.backoff(failures))
             failures += 1
 
@@ -482,12 +501,24 @@ class HubStore:
     def enqueue_many(
         self, items: Sequence[tuple[NewMessage, Kind]]
     ) -> list[tuple[Message, bool] | QueueError]:
+        """One call, one transaction on the hub (as on the store itself): a
+        refused item answers its :class:`QueueError` in its place."""
+        if not items:
+            return []
+        got = self.client.call("enqueue_many",
+                               items=[{"new": new, "kind": kind} for new, kind in items])
+        if not isinstance(got, list) or len(got) != len(items):
+            raise LinkProtocolError("the hub answered enqueue_many with something else")
         done: list[tuple[Message, bool] | QueueError] = []
-        for new, kind in items:  # one call each: a refusal is that item's only
-            try:
-                done.append(self.enqueue(new, kind=kind))
-            except QueueError as exc:
+        for item in got:
+            if isinstance(item, dict) and "error" in item:
+                exc = wire.error_from_wire({"message": item.get("message"),
+                                            "data": item["error"]})
+                if not isinstance(exc, QueueError):
+                    raise exc
                 done.append(exc)
+            else:
+                done.append((wire.message_from_wire(item["message"]), bool(item["created"])))
         return done
 
     def get(self, message_id: str) -> Message:

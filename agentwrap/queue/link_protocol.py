@@ -57,6 +57,7 @@ REFUSED = -32000  # the store or the hub's policy refused it: data names the err
 #: (every host's sessions as the hub knows them: one ``ls`` from any host).
 METHODS: dict[str, str] = {
     "enqueue": "send",
+    "enqueue_many": "send",  # one transaction on the hub; a refused item is that item's only
     "get": "message",
     "get_by_prefix": "message",
     "peek": "session",

@@ -279,7 +279,7 @@ class PgRow:
         return list(self._index)
 
 
-def _rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], PgRow]:
+def pg_rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], PgRow]:
     index = {c.name: i for i, c in enumerate(cursor.description or ())}
     return lambda values: PgRow(values, index)
 
@@ -346,7 +346,7 @@ _REFUSALS = ("password authentication failed", "authentication failed", "does no
 
 def connect(url: str, timeout_s: float = 10.0) -> PgConn:
     try:
-        raw = psycopg.connect(dsn(url), autocommit=True, row_factory=_rows,
+        raw = psycopg.connect(dsn(url), autocommit=True, row_factory=pg_rows,
                               connect_timeout=max(1, int(timeout_s)),
                               application_name="agentwrap")
     except psycopg.ProgrammingError as exc:  # libpq refused the address: it quotes it
@@ -563,7 +563,8 @@ class PgDatabase:
 
 class PostgresMessageStore(SQLMessageStore):
     """:class:`MessageStore` on a PostgreSQL server shared by several hosts,
-    over a :class:`PgDatabase` of its own."""
+    over a :class:`PgDatabase` of its own (``database``: one given, such as the
+    hub's pool of connections, :mod:`.pgpool`, for a process serving many clients)."""
 
     # SQLite's check of an empty answer reads the table NOT INDEXED; PostgreSQL
     # takes no such hint (to_pg drops it), so the check would read the same
@@ -579,15 +580,22 @@ class PostgresMessageStore(SQLMessageStore):
         events_dir: Path | None = None,
         connect_timeout_s: float = 10.0,
         host: str | None = None,
+        database: PgDatabase | None = None,
     ) -> None:
         super().__init__(limits, clock)
         self.keys = SessionKeys(host_name() if host is None else host, shared=True)
-        self._db = PgDatabase(url, events_dir=events_dir, connect_timeout_s=connect_timeout_s)
+        self._db = database or PgDatabase(url, events_dir=events_dir,
+                                          connect_timeout_s=connect_timeout_s)
         self.url, self.shown, self.where = url, self._db.shown, self._db.where
         self.events_dir = events_dir
         self._db.create(DDL, TABLES)
 
     # --- plumbing: the database's ---------------------------------------------------
+
+    @property
+    def database(self) -> PgDatabase:
+        """The plumbing under the store (the hub keeps its keys on its pool)."""
+        return self._db
 
     def _write(self) -> AbstractContextManager[Write]:
         return self._db.write()

@@ -67,6 +67,9 @@ class Service:
         self.audit = audit if audit is not None else AuditLog(paths.audit_log)
         self.recheck_s = RECHECK_S  # a waiter's look again without an announcement
         self.store_where = ""  # where the queue is, no password (open() says it)
+        #: False for a store lent by its owner (the hub's one store, shared by
+        #: its links and every service its HTTP API leases): close leaves it open
+        self.owns_store = True
         profiles = ProfileCache(paths)
         self._sending = Sending(paths, store, registry, self.audit, profiles)
         self._hand_over = HandOver(paths, store, registry, self.audit)
@@ -176,7 +179,8 @@ class Service:
         return svc
 
     def close(self) -> None:
-        self.store.close()
+        if self.owns_store:
+            self.store.close()
         self.registry.close()
         self._answering.close()
 

@@ -140,12 +140,19 @@ class Hub:
     def invite(self, host: str | None = None, ttl: float = 600.0) -> str:
         args = ["hub", "invite", *([host] if host else []), "--tls-cert", str(self.cert.cert),
                 "--ttl", str(ttl)]
-        return self.aw.cli(*args, check=True).stdout.strip()
+        return self.aw.cli(*args, check=True, env=self.store_env).stdout.strip()
 
-    def join(self, host_aw: AwEnv, name: str, code: str | None = None) -> None:
+    @property
+    def store_env(self) -> dict[str, str]:
+        """The hub's store for its commands (invite, hosts, revoke): a PostgreSQL hub's keys are there."""
+        return {"AGENTWRAP_STORE_URL": self.store_url} if self.store_url else {}
+
+    def join(self, host_aw: AwEnv, name: str, code: str | None = None,
+             also: tuple[Hub, ...] = ()) -> None:
         # the code on standard input, as the docs advise (never in `ps`)
-        host_aw.cli("join", self.url, "--host", name, input=(code or self.invite(name)) + "\n",
-                    check=True)
+        extra = [a for other in also for a in ("--also", other.url)]
+        host_aw.cli("join", self.url, "--host", name, *extra,
+                    input=(code or self.invite(name)) + "\n", check=True)
 
 
 HOSTS: list[subprocess.Popen[bytes]] = []  # supervisor hosts the tests started

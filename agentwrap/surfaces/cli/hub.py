@@ -9,17 +9,24 @@ code is printed once, to standard output, as the one thing the person copies.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
 from .common import emit_json, err, out, render_rows, user_paths
 
+if TYPE_CHECKING:
+    from ...hub.keys import HubKeys
+
 HUB_HELP = "serve the hub that hosts link to (one source of truth); invite, hosts, revoke"
 HUB_DESCRIPTION = """\
 The hub owns the store (SQLite in the state directory by default, or
-PostgreSQL with --store) and serves /healthz, the hosts' links (/link, a
+PostgreSQL with --store, on a fixed pool of --pool connections; several
+hubs may share one PostgreSQL) and serves /healthz, the hosts' links (/link, a
 WebSocket speaking agentwrap.link/1) and the HTTP API and dashboard.
 
 Hosts dial out to it: nothing listens on a host. Plain HTTP is served on
@@ -51,6 +58,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     h.add_argument("--store", default="", metavar="URL",
                    help="a postgresql:// URL for the hub's store (default: SQLite in the state"
                    " dir; AGENTWRAP_STORE_URL wins, and keeps a password out of ps)")
+    h.add_argument("--pool", type=int, default=0, metavar="N",
+                   help="PostgreSQL only: the hub's connections, however many hosts link"
+                   " (default 4)")
     h.set_defaults(func=cmd_hub)
     verbs = h.add_subparsers(dest="verb", metavar="VERB")
     i = verbs.add_parser("invite", help="print a one-time join code (10 minutes, single use)")
@@ -75,6 +85,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="the code `agentwrap hub invite` printed; `-` or left out: read from"
                         " standard input (asked for on a terminal), so it never shows in `ps`")
     j.add_argument("--host", metavar="NAME", help="this host's name (default: [host] name)")
+    j.add_argument("--also", action="append", default=[], metavar="URL",
+                   help="another hub of the same service (one PostgreSQL), tried in turn;"
+                   " it must show the certificate the code names (repeatable)")
     j.set_defaults(func=cmd_join)
 
 
@@ -84,7 +97,7 @@ def cmd_hub(args: argparse.Namespace) -> int:
     hub's store and every host's sessions (:func:`agentwrap.hub.view.hub_service`),
     what only a host can do asked of it over its link (the app's ``remote``)."""
     from ...hub.remote import HostLinks
-    from ...hub.server import run_hub
+    from ...hub.server import open_hub_store, run_hub
     from ...hub.view import hub_service
     from ...queue.backend import store_url
     from ..http.app import create_app
@@ -93,21 +106,42 @@ def cmd_hub(args: argparse.Namespace) -> int:
     paths = user_paths().ensure()
     url = store_url(args.store)  # AGENTWRAP_STORE_URL wins: a password stays out of argv
     remote = HostLinks()
-    api = create_app(paths, load_or_create_token(paths),
-                     open_service=lambda: hub_service(paths, url, remote))
+    store = open_hub_store(paths.state_dir, url, args.pool)
+    # PostgreSQL: the one pooled store, for links and API alike; SQLite: a
+    # connection of its own for each service the API leases
+    api = create_app(paths, load_or_create_token(paths), open_service=(
+        (lambda: hub_service(paths, store, remote)) if url else
+        (lambda: hub_service(paths, open_hub_store(paths.state_dir), remote, owns=True))))
     where = f"{'https' if args.tls_cert else 'http'}://{args.listen}"
     err.print(escape(f"agentwrap hub on {where}; its dashboard and API need the token"
                      f" (`agentwrap token`; a login link: `agentwrap token --link --url {where}`)"))
     run_hub(paths.state_dir, listen=args.listen, url=url, tls_cert=args.tls_cert,
-            tls_key=args.tls_key, api=api, remote=remote)
+            tls_key=args.tls_key, api=api, remote=remote, store=store)
     return 0
 
 
-def cmd_invite(args: argparse.Namespace) -> int:
-    from ...hub.server import cert_pin, hub_keys
+@contextlib.contextmanager
+def _hub_keys() -> Iterator[HubKeys]:
+    """The hub's keys where its hub keeps them: on a PostgreSQL hub
+    (AGENTWRAP_STORE_URL), in the database every hub on it shares."""
+    from ...hub.server import hub_keys, open_hub_store
+    from ...queue.backend import store_url
 
     paths = user_paths().ensure()
-    code = hub_keys(paths.state_dir).invite(cert_pin(args.tls_cert), args.host, ttl_s=args.ttl)
+    url = store_url()
+    store = open_hub_store(paths.state_dir, url, pool_size=1) if url else None
+    try:
+        yield hub_keys(paths.state_dir, store)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def cmd_invite(args: argparse.Namespace) -> int:
+    from ...hub.server import cert_pin
+
+    with _hub_keys() as keys:
+        code = keys.invite(cert_pin(args.tls_cert), args.host, ttl_s=args.ttl)
     err.print(escape(f"a join code for {args.host or 'any host name'}, valid {args.ttl:.0f} s,"
                      " once: on the host run `agentwrap join URL CODE`"))
     out.file.write(code + "\n")
@@ -115,9 +149,8 @@ def cmd_invite(args: argparse.Namespace) -> int:
 
 
 def cmd_hub_hosts(args: argparse.Namespace) -> int:
-    from ...hub.server import hub_keys
-
-    hosts = hub_keys(user_paths().ensure().state_dir).hosts()
+    with _hub_keys() as keys:
+        hosts = keys.hosts()
     if args.json:
         emit_json([h.to_json() for h in hosts])
         return 0
@@ -135,9 +168,10 @@ def cmd_revoke(args: argparse.Namespace) -> int:
     from ...queue.backend import store_url
 
     paths = user_paths().ensure()
-    store = open_hub_store(paths.state_dir, store_url())
+    store = open_hub_store(paths.state_dir, store_url(), pool_size=1)
     try:
-        failed = revoke(store, hub_keys(paths.state_dir), args.host, hub_roster(paths.state_dir))
+        failed = revoke(store, hub_keys(paths.state_dir, store), args.host,
+                        hub_roster(paths.state_dir, store))
     finally:
         store.close()
     out.print(f"revoked host {escape(args.host)}: {failed} pending message(s) failed")
@@ -152,7 +186,7 @@ def cmd_join(args: argparse.Namespace) -> int:
     paths = user_paths().ensure()
     host = args.host or host_name(load_config(paths).host.name)
     code = args.code if args.code != "-" else _code_from_stdin()
-    link = join(paths.state_dir, args.url, code, host)
+    link = join(paths.state_dir, args.url, code, host, also=args.also)
     out.print(escape(f"joined {link.url} as host {link.host}"))
     return 0
 
