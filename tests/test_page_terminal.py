@@ -62,6 +62,52 @@ def test_a_repaint_sends_the_changed_rows_only() -> None:
     assert f"{ESC}[1;1H" in wider and f"{ESC}[2;1H" in wider
 
 
+def _drawn(*frames: Frame) -> list[str]:
+    """The rows a terminal shows after the repaints from one frame to the next."""
+    import pyte
+
+    screen = pyte.Screen(frames[0].cols, frames[0].rows)
+    stream = pyte.Stream(screen)
+    prev: Frame | None = None
+    for f in frames:
+        stream.feed(repaint(prev, f))
+        prev = f
+    return [row.rstrip() for row in screen.display]
+
+
+def test_a_screen_that_scrolled_is_scrolled_and_only_its_new_rows_are_sent() -> None:
+    """A streaming reply scrolls the screen a line (or a few) at a time, above
+    a prompt box that stays put: the repaint scrolls that region and sends the
+    new rows, and whatever the frames, the terminal ends showing the last."""
+    import random
+
+    box = ("-" * 12, "> draft", "-" * 12)
+    lines = [f"line {i} of the reply" for i in range(40)]
+
+    def screen(top: int) -> Frame:
+        return frame(*lines[top:top + 9], *box, cursor=(10, 7))
+
+    before, after = screen(0), screen(3)
+    out = repaint(before, after)
+    assert "\n\n\n" in out and f"{ESC}[1;9r" in out  # the region above the box, up 3
+    assert "line 3 of" not in out and all(f"line {i} of" in out for i in (9, 10, 11))
+    assert len(out) < len(repaint(None, after)) / 2
+    assert _drawn(before, after) == list(after.lines)
+    full = frame(*lines[0:12]), frame(*lines[2:14])  # the whole screen scrolled: no region
+    assert f"{ESC}[12;1H\n\n" in repaint(*full) and "r" not in repaint(*full).split("H")[0]
+    assert _drawn(*full) == list(full[1].lines)
+    rng = random.Random(42)
+    for _ in range(300):  # any change at all: drawn as the new frame says
+        words = ["", "a", "b", "ccc", "line 1 of the reply", "-" * 12]
+        old = frame(*[rng.choice(words) for _ in range(8)])
+        k = rng.randrange(0, 4)
+        rows = [*old.lines[k:], *[rng.choice(words) for _ in range(k)]]
+        for _ in range(rng.randrange(0, 3)):
+            rows[rng.randrange(8)] = rng.choice(words)
+        new = frame(*rows, cursor=(rng.randrange(8), rng.randrange(20)))
+        assert _drawn(old, new) == list(new.lines), (old, new)
+
+
 # --- a real pane -------------------------------------------------------------------------
 
 
