@@ -122,8 +122,10 @@ def _scroll(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[int, int, int]:
 def repaint(prev: Frame | None, new: Frame) -> str:
     """What brings a terminal showing ``prev`` (None: anything) to ``new``:
     a full repaint after a resize or at first, else a scroll when the screen
-    scrolled (:func:`_scroll`: line feeds at the bottom of the region that
-    moved, which any terminal scrolls by) and the rows that still differ;
+    scrolled (:func:`_scroll`: ``CSI k S`` in the region that moved; not
+    line feeds at its bottom, which xterm.js takes as output scrolling by and
+    syncs its viewport for, each one: the page drew later than with whole
+    rows) and the rows that still differ;
     "" when nothing changed."""
     full = prev is None or (prev.cols, prev.rows) != (new.cols, new.rows) \
         or len(prev.lines) != len(new.lines)
@@ -134,7 +136,7 @@ def repaint(prev: Frame | None, new: Frame) -> str:
         if k:
             region = bottom < new.rows
             parts.append("\x1b[0m" + (f"\x1b[1;{bottom}r" if region else "")
-                         + f"\x1b[{bottom};1H" + "\n" * k + ("\x1b[r" if region else ""))
+                         + f"\x1b[{k}S" + ("\x1b[r" if region else ""))
             shown = (*shown[k:bottom], *[""] * k, *shown[bottom:])
     for i, line in enumerate(new.lines):
         if full or i >= len(shown) or shown[i] != line:
