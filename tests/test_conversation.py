@@ -177,3 +177,44 @@ def test_the_retention_is_the_user_s_to_set(tmp_path: Path) -> None:
     (tmp_path / "p" / ".agentwrap.toml").write_text("[sessions]\nkeep_ended_s = 1\n")
     with pytest.raises(ConfigError):
         load_config(paths, cwd=tmp_path / "p")  # a project must not forget others' sessions
+
+
+def test_a_question_and_the_answer_given_through_agentwrap_sit_in_place(tmp_path: Path) -> None:
+    """Issue 42: the answers table's applied answers are merged by the time
+    they were typed (a stale or failed one typed nothing: not shown); one the
+    agent's own record shows already (Claude's AskUserQuestion result) is
+    shown once; the question still asked is the last entry, with its options."""
+    from agentwrap.agents.conversation import Entry, EntryKind
+    from agentwrap.answers.actions import AnswerStatus, OptionAnswer
+    from agentwrap.answers.store import AnswerStore
+    from agentwrap.detect.question import Item, Option, Question
+    from agentwrap.service.conversation import question_entry, with_answers
+
+    now = [1000.0]
+    store = AnswerStore(tmp_path / "store.db", clock=lambda: now[0])
+    try:
+        yes = store.request("s", "q1", OptionAnswer(1, 1, "Yes, allow once"), source="http")
+        store.conclude(yes.id, AnswerStatus.APPLIED, "typed 1")
+        now[0] = 1010.0
+        stale = store.request("s", "q2", OptionAnswer(2, 2, "No"), source="cli")
+        store.conclude(stale.id, AnswerStatus.STALE, "asks something else")
+        now[0] = 1020.0
+        theirs = store.request("s", "q3", OptionAnswer(1, 1, "Postgres"), source="http")
+        store.conclude(theirs.id, AnswerStatus.APPLIED, "typed 1")
+        answers = store.recent("s")
+    finally:
+        store.close()
+    said = [Entry(EntryKind.TOOL, 999.0, "rm -rf build", "transcript", tool="Bash"),
+            Entry(EntryKind.REPLY, 1005.0, "removed", "transcript"),
+            Entry(EntryKind.ANSWER, 1021.0, '{"Which db?": "Postgres"}', "transcript")]
+    got = with_answers(said, answers)
+    assert [(e.kind.value, e.text) for e in got] == [
+        ("tool", "rm -rf build"), ("answer", "Yes, allow once"), ("reply", "removed"),
+        ("answer", '{"Which db?": "Postgres"}')]
+    assert got[1].target == "q1" and got[1].channel == "http" and got[1].status == "applied"
+    q = Question("q4", "permission", "Run this command?",
+                 (Item("Run this command?", options=(Option(number=1, label="Yes"),
+                                                     Option(number=2, label="No"))),))
+    asked = question_entry(q.to_json(), 1030.0)
+    assert (asked.kind, asked.text, asked.target) == \
+        (EntryKind.QUESTION, "Run this command?\n- Yes\n- No", "q4")

@@ -739,3 +739,33 @@ def test_both_clients_get_byte_identical_replies_for_every_hook_event(
             compared += 1
     many.close()
     assert compared == sum(len(todo) for *_, todo in passes)
+
+
+def test_a_page_holding_the_keyboard_does_not_hold_up_a_mid_turn_hand_over(
+        aw: AwEnv, svc: Service, client: Path) -> None:
+    """Issue 42: while a person has taken over the page's keyboard
+    (:meth:`~agentwrap.terminal.tmux.TmuxTerminal.held`), the typing path and
+    Codex's turn/start wait; Claude's hooks channel does not. It only ever
+    answers a hook inside a turn that is already running (PostToolBatch:
+    additional context, never typed, never a turn of its own; Stop and
+    UserPromptSubmit are signals that hand nothing over), so it can neither
+    type over the person's keys nor start a turn under them: the same as
+    Codex's steer into its running turn, and as for a person typing in tmux."""
+    from agentwrap.terminal.live import takeover_marker
+    from agentwrap.terminal.tmux import TmuxTerminal
+
+    sock = aw.paths.tmux_socket_for("fake")
+    sock.parent.mkdir(parents=True, exist_ok=True)
+    marker = takeover_marker(sock.parent, "fake")
+    marker.write_text("600")  # a page holds it, idle limit 10 minutes
+    term = TmuxTerminal.__new__(TmuxTerminal)
+    term.runtime_dir, term.session = sock.parent, "fake"
+    assert term.held()  # the supervisor's terminal says the page holds it
+    mid = send(svc, "CI failed on main")
+    with server(aw):
+        got = run_client(aw, client, "PostToolBatch", BATCH)
+        stop = run_client(aw, client, "Stop", STOP)
+    assert "[webhook:ci] CI failed on main" in context_of(got.stdout.decode(), "PostToolBatch")
+    assert evidence(svc, mid) == "handed to the agent's hook by the supervisor"
+    assert stop.stdout == b""  # a turn's end hands nothing over: no turn started under them
+    assert term.held()

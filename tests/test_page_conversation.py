@@ -125,3 +125,23 @@ def test_the_retention_forgets_an_ended_session_by_itself(aw: AwEnv) -> None:
     audit = [json.loads(x) for x in aw.paths.audit_log.read_text().splitlines() if x.strip()]
     assert [e for e in audit if e.get("event") == "dismissed" and e.get("by") == "retention"]
     assert not (aw.paths.runtime_dir / "sa.screen").exists()
+
+
+def test_a_list_that_never_reached_the_server_is_fetched_again_by_itself(
+    aw: AwEnv, server: Served, page: Browser
+) -> None:
+    """The browser drops a request (a network change: ERR_NETWORK_CHANGED,
+    which ended the 10-window benchmark at its 5th window; here a blocked
+    URL): the page tries the session list again by itself, without waiting
+    for an event that may never come."""
+    aw.start_standin()
+    aw.wait_state("sa", "ready")
+    d = page.driver
+    d.execute_cdp_cmd("Network.enable", {})
+    d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": ["*/api/sessions?all=true*"]})
+    login(page, aw, server)
+    page.wait(lambda: "Server unreachable" in page.text("body"), "the failed list said so")
+    assert not page.one('#session-list li[data-session="sa"]')
+    d.execute_cdp_cmd("Network.setBlockedURLs", {"urls": []})
+    page.wait(lambda: page.one('#session-list li[data-session="sa"]'), "the list, fetched again",
+              timeout=30)

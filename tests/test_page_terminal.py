@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from conftest import AwEnv
@@ -61,6 +61,63 @@ def test_a_repaint_sends_the_changed_rows_only() -> None:
     assert moved.endswith(f"{ESC}[2;1H{ESC}[?25h")
     wider = repaint(frame("a", "b"), frame("a", "b", cols=30))  # a resize repaints all
     assert f"{ESC}[1;1H" in wider and f"{ESC}[2;1H" in wider
+
+
+def _drawn(*frames: Frame) -> list[str]:
+    """The rows a terminal shows after the repaints from one frame to the next."""
+    import pyte
+
+    class Screen(pyte.Screen):  # type: ignore[misc]
+        def scroll_up(self, count: int = 1, *_: object) -> None:  # SU: pyte has none
+            y, bottom = self.cursor.y, (self.margins or (0, self.lines - 1))[1]
+            self.cursor.y = bottom
+            for _ in range(count or 1):
+                self.index()
+            self.cursor.y = y
+
+    class Stream(pyte.Stream):  # type: ignore[misc]
+        csi: ClassVar[dict[str, str]] = {**pyte.Stream.csi, "S": "scroll_up"}
+
+    screen = Screen(frames[0].cols, frames[0].rows)
+    stream = Stream(screen)
+    prev: Frame | None = None
+    for f in frames:
+        stream.feed(repaint(prev, f))
+        prev = f
+    return [row.rstrip() for row in screen.display]
+
+
+def test_a_screen_that_scrolled_is_scrolled_and_only_its_new_rows_are_sent() -> None:
+    """A streaming reply scrolls the screen a line (or a few) at a time, above
+    a prompt box that stays put: the repaint scrolls that region and sends the
+    new rows, and whatever the frames, the terminal ends showing the last."""
+    import random
+
+    box = ("-" * 12, "> draft", "-" * 12)
+    lines = [f"line {i} of the reply" for i in range(40)]
+
+    def screen(top: int) -> Frame:
+        return frame(*lines[top:top + 9], *box, cursor=(10, 7))
+
+    before, after = screen(0), screen(3)
+    out = repaint(before, after)
+    assert f"{ESC}[1;9r{ESC}[3S{ESC}[r" in out  # the region above the box, up 3
+    assert "line 3 of" not in out and all(f"line {i} of" in out for i in (9, 10, 11))
+    assert len(out) < len(repaint(None, after)) / 2
+    assert _drawn(before, after) == list(after.lines)
+    full = frame(*lines[0:12]), frame(*lines[2:14])  # the whole screen scrolled: no region
+    assert repaint(*full).startswith(f"{ESC}[?25l{ESC}[0m{ESC}[2S{ESC}[")  # no region
+    assert _drawn(*full) == list(full[1].lines)
+    rng = random.Random(42)
+    for _ in range(300):  # any change at all: drawn as the new frame says
+        words = ["", "a", "b", "ccc", "line 1 of the reply", "-" * 12]
+        old = frame(*[rng.choice(words) for _ in range(8)])
+        k = rng.randrange(0, 4)
+        rows = [*old.lines[k:], *[rng.choice(words) for _ in range(k)]]
+        for _ in range(rng.randrange(0, 3)):
+            rows[rng.randrange(8)] = rng.choice(words)
+        new = frame(*rows, cursor=(rng.randrange(8), rng.randrange(20)))
+        assert _drawn(old, new) == list(new.lines), (old, new)
 
 
 # --- a real pane -------------------------------------------------------------------------

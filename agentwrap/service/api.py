@@ -473,8 +473,9 @@ class Service:
         if self._conversations_job is None:
             from .conversation import Conversations
 
-            self._conversations_job = Conversations(self.paths, self.store, self.registry,
-                                                    self._profiles)
+            self._conversations_job = Conversations(
+                self.paths, self.store, self.registry, self._profiles,
+                answers=lambda session: self._answering.store.recent(session, limit=200))
         return self._conversations_job.read(self.session_name(name), limit=limit)
 
     def check_store(self) -> None:

@@ -14,6 +14,13 @@ agent offers, asked in order until one has something:
    handoff notes keep: :mod:`agentwrap.continuity.hooks`);
 3. the last screen its supervisor saved, as one reply (the last resort).
 
+The questions the agent asked on screen (a dialog, a permission) and the
+answers given through agentwrap (``agentwrap answer``, the page, a rule, a
+phone) are the answers table's: each applied answer is an ``answer`` entry
+at the time it was typed, with the option it chose; one the agent's own
+record shows already (Claude's AskUserQuestion result in its transcript) is
+not shown twice. A question still waiting for its answer is the last entry.
+
 A delivered message is shown where it landed: a prompt of the transcript
 that holds its text (or its batch's token) *is* that message, so the prompt
 entry gives way to the message's entry at the prompt's place and time; a
@@ -25,9 +32,9 @@ entries are text for the surfaces to escape.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..agents.all_agents import get as agent_of
 from ..agents.conversation import Entry, EntryKind, Query, cut
@@ -42,6 +49,11 @@ from .profiles import ProfileCache
 REACHED = frozenset({Status.DELIVERED, Status.ACKNOWLEDGED, Status.ESCALATED})
 #: Characters of a message's text looked for in a transcript's prompt.
 MATCH_CHARS = 120
+#: Seconds after an answer was typed within which the agent's own record of it counts as it.
+SAME_ANSWER_S = 10.0
+
+if TYPE_CHECKING:
+    from ..answers.store import Answer
 
 
 @dataclass(frozen=True)
@@ -63,11 +75,13 @@ class Conversations:
     """Reads conversations from the store, the agent's own source and the screen."""
 
     def __init__(self, paths: Paths, store: MessageStore, registry: Registry,
-                 profiles: ProfileCache) -> None:
+                 profiles: ProfileCache,
+                 answers: Callable[[str], Sequence[Answer]] | None = None) -> None:
         self.paths = paths
         self.store = store
         self.registry = registry
         self.profiles = profiles
+        self.answers = answers  # a session's answers, newest first (the answers table)
 
     def read(self, name: str, *, limit: int = 500) -> Conversation:
         """Session ``name``'s conversation: at most ``limit`` messages of the
@@ -78,6 +92,11 @@ class Conversations:
                     if m.status in REACHED]
         entries = merge(said, [message_entry(m, self._delivered_at(m)) for m in messages],
                         messages)
+        if self.answers is not None:
+            entries = with_answers(entries, self.answers(self.registry.address(rec)))
+        question = rec.question if isinstance(rec.question, dict) else None
+        if question and str(rec.state) in ("dialog", "waiting_input"):
+            entries.append(question_entry(question, rec.state_since))
         return Conversation(rec.name, source, tuple(entries[-limit:]))
 
     def _delivered_at(self, m: Message) -> float:
@@ -152,6 +171,44 @@ def message_entry(m: Message, at: float) -> Entry:
                  status=m.status.value, acked=acked, target=m.label)
 
 
+def answer_entry(a: Answer) -> Entry:
+    """An answer given through agentwrap, as the option (or keys) it gave."""
+    given = a.answer.to_json()
+    words = given.get("label") or given.get("labels") or given.get("text") or given.get("keys") \
+        or given.get("how", "")
+    text = ", ".join(str(x) for x in words) if isinstance(words, list) else str(words)
+    return Entry(EntryKind.ANSWER, a.finished or a.created, cut(text), "answers",
+                 target=a.question_id, status=a.status.value, channel=a.source)
+
+
+def question_entry(q: dict[str, Any], at: float) -> Entry:
+    """The question the agent asks now (the registry's
+    :meth:`~agentwrap.detect.question.Question.to_json`), with its options."""
+    lines = [str(q.get("title") or "")]
+    for item in q.get("questions") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("question") and item.get("question") != q.get("title"):
+            lines.append(str(item["question"]))
+        lines += [f"- {o.get('label')}" for o in item.get("options") or []
+                  if isinstance(o, dict) and o.get("label")]
+    text = "\n".join(x for x in lines if x)
+    return Entry(EntryKind.QUESTION, at, cut(text.strip() or "a question"), "screen",
+                 target=str(q.get("id") or ""))
+
+
+def with_answers(entries: list[Entry], answers: Sequence[Answer]) -> list[Entry]:
+    """``entries`` with each applied answer in place by time, unless the agent's
+    own record has an answer within :data:`SAME_ANSWER_S` after it (the same one)."""
+    from ..answers.actions import AnswerStatus
+
+    theirs = [e.at for e in entries if e.kind is EntryKind.ANSWER]
+    ours = [answer_entry(a) for a in answers if a.status is AnswerStatus.APPLIED]
+    ours = [e for e in ours if not any(0 <= t - e.at <= SAME_ANSWER_S or 0 <= e.at - t <= 1.0
+                                       for t in theirs)]
+    return sorted([*entries, *ours], key=lambda e: e.at)
+
+
 def _lands_in(m: Message, prompt: str) -> bool:
     head = m.content.strip()[:MATCH_CHARS]
     return (bool(head) and head in prompt) or (bool(m.batch_id) and str(m.batch_id) in prompt)
@@ -179,4 +236,5 @@ def merge(said: Sequence[Entry], delivered: Sequence[Entry],
     return sorted(out, key=lambda e: e.at)
 
 
-__all__ = ["MATCH_CHARS", "REACHED", "Conversation", "Conversations", "merge", "message_entry"]
+__all__ = ["MATCH_CHARS", "REACHED", "SAME_ANSWER_S", "Conversation", "Conversations",
+           "answer_entry", "merge", "message_entry", "question_entry", "with_answers"]

@@ -74,14 +74,72 @@ class Frame:
     lines: tuple[str, ...]
 
 
+#: New rows of a streaming screen looked for in the old one, to find how far it scrolled.
+_SCROLL_PROBES = 3
+#: Most distances tried (a screen of like rows offers many): the nearest first.
+_SCROLL_TRIES = 16
+
+
+def _row_cost(line: str) -> int:
+    return len(line) + 12  # the row and the sequences around it
+
+
+def _scroll(old: tuple[str, ...], new: tuple[str, ...]) -> tuple[int, int, int]:
+    """``(k, bottom, cost)``: scrolling rows ``[0, bottom)`` up by ``k`` lines
+    leaves the fewest characters of rows to send (``cost``); ``k`` 0: no
+    scroll does better. An agent streaming a reply scrolls its screen a line
+    at a time (Claude, Codex: above a prompt box that stays put, hence the
+    region), and every row of it changed: sent whole, that was each frame's
+    every row (about 140 KB/s to the page for one stream, each parsed and
+    drawn again by the browser); scrolled, it is the new rows only."""
+    rows = len(new)
+    same = [old[i] == new[i] for i in range(rows)]
+    # tail[i]: the cost of the rows i.. sent as they are (no scroll below i)
+    tail = [0] * (rows + 1)
+    for i in range(rows - 1, -1, -1):
+        tail[i] = tail[i + 1] + (0 if same[i] else _row_cost(new[i]))
+    best = (0, rows, tail[0])
+    # filled[i]: the cost of rows ..i that are not blank (a scroll leaves blank rows)
+    filled = [0] * (rows + 1)
+    for i in range(rows):
+        filled[i + 1] = filled[i] + (_row_cost(new[i]) if new[i] else 0)
+    ks: set[int] = set()
+    probes = [i for i in range(rows) if new[i]][:_SCROLL_PROBES]
+    for i in probes:
+        ks.update(j - i for j in range(i + 1, rows) if old[j] == new[i])
+    for k in sorted(ks)[:_SCROLL_TRIES]:
+        # the region [0, b) scrolled by k: row i < b - k shows old[i + k], b - k <= i < b blank
+        head = 0  # the cost of rows [0, b - k) for the b tried
+        for b in range(k + 1, rows + 1):
+            i = b - k - 1  # the row that joined the shifted part
+            head += 0 if new[i] == old[i + k] else _row_cost(new[i])
+            cost = head + filled[b] - filled[b - k] + tail[b] + 8 + k
+            if cost < best[2]:
+                best = (k, b, cost)
+    return best
+
+
 def repaint(prev: Frame | None, new: Frame) -> str:
     """What brings a terminal showing ``prev`` (None: anything) to ``new``:
-    a full repaint after a resize or at first, else the changed rows only;
+    a full repaint after a resize or at first, else a scroll when the screen
+    scrolled (:func:`_scroll`: ``CSI k S`` in the region that moved; not
+    line feeds at its bottom, which xterm.js takes as output scrolling by and
+    syncs its viewport for, each one: the page drew later than with whole
+    rows) and the rows that still differ;
     "" when nothing changed."""
-    full = prev is None or (prev.cols, prev.rows) != (new.cols, new.rows)
+    full = prev is None or (prev.cols, prev.rows) != (new.cols, new.rows) \
+        or len(prev.lines) != len(new.lines)
     parts: list[str] = []
+    shown: tuple[str, ...] = () if full or prev is None else prev.lines
+    if shown and shown != new.lines:
+        k, bottom, _ = _scroll(shown, new.lines)
+        if k:
+            region = bottom < new.rows
+            parts.append("\x1b[0m" + (f"\x1b[1;{bottom}r" if region else "")
+                         + f"\x1b[{k}S" + ("\x1b[r" if region else ""))
+            shown = (*shown[k:bottom], *[""] * k, *shown[bottom:])
     for i, line in enumerate(new.lines):
-        if full or prev is None or i >= len(prev.lines) or prev.lines[i] != line:
+        if full or i >= len(shown) or shown[i] != line:
             parts.append(f"\x1b[{i + 1};1H\x1b[0m{line}\x1b[0m\x1b[K")
     moved = full or prev is None or parts or (prev.cursor, prev.cursor_visible, prev.app_cursor) \
         != (new.cursor, new.cursor_visible, new.app_cursor)

@@ -356,10 +356,18 @@
   const openLogs = new Set(); // ids of messages whose attempts the person unfolded
 
   /* Coalesces re-fetches: a burst of events makes one request per thing it
-   * touched, and one more if events arrive while that request runs. */
+   * touched, and one more if events arrive while that request runs. A fetch
+   * that never reached the server (status 0: the server restarting, or the
+   * browser dropping requests on a network change, ERR_NETWORK_CHANGED) is
+   * tried again by itself, after 0.5 s doubling to 8 s: no event may come to
+   * ask again, and the page would stay empty (the 10-window benchmark's 5th
+   * window did). */
+  const RETRY_MIN_MS = 500;
+  const RETRY_MAX_MS = 8000;
   const refresh = (() => {
     const dirty = new Set();
     const running = new Set();
+    const backoff = new Map(); // key -> the next retry's delay
     let scheduled = false;
 
     function mark(key) {
@@ -376,7 +384,13 @@
         if (running.has(key)) continue;
         dirty.delete(key);
         running.add(key);
-        run(key).catch(reportLoadError).finally(() => {
+        run(key).then(() => { backoff.delete(key); }, (e) => {
+          reportLoadError(e);
+          if (!(e instanceof ApiError && e.status === 0)) return;
+          const wait = backoff.get(key) || RETRY_MIN_MS;
+          backoff.set(key, Math.min(wait * 2, RETRY_MAX_MS));
+          setTimeout(() => mark(key), wait);
+        }).finally(() => {
           running.delete(key);
           if (dirty.has(key)) mark(key);
         });
