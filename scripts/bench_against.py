@@ -206,13 +206,13 @@ def interleaved(ref: str, rounds: int, argv: Argv, read: Read, *, groups: Sequen
                                           capture_output=True, text=True, check=False)
                     try:
                         res = read(proc, out)
+                        unread = ""
                     except (OSError, ValueError) as exc:
-                        res = {"errors": [f"exit {proc.returncode}: {exc}:"
-                                          f" {proc.stderr.strip()[-2000:]}"]}
-                    if proc.returncode != 0:
+                        res, unread = {}, f"{exc}: "
+                    if proc.returncode != 0 or unread:
                         runs.failed += 1
-                        res.setdefault("errors", []).append(
-                            f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+                        res.setdefault("errors", []).append(  # the child's stderr once
+                            f"exit {proc.returncode}: {unread}{proc.stderr.strip()[-2000:]}")
                     res["load"] = runs.loads[-1]
                     runs.results[side][group].append(res)
                     if progress is not None:
