@@ -325,7 +325,7 @@ class Child:
 def _name(item: Any, i: int) -> str:
     """A list item's label: its name, agent, case or mode when it has one."""
     if isinstance(item, dict):
-        for key in ("name", "agent", "case", "mode", "backend", "what", "label", "kind"):
+        for key in ("name", "agent", "case", "mode", "backend", "stream", "what", "label", "kind"):
             if isinstance(item.get(key), str):
                 return item[key]
     return str(i)
