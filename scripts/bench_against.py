@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import ROOT, fmt, import_path
+from benchlib import ROOT, TREE_ENV, fmt, import_path
 
 #: Where built trees are kept (default ``~/.cache/agentwrap/bench-against``).
 CACHE_ENV = "AGENTWRAP_BENCH_CACHE"
@@ -60,6 +60,7 @@ class Tree:
         (what a benchmark's child passes on to the processes it starts)."""
         out = dict(os.environ if env is None else env)
         out["PYTHONPATH"] = str(self.root) + os.pathsep + out.get("PYTHONPATH", "")
+        out[TREE_ENV] = str(self.root)  # benchlib.UNDER_TEST: the tree a script measures
         return out
 
 
@@ -205,13 +206,13 @@ def interleaved(ref: str, rounds: int, argv: Argv, read: Read, *, groups: Sequen
                                           capture_output=True, text=True, check=False)
                     try:
                         res = read(proc, out)
+                        unread = ""
                     except (OSError, ValueError) as exc:
-                        res = {"errors": [f"exit {proc.returncode}: {exc}:"
-                                          f" {proc.stderr.strip()[-2000:]}"]}
-                    if proc.returncode != 0:
+                        res, unread = {}, f"{exc}: "
+                    if proc.returncode != 0 or unread:
                         runs.failed += 1
-                        res.setdefault("errors", []).append(
-                            f"exit {proc.returncode}: {proc.stderr.strip()[-2000:]}")
+                        res.setdefault("errors", []).append(  # the child's stderr once
+                            f"exit {proc.returncode}: {unread}{proc.stderr.strip()[-2000:]}")
                     res["load"] = runs.loads[-1]
                     runs.results[side][group].append(res)
                     if progress is not None:
@@ -251,3 +252,160 @@ def print_ratios(title: str, this: str, ref: str, rows: list[tuple[str, list[flo
         out.append({"figure": label, "this": a, "ref": b, "ratio": ratio(a, b), "paired": paired,
                     "this_runs": xs, "ref_runs": ys})
     return out
+
+
+# ---------------------------------------------------------------------------
+# The one ``--against`` of every benchmark: :func:`add_arguments` and :func:`main`.
+# A benchmark adds the two options and, given ``--against``, hands its own
+# command line to :func:`main`, which runs that command (without the two
+# options, with the benchmark's ``--json``) once per tree per round, turn
+# about, and prints one ratio row per number the benchmark reported.
+
+#: The option that names the commit, and the one that says how many runs per tree.
+AGAINST, ROUNDS = "--against", "--against-rounds"
+#: Keys whose numbers are settings or bookkeeping, not measurements (no ratio row).
+NOT_FIGURES = frozenset({"pid", "pids", "load", "loads", "rounds", "runs", "round", "seed",
+                         "returncode", "exit", "cpus", "rev", "version"})
+
+
+def add_arguments(parser: Any, rounds_flag: str = ROUNDS, rounds: int = 3) -> None:
+    """``--against COMMIT`` and its runs per tree (``--against-rounds``, or the
+    benchmark's own flag when it has one of that name already)."""
+    parser.add_argument(AGAINST, metavar="COMMIT", default="",
+                        help="also run this benchmark on COMMIT's tree, turn about with this one,"
+                             " and print the ratios (scripts/bench_against.py)")
+    parser.add_argument(rounds_flag, type=int, default=rounds, dest="against_rounds",
+                        help=f"with {AGAINST}: runs per tree (default {rounds})")
+
+
+def strip_options(argv: Sequence[str], valued: Sequence[str]) -> list[str]:
+    """``argv`` without each option in ``valued`` and its value (``--x V`` or ``--x=V``)."""
+    out: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in valued:
+            skip = True
+        elif not any(a.startswith(v + "=") for v in valued):
+            out.append(a)
+    return out
+
+
+@dataclass(frozen=True)
+class Child:
+    """How a benchmark is run as one tree's child: its script, its arguments
+    (``--against`` gone) and how it hands its figures over: ``--json FILE``
+    (``json_file``) or ``--json`` on stdout."""
+
+    script: Path
+    args: tuple[str, ...]
+    json_file: bool
+
+    @classmethod
+    def of(cls, script: str | Path, argv: Sequence[str], json_file: bool,
+           rounds_flag: str = ROUNDS) -> Child:
+        drop = [AGAINST, rounds_flag] + (["--json"] if json_file else [])
+        rest = strip_options(argv, drop)
+        if not json_file:
+            rest = [a for a in rest if a != "--json"]
+        return cls(Path(script).resolve(), tuple(rest), json_file)
+
+    def argv(self, tree: Tree, _group: str, out: Path) -> list[str]:
+        return [tree.python, str(self.script), *self.args,
+                *(["--json", str(out)] if self.json_file else ["--json"])]
+
+    def read(self, proc: subprocess.CompletedProcess[str], out: Path) -> dict[str, Any]:
+        import json
+
+        got = json.loads(out.read_text(encoding="utf-8") if self.json_file else proc.stdout)
+        return got if isinstance(got, dict) else {"results": got}
+
+
+def _name(item: Any, i: int) -> str:
+    """A list item's label: its name, agent, case or mode when it has one."""
+    if isinstance(item, dict):
+        for key in ("name", "agent", "case", "mode", "backend", "stream", "what", "label", "kind"):
+            if isinstance(item.get(key), str):
+                return item[key]
+    return str(i)
+
+
+def figures(result: Any, prefix: str = "") -> dict[str, float]:
+    """Every number a benchmark reported, by its path (``messages.p50_ms``,
+    ``results.claude.ready_ms``): lists of numbers (raw samples) and
+    bookkeeping keys (:data:`NOT_FIGURES`) left out."""
+    out: dict[str, float] = {}
+    if isinstance(result, dict):
+        for k, v in result.items():
+            if str(k) in NOT_FIGURES or str(k) == "errors":
+                continue
+            out.update(figures(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(result, list) and any(isinstance(x, (dict, list)) for x in result):
+        for i, v in enumerate(result):
+            out.update(figures(v, f"{prefix}.{_name(v, i)}" if prefix else _name(v, i)))
+    elif isinstance(result, (int, float)) and not isinstance(result, bool):
+        out[prefix] = float(result)
+    return out
+
+
+def ratio_rows(this_runs: Sequence[dict[str, Any]], ref_runs: Sequence[dict[str, Any]],
+               ) -> list[tuple[str, list[float], list[float]]]:
+    """One row per figure either tree reported, in the order first seen; a
+    figure equal in every run of both trees (a setting echoed back) has none."""
+    mine = [figures(r) for r in this_runs]
+    theirs = [figures(r) for r in ref_runs]
+    names: dict[str, None] = {}
+    for f in mine + theirs:
+        names.update(dict.fromkeys(f))
+    rows = []
+    for n in names:
+        xs = [f.get(n, float("nan")) for f in mine]
+        ys = [f.get(n, float("nan")) for f in theirs]
+        if len({x for x in xs + ys if x == x}) > 1:
+            rows.append((n, xs, ys))
+    return rows
+
+
+def main(script: str | Path, args: Any, argv: Sequence[str] | None = None, *,
+         json_file: bool, rounds_flag: str = ROUNDS, title: str = "") -> int:
+    """``--against``: the benchmark (``script`` with ``argv``, default this
+    process's) on this tree and on ``args.against``'s, ``args.against_rounds``
+    runs each, turn about; the ratio table on stdout (on stderr when the
+    benchmark's ``--json`` is stdout), and with ``--json`` every run and row."""
+    import contextlib
+    import json
+
+    child = Child.of(script, sys.argv[1:] if argv is None else argv, json_file, rounds_flag)
+    want_json = getattr(args, "json", None)
+    sink = sys.stderr if (want_json and not json_file) else sys.stdout
+
+    def progress(r: int, _g: str, tree: Tree, res: dict[str, Any]) -> None:
+        errs = res.get("errors") or []
+        print(f"round {r + 1} {tree.label:22} load {res['load']:4.1f}:"
+              f" {len(figures(res))} figures" + (f", {len(errs)} errors" if errs else ""),
+              file=sink, flush=True)
+        for e in errs[:5]:
+            print(f"    ! {str(e)[:600]}", file=sink)
+
+    with contextlib.redirect_stdout(sink):
+        runs = interleaved(args.against, args.against_rounds, child.argv, child.read,
+                           progress=progress)
+        this, ref = runs.trees["this"], runs.trees["ref"]
+        rows = ratio_rows(runs.results["this"][""], runs.results["ref"][""])
+        name = title or Path(script).stem
+        table = print_ratios(f"{name} {' '.join(child.args)}: {args.against_rounds} runs per tree"
+                             f" (turn about), {runs.load_range()}, {os.cpu_count()} cpus",
+                             this.label, ref.label, rows, ".2f")
+    summary = {"against": args.against, "this": this.label, "ref": ref.label,
+               "args": list(child.args), "loads": runs.loads, "figures": table,
+               "runs": runs.results, "failed": runs.failed}
+    if want_json:
+        from benchlib import json_safe
+
+        text = json.dumps(json_safe(summary), indent=1, default=str)
+        if json_file:
+            Path(want_json).write_text(text + "\n", encoding="utf-8")
+        else:
+            print(text)
+    return 1 if runs.failed else 0

@@ -76,10 +76,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench_against import add_arguments as add_against
+from bench_against import main as against
 from bench_answer import ASK_ARGS, DIALOG, Poller, agents_mod, server_mod
-from benchlib import fmt, json_safe, pct, teardown_agentwrap, wait_until
+from benchlib import UNDER_TEST, fmt, json_safe, pct, teardown_agentwrap, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
 # (pi: no hooks and no dialog, nothing to compare)
 AGENTS = tuple(a for a in (*agents_mod.AGENT_NAMES, *agents_mod.MORE_AGENTS) if a in DIALOG)
 MODES = ("hooks", "no-channels")
@@ -523,7 +525,10 @@ def main() -> int:
     ap.add_argument("--trace", action="store_true",
                     help="print each plain turn's and dialog's screen changes and state"
                          " transitions, and each tool step's and dialog's request times (stderr)")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=False)
     work = Path(tempfile.mkdtemp(prefix="awah-", dir="/tmp"))
     ccm_dir, ccm_note = ccmanager_dir(args.ccmanager)
     print(ccm_note, file=sys.stderr)

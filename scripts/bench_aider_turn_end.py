@@ -39,7 +39,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import UNDER_TEST
+
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
 sys.path.insert(0, str(ROOT))
 
 from agentwrap.paths import Paths  # noqa: E402
@@ -187,7 +191,10 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--other", type=Path, help="a checkout of the code to compare")
     ap.add_argument("--json", action="store_true")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        sys.exit(against(__file__, args, json_file=False))
     native = ROOT / "agentwrap" / "terminal" / "_native"
     trees = [("this", ROOT)]
     if args.other:

@@ -56,9 +56,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from benchlib import Poller, fmt, json_safe, stats_ms, teardown_agentwrap, wait_until
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import UNDER_TEST, Poller, fmt, json_safe, stats_ms, teardown_agentwrap, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
 
 
 def _import(name: str, path: Path) -> ModuleType:
@@ -272,7 +274,10 @@ def main() -> int:
     ap.add_argument("--poll", type=float, default=0.015, help="pane poll interval, s")
     ap.add_argument("--timeout", type=float, default=60, help="seconds to wait for any one step")
     ap.add_argument("--json", action="store_true")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=False)
     work = Path(tempfile.mkdtemp(prefix="awa-", dir="/tmp"))
     results = []
     try:

@@ -54,7 +54,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench_against import add_arguments as add_against
+from bench_against import main as against
 from benchlib import (
+    UNDER_TEST,
     Stamps,
     fmt,
     isolated_env,
@@ -65,7 +68,7 @@ from benchlib import (
     wait_until,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
 sys.path.insert(0, str(ROOT))
 
 COLS, ROWS = 100, 30
@@ -446,7 +449,10 @@ def main() -> int:
     ap.add_argument("--agentwrap-root", type=Path, default=ROOT,
                     help="source tree of the agentwrap under test (e.g. a patched copy)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=False)
 
     aw_root = args.agentwrap_root.resolve()
     sys.path.insert(0, str(aw_root))

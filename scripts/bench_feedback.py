@@ -35,8 +35,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchlib import fmt, stats_ms, write_json
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import UNDER_TEST, fmt, stats_ms, write_json
+
+sys.path.insert(0, str(UNDER_TEST))  # this checkout, or the tree --against runs this on
 
 CLK = os.sysconf("SC_CLK_TCK")
 
@@ -165,7 +168,7 @@ def _rss_kb(pid: int) -> int:
 def idle_cost(root: Path, mode: str, idle_s: float) -> dict[str, float]:
     proc = subprocess.Popen([sys.executable, "-c", WATCHER_CHILD, str(root), mode],
                             stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)})
+                            env={**os.environ, "PYTHONPATH": str(UNDER_TEST)})
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().split()
@@ -187,7 +190,10 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=50_000)
     ap.add_argument("--idle", type=float, default=30.0, help="idle seconds measured")
     ap.add_argument("--json", metavar="FILE", help="also write the figures here")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=True)
     work = Path(tempfile.mkdtemp(prefix="awfb-", dir="/tmp"))
     result: dict[str, Any] = {}
     try:

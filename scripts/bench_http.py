@@ -76,7 +76,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_against import add_arguments as add_against
+from bench_against import main as against
 from benchlib import (
+    UNDER_TEST,
     Interrupted,
     fmt,
     isolated_env,
@@ -87,7 +90,7 @@ from benchlib import (
     step,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
 STANDIN_PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "standin.toml"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -617,7 +620,10 @@ def main() -> int:
     ap.add_argument("--agentwrap-root", type=Path, default=ROOT,
                     help="source tree of the agentwrap under test (e.g. a patched copy)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=False)
     sys.path.insert(0, str(args.agentwrap_root.resolve()))
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, raise_interrupted)

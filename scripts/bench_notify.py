@@ -30,7 +30,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchlib import ROOT, isolated_env, stats_ms, teardown_agentwrap, wait_until, write_json
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import UNDER_TEST as ROOT
+from benchlib import isolated_env, stats_ms, teardown_agentwrap, wait_until, write_json
 
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT))
@@ -69,7 +72,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--json", default="", help="write the figures to this file")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=True)
     work = Path(tempfile.mkdtemp(prefix="awn-", dir="/tmp"))
     env = isolated_env(work, ROOT)
     server = NtfyStandIn()

@@ -35,10 +35,10 @@ and the load average before and after.
    summed over the windows, and serve's CPU over the same time.
 
 ``--busy`` keeps every core busy (one spinning process per core) while it
-measures; ``--against REV`` runs the same measurements first with the tree
-of git revision REV (exported to a temporary directory, this tree's native
-helpers copied in) and prints after/before ratios: before and after in one
-run, on one machine, at one load.
+measures; ``--against REV`` runs the same measurements on git revision REV's
+tree too, turn about with this one (scripts/bench_against.py: REV's tree with
+its own native helpers, built once and cached), and prints the ratios: before
+and after in one run, on one machine, at one load.
 
     .venv/bin/python scripts/bench_page_terminal.py                # ~2 min
     .venv/bin/python scripts/bench_page_terminal.py --busy --against 6b594c1 --json out.json
@@ -63,7 +63,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from benchlib import isolated_env, stats_ms, teardown_agentwrap, wait_until, write_json  # noqa: E402
+from bench_against import add_arguments as add_against  # noqa: E402
+from bench_against import main as against  # noqa: E402
+from benchlib import (  # noqa: E402
+    UNDER_TEST,
+    isolated_env,
+    stats_ms,
+    teardown_agentwrap,
+    wait_until,
+    write_json,
+)
 
 STREAMER = r'''
 import os, sys, termios, time, tty, select
@@ -130,19 +139,6 @@ def spin() -> None:  # a busy core
 
 def load_avg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
-
-
-def export_tree(rev: str, into: Path) -> Path:
-    """The tree of ``rev`` (git archive), with this tree's built native helpers."""
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    native = ROOT / "agentwrap" / "terminal" / "_native"
-    for helper in native.glob("agentwrap-*"):
-        if not helper.suffix:
-            shutil.copy2(helper, into / "agentwrap" / "terminal" / "_native" / helper.name)
-    return into
 
 
 def measure(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -323,36 +319,24 @@ def main() -> int:
     ap.add_argument("--pages", type=int, default=10, help="sessions open for page CPU (0: skip)")
     ap.add_argument("--cpu-s", type=float, default=20.0, help="how long page CPU is measured")
     ap.add_argument("--busy", action="store_true", help="keep every core busy while measuring")
-    ap.add_argument("--against", default="", help="also measure this git revision's tree, first")
     ap.add_argument("--json", default="")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=True)
 
     spinners = [multiprocessing.Process(target=spin, daemon=True)
                 for _ in range(os.cpu_count() or 1)] if args.busy else []
     for sp in spinners:
         sp.start()
     out: dict[str, Any] = {"busy": args.busy}
-    old = Path(tempfile.mkdtemp(prefix="awpt-tree-")) if args.against else None
     try:
-        if old is not None:
-            out["before"] = measure(export_tree(args.against, old / "t"), args)
-            out["before"]["rev"] = args.against
-        out["after"] = measure(ROOT, args)
+        out["after"] = measure(UNDER_TEST, args)
     finally:
         for sp in spinners:
             sp.kill()
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    if "before" in out:
-        report("before " + args.against, out["before"])
     report("after", out["after"])
     a = out["after"]
-    if "before" in out:
-        b = out["before"]
-        for key in ("change_to_rendered", "key_to_pty"):
-            print(f"after/before {key}: p50 x{a[key]['p50_ms'] / b[key]['p50_ms']:.2f}"
-                  f"  p99 x{a[key]['p99_ms'] / b[key]['p99_ms']:.2f}")
-        print(f"after/before serve CPU: x{a['serve_cpu_pct'] / max(b['serve_cpu_pct'], 0.1):.2f}")
     r, k = a["change_to_rendered"], a["key_to_pty"]
     print(("PASS" if r["p99_ms"] <= 100 else "FAIL") + " screen change -> rendered p99 <= 100 ms")
     print(("PASS" if k["p99_ms"] <= 50 else "FAIL") + " key in page -> pty p99 <= 50 ms")

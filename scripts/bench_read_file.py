@@ -32,9 +32,19 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchlib import fmt, import_path, stats_ms, teardown_agentwrap, wait_until, write_json
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import (
+    UNDER_TEST,
+    fmt,
+    import_path,
+    stats_ms,
+    teardown_agentwrap,
+    wait_until,
+    write_json,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
 agents_mod = import_path("agentwrap_bench_agents", ROOT / "tests" / "e2e" / "agents.py")
 server_mod = import_path("agentwrap_bench_model_server", ROOT / "tests" / "e2e" / "model_server.py")
 MODES = ("read-file", "typed")
@@ -143,7 +153,10 @@ def main() -> int:
                    " back (default 2.0)")
     p.add_argument("--timeout", type=float, default=120.0)
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    add_against(p)
     args = p.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=True)
     if agents_mod.find_agent("aider") is None:
         print("aider: not installed", file=sys.stderr)
         return 1

@@ -59,7 +59,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench_against import add_arguments as add_against
+from bench_against import main as against
 from benchlib import (
+    UNDER_TEST,
     fmt,
     import_path,
     kill_proc,
@@ -69,7 +72,7 @@ from benchlib import (
     write_json,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
 STANDIN = ROOT / "tests" / "support" / "standin_agent.py"
 STANDIN_PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "standin.toml"
 CCMANAGER_QUIET_S = 1.5
@@ -513,7 +516,10 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=90.0)
     p.add_argument("--busy", action="store_true", help="load every core for the run")
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    add_against(p)
     args = p.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=True)
     work = Path(tempfile.mkdtemp(prefix="awrd-", dir="/tmp"))
     load = load_cores() if args.busy else []
     results: list[dict[str, Any]] = []

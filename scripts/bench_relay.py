@@ -63,9 +63,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from benchlib import fmt, json_safe
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import UNDER_TEST, fmt, json_safe
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
 START = b"__AWBENCH_START__"
 END = b"__AWBENCH_END__"
 COLS, ROWS = 200, 50
@@ -477,7 +479,10 @@ def main() -> int:
     ap.add_argument("--pure", action="store_true", help="run `python -m agentwrap` without the snapshot counter")
     ap.add_argument("--json", action="store_true", help="print JSON results instead of the table")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=False)
     if not shutil.which("script"):
         raise SystemExit("`script` (util-linux) is needed for the baseline")
 

@@ -63,8 +63,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import UNDER_TEST
+
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(Path(__file__).resolve().parent)]
 
 import bench_http  # noqa: E402
 import bench_scale  # noqa: E402
@@ -477,7 +481,10 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=60.0, help="s to wait for any one thing")
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=True)
     if not shutil.which("tmux"):
         print("tmux is not installed", file=sys.stderr)
         return 2

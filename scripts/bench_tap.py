@@ -34,9 +34,20 @@ import time
 from pathlib import Path
 from urllib.parse import unquote
 
-from benchlib import Poller, fmt, isolated_env, json_safe, stats_ms, teardown_agentwrap, wait_until
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import (
+    UNDER_TEST,
+    Poller,
+    fmt,
+    isolated_env,
+    json_safe,
+    stats_ms,
+    teardown_agentwrap,
+    wait_until,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
 STANDIN = ROOT / "tests" / "support" / "standin_agent.py"
 PROFILE = ROOT / "tests" / "fixtures" / "profiles" / "standin.toml"
 DIALOG = re.compile(r"Do you want to proceed\?")
@@ -47,7 +58,10 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--poll", type=float, default=0.01, help="pane poll interval, seconds")
     ap.add_argument("--json", action="store_true")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=False)
 
     import httpx
 

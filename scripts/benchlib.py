@@ -27,6 +27,11 @@ from types import FrameType, ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: Set by ``--against`` (bench_against.py) in each run's environment: the tree under test.
+TREE_ENV = "AGENTWRAP_BENCH_TREE"
+#: The agentwrap tree a benchmark measures (its agentwrap, native helpers and
+#: test harness): this checkout, or the tree ``--against`` runs it on.
+UNDER_TEST = Path(os.environ.get(TREE_ENV) or ROOT).resolve()
 
 
 class Interrupted(Exception):

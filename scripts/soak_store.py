@@ -54,8 +54,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import UNDER_TEST
+
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(Path(__file__).resolve().parent)]
 
 from benchlib import isolated_env, kill_pid, pid_alive, teardown_agentwrap  # noqa: E402
 from support import pg  # noqa: E402
@@ -497,7 +501,10 @@ def main() -> int:
     ap.add_argument("--ack", action="store_true", help="messages ask for an ACK")
     ap.add_argument("--json", help="also write the result to this file")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (debugging)")
+    add_against(ap)
     args = ap.parse_args()
+    if args.against:
+        return against(__file__, args, json_file=True)
     if not shutil.which("tmux"):
         print("tmux is not installed", file=sys.stderr)
         return 2
