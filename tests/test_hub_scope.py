@@ -239,3 +239,21 @@ def test_the_sender_reads_its_message_to_another_host_and_acts_on_nothing(
                            ("finish", {"status": "delivered", "message_ids": [sent["id"]]})):
         assert call(alpha, method, **params)["error"]["data"]["error"] == "ForeignSession"
     assert store.get(sent["id"]).status is Status.PENDING
+
+
+def test_a_call_the_hub_fails_to_run_is_answered_at_once_as_store_down(
+        store: SQLMessageStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub's own fault (its database: a missing table, a bug) answers the
+    call with -32603 naming StoreDown, which the host raises (exit 75: nothing
+    recorded it did not find again), not a link left waiting out its 15 s."""
+    def broken(*_: Any, **__: Any) -> Any:
+        raise RuntimeError('relation "hub_sessions" does not exist')
+
+    monkeypatch.setattr(store, "pending_count", broken)
+    got = call(HostCalls(store, "alpha"), "pending_count", session="alpha/dev")
+    assert got["error"]["code"] == wire.INTERNAL
+    assert got["error"]["data"]["error"] == "StoreDown"
+    assert "hub_sessions" not in json.dumps(got)  # the fault's words stay in the hub's log
+    from agentwrap.errors import StoreDown
+
+    assert isinstance(wire.error_from_wire(got["error"]), StoreDown)

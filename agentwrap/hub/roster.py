@@ -70,7 +70,7 @@ class Roster:
     def states(self, host: str) -> dict[str, str]:
         """Each of ``host``'s reported sessions' state word, as last reported."""
         with self._db() as db:
-            rows = db.execute("SELECT name, record FROM sessions WHERE host = ?", (host,)
+            rows = db.execute(f"SELECT name, record FROM {self.sessions} WHERE host = ?", (host,)
                               ).fetchall()
         return {name: str(json.loads(record).get("state", "")) for name, record in rows}
 

@@ -37,12 +37,13 @@ messages changes nothing.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentwrapError, ForeignSession, LinkProtocolError
+from ..errors import AgentwrapError, ForeignSession, LinkProtocolError, StoreDown
 from ..message import Kind, NewMessage, Phase, Priority, Source, Status
 from ..paths import check_session_name
 from ..queue import link_protocol as wire
@@ -53,6 +54,8 @@ from ..queue.store import SenderLimit
 if TYPE_CHECKING:
     from ..message import Message
     from .roster import Roster
+
+log = logging.getLogger("agentwrap.hub")
 
 #: The metadata key the hub stamps on every message a host stores through it
 #: (that host's name, overwriting whatever the frame said): who may read the
@@ -136,6 +139,12 @@ class HostCalls:
         except (TypeError, ValueError, KeyError) as exc:
             return wire.error(call_id, wire.BAD_PARAMS,
                               f"bad params for {method}: {type(exc).__name__}")
+        except Exception:  # the hub's own fault (its database, a bug): the host hears at once
+            log.exception("the hub failed to run %s for host %s", method, self.host)
+            down = StoreDown(f"the hub could not run {method}",
+                             hint="see the hub's log; nothing was recorded that the host's"
+                                  " recovery does not find, and the call may be tried again")
+            return wire.error(call_id, wire.INTERNAL, down.message, down)
 
     # --- the methods (the store port's, scoped) ---------------------------------------
 

@@ -47,6 +47,7 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 NO_METHOD = -32601
 BAD_PARAMS = -32602
+INTERNAL = -32603  # the hub failed to run it (its store, a bug): data names StoreDown
 REFUSED = -32000  # the store or the hub's policy refused it: data names the errors.py class
 
 #: The store port's methods a host may call, with what each is scoped by on the
