@@ -46,10 +46,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "scripts")]
+from bench_against import add_arguments as add_against
+from bench_against import main as against
+from benchlib import UNDER_TEST, isolated_env, stats_ms, wait_until, write_json
 
-from benchlib import isolated_env, stats_ms, wait_until, write_json  # noqa: E402
+ROOT = UNDER_TEST  # this checkout, or the tree --against runs this on
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 
 def free_port() -> int:
@@ -247,7 +249,7 @@ def _healthy(port: int) -> bool:
         return False
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--worker", metavar="SPEC", help=argparse.SUPPRESS)
     ap.add_argument("--hosts", type=int, default=100)
@@ -263,10 +265,13 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=30.0, help="the idle CPU window, s")
     ap.add_argument("--backends", default="sqlite,postgresql")
     ap.add_argument("--json", metavar="FILE")
+    add_against(ap)
     args = ap.parse_args()
     if args.worker:
         worker(args.worker)
-        return
+        return 0
+    if args.against:
+        return against(__file__, args, json_file=True)
     results = []
     for backend in args.backends.split(","):
         if backend == "postgresql":
@@ -285,7 +290,8 @@ def main() -> None:
           " PG connections <= the pool; state -> SSE p99 <= 300 ms: for later (no hub SSE yet)")
     if args.json:
         write_json(args.json, results)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

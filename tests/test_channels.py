@@ -445,7 +445,8 @@ def test_a_prompt_typed_and_sent_after_a_turn_end_is_not_ready_by_that_end(
     hooks.reading = HookReading(State.READY, "gemini hook AfterAgent: turn end", 0.3)
     sent = Snapshot.from_text("> the next message\n" + box.format(""), cols=80, rows=12)
     r = det.update(sent)
-    assert (r.state, r.signal) == (State.BUSY, Signal.QUIET), r
+    # busy: by the screen's submitted-prompt rule (issue 37), the box's text just went
+    assert (r.state, r.rule) == (State.BUSY, "empty-box:submitted"), r
     # the next turn's end, newer than the text: ready at once again
     clock.t += 0.5
     hooks.reading = HookReading(State.READY, "gemini hook AfterAgent: turn end", 0.0)
