@@ -104,9 +104,16 @@ def test_the_container_killed_ends_the_session_with_a_reason(boxed: AwEnv, image
     ended(aw, "k")
     st = state(aw, "k")
     assert "container agentwrap-k" in str(st.get("reason") or st), st
-    hist = json.loads(aw.cli("history", "k", "--json").stdout or "[]")
-    assert not [m for m in hist if m.get("status") == "delivering" or m.get("phase") in (
-        "pasting", "submitting")], hist
+
+    def in_flight() -> list[dict[str, object]]:
+        hist = json.loads(aw.cli("history", "k", "--json").stdout or "[]")
+        return [m for m in hist if m.get("status") == "delivering"
+                or m.get("phase") in ("pasting", "submitting")]
+
+    # the supervisor ends its messages as it records the end (the container's
+    # removal, seconds at load, comes after): none is left delivering
+    wait_for(lambda: not in_flight(), 30, "no message left delivering", on_timeout=lambda: str(
+        in_flight()))
 
 
 def test_run_container_refuses_one_that_is_not_running(boxed: AwEnv) -> None:

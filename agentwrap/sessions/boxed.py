@@ -12,7 +12,6 @@ container stopped, and removes the container it started (unless kept).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -35,8 +34,6 @@ from ..containers.engine import Engine, find_engine
 from ..errors import ContainerProblem, PathNotMounted
 from ..paths import Paths
 from ..session_options import SessionOptions
-
-log = logging.getLogger("agentwrap.session")
 
 
 @dataclass
@@ -132,19 +129,23 @@ def stop_inside(options: SessionOptions, name: str) -> None:
         box.stop_agent(name)
 
 
-def finish(paths: Paths, options: SessionOptions, name: str) -> str | None:
-    """The session ended: why, if its container is what stopped; the container it
-    started removed (unless kept) and the box folder gone."""
+def end_reason(options: SessionOptions) -> str | None:
+    """Why the session ended, if its container is what stopped (the engine's
+    word: one ``inspect``), before anything is removed."""
+    box = box_of(options)
+    return None if box is None else box.end_reason()
+
+
+def finish(paths: Paths, options: SessionOptions, name: str) -> None:
+    """The session ended: the container it started removed (unless kept) and
+    the box folder gone. Last of a session's end: removing a container takes
+    the engine seconds at load, and the session's messages end first."""
     box = box_of(options)
     if box is None:
-        return None
-    reason = box.end_reason()
+        return
     box.finish()
     remove_box(paths, name)
-    if reason:
-        log.info("session %s: %s", name, reason)
-    return reason
 
 
-__all__ = ["BoxedLaunch", "box_of", "exec_line", "finish", "open_box", "probe_version",
+__all__ = ["BoxedLaunch", "box_of", "end_reason", "exec_line", "finish", "open_box", "probe_version",
            "stop_inside"]

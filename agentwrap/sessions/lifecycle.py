@@ -838,11 +838,11 @@ def _record_end(paths: Paths, registry: Registry, rec: SessionRecord,
     app-server (its own process group: a SIGKILLed supervisor left it running),
     the container it started. ``reason``: why, as the person reads it in the
     Ended list."""
-    from .boxed import finish as finish_box
+    from . import boxed
     from .channels import remove_launch_files
     from .native import native_channels
 
-    box = finish_box(paths, rec.options, rec.name)  # a container's end (issue 39)
+    box = boxed.end_reason(rec.options)  # a container's end (issue 39)
     if reason is None and box:
         reason = f"{exit_reason(rec.exit_code)}: {box}"
     if reason is None and not rec.supervisor_alive and rec.ended is None:
@@ -854,6 +854,7 @@ def _record_end(paths: Paths, registry: Registry, rec: SessionRecord,
     remove_launch_files(paths, rec.name)
     for native in native_channels():
         native.stop(paths, rec.name, rec.options)
+    boxed.finish(paths, rec.options, rec.name)  # the container it started, last
 
 
 def _end_queue(paths: Paths, rec: SessionRecord) -> None:

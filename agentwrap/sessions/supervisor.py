@@ -557,9 +557,12 @@ class Supervisor:
                 pass
         if ended:
             self.exit_code = self.term.exit_code()
-            from .boxed import finish as finish_box  # a container's session (issue 39)
+            from . import boxed  # a container's session (issue 39)
 
-            box = finish_box(self.paths, self.registry.get(self.name).options, self.name)
+            options = self.registry.get(self.name).options
+            box = boxed.end_reason(options)
+            if box:
+                log.info("session %s: %s", self.name, box)
             self.registry.mark_ended(
                 self.name, self.exit_code, f"{exit_reason(self.exit_code)}: {box}" if box else None)
             from .channels import remove_launch_files  # the launch's hook/MCP/read files
@@ -574,6 +577,7 @@ class Supervisor:
             self.parts.finish(Ended(self.exit_code))
             if isinstance(self.term, Removable):  # tmux: drop the dead pane, detaching clients
                 self.term.kill()
+            boxed.finish(self.paths, options, self.name)  # its messages ended first
 
 
 def log_to(path: Path) -> None:
