@@ -59,8 +59,10 @@ class HostLinks:
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
-    def attach(self, host: str, ws: WebSocket) -> Peer:
-        peer = Peer(host, ws)
+    def attach(self, host: str, ws: WebSocket, lock: asyncio.Lock | None = None) -> Peer:
+        """``ws`` serves ``host``'s sessions; ``lock``: the one every sender on
+        that socket takes (the link's replies, its wakes), so frames never mix."""
+        peer = Peer(host, ws) if lock is None else Peer(host, ws, lock)
         self.loop = asyncio.get_running_loop()
         with self._lock:
             self._peers.setdefault(host, []).append(peer)

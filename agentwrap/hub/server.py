@@ -172,6 +172,7 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
     the sessions hosts report kept in ``roster``; the links that serve the
     hub's requests in ``remote`` (what ``api``'s service asks a host)."""
     links: dict[str, set[WebSocket]] = {}  # each linked host's open links
+    send_locks: dict[WebSocket, asyncio.Lock] = {}  # one sender at a time on each link
     remote = remote if remote is not None else HostLinks(roster)
 
     async def watch_revoked() -> None:
@@ -214,8 +215,12 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
             for host, name in sorted(woken):
                 frame = wire.notification(wire.WAKE, {"session": name})
                 for ws in list(links.get(host, ())):
+                    lock = send_locks.get(ws)
+                    if lock is None:  # the link is going
+                        continue
                     with contextlib.suppress(Exception):  # a dying link: its own handler ends it
-                        await ws.send_text(frame)
+                        async with lock:
+                            await ws.send_text(frame)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -265,10 +270,11 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
             await ws.close(4003, "refused")  # before accept: the handshake gets 403
             return
         await ws.accept(subprotocol=wire.SUBPROTOCOL)
+        send_lock = send_locks[ws] = asyncio.Lock()
         links.setdefault(host, set()).add(ws)
         calls = HostCalls(store, host, roster)
         # a supervisor's link serves the hub's requests for its host's sessions
-        peer = remote.attach(host, ws) if ws.headers.get(wire.SERVES_HEADER) else None
+        peer = remote.attach(host, ws, send_lock) if ws.headers.get(wire.SERVES_HEADER) else None
         log.info("host %s linked", host)
         try:
             while True:
@@ -285,16 +291,14 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
                                 wire.PROTOCOL)
                     await ws.close(1002, f"not {wire.PROTOCOL}")
                     return
-                if peer is None:
+                async with send_lock:
                     await ws.send_text(reply)
-                else:
-                    async with peer.lock:
-                        await ws.send_text(reply)
                 if calls.last_method == "enqueue":
                     kick.set()
         except (WebSocketDisconnect, RuntimeError, KeyError):
             return
         finally:
+            send_locks.pop(ws, None)
             if peer is not None:
                 remote.detach(peer)
             mine = links.get(host)
