@@ -6,7 +6,7 @@ Modules: ``base`` (the :class:`Agent` record every agent module fills in, and
 the MCP server's entry), ``all_agents`` (the table: the one place that lists
 the agents), ``conversation`` (what a conversation is made of and the
 protocol of every agent's reader), and one module per agent: ``claude``, ``codex``, ``gemini``,
-``qwen``, ``copilot``, ``opencode``, ``cline``, ``kimi``, ``aider``.
+``qwen``, ``copilot``, ``opencode``, ``cline``, ``kimi``, ``aider``, ``pi``.
 
 What an agent is to agentwrap lives in its module: its launch registration
 (hooks, MCP server, the files a launch writes), its hook events and what they

@@ -8,7 +8,7 @@ whose ``[channels] hooks``/``mcp`` name it; ``CHANNEL_KINDS`` of
 
 from __future__ import annotations
 
-from . import aider, claude, cline, codex, copilot, gemini, kimi, opencode, qwen
+from . import aider, claude, cline, codex, copilot, gemini, kimi, opencode, pi, qwen
 from .base import Agent
 
 #: name -> agent, every agent agentwrap knows.
@@ -22,6 +22,7 @@ AGENTS: dict[str, Agent] = {a.name: a for a in (
     cline.AGENT,
     kimi.AGENT,
     aider.AGENT,
+    pi.AGENT,
 )}
 
 

@@ -203,6 +203,16 @@ def newest(folders: Iterable[Path], suffixes: tuple[str, ...], since: float) -> 
     return None if best is None else best[1]
 
 
+#: The tool-call arguments that name what a call acts on, in order of preference.
+TARGET_KEYS = ("command", "file_path", "filePath", "absolute_path", "path", "pattern", "url",
+               "query")
+
+
+def target_of(args: Mapping[str, Any], keys: tuple[str, ...] = TARGET_KEYS) -> str:
+    """What a tool call's arguments say it acts on (its command or path), or ""."""
+    return next((str(args[k]) for k in keys if isinstance(args.get(k), (str, int))), "")
+
+
 def _open_regular(path: Path | str) -> tuple[int, int] | None:
     """(fd, size) of the regular file ``path`` opened without following a
     symlink at the last step, or None."""
@@ -280,6 +290,7 @@ def tail_lines(path: Path | str, max_bytes: int | None = None,
     return [x for x in lines if x.strip() and len(x) <= max_line]
 
 
-__all__ = ["MAX_ENTRY_CHARS", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "ConversationReader",
-           "Entry", "EntryKind", "Query", "cut", "cwds", "hinted_in", "home_of", "inside",
-           "json_lines", "newest", "read_whole", "slug", "stamp", "tail_lines"]
+__all__ = ["MAX_ENTRY_CHARS", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "TARGET_KEYS",
+           "ConversationReader", "Entry", "EntryKind", "Query", "cut", "cwds", "hinted_in",
+           "home_of", "inside", "json_lines", "newest", "read_whole", "slug", "stamp",
+           "tail_lines", "target_of"]

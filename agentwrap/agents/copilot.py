@@ -18,11 +18,14 @@ before every MCP tool call otherwise).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .base import CONTEXT, NOTIFICATION, QUESTION, TYPED, Agent, StartContext
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .conversation import Entry, Query
     from .launch import Launch
 
 NAME = "copilot"
@@ -76,6 +79,75 @@ def register(launch: Launch) -> None:
     out.channels.insert(0, "hooks")
 
 
+# --- its conversation (issue 42) ------------------------------------------------------
+
+#: Copilot's own dir (``~/.copilot`` when unset).
+HOME_ENV = "COPILOT_HOME"
+#: Each session's record: ``<home>/session-state/<session id>/events.jsonl``.
+EVENTS = "events.jsonl"
+
+
+def session_dirs(query: Query) -> list[Path]:
+    """Copilot's session folders whose ``workspace.yaml`` names the session's
+    project as its ``cwd`` (its records are kept by session, not by project:
+    another project's are never read)."""
+    from .conversation import cwds, home_of, read_whole
+
+    root = home_of(query.environ, HOME_ENV, ".copilot")
+    if root is None:
+        return []
+    try:
+        found = [p for p in (root / "session-state").iterdir()
+                 if p.is_dir() and not p.is_symlink()]
+    except OSError:
+        return []
+    wanted = set(cwds(query))
+    out = []
+    for folder in found:
+        raw = read_whole(folder / "workspace.yaml", 64 * 1024) or b""
+        said = [line[4:].strip() for line in raw.decode("utf-8", "replace").splitlines()
+                if line.startswith("cwd: ")]
+        if said and said[0] in wanted:
+            out.append(folder)
+    return out
+
+
+def read_conversation(query: Query) -> list[Entry]:
+    """The conversation in Copilot CLI's session events (1.0.102: one event a
+    line; ``user.message`` its ``content``, ``assistant.message`` its
+    ``content`` and ``toolRequests``; hooks, permissions, usage and the system
+    prompt are not the conversation): the one its ``agentStop`` hook named
+    (``transcriptPath``) if it is one of :func:`session_dirs`, else the newest
+    there written since the session started."""
+    from . import conversation as c
+    from .conversation import EntryKind, cut, stamp
+
+    folders = session_dirs(query)
+    path = c.hinted_in(query.hinted, folders, (EVENTS,)) or c.newest(
+        folders, (EVENTS,), query.started)
+    out: list[Entry] = []
+    for record in c.json_lines(c.tail_lines(path) if path is not None else None):
+        kind, at, data = record.get("type"), stamp(record.get("timestamp")), record.get("data")
+        if at is None or not isinstance(data, dict):
+            continue
+        text = data.get("content")
+        if kind == "user.message" and isinstance(text, str) and text.strip():
+            out.append(c.Entry(EntryKind.PROMPT, at, cut(text.strip()), "transcript"))
+        if kind != "assistant.message":
+            continue
+        if isinstance(text, str) and text.strip():
+            out.append(c.Entry(EntryKind.REPLY, at, cut(text.strip()), "transcript"))
+        calls = data.get("toolRequests")
+        for call in calls if isinstance(calls, list) else []:
+            if isinstance(call, dict):
+                name = str(call.get("name") or "")[:200]
+                args: Any = call.get("arguments")
+                target = c.target_of(args if isinstance(args, dict) else {})
+                out.append(c.Entry(EntryKind.TOOL, at, cut(target or name), "transcript",
+                                   tool=name, target=cut(target)))
+    return out
+
+
 AGENT = Agent(
     name=NAME,
     hook_events=("sessionStart", "postToolUse", "userPromptSubmitted", "agentStop",
@@ -97,6 +169,8 @@ AGENT = Agent(
                                " once the first prompt is submitted"
                                " (session_start_at_launch = false)"),
     register=register,
+    conversation=read_conversation,
 )
 
-__all__ = ["AGENT", "ALLOW_FLAG", "MCP_FLAG", "NAME", "PLUGIN_FLAG", "PLUGIN_NAME", "register"]
+__all__ = ["AGENT", "ALLOW_FLAG", "EVENTS", "HOME_ENV", "MCP_FLAG", "NAME", "PLUGIN_FLAG",
+           "PLUGIN_NAME", "read_conversation", "register", "session_dirs"]

@@ -107,10 +107,12 @@ class Conversations:
     def _agent_side(self, rec: SessionRecord) -> tuple[str, list[Entry]]:
         notes = read_json(notes_file(self.paths, rec.name)) if self.registry.here(rec) else {}
         try:
-            hooks = self.profiles.get(rec.profile).channels.hooks
+            profile = self.profiles.get(rec.profile)
+            # the agent its hooks name, else the one of the profile's own name
+            # (an agent without hooks: its record is only its reader)
+            agent = agent_of(profile.channels.hooks) or agent_of(profile.name)
         except Exception:  # noqa: BLE001 - a profile gone since: the screen is still there
-            hooks = None
-        agent = agent_of(hooks)
+            agent = None
         if agent is not None and agent.conversation is not None:
             hint = notes.get("transcript_path")
             got = agent.conversation(Query(cwd=rec.cwd, started=rec.started,

@@ -1,0 +1,108 @@
+"""Each agent's own record read as its conversation (issue 42), fast.
+
+Every file under ``tests/fixtures/transcripts/<agent>/`` was recorded from the
+real CLI against the e2e model server (``AW_RECORD_TRANSCRIPT=DIR pytest
+tests/e2e/test_conversation_more_real.py``): a message delivered with an ACK
+asked, its reply, then a ``[[tool]]`` turn (a shell call and ``done``). A
+reader returns the prompts, replies and tool calls in order, from the
+session's project only; a record of another project is never read.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from agentwrap.agents.all_agents import AGENTS
+from agentwrap.agents.conversation import Entry, EntryKind, Query
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "transcripts"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recorded session: its project, where the agent keeps its record
+    (relative to ``HOME`` given the project), and the files of it."""
+
+    cwd: str
+    place: Callable[[Path, str], list[Path]]
+    ack: str
+
+
+def _copilot(home: Path, cwd: str) -> list[Path]:
+    folder = home / ".copilot" / "session-state" / "1306a725-ce4c-416c-959b-762164472c30"
+    folder.mkdir(parents=True, exist_ok=True)
+    src = FIXTURES / "copilot"
+    (folder / "workspace.yaml").write_text(
+        (src / "workspace.yaml").read_text().replace(COPILOT_CWD, cwd))
+    return [Path(shutil.copy(src / "events.jsonl", folder / "events.jsonl"))]
+
+
+def _pi(home: Path, cwd: str) -> list[Path]:
+    folder = home / ".pi" / "agent" / "sessions" / ("--" + cwd.lstrip("/").replace("/", "-") + "--")
+    folder.mkdir(parents=True, exist_ok=True)
+    text = (FIXTURES / "pi" / "session.jsonl").read_text().replace(PI_CWD, cwd)
+    path = folder / "2026-12-02T03-15-25-183Z_01a234bf.jsonl"
+    path.write_text(text)
+    return [path]
+
+
+COPILOT_CWD = "/tmp/awe-cop-v3mb0w3c/project"
+PI_CWD = "/tmp/awe-pi-_56g2sek/project"
+
+RECORDED = {
+    "copilot": Recorded(COPILOT_CWD, _copilot, "ACK 4a7a1b05"),
+    "pi": Recorded(PI_CWD, _pi, "ACK b8eebc1d"),
+}
+
+
+def read(agent: str, home: Path, cwd: str, started: float = 0.0, hinted: str = "") -> list[Entry]:
+    reader = AGENTS[agent].conversation
+    assert reader is not None, f"{agent} has no conversation reader"
+    return reader(Query(cwd=cwd, started=started, hinted=hinted, environ={"HOME": str(home)}))
+
+
+@pytest.mark.parametrize("agent", sorted(RECORDED))
+def test_an_agent_s_recorded_session_reads_as_prompts_replies_and_tool_calls(
+    tmp_path: Path, agent: str
+) -> None:
+    rec = RECORDED[agent]
+    rec.place(tmp_path, rec.cwd)
+    got = read(agent, tmp_path, rec.cwd)
+    kinds = [e.kind for e in got]
+    assert kinds == [EntryKind.PROMPT, EntryKind.REPLY, EntryKind.PROMPT, EntryKind.TOOL,
+                     EntryKind.REPLY], got
+    assert "status check E2E" in got[0].text and got[1].text == rec.ack, got
+    assert "[[tool]] make the file" in got[2].text
+    assert got[3].target == "touch tool_ran.txt" and got[3].tool, got[3]
+    assert got[4].text == "done"
+    assert all(e.source == "transcript" for e in got)
+    assert [e.at for e in got] == sorted(e.at for e in got)
+
+
+@pytest.mark.parametrize("agent", sorted(RECORDED))
+def test_another_project_s_or_an_older_record_is_not_the_session_s(
+    tmp_path: Path, agent: str
+) -> None:
+    rec = RECORDED[agent]
+    (path,) = rec.place(tmp_path, rec.cwd)
+    assert read(agent, tmp_path, "/somewhere/else") == []
+    assert read(agent, tmp_path, rec.cwd, hinted=str(tmp_path / "x.jsonl")) != []  # a bad hint
+    os.utime(path, (1.0, 1.0))  # written before the session started: another session's
+    assert read(agent, tmp_path, rec.cwd, started=time.time() - 60) == []
+
+
+@pytest.mark.parametrize("agent", sorted(RECORDED))
+def test_a_symlinked_record_is_never_read(tmp_path: Path, agent: str) -> None:
+    rec = RECORDED[agent]
+    (path,) = rec.place(tmp_path, rec.cwd)
+    outside = tmp_path / "secret.jsonl"
+    path.rename(outside)
+    path.symlink_to(outside)
+    assert read(agent, tmp_path, rec.cwd) == []
