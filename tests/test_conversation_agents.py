@@ -53,12 +53,40 @@ def _pi(home: Path, cwd: str) -> list[Path]:
     return [path]
 
 
+def _opencode(home: Path, cwd: str) -> list[Path]:
+    import sqlite3
+
+    folder = home / ".local" / "share" / "opencode"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "opencode.db"
+    db = sqlite3.connect(path)
+    db.executescript((FIXTURES / "opencode" / "opencode.sql").read_text().replace(OPENCODE_CWD, cwd))
+    db.commit()
+    db.close()
+    return [path]
+
+
+def _older(paths: list[Path]) -> None:
+    """The recorded session as one made before ``started`` (a minute ago)."""
+    for path in paths:
+        if path.name == "opencode.db":
+            import sqlite3
+
+            db = sqlite3.connect(path)
+            db.execute("UPDATE session SET time_created = 1000")
+            db.commit()
+            db.close()
+        os.utime(path, (1.0, 1.0))
+
+
+OPENCODE_CWD = "/tmp/awe-ope-mm70jbj1/project"
 COPILOT_CWD = "/tmp/awe-cop-v3mb0w3c/project"
 PI_CWD = "/tmp/awe-pi-_56g2sek/project"
 
 RECORDED = {
     "copilot": Recorded(COPILOT_CWD, _copilot, "ACK 4a7a1b05"),
     "pi": Recorded(PI_CWD, _pi, "ACK b8eebc1d"),
+    "opencode": Recorded(OPENCODE_CWD, _opencode, "ACK e9810d02"),
 }
 
 
@@ -91,10 +119,10 @@ def test_another_project_s_or_an_older_record_is_not_the_session_s(
     tmp_path: Path, agent: str
 ) -> None:
     rec = RECORDED[agent]
-    (path,) = rec.place(tmp_path, rec.cwd)
+    paths = rec.place(tmp_path, rec.cwd)
     assert read(agent, tmp_path, "/somewhere/else") == []
     assert read(agent, tmp_path, rec.cwd, hinted=str(tmp_path / "x.jsonl")) != []  # a bad hint
-    os.utime(path, (1.0, 1.0))  # written before the session started: another session's
+    _older(paths)  # written before the session started: another session's
     assert read(agent, tmp_path, rec.cwd, started=time.time() - 60) == []
 
 

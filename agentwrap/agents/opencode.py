@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .base import CONTEXT, TYPED, Agent, StartContext
 
 if TYPE_CHECKING:
+    from .conversation import Entry, Query
     from .launch import Launch
 
 NAME = "opencode"
@@ -65,6 +66,93 @@ def register(launch: Launch) -> None:
     out.channels.insert(0, "hooks")
 
 
+# --- its conversation (issue 42) ------------------------------------------------------
+
+#: Most parts (texts, tool calls, steps) of one session read, its newest kept.
+MAX_PARTS = 5000
+
+
+def database(query: Query) -> Path | None:
+    """OpenCode's store (1.18: one SQLite file, ``$XDG_DATA_HOME/opencode/opencode.db``,
+    ``~/.local/share`` when unset)."""
+    from .conversation import home_of
+
+    root = home_of(query.environ, "XDG_DATA_HOME", ".local/share")
+    return None if root is None else root / "opencode" / "opencode.db"
+
+
+def read_conversation(query: Query) -> list[Entry]:
+    """The conversation in OpenCode's store: the newest session whose
+    ``directory`` is the project, created since the session started; its
+    parts in order (a ``text`` part is the person's or the model's words by
+    its message's role, a ``tool`` part a call with its input; steps, patches
+    and synthetic texts are not the conversation). Read only (``mode=ro``),
+    the file a regular one (no symlink), each part's JSON bounded."""
+    import sqlite3
+
+    from . import conversation as c
+
+    path = database(query)
+    if path is None or not _regular(path):
+        return []
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=2.0)
+    except (sqlite3.Error, OSError, ValueError):
+        return []
+    try:
+        marks = ",".join("?" * len(c.cwds(query)))
+        found = db.execute(
+            f"SELECT id FROM session WHERE directory IN ({marks}) AND time_created >= ?"
+            " AND parent_id IS NULL ORDER BY time_created DESC LIMIT 1",
+            (*c.cwds(query), int(query.started * 1000))).fetchone()
+        if found is None:
+            return []
+        rows = db.execute(
+            "SELECT p.time_created, m.data, p.data FROM part p JOIN message m ON m.id ="
+            " p.message_id WHERE p.session_id = ? AND length(p.data) <= ? AND length(m.data)"
+            " <= ? ORDER BY p.time_created DESC, p.id DESC LIMIT ?",
+            (found[0], c.MAX_LINE_BYTES, c.MAX_LINE_BYTES, MAX_PARTS)).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        db.close()
+    return [e for row in reversed(rows) for e in _part_entries(row)]
+
+
+def _regular(path: Path) -> bool:
+    import stat
+
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
+def _part_entries(row: tuple[Any, ...]) -> list[Entry]:
+    from . import conversation as c
+    from .conversation import EntryKind, cut
+
+    at, message, part = row
+    try:
+        role, data = json.loads(message).get("role"), json.loads(part)
+    except (ValueError, AttributeError, TypeError):
+        return []
+    if not isinstance(data, dict) or not isinstance(at, int) or data.get("synthetic"):
+        return []
+    text = data.get("text")
+    if data.get("type") == "text" and isinstance(text, str) and text.strip():
+        kind = EntryKind.PROMPT if role == "user" else EntryKind.REPLY
+        return [c.Entry(kind, at / 1000, cut(text.strip()), "transcript")]
+    state = data.get("state")
+    if data.get("type") == "tool" and isinstance(state, dict):
+        name = str(data.get("tool") or "")[:200]
+        given = state.get("input")
+        target = c.target_of(given if isinstance(given, dict) else {})
+        return [c.Entry(EntryKind.TOOL, at / 1000, cut(target or name), "transcript",
+                        tool=name, target=cut(target))]
+    return []
+
+
 AGENT = Agent(
     name=NAME,
     hook_events=("tool.execute.after", "chat.message", "session.idle", "permission.asked",
@@ -80,6 +168,8 @@ AGENT = Agent(
     start_context=StartContext("typed",
                                f"{TYPED}: agentwrap's plugin has no session-start event"),
     register=register,
+    conversation=read_conversation,
 )
 
-__all__ = ["AGENT", "COMMANDS_MARK", "CONFIG_ENV", "NAME", "PLUGIN", "register"]
+__all__ = ["AGENT", "COMMANDS_MARK", "CONFIG_ENV", "MAX_PARTS", "NAME", "PLUGIN", "database",
+           "read_conversation", "register"]
