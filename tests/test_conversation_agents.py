@@ -79,6 +79,17 @@ def _older(paths: list[Path]) -> None:
         os.utime(path, (1.0, 1.0))
 
 
+def _kimi(home: Path, cwd: str) -> list[Path]:
+    root = home / ".kimi-code"
+    folder = root / "sessions" / "wd_project_ea14feb5f8bf" / \
+        "session_2fc216c9-5649-462d-8689-bca3e3e54fcc" / "agents" / "main"
+    folder.mkdir(parents=True, exist_ok=True)
+    src = FIXTURES / "kimi"
+    (root / "workspaces.json").write_text((src / "workspaces.json").read_text().replace(KIMI_CWD, cwd))
+    return [Path(shutil.copy(src / "wire.jsonl", folder / "wire.jsonl"))]
+
+
+KIMI_CWD = "/tmp/awe-kim-1zs0szpx/project"
 OPENCODE_CWD = "/tmp/awe-ope-mm70jbj1/project"
 COPILOT_CWD = "/tmp/awe-cop-v3mb0w3c/project"
 PI_CWD = "/tmp/awe-pi-_56g2sek/project"
@@ -86,6 +97,7 @@ PI_CWD = "/tmp/awe-pi-_56g2sek/project"
 RECORDED = {
     "copilot": Recorded(COPILOT_CWD, _copilot, "ACK 4a7a1b05"),
     "pi": Recorded(PI_CWD, _pi, "ACK b8eebc1d"),
+    "kimi": Recorded(KIMI_CWD, _kimi, "ACK 78d55fd9"),
     "opencode": Recorded(OPENCODE_CWD, _opencode, "ACK e9810d02"),
 }
 
@@ -134,3 +146,16 @@ def test_a_symlinked_record_is_never_read(tmp_path: Path, agent: str) -> None:
     path.rename(outside)
     path.symlink_to(outside)
     assert read(agent, tmp_path, rec.cwd) == []
+
+
+def test_kimi_s_record_is_read_from_the_launch_s_private_dir_too(tmp_path: Path) -> None:
+    """A launch with hooks gives Kimi Code a private ``KIMI_CODE_HOME`` in its
+    launch dir: the session's record is there while it runs."""
+    launch = tmp_path / "launch" / "kimi"
+    _kimi(tmp_path / "person", KIMI_CWD)
+    shutil.move(tmp_path / "person" / ".kimi-code", launch / "kimi-home")
+    reader = AGENTS["kimi"].conversation
+    assert reader is not None
+    got = reader(Query(cwd=KIMI_CWD, started=0.0, environ={}, launch_dir=str(launch)))
+    assert [e.text for e in got if e.kind is EntryKind.REPLY] == ["ACK 78d55fd9", "done"]
+    assert reader(Query(cwd=KIMI_CWD, started=0.0, environ={})) == []

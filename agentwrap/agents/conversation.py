@@ -83,12 +83,15 @@ class Entry:
 class Query:
     """What a reader is given about the session whose conversation is read:
     its project folder, when it started, and the transcript a hook named
-    (``hinted``: from a payload, so checked by the reader before use)."""
+    (``hinted``: from a payload, so checked by the reader before use);
+    ``launch_dir``: the folder of its launch's files (a private agent home a
+    launch made is there; "": none known)."""
 
     cwd: str
     started: float
     hinted: str = ""
     environ: Mapping[str, str] = field(default_factory=dict)
+    launch_dir: str = ""
 
 
 class ConversationReader(Protocol):

@@ -25,6 +25,7 @@ from .base import TYPED, Agent, StartContext
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from .conversation import Entry, Query
     from .launch import Launch
 
 NAME = "kimi"
@@ -77,7 +78,7 @@ def register(launch: Launch) -> None:
     if why:
         out.notes.append(f"hooks: not registered for Kimi Code: {why}")
         return
-    private = launch.folder / "kimi-home"
+    private = launch.folder / PRIVATE_HOME
     if not out.dry_run:
         link_dir(own, private, "config.toml")
         write_private(private / "config.toml", merged.encode("utf-8"))
@@ -100,6 +101,86 @@ def normalise(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+# --- its conversation (issue 42) ------------------------------------------------------
+
+#: The private Kimi dir a launch with hooks makes, in its launch dir (:func:`register`).
+PRIVATE_HOME = "kimi-home"
+#: The main agent's record of a session: ``sessions/<workspace>/<session>/agents/main/wire.jsonl``.
+WIRE = "wire.jsonl"
+
+
+def wire_dirs(query: Query) -> list[Path]:
+    """Kimi Code's record folders of the session's project only: in the
+    launch's private Kimi dir and the person's (``KIMI_CODE_HOME`` or
+    ``~/.kimi-code``), the workspaces whose ``root`` (``workspaces.json``) is
+    the project, each session's main agent folder."""
+    from pathlib import Path
+
+    from .conversation import cwds, home_of, read_whole
+
+    roots = [Path(query.launch_dir) / PRIVATE_HOME] if query.launch_dir else []
+    own = home_of(query.environ, HOME_ENV, ".kimi-code")
+    roots += [own] if own is not None else []
+    wanted = set(cwds(query))
+    out: list[Path] = []
+    for root in dict.fromkeys(roots):
+        try:
+            spaces = json.loads(read_whole(root / "workspaces.json", 1 << 20) or b"{}")
+        except ValueError:
+            continue
+        table = spaces.get("workspaces") if isinstance(spaces, dict) else None
+        for space, about in (table or {}).items() if isinstance(table, dict) else []:
+            if not isinstance(about, dict) or about.get("root") not in wanted or "/" in space:
+                continue
+            try:
+                out += [p / "agents" / "main" for p in (root / "sessions" / space).iterdir()
+                        if p.name.startswith("session_") and not p.is_symlink()]
+            except OSError:
+                continue
+    return out
+
+
+def read_conversation(query: Query) -> list[Entry]:
+    """The conversation in Kimi Code's wire record (2.1.0, one event a line):
+    its ``agent.message.appended`` events, the person's input (``meta.source``
+    ``input``: not the reminders it injects) and the model's text and
+    ``toolCalls``, from the newest record of :func:`wire_dirs` written since
+    the session started (its hooks name none). A launch's private dir is
+    removed with the session (its first run's ``sessions/`` with it)."""
+    from . import conversation as c
+    from .conversation import EntryKind, cut
+
+    path = c.newest(wire_dirs(query), (WIRE,), query.started)
+    out: list[Entry] = []
+    for record in c.json_lines(c.tail_lines(path) if path is not None else None):
+        at, outer = record.get("time"), record.get("message")
+        if record.get("type") != "agent.message.appended" or not isinstance(at, int | float) \
+                or not isinstance(outer, dict) or not isinstance(outer.get("message"), dict):
+            continue
+        message, meta = outer["message"], outer.get("meta")
+        role, source = message.get("role"), meta.get("source") if isinstance(meta, dict) else None
+        if (role, source) not in (("user", "input"), ("assistant", "llm")):
+            continue
+        parts, calls = message.get("content"), message.get("toolCalls")
+        for part in parts if isinstance(parts, list) else []:
+            text = part.get("text") if isinstance(part, dict) else None
+            if isinstance(text, str) and text.strip() and part.get("type") == "text":
+                out.append(c.Entry(EntryKind.PROMPT if role == "user" else EntryKind.REPLY,
+                                   at / 1000, cut(text.strip()), "transcript"))
+        for call in calls if isinstance(calls, list) and role == "assistant" else []:
+            if not isinstance(call, dict):
+                continue
+            name, args = str(call.get("name") or "")[:200], call.get("arguments")
+            try:
+                given = json.loads(args) if isinstance(args, str) else args
+            except ValueError:
+                given = None
+            target = c.target_of(given if isinstance(given, dict) else {})
+            out.append(c.Entry(EntryKind.TOOL, at / 1000, cut(target or name), "transcript",
+                               tool=name, target=cut(target)))
+    return out
+
+
 AGENT = Agent(
     name=NAME,
     hook_events=("UserPromptSubmit", "Stop", "PermissionRequest", "Interrupt"),
@@ -112,6 +193,8 @@ AGENT = Agent(
     normalise=normalise,
     start_context=StartContext("typed", f"{TYPED}: no session-start hook is registered"),
     register=register,
+    conversation=read_conversation,
 )
 
-__all__ = ["AGENT", "HOME_ENV", "NAME", "kimi_dir", "normalise", "register"]
+__all__ = ["AGENT", "HOME_ENV", "NAME", "PRIVATE_HOME", "WIRE", "kimi_dir", "normalise",
+           "read_conversation", "register", "wire_dirs"]

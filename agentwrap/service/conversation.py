@@ -115,9 +115,10 @@ class Conversations:
             agent = None
         if agent is not None and agent.conversation is not None:
             hint = notes.get("transcript_path")
+            launch = self.paths.state_dir / "launch" / rec.name if self.registry.here(rec) else ""
             got = agent.conversation(Query(cwd=rec.cwd, started=rec.started,
                                            hinted=hint if isinstance(hint, str) else "",
-                                           environ=dict(os.environ)))
+                                           environ=dict(os.environ), launch_dir=str(launch)))
             if got:
                 return "transcript", sorted(got, key=lambda e: e.at)
         from_hooks = self._from_notes(rec, notes)
