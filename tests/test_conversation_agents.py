@@ -89,6 +89,16 @@ def _kimi(home: Path, cwd: str) -> list[Path]:
     return [Path(shutil.copy(src / "wire.jsonl", folder / "wire.jsonl"))]
 
 
+def _cline(home: Path, cwd: str) -> list[Path]:
+    folder = home / ".cline" / "data" / "sessions" / CLINE_ID
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in (f"{CLINE_ID}.json", f"{CLINE_ID}.messages.json"):
+        (folder / name).write_text((FIXTURES / "cline" / name).read_text().replace(CLINE_CWD, cwd))
+    return [folder / f"{CLINE_ID}.messages.json"]
+
+
+CLINE_ID = "1796181727741_9wm6l"
+CLINE_CWD = "/tmp/awe-cli-tfjk9zgs/project"
 KIMI_CWD = "/tmp/awe-kim-1zs0szpx/project"
 OPENCODE_CWD = "/tmp/awe-ope-mm70jbj1/project"
 COPILOT_CWD = "/tmp/awe-cop-v3mb0w3c/project"
@@ -97,6 +107,7 @@ PI_CWD = "/tmp/awe-pi-_56g2sek/project"
 RECORDED = {
     "copilot": Recorded(COPILOT_CWD, _copilot, "ACK 4a7a1b05"),
     "pi": Recorded(PI_CWD, _pi, "ACK b8eebc1d"),
+    "cline": Recorded(CLINE_CWD, _cline, "ACK 55a826ea"),
     "kimi": Recorded(KIMI_CWD, _kimi, "ACK 78d55fd9"),
     "opencode": Recorded(OPENCODE_CWD, _opencode, "ACK e9810d02"),
 }

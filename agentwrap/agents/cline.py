@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .base import CONTEXT, TYPED, Agent, StartContext
 
 if TYPE_CHECKING:
+    from .conversation import Entry, Query
     from .launch import Launch
 
 NAME = "cline"
@@ -100,7 +101,7 @@ def register(launch: Launch) -> None:
     if not launch.hooks:
         return
     own = cline_dir(launch.env)
-    private = launch.folder / "cline-dir"
+    private = launch.folder / PRIVATE_DIR
     theirs: list[Path] = []
     try:
         theirs = sorted(p for p in (own / "hooks").iterdir())
@@ -139,6 +140,88 @@ def normalise(payload: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
+# --- its conversation (issue 42) ------------------------------------------------------
+
+#: The private Cline dir a launch with hooks makes, in its launch dir (:func:`register`).
+PRIVATE_DIR = "cline-dir"
+
+
+def session_dirs(query: Query) -> list[Path]:
+    """Cline's session folders (``<sessions>/<id>/``, its history
+    ``<id>.messages.json``) of the session's project only: those whose ``<id>.json`` names it as ``cwd``, in
+    the person's sessions dir (:func:`sessions_dir`, the launch's data dir
+    being theirs) and the launch's private one. None without a home."""
+    from .conversation import cwds, read_whole
+
+    if not any(query.environ.get(k, "").strip() for k in
+               ("HOME", DIR_ENV, DATA_ENV, "CLINE_SESSION_DATA_DIR")):
+        roots = []
+    else:
+        roots = [sessions_dir(query.environ)]
+    if query.launch_dir:
+        roots.append(Path(query.launch_dir) / PRIVATE_DIR / "data" / "sessions")
+    wanted = set(cwds(query))
+    out: list[Path] = []
+    for root in dict.fromkeys(roots):
+        try:
+            found = [p for p in root.iterdir()
+                     if _SESSION_ID.fullmatch(p.name) and not p.is_symlink()]
+        except OSError:
+            continue
+        for folder in found:
+            try:
+                about = json.loads(read_whole(folder / f"{folder.name}.json", 1 << 20) or b"{}")
+            except ValueError:
+                continue
+            if isinstance(about, dict) and about.get("cwd") in wanted:
+                out.append(folder)
+    return out
+
+
+def read_conversation(query: Query) -> list[Entry]:
+    """The conversation in Cline CLI's session history (3.0.65: one JSON
+    document, ``messages`` of ``user``/``assistant`` content blocks): the
+    newest of :func:`session_dirs` written since the session started; the
+    person's typed input (``<user_input>``-wrapped text: tool results and hook
+    context are user messages too), the model's text and ``tool_use`` blocks."""
+    from . import conversation as c
+    from .conversation import EntryKind, cut
+
+    path = c.newest(session_dirs(query), (".messages.json",), query.started)
+    raw = c.read_whole(path) if path is not None else None
+    try:
+        doc = json.loads(raw) if raw else {}
+    except ValueError:
+        return []
+    messages = doc.get("messages") if isinstance(doc, dict) else None
+    out: list[Entry] = []
+    for m in messages if isinstance(messages, list) else []:
+        at, role = m.get("ts") if isinstance(m, dict) else None, m.get("role") if isinstance(
+            m, dict) else None
+        blocks = m.get("content") if isinstance(m, dict) else None
+        if not isinstance(at, int | float) or role not in ("user", "assistant"):
+            continue
+        for block in blocks if isinstance(blocks, list) else []:
+            if not isinstance(block, dict):
+                continue
+            text = block.get("text")
+            if block.get("type") == "text" and isinstance(text, str):
+                typed = _INPUT.search(text) if role == "user" else None
+                words = (typed.group(1) if typed else "" if role == "user" else text).strip()
+                if words:
+                    out.append(c.Entry(EntryKind.PROMPT if role == "user" else EntryKind.REPLY,
+                                       at / 1000, cut(words), "transcript"))
+            elif block.get("type") == "tool_use" and role == "assistant":
+                name, given = str(block.get("name") or "")[:200], block.get("input")
+                given = given if isinstance(given, dict) else {}
+                many = given.get("commands")
+                target = "; ".join(str(x) for x in many) if isinstance(many, list) \
+                    else c.target_of(given)
+                out.append(c.Entry(EntryKind.TOOL, at / 1000, cut(target or name), "transcript",
+                                   tool=name, target=cut(target)))
+    return out
+
+
 AGENT = Agent(
     name=NAME,
     hook_events=("PostToolUse", "TaskStart", "TaskComplete", "SessionShutdown"),
@@ -156,7 +239,9 @@ AGENT = Agent(
     prompt_from_history=history_prompt,
     start_context=StartContext("typed", f"{TYPED}: Cline 3.0.65 has no session-start hook"),
     register=register,
+    conversation=read_conversation,
 )
 
-__all__ = ["AGENT", "DATA_ENV", "DIR_ENV", "HOOK_SUFFIXES", "MAX_HISTORY", "NAME", "cline_dir",
-           "history_prompt", "normalise", "register", "sessions_dir"]
+__all__ = ["AGENT", "DATA_ENV", "DIR_ENV", "HOOK_SUFFIXES", "MAX_HISTORY", "NAME", "PRIVATE_DIR",
+           "cline_dir", "history_prompt", "normalise", "read_conversation", "register",
+           "session_dirs", "sessions_dir"]
