@@ -33,6 +33,9 @@ class Recorded:
     cwd: str
     place: Callable[[Path, str], list[Path]]
     ack: str
+    tool: str = "touch tool_ran.txt"  # the [[tool]] turn's call: a shell command
+    kinds: tuple[EntryKind, ...] = (EntryKind.PROMPT, EntryKind.REPLY, EntryKind.PROMPT,
+                                    EntryKind.TOOL, EntryKind.REPLY)
 
 
 def _copilot(home: Path, cwd: str) -> list[Path]:
@@ -76,6 +79,9 @@ def _older(paths: list[Path]) -> None:
             db.execute("UPDATE session SET time_created = 1000")
             db.commit()
             db.close()
+        if path.suffix == ".md":  # Aider's chat log: the time its chat started says
+            path.write_text(path.read_text().replace(
+                "# aider chat started at 20", "# aider chat started at 19", 1))
         os.utime(path, (1.0, 1.0))
 
 
@@ -97,6 +103,29 @@ def _cline(home: Path, cwd: str) -> list[Path]:
     return [folder / f"{CLINE_ID}.messages.json"]
 
 
+def _aider(home: Path, cwd: str) -> list[Path]:
+    """Aider's logs in the project (its defaults): the chat log's start moved
+    to now's local time, as the input log's prompts, by the same offset."""
+    from datetime import datetime
+
+    project = Path(cwd)
+    project.mkdir(parents=True, exist_ok=True)
+    shift = time.time() - datetime.fromisoformat(AIDER_STARTED).timestamp() - 30
+    out = []
+    for name in (".aider.chat.history.md", ".aider.input.history"):
+        lines = []
+        for line in (FIXTURES / "aider" / name).read_text().splitlines():
+            head = "# aider chat started at " if line.startswith("# aider chat") else "# "
+            if line.startswith("# "):
+                when = datetime.fromisoformat(line[len(head):]).timestamp() + shift
+                line = head + datetime.fromtimestamp(when).isoformat(" ")
+            lines.append(line)
+        (project / name).write_text("\n".join(lines) + "\n")
+        out.append(project / name)
+    return out[:1]
+
+
+AIDER_STARTED = "2026-12-02 03:23:38"
 CLINE_ID = "1796181727741_9wm6l"
 CLINE_CWD = "/tmp/awe-cli-tfjk9zgs/project"
 KIMI_CWD = "/tmp/awe-kim-1zs0szpx/project"
@@ -105,6 +134,9 @@ COPILOT_CWD = "/tmp/awe-cop-v3mb0w3c/project"
 PI_CWD = "/tmp/awe-pi-_56g2sek/project"
 
 RECORDED = {
+    "aider": Recorded("", _aider, "ACK 4ec106c3", tool="tool_ran.txt",
+                      kinds=(EntryKind.PROMPT, EntryKind.REPLY, EntryKind.PROMPT,
+                             EntryKind.REPLY, EntryKind.TOOL)),
     "copilot": Recorded(COPILOT_CWD, _copilot, "ACK 4a7a1b05"),
     "pi": Recorded(PI_CWD, _pi, "ACK b8eebc1d"),
     "cline": Recorded(CLINE_CWD, _cline, "ACK 55a826ea"),
@@ -124,15 +156,15 @@ def test_an_agent_s_recorded_session_reads_as_prompts_replies_and_tool_calls(
     tmp_path: Path, agent: str
 ) -> None:
     rec = RECORDED[agent]
-    rec.place(tmp_path, rec.cwd)
-    got = read(agent, tmp_path, rec.cwd)
-    kinds = [e.kind for e in got]
-    assert kinds == [EntryKind.PROMPT, EntryKind.REPLY, EntryKind.PROMPT, EntryKind.TOOL,
-                     EntryKind.REPLY], got
+    cwd = rec.cwd or str(tmp_path / "project")
+    rec.place(tmp_path, cwd)
+    got = read(agent, tmp_path, cwd)
+    assert tuple(e.kind for e in got) == rec.kinds, got
     assert "status check E2E" in got[0].text and got[1].text == rec.ack, got
     assert "[[tool]] make the file" in got[2].text
-    assert got[3].target == "touch tool_ran.txt" and got[3].tool, got[3]
-    assert got[4].text == "done"
+    (tool,) = [e for e in got if e.kind is EntryKind.TOOL]
+    assert tool.target == rec.tool and tool.tool, tool
+    assert got[-1].text == "done" or agent == "aider"  # Aider's edit is its turn's end
     assert all(e.source == "transcript" for e in got)
     assert [e.at for e in got] == sorted(e.at for e in got)
 
@@ -142,17 +174,19 @@ def test_another_project_s_or_an_older_record_is_not_the_session_s(
     tmp_path: Path, agent: str
 ) -> None:
     rec = RECORDED[agent]
-    paths = rec.place(tmp_path, rec.cwd)
+    cwd = rec.cwd or str(tmp_path / "project")
+    paths = rec.place(tmp_path, cwd)
     assert read(agent, tmp_path, "/somewhere/else") == []
-    assert read(agent, tmp_path, rec.cwd, hinted=str(tmp_path / "x.jsonl")) != []  # a bad hint
+    assert read(agent, tmp_path, cwd, hinted=str(tmp_path / "x.jsonl")) != []  # a bad hint
     _older(paths)  # written before the session started: another session's
-    assert read(agent, tmp_path, rec.cwd, started=time.time() - 60) == []
+    assert read(agent, tmp_path, cwd, started=time.time() - 60) == []
 
 
 @pytest.mark.parametrize("agent", sorted(RECORDED))
 def test_a_symlinked_record_is_never_read(tmp_path: Path, agent: str) -> None:
     rec = RECORDED[agent]
-    (path,) = rec.place(tmp_path, rec.cwd)
+    cwd = rec.cwd or str(tmp_path / "project")
+    (path,) = rec.place(tmp_path, cwd)
     outside = tmp_path / "secret.jsonl"
     path.rename(outside)
     path.symlink_to(outside)

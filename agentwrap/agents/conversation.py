@@ -274,8 +274,19 @@ def tail_lines(path: Path | str, max_bytes: int | None = None,
     or None when it is no readable regular file (a symlink at the last step is
     refused: ``O_NOFOLLOW``). The one bounded read of every transcript (the
     hooks' turn-end reply too: :mod:`agentwrap.surfaces.hooks.transcript`)."""
-    max_bytes = MAX_TRANSCRIPT_BYTES if max_bytes is None else max_bytes
     max_line = MAX_LINE_BYTES if max_line is None else max_line
+    data = tail_bytes(path, max_bytes)
+    if data is None:
+        return None
+    return [x for x in data.split(b"\n") if x.strip() and len(x) <= max_line]
+
+
+def tail_bytes(path: Path | str, max_bytes: int | None = None) -> bytes | None:
+    """The end of the regular file ``path`` (at most ``max_bytes``, default
+    :data:`MAX_TRANSCRIPT_BYTES`), from its first whole line, or None when it
+    is no readable regular file (no symlink at the last step): the bounded
+    read of a record that is text, not JSON lines (Aider's chat history)."""
+    max_bytes = MAX_TRANSCRIPT_BYTES if max_bytes is None else max_bytes
     opened = _open_regular(path)
     if opened is None:
         return None
@@ -285,15 +296,12 @@ def tail_lines(path: Path | str, max_bytes: int | None = None,
         data = _read_from(fd, start, size)
     finally:
         os.close(fd)
-    if data is None:
-        return None
-    lines = data.split(b"\n")
-    if start:
-        lines = lines[1:]  # read from the middle of a line
-    return [x for x in lines if x.strip() and len(x) <= max_line]
+    if data is None or not start:
+        return data
+    return data.split(b"\n", 1)[1] if b"\n" in data else b""  # read from a line's middle
 
 
 __all__ = ["MAX_ENTRY_CHARS", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "TARGET_KEYS",
            "ConversationReader", "Entry", "EntryKind", "Query", "cut", "cwds", "hinted_in",
            "home_of", "inside", "json_lines", "newest", "read_whole", "slug", "stamp",
-           "tail_lines", "target_of"]
+           "tail_bytes", "tail_lines", "target_of"]
