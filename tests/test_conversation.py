@@ -218,3 +218,32 @@ def test_a_question_and_the_answer_given_through_agentwrap_sit_in_place(tmp_path
     asked = question_entry(q.to_json(), 1030.0)
     assert (asked.kind, asked.text, asked.target) == \
         (EntryKind.QUESTION, "Run this command?\n- Yes\n- No", "q4")
+
+
+def test_a_past_question_the_agent_keeps_none_of_is_the_one_agentwrap_saw() -> None:
+    """Issue 42: an agent whose record keeps no question (Copilot's permission
+    dialog, recorded: the transition's evidence is its screen line) still shows
+    it, in place, from the registry's transitions; a repeat of one dialog, one
+    the record shows itself, and the one asked now (its own entry) are not doubled."""
+    from agentwrap.service.conversation import with_past_questions
+    from agentwrap.sessions.registry import Transition
+
+    def went(at: float, state: str, evidence: str = "", reason: str = "") -> Transition:
+        return Transition(id=int(at), session="s", at=at, state=state, signal="screen",
+                          rule="dialog:permission", reason=reason, evidence=evidence,
+                          quiet_ms=0, draft=False)
+
+    box = "│ Do you want to run this command?" + " " * 40 + "│"
+    seen = [went(1.0, "working"), went(2.0, "waiting_input", box),
+            went(2.5, "waiting_input", box), went(3.0, "working"),
+            went(4.0, "dialog", "", "asks which database"), went(5.0, "ready"),
+            went(6.0, "waiting_input", "Allow it?"), went(9.0, "waiting_input", "Now?")]
+    said = [Entry(EntryKind.REPLY, 1.5, "I will run it", "transcript"),
+            Entry(EntryKind.QUESTION, 6.5, "Allow it? (its own record)", "transcript")]
+    got = with_past_questions(said, seen, asking_since=9.0)
+    assert [(e.kind.value, e.at, e.text) for e in got] == [
+        ("reply", 1.5, "I will run it"),
+        ("question", 2.0, "Do you want to run this command?"),
+        ("question", 4.0, "asks which database"),
+        ("question", 6.5, "Allow it? (its own record)")]
+    assert got[1].source == "screen" and got[1].target == "dialog:permission"

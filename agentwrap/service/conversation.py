@@ -6,10 +6,11 @@ own record (every message that reached the agent, its channel, its status,
 whether its ACK came). What the agent said comes from the best source its
 agent offers, asked in order until one has something:
 
-1. the agent's own reader (:attr:`~agentwrap.agents.base.Agent.conversation`:
-   Claude Code's transcript, Gemini CLI's and Qwen Code's chat records,
-   Codex's rollout; found from the path its hooks reported, or the newest of
-   the session's, and checked to be in the agent's own folder for the project);
+1. the agent's own reader (:attr:`~agentwrap.agents.base.Agent.conversation`
+   of the agent its profile's hooks name, else of its profile's name: each
+   agent's own record, a transcript, a session file, a chat log or a store;
+   found from the path its hooks reported, or the newest of the session's,
+   and checked to be the agent's own for the project);
 2. what its hooks said at the last turn's end (the reply and tool calls the
    handoff notes keep: :mod:`agentwrap.continuity.hooks`);
 3. the last screen its supervisor saved, as one reply (the last resort).
@@ -20,6 +21,9 @@ phone) are the answers table's: each applied answer is an ``answer`` entry
 at the time it was typed, with the option it chose; one the agent's own
 record shows already (Claude's AskUserQuestion result in its transcript) is
 not shown twice. A question still waiting for its answer is the last entry.
+A past question the agent's record does not keep is the one agentwrap saw:
+each transition of the session to a dialog state, with the screen line that
+decided it (the registry's transitions), at its time.
 
 A delivered message is shown where it landed: a prompt of the transcript
 that holds its text (or its batch's token) *is* that message, so the prompt
@@ -42,13 +46,19 @@ from ..continuity.hooks import notes_file, read_json
 from ..message import AttemptOutcome, Message, Status
 from ..paths import Paths
 from ..queue.store import MessageStore
-from ..sessions.registry import Registry, SessionRecord
+from ..sessions.registry import Registry, SessionRecord, Transition
 from .profiles import ProfileCache
 
 #: Statuses of a message that reached the agent (or may have: escalated wrote it to a file).
 REACHED = frozenset({Status.DELIVERED, Status.ACKNOWLEDGED, Status.ESCALATED})
 #: Characters of a message's text looked for in a transcript's prompt.
 MATCH_CHARS = 120
+#: Seconds apart within which a question of the agent's own record and one seen on screen are one.
+SAME_QUESTION_S = 2.0
+#: The states in which the agent asks the person something.
+ASKING = ("dialog", "waiting_input")
+#: The frame characters around a dialog's line on screen (not its words).
+FRAME = " \t│║┃|╭╮╰╯─━┌┐└┘"
 #: Seconds after an answer was typed within which the agent's own record of it counts as it.
 SAME_ANSWER_S = 10.0
 
@@ -95,7 +105,13 @@ class Conversations:
         if self.answers is not None:
             entries = with_answers(entries, self.answers(self.registry.address(rec)))
         question = rec.question if isinstance(rec.question, dict) else None
-        if question and str(rec.state) in ("dialog", "waiting_input"):
+        asking = str(rec.state) in ASKING
+        try:
+            seen = self.registry.transitions(rec.name)
+        except Exception:  # noqa: BLE001 - no transitions readable: the rest still is
+            seen = []
+        entries = with_past_questions(entries, seen, rec.state_since if asking else None)
+        if question and asking:
             entries.append(question_entry(question, rec.state_since))
         return Conversation(rec.name, source, tuple(entries[-limit:]))
 
@@ -200,6 +216,30 @@ def question_entry(q: dict[str, Any], at: float) -> Entry:
                  target=str(q.get("id") or ""))
 
 
+def with_past_questions(entries: list[Entry], seen: Sequence[Transition],
+                        asking_since: float | None) -> list[Entry]:
+    """``entries`` with each question agentwrap saw on screen (a transition to
+    a dialog or waiting_input state: the screen line that decided it, else its
+    reason) in place by time, for the agents whose own record keeps no
+    question: one the record shows within :data:`SAME_QUESTION_S` is not
+    doubled, nor the one asked now (``asking_since``: its entry comes last,
+    with its options), nor a repeat of the one before it."""
+    theirs = [e.at for e in entries if e.kind is EntryKind.QUESTION]
+    ours: list[Entry] = []
+    last = ""
+    for t in seen:
+        if t.state not in ASKING:
+            last = ""
+            continue
+        text = "\n".join(x.strip(FRAME) for x in t.evidence.splitlines()).strip() or t.reason
+        if not text or text == last or (asking_since is not None and t.at >= asking_since):
+            continue
+        last = text
+        if not any(abs(at - t.at) <= SAME_QUESTION_S for at in theirs):
+            ours.append(Entry(EntryKind.QUESTION, t.at, cut(text), "screen", target=t.rule[:200]))
+    return sorted([*entries, *ours], key=lambda e: e.at)
+
+
 def with_answers(entries: list[Entry], answers: Sequence[Answer]) -> list[Entry]:
     """``entries`` with each applied answer in place by time, unless the agent's
     own record has an answer within :data:`SAME_ANSWER_S` after it (the same one)."""
@@ -239,5 +279,6 @@ def merge(said: Sequence[Entry], delivered: Sequence[Entry],
     return sorted(out, key=lambda e: e.at)
 
 
-__all__ = ["MATCH_CHARS", "REACHED", "SAME_ANSWER_S", "Conversation", "Conversations",
-           "answer_entry", "merge", "message_entry", "question_entry", "with_answers"]
+__all__ = ["ASKING", "FRAME", "MATCH_CHARS", "REACHED", "SAME_ANSWER_S", "SAME_QUESTION_S",
+           "Conversation", "Conversations", "answer_entry", "merge", "message_entry", "question_entry",
+           "with_answers", "with_past_questions"]

@@ -79,7 +79,9 @@ def converse(make_session: Make, agent: str) -> None:
     assert all(a["at"] <= b["at"] for a, b in itertools.pairwise(entries)), entries
 
 
-@pytest.mark.parametrize("agent", ["aider", "copilot", "opencode", "cline", "kimi", "pi"])
+# one real agent per two readers (the machine is shared): the three unlike sources:
+# a markdown log found by its config, a private home in the launch dir, a SQLite store
+@pytest.mark.parametrize("agent", ["aider", "kimi", "opencode"])
 def test_the_conversation_is_read_from_the_agent_s_own_record(make_session: Make,
                                                                agent: str) -> None:
     converse(make_session, agent)
