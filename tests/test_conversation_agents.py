@@ -204,3 +204,14 @@ def test_kimi_s_record_is_read_from_the_launch_s_private_dir_too(tmp_path: Path)
     got = reader(Query(cwd=KIMI_CWD, started=0.0, environ={}, launch_dir=str(launch)))
     assert [e.text for e in got if e.kind is EntryKind.REPLY] == ["ACK 78d55fd9", "done"]
     assert reader(Query(cwd=KIMI_CWD, started=0.0, environ={})) == []
+
+
+def test_every_agent_has_a_reader_and_a_recorded_file_it_reads() -> None:
+    """The rule for the whole table (issue 42): no agent is left to the screen
+    alone; each reads a file recorded from its real CLI (the four older readers'
+    tests are in ``tests/test_conversation.py`` and the hooks' tests)."""
+    without = sorted(name for name, a in AGENTS.items() if a.conversation is None)
+    assert without == []
+    recorded = {p.name for p in FIXTURES.iterdir() if p.is_dir() and any(p.iterdir())}
+    assert set(AGENTS) <= recorded, sorted(set(AGENTS) - recorded)
+    assert set(RECORDED) == set(AGENTS) - {"claude", "codex", "gemini", "qwen"}
