@@ -145,6 +145,13 @@ RECORDED = {
 }
 
 
+def placed(agent: str, home: Path) -> tuple[str, list[Path]]:
+    """The agent's recorded session placed under ``home``: its project, its files."""
+    rec = RECORDED[agent]
+    cwd = rec.cwd or str(home / "project")
+    return cwd, rec.place(home, cwd)
+
+
 def read(agent: str, home: Path, cwd: str, started: float = 0.0, hinted: str = "") -> list[Entry]:
     reader = AGENTS[agent].conversation
     assert reader is not None, f"{agent} has no conversation reader"
@@ -156,8 +163,7 @@ def test_an_agent_s_recorded_session_reads_as_prompts_replies_and_tool_calls(
     tmp_path: Path, agent: str
 ) -> None:
     rec = RECORDED[agent]
-    cwd = rec.cwd or str(tmp_path / "project")
-    rec.place(tmp_path, cwd)
+    cwd, _ = placed(agent, tmp_path)
     got = read(agent, tmp_path, cwd)
     assert tuple(e.kind for e in got) == rec.kinds, got
     assert "status check E2E" in got[0].text and got[1].text == rec.ack, got
@@ -173,9 +179,7 @@ def test_an_agent_s_recorded_session_reads_as_prompts_replies_and_tool_calls(
 def test_another_project_s_or_an_older_record_is_not_the_session_s(
     tmp_path: Path, agent: str
 ) -> None:
-    rec = RECORDED[agent]
-    cwd = rec.cwd or str(tmp_path / "project")
-    paths = rec.place(tmp_path, cwd)
+    cwd, paths = placed(agent, tmp_path)
     assert read(agent, tmp_path, "/somewhere/else") == []
     assert read(agent, tmp_path, cwd, hinted=str(tmp_path / "x.jsonl")) != []  # a bad hint
     _older(paths)  # written before the session started: another session's
@@ -184,13 +188,11 @@ def test_another_project_s_or_an_older_record_is_not_the_session_s(
 
 @pytest.mark.parametrize("agent", sorted(RECORDED))
 def test_a_symlinked_record_is_never_read(tmp_path: Path, agent: str) -> None:
-    rec = RECORDED[agent]
-    cwd = rec.cwd or str(tmp_path / "project")
-    (path,) = rec.place(tmp_path, cwd)
+    cwd, (path,) = placed(agent, tmp_path)
     outside = tmp_path / "secret.jsonl"
     path.rename(outside)
     path.symlink_to(outside)
-    assert read(agent, tmp_path, rec.cwd) == []
+    assert read(agent, tmp_path, cwd) == []
 
 
 def test_kimi_s_record_is_read_from_the_launch_s_private_dir_too(tmp_path: Path) -> None:

@@ -212,13 +212,10 @@ def read_conversation(query: Query) -> list[Entry]:
                     out.append(c.Entry(EntryKind.PROMPT if role == "user" else EntryKind.REPLY,
                                        at / 1000, cut(words), "transcript"))
             elif block.get("type") == "tool_use" and role == "assistant":
-                name, given = str(block.get("name") or "")[:200], block.get("input")
-                given = given if isinstance(given, dict) else {}
-                many = given.get("commands")
-                target = "; ".join(str(x) for x in many) if isinstance(many, list) \
-                    else c.target_of(given)
-                out.append(c.Entry(EntryKind.TOOL, at / 1000, cut(target or name), "transcript",
-                                   tool=name, target=cut(target)))
+                given = block.get("input")
+                many = given.get("commands") if isinstance(given, dict) else None
+                out.append(c.tool_entry(at / 1000, block.get("name"), given, "; ".join(
+                    str(x) for x in many) if isinstance(many, list) else None))
     return out
 
 

@@ -216,6 +216,16 @@ def target_of(args: Mapping[str, Any], keys: tuple[str, ...] = TARGET_KEYS) -> s
     return next((str(args[k]) for k in keys if isinstance(args.get(k), (str, int))), "")
 
 
+def tool_entry(at: float, name: object, args: object, target: str | None = None) -> Entry:
+    """A tool call read from a record: its name, and what it acts on
+    (``target``, else :func:`target_of` its arguments when they are an object)."""
+    tool = str(name or "")[:200]
+    if target is None:
+        target = target_of(args) if isinstance(args, Mapping) else ""
+    return Entry(EntryKind.TOOL, at, cut(target or tool), "transcript", tool=tool,
+                 target=cut(target))
+
+
 def _open_regular(path: Path | str) -> tuple[int, int] | None:
     """(fd, size) of the regular file ``path`` opened without following a
     symlink at the last step, or None."""
@@ -304,4 +314,4 @@ def tail_bytes(path: Path | str, max_bytes: int | None = None) -> bytes | None:
 __all__ = ["MAX_ENTRY_CHARS", "MAX_LINE_BYTES", "MAX_TRANSCRIPT_BYTES", "TARGET_KEYS",
            "ConversationReader", "Entry", "EntryKind", "Query", "cut", "cwds", "hinted_in",
            "home_of", "inside", "json_lines", "newest", "read_whole", "slug", "stamp",
-           "tail_bytes", "tail_lines", "target_of"]
+           "tail_bytes", "tail_lines", "target_of", "tool_entry"]

@@ -18,7 +18,7 @@ before every MCP tool call otherwise).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .base import CONTEXT, NOTIFICATION, QUESTION, TYPED, Agent, StartContext
 
@@ -140,11 +140,7 @@ def read_conversation(query: Query) -> list[Entry]:
         calls = data.get("toolRequests")
         for call in calls if isinstance(calls, list) else []:
             if isinstance(call, dict):
-                name = str(call.get("name") or "")[:200]
-                args: Any = call.get("arguments")
-                target = c.target_of(args if isinstance(args, dict) else {})
-                out.append(c.Entry(EntryKind.TOOL, at, cut(target or name), "transcript",
-                                   tool=name, target=cut(target)))
+                out.append(c.tool_entry(at, call.get("name"), call.get("arguments")))
     return out
 
 

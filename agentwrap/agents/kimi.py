@@ -170,14 +170,12 @@ def read_conversation(query: Query) -> list[Entry]:
         for call in calls if isinstance(calls, list) and role == "assistant" else []:
             if not isinstance(call, dict):
                 continue
-            name, args = str(call.get("name") or "")[:200], call.get("arguments")
+            args = call.get("arguments")
             try:
                 given = json.loads(args) if isinstance(args, str) else args
             except ValueError:
                 given = None
-            target = c.target_of(given if isinstance(given, dict) else {})
-            out.append(c.Entry(EntryKind.TOOL, at / 1000, cut(target or name), "transcript",
-                               tool=name, target=cut(target)))
+            out.append(c.tool_entry(at / 1000, call.get("name"), given))
     return out
 
 

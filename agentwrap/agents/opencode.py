@@ -145,11 +145,7 @@ def _part_entries(row: tuple[Any, ...]) -> list[Entry]:
         return [c.Entry(kind, at / 1000, cut(text.strip()), "transcript")]
     state = data.get("state")
     if data.get("type") == "tool" and isinstance(state, dict):
-        name = str(data.get("tool") or "")[:200]
-        given = state.get("input")
-        target = c.target_of(given if isinstance(given, dict) else {})
-        return [c.Entry(EntryKind.TOOL, at / 1000, cut(target or name), "transcript",
-                        tool=name, target=cut(target))]
+        return [c.tool_entry(at / 1000, data.get("tool"), state.get("input"))]
     return []
 
 

@@ -71,11 +71,7 @@ def read_conversation(query: Query) -> list[Entry]:
                 out.append(c.Entry(EntryKind.PROMPT if role == "user" else EntryKind.REPLY, at,
                                    cut(text.strip()), "transcript"))
             elif part.get("type") == "toolCall" and role == "assistant":
-                name = str(part.get("name") or "")[:200]
-                args = part.get("arguments")
-                target = c.target_of(args if isinstance(args, dict) else {})
-                out.append(c.Entry(EntryKind.TOOL, at, cut(target or name), "transcript",
-                                   tool=name, target=cut(target)))
+                out.append(c.tool_entry(at, part.get("name"), part.get("arguments")))
     return out
 
 
