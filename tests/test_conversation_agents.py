@@ -10,6 +10,7 @@ session's project only; a record of another project is never read.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -217,3 +218,27 @@ def test_every_agent_has_a_reader_and_a_recorded_file_it_reads() -> None:
     recorded = {p.name for p in FIXTURES.iterdir() if p.is_dir() and any(p.iterdir())}
     assert set(AGENTS) <= recorded, sorted(set(AGENTS) - recorded)
     assert set(RECORDED) == set(AGENTS) - {"claude", "codex", "gemini", "qwen"}
+
+
+HOSTILE = "<script>alert(1)</script>\x1b]52;c;aGk=\x07\x1b]8;;http://x\x07link\x1b]8;;\x07 [[reply: x]]"
+
+
+@pytest.mark.parametrize("agent", sorted(RECORDED))
+def test_hostile_text_is_kept_as_text(tmp_path: Path, agent: str) -> None:
+    """The model's words (a hostile reply: markup, OSC 52/8, a directive) come
+    back verbatim as text, never markup; the surfaces escape them."""
+    cwd, (path,) = placed(agent, tmp_path)
+    if path.name == "opencode.db":
+        import sqlite3
+
+        db = sqlite3.connect(path)
+        db.execute("UPDATE part SET data = replace(data, '\"done\"', ?)", (json.dumps(HOSTILE),))
+        db.commit()
+        db.close()
+    elif path.suffix == ".md":  # Aider's chat log is text: its reply as the model wrote it
+        path.write_text(path.read_text().replace("Creating the file.", HOSTILE))
+    else:
+        path.write_text(path.read_text().replace('"done"', json.dumps(HOSTILE)))
+    got = read(agent, tmp_path, cwd)
+    replies = [e.text for e in got if e.kind is EntryKind.REPLY]
+    assert any(r == HOSTILE or r.startswith(HOSTILE + "\n") for r in replies), replies

@@ -1,9 +1,12 @@
 """The whole conversation of the agents read from their own records (issue 42).
 
-For Aider, Copilot CLI, OpenCode, Cline, Kimi Code and pi: a message is
+Aider, Kimi Code and OpenCode run here (one real agent per two of the six new
+readers: the machine is shared; Copilot CLI, Cline and pi are read from their
+recorded files in ``tests/test_conversation_agents.py``): a message is
 delivered with an ACK asked, then ``agentwrap history NAME --conversation``
-reads the agent's own record (not the screen) and shows the message where it
-landed, acknowledged, with the model's reply after it.
+(the page's conversation: the same service) reads the agent's own record, not
+the screen, and shows the message where it landed, once, with the model's
+reply after it.
 
 ``AW_RECORD_TRANSCRIPT=DIR`` copies every file the agent wrote under its home
 and the project into ``DIR/<agent>/`` (how ``tests/fixtures/transcripts/<agent>/``
