@@ -226,7 +226,8 @@ class Box:
             try:
                 info = self.engine.inspect(self.container)
             except ContainerProblem as exc:
-                return f"container {self.container}: its engine did not answer ({exc.message})"
+                return (f"container {self.container}: its engine did not answer ({exc.message});"
+                        " the container may still run")
             if info is None:
                 return f"container {self.container} is gone"
             state = info.get("State") or {}
