@@ -266,6 +266,9 @@ def test_without_a_native_client_in_the_box_no_hooks_are_registered(
     boxes.prepare_box(paths, "s2")
     why = boxes.client_missing(paths, "s2")
     assert why is not None and "libc6-dev" in why and "Python hook" in why
+    # exactly why the Python hook is no fallback there, and what the agent gets instead
+    assert "agentwrap in the image" in why and "store" in why and "API token" in why, why
+    assert "typed to" in why, why
 
 
 # --- what the host writes for a boxed agent, and what it reads of it ----------------------
@@ -409,3 +412,40 @@ def test_an_engine_that_does_not_answer_is_not_a_container_gone(
             engine.inspect("agentwrap-s1")
         why = Box(engine, "agentwrap-s1").end_reason(0)
         assert why is not None and "did not answer" in why and "may still run" in why
+
+
+def test_a_box_without_a_native_client_fails_closed_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch through :func:`open_box` (an engine that reports the container's
+    mounts: the box folder, the launch files, the project at /work, HOME at /root):
+    with no native client to copy in, no hooks are registered and the note says
+    exactly why; the agent's HOME inside is kept for its conversation reader."""
+    import json
+
+    from agentwrap.containers.box import saved_mounts
+    from agentwrap.sessions.boxed import open_box
+
+    paths = Paths(tmp_path / "c", tmp_path / "s", tmp_path / "r")
+    cwd, launch, home = tmp_path / "proj", paths.state_dir / "launch" / "s1", tmp_path / "home"
+    info = [{"State": {"Running": True}, "Config": {"Env": ["PATH=/usr/bin", "HOME=/root"]},
+             "Mounts": [
+                 {"Type": "bind", "Source": str(boxes.box_dir(paths, "s1")),
+                  "Destination": str(INSIDE), "RW": True},
+                 {"Type": "bind", "Source": str(launch), "Destination": str(launch), "RW": False},
+                 {"Type": "bind", "Source": str(cwd), "Destination": "/work", "RW": True},
+                 {"Type": "bind", "Source": str(home), "Destination": "/root", "RW": True}]}]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "podman").write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(info)}\nEOF\n")
+    (bin_dir / "podman").chmod(0o755)
+    cfg = _apply(Config(), {"container": {"engine": "podman"}}, "")
+    launch.mkdir(parents=True)
+    monkeypatch.setattr(boxes, "CLIENT_BUILDS", (tmp_path / "none-static", tmp_path / "none"))
+    boxed = open_box(paths, cfg, "s1", cwd, launch, container="devbox", image=None, keep=False,
+                     env={"PATH": str(bin_dir)})
+    assert not boxed.hooks and boxed.inside is None
+    assert any("Python hook cannot stand in" in n for n in boxed.notes), boxed.notes
+    assert boxed.workdir == "/work"
+    kept = saved_mounts(launch)
+    assert kept is not None and kept.home == PurePosixPath("/root")
+    assert kept.reader_view(str(cwd)) == ("/work", {"HOME": str(home)})

@@ -88,13 +88,20 @@ def client_missing(paths: Paths, session: str) -> str | None:
     folder holds no native hook client (neither build was made: no C compiler,
     or no ``libc.a`` for the static one). The hooks are then not registered at
     all, so the agent is typed to: hook commands naming a client that is not
-    there would fail at every event. The Python hook is no fallback inside: it
-    needs agentwrap and its store, which the container does not have."""
+    there would fail at every event. The Python hook is no fallback inside, even
+    in an image with python3: it is ``python -m agentwrap hook``, which needs
+    agentwrap installed in the image and the session's store (the state dir),
+    and the container is given neither (only the box folder: mounting the state
+    dir would hand the agent every session's store and the API token)."""
     client = box_dir(paths, session) / HOOK_CLIENT
     if client.is_file() and not client.is_symlink() and os.access(client, os.X_OK):
         return None
     return (f"no native hook client was built ({CLIENT_BUILDS[0].name}: `apt-get install"
-            " libc6-dev` and reinstall agentwrap); the Python hook does not run in a container")
+            " libc6-dev` and reinstall agentwrap); the Python hook cannot stand in inside a"
+            " container: it is `python -m agentwrap hook`, which needs agentwrap in the image"
+            " and the session's store, and the container sees only the session's box folder"
+            " (never the state dir, other sessions' sockets or the API token); the agent is"
+            " typed to, without hooks")
 
 
 def remove_box(paths: Paths, session: str) -> None:
