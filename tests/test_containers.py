@@ -136,7 +136,12 @@ def test_only_the_sessions_own_folders_are_mounted(tmp_path: Path) -> None:
     assert all(s.startswith((str(boxes.box_dir(paths, "s1")), str(paths.answers_dir("s1")),
                              str(tmp_path / "proj"), str(paths.state_dir / "launch" / "s1")))
                for s in sources), sources
-    assert flags[-1].endswith(":ro")  # the launch files: read-only
+    # the launch files are writable to the agent (Qwen writes in its private home there):
+    # the container's mounts, which the host's translations trust, are kept outside them
+    launch = paths.state_dir / "launch" / "s1"
+    assert flags[-1] == f"{launch}:{launch}"
+    kept = boxes.mounts_file(launch)
+    assert not any(kept.is_relative_to(Path(s)) for s in sources), (kept, sources)
 
 
 def test_the_record_keeps_the_container() -> None:

@@ -47,8 +47,10 @@ HOOK_SOCKET = "hook.sock"
 ANSWERS = "answers"
 #: The native hook clients, the static one first (hatch_build.py builds both).
 CLIENT_BUILDS = (RELAY_BINARY.parent / "agentwrap-hook-static", RELAY_BINARY.parent / "agentwrap-hook")
-#: The container's mounts as the launch read them, in the session's launch folder
-#: (host-only, or read-only inside): the hooks translate the agent's paths through them.
+#: The container's mounts as the launch read them, beside the session's launch folder
+#: (never in it: the container mounts that folder writable, for the agents that write
+#: in the private home it holds, Qwen's; the mounts must stay out of the agent's reach:
+#: the hooks translate the agent's paths through them). :func:`mounts_file`.
 MOUNTS_FILE = "container-mounts.json"
 #: How long the end looks for the container's own end (see :meth:`Box.end_reason`).
 SETTLE_S = 3.0
@@ -111,29 +113,39 @@ def remove_box(paths: Paths, session: str) -> None:
 
 def box_mounts(paths: Paths, session: str, cwd: Path, launch: Path) -> list[str]:
     """The ``-v`` flags of a container started for ``session``: the project at its
-    own path, the box folder, the answer folder, and the launch files (read-only,
-    at their own path: the agent's argv names them)."""
+    own path, the box folder, the answer folder, and the launch files (at their own
+    path: the agent's argv and environment name them; writable, for an agent writes
+    in the private home they hold: Qwen Code its ``output-language.md`` at every
+    first start, which a read-only mount made a crash. The container's mounts are
+    kept beside that folder, never in it: :func:`mounts_file`)."""
     folder = box_dir(paths, session)
     private_dir(launch, repair=True)
     return ["-v", f"{cwd}:{cwd}", "-v", f"{folder}:{INSIDE}",
             "-v", f"{paths.answers_dir(session)}:{INSIDE / ANSWERS}",
-            "-v", f"{launch}:{launch}:ro"]
+            "-v", f"{launch}:{launch}"]
+
+
+def mounts_file(launch: Path) -> Path:
+    """Where a session's launch keeps its container's mounts (see :data:`MOUNTS_FILE`):
+    ``<state>/launch/NAME.container-mounts.json``, beside the launch folder."""
+    return launch.parent / f"{launch.name}.{MOUNTS_FILE}"
 
 
 def save_mounts(launch: Path, mounts: Mounts) -> None:
     """Keep the container's mounts for the hooks (see :data:`MOUNTS_FILE`)."""
     private_dir(launch, repair=True)
-    tmp = launch / f".{MOUNTS_FILE}.tmp"
+    path = mounts_file(launch)
+    tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(mounts.to_json())
     os.chmod(tmp, 0o600)
-    tmp.replace(launch / MOUNTS_FILE)
+    tmp.replace(path)
 
 
 def saved_mounts(launch: Path) -> Mounts | None:
     """The mounts a boxed session's launch kept; None for a session on the host
     (no file). A file that is not a regular one, or unreadable, is refused:
     a boxed session's paths are never taken as the host's untranslated."""
-    path = launch / MOUNTS_FILE
+    path = mounts_file(launch)
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -257,5 +269,5 @@ class Box:
 
 
 __all__ = ["ANSWERS", "HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "MOUNTS_FILE", "SETTLE_S",
-           "STOP_GRACE_S", "Box", "box_dir", "box_mounts", "client_missing", "hooks_reach", "pid_file", "prepare_box",
+           "STOP_GRACE_S", "Box", "box_dir", "box_mounts", "client_missing", "hooks_reach", "mounts_file", "pid_file", "prepare_box",
            "remove_box", "save_mounts", "saved_mounts", "write_guard"]

@@ -92,7 +92,7 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
     if not hooks:
         notes.append(f"hooks: not registered: {box.container} does not mount the session's box"
                      f" folder at {INSIDE} (start it with -v {box_dir(paths, name)}:{INSIDE}"
-                     f" -v {launch}:{launch}:ro)")
+                     f" -v {launch}:{launch})")
     elif missing:
         hooks = False
         notes.append(f"hooks: not registered: {missing}")
