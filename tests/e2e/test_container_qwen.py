@@ -23,8 +23,9 @@ from support import container as box
 
 from .conftest import AgentSession
 from .model_server import TOOL_FILE
-from .test_answering import main_requests, next_tool_result
+from .test_answering import main_requests
 from .test_container_claude import container_name, into_a_box, stored_answers
+from .test_copilot_opencode_qwen import chat_tool_results
 from .test_hook_questions import hook_question
 
 pytestmark = [pytest.mark.e2e, pytest.mark.container]
@@ -92,7 +93,9 @@ def test_qwen_inside_ready_ack_hostile_and_a_permission_answered_by_a_file_insid
                        "mv /run/agentwrap/answers/.a /run/agentwrap/answers/a.json")
     assert wrote.returncode == 0, wrote.stderr
     s.wait_until(lambda: (s.workdir / TOOL_FILE).exists(), 90, f"{TOOL_FILE} created inside")
-    assert "from-the-qwen-box" in next_tool_result(s, seen)
+    # the command's output reached the model, in a Chat Completions tool result
+    s.wait_until(lambda: any("from-the-qwen-box" in t for r in main_requests(s)[seen:]
+                             for t in chat_tool_results(r.body)), 60, "the tool result")
     applied = [a for a in stored_answers(s) if a[1] == "file"]
     assert len(applied) == 1, applied
     s.wait_state("ready", timeout=120)
