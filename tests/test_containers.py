@@ -5,6 +5,7 @@ commands with the container's paths, the hook socket in the session's box folder
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -135,7 +136,12 @@ def test_only_the_sessions_own_folders_are_mounted(tmp_path: Path) -> None:
     assert all(s.startswith((str(boxes.box_dir(paths, "s1")), str(paths.answers_dir("s1")),
                              str(tmp_path / "proj"), str(paths.state_dir / "launch" / "s1")))
                for s in sources), sources
-    assert flags[-1].endswith(":ro")  # the launch files: read-only
+    # the launch files are writable to the agent (Qwen writes in its private home there):
+    # the container's mounts, which the host's translations trust, are kept outside them
+    launch = paths.state_dir / "launch" / "s1"
+    assert flags[-1] == f"{launch}:{launch}"
+    kept = boxes.mounts_file(launch)
+    assert not any(kept.is_relative_to(Path(s)) for s in sources), (kept, sources)
 
 
 def test_the_record_keeps_the_container() -> None:
@@ -265,3 +271,186 @@ def test_without_a_native_client_in_the_box_no_hooks_are_registered(
     boxes.prepare_box(paths, "s2")
     why = boxes.client_missing(paths, "s2")
     assert why is not None and "libc6-dev" in why and "Python hook" in why
+    # exactly why the Python hook is no fallback there, and what the agent gets instead
+    assert "agentwrap in the image" in why and "store" in why and "API token" in why, why
+    assert "typed to" in why, why
+
+
+# --- what the host writes for a boxed agent, and what it reads of it ----------------------
+
+def test_text_for_the_agent_names_the_containers_paths() -> None:
+    """A table over the kinds of mount: moved (the project at /work, HOME at /root),
+    nested (the longer wins), at its own path (kept), and a path no mount holds or one
+    that only starts like a mount (kept as it is: nothing is made up)."""
+    m = Mounts("devbox", (Mount(PurePosixPath("/home/me/proj"), PurePosixPath("/work")),
+                          Mount(PurePosixPath("/home/me/proj/vendor"), PurePosixPath("/vendor")),
+                          Mount(PurePosixPath("/home/me"), PurePosixPath("/root")),
+                          Mount(PurePosixPath("/opt/agents"), PurePosixPath("/opt/agents"))))
+    cases = {
+        "/home/me/proj/app.py:3:1: F401 unused": "/work/app.py:3:1: F401 unused",
+        "see /home/me/proj.": "see /work.",
+        "'/home/me/proj/vendor/x.py'": "'/vendor/x.py'",
+        "in /home/me/.config and /home/me/proj/a": "in /root/.config and /work/a",
+        "/opt/agents/bin/x": "/opt/agents/bin/x",
+        "/home/me/project/a.py": "/root/project/a.py",  # /home/me holds it: the HOME mount
+        "/home/mex/a.py and /srv/a.py and x/home/me/proj/a": "/home/mex/a.py and /srv/a.py and"
+                                                              " x/home/me/proj/a",
+    }
+    for host, inside in cases.items():
+        assert m.text_inside(host) == inside, host
+    same = Mounts("b", (Mount(PurePosixPath("/p"), PurePosixPath("/p")),))
+    assert same.text_inside("/p/a.py") == "/p/a.py"
+
+
+def _boxed(svc, aw, mounts: Mounts) -> None:  # type: ignore[no-untyped-def]
+    """Session "fake" made a boxed one: its record names a container, its launch the mounts."""
+    from agentwrap.agents.launch import launch_dir
+    from agentwrap.containers.box import save_mounts
+    from agentwrap.session_options import SessionOptions
+
+    save_mounts(launch_dir(aw.paths, "fake"), mounts)
+    rec = svc.registry.get("fake")
+    svc.registry.register(replace(rec, options=SessionOptions.from_json(
+        {**rec.options.to_json(), "container": "devbox", "container_engine": "/usr/bin/podman"})))
+
+
+def test_feedback_text_names_the_agents_paths_for_a_project_mounted_elsewhere(
+        svc, aw_no_tmux) -> None:  # type: ignore[no-untyped-def]
+    """Issue 39: a check runs on the host, so its output names the host's files; an
+    agent whose project is mounted at /work must read /work/..., in a check's report
+    and in a change list alike (before: the host's paths, no file of the agent's)."""
+    from agentwrap.feedback.emit import Ran, report, report_changes
+    from agentwrap.feedback.runner import RunResult
+    from agentwrap.feedback.sources import FeedbackSource
+
+    aw = aw_no_tmux
+    _boxed(svc, aw, _work_mounts(aw.project, aw.root / "home"))
+    host_file = aw.project / "app.py"
+    out = f"{host_file}:3:1: F401 `os` imported but unused\nFound 1 error."
+    ran = Ran(FeedbackSource("lint", ("ruff", "{files}")),
+              RunResult("lint", ("ruff", "app.py"), 1, out), "edit", ("app.py",))
+    sent = report(svc, "fake", [ran], budget_tokens=1000)
+    assert len(sent) == 1
+    assert "/work/app.py:3:1: F401" in sent[0].content, sent[0].content
+    assert str(aw.project) not in sent[0].content, sent[0].content
+    changed = report_changes(svc, "fake", [(str(host_file), "modified")], name="watch",
+                             root=str(aw.project))
+    assert changed is not None and "files changed in /work" in changed.content
+    assert str(aw.project) not in changed.content, changed.content
+
+
+def test_feedback_text_of_a_session_on_the_host_is_unchanged(svc, aw_no_tmux) -> None:  # type: ignore[no-untyped-def]
+    from agentwrap.feedback.emit import report_changes
+
+    aw = aw_no_tmux
+    changed = report_changes(svc, "fake", [(str(aw.project / "a.py"), "modified")],
+                             name="watch", root=str(aw.project))
+    assert changed is not None and f"files changed in {aw.project}" in changed.content
+
+
+def test_claudes_conversation_is_read_with_home_mounted_at_another_path(
+        svc, aw_no_tmux) -> None:  # type: ignore[no-untyped-def]
+    """Issue 39: Claude inside files its transcript under its own HOME and its own
+    project path (``/root/.claude/projects/-work/``); the host has that HOME at
+    another folder. The reader is given the agent's view (its cwd as the container
+    names it, its HOME where the host has it): the hooks' transcript path (already
+    the host's) and, without it, the newest transcript there are both found (before:
+    the host's slug and the host's HOME, so neither, and the screen was the source)."""
+    import json
+    import os
+
+    from agentwrap.continuity.hooks import notes_file
+    from agentwrap.service.conversation import Conversations
+    from agentwrap.service.profiles import ProfileCache
+
+    aw = aw_no_tmux
+    home = aw.root / "home-of-the-box"
+    mounts = replace(_work_mounts(aw.project, home), home=PurePosixPath("/root"))
+    _boxed(svc, aw, mounts)
+    svc.registry.register(replace(svc.registry.get("fake"), profile="claude"))
+    folder = home / ".claude" / "projects" / "-work"
+    folder.mkdir(parents=True)
+    line = {"type": "assistant", "timestamp": "2026-12-02T03:00:00Z", "uuid": "u1",
+            "message": {"role": "assistant", "content": [{"type": "text",
+                                                            "text": "reply from the box"}]}}
+    (folder / "t1.jsonl").write_text(json.dumps(line) + "\n")
+    reader = Conversations(aw.paths, svc.store, svc.registry, ProfileCache(aw.paths))
+    got = reader.read("fake")  # no hint: the newest transcript of the agent's own folder
+    assert got.source == "transcript", got
+    assert any(e.text == "reply from the box" for e in got.entries), got
+    old = folder / "t0.jsonl"  # older than the session: only the hooks' path names it
+    old.write_text(json.dumps({**line, "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "the hooks named this one"}]}}) + "\n")
+    os.utime(old, (1, 1))
+    notes_file(aw.paths, "fake").parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    notes_file(aw.paths, "fake").write_text(json.dumps(
+        {"transcript_path": str(old)}))  # as the hooks translated it to the host's
+    got = reader.read("fake")
+    assert got.source == "transcript", got
+    assert [e.text for e in got.entries] == ["the hooks named this one"], got
+
+
+@pytest.mark.parametrize(("said", "gone"), [
+    ("Error: no such container agentwrap-s1", True),                       # podman
+    ("Error: No such container: agentwrap-s1", True),                      # docker
+    ("Error response from daemon: No such object: agentwrap-s1", True),    # docker, older
+    ("Cannot connect to the Docker daemon at unix:///x/docker.sock. Is the docker daemon"
+     " running?", False),
+    ("Error: unable to connect to Podman socket: connection refused", False),
+])
+def test_an_engine_that_does_not_answer_is_not_a_container_gone(
+        tmp_path: Path, said: str, gone: bool) -> None:
+    """Only the engine's "no such container" means gone; any other failure of
+    ``inspect`` (its daemon restarting) raises, and the end's reason says so
+    (before: every failure read "container ... is gone", the container still running)."""
+    from agentwrap.errors import ContainerProblem
+
+    fake = tmp_path / "docker"
+    fake.write_text(f"#!/bin/sh\necho {shlex.quote(said)} >&2\nexit 1\n")
+    fake.chmod(0o755)
+    engine = Engine(str(fake), "docker")
+    if gone:
+        assert engine.inspect("agentwrap-s1") is None
+        assert Box(engine, "agentwrap-s1").end_reason(0) == "container agentwrap-s1 is gone"
+    else:
+        with pytest.raises(ContainerProblem):
+            engine.inspect("agentwrap-s1")
+        why = Box(engine, "agentwrap-s1").end_reason(0)
+        assert why is not None and "did not answer" in why and "may still run" in why
+
+
+def test_a_box_without_a_native_client_fails_closed_and_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launch through :func:`open_box` (an engine that reports the container's
+    mounts: the box folder, the launch files, the project at /work, HOME at /root):
+    with no native client to copy in, no hooks are registered and the note says
+    exactly why; the agent's HOME inside is kept for its conversation reader."""
+    import json
+
+    from agentwrap.containers.box import saved_mounts
+    from agentwrap.sessions.boxed import open_box
+
+    paths = Paths(tmp_path / "c", tmp_path / "s", tmp_path / "r")
+    cwd, launch, home = tmp_path / "proj", paths.state_dir / "launch" / "s1", tmp_path / "home"
+    info = [{"State": {"Running": True}, "Config": {"Env": ["PATH=/usr/bin", "HOME=/root"]},
+             "Mounts": [
+                 {"Type": "bind", "Source": str(boxes.box_dir(paths, "s1")),
+                  "Destination": str(INSIDE), "RW": True},
+                 {"Type": "bind", "Source": str(launch), "Destination": str(launch), "RW": False},
+                 {"Type": "bind", "Source": str(cwd), "Destination": "/work", "RW": True},
+                 {"Type": "bind", "Source": str(home), "Destination": "/root", "RW": True}]}]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "podman").write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(info)}\nEOF\n")
+    (bin_dir / "podman").chmod(0o755)
+    cfg = _apply(Config(), {"container": {"engine": "podman"}}, "")
+    launch.mkdir(parents=True)
+    monkeypatch.setattr(boxes, "CLIENT_BUILDS", (tmp_path / "none-static", tmp_path / "none"))
+    boxed = open_box(paths, cfg, "s1", cwd, launch, container="devbox", image=None, keep=False,
+                     env={"PATH": str(bin_dir)})
+    assert not boxed.hooks and boxed.inside is None
+    assert any("Python hook cannot stand in" in n for n in boxed.notes), boxed.notes
+    assert boxed.workdir == "/work"
+    kept = saved_mounts(launch)
+    assert kept is not None and kept.home == PurePosixPath("/root")
+    assert kept.reader_view(str(cwd)) == ("/work", {"HOME": str(home)})

@@ -12,6 +12,8 @@ dockerd's own behaviour behind that API (its exec monitor, its state words).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
 from collections.abc import Iterator
 
@@ -86,3 +88,48 @@ def test_docker_kill_ends_the_session_with_the_containers_reason(docked: AwEnv) 
     assert "container agentwrap-dkk" in str(st.get("reason") or st), st
     assert record(aw, "dkk")["liveness"] != "running"
     wait_for(lambda: docker(aw).inspect("agentwrap-dkk") is None, 60, "the killed one removed")
+
+
+def test_the_engines_daemon_gone_ends_the_session_with_a_reason(
+        container: None, aw: AwEnv, tmp_path_factory: pytest.TempPathFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's daemon stops under a session (here Podman's Docker API service,
+    the test's own, killed): the ``docker exec`` client loses it and ends, the engine
+    cannot say what became of the container. The session ends with that reason (before:
+    a failed ``inspect`` read as "container is gone", which it is not: the container
+    still runs), and no message is left ``delivering``."""
+    if shutil.which("docker") is None:
+        pytest.skip("no Docker CLI on PATH (scripts/setup.sh installs Debian's docker.io)")
+    image = box.build_images().agent
+    with box.docker_service(tmp_path_factory.mktemp("docker-api-dies")) as (host, service):
+        aw.env["DOCKER_HOST"] = host
+        monkeypatch.setenv("DOCKER_HOST", host)
+        gen = engine_of(aw, "docker")
+        next(gen)
+        try:
+            res = aw.cli("run", "--detach", "--name", "dd", "--image", image, "--", "sh", "-c",
+                         "cat >/dev/null")
+            assert res.returncode == 0, res.stderr
+            wait_for(lambda: state(aw, "dd")["state"] != "starting", 60, "the shell seen")
+            sent = aw.cli("send", "dd", "echo hello", "--raw")
+            assert sent.returncode == 0, sent.stderr
+            service.kill()  # the daemon gone (SIGKILL: no goodbye to its clients)
+            service.wait()
+            ended(aw, "dd")
+            st = state(aw, "dd")
+            reason = str(st.get("reason") or st)
+            assert "container agentwrap-dd" in reason and "engine did not answer" in reason, st
+            assert "is gone" not in reason, st
+
+            def in_flight() -> list[dict[str, object]]:
+                hist = json.loads(aw.cli("history", "dd", "--json").stdout or "[]")
+                return [m for m in hist if m.get("status") == "delivering"
+                        or m.get("phase") in ("pasting", "submitting")]
+
+            wait_for(lambda: not in_flight(), 30, "no message left delivering",
+                     on_timeout=lambda: str(in_flight()))
+            assert box.running("agentwrap-dd")  # the engine's container outlived its API
+        finally:
+            box.remove("agentwrap-dd")
+            with contextlib.suppress(StopIteration):
+                next(gen)

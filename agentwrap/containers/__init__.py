@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .box import box_mounts as box_mounts
     from .box import client_missing as client_missing
     from .box import hooks_reach as hooks_reach
+    from .box import mounts_file as mounts_file
     from .box import prepare_box as prepare_box
     from .box import remove_box as remove_box
     from .box import save_mounts as save_mounts
@@ -44,7 +45,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
     "box": ("HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "MOUNTS_FILE", "Box", "box_dir", "box_mounts",
-            "client_missing", "hooks_reach", "prepare_box", "remove_box", "save_mounts",
+            "client_missing", "hooks_reach", "mounts_file", "prepare_box", "remove_box", "save_mounts",
             "saved_mounts", "write_guard"),
     "engine": ("Engine", "find_engine"),
     "mounts": ("PATH_FIELDS", "Mount", "Mounts", "host_payload"),

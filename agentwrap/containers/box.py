@@ -47,8 +47,10 @@ HOOK_SOCKET = "hook.sock"
 ANSWERS = "answers"
 #: The native hook clients, the static one first (hatch_build.py builds both).
 CLIENT_BUILDS = (RELAY_BINARY.parent / "agentwrap-hook-static", RELAY_BINARY.parent / "agentwrap-hook")
-#: The container's mounts as the launch read them, in the session's launch folder
-#: (host-only, or read-only inside): the hooks translate the agent's paths through them.
+#: The container's mounts as the launch read them, beside the session's launch folder
+#: (never in it: the container mounts that folder writable, for the agents that write
+#: in the private home it holds, Qwen's; the mounts must stay out of the agent's reach:
+#: the hooks translate the agent's paths through them). :func:`mounts_file`.
 MOUNTS_FILE = "container-mounts.json"
 #: How long the end looks for the container's own end (see :meth:`Box.end_reason`).
 SETTLE_S = 3.0
@@ -88,13 +90,20 @@ def client_missing(paths: Paths, session: str) -> str | None:
     folder holds no native hook client (neither build was made: no C compiler,
     or no ``libc.a`` for the static one). The hooks are then not registered at
     all, so the agent is typed to: hook commands naming a client that is not
-    there would fail at every event. The Python hook is no fallback inside: it
-    needs agentwrap and its store, which the container does not have."""
+    there would fail at every event. The Python hook is no fallback inside, even
+    in an image with python3: it is ``python -m agentwrap hook``, which needs
+    agentwrap installed in the image and the session's store (the state dir),
+    and the container is given neither (only the box folder: mounting the state
+    dir would hand the agent every session's store and the API token)."""
     client = box_dir(paths, session) / HOOK_CLIENT
     if client.is_file() and not client.is_symlink() and os.access(client, os.X_OK):
         return None
     return (f"no native hook client was built ({CLIENT_BUILDS[0].name}: `apt-get install"
-            " libc6-dev` and reinstall agentwrap); the Python hook does not run in a container")
+            " libc6-dev` and reinstall agentwrap); the Python hook cannot stand in inside a"
+            " container: it is `python -m agentwrap hook`, which needs agentwrap in the image"
+            " and the session's store, and the container sees only the session's box folder"
+            " (never the state dir, other sessions' sockets or the API token); the agent is"
+            " typed to, without hooks")
 
 
 def remove_box(paths: Paths, session: str) -> None:
@@ -104,29 +113,39 @@ def remove_box(paths: Paths, session: str) -> None:
 
 def box_mounts(paths: Paths, session: str, cwd: Path, launch: Path) -> list[str]:
     """The ``-v`` flags of a container started for ``session``: the project at its
-    own path, the box folder, the answer folder, and the launch files (read-only,
-    at their own path: the agent's argv names them)."""
+    own path, the box folder, the answer folder, and the launch files (at their own
+    path: the agent's argv and environment name them; writable, for an agent writes
+    in the private home they hold: Qwen Code its ``output-language.md`` at every
+    first start, which a read-only mount made a crash. The container's mounts are
+    kept beside that folder, never in it: :func:`mounts_file`)."""
     folder = box_dir(paths, session)
     private_dir(launch, repair=True)
     return ["-v", f"{cwd}:{cwd}", "-v", f"{folder}:{INSIDE}",
             "-v", f"{paths.answers_dir(session)}:{INSIDE / ANSWERS}",
-            "-v", f"{launch}:{launch}:ro"]
+            "-v", f"{launch}:{launch}"]
+
+
+def mounts_file(launch: Path) -> Path:
+    """Where a session's launch keeps its container's mounts (see :data:`MOUNTS_FILE`):
+    ``<state>/launch/NAME.container-mounts.json``, beside the launch folder."""
+    return launch.parent / f"{launch.name}.{MOUNTS_FILE}"
 
 
 def save_mounts(launch: Path, mounts: Mounts) -> None:
     """Keep the container's mounts for the hooks (see :data:`MOUNTS_FILE`)."""
     private_dir(launch, repair=True)
-    tmp = launch / f".{MOUNTS_FILE}.tmp"
+    path = mounts_file(launch)
+    tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(mounts.to_json())
     os.chmod(tmp, 0o600)
-    tmp.replace(launch / MOUNTS_FILE)
+    tmp.replace(path)
 
 
 def saved_mounts(launch: Path) -> Mounts | None:
     """The mounts a boxed session's launch kept; None for a session on the host
     (no file). A file that is not a regular one, or unreadable, is refused:
     a boxed session's paths are never taken as the host's untranslated."""
-    path = launch / MOUNTS_FILE
+    path = mounts_file(launch)
     try:
         st = path.lstat()
     except FileNotFoundError:
@@ -226,7 +245,8 @@ class Box:
             try:
                 info = self.engine.inspect(self.container)
             except ContainerProblem as exc:
-                return f"container {self.container}: its engine did not answer ({exc.message})"
+                return (f"container {self.container}: its engine did not answer ({exc.message});"
+                        " the container may still run")
             if info is None:
                 return f"container {self.container} is gone"
             state = info.get("State") or {}
@@ -249,5 +269,5 @@ class Box:
 
 
 __all__ = ["ANSWERS", "HOOK_CLIENT", "HOOK_SOCKET", "INSIDE", "MOUNTS_FILE", "SETTLE_S",
-           "STOP_GRACE_S", "Box", "box_dir", "box_mounts", "client_missing", "hooks_reach", "pid_file", "prepare_box",
+           "STOP_GRACE_S", "Box", "box_dir", "box_mounts", "client_missing", "hooks_reach", "mounts_file", "pid_file", "prepare_box",
            "remove_box", "save_mounts", "saved_mounts", "write_guard"]

@@ -11,6 +11,7 @@ engine by name, ``-e NAME``, their values from its environment).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -20,6 +21,9 @@ from typing import Any
 from ..config import CONTAINER_ENGINES, ContainerConfig
 from ..errors import ContainerEngineMissing, ContainerProblem
 
+#: How each engine says a container does not exist (podman: "no such container X";
+#: docker: "No such container: X", "No such object: X"), as against failing to answer.
+NO_SUCH = re.compile(r"no such (?:container|object)", re.IGNORECASE)
 #: An engine command agentwrap waits for (not the agent's exec): start, inspect, stop.
 COMMAND_TIMEOUT_S = 60.0
 
@@ -47,10 +51,19 @@ class Engine:
         return done
 
     def inspect(self, container: str) -> dict[str, Any] | None:
-        """The container's ``inspect`` record, or None when there is no such container."""
+        """The container's ``inspect`` record, or None when the engine says there is no
+        such container. Any other failure raises :class:`ContainerProblem`: an engine
+        that does not answer (Docker's daemon, or Podman's API service, restarting)
+        says nothing of the container, which may well still run; taken for "gone" it
+        would end a session with a false reason and leave its container behind."""
         done = self.run(["inspect", "--type", "container", container], check=False)
         if done.returncode != 0:
-            return None
+            said = (done.stderr or done.stdout).strip()
+            if NO_SUCH.search(said):
+                return None
+            lines = said.splitlines()
+            raise ContainerProblem(f"{self.kind} inspect failed ({done.returncode}):"
+                                   f" {lines[-1][:300] if lines else 'no words'}")
         try:
             data = json.loads(done.stdout)
         except ValueError:
@@ -80,4 +93,4 @@ def find_engine(cfg: ContainerConfig, path: str | None = None) -> Engine:
     raise ContainerEngineMissing(f"no container engine: {' or '.join(kinds)} not on PATH")
 
 
-__all__ = ["COMMAND_TIMEOUT_S", "Engine", "find_engine"]
+__all__ = ["COMMAND_TIMEOUT_S", "NO_SUCH", "Engine", "find_engine"]

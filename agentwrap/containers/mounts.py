@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -51,10 +52,12 @@ def _clean(path: str | os.PathLike[str]) -> PurePosixPath:
 
 @dataclass(frozen=True)
 class Mounts:
-    """A container's bind mounts (``container``: its name, for the errors)."""
+    """A container's bind mounts (``container``: its name, for the errors); ``home``:
+    the agent's HOME inside, when the launch knew it (its readers' roots)."""
 
     container: str
     mounts: tuple[Mount, ...]
+    home: PurePosixPath | None = None
 
     @classmethod
     def from_inspect(cls, container: str, info: Mapping[str, Any]) -> Mounts:
@@ -67,7 +70,7 @@ class Mounts:
             if isinstance(src, str) and isinstance(dst, str) and src.startswith("/") \
                     and dst.startswith("/"):
                 found.append(Mount(PurePosixPath(src), PurePosixPath(dst), bool(m.get("RW", True))))
-        return cls(container, tuple(found))
+        return cls(container, tuple(found), _env_home(info))
 
     def _best(self, path: PurePosixPath, side: str) -> tuple[Mount, PurePosixPath] | None:
         best: tuple[Mount, PurePosixPath] | None = None
@@ -104,14 +107,50 @@ class Mounts:
         folder, which the container sees read-only: the agent cannot remap them)."""
         return json.dumps({"container": self.container, "mounts": [
             {"source": str(m.source), "destination": str(m.destination), "rw": m.writable}
-            for m in self.mounts]})
+            for m in self.mounts], "home": None if self.home is None else str(self.home)})
 
     @classmethod
     def from_json(cls, text: str) -> Mounts:
         data = json.loads(text)
+        home = data.get("home")
         return cls(str(data["container"]), tuple(
             Mount(_clean(m["source"]), _clean(m["destination"]), bool(m["rw"]))
-            for m in data["mounts"]))
+            for m in data["mounts"]), _clean(home) if isinstance(home, str) and home else None)
+
+    def reader_view(self, cwd: str) -> tuple[str, dict[str, str]]:
+        """What an agent's conversation reader is given for an agent in this
+        container: the project folder as the agent named it (its records are
+        filed by that path: Claude's ``projects/-work/``), and an environment
+        whose only HOME is the host's folder of the agent's own (its HOME mounted
+        at another path is read where the host has it). Nothing of the host's
+        own environment: a config dir of the supervisor's is no folder of the
+        agent's, and a HOME no mount holds leaves the reader none (it never guesses)."""
+        try:
+            inside = self.to_container(cwd)
+        except PathNotMounted:
+            inside = cwd
+        if self.home is None:
+            return inside, {}
+        try:
+            return inside, {"HOME": self.to_host(self.home)}
+        except PathNotMounted:
+            return inside, {}
+
+    def text_inside(self, text: str) -> str:
+        """``text`` written on the host for the agent (a check's output, a change
+        list) with every host path a mount holds named as the agent sees it: the
+        longest mount first, a path's whole components only (``/proj`` is not the
+        start of ``/project``). A path no mount holds stays as it is: the agent
+        cannot reach it either way, and nothing is made up for it."""
+        if not text or all(m.source == m.destination for m in self.mounts):
+            return text
+        moved = sorted(self.mounts, key=lambda m: len(str(m.source)), reverse=True)
+        where = {str(m.source): str(m.destination) for m in reversed(moved)}
+        roots = "|".join(re.escape(str(m.source)) for m in moved if str(m.source) != "/")
+        if not roots:
+            return text
+        found = re.compile(rf"(?<![\w.~/-])({roots})(?=/|\.(?![\w.-])|[^\w.-]|$)")
+        return found.sub(lambda hit: where[hit.group(1)], text)
 
     def holds(self, host_paths: Iterable[str | os.PathLike[str]], *, write: bool = False) -> bool:
         try:
@@ -120,6 +159,16 @@ class Mounts:
         except PathNotMounted:
             return False
         return True
+
+
+def _env_home(info: Mapping[str, Any]) -> PurePosixPath | None:
+    """The HOME of an ``inspect`` record's environment (``Config.Env``), if absolute."""
+    config = info.get("Config")
+    env = config.get("Env") if isinstance(config, Mapping) else None
+    for item in env if isinstance(env, list) else ():
+        if isinstance(item, str) and item.startswith("HOME=/"):
+            return PurePosixPath(os.path.normpath(item[5:]))
+    return None
 
 
 #: The payload fields that name one path of the agent's (the hooks' common ones).

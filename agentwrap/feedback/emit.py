@@ -88,7 +88,8 @@ def report(
         role = c.outcomes[0].role
         try:
             s = service.send(NewMessage(  # a bare name: this host's session (its loop)
-                session=service.own(session), content=c.text, source=kind, source_id=c.source_id,
+                session=service.own(session), content=as_agent_sees(service, session, c.text),
+                source=kind, source_id=c.source_id,
                 priority=c.priority,
                 metadata={"feedback": {"sources": list(c.sources), "trigger": trig,
                                        "files": files[:50], "role": role,
@@ -107,6 +108,27 @@ def report(
             status={o.source: o.status for o in c.outcomes},
         )
     return sent
+
+
+def as_agent_sees(service: Service, session: str, text: str) -> str:
+    """The feedback ``text`` (written on the host: its paths the host's) as the
+    agent reads it: for an agent in a container (issue 39), every host path its
+    mounts hold named at the container's path (a project mounted at ``/work``
+    reads ``/work/app.py``, not the host's ``/home/me/proj/app.py``); unchanged
+    on the host. Mounts that cannot be read: the text as it is (a path the
+    agent cannot open is no instruction)."""
+    from ..agents.launch import launch_dir
+    from ..containers.box import saved_mounts
+    from ..errors import PathNotMounted
+
+    name = service.registry.local(session)
+    if name is None:  # another host's session: its launch files are that host's
+        return text
+    try:
+        mounts = saved_mounts(launch_dir(service.paths, name))
+    except PathNotMounted:
+        return text
+    return text if mounts is None else mounts.text_inside(text)
 
 
 def _why(triggers: list[str]) -> str:
@@ -139,7 +161,7 @@ def report_changes(
     """Tell ``session`` that files changed (a watch without a command)."""
     if not changes:
         return None
-    text = describe_changes(changes, root)
+    text = as_agent_sees(service, session, describe_changes(changes, root))
     files = [p for p, _ in changes]
     try:
         s = service.send(NewMessage(

@@ -132,9 +132,10 @@ class Conversations:
         if agent is not None and agent.conversation is not None:
             hint = notes.get("transcript_path")
             launch = self.paths.state_dir / "launch" / rec.name if self.registry.here(rec) else ""
-            got = agent.conversation(Query(cwd=rec.cwd, started=rec.started,
+            cwd, environ = self._agent_view(rec)
+            got = agent.conversation(Query(cwd=cwd, started=rec.started,
                                            hinted=hint if isinstance(hint, str) else "",
-                                           environ=dict(os.environ), launch_dir=str(launch)))
+                                           environ=environ, launch_dir=str(launch)))
             if got:
                 return "transcript", sorted(got, key=lambda e: e.at)
         from_hooks = self._from_notes(rec, notes)
@@ -142,6 +143,24 @@ class Conversations:
             return "hook", from_hooks
         from_screen = self._from_screen(rec)
         return ("screen", from_screen) if from_screen else ("none", [])
+
+    def _agent_view(self, rec: SessionRecord) -> tuple[str, dict[str, str]]:
+        """The project folder and environment the agent's reader is given: the
+        host's; for an agent in a container (issue 39), its own (the folder as
+        the container names it, its HOME where the host has it: the mounts its
+        launch kept, :meth:`agentwrap.containers.mounts.Mounts.reader_view`)."""
+        if rec.options.container and self.registry.here(rec):
+            from ..agents.launch import launch_dir
+            from ..containers.box import saved_mounts
+            from ..errors import PathNotMounted
+
+            try:
+                mounts = saved_mounts(launch_dir(self.paths, rec.name))
+            except PathNotMounted:
+                return rec.cwd, {}  # its mounts unknown: no host folder is taken for its own
+            if mounts is not None:
+                return mounts.reader_view(rec.cwd)
+        return rec.cwd, dict(os.environ)
 
     def _from_notes(self, rec: SessionRecord, notes: dict[str, Any]) -> list[Entry]:
         """The last turn's reply and tool calls, as the hooks reported them."""

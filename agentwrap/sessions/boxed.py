@@ -13,7 +13,7 @@ container stopped, and removes the container it started (unless kept).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from ..config import Config
@@ -74,6 +74,8 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
                                        " `agentwrap run --image IMAGE` to start one for the session")
             box = Box(engine, container)
         mounts = box.mounts()
+        if "HOME" in cfg.container.env and env.get("HOME", "").startswith("/"):
+            mounts = replace(mounts, home=PurePosixPath(env["HOME"]))  # handed in by name
         save_mounts(launch, mounts)  # the hooks translate the agent's paths through them
     except BaseException:
         remove_box(paths, name)
@@ -90,7 +92,7 @@ def open_box(paths: Paths, cfg: Config, name: str, cwd: Path, launch: Path, *,
     if not hooks:
         notes.append(f"hooks: not registered: {box.container} does not mount the session's box"
                      f" folder at {INSIDE} (start it with -v {box_dir(paths, name)}:{INSIDE}"
-                     f" -v {launch}:{launch}:ro)")
+                     f" -v {launch}:{launch})")
     elif missing:
         hooks = False
         notes.append(f"hooks: not registered: {missing}")

@@ -217,10 +217,10 @@ def with_channels(
     for stale in (paths.session_started(name), paths.started_batches(name)):
         stale.unlink(missing_ok=True)  # a killed session's: this launch's hook has not run
     if boxed is None:  # a killed boxed session's mounts: this agent's paths are the host's
-        from ..containers.box import MOUNTS_FILE
+        from ..containers.box import mounts_file
         from .channels import launch_dir
 
-        (launch_dir(paths, name) / MOUNTS_FILE).unlink(missing_ok=True)
+        mounts_file(launch_dir(paths, name)).unlink(missing_ok=True)
     inside = version = None
     enabled = opts.channels
     if boxed is not None:  # in a container: its paths, its CLI's version (issue 39)

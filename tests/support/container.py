@@ -161,6 +161,14 @@ def docker_api(folder: Path) -> Iterator[str]:
     """Podman serving the Docker API on a socket in ``folder`` (there is no dockerd on
     these machines): yields the ``DOCKER_HOST`` the Docker CLI is pointed at. The
     service is this test's own process, ended (by its pid) when the block ends."""
+    with docker_service(folder) as (host, _):
+        yield host
+
+
+@contextlib.contextmanager
+def docker_service(folder: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`docker_api`, with the service's process (a test that kills it: the
+    daemon gone under a session)."""
     sock = folder / "docker.sock"
     proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"],
                             env=engine_env(), stdin=subprocess.DEVNULL,
@@ -173,9 +181,10 @@ def docker_api(folder: Path) -> Iterator[str]:
             "podman's Docker API answering", interval=0.2)
         if proc.poll() is not None:
             raise RuntimeError(f"podman system service ended ({proc.returncode})")
-        yield host
+        yield host, proc
     finally:
-        proc.terminate()
+        if proc.poll() is None:
+            proc.terminate()
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

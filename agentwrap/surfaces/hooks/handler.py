@@ -271,10 +271,11 @@ def _on_host(run: HookRun) -> HookRun:
     is. What no mount holds is dropped, logged: never taken for a host path
     (:class:`~agentwrap.errors.PathNotMounted`)."""
     from ...agents.launch import launch_dir
-    from ...containers.box import MOUNTS_FILE
+    from ...containers.box import mounts_file
 
     launch = launch_dir(run.paths, run.session)
-    if not (launch / MOUNTS_FILE).exists() and not (launch / MOUNTS_FILE).is_symlink():
+    kept = mounts_file(launch)
+    if not kept.exists() and not kept.is_symlink():
         return run  # the usual case: on the host, nothing more is imported
     from ...containers.box import saved_mounts
     from ...containers.mounts import PATH_FIELDS, host_payload
