@@ -9,9 +9,12 @@ SLOW_LAYERS="tmux or postgres or browser or netns or container or e2e or build"
 FAST_LAYER="not ($SLOW_LAYERS)"
 
 # Workers (pytest-xdist) per layer: the fast layer is CPU-bound (one process a
-# core); the tmux, PostgreSQL, browser, netns and build layers mostly wait on the
-# processes they start (three); the real agents run one at a time: an agent's
-# start is seconds of CPU, and the timing under it is what those tests check.
+# core); the tmux, PostgreSQL, browser, netns and build layers wait on the
+# processes they start, in part (three: not four, their heaviest tests are close to
+# a core each: four of the slowest took 171 s of CPU, their whole tree counted, for
+# the 193 s they last took on a quiet clean clone); the real agents run one at a
+# time: an agent's start is seconds of CPU, and the timing under it is what those
+# tests check.
 FAST_WORKERS=${AW_FAST_WORKERS:-2}
 WAITING_LAYERS="($SLOW_LAYERS) and not e2e"
 WAITING_WORKERS=${AW_WAITING_WORKERS:-3}

@@ -24,6 +24,7 @@ from support.delivery_kit import (
 )
 
 from agentwrap.message import Status
+from agentwrap.sessions.host import IDLE_EXIT_ENV, idle_exit_s
 
 
 def _start(aw: AwEnv, *names: str) -> None:
@@ -125,3 +126,13 @@ def test_doctor_names_the_supervisor_host_and_its_sessions(aw: AwEnv) -> None:
     host = supervisor_pid(aw, "a")
     report = json.loads(aw.cli("doctor", "--json").stdout)
     assert report["supervisors"] == {str(host): ["a", "b"]}
+
+
+def test_the_idle_exit_knob_takes_only_a_number_above_zero() -> None:
+    """The test-only AGENTWRAP_HOST_IDLE_EXIT_S shortens the host's idle 30 s
+    (tests/test_store_migrate.py waits for that exit); anything else keeps 30."""
+    assert idle_exit_s({}) == 30.0
+    assert idle_exit_s({IDLE_EXIT_ENV: "5"}) == 5.0
+    assert idle_exit_s({IDLE_EXIT_ENV: "0.5"}) == 0.5
+    for bad in ("", "0", "-1", "nan", "inf", "five"):
+        assert idle_exit_s({IDLE_EXIT_ENV: bad}) == 30.0, bad

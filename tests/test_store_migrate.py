@@ -6,6 +6,8 @@ password."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from agentwrap.queue.backend import ENV, open_database
 from agentwrap.queue.postgres import PostgresMessageStore
 from agentwrap.queue.sqlite import SQLiteMessageStore
 from agentwrap.service.moving import TABLES, Place, migrate
+from agentwrap.sessions.host import IDLE_EXIT_ENV
 from agentwrap.sessions.registry import Registry, SessionRecord
 
 SECRET = "s3cr3t-pw"
@@ -133,6 +136,8 @@ def test_the_cli_moves_a_pending_message_that_a_supervisor_then_delivers(
     name, _ = pg_server.new_schema()
     url = (f"postgresql://{pg_server.user}:{SECRET}@127.0.0.1:{pg_server.port}/postgres"
            f"?sslmode=disable&options=-csearch_path%3D{name}")
+    # the host's idle exit, waited for below, after 5 s instead of 30 (~25 s of this test)
+    aw.env[IDLE_EXIT_ENV] = "5"
     try:
         aw.start_standin("sa")
         aw.wait_state("sa", "ready", timeout=30)
@@ -141,11 +146,19 @@ def test_the_cli_moves_a_pending_message_that_a_supervisor_then_delivers(
         assert "sa" in busy.stderr and "agentwrap stop" in busy.stderr
         assert json.loads(busy.stdout)["error"] == "StoreInUse"
         assert SECRET not in busy.stdout + busy.stderr
+        host = aw.registry().get("sa").supervisor_pid  # the session's thread is the host's
+        assert host
         aw.cli("stop", "sa", check=True)
-        old = aw.store()  # queued for a session that runs nowhere now
-        old.enqueue(NewMessage(session="sb", content="moved while nobody ran"))
-        old.close()
-        idle = aw.cli("store", "migrate", "--to", url)  # the idle host still runs
+        # held still while idle (its lock held), so that the refusal below is seen
+        # however long it takes; let go, it exits by itself after its idle 5 s
+        os.kill(host, signal.SIGSTOP)
+        try:
+            old = aw.store()  # queued for a session that runs nowhere now
+            old.enqueue(NewMessage(session="sb", content="moved while nobody ran"))
+            old.close()
+            idle = aw.cli("store", "migrate", "--to", url)  # the idle host still runs
+        finally:
+            os.kill(host, signal.SIGCONT)
         assert idle.returncode == StoreInUse.exit_code, idle.stderr
         assert "supervisor host is running" in idle.stderr
         moved = aw.wait_for(lambda: (r := aw.cli("store", "migrate", "--to", url, "--json"))

@@ -31,7 +31,7 @@ import select
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -251,8 +251,23 @@ def host_running(paths: Paths) -> bool:
     return False
 
 
+#: A test-only knob: the seconds an idle host lingers instead of 30 (a test of the
+#: idle exit, ``tests/test_store_migrate.py``, waits for it; a person has no reason to set it).
+IDLE_EXIT_ENV = "AGENTWRAP_HOST_IDLE_EXIT_S"
+
+
+def idle_exit_s(env: Mapping[str, str]) -> float:
+    """:data:`IDLE_EXIT_ENV` when it is a number above 0, else the 30 s default."""
+    try:
+        value = float(env.get(IDLE_EXIT_ENV, ""))
+    except ValueError:
+        return 30.0
+    return value if 0 < value < float("inf") else 30.0
+
+
 def serve(paths: Paths, companions: Sequence[Companion] = ()) -> int:
     """Entry point of ``agentwrap _host``."""
     logs = SessionLogs(paths)
     logging.basicConfig(handlers=[logs], level=logging.INFO)
-    return SupervisorHost(paths, logs=logs, companions=companions).serve()
+    return SupervisorHost(paths, idle_exit_s=idle_exit_s(os.environ), logs=logs,
+                          companions=companions).serve()

@@ -102,7 +102,9 @@ def test_what_is_sent_arrives_as_sent(make_session: Make, agent_name: str) -> No
     """One start, every way a message's content can go wrong on its way in (each
     check used to start the agent of its own: four starts for one path):
 
-    - an acknowledged delivery: ready, typed, ACK found, at the model once;
+    - 20 acknowledged deliveries in a row: ready, typed, each ACK found, each at
+      the model once, none lost, none doubled (test_repeated_deliveries was a
+      start of its own for this: the same path, one more start per agent);
     - 60 lines of quotes, shell syntax, tabs and CJK/emoji, byte for byte, one message;
     - ``send --raw`` (hardening 7): the text as is, no quoting block, and refused
       from a webhook;
@@ -113,15 +115,12 @@ def test_what_is_sent_arrives_as_sent(make_session: Make, agent_name: str) -> No
       other two phases: issue 14.2's three).
     """
     s = make_session(agent_name)
+    s.write_config("[limits]\nrate_per_minute = 100\n")  # 24 messages inside a minute
     s.start()
     st = s.wait_state("ready", timeout=90)
     print(f"{agent_name}: ready after {st['since'] - s.started_at:.2f}s ({st['explain']})")
 
-    marker = tag()
-    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
-    assert res.returncode == 0, f"{res.stdout}{res.stderr}\n{s.screen()}"
-    assert res.stdout.startswith("acknowledged"), res.stdout
-    assert len(s.wait_received(marker)) == 1
+    repeated_deliveries(s, agent_name)
 
     marker = tag()
     content = big_content(marker)
@@ -354,16 +353,13 @@ def test_pty_native_relay_delivers_then_exits_with_the_agents_code(
     assert code == rec["exit_code"], (code, rec)
 
 
-def test_repeated_deliveries(make_session: Make, agent_name: str) -> None:
-    """20 acknowledged deliveries in a row: none lost, none doubled."""
-    s = make_session(agent_name)
-    s.write_config("[limits]\nrate_per_minute = 100\n")
-    s.start()
-    s.wait_state("ready", timeout=90)
+def repeated_deliveries(s: AgentSession, agent_name: str) -> None:
+    """20 acknowledged deliveries in a row: each acknowledged, none lost, none doubled."""
     markers = [tag() for _ in range(20)]
     for m in markers:
         res = s.send(f"update {m}", "--ack", "--wait", "--timeout", "90")
         assert res.returncode == 0, f"{m}: {res.stdout}{res.stderr}\n{s.screen()}"
+        assert res.stdout.startswith("acknowledged"), res.stdout
     hist = [h for h in s.history() if any(m in h["content"] for m in markers)]
     first = sum(1 for h in hist if h["attempts"] == 1)
     acked = sum(1 for h in hist if h["status"] == "acknowledged")
