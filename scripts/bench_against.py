@@ -104,6 +104,7 @@ def baseline(ref: str) -> Tree:
                     raise
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    link_dependencies(done / "venv", done / "tree")
     return Tree("ref", label, done / "tree", str(done / "venv" / "bin" / "python"))
 
 
@@ -124,13 +125,27 @@ def build(commit: str, into: Path, final: Path) -> None:
     compile_tree(tree)
     venv = into / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    found = subprocess.run([str(venv / "bin" / "python"), "-c",
-                            "import site; print(site.getsitepackages()[0])"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    # the tree first, then this venv's dependencies (as plain entries: this venv's own
-    # .pth files, its editable agentwrap among them, are not read)
-    Path(found, "agentwrap-bench-against.pth").write_text(
-        f"{final / 'tree'}\n" + "".join(f"{p}\n" for p in site.getsitepackages()), encoding="utf-8")
+    link_dependencies(venv, final / "tree")
+
+
+#: The file in a built venv's site-packages that puts the tree and this venv's dependencies on its path.
+PTH = "agentwrap-bench-against.pth"
+
+
+def link_dependencies(venv: Path, tree: Path) -> None:
+    """``venv`` imports ``tree`` first, then THIS interpreter's dependencies
+    (as plain entries: this venv's own .pth files, its editable agentwrap
+    among them, are not read). Written at build and again on each use: the
+    cache outlives the venv that built it (a worktree removed, its venv with
+    it), and a cached tree pointing at a gone venv failed every run of the
+    other commit with ``No module named 'rich'``."""
+    found = sorted((venv / "lib").glob("python*/site-packages"))
+    if not found:
+        raise RuntimeError(f"{venv}: no site-packages")
+    text = f"{tree}\n" + "".join(f"{p}\n" for p in site.getsitepackages())
+    pth = found[0] / PTH
+    if not pth.exists() or pth.read_text(encoding="utf-8") != text:
+        pth.write_text(text, encoding="utf-8")
 
 
 def compile_tree(tree: Path) -> None:

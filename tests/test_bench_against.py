@@ -82,6 +82,12 @@ def test_the_baseline_is_the_commit_built_once_with_an_interpreter_of_its_own(
     again = ba.baseline("HEAD")  # cached: not built again
     assert again == ref and (ref.root / "agentwrap" / "__init__.py").stat().st_mtime_ns == stamp
     assert [p.name for p in cache.iterdir()] == [commit]  # no half-built tree left
+    # the venv that built it gone (its worktree removed): the next use links this venv's
+    (pth,) = (cache / commit / "venv").glob("lib/python*/site-packages/agentwrap-bench-against.pth")
+    pth.write_text(f"{ref.root}\n/nonexistent/removed-worktree/.venv/lib/site-packages\n")
+    ba.baseline("HEAD")
+    subprocess.run([ref.python, "-c", "import agentwrap, rich"], check=True, cwd="/",
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
 
 
 @needs_cc
