@@ -28,6 +28,7 @@ is that plumbing, once for every ``scripts/bench_*.py`` that offers
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import site
@@ -104,6 +105,7 @@ def baseline(ref: str) -> Tree:
                     raise
         finally:
             shutil.rmtree(work, ignore_errors=True)
+    link_dependencies(done / "venv", done / "tree")
     return Tree("ref", label, done / "tree", str(done / "venv" / "bin" / "python"))
 
 
@@ -124,13 +126,27 @@ def build(commit: str, into: Path, final: Path) -> None:
     compile_tree(tree)
     venv = into / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    found = subprocess.run([str(venv / "bin" / "python"), "-c",
-                            "import site; print(site.getsitepackages()[0])"],
-                           capture_output=True, text=True, check=True).stdout.strip()
-    # the tree first, then this venv's dependencies (as plain entries: this venv's own
-    # .pth files, its editable agentwrap among them, are not read)
-    Path(found, "agentwrap-bench-against.pth").write_text(
-        f"{final / 'tree'}\n" + "".join(f"{p}\n" for p in site.getsitepackages()), encoding="utf-8")
+    link_dependencies(venv, final / "tree")
+
+
+#: The file in a built venv's site-packages that puts the tree and this venv's dependencies on its path.
+PTH = "agentwrap-bench-against.pth"
+
+
+def link_dependencies(venv: Path, tree: Path) -> None:
+    """``venv`` imports ``tree`` first, then THIS interpreter's dependencies
+    (as plain entries: this venv's own .pth files, its editable agentwrap
+    among them, are not read). Written at build and again on each use: the
+    cache outlives the venv that built it (a worktree removed, its venv with
+    it), and a cached tree pointing at a gone venv failed every run of the
+    other commit with ``No module named 'rich'``."""
+    found = sorted((venv / "lib").glob("python*/site-packages"))
+    if not found:
+        raise RuntimeError(f"{venv}: no site-packages")
+    text = f"{tree}\n" + "".join(f"{p}\n" for p in site.getsitepackages())
+    pth = found[0] / PTH
+    if not pth.exists() or pth.read_text(encoding="utf-8") != text:
+        pth.write_text(text, encoding="utf-8")
 
 
 def compile_tree(tree: Path) -> None:
@@ -202,8 +218,7 @@ def interleaved(ref: str, rounds: int, argv: Argv, read: Read, *, groups: Sequen
                     runs.loads.append(os.getloadavg()[0])
                     out = Path(tmp) / f"{side}-{group or 'all'}-{r}.json"
                     # run in the tree: a child's working directory comes first on its path
-                    proc = subprocess.run(argv(tree, group, out), env=tree.env(), cwd=tree.root,
-                                          capture_output=True, text=True, check=False)
+                    proc = run_child(argv(tree, group, out), tree)
                     try:
                         res = read(proc, out)
                         unread = ""
@@ -218,6 +233,44 @@ def interleaved(ref: str, rounds: int, argv: Argv, read: Read, *, groups: Sequen
                     if progress is not None:
                         progress(r, group, tree, res)
     return runs
+
+
+#: How long an interrupted child is given for its own teardown (its agents,
+#: tmux servers, database) before it and its group are killed.
+TEARDOWN_S = 60.0
+
+
+def run_child(argv: Sequence[str], tree: Tree) -> subprocess.CompletedProcess[str]:
+    """One run of the benchmark: its command in the tree, in a session of its
+    own. This process interrupted (Ctrl-C, or SIGTERM/SIGHUP, which main turns
+    into :class:`benchlib.Interrupted`, as ``timeout`` sends) ends the child
+    too: SIGTERM, so its teardown runs, then SIGKILL to its group. A
+    ``subprocess.run`` left it running: a bench_store ended by ``timeout``
+    went on starting ``agentwrap send`` callers at a load of 31."""
+    # run in the tree: a child's working directory comes first on its path
+    with subprocess.Popen(list(argv), env=tree.env(), cwd=tree.root, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            end_child(proc)
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def end_child(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM to the child (its teardown), then SIGKILL to its whole group."""
+    import signal
+
+    with contextlib.suppress(OSError):
+        proc.terminate()
+    try:
+        proc.communicate(timeout=TEARDOWN_S)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def ratio(a: float | None, b: float | None) -> float:
@@ -373,9 +426,13 @@ def main(script: str | Path, args: Any, argv: Sequence[str] | None = None, *,
     process's) on this tree and on ``args.against``'s, ``args.against_rounds``
     runs each, turn about; the ratio table on stdout (on stderr when the
     benchmark's ``--json`` is stdout), and with ``--json`` every run and row."""
-    import contextlib
     import json
+    import signal
 
+    from benchlib import raise_interrupted
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # unwind, ending the running child (run_child)
+        signal.signal(sig, raise_interrupted)
     child = Child.of(script, sys.argv[1:] if argv is None else argv, json_file, rounds_flag)
     want_json = getattr(args, "json", None)
     sink = sys.stderr if (want_json and not json_file) else sys.stdout

@@ -3,7 +3,9 @@
 
 (a) Latency. A tiny raw-mode "stamp agent" (written to the temp dir) draws a
 prompt box like the agent TUIs, enables bracketed paste, echoes what is
-pasted into the box, moves it above the box on Enter, and appends
+pasted into the box, moves it above the box on Enter (then shows a 0.2 s turn,
+"working" under the box, as a real agent shows its turn: agentwrap holds a
+submitted prompt busy till its turn shows, 2 s at most), and appends
 ``time.monotonic()`` and the byte count of EVERY read() of its stdin to a
 file (CLOCK_MONOTONIC is system-wide on Linux, so its stamps compare with
 this process's). A profile made for it (``awbench``) is written to the temp
@@ -83,6 +85,8 @@ tty.setraw(fd)
 out = sys.stdout
 transcript = []
 box = ""
+TURN_S = 0.2  # a turn's length: "working" under the box, as the agent TUIs draw it
+turn_until = 0.0
 
 
 def size():
@@ -95,7 +99,8 @@ def size():
 
 def draw():
     cols, rows = size()
-    tail = ["─" * cols] + ("❯ " + box).split("\n") + ["─" * cols, "  idle"]
+    status = "  working" if time.monotonic() < turn_until else "  idle"
+    tail = ["─" * cols] + ("❯ " + box).split("\n") + ["─" * cols, status]
     room = rows - len(tail)
     body = transcript[-room:] if room > 0 else []
     screen = body + [""] * (room - len(body)) + tail
@@ -109,7 +114,11 @@ stamps.write("ready %.6f\n" % time.monotonic())
 buf = b""
 in_paste = False
 while True:
-    select.select([fd], [], [])
+    wait = turn_until - time.monotonic()
+    if not select.select([fd], [], [], wait if wait > 0 else None)[0]:
+        turn_until = 0.0  # the turn is over: idle again
+        draw()
+        continue
     try:
         data = os.read(fd, 65536)
     except OSError:
@@ -143,6 +152,7 @@ while True:
             if box.strip():
                 transcript.extend(box.split("\n"))
                 box = ""
+                turn_until = time.monotonic() + TURN_S
         elif ch == b"\x03":
             box = ""
         elif ch == b"\n":
@@ -173,6 +183,14 @@ rule = '^─{10,}\s*$'
 
 [detect.regions]
 box = { from = "rule[-2]", to = "rule[-1]" }
+status = { from = "rule[-1]", to = "bottom" }
+
+[[detect.rules]]
+name = "working"
+state = "busy"
+region = "status"
+pattern = '^  working'
+explain = "a turn: 'working' under the prompt box"
 
 [[detect.rules]]
 name = "draft"

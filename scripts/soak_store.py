@@ -161,6 +161,12 @@ class Host:
                               capture_output=True, text=True, timeout=timeout, check=False)
 
 
+#: How long one ``run --detach`` may take: the supervisor host it starts
+#: waits for a host still starting up to 120 s (sessions/lifecycle.py
+#: hand_to_host), and at a load of 30 on 2 cores a start took over 60 s.
+START_S = 180.0
+
+
 def make_host(work: Path, name: str, url: str, big: int) -> Host:
     from agentwrap.paths import Paths
 
@@ -226,7 +232,8 @@ class Soak:
                 proc = host.cli("run", "--detach", "--name", name, "--profile", "standin",
                                 "--cols", "100", "--rows", "30", "--", sys.executable,
                                 str(STANDIN), "--log", str(self.work / "agents" / f"{name}.jsonl"),
-                                "--busy", str(self.cfg.busy_s), "--startup", "0.1")
+                                "--busy", str(self.cfg.busy_s), "--startup", "0.1",
+                                timeout=START_S)
                 if proc.returncode != 0:
                     raise RuntimeError(f"run {name} on {host.name}: {proc.stderr.strip()}")
 

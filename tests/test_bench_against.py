@@ -8,9 +8,11 @@ agentwrap, in the benchmark's process and in every hook it starts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 NATIVE = Path("agentwrap") / "terminal" / "_native"
@@ -82,6 +85,12 @@ def test_the_baseline_is_the_commit_built_once_with_an_interpreter_of_its_own(
     again = ba.baseline("HEAD")  # cached: not built again
     assert again == ref and (ref.root / "agentwrap" / "__init__.py").stat().st_mtime_ns == stamp
     assert [p.name for p in cache.iterdir()] == [commit]  # no half-built tree left
+    # the venv that built it gone (its worktree removed): the next use links this venv's
+    (pth,) = (cache / commit / "venv").glob("lib/python*/site-packages/agentwrap-bench-against.pth")
+    pth.write_text(f"{ref.root}\n/nonexistent/removed-worktree/.venv/lib/site-packages\n")
+    ba.baseline("HEAD")
+    subprocess.run([ref.python, "-c", "import agentwrap, rich"], check=True, cwd="/",
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
 
 
 @needs_cc
@@ -133,3 +142,45 @@ def test_bench_hooks_given_a_tree_runs_its_agentwrap_in_process_and_in_every_hoo
     assert len(python_hooks) >= 5
     # each Python hook case ran twice (warm-up and the run), every time from the tree
     assert marker.read_text().count("tree\n") >= 2 * len(python_hooks)
+
+
+PARENT = """
+import signal, sys
+sys.path.insert(0, sys.argv[1])
+import bench_against as ba
+from benchlib import raise_interrupted
+signal.signal(signal.SIGTERM, raise_interrupted)
+tree = ba.Tree("this", "this", ba.ROOT, sys.executable)
+ba.run_child([sys.executable, "-c", sys.argv[2], sys.argv[3]], tree)
+"""
+#: A benchmark run that never ends on its own; it writes its pid once started.
+FOREVER = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)"
+
+
+def test_a_run_ends_with_the_against_process_that_started_it(tmp_path: Path) -> None:
+    """``timeout 480 bench_store.py --against ..`` ended the parent only: its
+    child went on (starting ``agentwrap send`` callers) at a load of 31."""
+    pid_file = tmp_path / "child.pid"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(ROOT / "scripts"), FOREVER,
+                               str(pid_file)])
+    try:
+        child = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 60,
+                             "the benchmark's run to start"))
+        parent.terminate()
+        parent.wait(timeout=120)
+
+        def gone() -> bool:
+            try:
+                with open(f"/proc/{child}/stat", "rb") as f:
+                    return f.read().split(b") ")[-1][:1] in (b"Z", b"X")
+            except OSError:
+                return True
+
+        wait_for(gone, 60, "the benchmark's run to end with its parent")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+        if pid_file.exists() and pid_file.read_text().isdigit():  # never left behind
+            with contextlib.suppress(OSError):
+                os.kill(int(pid_file.read_text()), signal.SIGKILL)
