@@ -16,7 +16,10 @@ decided it, so ``agentwrap state --explain`` can say *why*:
    the input box on screen (a ready or draft rule matches: positive evidence
    that keys reach the box) and no busy rule matching on a moving screen (the
    session file still says "idle" for a frame after Enter, under the
-   spinner), no longer once a prompt was typed and sent after the word; "it
+   spinner), nor under a busy rule on a still screen till the screen agrees
+   (rule ``hook:draw-due``, at most ``TURN_END_DUE_S``: Copilot CLI's
+   agentStop comes before its footer stops saying "Working"), no longer
+   once a prompt was typed and sent after the word; "it
    asks" only with a dialog on screen, ``busy`` (an expectation, rule
    ``hook:dialog-due`` / ``structured:dialog-due``) while the dialog is due
    (Claude says "waiting" ~0.5 s before drawing it), and without the input
