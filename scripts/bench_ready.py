@@ -381,10 +381,17 @@ def pair(run: Run, probe_s: float, timeout: float) -> dict[str, Any]:
     # the truth turn: the queued message's own
     truth = truth_probe(run, mark_truth, submitted, probe_s, timeout)
     tdrawn = run.pane.first(replied(mark_truth), submitted)
-    ev2 = [e for e in run.events(submitted) if e.kind == "session.state"]
-    busy2 = next((e.at for e in ev2 if e.data.get("state") == "busy"), None)
-    why += [dict(e.data, before_busy_s=round(busy2 - e.at, 3), truth_turn=True) for e in ev2
-            if e.data.get("state") == "ready" and busy2 and e.at < busy2]
+    # its passing readies: a ready followed by a busy before its reply is drawn.
+    # (Not "before the first busy event after submitted": agentwrap may say busy
+    # before the submitted phase is recorded, and then the next pair's busy was
+    # taken, the turn's own end counted as passing: Aider's "2 passing".)
+    end2 = tdrawn if tdrawn is not None else truth
+    ev2 = [e for e in run.events(submitted) if e.kind == "session.state"
+           and (end2 is None or e.at < end2)]
+    for i, e in enumerate(ev2):
+        busy2 = next((x.at for x in ev2[i + 1:] if x.data.get("state") == "busy"), None)
+        if e.data.get("state") == "ready" and busy2 is not None:
+            why.append(dict(e.data, before_busy_s=round(busy2 - e.at, 3), truth_turn=True))
     # ccmanager's rule had nobody typed: the screen's last change before agentwrap
     # typed, + 1.5 s (a lower bound: the agent might have changed it later)
     last = max((t for t, _ in list(run.pane.changes) if drawn <= t < let), default=drawn)

@@ -22,7 +22,7 @@ from agentwrap.agents import gemini
 from agentwrap.agents import qwen as qwen_agent
 from agentwrap.config import RunConfig, load_config
 from agentwrap.detect.detector import HOOK_FRESH_S, Detector, HookReading, StructuredReading
-from agentwrap.detect.precedence import DIALOG_DUE_S
+from agentwrap.detect.precedence import DIALOG_DUE_S, TURN_END_DUE_S
 from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.states import Signal, State
 from agentwrap.errors import ConfigError
@@ -352,8 +352,14 @@ def test_a_fresh_hook_signal_decides_and_a_newer_screen_wins(tmp_path: Path) -> 
     det.update(busy)
     clock.t += 2.0
     assert det.update(busy).signal is Signal.SCREEN
-    # the turn ended (Stop) 0.1 s ago; the screen has been still 2 s: ready, by the hook
+    # the turn ended (Stop) 0.1 s ago, but the spinner line is still drawn: the
+    # screen does not agree yet (issue 37: keys wait for it), busy by the hook ...
     hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.1)
+    r = det.update(busy)
+    assert (r.state, r.signal, r.rule) == (State.BUSY, Signal.HOOK, "hook:draw-due"), r
+    # ... for at most TURN_END_DUE_S: then the still line is a leftover, ready by the hook
+    clock.t += TURN_END_DUE_S
+    hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.1 + TURN_END_DUE_S)
     r = det.update(busy)
     assert (r.state, r.signal, r.rule) == (State.READY, Signal.HOOK, "hook"), r
     assert "Stop" in r.reason
@@ -404,11 +410,16 @@ def test_a_turn_end_is_ready_at_once_unless_the_screen_contradicts_it(tmp_path: 
     hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.02)
     r = det.update(_claude_screen())
     assert (r.state, r.signal, r.quiet_ms) == (State.READY, Signal.HOOK, 0), r
-    # a busy line the redraw left, on a still screen: the hook wins
+    # a busy line on a still screen: the turn's end said before the screen agrees,
+    # busy (issue 37) till TURN_END_DUE_S; then a line the redraw left: the hook wins
     clock.t += profile.quiet_ms / 1000 + 0.05
     hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.4)
     det.update(_claude_screen(busy=True))
     clock.t += profile.quiet_ms / 1000 + 0.05
+    r = det.update(_claude_screen(busy=True))
+    assert (r.state, r.signal, r.rule) == (State.BUSY, Signal.HOOK, "hook:draw-due"), r
+    clock.t += TURN_END_DUE_S
+    hooks.reading = HookReading(State.READY, "claude hook Stop: turn end", 0.4 + TURN_END_DUE_S)
     r = det.update(_claude_screen(busy=True))
     assert (r.state, r.signal) == (State.READY, Signal.HOOK), r
     # the person's text in the box, just typed: a draft, kept

@@ -41,10 +41,11 @@ class Sup:
     detector: object = field(default_factory=object)
 
     then: State | None = None  # what a fresh look sees, when the last reading is stale
+    signal: Signal = Signal.SCREEN  # who decided the state
 
     @property
     def reading(self) -> Reading:
-        return Reading(self.state, Signal.SCREEN, "test", "test", 0, time.time())
+        return Reading(self.state, self.signal, "test", "test", 0, time.time())
 
     def observe(self) -> Reading:
         if self.then is not None:
@@ -345,6 +346,40 @@ def test_a_passing_glance_of_a_draft_mid_turn_keeps_the_batch(svc: Service, chan
     now[0] += 1.1
     chan.step(sup)
     assert svc.get(mid).status is Status.PENDING  # the turn really ended
+
+
+@pytest.mark.parametrize(("state", "signal", "at_once"), [
+    (State.READY, Signal.HOOK, True),  # Aider's notifications mark, its prompt drawn
+    (State.READY, Signal.SCREEN, False),  # the prompt rule alone: a glance may pass
+    (State.READY, Signal.QUIET, False),
+    (State.DRAFT, Signal.SCREEN, False),  # the spinner redrawn away mid-turn reads as a draft
+    (State.DRAFT, Signal.HOOK, False),
+])
+def test_the_agents_own_turn_end_gives_an_unread_batch_back_at_once(
+        svc: Service, chan: ReadFileChannel, state: State, signal: Signal, at_once: bool) -> None:
+    """Issue 37: a message queued while Aider works goes to the file; a
+    one-request turn never reads it, and it goes back to typing when the turn
+    ends. Aider's own turn end (its notifications command ran and the prompt is
+    drawn: ``ready`` by the hook signal) is that end, no glance: given back at
+    the first look (it waited ``settle_s``, 1 s, and Aider's first key came
+    ~1.1 s after it took keys). Any other reading still waits ``settle_s``."""
+    mid = _send(svc, "next prompt")
+    now = [time.time() + 0.01]
+    chan.clock = lambda: now[0]
+    chan.settle_s = 1.0
+    sup = Sup(State.BUSY)
+    chan.step(sup)
+    assert svc.get(mid).status is Status.DELIVERING
+    sup.state, sup.signal = state, signal
+    chan.step(sup)
+    now[0] += 0.05
+    chan.step(sup)
+    assert (svc.get(mid).status is Status.PENDING) is at_once
+    assert _peek(chan.path) == "" or not at_once
+    now[0] += 1.0
+    chan.step(sup)
+    assert svc.get(mid).status is Status.PENDING  # every turn's end gives it back in the end
+    assert [a.outcome for a in svc.store.attempts(mid)] == ["not_read"]
 
 
 class AiderPair:

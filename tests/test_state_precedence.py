@@ -20,7 +20,15 @@ from pathlib import Path
 import pytest
 
 from agentwrap.detect.detector import Detector, HookReading, StructuredReading, evaluate_rules
-from agentwrap.detect.precedence import TABLE, Claim, Outcome, Seen, Source, chain, resolve
+from agentwrap.detect.precedence import (
+    TABLE,
+    Claim,
+    Outcome,
+    Seen,
+    Source,
+    chain,
+    resolve,
+)
 from agentwrap.detect.profiles import load_profile
 from agentwrap.detect.states import State
 from agentwrap.paths import Paths
@@ -132,6 +140,28 @@ CASES: dict[str, tuple[str, list[Step]]] = {
         Step(0.05, "ready__after-reply__160x45", R),
         Step(0.05, "busy__before-first-token__160x45", B),
     ]),
+    # Copilot CLI 1.0.102 fires agentStop up to ~0.7 s before it draws the reply,
+    # and its footer says "Working" 2-3 s after it (load 15), on a screen still
+    # for more than quiet_ms (400 ms): the turn's end is expected, nothing is
+    # typed till the screen agrees; then ready at once, and stays ready.
+    "copilot: agentStop before its footer idles is busy till it does": ("copilot", [
+        Step(0.0, "busy__streaming__160x45", B, hook=B),
+        Step(0.3, "busy__streaming__160x45", B, hook=R),
+        Step(0.45, "busy__streaming__160x45", B),
+        Step(2.0, "busy__streaming__160x45", B),
+        Step(0.5, "busy__streaming__160x45", B),
+        Step(0.05, "ready__after-reply__160x45", R),
+        Step(0.02, "ready__after-reply__160x45", R),
+        Step(0.2, "ready__after-reply__160x45", R),
+        Step(0.5, "ready__after-reply__160x45", R),
+    ]),
+    "copilot: a Working footer left behind after agentStop is ready once the bound passes": (
+        "copilot", [
+            Step(0.0, "busy__streaming__160x45", B, hook=B),
+            Step(0.3, "busy__streaming__160x45", B, hook=R),
+            Step(7.9, "busy__streaming__160x45", B),
+            Step(0.15, "busy__streaming__160x45", R),
+        ]),
     "codex: its permission hook before the dialog is drawn": ("codex", [
         Step(0.0, "busy__streaming__160x45", B, hook=B),
         Step(0.3, "busy__streaming__160x45", B, hook=W),
@@ -185,6 +215,41 @@ def test_no_passing_ready_between_enter_and_busy(agent: str, source: str, tmp_pa
     steps = [Step(0.0, ENTER[0], R, **said), Step(0.3, ENTER[0], R)]
     states = run_frames(agent, steps, ENTER[1], 10, tmp_path, source)
     assert [s for s in states if s is State.READY] == [], states
+
+
+BUSY = "busy__streaming__160x45"
+
+
+@pytest.mark.parametrize("source", ["hook", "file"])
+@pytest.mark.parametrize("agent", _agents_with(BUSY, ENTER[0]))
+def test_a_turn_end_said_before_the_screen_agrees_is_busy(agent: str, source: str,
+                                                          tmp_path: Path) -> None:
+    """Every agent whose recorded busy screen a busy rule reads: its turn's end
+    said (a hook, its session file) while that screen stays, still for longer
+    than quiet_ms (Copilot CLI's agentStop ~0.7 s before its reply): no
+    ``ready`` till the screen agrees, looked at every 0.1 s for 1.3 s; the
+    reply drawn: ``ready`` (a hook's word counts while the screen changed at
+    most HOOK_GRACE_MS after it). The bound itself: the Copilot cases."""
+    profile = load_profile(agent, Paths.from_env({"HOME": str(tmp_path)}))
+    if not any(m.rule.state is State.BUSY for m in evaluate_rules(profile, screen(agent, BUSY))):
+        pytest.skip(f"{agent}'s busy screen has no busy rule (read by quiet)")
+    clock = [1000.0]
+    hooks, file = Hooks(clock), File(clock)
+    det = Detector(profile, clock=lambda: clock[0], hooks=hooks if source == "hook" else None,
+                   structured=file if source == "file" else None)
+    det._seen_ready = True
+    said = hooks if source == "hook" else file
+    said.say(B)
+    assert det.update(screen(agent, BUSY)).state is B
+    clock[0] += 0.2
+    said.say(R)
+    got = []
+    for _ in range(13):
+        got.append(det.update(screen(agent, BUSY)).state)
+        clock[0] += 0.1
+    assert State.READY not in got, (got, det.reading)
+    assert det.reading.rule.endswith(":draw-due"), det.reading
+    assert det.update(screen(agent, ENTER[0])).state is R, det.reading
 
 
 def run_frames(agent: str, steps: list[Step], frame: str, n: int, tmp_path: Path,

@@ -99,7 +99,7 @@ from pathlib import Path
 from ..audit import AuditLog
 from ..config import Config, DeliveryConfig
 from ..detect.profiles import Profile
-from ..detect.states import State
+from ..detect.states import Reading, Signal, State
 from ..message import Attempt, AttemptOutcome, Message, Status
 from ..paths import Paths, write_private
 from ..queue.backend import configured_store
@@ -294,14 +294,15 @@ class ReadFileChannel:
             self._recover()
         if self.state is ReadFileState.OFF:
             return None
-        state = sup.reading.state
+        reading = sup.reading
         events = self._watch.events() if self._watch is not None else []
         if any(mask & _IN_OPEN and name == self.path.name for mask, name in events):
             # opens came since the last turn: whose were they? The last reading
             # can be older than they are (a whole quick request read as the
             # draft typed before it), so they are put down to a screen read
             # after them: a turn that runs now had them, or will read the file
-            state = sup.observe().state
+            reading = sup.observe()
+        state = reading.state
         self._in_turn = state in _KEEP_STATES
         self._take(events)
         if not self._in_turn:  # the turn ended: the next one starts its pairs at 0
@@ -320,13 +321,16 @@ class ReadFileChannel:
             elif state not in _KEEP_STATES:
                 # the screen says the turn ended; a glance while Aider waits on the
                 # model can say so too (its spinner redrawn away: a "draft"), so only
-                # a reading that lasts settle_s gives the batch back
+                # a reading that lasts settle_s gives the batch back, unless Aider
+                # itself said so (_turn_over)
                 if self.state is ReadFileState.WRITTEN:
                     self._idle_since = now
                     self._enter(ReadFileState.SETTLING)
-                if now - self._idle_since < self.settle_s:
+                over = _turn_over(reading)
+                if not over and now - self._idle_since < self.settle_s:
                     return POLL_S
-                self._settle(f"the turn ended ({state})")
+                self._settle(f"the turn ended ({state}"
+                             f"{': the agent said so, its prompt drawn' if over else ''})")
             else:
                 self._enter(ReadFileState.WRITTEN)  # the turn runs (again)
                 return POLL_S
@@ -605,6 +609,19 @@ class ReadFileChannel:
             self._batch_path().unlink()
         except FileNotFoundError:
             pass
+
+
+def _turn_over(reading: Reading) -> bool:
+    """Whether ``reading`` is the agent's own word that its turn is over, its
+    prompt on screen: ``ready`` decided by its turn-end signal (Aider 0.86.2
+    runs its notifications command, :mod:`agentwrap.sessions.turn_end`, in
+    ``get_input`` just before it draws the prompt, after the turn's last
+    request; the detector counts the mark only once the prompt is drawn). No
+    request of that turn follows, so an unread batch goes back to typing at
+    once: waiting :data:`SETTLE_S` for a glance to pass held every message
+    queued during a turn ~1.1 s after Aider took keys (issue 37). A ready read
+    off the screen alone may be a glance mid-turn and still waits."""
+    return reading.state is State.READY and reading.signal is Signal.HOOK
 
 
 def _read_since_written(path: Path) -> bool:

@@ -16,7 +16,10 @@ decided it, so ``agentwrap state --explain`` can say *why*:
    the input box on screen (a ready or draft rule matches: positive evidence
    that keys reach the box) and no busy rule matching on a moving screen (the
    session file still says "idle" for a frame after Enter, under the
-   spinner), no longer once a prompt was typed and sent after the word; "it
+   spinner), nor under a busy rule on a still screen till the screen agrees
+   (rule ``hook:draw-due``, at most ``TURN_END_DUE_S``: Copilot CLI's
+   agentStop comes before its footer stops saying "Working"), no longer
+   once a prompt was typed and sent after the word; "it
    asks" only with a dialog on screen, ``busy`` (an expectation, rule
    ``hook:dialog-due`` / ``structured:dialog-due``) while the dialog is due
    (Claude says "waiting" ~0.5 s before drawing it), and without the input
@@ -47,7 +50,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..terminal.screen import Snapshot
-from .precedence import DIALOG_DUE_S, Claim, Outcome, Seen, Source, resolve
+from .precedence import DIALOG_DUE_S, TURN_END_DUE_S, Claim, Outcome, Seen, Source, resolve
 from .profiles import Dialog, Profile, Rule
 from .question import Question, parse_question
 from .regions import ScreenRegions
@@ -67,6 +70,10 @@ SUBMIT_DUE_S = 2.0
 #: ends the wait, and may come late (Kimi Code 2.1.0 drew its first turn
 #: 3.5 s after Enter at a load of 30 on 2 cores, its UserPromptSubmit then).
 SUBMIT_HOOK_DUE_S = 8.0
+
+# Two readings of a word said within this of each other are the same word
+# (a file's mtime against the wall clock, read twice).
+_SAME_WORD_S = 0.1
 
 # How long a dialog whose command has not been read may still be being drawn
 # (Detector._drawn).
@@ -232,6 +239,8 @@ class Detector:
         # When the box's text went and left it empty, with no sign of the turn
         # since (None: no prompt awaiting its turn): see SUBMIT_DUE_S
         self._submitted_at: float | None = None
+        # When the turn end held back till the screen agrees was said (None: none)
+        self._held_said: float | None = None
         # When the dialog on screen now was first seen (None: no dialog), so that
         # keys wait for a dialog's ``settle_ms`` (agentwrap.answers.keys)
         self.dialog_since: float | None = None
@@ -342,7 +351,7 @@ class Detector:
         boxed = not self._box_rules or any(
             m.rule.state in (State.READY, State.DRAFT) for m in matches)
 
-        word = self._word(quiet, published)
+        word = self._word(quiet, published, now)
         decided = None if word is None else self._weigh(word, matches, draft_match, boxed, quiet, now)
         if draft_match is not None:
             self._draft_at = now
@@ -403,7 +412,7 @@ class Detector:
         at = self._submitted_at
         if at is None:
             return
-        word = self._word(quiet, published)
+        word = self._word(quiet, published, now)
         spoke = word is not None and word.age_s is not None and now - word.age_s > at
         if states & {State.BUSY, State.DRAFT} or spoke or now - at >= self.submit_due_s:
             self._submitted_at = None
@@ -434,7 +443,7 @@ class Detector:
         return self._set(State.WAITING_INPUT, Signal.STRUCTURED, "structured:question",
                          published.reason, None, quiet, now)
 
-    def _word(self, quiet: int, structured: StructuredReading | None) -> _Word | None:
+    def _word(self, quiet: int, structured: StructuredReading | None, now: float) -> _Word | None:
         """The agent's latest word about itself: the hook's signal when it is
         fresh (younger than :data:`HOOK_FRESH_S`, and the screen has not changed
         more than :data:`HOOK_GRACE_MS` after it: a newer screen wins) and no
@@ -444,9 +453,17 @@ class Detector:
         as its turn ends, before its Stop hook, which it starts only after its
         end-of-turn work, so the prompt's ``busy`` signal must not hold the
         turn's end back till then (issue 27). A file of unknown age never
-        outweighs a fresh signal."""
+        outweighs a fresh signal. A turn end held back till the screen agrees
+        (``hook:draw-due``) still counts when the screen changes later than the
+        grace: that change is the agreement awaited (Copilot CLI 1.0.102 idles
+        its "Working" footer 2-3 s after agentStop at a load of 15), for the
+        bound and the grace after it (then the screen's own rules agree too)."""
         got = self.hooks.read() if self.hooks is not None else None
-        if got is not None and got.age_s <= HOOK_FRESH_S and got.age_s * 1000 <= quiet + HOOK_GRACE_MS \
+        held = got is not None and self._held_said is not None \
+            and abs(now - got.age_s - self._held_said) < _SAME_WORD_S \
+            and got.age_s * 1000 <= TURN_END_DUE_S * 1000 + HOOK_GRACE_MS
+        if got is not None and got.age_s <= HOOK_FRESH_S \
+                and (got.age_s * 1000 <= quiet + HOOK_GRACE_MS or held) \
                 and not (structured is not None and structured.age_s is not None
                          and structured.age_s < got.age_s):
             return _Word(Source.HOOK, got.state, got.reason, got.age_s, got.box_follows)
@@ -469,8 +486,10 @@ class Detector:
         ``idle`` (issue 37: it outranked the spinner for ~0.1 s after Enter, and a
         message queued then was typed into a busy agent), a spinner still
         turning, or the turn end drawn before the agent redraws. A busy rule on
-        a still screen is a leftover line the redraw has not cleared yet: the
-        word wins. Text seen in the box after the word, and gone now, was a
+        a still screen is the turn's end said before it is drawn (Copilot
+        CLI's agentStop, ~0.7 s early): ``busy`` (rule ``hook:draw-due``) for
+        up to :data:`~.precedence.TURN_END_DUE_S`; after that it is a leftover
+        line the redraw has not cleared: the word wins. Text seen in the box after the word, and gone now, was a
         prompt submitted (or cleared): that turn's end no longer says anything
         (Gemini's prompt start sends no signal of its own). The agent saying it
         asks is an expectation until its dialog is drawn (Claude Code 2.1.332
@@ -488,6 +507,8 @@ class Detector:
             seen.add(Seen.DRAFT)
         if busy is not None and quiet < self.profile.quiet_ms:
             seen.add(Seen.SPINNING)
+        if busy is not None and word.age_s is not None and word.age_s < TURN_END_DUE_S:
+            seen.add(Seen.DRAWING)
         if said is not None and self._draft_at is not None and said <= self._draft_at:
             seen.add(Seen.SUBMITTED)
         if said is not None and self._dialog_at is not None and said <= self._dialog_at:
@@ -518,6 +539,14 @@ class Detector:
                              f"{reason}; but {busy.rule.explain or 'rule ' + busy.rule.name} and the"
                              f" screen changed {quiet} ms ago (< {self.profile.quiet_ms} ms)",
                              busy.line, quiet, now)
+        if row.seen is Seen.DRAWING:
+            assert busy is not None
+            if said is not None:
+                self._held_said = said
+            return self._set(State.BUSY, signal, f"{rule}:draw-due",
+                             f"{reason}; but {busy.rule.explain or 'rule ' + busy.rule.name}:"
+                             f" the screen does not agree yet (expected: nothing is typed till it"
+                             f" does, or {TURN_END_DUE_S:.0f} s pass)", busy.line, quiet, now)
         if row.seen is Seen.DUE:
             return self._set(State.BUSY, signal, f"{rule}:dialog-due",
                              f"{reason}; its dialog is not drawn yet (expected: nothing is typed"

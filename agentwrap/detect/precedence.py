@@ -6,7 +6,8 @@ dialog taking an answer's keys is on screen. An agent's own word (its hooks'
 signal, its session file, its app-server) is fast but can be stale or early:
 Claude Code's session file still says ``idle`` for a frame after Enter empties
 the box while the spinner is already drawn, and it says ``waiting`` (and fires
-PermissionRequest) about 0.5 s before the permission dialog is drawn. So the
+PermissionRequest) about 0.5 s before the permission dialog is drawn; Copilot
+CLI's turn-end hook comes ~0.7 s before its reply and idle footer. So the
 agent's word is weighed against the screen by this one table, the same for
 every agent; which of the signals an agent has (and in what order they are
 consulted) is :func:`chain`.
@@ -42,6 +43,15 @@ from .profiles import Profile
 #: after its PermissionRequest hook and session file's "waiting"; twice that
 #: and more on a loaded machine).
 DIALOG_DUE_S = 2.0
+#: How long an agent's "my turn is over" may come before its screen agrees (a
+#: busy rule still matching, the screen still): the word is an *expectation*
+#: meanwhile (``busy``, nothing typed). GitHub Copilot CLI 1.0.102 fires its
+#: ``agentStop`` hook up to ~0.7 s before it draws the reply, and idles its
+#: "Working" footer 2-3 s after the hook at a load of 15 (issue 37: a message
+#: typed before went into the running turn; a 2 s bound let keys through under
+#: "Working", then read busy again: a passing ready). After this the word wins:
+#: a busy line the redraw left behind.
+TURN_END_DUE_S = 8.0
 
 
 class Source(str, enum.Enum):
@@ -64,6 +74,7 @@ class Seen(str, enum.Enum):
 
     DRAFT = "draft"  # text in the input box
     SPINNING = "spinning"  # a busy rule matches and the screen changed within quiet_ms
+    DRAWING = "drawing"  # a busy rule matches (a still screen), the claim younger than TURN_END_DUE_S
     SUBMITTED = "submitted"  # text was seen in the box after the claim and is gone: a prompt went
     ANSWERED = "answered"  # a dialog was drawn after the claim and is gone: it was answered
     NO_BOX = "no-box"  # the profile can see its input box, and it is not on screen
@@ -97,6 +108,9 @@ TABLE: tuple[Row, ...] = (
     Row(Claim.IDLE, Seen.SPINNING, Outcome.BUSY,
         "a busy rule matches on a moving screen: the idle word is stale (Enter was pressed) "
         "or the redraw has not come"),
+    Row(Claim.IDLE, Seen.DRAWING, Outcome.BUSY,
+        "a busy rule still matches: the turn's end is said before the screen agrees (Copilot's "
+        "agentStop ~0.7 s before its reply is drawn): expected, nothing is typed till it does"),
     Row(Claim.IDLE, Seen.SUBMITTED, Outcome.SCREEN,
         "a prompt was typed and sent since: that idle word no longer says anything"),
     Row(Claim.IDLE, Seen.NO_BOX, Outcome.OVERLAY, "the input box is not on screen"),
