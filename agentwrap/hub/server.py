@@ -304,7 +304,7 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
         if peer is not None:
             serving[host] = serving.get(host, 0) + 1
             if serving[host] == 1:
-                with contextlib.suppress(AgentwrapError):
+                with contextlib.suppress(Exception):  # the store away: nothing else depends
                     await asyncio.to_thread(watch.linked, host)
             waking = asyncio.create_task(wake_waiting(host, ws, send_lock))
         try:
