@@ -19,6 +19,7 @@ from conftest import AwEnv
 from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
     HOSTS,
     Hub,
+    host_client,
     alpha_fixture,  # noqa: F401
     beta_fixture,  # noqa: F401
     hub_fixture,  # noqa: F401
@@ -30,6 +31,7 @@ from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, 
 from support.waiting import wait_for
 from test_hub_view import HubApi, beat_fast
 
+from agentwrap.errors import AgentwrapError, ForeignSession, LinkProtocolError
 from agentwrap.message import Status
 
 pytestmark = pytest.mark.usefixtures("tmux")
@@ -127,14 +129,28 @@ def _answers(aw: AwEnv) -> list[Any]:
 def test_a_stop_from_the_hub_is_audited_on_the_host_naming_who_asked(
         hub: Hub, alpha: AwEnv, beta: AwEnv) -> None:
     api = hosts_with_a_question(hub, alpha, beta)
+    # what a host may not have the hub run on another: a stop; an act for a third
+    # host's session; a method that is no relay's. Each refused, nothing done
+    client = host_client(alpha)
+    try:
+        for host, request, params, refusal in [
+                ("beta", "stop", {"session": "web"}, ForeignSession),
+                ("beta", "answer", {"session": "alpha/api", "option": 1}, ForeignSession),
+                ("beta", "keys", {"session": "web", "keys": "rm -rf /\r"}, ForeignSession),
+                ("beta", "answer", {"session": "web", "option": [1, {"x": 2}]},
+                 LinkProtocolError),
+                ("../beta", "screen", {"session": "web"}, AgentwrapError)]:
+            with pytest.raises(refusal):
+                client.call("relay", host=host, request=request, params=params)
+    finally:
+        client.close()
+    assert beta.registry().get("web").ended is None and choices(beta) == []
+    assert not any("rm -rf" in x for x in beta.received())
     r = api.client.post("/api/sessions/beta%2Fweb/stop")
     assert r.status_code == 200, r.text
     (line,) = [a for a in audit(beta) if a["event"] == "stopped"]
     assert line["session"] == "web" and line["via"] == "hub"
     assert line["by"].startswith("hub:"), line
-    # a stop is not what one host may have the hub run on another
-    res = alpha.cli("stop", "alpha/api")  # its own: fine, and local
-    assert res.returncode == 0, res.stderr
 
 
 def sse_events(hub: Hub, api: HubApi, seen: list[tuple[float, dict[str, Any]]],
