@@ -19,9 +19,9 @@ from conftest import AwEnv
 from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
     HOSTS,
     Hub,
-    host_client,
     alpha_fixture,  # noqa: F401
     beta_fixture,  # noqa: F401
+    host_client,
     hub_fixture,  # noqa: F401
     send_on_hub,
     start_session,

@@ -7,8 +7,8 @@ page's stream reads it at once:
 
 - ``host.silent`` ``{host, reason, since}`` when a host's last serving link
   (its supervisors') closes, or when the host has not reported past its
-  deadline (:data:`~agentwrap.sessions.hosts.DEADLINE_PERIODS` of its
-  periods: a link stalled without a FIN, still open on the hub's side), once
+  deadline (:meth:`~agentwrap.sessions.hosts.HostSeen.judged`: three of its
+  periods, a link stalled without a FIN, still open on the hub's side), once
   per silence;
 - ``host.linked`` ``{host}`` when its first serving link comes back.
 
@@ -31,7 +31,7 @@ from ..errors import AgentwrapError
 from ..events import announce
 from ..queue import link_protocol as wire
 from ..queue.sqlstore import SQLMessageStore
-from ..sessions.hosts import DEADLINE_PERIODS
+from ..sessions.hosts import HostSeen
 from .roster import Roster
 
 log = logging.getLogger("agentwrap.hub")
@@ -82,7 +82,7 @@ class HostWatch:
         for report in self.roster.listed(now)["hosts"]:
             host = str(report["host"])
             heard = max(float(report["reported"]), self.linked_at.get(host, 0.0))
-            if now - heard > DEADLINE_PERIODS * float(report["periodS"]):
+            if not HostSeen.judged(host, heard, float(report["periodS"]), now).reachable:
                 with self._lock:
                     if host in self.quiet:
                         continue

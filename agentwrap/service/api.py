@@ -362,11 +362,11 @@ class Service:
         names it) asked of that host through :attr:`remote`."""
         if "/" in answer_id and self.remote is not None:
             from ..errors import InvalidAnswer, LinkProtocolError
-            from ..queue.link_protocol import split_answer
+            from ..queue import link_protocol as wire
             from .remote import answer_back
 
             try:
-                host, aid = split_answer(answer_id)
+                host, aid = wire.split_answer(answer_id)
             except (LinkProtocolError, AgentwrapError):
                 raise InvalidAnswer(f"no answer {answer_id[:80]!r}") from None
             return answer_back(self.remote.call(host, "answer_status", answer=aid), host)

@@ -101,18 +101,18 @@ def answer_back(got: Any, host: str, address: str | None = None) -> Answer:
     from ..answers.actions import AnswerStatus, from_json
     from ..answers.store import Answer
     from ..errors import InvalidAnswer
-    from ..queue.link_protocol import answer_address, split_answer
+    from ..queue import link_protocol as wire
 
     try:
         if not isinstance(got, dict):
             raise TypeError
-        _, aid = split_answer(str(got["id"]))
+        _, aid = wire.split_answer(str(got["id"]))
         if address is None:
             from ..paths import check_session_name
 
             address = f"{host}/{check_session_name(str(got['session']).rpartition('/')[2])}"
         finished = got.get("finished")
-        return Answer(answer_address(host, aid), address, str(got["questionId"])[:64],
+        return Answer(wire.answer_address(host, aid), address, str(got["questionId"])[:64],
                       from_json(got["answer"]), str(got["source"])[:200],
                       AnswerStatus(got["status"]), str(got.get("detail", ""))[:2000],
                       float(got["created"]), None if finished is None else float(finished))
