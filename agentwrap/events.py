@@ -55,6 +55,9 @@ KINDS = (
     "session.consumed",  # a reader took messages itself; data: count, sources, channel, ids
     "session.answered",  # an answer to the open question (subject: its id); data: status
     # (pending, applied, stale, failed), detail, questionId, answer, source
+    "host.silent",  # the hub: a host's last serving link closed or its reports passed their
+    # deadline (session '', data: host, reason, since; agentwrap.hub.liveness)
+    "host.linked",  # the hub: a host's first serving link came back (session '', data: host)
 )
 
 #: Rows kept; older ones are pruned by writers now and then.

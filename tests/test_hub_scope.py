@@ -55,7 +55,6 @@ def foreign_calls(beta_msg: str) -> dict[str, dict[str, Any]]:
         "cancel": {"message_id": beta_msg},
         "acknowledge": {"message_id": beta_msg, "detail": "ACK"},
         "history": {"session": "beta/api"},
-        "events": {"after": 0, "session": "beta/api"},
     }
 
 
@@ -67,7 +66,7 @@ def test_every_scoped_method_refuses_another_hosts_session(store: SQLMessageStor
     assert call(beta, "claim_batch", session="api", batch_id="b-beta", max_bytes=10_000)["result"]
     table = foreign_calls(beta_msg)
     scoped = {m for m, by in wire.METHODS.items() if by in ("session", "batch", "message")}
-    assert scoped | {"events"} == set(table), "every scoped method has its row"
+    assert scoped == set(table), "every scoped method has its row"
     alpha = HostCalls(store, "alpha")
     for method, params in table.items():
         got = call(alpha, method, **params)
@@ -75,7 +74,17 @@ def test_every_scoped_method_refuses_another_hosts_session(store: SQLMessageStor
         assert got["error"]["data"]["error"] == "ForeignSession", method
     assert store.get(beta_msg).status is Status.DELIVERING  # nothing changed
     assert store.attempts(beta_msg) == []
-    assert call(alpha, "events", after=0)["result"] == []  # none of beta's events
+    assert call(alpha, "events", after=0)["result"] == []  # none of beta's message events
+    assert call(alpha, "events", after=0, session="beta/api")["result"] == []
+    # ... but every host's view events (`events -f` across hosts): states, the hub's word
+    with store._write() as w:
+        w.event(time.time(), "beta/api", "session.state", "", state="busy", via="hub")
+        w.event(time.time(), "", "host.silent", "", host="beta", reason="its link closed")
+    for session in (None, "beta/api"):
+        seen = call(alpha, "events", after=0, session=session)["result"]
+        assert {e["kind"] for e in seen} == ({"session.state", "host.silent"} if session is None
+                                             else {"session.state"}), seen
+        assert {e["kind"] for e in seen} <= wire.VIEW_EVENT_KINDS
     # the one view: any host counts another's pending messages (`ls` on every host), no more
     assert call(alpha, "pending_count", session="beta/api")["result"] == 0
     assert call(alpha, "pending_count", session="api")["result"] == 0
@@ -257,3 +266,33 @@ def test_a_call_the_hub_fails_to_run_is_answered_at_once_as_store_down(
     from agentwrap.errors import StoreDown
 
     assert isinstance(wire.error_from_wire(got["error"]), StoreDown)
+
+
+def test_the_hub_says_once_that_a_host_went_silent_and_when_it_linked(
+        store: SQLMessageStore, tmp_path: Path) -> None:
+    """host.silent once per silence (its link closed, or its reports past their
+    deadline), host.linked when it is back; a host just linked gets its deadline
+    afresh (its first report is on its way)."""
+    from agentwrap.hub.liveness import HostWatch
+    from agentwrap.hub.roster import Roster
+
+    roster = Roster(tmp_path / "roster.db")
+    now = time.time()
+    roster.register("beta", [], 1.0, now=now - 10)  # silent past 3 periods
+    roster.register("alpha", [], 1.0, now=now)
+    watch = HostWatch(store, roster)
+
+    def said() -> list[tuple[str, str, str]]:
+        return [(e.kind, e.data["host"], str(e.data.get("reason", "")))
+                for e in store.events(0, kinds=["host.silent", "host.linked"])]
+
+    assert watch.judge(now) == ["beta"]
+    assert watch.judge(now) == []  # once per silence
+    watch.unlinked("beta")  # said already: not again
+    assert said() == [("host.silent", "beta", "no report past its deadline")]
+    watch.linked("beta")
+    assert watch.judge(time.time()) == []  # just linked: its report is on its way
+    watch.unlinked("beta")
+    assert said()[1:] == [("host.linked", "beta", ""),
+                          ("host.silent", "beta", "its link to the hub closed")]
+    assert all(e.session == "" for e in store.events(0, kinds=["host.silent"]))

@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .actions import DenyAnswer as DenyAnswer
     from .actions import HookAnswer as HookAnswer
     from .actions import OptionAnswer as OptionAnswer
+    from .actions import from_json as from_json
     from .auto import AutoAnswer as AutoAnswer
     from .denylist import Where as Where
     from .denylist import destructive as destructive
@@ -61,7 +62,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
 
 #: What other packages may use, by the module that offers it (imported on first use).
 EXPORTS: dict[str, tuple[str, ...]] = {
-    "actions": ("AnswerAction", "AnswerStatus", "DenyAnswer", "HookAnswer", "OptionAnswer"),
+    "actions": ("AnswerAction", "AnswerStatus", "DenyAnswer", "HookAnswer", "OptionAnswer",
+                "from_json"),
     "auto": ("AutoAnswer",),
     "denylist": ("Where", "destructive", "incomplete"),  # the chat bridge refuses approvals
     "folder": ("AnswerFolder",),

@@ -26,8 +26,10 @@ host's calls on the store), ``server`` (the ASGI app: ``/healthz``,
 sweeper), ``joining`` (a host trading a code for a credential), ``tables``
 (where keys and roster live: SQLite files, or the hub's PostgreSQL, shared
 by every hub on it), ``remote`` (the hub asking a host, over its link, what
-only the host can do: a screen, stop), ``view`` (the service the hub's HTTP
-API and dashboard run on: its store and every host's sessions).
+only the host can do: a screen, stop, an answer and its status), ``view``
+(the service the hub's HTTP API and dashboard run on: its store and every
+host's sessions), ``liveness`` (the hub's events on its hosts' links: a host
+silent, a host linked again).
 """
 
 from __future__ import annotations

@@ -53,6 +53,7 @@ from ..queue.store import SenderLimit
 
 if TYPE_CHECKING:
     from ..message import Message
+    from .remote import HostLinks
     from .roster import Roster
 
 log = logging.getLogger("agentwrap.hub")
@@ -70,11 +71,13 @@ def _enums(values: Any, enum: Callable[[Any], Any]) -> list[Any] | None:
 class HostCalls:
     """The calls of host ``host`` on the hub's ``store`` (see the module)."""
 
-    def __init__(self, store: SQLMessageStore, host: str, roster: Roster | None = None) -> None:
+    def __init__(self, store: SQLMessageStore, host: str, roster: Roster | None = None,
+                 remote: HostLinks | None = None) -> None:
         self.store = store
         self.host = host
         self.prefix = f"{host}/"
         self.roster = roster
+        self.remote = remote  # the hub's requests to the other hosts (``relay``)
         self.last_method = ""  # the last frame's method (the hub pushes an enqueue's wake)
 
     # --- the scope rule --------------------------------------------------------------
@@ -279,10 +282,15 @@ class HostCalls:
 
     def _events(self, after: int, session: str | None = None, kinds: list[str] | None = None,
                 subject: str | None = None, limit: int = 1000) -> Any:
-        key = None if session is None else self.own(session)
+        key = None
+        if session is not None and SessionKeys.split(session)[0] not in ("", self.host):
+            other, name = SessionKeys.split(session)  # another host's: its view events only
+            key = f"{check_session_name(other)}/{check_session_name(name)}"
+        elif session is not None:
+            key = self.own(session)
         got = self.store.events(int(after), session=key, kinds=kinds, subject=subject,
                                 limit=int(limit))
-        return [e for e in got if self.mine(e.session)]
+        return [e for e in got if self.mine(e.session) or e.kind in wire.VIEW_EVENT_KINDS]
 
     def _last_event_id(self) -> int:
         return self.store.last_event_id()
@@ -337,3 +345,27 @@ class HostCalls:
 
     def _sessions(self) -> dict[str, Any]:
         return self._roster().listed()
+
+    # --- another host's session, asked of that host (s44-hubans: ``relay``) -------------
+
+    def _relay(self, host: str, request: str, params: Mapping[str, Any]) -> Any:
+        """Run one of :data:`~agentwrap.queue.link_protocol.RELAYED` on host
+        ``host``'s link for this host (an answer, its status, a screen: the
+        hub's policy of one view from any host); who asked is stamped by the
+        hub (``source`` ``HOST:...``), and ``host`` checks the session is its own."""
+        method = request
+        if not isinstance(host, str) or not isinstance(method, str) \
+                or not isinstance(params, Mapping):
+            raise TypeError("relay takes host, request and params")
+        if method not in wire.RELAYED:
+            raise ForeignSession(
+                f"host {self.host!r} may not have the hub run {method[:64]!r} on host"
+                f" {host[:64]!r}", hint="only the session's host, or the hub's page, may")
+        if self.remote is None:
+            raise LinkProtocolError("this hub relays no requests")
+        target = check_session_name(host)
+        sent = dict(params)
+        if method == "answer":
+            source = str(sent.get("source", "cli"))[:64]
+            sent["source"] = sent["by"] = f"{self.host}:{source}"
+        return self.remote.call(target, method, **sent)

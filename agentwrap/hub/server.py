@@ -51,12 +51,14 @@ from ..errors import (
     LinkProtocolError,
     LinkRefused,
 )
+from ..events import announce
 from ..message import Status
 from ..queue import link_protocol as wire
 from ..queue.keys import SessionKeys
 from ..queue.link import fingerprint
 from ..queue.sqlstore import SQLMessageStore
 from .keys import HubKeys
+from .liveness import HostWatch
 from .remote import HostLinks
 from .roster import Roster
 from .scope import HostCalls
@@ -167,13 +169,35 @@ def revoke(store: SQLMessageStore, keys: HubKeys, host: str, roster: Roster | No
 
 def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
                    api: ASGIApp | None = None, roster: Roster | None = None,
-                   remote: HostLinks | None = None) -> FastAPI:
+                   remote: HostLinks | None = None, events_dir: Path | None = None) -> FastAPI:
     """The hub's app over ``store`` (see the module); ``api`` mounted at ``/``;
     the sessions hosts report kept in ``roster``; the links that serve the
-    hub's requests in ``remote`` (what ``api``'s service asks a host)."""
+    hub's requests in ``remote`` (what ``api``'s service asks a host);
+    ``events_dir``: the hub's event bus, nudged when the hub writes an event
+    of its own (a host's states, a host gone silent), so the page's stream
+    reads it at once."""
     links: dict[str, set[WebSocket]] = {}  # each linked host's open links
     send_locks: dict[WebSocket, asyncio.Lock] = {}  # one sender at a time on each link
     remote = remote if remote is not None else HostLinks(roster)
+    watch = HostWatch(store, roster, events_dir)
+    serving: dict[str, int] = {}  # each host's serving links (its supervisors')
+
+    async def wake_waiting(host: str, ws: WebSocket, lock: asyncio.Lock) -> None:
+        """A wake after a reconnect (s44-hubans): each of ``host``'s sessions
+        with a message pending (queued while its link was down: that wake
+        found no link) is woken on the new link at once, so its supervisor
+        claims it now rather than at its next safety poll."""
+        prefix = f"{host}/"
+        try:
+            waiting = await asyncio.to_thread(store.history, None, 100_000, [Status.PENDING])
+        except AgentwrapError as exc:
+            log.warning("the hub cannot read %s's waiting messages: %s", host, exc.message)
+            return
+        names = sorted({m.session[len(prefix):] for m in waiting if m.session.startswith(prefix)})
+        for name in names:
+            with contextlib.suppress(Exception):  # a dying link: its own handler ends it
+                async with lock:
+                    await ws.send_text(wire.notification(wire.WAKE, {"session": name}))
 
     async def watch_revoked() -> None:
         while True:
@@ -225,7 +249,8 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         tasks = [asyncio.create_task(watch_revoked()), asyncio.create_task(push_wakes()),
-                 asyncio.create_task(sweep_expired(store, SWEEP_S))]
+                 asyncio.create_task(sweep_expired(store, SWEEP_S)),
+                 asyncio.create_task(watch.watch())]
         try:
             yield
         finally:
@@ -272,10 +297,16 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
         await ws.accept(subprotocol=wire.SUBPROTOCOL)
         send_lock = send_locks[ws] = asyncio.Lock()
         links.setdefault(host, set()).add(ws)
-        calls = HostCalls(store, host, roster)
+        calls = HostCalls(store, host, roster, remote)
         # a supervisor's link serves the hub's requests for its host's sessions
         peer = remote.attach(host, ws, send_lock) if ws.headers.get(wire.SERVES_HEADER) else None
         log.info("host %s linked", host)
+        if peer is not None:
+            serving[host] = serving.get(host, 0) + 1
+            if serving[host] == 1:
+                with contextlib.suppress(Exception):  # the store away: nothing else depends
+                    await asyncio.to_thread(watch.linked, host)
+            waking = asyncio.create_task(wake_waiting(host, ws, send_lock))
         try:
             while True:
                 frame = await ws.receive_text()
@@ -295,12 +326,20 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
                     await ws.send_text(reply)
                 if calls.last_method == "enqueue":
                     kick.set()
+                elif calls.last_method == "register" and events_dir is not None:
+                    await asyncio.to_thread(announce, events_dir)  # its states: on the page now
         except (WebSocketDisconnect, RuntimeError, KeyError):
             return
         finally:
             send_locks.pop(ws, None)
             if peer is not None:
+                waking.cancel()
                 remote.detach(peer)
+                serving[host] -= 1
+                if not serving[host]:
+                    del serving[host]
+                    with contextlib.suppress(Exception):  # the store away: the watch says it
+                        await asyncio.to_thread(watch.unlinked, host)
             mine = links.get(host)
             if mine is not None:
                 mine.discard(ws)
@@ -317,7 +356,8 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
 def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
             tls_cert: Path | None = None, tls_key: Path | None = None,
             api: ASGIApp | None = None, remote: HostLinks | None = None,
-            pool_size: int = 0, store: SQLMessageStore | None = None) -> None:
+            pool_size: int = 0, store: SQLMessageStore | None = None,
+            events_dir: Path | None = None) -> None:
     """Serve the hub until stopped (``agentwrap hub``); ``store``: the hub's
     store when the caller opened it (to lend it to the HTTP API too), closed
     here at the end as one this opens."""
@@ -335,7 +375,7 @@ def run_hub(state_dir: Path, *, listen: str = "127.0.0.1:8787", url: str = "",
     roster = hub_roster(state_dir, store)
     if remote is not None and remote.roster is None:
         remote.roster = roster
-    app = create_hub_app(store, keys, cert_pin(tls_cert), api, roster, remote)
+    app = create_hub_app(store, keys, cert_pin(tls_cert), api, roster, remote, events_dir)
     try:
         uvicorn.run(app, host=host, port=int(port), log_level="warning",
                     ssl_certfile=None if tls_cert is None else str(tls_cert),

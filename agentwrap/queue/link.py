@@ -352,7 +352,7 @@ class LinkClient:
 
     async def _serve_request(self, call_id: str, method: str, params: dict[str, Any]) -> None:
         serve = self.serve
-        if serve is None or method not in wire.HUB_METHODS:
+        if serve is None or method not in wire.SERVED:
             reply = wire.error(call_id, wire.NO_METHOD,
                                f"this link serves no {method[:64]!r}")
         else:

@@ -82,6 +82,8 @@ METHODS: dict[str, str] = {
     # not the store port's: the sessions the hub knows (issue 38's one view)
     "register": "roster",
     "sessions": "view",
+    # a hub request run on another host's link for this host (s44-hubans: RELAYED)
+    "relay": "relay",
 }
 
 # --- the hub's requests to a host (s43-hubview: one view through the hub) ---------------
@@ -94,7 +96,7 @@ METHODS: dict[str, str] = {
 #: ``ForeignSession``), from a link whose handshake says it serves them
 #: (:data:`SERVES_HEADER`); the hub's request ids are strings (:data:`HUB_ID`
 #: and a number), a host's are numbers, so the two directions never mix.
-HUB_METHODS: frozenset[str] = frozenset({"screen", "stop"})
+HUB_METHODS: frozenset[str] = frozenset({"screen", "stop"})  # and ANSWER_METHODS, below
 #: The handshake header of a link that serves :data:`HUB_METHODS` (a
 #: supervisor's; a command's short link does not).
 SERVES_HEADER = "Agentwrap-Serves"
@@ -248,3 +250,46 @@ def woken_session(data: Mapping[str, Any]) -> str:
         return check_session_name(name)
     except AgentwrapError:
         raise LinkProtocolError("a wake on the link names no session of this host") from None
+
+
+# --- answers and relays through the hub (s44-hubans: every per-session act) -----------
+#
+# An answer to the question a session on host B shows is B's to take: B's
+# answer intake checks it against the question B's registry holds and B's
+# supervisor types it. So the hub asks B (``answer``: the intake's own
+# arguments; ``answer_status``: one answer B stored, by B's bare id), and a
+# host that is not B reaches B the same way, through the hub: ``relay``
+# (host -> hub: ``{"host": "B", "request": "answer", "params": {...}}``) runs
+# one of :data:`RELAYED` on B's link as the hub's own request would. What the
+# hub hands back names the answer ``B/ID`` (:func:`answer_address`), so its
+# status is asked of B again from anywhere.
+
+#: The hub's requests to a host for its sessions' answers.
+ANSWER_METHODS: frozenset[str] = frozenset({"answer", "answer_status"})
+#: What a host may have the hub ask another host (the hub's policy; ``stop`` is not one).
+RELAYED: frozenset[str] = frozenset({"answer", "answer_status", "screen"})
+#: The store events every joined host may read of every host (``events -f`` across
+#: hosts): states and the hub's word on links, never a message's or an answer's data.
+VIEW_EVENT_KINDS: frozenset[str] = frozenset({"session.state", "host.linked", "host.silent"})
+#: The hub's events on its links: a host's last link closed or passed its
+#: deadline (``host.silent``), a host linked again (``host.linked``).
+HOST_SILENT = "host.silent"
+HOST_LINKED = "host.linked"
+
+
+def answer_address(host: str, answer_id: str) -> str:
+    """Host ``host``'s answer ``answer_id`` as the hub names it: ``HOST/ID``."""
+    return f"{host}/{answer_id}"
+
+
+def split_answer(address: str) -> tuple[str, str]:
+    """``(HOST, ID)`` of an answer address (``("", ID)`` for a bare id); an id is
+    16 hex characters (:class:`~agentwrap.answers.store.AnswerStore`'s)."""
+    host, _, aid = address.rpartition("/")
+    if not aid or len(aid) > 64 or not all(c in "0123456789abcdef" for c in aid):
+        raise LinkProtocolError(f"no answer {address[:80]!r}")
+    if host:
+        check_session_name(host)
+    return host, aid
+#: Every request a serving host runs for the hub.
+SERVED: frozenset[str] = HUB_METHODS | ANSWER_METHODS

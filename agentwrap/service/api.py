@@ -12,6 +12,7 @@ collaborator's say the rest.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,8 @@ from .views import HistoryEntry, QueueView, Sent, SessionView
 #: How long a command on a joined host waits for its link's first connection
 #: (a hub that refuses or is down is known sooner: the first try's answer).
 LINK_WAIT_S = 10.0
+#: How often a wait for another host's answer asks that host again (no event bus reaches).
+REMOTE_ANSWER_POLL_S = 0.25
 
 if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast
     from ..answers.intake import AnswerIntake, AnswerResult
@@ -176,6 +179,9 @@ class Service:
             raise
         svc = cls(paths, hub, registry)
         svc.store_where = f"hub {hub.client.link.url} (host {hub.host})"
+        from .remote import ThroughHub
+
+        svc.remote = ThroughHub(hub)  # another host's session: asked of it through the hub
         return svc
 
     def close(self) -> None:
@@ -317,7 +323,20 @@ class Service:
         <agentwrap.answers.intake.AnswerIntake.answer>`'s, which the
         answer folder and the answer policy inside the supervisor use too.
         """
-        return self.intake.answer(self.session_name(session), option=option, options=options, text=text,
+        address = self.session_name(session)
+        rec = self._elsewhere(address)
+        if rec is not None:  # its host's intake takes it, over the link (s44-hubans)
+            from .remote import answer_result
+
+            got = self._ask(rec, "answer", option=option,
+                            options=None if options is None else list(options), text=text,
+                            deny=deny, question_id=question_id, source=source,
+                            answers=None if answers is None else dict(answers), by=source)
+            result = answer_result(got, rec.host, address)
+            self.audit.write(event="answer_requested", session=address, answer=result.answer.id,
+                             question=result.question.id, source=source, via="hub")
+            return result
+        return self.intake.answer(address, option=option, options=options, text=text,
                                   deny=deny, question_id=question_id, source=source,
                                   answers=answers)
 
@@ -339,11 +358,32 @@ class Service:
         return self._links
 
     def answer_status(self, answer_id: str) -> Answer:
+        """One answer by id; another host's (``HOST/ID``, as :meth:`answer`
+        names it) asked of that host through :attr:`remote`."""
+        if "/" in answer_id and self.remote is not None:
+            from ..errors import InvalidAnswer, LinkProtocolError
+            from ..queue import link_protocol as wire
+            from .remote import answer_back
+
+            try:
+                host, aid = wire.split_answer(answer_id)
+            except (LinkProtocolError, AgentwrapError):
+                raise InvalidAnswer(f"no answer {answer_id[:80]!r}") from None
+            return answer_back(self.remote.call(host, "answer_status", answer=aid), host)
         return self._answering.status(answer_id)
 
     def wait_answer(self, answer_id: str, timeout: float) -> Answer:
         """Block until the answer is applied, stale or failed, or ``timeout``
-        passed (then it is returned still pending); woken by the event bus."""
+        passed (then it is returned still pending); woken by the event bus,
+        or (another host's answer: no bus reaches here) asked again every
+        :data:`REMOTE_ANSWER_POLL_S`."""
+        if "/" in answer_id and self.remote is not None:
+            deadline = time.monotonic() + timeout
+            while True:
+                got = self.answer_status(answer_id)
+                if got.ended or time.monotonic() >= deadline:
+                    return got
+                time.sleep(min(REMOTE_ANSWER_POLL_S, max(0.0, deadline - time.monotonic())))
         return self._answering.wait(answer_id, timeout, self._recheck_s)
 
     # --- hosts (.hosts) -------------------------------------------------------------------

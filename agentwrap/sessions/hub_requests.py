@@ -5,7 +5,9 @@ session's screen, its agent's processes and the answers typed into it live
 on the host that runs it. So the hub asks that host over its link
 (:data:`~agentwrap.queue.link_protocol.HUB_METHODS`), and the supervisor
 process holding the link runs the request here, against this host's own
-state and runtime dirs. The rule: a session is named bare or ``HOST/NAME``
+state and runtime dirs: a screen, a stop (audited here, naming who asked on
+the hub), an answer through this host's own intake (the question this
+registry holds, still the one asked) and an answer's status. The rule: a session is named bare or ``HOST/NAME``
 with this host's name; any other host's name is refused
 (:class:`~agentwrap.errors.ForeignSession`), and a name this host's registry
 does not hold is :class:`~agentwrap.errors.SessionNotFound`: nothing is read
@@ -17,11 +19,15 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..audit import AuditLog
 from ..errors import ForeignSession, SessionNotRunning
 from ..paths import Paths, check_session_name
 from .registry import Registry, SessionRecord
+
+if TYPE_CHECKING:
+    from ..answers.store import AnswerStore
 
 #: The most bytes of a styled screen document sent back (the supervisor's own are far smaller).
 MAX_SCREEN_BYTES = 4 * 1024 * 1024
@@ -58,6 +64,10 @@ class HostRequests:
             return self.screen(**params)
         if method == "stop":
             return self.stop(**params)
+        if method == "answer":
+            return self.answer(**params)
+        if method == "answer_status":
+            return self.answer_status(**params)
         raise TypeError(f"no hub request {method[:64]!r}")
 
     def screen(self, session: str) -> dict[str, Any]:
@@ -81,7 +91,83 @@ class HostRequests:
         return {"text": text, "document": base64.b64encode(doc).decode("ascii") if doc else None}
 
     def stop(self, session: str, by: str = "hub") -> dict[str, Any]:
-        """Stop the session's agent as ``agentwrap stop`` does here; its record."""
+        """Stop the session's agent as ``agentwrap stop`` does here; its record.
+        Audited here as a local stop is, naming who asked on the hub (``by``,
+        marked as the hub's word: this host cannot check it)."""
         name = self.own(session)
+        who = _words(by, "by")
         (rec,) = self._stop(self.paths, [name])
+        AuditLog(self.paths.audit_log).write(event="stopped", session=name,
+                                             by=f"hub:{who}", via="hub")
         return {**rec.to_json(), "host": self.host}
+
+    # --- answers (s44-hubans): this host's intake, behind the link ---------------------
+
+    def _answers(self) -> AnswerStore:
+        from ..answers.store import AnswerStore
+
+        return AnswerStore(self.paths.db_path, events_dir=self.paths.events_dir, host=self.host)
+
+    def answer(self, session: str, option: int | str | None = None,
+               options: list[int | str] | None = None, text: str | None = None,
+               deny: bool = False, question_id: str | None = None, source: str = "hub",
+               answers: dict[str, Any] | None = None, by: str = "hub") -> dict[str, Any]:
+        """Take an answer for this host's session through its own intake (the
+        same checks as ``agentwrap answer`` here: the question this registry
+        holds, still open, ``question_id`` its id); the answer stored, the
+        question and whether a supervisor runs to type it. Every value is
+        checked for its type first: a hostile hub gets a refusal."""
+        from ..answers.intake import AnswerIntake
+        from ..detect.profiles import load_profile
+
+        name = self.own(session)
+        if (option is not None and not isinstance(option, int | str)) or isinstance(option, bool):
+            raise TypeError("option is a number or a label")
+        if options is not None and not (isinstance(options, list) and all(
+                isinstance(o, int | str) and not isinstance(o, bool) for o in options)):
+            raise TypeError("options is a list of numbers or labels")
+        if answers is not None and not isinstance(answers, dict):
+            raise TypeError("answers is an object")
+        for value, what in ((text, "text"), (question_id, "question_id")):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{what} is a string")
+        if not isinstance(deny, bool):
+            raise TypeError("deny is true or false")
+        src = f"hub:{_words(source, 'source')}"
+        registry = Registry(self.paths.db_path, host=self.host)
+        store = self._answers()
+        try:
+            intake = AnswerIntake(self.paths, registry, lambda: store,
+                                  AuditLog(self.paths.audit_log),
+                                  lambda profile: load_profile(profile, self.paths))
+            got = intake.answer(name, option=option, options=options, text=text, deny=deny,
+                                question_id=question_id, source=src, answers=answers)
+        finally:
+            store.close()
+            registry.close()
+        return {"answer": got.answer.to_json(), "question": got.question.to_json(),
+                "supervised": got.supervised, "host": self.host}
+
+    def answer_status(self, answer: str) -> dict[str, Any]:
+        """One answer this host stored (its bare id), as ``agentwrap answer`` waits on it."""
+        from ..errors import InvalidAnswer
+
+        if not isinstance(answer, str) or not answer or len(answer) > 64 \
+                or not all(c in "0123456789abcdef" for c in answer):
+            raise InvalidAnswer(f"no answer {str(answer)[:80]!r} on host {self.host!r}")
+        store = self._answers()
+        try:
+            got = store.get(answer)
+        except KeyError:
+            raise InvalidAnswer(f"no answer {answer!r} on host {self.host!r}") from None
+        finally:
+            store.close()
+        return got.to_json()
+
+
+def _words(value: object, what: str) -> str:
+    """A short word the hub names (who asked, from where), checked: it is written
+    to this host's audit log."""
+    if not isinstance(value, str) or not value or len(value) > 200 or not value.isprintable():
+        raise TypeError(f"{what} is a short printable string")
+    return value

@@ -207,9 +207,11 @@ def status_on_hub(hub: Hub, message_id: str) -> Status:
         store.close()
 
 
-def start_session(aw: AwEnv, name: str = "api", wrap: list[str] | None = None) -> None:
+def start_session(aw: AwEnv, name: str = "api", wrap: list[str] | None = None,
+                  extra: tuple[str, ...] = ()) -> None:
     """A stand-in session on host ``aw`` (its log shown if it does not start;
-    ``wrap``: its supervisor host run under that, e.g. ``ip netns exec NS``).
+    ``wrap``: its supervisor host run under that, e.g. ``ip netns exec NS``;
+    ``extra``: the stand-in's own arguments, e.g. ``--dialog-on WORD``).
     The host's supervisor host is started first and awaited: on a loaded
     machine its start-up alone can use up `run`'s wait for it."""
     host_sock = aw.paths.runtime_dir / "host.sock"
@@ -220,7 +222,7 @@ def start_session(aw: AwEnv, name: str = "api", wrap: list[str] | None = None) -
             start_new_session=True))
         wait_for(host_sock.exists, 120, "the supervisor host's socket")
     try:
-        aw.start_standin(name)
+        aw.start_standin(name, *extra)
     except AssertionError as exc:
         logs = "\n".join(f"== {p}\n{p.read_text()[-3000:]}"
                          for p in sorted(aw.paths.logs_dir.glob("*.log")))

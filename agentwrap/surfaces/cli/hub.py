@@ -116,7 +116,8 @@ def cmd_hub(args: argparse.Namespace) -> int:
     err.print(escape(f"agentwrap hub on {where}; its dashboard and API need the token"
                      f" (`agentwrap token`; a login link: `agentwrap token --link --url {where}`)"))
     run_hub(paths.state_dir, listen=args.listen, url=url, tls_cert=args.tls_cert,
-            tls_key=args.tls_key, api=api, remote=remote, store=store)
+            tls_key=args.tls_key, api=api, remote=remote, store=store,
+            events_dir=paths.events_dir)
     return 0
 
 

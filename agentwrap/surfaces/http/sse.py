@@ -21,6 +21,9 @@ store event                   API event(s), with ``data``
 ``session.consumed``          ``session.input.consumed`` {count, sources, channel}
 ``session.answered``          ``session.answered`` {answerId, status, detail, questionId,
                               answer, source, by (person|policy), rule?}
+``host.silent`` (a hub's)     ``host.silent`` {host, reason, since}: a host's link
+                              closed or it passed its deadline (session "")
+``host.linked`` (a hub's)     ``host.linked`` {host}: it linked again (session "")
 (a screen saved)              ``session.screen`` {digest, at}: the session's screen
                               changed (``GET /api/sessions/{name}/screen``)
 ============================  =============================================
