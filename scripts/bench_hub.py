@@ -11,21 +11,27 @@ Each simulated host runs the **real link client** (``LinkClient`` and
 How a simulated host differs from a real one: no supervisor, tmux, pty or
 agent; its sessions are names. Idle, each host does what a real host's
 link carries when every agent is idle: it reports its sessions (``register``,
-the whole set) every ``--heartbeat`` s and each session looks for work
-(``peek``) every ``--poll`` s (a real supervisor's idle poll). For the
-latency step the first ``--hot`` sessions poll every ``--hot-poll`` s (a
-supervisor awake for its queue; there is no push wake-up over the link yet,
-s43-hublink's), and a message is "at the stand-in" when its poll returns it:
-the first byte a real agent would get is that plus the typing (bench_store
-measures that part).
+the whole set) every ``--heartbeat`` s, each session looks for work
+(``peek``) every ``--poll`` s (a real supervisor's safety poll), and the
+host listens for the hub's ``wake`` (push-wake), on which that session looks
+at once, as a supervisor claims at once. A message is "at the stand-in" when
+that look returns it: the first byte a real agent gets is that plus the
+typing (bench_store measures that part). Several hosts share a process
+(``--procs``), one link client (its own thread and event loop) per host.
 
 Reported per backend: the hub's PostgreSQL connections (peak of
 ``pg_stat_activity`` rows with its application name) against its pool size;
 the hub's idle CPU (% of one core over ``--idle`` s, /proc utime+stime, goal
-<= 10 %) with every session idle; the hub's RSS before and after the links,
-per host link; a send on the hub (an enqueue in its store) -> the stand-in
-sees it, p50/p99 (goal p99 <= 100 ms). The hub has no SSE stream of host
-state yet (s43-hubview): state change -> SSE p99 is for later.
+<= 10 %) with every session idle; the hub's RSS before the links, with half
+of them and with all, and per link as the slope between the last two (the
+first links cost a fixed step: each thread of the hub's worker pool that
+checks a credential keeps scrypt's 16 MB in its malloc arena); a send on the
+hub (an enqueue in its store) -> the stand-in sees it, p50/p99 (goal p99 <=
+100 ms); a state change on a host (``--hot`` hosts flip a session between
+busy and idle every ``--flip-gap`` s for ``--flip-for`` s; the time is taken
+before the report is sent) -> the ``session.state`` event on the hub's
+``GET /api/events`` SSE stream, p50/p99 (goal p99 <= 300 ms), matched per
+session in order, ``missed``: flips no event answered.
 
     .venv/bin/python scripts/bench_hub.py                       # 100 x 10, both backends
     .venv/bin/python scripts/bench_hub.py --hosts 20 --sessions 5 --idle 5 --sends 20
@@ -76,38 +82,52 @@ def proc_rss_kb(pid: int) -> int:
 
 
 def worker(spec_file: str) -> None:
-    """Run the hosts of ``spec_file`` until stdin closes; latencies on stdout, one JSON line."""
+    """Run the hosts of ``spec_file`` until stdin closes; latencies and state
+    flips on stdout, one JSON line. A line on stdin toggles the state flips."""
     from agentwrap.queue.link import HubLink, HubStore, LinkClient
 
     spec = json.loads(Path(spec_file).read_text())
-    stop = threading.Event()
+    stop, flipping = threading.Event(), threading.Event()
     lat: list[float] = []
+    flips: list[tuple[str, str, float]] = []  # (HOST/NAME, new state, time.time() sent)
     lock = threading.Lock()
-    clients: list[LinkClient] = []
 
     def host(link: dict[str, str], hot: int) -> None:
         client = LinkClient(HubLink(link["url"], link["host"], link["credential"])).start()
-        clients.append(client)
-        client.wait_up(120)
+        client.wait_up(300)
         store = HubStore(client)
         names = [f"s{j}" for j in range(spec["sessions"])]
-        last = {n: time.monotonic() - (j % 10) * spec["poll"] / 10 for j, n in enumerate(names)}
-        next_report = 0.0
-        due = dict(last)
+        states = dict.fromkeys(names, "idle")
+        woken = threading.Event()
+        due = {n: time.monotonic() + (j % 10) * spec["poll"] / 10 for j, n in enumerate(names)}
+
+        def wake(name: str) -> None:  # push-wake: this session looks for work now
+            if name in due:
+                due[name] = 0.0
+                woken.set()
+
+        store.listen(wake)
+        next_report = next_flip = 0.0
         seen: set[str] = set()
         while not stop.is_set():
             now = time.monotonic()
             try:
-                if now >= next_report:
-                    store.register([{"name": n, "state": "idle"} for n in names],
+                flip = hot and flipping.is_set() and now >= next_flip
+                if flip:  # a state change on this host: the next report carries it
+                    states["s1"] = "busy" if states["s1"] == "idle" else "idle"
+                    next_flip = now + spec["flip_gap"]
+                if flip or now >= next_report:
+                    sent = time.time()
+                    store.register([{"name": n, "state": states[n]} for n in names],
                                    spec["heartbeat"])
                     next_report = now + spec["heartbeat"]
-                due = {n: last[n] + (spec["hot_poll"] if j < hot and spec["hot_on"]
-                                     else spec["poll"]) for j, n in enumerate(names)}
+                    if flip:
+                        with lock:
+                            flips.append((f"{link['host']}/s1", states["s1"], sent))
                 for n in names:
                     if now < due[n]:
                         continue
-                    last[n] = now
+                    due[n] = now + spec["poll"]
                     for m in store.peek(n):
                         if m.id not in seen and m.content.startswith("lat "):
                             seen.add(m.id)
@@ -115,20 +135,77 @@ def worker(spec_file: str) -> None:
                                 lat.append(time.time() - float(m.content.split()[1]))
             except Exception:  # noqa: BLE001 - a link that is down: the next round
                 pass
-            wait = min(due.values()) - time.monotonic() if names else 0.5
-            stop.wait(max(0.002, min(wait, 0.05 if spec["hot_on"] else 0.5)))
+            until = min([*due.values(), next_report,
+                         *([next_flip] if hot and flipping.is_set() else [])])
+            woken.wait(max(0.0, min(until - time.monotonic(), 1.0)))
+            woken.clear()
         client.close()
 
     threads = [threading.Thread(target=host, args=(link, hot), daemon=True)
                for link, hot in zip(spec["links"], spec["hot"], strict=True)]
     for t in threads:
         t.start()
-    while sys.stdin.readline():  # a line: toggle the hot polls; EOF: stop
-        spec["hot_on"] = not spec["hot_on"]
+    while sys.stdin.readline():  # a line: toggle the state flips; EOF: stop
+        if flipping.is_set():
+            flipping.clear()
+        else:
+            flipping.set()
     stop.set()
     for t in threads:
         t.join(10)
-    print(json.dumps({"lat": lat}), flush=True)
+    print(json.dumps({"lat": lat, "flips": flips}), flush=True)
+
+
+class SseClient:
+    """The hub's ``GET /api/events`` read in a thread: each ``session.state``
+    event with the time it arrived (HOST/NAME, state, time.time())."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port, self.token = port, token
+        self.got: list[tuple[str, str, float]] = []
+        self.up = threading.Event()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        import httpx
+
+        with httpx.stream("GET", f"http://127.0.0.1:{self.port}/api/events",
+                          headers={"Authorization": f"Bearer {self.token}"},
+                          timeout=httpx.Timeout(10, read=None)) as r:
+            kind = ""
+            for line in r.iter_lines():
+                self.up.set()
+                if self.done.is_set():
+                    return
+                if line.startswith("event: "):
+                    kind = line[7:]
+                elif line.startswith("data: ") and kind == "session.state":
+                    ev = json.loads(line[6:])
+                    self.got.append((ev["session"], ev["data"].get("state", ""), time.time()))
+
+    def close(self) -> None:
+        self.done.set()
+
+
+def state_latency(flips: list[tuple[str, str, float]],
+                  seen: list[tuple[str, str, float]]) -> tuple[list[float], int]:
+    """Each flip matched to its session's next event of that state (in order,
+    per session): the latencies, and how many flips no event answered."""
+    by: dict[tuple[str, str], list[float]] = {}
+    for session, state, at in seen:
+        by.setdefault((session, state), []).append(at)
+    out, missed = [], 0
+    for session, state, sent in sorted(flips, key=lambda f: f[2]):
+        arrivals = by.get((session, state), [])
+        while arrivals and arrivals[0] < sent:
+            arrivals.pop(0)  # an event of an earlier flip (or before this one was sent)
+        if arrivals:
+            out.append(arrivals.pop(0) - sent)
+        else:
+            missed += 1
+    return out, missed
 
 
 # --- the run --------------------------------------------------------------------------------
@@ -150,7 +227,6 @@ def run_backend(name: str, url: str, args: argparse.Namespace, pg_server: Any) -
     out: dict[str, Any] = {"backend": name}
     workers: list[subprocess.Popen[str]] = []
     try:
-        import httpx
 
         wait_until(lambda: _healthy(port), 60, "the hub", poll=0.1)
         state = work / "s" / "agentwrap"
@@ -173,17 +249,24 @@ def run_backend(name: str, url: str, args: argparse.Namespace, pg_server: Any) -
         time.sleep(1.0)
         rss0 = proc_rss_kb(hub.pid)
         hot = [1 if i < args.hot else 0 for i in range(args.hosts)]
+        half = max(1, args.procs // 2)  # the links in two steps: RSS per link is the slope
+        rss_half, linked_half = 0, 0
         for k in range(args.procs):
+            if k == half:
+                linked_half = sum(len(links[j::args.procs]) for j in range(half))
+                wait_until(lambda n=linked_half: links_up(port) == n, 300, "half the links",
+                           poll=0.5)
+                time.sleep(args.settle)
+                rss_half = proc_rss_kb(hub.pid)
             spec = work / f"spec{k}.json"
             spec.write_text(json.dumps({
                 "links": links[k::args.procs], "hot": hot[k::args.procs],
-                "sessions": args.sessions, "poll": args.poll, "hot_poll": args.hot_poll,
-                "heartbeat": args.heartbeat, "hot_on": False}))
+                "sessions": args.sessions, "poll": args.poll, "flip_gap": args.flip_gap,
+                "heartbeat": args.heartbeat}))
             workers.append(subprocess.Popen([sys.executable, __file__, "--worker", str(spec)],
                                             env=env, stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, text=True))
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz").json()["links"]
-                   == args.hosts, 300, "every host's link", poll=0.5)
+        wait_until(lambda: links_up(port) == args.hosts, 300, "every host's link", poll=0.5)
         time.sleep(args.settle)
         peak = [0]
         done = threading.Event()
@@ -204,24 +287,41 @@ def run_backend(name: str, url: str, args: argparse.Namespace, pg_server: Any) -
         rss1 = proc_rss_kb(hub.pid)
         out.update(hosts=args.hosts, sessions=args.hosts * args.sessions,
                    idle_cpu_pct_of_core=round(cpu, 2), rss_before_kb=rss0, rss_after_kb=rss1,
-                   rss_per_link_kb=round((rss1 - rss0) / max(1, args.hosts), 1))
-        for w in workers:  # the hot sessions poll fast now
-            assert w.stdin is not None
-            w.stdin.write("hot\n")
-            w.stdin.flush()
-        time.sleep(1.0)
+                   rss_half_kb=rss_half, rss_per_link_kb=round(
+                       (rss1 - rss_half) / max(1, args.hosts - linked_half), 1)
+                   if rss_half else round((rss1 - rss0) / max(1, args.hosts), 1))
         targets = [f"{names[i]}/s0" for i in range(min(args.hot, args.hosts))]
-        for i in range(args.sends):
+        for i in range(args.sends):  # every session idle: the hub's wake brings each one
             store.enqueue(NewMessage(session=targets[i % len(targets)],
                                      content=f"lat {time.time():.6f}"))
             time.sleep(args.send_gap)
         time.sleep(2.0)
+        token = (state / "api-token").read_text().strip()
+        sse = SseClient(port, token)
+        sse.up.wait(30)
+        time.sleep(1.0)
+        for w in workers:  # the hot hosts flip a session's state every --flip-gap s
+            assert w.stdin is not None
+            w.stdin.write("flip\n")
+            w.stdin.flush()
+        time.sleep(args.flip_for)
+        for w in workers:
+            assert w.stdin is not None
+            w.stdin.write("flip\n")
+            w.stdin.flush()
+        time.sleep(3.0)
+        sse.close()
         done.set()
         sampler.join()
         lat: list[float] = []
+        flips: list[tuple[str, str, float]] = []
         for w in workers:
             got, _ = w.communicate(timeout=60)
-            lat += json.loads(got.strip().splitlines()[-1])["lat"]
+            last = json.loads(got.strip().splitlines()[-1])
+            lat += last["lat"]
+            flips += [tuple(f) for f in last["flips"]]
+        state_lat, missed = state_latency(flips, sse.got)
+        out["state_to_sse"] = {**stats_ms(state_lat), "flips": len(flips), "missed": missed}
         out["send_to_standin"] = stats_ms(lat)
         if pg_server is not None:
             out.update(pg_connections_peak=peak[0], pool_size=POOL_SIZE)
@@ -238,6 +338,12 @@ def run_backend(name: str, url: str, args: argparse.Namespace, pg_server: Any) -
             hub.kill()
             hub.wait(10)
     return out
+
+
+def links_up(port: int) -> int:
+    import httpx
+
+    return int(httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).json()["links"])
 
 
 def _healthy(port: int) -> bool:
@@ -257,8 +363,10 @@ def main() -> int:
     ap.add_argument("--procs", type=int, default=4, help="load-generator processes")
     ap.add_argument("--poll", type=float, default=10.0, help="an idle session's peek period, s")
     ap.add_argument("--heartbeat", type=float, default=5.0, help="a host's report period, s")
-    ap.add_argument("--hot", type=int, default=5, help="sessions polled fast for the latency")
-    ap.add_argument("--hot-poll", type=float, default=0.02)
+    ap.add_argument("--hot", type=int, default=10,
+                    help="hosts whose s0 gets the sends and whose s1 flips its state")
+    ap.add_argument("--flip-gap", type=float, default=0.5, help="a hot host's state flips, s")
+    ap.add_argument("--flip-for", type=float, default=20.0, help="how long states flip, s")
     ap.add_argument("--sends", type=int, default=100)
     ap.add_argument("--send-gap", type=float, default=0.1)
     ap.add_argument("--settle", type=float, default=5.0)
@@ -287,7 +395,7 @@ def main() -> int:
             results.append(run_backend(backend, "", args, None))
         print(json.dumps(results[-1], indent=1), flush=True)
     print("goals: idle CPU <= 10 % of a core; send -> stand-in p99 <= 100 ms;"
-          " PG connections <= the pool; state -> SSE p99 <= 300 ms: for later (no hub SSE yet)")
+          " PG connections <= the pool; state -> SSE p99 <= 300 ms")
     if args.json:
         write_json(args.json, results)
     return 0

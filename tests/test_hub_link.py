@@ -23,6 +23,7 @@ from support import netns as ns
 from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
     HOSTS,
     Hub,
+    PlainHub,
     alpha_fixture,  # noqa: F401
     beta_fixture,  # noqa: F401
     host_client,
@@ -33,7 +34,7 @@ from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, 
     status_on_hub,
     stop_hosts,  # noqa: F401
 )
-from support.link_cutter import LinkCutter, call_is
+from support.link_cutter import PHASE_CALLS, LinkCutter, call_is
 from support.waiting import wait_for
 
 from agentwrap.hub.server import open_hub_store
@@ -105,26 +106,6 @@ def test_a_settled_session_is_woken_by_the_hub_not_its_poll(hub: Hub, alpha: AwE
 # --- the link cut in every write-ahead phase ------------------------------------------
 
 
-class PlainHub(Hub):
-    """The hub on plain HTTP (loopback only), so a relay can read the link's frames."""
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> PlainHub:
-        log = open(self.aw.root / "hub.log", "ab")  # noqa: SIM115 - the child keeps it
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agentwrap", "hub", "--listen", f"127.0.0.1:{self.port}"],
-            env=self.aw.env, cwd=self.aw.project, stdout=log, stderr=log)
-        wait_for(self.healthy, 60, "the hub's /healthz", interval=0.1, on_timeout=self.log)
-        return self
-
-    def invite(self, host: str | None = None, ttl: float = 600.0) -> str:
-        return self.aw.cli("hub", "invite", *([host] if host else []), "--ttl", str(ttl),
-                           check=True).stdout.strip()
-
-
 @pytest.fixture(name="plain_hub")
 def plain_hub_fixture(tmp_path: Path) -> Iterator[PlainHub]:
     with make_aw() as aw:
@@ -140,18 +121,6 @@ def through(cutter: LinkCutter, aw: AwEnv) -> None:
     link = load_link(aw.paths.state_dir)
     assert link is not None
     save_link(aw.paths.state_dir, replace(link, url=f"http://127.0.0.1:{cutter.port}"))
-
-
-#: each write-ahead call of a delivery, by the phase it records (queue/: claim,
-#: pasting, submitting = typed and being verified, submitted, the receipt, finished)
-PHASE_CALLS = {
-    "claim": call_is("claim_batch", session="api"),
-    "pasting": call_is("set_phase", phase=Phase.PASTING.value),
-    "submitting": call_is("set_phase", phase=Phase.SUBMITTING.value),
-    "submitted": call_is("set_phase", phase=Phase.SUBMITTED.value),
-    "attempt": call_is("record_attempt"),
-    "finished": call_is("finish"),
-}
 
 
 @pytest.mark.parametrize("phase", list(PHASE_CALLS))

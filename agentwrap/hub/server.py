@@ -74,19 +74,24 @@ SWEEP_S = 1.0  # how often the hub looks for messages past their TTL
 HUB_NAME = "hub"
 
 
-def open_hub_store(state_dir: Path, url: str = "", pool_size: int = 0) -> SQLMessageStore:
+def open_hub_store(state_dir: Path, url: str = "", pool_size: int = 0,
+                   events_dir: Path | None = None) -> SQLMessageStore:
     """The hub's store: ``url`` (PostgreSQL, on a pool of ``pool_size``
     connections: :data:`~agentwrap.queue.pgpool.POOL_SIZE` unless given), else
-    ``hub.db`` in ``state_dir``; rows keyed ``HOST/NAME`` as on any shared store."""
+    ``hub.db`` in ``state_dir``; rows keyed ``HOST/NAME`` as on any shared store.
+    ``events_dir``: each commit that records events is announced there (the
+    hub's own event bus), so the hub's SSE and WebSocket streams hear what a
+    host's link wrote (its reported states, its phases) at once, not at their
+    next keep-alive recheck."""
     if url:
         from ..queue.pgpool import POOL_SIZE, PooledPgDatabase
         from ..queue.postgres import PostgresMessageStore
 
-        pool = PooledPgDatabase(url, max_size=pool_size or POOL_SIZE)
-        return PostgresMessageStore(url, host=HUB_NAME, database=pool)
+        pool = PooledPgDatabase(url, max_size=pool_size or POOL_SIZE, events_dir=events_dir)
+        return PostgresMessageStore(url, host=HUB_NAME, database=pool, events_dir=events_dir)
     from ..queue.sqlite import SQLiteMessageStore
 
-    store = SQLiteMessageStore(state_dir / "hub.db")
+    store = SQLiteMessageStore(state_dir / "hub.db", events_dir=events_dir)
     store.keys = SessionKeys(HUB_NAME, shared=True)
     return store
 

@@ -155,6 +155,27 @@ class Hub:
                     input=(code or self.invite(name)) + "\n", check=True)
 
 
+class PlainHub(Hub):
+    """The hub on plain HTTP (loopback only), so a relay can read the link's
+    frames; on :attr:`store_url` when it is set (a PostgreSQL hub)."""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> PlainHub:
+        log = open(self.aw.root / "hub.log", "ab")  # noqa: SIM115 - the child keeps it
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agentwrap", "hub", "--listen", f"127.0.0.1:{self.port}"],
+            env={**self.aw.env, **self.store_env}, cwd=self.aw.project, stdout=log, stderr=log)
+        wait_for(self.healthy, 60, "the hub's /healthz", interval=0.1, on_timeout=self.log)
+        return self
+
+    def invite(self, host: str | None = None, ttl: float = 600.0) -> str:
+        return self.aw.cli("hub", "invite", *([host] if host else []), "--ttl", str(ttl),
+                           check=True, env=self.store_env).stdout.strip()
+
+
 HOSTS: list[subprocess.Popen[bytes]] = []  # supervisor hosts the tests started
 
 

@@ -106,12 +106,13 @@ def cmd_hub(args: argparse.Namespace) -> int:
     paths = user_paths().ensure()
     url = store_url(args.store)  # AGENTWRAP_STORE_URL wins: a password stays out of argv
     remote = HostLinks()
-    store = open_hub_store(paths.state_dir, url, args.pool)
+    store = open_hub_store(paths.state_dir, url, args.pool, events_dir=paths.events_dir)
     # PostgreSQL: the one pooled store, for links and API alike; SQLite: a
     # connection of its own for each service the API leases
     api = create_app(paths, load_or_create_token(paths), open_service=(
         (lambda: hub_service(paths, store, remote)) if url else
-        (lambda: hub_service(paths, open_hub_store(paths.state_dir), remote, owns=True))))
+        (lambda: hub_service(paths, open_hub_store(paths.state_dir, events_dir=paths.events_dir),
+                            remote, owns=True))))
     where = f"{'https' if args.tls_cert else 'http'}://{args.listen}"
     err.print(escape(f"agentwrap hub on {where}; its dashboard and API need the token"
                      f" (`agentwrap token`; a login link: `agentwrap token --link --url {where}`)"))
