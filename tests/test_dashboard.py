@@ -18,18 +18,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 import uvicorn
 from conftest import AwEnv
-from fastapi import FastAPI, Request
-from fastapi.responses import StreamingResponse
+from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from support.browser import Browser, chromium
 from support.delivery_kit import arrivals_of, pane_text, press, send, type_keys, write_config
 from support.http_kit import Served, in_process, register, serve, serve_for_a_page
@@ -464,19 +462,21 @@ def evil_api() -> FastAPI:
                    "channel": EVIL, "outcome": EVIL, "evidence": EVIL}
         return {"messages": [{**msg, "attemptLog": [attempt]}], "total": 1, "more": False}
 
-    @app.get("/api/events")
-    async def events(request: Request) -> StreamingResponse:
-        async def gen() -> AsyncIterator[str]:
-            yield "retry: 2000\n\n"
-            for kind in ("session.waiting_input", "message.escalated"):
-                data = {"id": "1", "type": kind, "at": now, "session": EVIL, "messageId": EVIL,
-                        "data": {"reason": EVIL, "rule": EVIL, "detail": EVIL,
-                                 "question": question}}
-                yield f"id: 1\nevent: {kind}\ndata: {json.dumps(data)}\n\n"
-            while not await request.is_disconnected():
-                await anyio.sleep(0.2)
-
-        return StreamingResponse(gen(), media_type="text/event-stream")
+    @app.websocket("/api/ws")  # the page's event stream
+    async def events(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await websocket.receive_text()  # the auth frame
+        await websocket.send_text(json.dumps({"type": "stream.ready", "lastEventId": "0"}))
+        for kind in ("session.waiting_input", "message.escalated"):
+            data = {"id": "1", "type": kind, "at": now, "session": EVIL, "messageId": EVIL,
+                    "data": {"reason": EVIL, "rule": EVIL, "detail": EVIL,
+                             "question": question}}
+            await websocket.send_text(json.dumps(data))
+        try:
+            while True:
+                await websocket.receive_text()
+        except WebSocketDisconnect:
+            pass
 
     return app
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,12 +152,15 @@ def format_sse(ev: PublicEvent) -> str:
 
 
 async def follow(
-    pool: ServicePool, session: str | None, cursor: Cursor | None
+    pool: ServicePool, session: str | None, cursor: Cursor | None,
+    opened: Callable[[str], Awaitable[None]] | None = None,
 ) -> AsyncIterator[PublicEvent | None]:
     """Every API event after ``cursor`` (or from now on), then each new one as
     it is committed, forever; ``None`` after each :data:`KEEPALIVE_S` without
     one (a chance to see whether the client is still there). The SSE stream
-    and the WebSocket (:mod:`.ws`) are both this, framed differently."""
+    and the WebSocket (:mod:`.ws`) are both this, framed differently.
+    ``opened`` is awaited once subscribed, with the id the stream resumes
+    after: whatever a client reads from then on, it misses no event."""
     # subscribed before the first read; a service is lent for each read only (an idle
     # stream holds no database handle)
     if session is not None:  # NAME or HOST/NAME: the name the events carry
@@ -166,6 +169,8 @@ async def follow(
         if cursor is None:
             cursor = Cursor(await run_in_threadpool(pool.call, Service.last_event_id))
         after, skip_in = cursor.after, cursor.part
+        if opened is not None:
+            await opened(str(after))
         stamps = await run_in_threadpool(pool.call, Service.screen_stamps, session)
         while True:
             batch = await run_in_threadpool(pool.call, _read, after, session)

@@ -11,6 +11,18 @@ is looked at when it changed (the session's control-mode client says so,
 is never more than one frame behind however fast the agent writes (a burst
 between two looks is one frame: coalesced), and a still screen costs no look.
 
+Paced by the page: a page whose auth frame says ``"acks": true`` numbers
+nothing itself but is sent ``seq`` with each screen frame and answers
+``{"type": "drawn", "seq": N}`` once frame N is on its screen (xterm.js
+wrote it and the browser drew the next animation frame). The server keeps
+at most :data:`AHEAD` frames not yet drawn: while the browser is behind (a
+busy machine, ten sessions open) it waits, then sends the pane as it is by
+then, one frame for everything that changed meanwhile. A browser that
+cannot keep up gets fewer, later frames instead of a queue of stale ones
+that it would parse in turn before the newest (the tail of the
+change -> drawn latency was that queue). An ack missing for :data:`LOOK_S`
+does not stop the stream: the next frame goes anyway.
+
 The page is read-only until it sends ``{"type": "takeover", "on": true}``:
 then ``keys`` (``{"type": "keys", "data": ...}``: what xterm.js says the
 keys are), ``paste`` and ``resize`` frames go to the agent as a person's
@@ -43,6 +55,7 @@ from .ws import BAD_REQUEST, NOT_FOUND, authenticated
 FRAME_S = 0.02  # how often the pane is looked at at most while a page watches: the frame budget
 LOOK_S = 0.5  # a look this often even when the pane says nothing changed
 UNAVAILABLE = 4409
+AHEAD = 2  # screen frames a pacing page may have not yet drawn
 MAX_FRAME_CHARS = 200_000  # a client frame larger than this is not a person's keys
 
 if TYPE_CHECKING:
@@ -52,7 +65,8 @@ if TYPE_CHECKING:
 
 async def serve(websocket: WebSocket) -> None:
     """One page's terminal: authenticate, then stream (and type, once taken over)."""
-    if await authenticated(websocket) is None:
+    first = await authenticated(websocket)
+    if first is None:
         return
     pool: ServicePool = websocket.app.state.pool
     address = websocket.query_params.get("session") or ""
@@ -62,13 +76,17 @@ async def serve(websocket: WebSocket) -> None:
         code = NOT_FOUND if isinstance(exc, SessionNotFound) else UNAVAILABLE
         await websocket.close(code=code, reason=exc.message[:120])
         return
-    await _Page(websocket, pool, address, pane).run()
+    await _Page(websocket, pool, address, pane, paced=first.get("acks") is True).run()
 
 
 class _Page:
     def __init__(self, websocket: WebSocket, pool: ServicePool, address: str,
-                 pane: LivePane) -> None:
+                 pane: LivePane, paced: bool = False) -> None:
         self.ws = websocket
+        self.paced = paced
+        self.sent = 0  # the last screen frame's seq
+        self.drawn = 0  # the last seq the page says it drew
+        self.acked = anyio.Event()
         self.pool = pool
         self.address = address
         self.pane = pane
@@ -111,8 +129,11 @@ class _Page:
                     return
                 out = repaint(prev, frame)
                 if out:
-                    await self._send(type="screen", cols=frame.cols, rows=frame.rows, data=out)
+                    self.sent += 1
+                    await self._send(type="screen", cols=frame.cols, rows=frame.rows, data=out,
+                                     seq=self.sent)
                     prev = frame
+                    await self._until_drawn()
                 if self.takeover is not None and self.takeover.idle_s() > self.idle_s:
                     await self._end("idle")
                 # a look every FRAME_S at most (a burst between two is one frame), and only
@@ -121,6 +142,15 @@ class _Page:
                 seen = await run_in_threadpool(self.pane.wait_change, seen, LOOK_S)
         except (WebSocketDisconnect, RuntimeError, OSError):
             return
+
+    async def _until_drawn(self) -> None:
+        """A pacing page: until it has at most AHEAD - 1 frames not yet drawn (or LOOK_S)."""
+        if not self.paced:
+            return
+        with anyio.move_on_after(LOOK_S):
+            while self.sent - self.drawn >= AHEAD:
+                self.acked = anyio.Event()
+                await self.acked.wait()
 
     async def _read(self) -> None:
         try:
@@ -141,6 +171,12 @@ class _Page:
 
     async def _handle(self, frame: dict[str, Any]) -> None:
         kind = frame.get("type")
+        if kind == "drawn":
+            seq = frame.get("seq")
+            if isinstance(seq, int) and not isinstance(seq, bool) and self.drawn < seq <= self.sent:
+                self.drawn = seq
+                self.acked.set()
+            return
         if kind == "takeover":
             if frame.get("on") is True and self.takeover is None:
                 try:

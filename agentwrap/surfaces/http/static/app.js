@@ -13,10 +13,13 @@
  * never send to a server. The page trades it for a bearer token
  * (POST /api/login), keeps that in localStorage and sends it like any client.
  *
- * Updates: one event stream (GET /api/events, Server-Sent Events), never
- * polling. EventSource cannot send an Authorization header, so the stream is
- * read with fetch(); it resumes with Last-Event-ID after a drop, as the
- * server's event ids allow. Each event re-fetches only what it touched.
+ * Updates: one event stream per page, over a WebSocket (/api/ws; the token
+ * goes in its first frame, as a browser cannot set a WebSocket's headers),
+ * never polling. Not SSE: Chromium keeps six HTTP/1.1 connections per host,
+ * and a stream held one in every window, so a fifth window's requests never
+ * went. It resumes with the last event id after a drop (lastEventId, as
+ * SSE's Last-Event-ID), as the server's event ids allow. Each event
+ * re-fetches only what it touched.
  *
  * The screen: the selected session's screen (GET /api/sessions/NAME/screen)
  * as rows of runs, each a text and a style the server checked (palette
@@ -243,7 +246,7 @@
     showLogin(body);
   }
 
-  // --- the event stream (SSE over fetch, so it can carry the token) ------------------------
+  // --- the event stream (one WebSocket per page) -----------------------------------------
 
   function setConn(kind, text) {
     const c = $('conn');
@@ -252,68 +255,59 @@
   }
 
   const stream = (() => {
+    const RETRY_MS = 2000; // as SSE's "retry:" said
+    const FINAL = new Set([4401]); // a wrong token: log in again, do not retry
     let lastId = null;
-    let retryMs = 2000;
-    let controller = null;
+    let socket = null;
     let generation = 0; // a stop, or a new start, ends every loop of an older one
 
     function stop() {
       generation += 1;
-      if (controller) controller.abort();
-      controller = null;
+      if (socket) socket.close(1000);
+      socket = null;
     }
 
-    /* Reads one connection until it ends; calls onOpen once the server has
-     * subscribed (its first line, "retry:"), so nothing after that is missed. */
-    async function connect(onEvent, onOpen) {
-      controller = new AbortController();
-      const headers = authHeaders({Accept: 'text/event-stream'});
-      if (lastId !== null) headers['Last-Event-ID'] = lastId;
-      const res = await fetch('/api/events', {headers, cache: 'no-store', signal: controller.signal});
-      if (res.status === 401) {
-        let data = null;
-        try { data = await res.json(); } catch (e) { data = null; }
-        loggedOut(data);
-        return;
-      }
-      if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      let buffer = '';
-      let event = {data: [], type: '', id: null};
-      let opened = false;
-      for (;;) {
-        const {value, done} = await reader.read();
-        if (done) return;
-        buffer += value;
-        const lines = buffer.split(/\r\n|\r|\n/);
-        buffer = lines.pop();
-        for (const line of lines) {
-          if (!opened) { opened = true; onOpen(); }
-          if (line === '') {
-            if (event.id !== null) lastId = event.id;
-            if (event.data.length) {
-              let parsed = null;
-              try { parsed = JSON.parse(event.data.join('\n')); } catch (e) { parsed = null; }
-              if (parsed) onEvent(parsed);
-            }
-            event = {data: [], type: '', id: null};
-            continue;
-          }
-          if (line.startsWith(':')) continue;
-          const colon = line.indexOf(':');
-          const field = colon < 0 ? line : line.slice(0, colon);
-          let val = colon < 0 ? '' : line.slice(colon + 1);
-          if (val.startsWith(' ')) val = val.slice(1);
-          if (field === 'data') event.data.push(val);
-          else if (field === 'event') event.type = val;
-          else if (field === 'id' && !val.includes('\0')) event.id = val;
-          else if (field === 'retry' && /^\d+$/.test(val)) retryMs = Number(val);
+    /* One connection until it closes: the auth frame (with lastEventId, as
+     * SSE's Last-Event-ID), then onOpen once the server says it subscribed
+     * ("stream.ready": nothing after it is missed), then every event. Resolves
+     * with how it closed ({code, reason}). */
+    function connect(onEvent, onOpen) {
+      return new Promise((resolve) => {
+        const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+        let ws;
+        try {
+          ws = new WebSocket(`${scheme}://${location.host}/api/ws`);
+        } catch (e) {
+          resolve({code: 0, reason: ''});
+          return;
         }
-      }
+        socket = ws;
+        ws.onopen = () => {
+          const auth = {type: 'auth', token: token.get() || '', ready: true};
+          if (lastId !== null) auth.lastEventId = lastId;
+          ws.send(JSON.stringify(auth));
+        };
+        ws.onmessage = (ev) => {
+          let parsed = null;
+          try { parsed = JSON.parse(ev.data); } catch (e) { parsed = null; }
+          if (!parsed || typeof parsed !== 'object') return;
+          if (parsed.type === 'stream.ready') {
+            if (lastId === null && typeof parsed.lastEventId === 'string') lastId = parsed.lastEventId;
+            onOpen();
+            return;
+          }
+          if (typeof parsed.id === 'string' && !parsed.id.includes('\0')) lastId = parsed.id;
+          onEvent(parsed);
+        };
+        ws.onclose = (ev) => {
+          if (socket === ws) socket = null;
+          resolve({code: ev.code, reason: ev.reason || ''});
+        };
+      });
     }
 
-    /* Connects, and after a drop reconnects (after the server's retry delay)
-     * resuming from the last event id; a reconnect without one reloads all. */
+    /* Connects, and after a drop reconnects (after RETRY_MS) resuming from the
+     * last event id; a reconnect without one reloads all. */
     async function start(onEvent, onOpen) {
       stop();
       const mine = generation;
@@ -322,18 +316,20 @@
       while (running()) {
         setConn('connecting', first ? 'connecting…' : 'reconnecting…');
         const resumed = lastId !== null;
-        try {
-          await connect(onEvent, () => {
-            setConn('live', 'live');
-            onOpen(first || !resumed);
-            first = false;
-          });
-        } catch (e) {
+        const closed = await connect(onEvent, () => {
           if (!running()) return;
-        }
+          setConn('live', 'live');
+          onOpen(first || !resumed);
+          first = false;
+        });
         if (!running()) return;
+        if (FINAL.has(closed.code)) {
+          loggedOut({error: 'Unauthorized', detail: closed.reason,
+                     hint: 'open a new login link: `agentwrap token --link`'});
+          return;
+        }
         setConn('offline', 'disconnected, retrying…');
-        await new Promise((resolve) => setTimeout(resolve, retryMs));
+        await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
       }
     }
 

@@ -18,6 +18,11 @@
  * clipboard. The old read-only <pre> stays for sessions a page cannot have
  * live (another host's, a pty session's).
  *
+ * Paced by what the browser draws: each screen frame is acknowledged
+ * ({"type": "drawn", seq}) once written and drawn, and the server keeps at
+ * most two frames not yet drawn, so a busy browser gets the pane as it is
+ * now instead of a queue of stale frames to parse first.
+ *
  * app.js calls window.agentwrapTerminal.show(name) when a session is shown.
  */
 (() => {
@@ -132,10 +137,16 @@
       stats.frames += 1;
       stats.bytes += msg.data.length;
       stats.lastFrameAt = performance.now();
+      const ws = st.ws;
+      const seq = msg.seq;
       st.term.write(msg.data, () => {
         stats.rendered += 1;
-        // the frame is drawn on the next animation frame: that is when a person sees it
-        requestAnimationFrame(() => { stats.lastRenderedAt = performance.now(); });
+        // the frame is drawn on the next animation frame: that is when a person sees it,
+        // and when the server may send the next (it keeps at most two not yet drawn)
+        requestAnimationFrame(() => {
+          stats.lastRenderedAt = performance.now();
+          if (Number.isInteger(seq) && ws === st.ws) send({type: 'drawn', seq});
+        });
       });
     } else if (msg.type === 'takeover') {
       setTyping(Boolean(msg.on), msg.reason || '');
@@ -152,7 +163,7 @@
     const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
     const ws = new WebSocket(`${scheme}://${location.host}/api/ws/terminal?session=${encodeURIComponent(name)}`);
     st.ws = ws;
-    ws.onopen = () => { ws.send(JSON.stringify({type: 'auth', token})); say('read-only'); };
+    ws.onopen = () => { ws.send(JSON.stringify({type: 'auth', token, acks: true})); say('read-only'); };
     ws.onmessage = (ev) => {
       if (ws !== st.ws) return;
       stats.wire += ev.data.length;
