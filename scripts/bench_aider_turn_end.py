@@ -217,7 +217,8 @@ def main() -> None:
                 print(f"{t.tree:5} turn {n:2}: reply→truth "
                       f"{(t.truth or 0) - (t.reply or 0):+.3f}s ready−truth "
                       f"{(t.ready or 0) - (t.truth or 0):+.3f}s {t.how}"
-                      f"{' EARLY' if t.early else ''}", flush=True)
+                      f"{' EARLY' if t.early else ''}", flush=True,
+                      file=sys.stderr if args.json else sys.stdout)  # --json: stdout is the JSON
                 time.sleep(0.5)
         out = {"load": os.getloadavg(), **{b.tree: _summary(b.turns) for b in benches}}
         print(json.dumps(out, indent=1))
