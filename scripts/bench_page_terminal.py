@@ -251,19 +251,22 @@ def page_cpu(page: Any, cli: Any, start_streaming: Any, serve_pid: int, streamer
     handles = []
     for name in names:
         d.switch_to.new_window("window")
-        for tries in range(3):  # a page of a tree without the retry of a dropped fetch
+        # again when a load failed: a page of a tree without the retry of a dropped fetch, or
+        # a script Chromium dropped with ERR_NETWORK_CHANGED (another process adding a network
+        # interface: containers on a shared machine)
+        for tries in range(3):
             try:
                 d.get(cli("token", "--link", "--url", url).stdout.strip())  # a login of its own
                 page.wait(lambda: page.shown("#main") and page.text("#conn") == "live", "logged in")
                 page.wait(lambda n=name: page.one(f'#session-list li[data-session="{n}"] button'),
                           f"{name} listed", timeout=20)
+                page.click(f'#session-list li[data-session="{name}"] button')
+                page.wait(lambda: "streamer ready" in d.execute_script(
+                    "return agentwrapTerminal.text()"), f"the terminal of {name}", timeout=30)
                 break
             except AssertionError:
                 if tries == 2:
                     raise
-        page.click(f'#session-list li[data-session="{name}"] button')
-        page.wait(lambda: "streamer ready" in d.execute_script("return agentwrapTerminal.text()"),
-                  f"the terminal of {name}")
         d.execute_cdp_cmd("Performance.enable", {})
         handles.append(d.current_window_handle)
     for name in names:
@@ -279,18 +282,32 @@ def page_cpu(page: Any, cli: Any, start_streaming: Any, serve_pid: int, streamer
             script += got["ScriptDuration"]
         return task, script
 
+    def wire() -> list[int]:  # characters each window's terminal socket received
+        out = []
+        for h in handles:
+            d.switch_to.window(h)
+            out.append(int(d.execute_script("return agentwrapTerminal.stats.wire")))
+        return out
+
+    wire0 = wire()
     (task0, script0), c0, t0 = metrics(), cpu_s(serve_pid), time.monotonic()
     time.sleep(args.cpu_s)
     (task1, script1), c1, t1 = metrics(), cpu_s(serve_pid), time.monotonic()
+    wire1 = wire()
     frames = []
     for h in handles:
         d.switch_to.window(h)
         frames.append(d.execute_script("return agentwrapTerminal.stats.frames"))
     span = t1 - t0
+    task_pct = 100 * (task1 - task0) / span
+    serve_pct = 100 * (c1 - c0) / span
     return {"sessions": args.pages, "span_s": round(span, 1),
-            "page_task_pct": round(100 * (task1 - task0) / span, 1),
+            "page_task_pct": round(task_pct, 1),
             "page_script_pct": round(100 * (script1 - script0) / span, 1),
-            "serve_cpu_pct": round(100 * (c1 - c0) / span, 1),
+            "per_page_task_pct": round(task_pct / len(handles), 2),
+            "serve_cpu_pct": round(serve_pct, 1),
+            "serve_cpu_per_session_pct": round(serve_pct / len(names), 2),
+            "bytes_per_s_per_page": round((sum(wire1) - sum(wire0)) / span / len(handles)),
             "frames_per_page": frames}
 
 
@@ -307,7 +324,9 @@ def report(label: str, res: dict[str, Any]) -> None:
         p = res["pages"]
         print(f"[{label}] {p['sessions']} sessions open, all streaming: pages' main thread"
               f" {p['page_task_pct']} % of a core (script {p['page_script_pct']} %),"
-              f" serve {p['serve_cpu_pct']} % of a core")
+              f" serve {p['serve_cpu_pct']} % of a core; per page {p['per_page_task_pct']} %,"
+              f" serve per session {p['serve_cpu_per_session_pct']} %,"
+              f" {p['bytes_per_s_per_page']} B/s to each page")
 
 
 def main() -> int:

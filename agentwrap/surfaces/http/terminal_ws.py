@@ -13,9 +13,10 @@ between two looks is one frame: coalesced), and a still screen costs no look.
 
 Paced by the page: a page whose auth frame says ``"acks": true`` numbers
 nothing itself but is sent ``seq`` with each screen frame and answers
-``{"type": "drawn", "seq": N}`` once frame N is on its screen (xterm.js
-wrote it and the browser drew the next animation frame). The server keeps
-at most :data:`AHEAD` frames not yet drawn: while the browser is behind (a
+``{"type": "drawn", "seq": N}`` once xterm.js has taken frame N in (parsed
+it: the browser draws the newest state on its next animation frame, so
+drawing queues nothing; parsing does). The server keeps at most
+:data:`AHEAD` frames not yet acknowledged: while the browser is behind (a
 busy machine, ten sessions open) it waits, then sends the pane as it is by
 then, one frame for everything that changed meanwhile. A browser that
 cannot keep up gets fewer, later frames instead of a queue of stale ones
@@ -55,7 +56,7 @@ from .ws import BAD_REQUEST, NOT_FOUND, authenticated
 FRAME_S = 0.02  # how often the pane is looked at at most while a page watches: the frame budget
 LOOK_S = 0.5  # a look this often even when the pane says nothing changed
 UNAVAILABLE = 4409
-AHEAD = 2  # screen frames a pacing page may have not yet drawn
+AHEAD = 3  # screen frames a pacing page may have not yet taken in
 MAX_FRAME_CHARS = 200_000  # a client frame larger than this is not a person's keys
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class _Page:
             return
 
     async def _until_drawn(self) -> None:
-        """A pacing page: until it has at most AHEAD - 1 frames not yet drawn (or LOOK_S)."""
+        """A pacing page: until it has at most AHEAD - 1 frames not yet taken in (or LOOK_S)."""
         if not self.paced:
             return
         with anyio.move_on_after(LOOK_S):

@@ -18,10 +18,11 @@
  * clipboard. The old read-only <pre> stays for sessions a page cannot have
  * live (another host's, a pty session's).
  *
- * Paced by what the browser draws: each screen frame is acknowledged
- * ({"type": "drawn", seq}) once written and drawn, and the server keeps at
- * most two frames not yet drawn, so a busy browser gets the pane as it is
- * now instead of a queue of stale frames to parse first.
+ * Paced by what the browser has taken in: each screen frame is acknowledged
+ * ({"type": "drawn", seq}) once xterm.js has parsed it (drawing is on the
+ * next animation frame, of the newest state: it queues nothing), and the
+ * server keeps at most three frames not yet acknowledged, so a busy browser
+ * gets the pane as it is now instead of a queue of stale frames to parse.
  *
  * app.js calls window.agentwrapTerminal.show(name) when a session is shown.
  */
@@ -141,12 +142,11 @@
       const seq = msg.seq;
       st.term.write(msg.data, () => {
         stats.rendered += 1;
-        // the frame is drawn on the next animation frame: that is when a person sees it,
-        // and when the server may send the next (it keeps at most two not yet drawn)
-        requestAnimationFrame(() => {
-          stats.lastRenderedAt = performance.now();
-          if (Number.isInteger(seq) && ws === st.ws) send({type: 'drawn', seq});
-        });
+        // parsed: the server may send another (xterm.js draws the newest state on the
+        // next animation frame, whatever it parsed since: drawing queues nothing)
+        if (Number.isInteger(seq) && ws === st.ws) send({type: 'drawn', seq});
+        // the frame is drawn on the next animation frame: that is when a person sees it
+        requestAnimationFrame(() => { stats.lastRenderedAt = performance.now(); });
       });
     } else if (msg.type === 'takeover') {
       setTyping(Boolean(msg.on), msg.reason || '');
