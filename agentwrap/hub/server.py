@@ -13,7 +13,12 @@ then on. The sessions each host reports are kept in its :class:`~.roster.Roster`
 Push-wake: every message or answer stored for a linked host's session (by
 any writer: the store's own events, read every :data:`WAKE_POLL_S`, at once
 after a host's ``enqueue``) is pushed to each of that host's links as a
-``wake`` notification, so its supervisor claims it without polling.
+``wake`` notification, so its supervisor claims it without polling; and
+when a host's supervisors link (again), each of its sessions with a message
+pending is woken on the new link at once (a wake sent while the link was
+down found nobody). A host's first serving link, and its last one closing,
+are the hub's ``host.linked`` / ``host.silent`` events (:mod:`.liveness`),
+nudged to the page's stream at once, as are the states a host reports.
 On PostgreSQL the store is a fixed pool of connections (:mod:`agentwrap.queue.pgpool`)
 and the keys and roster are tables there too (:mod:`.tables`), so several
 hubs on one database are one hub to every host and browser; each hub's
