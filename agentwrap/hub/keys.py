@@ -120,14 +120,24 @@ class HubKeys:
 
     def check(self, host: str, credential: str) -> None:
         """:class:`LinkRefused` unless ``credential`` is ``host``'s and not revoked;
-        records the host seen now."""
+        records the host seen now. The hash (scrypt: 16 MB and tens of ms of
+        CPU) is computed outside any transaction: inside one it held the
+        write lock (SQLite ``BEGIN IMMEDIATE``, PostgreSQL the owner's
+        advisory lock and a pooled connection) for each check, so a hundred
+        hosts linking at once queued on it until SQLite gave up ("database
+        is locked") and PostgreSQL's pool ran dry. The row is read, hashed
+        against, and the host marked seen only if it is still not revoked."""
         with self._db() as db:
             row = db.execute(f"SELECT salt, hash, revoked FROM {self._names('hosts')}"
                              " WHERE name = ?", (host,)).fetchone()
-            if (row is None or row[2] is not None
-                    or not hmac.compare_digest(_hash(credential, row[0]), row[1])):
+        if (row is None or row[2] is not None
+                or not hmac.compare_digest(_hash(credential, bytes(row[0])), bytes(row[1]))):
+            raise LinkRefused(f"the hub refused host {host!r}'s credential")
+        with self._db() as db:
+            cur = db.execute(f"UPDATE {self._names('hosts')} SET last_seen = ? WHERE name = ?"
+                             " AND revoked IS NULL", (self._now(), host))
+            if cur.rowcount != 1:  # revoked while it was hashed
                 raise LinkRefused(f"the hub refused host {host!r}'s credential")
-            db.execute(f"UPDATE {self._names('hosts')} SET last_seen = ? WHERE name = ?", (self._now(), host))
 
     def seen(self, host: str) -> None:
         with self._db() as db:
