@@ -15,10 +15,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
-
-from typing import TYPE_CHECKING
 
 from ...errors import ConfigError
 from .common import emit_json, err, fmt_age, out, render_rows, user_paths
