@@ -29,8 +29,9 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "cli_help.txt"
 HEAVY = ("fastapi", "starlette", "uvicorn", "mcp", "watchdog", "pathspec", "rich.live",
          "agentwrap.feedback", "agentwrap.surfaces.http", "agentwrap.surfaces.mcp",
          "agentwrap.sessions.lifecycle", "agentwrap.continuity.collect")
-#: What printing help needs none of: the service (store, registry) and the handlers.
-HANDLERS_AND_SERVICE = ("agentwrap.service", "agentwrap.surfaces.cli.sessions",
+#: What printing help needs none of: the config, the service (store, registry), the
+#: answers and the handlers.
+HANDLERS_AND_SERVICE = ("agentwrap.config", "agentwrap.service", "agentwrap.answers", "agentwrap.surfaces.cli.sessions",
                         "agentwrap.surfaces.cli.inspection", "agentwrap.surfaces.cli.messages")
 
 

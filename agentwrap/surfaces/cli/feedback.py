@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from ...config import load_config
 from ...errors import ConfigError, SessionNotRunning
 from .common import emit_json, err, open_service, out, render_rows, user_paths
 
@@ -136,6 +135,7 @@ def _wait_for_interrupt(stop: threading.Event) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from ...config import load_config
     from ...feedback.companion import FeedbackLoop, LoopOptions
     from ...feedback.sources import feedback_source, split_command
 
@@ -203,6 +203,7 @@ def cmd_schedule_start(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule_list(args: argparse.Namespace) -> int:
+    from ...config import load_config
     from ...feedback.sources import select
 
     cfg = load_config(user_paths(), Path.cwd())
