@@ -10,6 +10,11 @@ the commands themselves are grouped in :mod:`.sessions`, :mod:`.messages`,
 :mod:`.inspection` and :mod:`.events`, over what they share in :mod:`.common`
 (where the rules for showing untrusted text are). Every command reaches the
 store and the registry through :class:`~agentwrap.service.Service`.
+
+Every call is a new process, so the parser is built from light modules (help
+texts, flags) and :data:`HANDLERS` imports a command's module only once that
+command is chosen: ``--help`` loads no config, service or handler, and ``ls``
+none of the feedback watchers, web stack or other commands.
 """
 
 from __future__ import annotations
