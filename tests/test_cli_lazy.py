@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from agentwrap.surfaces.cli import app
-from tests.support.help_tree import render
+from tests.support.help_tree import WIDTH, render
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "cli_help.txt"
 
@@ -40,7 +40,7 @@ def matching(loaded: set[str], prefixes: tuple[str, ...]) -> list[str]:
 
 
 def test_every_help_text_is_the_eager_clis_byte_for_byte(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("COLUMNS", WIDTH)
     assert render(app.build_parser()) == SNAPSHOT.read_text()
 
 

@@ -27,8 +27,8 @@ def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse
 
 
 def render(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("agentwrap",)) -> str:
-    """The help of ``parser`` and of every parser below it, each under a header."""
-    os.environ["COLUMNS"] = WIDTH  # argparse reads the width from here
+    """The help of ``parser`` and of every parser below it, each under a header
+    (argparse takes the width from ``COLUMNS``: set it to :data:`WIDTH` first)."""
     parts = [f"===== {' '.join(path)} =====\n", parser.format_help()]
     for name, sub in _subparsers(parser):
         parts.append(render(sub, (*path, name)))
@@ -38,6 +38,7 @@ def render(parser: argparse.ArgumentParser, path: tuple[str, ...] = ("agentwrap"
 def main() -> None:  # pragma: no cover - writes the snapshot by hand
     from agentwrap.surfaces.cli.app import build_parser
 
+    os.environ["COLUMNS"] = WIDTH
     print(render(build_parser()), end="")
 
 
