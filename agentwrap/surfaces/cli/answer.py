@@ -12,7 +12,6 @@ import argparse
 
 from rich.markup import escape
 
-from ...answers.actions import AnswerStatus
 from ...errors import AnswerFailed, InvalidAnswer, StaleAnswer
 from .common import emit_json, err, hint_line, open_service, out
 
@@ -109,6 +108,8 @@ def _answers(values: list[str]) -> dict[str, list[int | str]]:
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
+    from ...answers.actions import AnswerStatus
+
     with open_service() as svc:
         result = svc.answer(
             args.name, option=args.option,

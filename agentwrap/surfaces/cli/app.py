@@ -10,45 +10,81 @@ the commands themselves are grouped in :mod:`.sessions`, :mod:`.messages`,
 :mod:`.inspection` and :mod:`.events`, over what they share in :mod:`.common`
 (where the rules for showing untrusted text are). Every command reaches the
 store and the registry through :class:`~agentwrap.service.Service`.
+
+Every call is a new process, so the parser is built from light modules (help
+texts, flags) and :data:`HANDLERS` imports a command's module only once that
+command is chosen: ``--help`` loads no config, service or handler, and ``ls``
+none of the feedback watchers, web stack or other commands.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from collections.abc import Sequence
-
-from rich.markup import escape
+from dataclasses import dataclass
 
 from ... import __version__
 from ...errors import AgentwrapError
 from ...message import Source
 from .answer import add_parser as add_answer_parser
 from .chat import add_parser as add_chat_parser
-from .common import err, hint_line, out
 from .context import add_parser as add_context_parser
 from .events import EPILOG as EVENTS_EPILOG
 from .events import HELP as EVENTS_HELP
-from .events import cmd_events
 from .feedback import add_parser as add_feedback_parser
 from .hosts import add_parser as add_hosts_parser
 from .hub import add_parser as add_hub_parser
-from .inspection import cmd_doctor, cmd_profiles, cmd_state
-from .mcp import MCP_EPILOG, MCP_HELP, cmd_mcp
-from .messages import cmd_cancel, cmd_history, cmd_metrics, cmd_queue, cmd_send
-from .serve import SERVE_EPILOG, SERVE_HELP, cmd_serve, cmd_token
-from .sessions import (
-    cmd_adopt,
-    cmd_attach,
-    cmd_dismiss,
-    cmd_host,
-    cmd_ls,
-    cmd_run,
-    cmd_stop,
-    cmd_supervise,
-)
+from .mcp import MCP_EPILOG, MCP_HELP
+from .serve import SERVE_EPILOG, SERVE_HELP
 from .store import add_parser as add_store_parser
+
+
+@dataclass(frozen=True)
+class Handler:
+    """A command's function, named here and imported only when that command runs.
+
+    The parser holds every help text and flag; what a command does (the
+    service, the registry, the supervisor...) is loaded by the one command
+    that needs it, so ``agentwrap ls`` or ``--help`` pay for nothing else.
+    """
+
+    module: str  # beside this one: "sessions" is agentwrap.surfaces.cli.sessions
+    function: str
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        module = importlib.import_module(f"{__package__}.{self.module}")
+        code: int = getattr(module, self.function)(args)
+        return code
+
+
+#: The one table of the commands this module's parser defines: what runs each.
+#: (answer, context, watch, schedule, store, hosts, hub, join and chat define
+#: their own parsers in their modules, whose heavy imports wait in their functions.)
+HANDLERS: dict[str, Handler] = {
+    "run": Handler("sessions", "cmd_run"),
+    "attach": Handler("sessions", "cmd_attach"),
+    "adopt": Handler("sessions", "cmd_adopt"),
+    "ls": Handler("sessions", "cmd_ls"),
+    "dismiss": Handler("sessions", "cmd_dismiss"),
+    "state": Handler("inspection", "cmd_state"),
+    "stop": Handler("sessions", "cmd_stop"),
+    "send": Handler("messages", "cmd_send"),
+    "queue": Handler("messages", "cmd_queue"),
+    "history": Handler("messages", "cmd_history"),
+    "metrics": Handler("messages", "cmd_metrics"),
+    "cancel": Handler("messages", "cmd_cancel"),
+    "events": Handler("events", "cmd_events"),
+    "serve": Handler("serve", "cmd_serve"),
+    "token": Handler("serve", "cmd_token"),
+    "mcp": Handler("mcp", "cmd_mcp"),
+    "doctor": Handler("inspection", "cmd_doctor"),
+    "profiles": Handler("inspection", "cmd_profiles"),
+    "_supervise": Handler("sessions", "cmd_supervise"),
+    "_host": Handler("sessions", "cmd_host"),
+}
 
 MAIN_HELP = """\
 Run a terminal coding agent under supervision and deliver context into it.
@@ -110,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     def add(name: str, help: str, desc: str = "", epilog: str = "") -> argparse.ArgumentParser:
         sp = sub.add_parser(name, help=help, description=desc or help, epilog=epilog,
                             formatter_class=fmt)
+        if name in HANDLERS:  # `hook` has none: main hands it over before parsing
+            sp.set_defaults(func=HANDLERS[name])
         return sp
 
     r = add("run", "start an agent under supervision",
@@ -153,17 +191,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--rows", type=int, help="height of a detached session")
     r.add_argument("--json", action="store_true", help="with --detach: print the session as JSON")
     r.add_argument("command", nargs=argparse.REMAINDER, help="the agent command and its arguments")
-    r.set_defaults(func=cmd_run)
 
     a = add("attach", "put this terminal on a running tmux session (re-adopts it if needed)")
     a.add_argument("name")
-    a.set_defaults(func=cmd_attach)
 
     ad = add("adopt", "restart supervision of a session whose supervisor died",
              "Start a new supervisor for a running tmux session. Messages that were being\n"
              "delivered resume from where they stopped; nothing is typed twice.")
     ad.add_argument("name")
-    ad.set_defaults(func=cmd_adopt)
 
     ls = add("ls", "list sessions",
              "List the running sessions (and stale ones, whose supervisor died). Ended\n"
@@ -172,7 +207,6 @@ def build_parser() -> argparse.ArgumentParser:
              "days): --all lists them too; without it a line counts them.")
     ls.add_argument("--all", action="store_true", help="include ended sessions")
     ls.add_argument("--json", action="store_true")
-    ls.set_defaults(func=cmd_ls)
 
     dm = add("dismiss", "forget ended sessions (their record and last screen)",
              "Forget ended sessions now: their record, state log and last screen. Their\n"
@@ -180,7 +214,6 @@ def build_parser() -> argparse.ArgumentParser:
              "first. Ended sessions are also forgotten once [sessions] keep_ended_s passes.")
     dm.add_argument("names", nargs="+", metavar="name")
     dm.add_argument("--json", action="store_true")
-    dm.set_defaults(func=cmd_dismiss)
 
     st = add("state", "show a session's state (starting, ready, busy, waiting_input, draft, exited)",
              epilog="examples:\n  agentwrap state api --explain\n  agentwrap state api --watch --json")
@@ -190,7 +223,6 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--screen", action="store_true",
                     help="print the screen the last verdict was based on (to debug a profile)")
     st.add_argument("--json", action="store_true")
-    st.set_defaults(func=cmd_state)
 
     so = add("stop", "stop sessions' agents (each one's whole process tree)",
              "Stop the agents of the named sessions, together: each process tree gets\n"
@@ -199,7 +231,6 @@ def build_parser() -> argparse.ArgumentParser:
     so.add_argument("names", nargs="*", metavar="name")
     so.add_argument("--all", action="store_true", help="every running session of this host")
     so.add_argument("--json", action="store_true")
-    so.set_defaults(func=cmd_stop)
 
     se = add("send", "queue a message for a session",
              "Queue a message. It is stored durably before this returns, then typed into\n"
@@ -235,7 +266,6 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--wait", action="store_true", help="block until the message ends")
     se.add_argument("--timeout", type=float, default=60.0, help="with --wait (default 60 s)")
     se.add_argument("--json", action="store_true")
-    se.set_defaults(func=cmd_send)
 
     add_answer_parser(sub)
     add_context_parser(sub)
@@ -248,7 +278,6 @@ def build_parser() -> argparse.ArgumentParser:
     q = add("queue", "what is pending for a session, and why it waits")
     q.add_argument("name")
     q.add_argument("--json", action="store_true")
-    q.set_defaults(func=cmd_queue)
 
     h = add("history", "every message and how it ended")
     h.add_argument("name", nargs="?")
@@ -259,17 +288,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the session's whole conversation in order: prompts, each delivered"
                    " message with its ACK, the agent's replies, tool calls, questions")
     h.add_argument("--json", action="store_true")
-    h.set_defaults(func=cmd_history)
 
     mt = add("metrics", "delivery figures (first-try rate, retries, escalations, latency)")
     mt.add_argument("name", nargs="?")
     mt.add_argument("--json", action="store_true")
-    mt.set_defaults(func=cmd_metrics)
 
     c = add("cancel", "cancel a pending message (id or unique prefix)")
     c.add_argument("id")
     c.add_argument("--json", action="store_true")
-    c.set_defaults(func=cmd_cancel)
 
     ev = add("events", "what happened to messages and sessions, in order (--follow: as it happens)",
              EVENTS_HELP, EVENTS_EPILOG)
@@ -280,7 +306,6 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--last", type=int, metavar="N",
                     help="start from the N most recent events of the log (--follow: 10)")
     ev.add_argument("--json", action="store_true", help="one JSON object per line")
-    ev.set_defaults(func=cmd_events)
 
     sr = add("serve", "serve the HTTP API (queue messages, sessions, events) on 127.0.0.1:7878",
              SERVE_HELP, SERVE_EPILOG)
@@ -290,7 +315,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="TCP port (default 7878; 0: any free)")
     sr.add_argument("--uds", metavar="PATH", help="listen on this unix socket instead (0600)")
     sr.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    sr.set_defaults(func=cmd_serve)
 
     tk = add("token", "print the HTTP API's bearer token (made on first use, kept 0600)")
     tk.add_argument("--new", action="store_true", help="replace it with a new one")
@@ -299,31 +323,27 @@ def build_parser() -> argparse.ArgumentParser:
     tk.add_argument("--url", default=None, metavar="URL",
                     help="where `agentwrap serve` listens, for --link (default: where the"
                     " running serve said it listens, else http://127.0.0.1:7878)")
-    tk.set_defaults(func=cmd_token)
 
     mc = add("mcp", "serve a session's input queue as MCP tools over stdio (for its agent)",
              MCP_HELP, MCP_EPILOG)
     mc.add_argument("--print-config", metavar="NAME",
                     help="print the MCP server entry (mcpServers JSON) for session NAME and exit")
-    mc.set_defaults(func=cmd_mcp)
 
     # `hook` never reaches the parser (see main); listed here for --help only
     add("hook", "the handler an agent's native hooks run (registered by `agentwrap run`)")
 
     d = add("doctor", "check tmux, agent CLIs, config and sessions; say how to fix problems")
     d.add_argument("--json", action="store_true")
-    d.set_defaults(func=cmd_doctor)
 
     pr = add("profiles", "list agent profiles (built-in and yours)")
     pr.add_argument("--json", action="store_true")
-    pr.set_defaults(func=cmd_profiles)
 
     sv = sub.add_parser("_supervise")  # internal: the detached supervisor process
     sv.add_argument("name")
-    sv.set_defaults(func=cmd_supervise)
+    sv.set_defaults(func=HANDLERS["_supervise"])
 
     ho = sub.add_parser("_host")  # internal: the supervisor host of all tmux sessions
-    ho.set_defaults(func=cmd_host)
+    ho.set_defaults(func=HANDLERS["_host"])
     return p
 
 
@@ -344,6 +364,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except AgentwrapError as exc:
+        from rich.markup import escape
+
+        from .common import err, hint_line, out
+
         if getattr(args, "json", False):  # a script reads stdout: the refusal as data too
             out.file.write(json.dumps(exc.to_json(), ensure_ascii=False) + "\n")
         # messages quote user input (names, paths): never read it as markup

@@ -16,7 +16,6 @@ import sys
 
 from rich.markup import escape
 
-from ...config import load_config
 from ...errors import ConfigError
 from .common import err, user_paths
 
@@ -55,6 +54,7 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
 
 
 def cmd_chat_telegram(args: argparse.Namespace) -> int:
+    from ...config import load_config
     from ..chat.bridge import TelegramBridge, read_token
     from ..chat.telegram_api import TelegramApi
 

@@ -19,15 +19,17 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ...message import QueueLimits
 from ...paths import Paths
-from ...service import Service
+
+if TYPE_CHECKING:  # the service (store, registry) loads only when a command opens it
+    from ...message import QueueLimits
+    from ...service import Service
 
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # one line per error/hint
@@ -127,4 +129,6 @@ def user_paths() -> Paths:
 
 def open_service(paths: Paths | None = None, *, limits: QueueLimits | None = None) -> Service:
     """The service over this user's store (``limits``: see :meth:`Service.open`)."""
+    from ...service import Service
+
     return Service.open(paths or user_paths(), limits=limits)

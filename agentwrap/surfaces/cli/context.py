@@ -15,16 +15,16 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.markup import escape
 
-from ...config import ContinuityConfig, load_config
-from ...continuity.launch import prepare, previous, store_for
-from ...continuity.store import project_path
 from ...errors import ConfigError
-from ...paths import Paths
-from ...terminal.proctree import alive
 from .common import emit_json, err, fmt_age, out, render_rows, user_paths
+
+if TYPE_CHECKING:  # the continuity records load only when the command runs
+    from ...config import ContinuityConfig
+    from ...paths import Paths
 
 HELP = "the handoff the next session in this project gets (show, edit, clear, list)"
 DESCRIPTION = """\
@@ -68,6 +68,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def cmd_context(args: argparse.Namespace) -> int:
+    from ...config import load_config
+    from ...continuity.launch import prepare, previous, store_for
+    from ...continuity.store import project_path
+    from ...terminal.proctree import alive
+
     paths = user_paths()
     cwd = Path(args.cwd).resolve() if args.cwd else Path.cwd()
     cfg = load_config(paths, cwd).continuity
@@ -117,6 +122,8 @@ def cmd_context(args: argparse.Namespace) -> int:
 
 
 def _edit(paths: Paths, cfg: ContinuityConfig, cwd: Path, project: str) -> int:
+    from ...continuity.launch import prepare, store_for
+
     store = store_for(paths, cfg)
     handoff = prepare(paths, cfg, cwd)
     current = handoff.text if handoff else ""

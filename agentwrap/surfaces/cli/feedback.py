@@ -18,22 +18,15 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from ...config import load_config
 from ...errors import ConfigError, SessionNotRunning
-from ...feedback.companion import FeedbackLoop, LoopOptions
-from ...feedback.sources import (
-    FeedbackSource,
-    ScheduleSource,
-    feedback_source,
-    parse_duration,
-    select,
-    split_command,
-)
 from .common import emit_json, err, open_service, out, render_rows, user_paths
+
+if TYPE_CHECKING:  # the watchers and checks load only when a command here runs
+    from ...feedback.sources import FeedbackSource
 
 WATCH_HELP = "watch directories and queue what changed, or a check's result, for a session"
 WATCH_DESCRIPTION = """\
@@ -142,6 +135,10 @@ def _wait_for_interrupt(stop: threading.Event) -> None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from ...config import load_config
+    from ...feedback.companion import FeedbackLoop, LoopOptions
+    from ...feedback.sources import feedback_source, split_command
+
     paths = user_paths()
     args.session = _check_session(args.session)  # HOST/NAME: the name from here on
     source: FeedbackSource | None = None
@@ -179,6 +176,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule_start(args: argparse.Namespace) -> int:
+    from ...feedback.companion import FeedbackLoop, LoopOptions
+    from ...feedback.sources import ScheduleSource, parse_duration, split_command
+
     paths = user_paths()
     args.session = _check_session(args.session)  # HOST/NAME: the name from here on
     argv = split_command(args.run, "--run")
@@ -203,6 +203,9 @@ def cmd_schedule_start(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule_list(args: argparse.Namespace) -> int:
+    from ...config import load_config
+    from ...feedback.sources import select
+
     cfg = load_config(user_paths(), Path.cwd())
     sel = select(cfg)
     rows: list[dict[str, Any]] = [{"name": s.name, "session": s.session, "every_s": s.every_s,

@@ -13,7 +13,6 @@ import argparse
 
 from rich.markup import escape
 
-from ...config import load_config
 from .common import emit_json, err, out, render_rows, user_paths
 
 HELP = "the message store itself: move it to PostgreSQL or back (migrate)"
@@ -68,6 +67,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     paths = user_paths()
+    from ...config import load_config
+
     cfg = load_config(paths)
     from ...service import migrate_store, store_place  # the migration's code: this command's only
 
