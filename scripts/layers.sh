@@ -18,15 +18,15 @@ FAST_LAYER="not ($SLOW_LAYERS)"
 FAST_WORKERS=${AW_FAST_WORKERS:-2}
 WAITING_LAYERS="($SLOW_LAYERS) and not e2e"
 WAITING_WORKERS=${AW_WAITING_WORKERS:-3}
-# The real agents: one at a time unless AW_E2E_WORKERS says more; then the tests
-# marked `timing` (tests/e2e/conftest.py TIMING: a check inside a window of time)
-# run afterwards, one at a time. Every e2e test has its own HOME, XDG dirs, tmux
-# server, model server port and TMPDIR (tests/e2e/conftest.py), so two may run at
-# once; one at a time stays the default until a clean-clone run proves two (issue
-# 36, load 20-33: in two processes OpenCode twice drew no screen within its 120 s
-# start deadline, and its timing test then failed alone too: load, by what was
-# seen, not state the two processes share).
-E2E_WORKERS=${AW_E2E_WORKERS:-1}
+# The real agents: two processes (AW_E2E_WORKERS changes it; 1: one at a time);
+# then the tests marked `timing` (tests/e2e/conftest.py TIMING: a check inside a
+# window of time) run afterwards, one at a time. Every e2e test has its own HOME,
+# XDG dirs, tmux server, model server port and TMPDIR (tests/e2e/conftest.py), so
+# two run at once: two quiet clean-clone runs passed every real-agent test that
+# way (Dec 2 2026). On a machine loaded by other work (load 20-33) OpenCode twice
+# drew no screen within its 120 s start deadline beside a second agent: there,
+# AW_E2E_WORKERS=1.
+E2E_WORKERS=${AW_E2E_WORKERS:-2}
 
 # run_e2e [pytest args]: the real agents' layer, in E2E_WORKERS processes, the
 # `timing` tests alone after the others.

@@ -19,7 +19,7 @@ else
     bash scripts/check.sh "$@"
 fi
 # The waiting layers first (minutes, in parallel), then the real agents (the
-# longest part: one at a time, or AW_E2E_WORKERS at once with the timing tests
+# longest part: in AW_E2E_WORKERS processes, two by default, with the timing tests
 # alone after them); a failure in the first still runs the second.
 rc=0
 LAYER_WORKERS=$WAITING_WORKERS run_layer "$WAITING_LAYERS" "$@" || rc=$?
