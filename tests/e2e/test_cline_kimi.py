@@ -3,7 +3,8 @@
 One session per agent does every check, in order, against the loopback model
 server (CI time is short): start -> ready with no dialog left open; a message
 delivered once and acknowledged; a person's draft never overwritten; the
-agent's own syntax (``@file``, ``/command``, ``!shell``) inert; a permission
+agent's own syntax (``@file``, ``/command``, ``!shell``) inert; a pasted probe
+as its profile declares (tests/e2e/test_pasted_bytes.py's); a permission
 dialog read as ``waiting_input`` with its options, approved and then denied
 through ``agentwrap answer``; ``kill -9`` of the agent seen; and (Cline)
 ``agentwrap stop`` ending the hub daemon Cline leaves behind after it exits.
@@ -27,6 +28,7 @@ from .conftest import AgentSession
 from .model_server import TOOL_COMMAND, TOOL_FILE
 from .test_agent_syntax import passwd_line
 from .test_answering import answer, wait_question
+from .test_pasted_bytes import check_pasted_probe
 
 pytestmark = pytest.mark.e2e
 
@@ -154,6 +156,7 @@ def test_more_agent_end_to_end(make_session: Make, agent: str) -> None:
     check_delivery(s)
     check_draft(s)
     check_syntax(s)
+    check_pasted_probe(s)  # test_pasted_bytes.py's probe, on this start
     check_permission(s)
 
     pid = s.agent_pid()

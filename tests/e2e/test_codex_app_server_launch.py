@@ -36,7 +36,13 @@ ON = "[run]\ncodex_app_server = true\n\n"
 Make = Callable[..., AgentSession]
 
 
-def test_codex_runs_on_a_private_app_server_when_asked(make_session: Make) -> None:
+def test_codex_runs_on_a_private_app_server_and_a_message_goes_as_a_turn_acknowledged_once(
+    make_session: Make,
+) -> None:
+    """On: the socket in agentwrap's 0700 runtime dir, said by ``state --explain``;
+    a message goes through the server as a turn (its syntax inert) and is
+    acknowledged once, the server's ids its receipt; the server goes at the stop.
+    (One start for what were two tests with the same launch.)"""
     s = make_session("codex")
     s.write_config(ON)
     s.start()
@@ -50,67 +56,6 @@ def test_codex_runs_on_a_private_app_server_when_asked(make_session: Make) -> No
     assert "app-server: on" in explain, explain
     pid = int(st["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
     assert alive(pid)
-    marker = f"E2E{uuid.uuid4().hex[:8]}"
-    res = s.send(f"status check {marker}", "--ack", "--wait", "--timeout", "90")
-    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
-    assert len(s.wait_received(marker)) == 1
-    assert not any((s.home / ".codex").glob("*.sock"))  # nothing of it in the person's ~/.codex
-    s.cli("stop", s.name)
-    deadline = time.monotonic() + 30
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive(pid) and not sock.exists()
-
-
-def test_codex_launch_is_todays_with_the_switch_off(make_session: Make) -> None:
-    s = make_session("codex")
-    s.write_config("[run]\ncodex_app_server = false\n")
-    s.start()
-    st = s.wait_state("ready", timeout=90)
-    assert st["app_server"] is None
-    assert "app-server" not in s.cli("state", s.name, "--explain").stdout
-    assert not list(Path(s.env["XDG_RUNTIME_DIR"]).rglob("codex-*.sock"))
-
-
-def test_state_comes_from_the_app_server_which_is_restarted_when_it_dies(
-    make_session: Make,
-) -> None:
-    s = make_session("codex")
-    s.write_config(ON)
-    s.start()
-    s.wait_state("ready", timeout=90)
-    s.type_keys("[[delay: 2]] [[reply: from the server]]")
-    time.sleep(0.4)
-    s.press("Enter")
-    busy = s.wait_state("busy", timeout=60)
-    ready = s.wait_state("ready", timeout=60)
-    assert ready["signal"] == "structured" and "app-server" in ready["reason"], ready
-    assert "app-server says the thread is idle" in s.cli("state", s.name, "--explain").stdout
-    print(f"codex busy via {busy['signal']}: {busy['reason']}")
-    # the server dies: the TUI shows "Reconnecting to server…" until one listens
-    # again; the supervisor starts it again and the session works on
-    pid = int(ready["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
-    os.killpg(pid, signal.SIGKILL)
-    s.wait_until(lambda: not alive(pid), 30, "the app-server gone")
-    again = s.wait_until(
-        lambda: (a := s.state()["app_server"]) and f"(pid {pid})" not in a and a, 60,
-        "the app-server started again")
-    new_pid = int(again.rsplit("pid ", 1)[1].rstrip(")"))
-    assert alive(new_pid)
-    marker = f"E2E{uuid.uuid4().hex[:8]}"
-    res = s.send(f"after the restart {marker}", "--ack", "--wait", "--timeout", "90")
-    assert res.returncode == 0 and res.stdout.startswith("acknowledged"), res.stdout + s.screen()
-    assert len(s.wait_received(marker)) == 1
-    s.wait_until(lambda: s.state()["signal"] == "structured", 30, "the server deciding again")
-
-
-def test_a_message_goes_through_the_server_as_a_turn_and_is_acknowledged_once(
-    make_session: Make,
-) -> None:
-    s = make_session("codex")
-    s.write_config(ON)
-    s.start()
-    s.wait_state("ready", timeout=90)
     marker = f"E2E{uuid.uuid4().hex[:8]}"
     res = s.send(f"check $skill-installer {marker}", "--ack", "--wait", "--timeout", "90")
     # the server's answer (the turn id) is the attempt's receipt; the ACK is read from
@@ -131,6 +76,22 @@ def test_a_message_goes_through_the_server_as_a_turn_and_is_acknowledged_once(
     assert [(a.channel, a.outcome) for a in attempts] == [("app-server", "acknowledged")]
     assert attempts[0].evidence.startswith("turn "), attempts  # the receipt: the server's ids
     s.wait_until(lambda: marker in s.screen(), 30, "the block shown in the TUI as input")
+    assert not any((s.home / ".codex").glob("*.sock"))  # nothing of it in the person's ~/.codex
+    s.cli("stop", s.name)
+    deadline = time.monotonic() + 30
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(pid) and not sock.exists()
+
+
+def test_codex_launch_is_todays_with_the_switch_off(make_session: Make) -> None:
+    s = make_session("codex")
+    s.write_config("[run]\ncodex_app_server = false\n")
+    s.start()
+    st = s.wait_state("ready", timeout=90)
+    assert st["app_server"] is None
+    assert "app-server" not in s.cli("state", s.name, "--explain").stdout
+    assert not list(Path(s.env["XDG_RUNTIME_DIR"]).rglob("codex-*.sock"))
 
 
 def test_a_codex_without_the_app_server_gets_todays_launch_and_says_why(
@@ -269,26 +230,38 @@ def test_an_untrusted_project_gets_codexs_own_launch_and_its_trust_dialog(
     assert st["app_server"].startswith("on:"), st
 
 
-def test_the_server_killed_during_a_turn_ends_its_message_once_and_the_next_gets_through(
+def test_state_comes_from_the_app_server_and_its_death_mid_turn_ends_the_message_once(
     make_session: Make,
 ) -> None:
-    """The app-server dies while the model works on a message agentwrap started
-    as a turn: that message ends in exactly one terminal state (it reached the
-    model once and is never sent again), the server is started again, and the
-    next message is delivered through it and acknowledged, once."""
+    """A turn the person types is seen busy, then ready from the app-server's own
+    word (``structured``). Then the app-server dies while the model works on a
+    message agentwrap started as a turn: that message ends in exactly one
+    terminal state (it reached the model once and is never sent again), the
+    server is started again, the next message is delivered through it and
+    acknowledged, once, and the state comes from the server again. (One start
+    for what were two tests with the same launch.)"""
     s = make_session("codex")
     s.write_config(ON)
     s.start()
-    st = s.wait_state("ready", timeout=90)
+    s.wait_state("ready", timeout=90)
+    s.type_keys("[[delay: 2]] [[reply: from the server]]")
+    time.sleep(0.4)
+    s.press("Enter")
+    busy = s.wait_state("busy", timeout=60)
+    st = s.wait_state("ready", timeout=60)
+    assert st["signal"] == "structured" and "app-server" in st["reason"], st
+    assert "app-server says the thread is idle" in s.cli("state", s.name, "--explain").stdout
+    print(f"codex busy via {busy['signal']}: {busy['reason']}")
     pid = int(st["app_server"].rsplit("pid ", 1)[1].rstrip(")"))
     marker = f"E2E{uuid.uuid4().hex[:8]}"
     mid = s.send_id(f"[[delay: 30]] slow one {marker}", "--ack")
     s.wait_until(lambda: s.received_with(marker), 60, "the message at the model")
     os.killpg(pid, signal.SIGKILL)
     s.wait_until(lambda: not alive(pid), 30, "the app-server gone")
-    s.wait_until(
-        lambda: (a := s.state()["app_server"]) and f"(pid {pid})" not in a, 60,
+    again = s.wait_until(
+        lambda: (a := s.state()["app_server"]) and f"(pid {pid})" not in a and a, 60,
         "the app-server started again")
+    assert alive(int(again.rsplit("pid ", 1)[1].rstrip(")")))
     ended = s.wait_until(
         lambda: (m := s.message(mid))["status"] not in ("pending", "delivering") and m, 120,
         "the first message's end")
@@ -303,3 +276,4 @@ def test_the_server_killed_during_a_turn_ends_its_message_once_and_the_next_gets
     alone = [t for t in s.received_with(marker) if second not in t]
     assert len(alone) == 1, alone
     assert all(t.count(marker) == 1 for t in s.received_with(marker))
+    s.wait_until(lambda: s.state()["signal"] == "structured", 30, "the server deciding again")

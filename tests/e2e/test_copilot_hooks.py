@@ -4,12 +4,13 @@
 (``--plugin-dir`` naming a dir in agentwrap's private launch dir;
 agentwrap/agents/copilot.py):
 
-* the session says which channel is active (``state --explain``), and nothing
-  of agentwrap's goes into the person's Copilot dir (no hooks, no plugin installed);
-* a prompt's turn: the hooks' signals (prompt submitted, turn end) reach the
-  supervisor and the prompt is noted once;
-* a permission dialog: the ``notification`` hook (``permission_prompt``) says
-  the session waits for the person.
+* the session says which channel is active (``state --explain``), nothing of
+  agentwrap's goes into the person's Copilot dir (no hooks, no plugin
+  installed), a prompt's turn is told by the hooks (prompt submitted, turn end)
+  and noted once, and a permission dialog is told by the ``notification`` hook
+  (``permission_prompt``): these ride Copilot's one start in
+  tests/e2e/test_copilot_opencode_qwen.py (``check_native_turn``,
+  ``check_permission_told``);
 * a read-only command Copilot runs unasked: its ``permissionRequest`` hook
   fires all the same; the exact request is kept, and the session never reads
   waiting (the dialog with the hook's exact command is
@@ -34,8 +35,7 @@ from typing import Any
 import pytest
 
 from .conftest import AgentSession
-from .model_server import _RE_ACK, TOOL_FILE, Plan, ToolSpec
-from .test_answering import answer, main_requests, wait_question
+from .model_server import _RE_ACK, Plan, ToolSpec
 from .test_native_channels import CALLS, LoopServer, _bodies, _repoint
 
 pytestmark = pytest.mark.e2e
@@ -49,60 +49,6 @@ def start(make_session: Make) -> AgentSession:
     st = s.wait_state("ready", timeout=120)
     assert st.get("channels") == ["hooks"], st
     return s
-
-
-def test_copilot_hooks_signal_the_turn(make_session: Make) -> None:
-    from agentwrap.continuity.hooks import notes_file, read_json
-    from agentwrap.sessions.channels import launch_dir
-    from agentwrap.sessions.signals import read_signal
-
-    s = start(make_session)
-    explain = s.cli("state", s.name, "--explain").stdout
-    assert "typing, hooks" in explain, explain
-    plugin = launch_dir(s._paths(), s.name) / "copilot-plugin"
-    assert (plugin / "hooks" / "hooks.json").is_file()
-    # nothing of agentwrap's in the person's Copilot dir (Copilot rewrites its
-    # config.json at every start itself, so it is read, not compared)
-    own = s.home / ".copilot"
-    for name in ("config.json", "settings.json"):
-        assert not (own / name).exists() or "agentwrap" not in (own / name).read_text()
-    assert not (own / "hooks").exists()
-    assert not list((own / "installed-plugins").glob("*"))
-    # a turn with a tool call: prompt submitted, then the turn's end, told by the hooks
-    calls = json.dumps({"path": str(s.workdir)})
-    res = s.send(f"[[call: view {calls}]] look around", "--wait", "--timeout", "90")
-    assert res.returncode == 0, res.stderr
-    s.wait_until(lambda: len(main_requests(s)) >= 2, 60, "the tool result at the model")
-    s.wait_state("ready", timeout=60)
-    sig = s.wait_until(lambda: (g := read_signal(s._paths(), s.name)) and g.event == "agentStop"
-                       and g, 30, "the turn end told by the hook")
-    assert (sig.signal, sig.state, sig.agent) == ("turn_end", "ready", "copilot"), sig
-    notes = s.wait_until(lambda: (n := read_json(notes_file(s._paths(), s.name))).get(
-        "prompts") and n, 30, "the prompt in the handoff notes")
-    assert notes["prompts"] == 1, notes
-    assert "look around" in notes["goal"], notes
-    log = s._paths().supervisor_log(s.name).read_text()
-    assert "hook copilot" in log, log[-2000:]
-    assert not [ln for ln in log.splitlines() if "hook copilot" in ln and "failed" in ln], \
-        log[-2000:]
-
-
-def test_copilot_permission_dialog_is_told_by_its_notification_hook(make_session: Make) -> None:
-    from agentwrap.sessions.signals import read_signal
-
-    s = start(make_session)
-    res = s.send("[[tool]] please create the file", "--wait", "--timeout", "90")
-    assert res.returncode == 0, res.stderr
-    sig = s.wait_until(lambda: (g := read_signal(s._paths(), s.name)) and g.event ==
-                       "notification" and g, 60, "the permission notification")
-    assert (sig.signal, sig.state, sig.agent) == ("permission_prompt", "waiting_input",
-                                                  "copilot"), sig
-    q = wait_question(s)
-    assert q["kind"] == "permission", q
-    code, out = answer(s, "--deny", "--question", q["id"])
-    assert code == 0 and out["status"] == "applied", (out, s.screen())
-    s.wait_state("ready", timeout=60)
-    assert not (s.workdir / TOOL_FILE).exists()
 
 
 class AckingLoopServer(LoopServer):

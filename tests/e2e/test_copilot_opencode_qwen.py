@@ -17,8 +17,19 @@ starts once and one session checks, in order:
   tool result carries to the model;
 * kill -9 of the agent seen.
 
+* a pasted probe reaches the model as the profile declares (the check of
+  tests/e2e/test_pasted_bytes.py, riding this start).
+
 OpenCode runs every tool without asking by default (the first session checks
 that it says so), so its dialogs get a second start in its ask-first mode.
+OpenCode's native channel (a JS plugin: ``agentwrap run`` writes it into the
+private launch dir and names it in an extra config given with
+``OPENCODE_CONFIG``, agentwrap/agents/opencode.py) is checked on those two
+starts: on the first, before any other prompt, the session says which channel
+is active, nothing of agentwrap's goes into the person's OpenCode config, and a
+prompt's turn is told by the plugin (prompt submitted, turn end) and noted
+once; on the ask-first one, ``permission.asked`` says the session waits for the
+person. (The hand-over inside a tool loop is tests/e2e/test_native_channels.py's.)
 
 What reached the model is read from the model server's log; waits are
 deadlines, never thresholds.
@@ -39,7 +50,8 @@ from agentwrap.detect.profiles import load_profile
 from .conftest import AgentSession
 from .model_server import TOOL_COMMAND, TOOL_FILE
 from .test_agent_syntax import passwd_line, plant, probe_lines
-from .test_answering import answer, wait_question
+from .test_answering import answer, main_requests, wait_question
+from .test_pasted_bytes import check_pasted_probe
 
 pytestmark = pytest.mark.e2e
 
@@ -156,11 +168,14 @@ def open_permission(s: AgentSession) -> dict[str, Any]:
     return q
 
 
-def check_dialogs(s: AgentSession) -> None:
+def check_dialogs(s: AgentSession, told: Callable[[AgentSession], None] | None = None) -> None:
     """The shell tool's permission denied, then approved; the question tool
-    answered with its second option."""
+    answered with its second option. ``told`` checks the first dialog while it
+    is open (how the agent's native channel said it)."""
     agent = s.agent
     q = open_permission(s)
+    if told is not None:
+        told(s)
     code, out = answer(s, "--deny", "--question", q["id"])
     assert code == 0 and out["status"] == "applied", (out, s.screen())
     s.wait_state("ready", timeout=60)
@@ -187,6 +202,82 @@ def check_dialogs(s: AgentSession) -> None:
                              for r in chat_tool_results(req.body)), 60,
                  "the answer in the tool result at the model")
     s.wait_state("ready", timeout=60)
+
+
+def own_config_untouched(s: AgentSession) -> None:
+    """Nothing of agentwrap's in the person's own config of ``s``'s agent."""
+    from agentwrap.sessions.channels import launch_dir
+
+    if s.agent == "opencode":  # the plugin named in an extra config of the launch dir
+        folder = launch_dir(s._paths(), s.name) / "opencode"
+        assert json.loads((folder / "opencode.json").read_text())["plugin"] == [
+            (folder / "agentwrap-plugin.js").as_uri()]
+        own = s.home / ".config" / "opencode"
+        assert "agentwrap-plugin" not in (own / "opencode.json").read_text()
+        assert not (own / "plugin").exists() and not (own / "plugins").exists()
+    else:  # Copilot: a plugin dir of the launch (Copilot rewrites its config.json at
+        # every start itself, so it is read, not compared)
+        plugin = launch_dir(s._paths(), s.name) / "copilot-plugin"
+        assert (plugin / "hooks" / "hooks.json").is_file()
+        own = s.home / ".copilot"
+        for name in ("config.json", "settings.json"):
+            assert not (own / name).exists() or "agentwrap" not in (own / name).read_text()
+        assert not (own / "hooks").exists()
+        assert not list((own / "installed-plugins").glob("*"))
+
+
+#: The agents whose native channel these starts check: the tool a turn calls
+#: (its arguments given the workdir), the event that tells the turn's end, and
+#: the one that tells a permission dialog.
+NATIVE: dict[str, tuple[Callable[[AgentSession], str], str, str]] = {
+    "copilot": (lambda s: "view " + json.dumps({"path": str(s.workdir)}), "agentStop",
+                "notification"),
+    "opencode": (lambda s: "glob " + json.dumps({"pattern": "*.md"}), "session.idle",
+                 "permission.asked"),
+}
+
+
+def check_native_turn(s: AgentSession) -> None:
+    """The agent's native channel on a fresh start, before any other prompt: the
+    channel said, the person's config untouched, a turn with a tool call told
+    by it (its end signalled) and its prompt noted once."""
+    from agentwrap.continuity.hooks import notes_file, read_json
+    from agentwrap.sessions.signals import read_signal
+
+    call, end, _ = NATIVE[s.agent]
+    assert s.state().get("channels") == ["hooks"], s.state()
+    explain = s.cli("state", s.name, "--explain").stdout
+    assert "typing, hooks" in explain, explain
+    own_config_untouched(s)
+    # a turn with a tool call: prompt submitted, then the turn's end, told by the channel
+    before = len(main_requests(s))
+    res = s.send(f"[[call: {call(s)}]] look around", "--wait", "--timeout", "90")
+    assert res.returncode == 0, res.stderr
+    s.wait_until(lambda: len(main_requests(s)) >= before + 2, 60, "the tool result at the model")
+    s.wait_state("ready", timeout=60)
+    sig = s.wait_until(lambda: (g := read_signal(s._paths(), s.name)) and g.event == end
+                       and g, 30, "the turn end told by the native channel")
+    assert (sig.signal, sig.state, sig.agent) == ("turn_end", "ready", s.agent), sig
+    notes = s.wait_until(lambda: (n := read_json(notes_file(s._paths(), s.name))).get(
+        "prompts") and n, 30, "the prompt in the handoff notes")
+    assert notes["prompts"] == 1, notes
+    assert "look around" in notes["goal"], notes
+    log = s._paths().supervisor_log(s.name).read_text()
+    if s.agent == "copilot":
+        assert "hook copilot" in log, log[-2000:]
+    assert not [ln for ln in log.splitlines() if f"hook {s.agent}" in ln and "failed" in ln], \
+        log[-2000:]
+
+
+def check_permission_told(s: AgentSession) -> None:
+    """The permission dialog (open now) told by the agent's native channel."""
+    from agentwrap.sessions.signals import read_signal
+
+    event = NATIVE[s.agent][2]
+    sig = s.wait_until(lambda: (g := read_signal(s._paths(), s.name)) and g.event == event
+                       and g, 60, "the permission signal")
+    assert (sig.signal, sig.state, sig.agent) == ("permission_prompt", "waiting_input",
+                                                  s.agent), sig
 
 
 # What the model must receive, line by line (see the [syntax] comments in
@@ -246,10 +337,13 @@ def test_one_start_delivers_keeps_drafts_and_syntax_answers_dialogs_and_sees_a_k
     secret, skill_secret = (f"{p}{uuid.uuid4().hex[:10]}" for p in ("SECRET", "SKILL"))
     plant(s, secret, skill_secret)
     started(s)
+    if agent in NATIVE:  # its native channel, before any other prompt is noted
+        check_native_turn(s)
     check_delivery_and_draft(s)
     check_syntax_inert(s, secret, skill_secret)
+    check_pasted_probe(s)  # test_pasted_bytes.py's probe, on this start
     if agent != "opencode":  # OpenCode asks nothing by default: its dialogs below
-        check_dialogs(s)
+        check_dialogs(s, told=check_permission_told if agent in NATIVE else None)
     check_kill(s)
 
 
@@ -259,4 +353,5 @@ def test_opencode_in_its_ask_first_mode_asks_and_is_answered(make_session: Make)
     s.start()
     st = s.wait_state("ready", timeout=120)
     assert st["permission_gate"] == "asks first (OPENCODE_PERMISSION set)", st
-    check_dialogs(s)
+    assert st.get("channels") == ["hooks"], st
+    check_dialogs(s, told=check_permission_told)

@@ -10,6 +10,12 @@ the profile's ``[input]`` byte-change keys, which agentwrap applies itself befor
 pasting so that what it verifies on screen and what reaches the model are the
 text it means). A CLI that changes a byte its profile does not declare fails
 here, with the lines that differ.
+
+An agent's start is the dearest step, so the probe rides the one start of each
+agent's end-to-end test where it has one (:data:`RIDES`: the six agents of
+:data:`MORE_AGENTS`, each checked there by :func:`check_pasted_probe`); the
+four of :data:`AGENT_NAMES` start for it here. The table is held whole: every
+agent is probed exactly once, here or where it rides.
 """
 
 from __future__ import annotations
@@ -50,15 +56,13 @@ def _arrived(text: str, marker: str) -> str:
     return text[start:end]
 
 
-@pytest.mark.parametrize("agent", [*AGENT_NAMES, *MORE_AGENTS])
-def test_a_pasted_probe_reaches_the_model_as_the_profile_declares(make_session: Make,
-                                                                  agent: str) -> None:
+def check_pasted_probe(s: AgentSession) -> None:
+    """The probe sent to ``s`` (started, ready) reaches the model once, exactly as
+    its profile declares; ``s`` is ready again after."""
     from agentwrap.delivery.framing import as_pasted
     from agentwrap.detect.profiles import load_profile
 
-    s = make_session(agent)
-    s.start()
-    s.wait_state("ready", timeout=120)
+    agent = s.agent
     marker = f"P{uuid.uuid4().hex[:8]}"
     content = probe(marker)
     res = s.send(content, "--wait", "--timeout", "120", timeout=150)
@@ -71,3 +75,45 @@ def test_a_pasted_probe_reaches_the_model_as_the_profile_declares(make_session: 
                                           "declared", "at the model", lineterm="", n=0))
     print(f"{agent}: {'as declared' if arrived == expected else 'DIFFERS'}\n{diff}")
     assert arrived == expected, f"{agent} changed bytes its profile does not declare:\n{diff}"
+    s.wait_state("ready", timeout=60)
+
+
+#: The agents whose probe rides another test's start: that test's module and name.
+RIDES: dict[str, tuple[str, str]] = {
+    **{a: ("test_copilot_opencode_qwen.py",
+           "test_one_start_delivers_keeps_drafts_and_syntax_answers_dialogs_and_sees_a_kill")
+       for a in ("copilot", "opencode", "qwen")},
+    **{a: ("test_cline_kimi.py", "test_more_agent_end_to_end") for a in ("cline", "kimi")},
+    "pi": ("test_pi.py", "test_pi_end_to_end"),
+}
+
+
+def test_every_agent_is_probed_once_here_or_where_it_rides() -> None:
+    """No agent left out, none probed twice; each ride's test calls the probe
+    (read from its source: no agent starts for this)."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    assert not set(RIDES) & set(AGENT_NAMES)
+    assert sorted([*AGENT_NAMES, *RIDES]) == sorted([*AGENT_NAMES, *MORE_AGENTS])
+    for agent, (module, name) in RIDES.items():
+        tree = ast.parse((Path(__file__).parent / module).read_text())
+        test = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+        calls = [n.func.id for n in ast.walk(test) if isinstance(n, ast.Call)
+                 and isinstance(n.func, ast.Name)]
+        assert "check_pasted_probe" in calls, (agent, module, name)
+        if any("parametrize" in ast.dump(d) for d in test.decorator_list):  # over its AGENTS
+            ride = importlib.import_module(f".{module.removesuffix('.py')}", __package__)
+            assert agent in ride.AGENTS, (agent, module)
+        else:
+            assert agent in name, (agent, module, name)
+
+
+@pytest.mark.parametrize("agent", AGENT_NAMES)
+def test_a_pasted_probe_reaches_the_model_as_the_profile_declares(make_session: Make,
+                                                                  agent: str) -> None:
+    s = make_session(agent)
+    s.start()
+    s.wait_state("ready", timeout=120)
+    check_pasted_probe(s)

@@ -5,7 +5,8 @@ One session does every check, in order, against the loopback model server
 with no permission gate said; a message delivered once and acknowledged; a
 person's draft never overwritten; pi's own syntax inert (``/`` commands and
 prompt templates, ``!`` / ``!!`` bash at the start, ``@`` file mentions) with
-nothing run and no file attached; a tool call run without a dialog (pi has
+nothing run and no file attached; a pasted probe as its profile declares
+(tests/e2e/test_pasted_bytes.py's); a tool call run without a dialog (pi has
 none: the session never reads ``waiting_input``); ``kill -9`` seen as
 ``exited``.
 """
@@ -23,6 +24,7 @@ from .conftest import AgentSession
 from .model_server import TOOL_FILE
 from .test_agent_syntax import passwd_line
 from .test_cline_kimi import check_delivery, check_draft, tag
+from .test_pasted_bytes import check_pasted_probe
 
 pytestmark = pytest.mark.e2e
 
@@ -99,6 +101,7 @@ def test_pi_end_to_end(make_session: Make) -> None:
     check_delivery(s)
     check_draft(s)
     check_syntax(s, template_secret)
+    check_pasted_probe(s)  # test_pasted_bytes.py's probe, on this start
     check_tool_runs_unasked(s)
 
     pid = s.agent_pid()
