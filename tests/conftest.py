@@ -321,8 +321,14 @@ def pg_server(postgres: None) -> Iterator[pg.PgServer]:
 
 
 @pytest.fixture
-def pg_url(pg_server: pg.PgServer) -> Iterator[str]:
-    """A URL whose connections see a fresh, empty schema of their own."""
+def pg_url(pg_server: pg.PgServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A URL whose connections see a fresh, empty schema of their own. A test that
+    reaches it by name at run time (``getfixturevalue``) has no layer marker from
+    collection and would run a database server in the fast layer: it must carry
+    ``postgres`` itself (``pytest.param(..., marks=pytest.mark.postgres)``)."""
+    if request.node.get_closest_marker("postgres") is None:
+        pytest.fail(f"{request.node.nodeid} reaches PostgreSQL without the `postgres` marker:"
+                    " mark it (pytest.param(..., marks=pytest.mark.postgres))", pytrace=False)
     name, url = pg_server.new_schema()
     try:
         yield url

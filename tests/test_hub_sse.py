@@ -42,7 +42,9 @@ def read_stream(hub: Hub, lines: list[str], up: threading.Event) -> None:
         lines.append(f"! {exc!r}")
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+# the PostgreSQL case reaches its fixture by name at run time, so its layer
+# marker is given here (the fast layer starts no database server)
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_a_hosts_state_change_wakes_the_hubs_event_stream(
         backend: str, alpha: AwEnv, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     url = request.getfixturevalue("pg_url") if backend == "postgresql" else ""

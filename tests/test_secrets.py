@@ -41,7 +41,7 @@ from agentwrap.terminal.tmux import TmuxTerminal
 STANDIN = Path(__file__).resolve().parent / "support" / "standin_agent.py"
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest) -> Iterator[str]:
     """The store URL (with a sentinel password on PostgreSQL: the test server trusts
     local connections and ignores it), "" for SQLite."""

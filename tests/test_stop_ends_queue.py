@@ -24,7 +24,8 @@ def _target(aw: AwEnv, backend: str, request: pytest.FixtureRequest) -> StoreTar
     return StoreTarget("sqlite", str(aw.paths.db_path))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [pytest.param(b, marks=[pytest.mark.postgres] if b == "postgres" else [])
+                                     for b in BACKENDS])
 def test_stop_with_a_dead_supervisor_ends_the_queue(
     aw: AwEnv, backend: str, request: pytest.FixtureRequest,
 ) -> None:
