@@ -230,8 +230,11 @@ def test_events_json_lines(aw: AwEnv, svc: Service) -> None:
 
 
 def test_events_follow_stops_cleanly_on_sigint(aw: AwEnv, svc: Service) -> None:
+    # faulthandler: a follower that does not stop is made to print where each of
+    # its threads is (SIGABRT) before it is killed (once, at load, one did not stop)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agentwrap", "events", "--follow", "--json"], env=aw.env,
+        [sys.executable, "-m", "agentwrap", "events", "--follow", "--json"],
+        env={**aw.env, "PYTHONFAULTHANDLER": "1"},
         cwd=aw.project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -242,7 +245,12 @@ def test_events_follow_stops_cleanly_on_sigint(aw: AwEnv, svc: Service) -> None:
         line = json.loads(proc.stdout.readline())  # what happens: woken by the store
         assert (line["kind"], line["subject"]) == ("message.queued", mid)
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=30)
+        try:
+            _, stderr = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, stderr = proc.communicate(timeout=30)
+            raise AssertionError(f"events --follow did not stop on SIGINT; its threads:\n{stderr}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
