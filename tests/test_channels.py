@@ -254,11 +254,18 @@ def test_version_probe_runs_once_per_executable(paths: Paths, tmp_path: Path) ->
 
 def test_a_slow_version_probe_is_waited_for(paths: Paths, tmp_path: Path) -> None:
     """Cline's and Kimi's --version took up to 18 s on a loaded machine: a probe
-    cut short at 15 s registered no channel for that launch."""
+    cut short at 15 s registered no channel for that launch. The default deadline
+    is above that worst case, and a probe is waited for up to its deadline, not
+    less (scaled down here: a 1 s probe under a 4 s deadline, not 17 s under 45)."""
+    assert channels.VERSION_TIMEOUT_S >= 2 * 18
     exe = tmp_path / "slowagent"
-    exe.write_text("#!/bin/sh\nsleep 17\necho 'slowagent 3.0.65'\n")
+    exe.write_text("#!/bin/sh\nsleep 1\necho 'slowagent 3.0.65'\n")
     exe.chmod(0o755)
-    assert channels.probe_version(str(exe), "--version", paths) == "3.0.65"
+    assert channels.probe_version(str(exe), "--version", paths, timeout=4) == "3.0.65"
+    slower = tmp_path / "slower"
+    slower.write_text("#!/bin/sh\nsleep 3\necho 'slower 3.0.65'\n")
+    slower.chmod(0o755)
+    assert channels.probe_version(str(slower), "--version", paths, timeout=1) is None
 
 
 def test_registered_hook_command_runs_the_handler(paths: Paths) -> None:
