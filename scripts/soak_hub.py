@@ -250,56 +250,26 @@ class HubSoak(base.Soak):
             time.sleep(1.0)
         return self.hub.rows()
 
-    def run(self) -> HubSoakResult:
-        cfg, res = self.cfg, self.res
+    def plan(self) -> list[tuple[float, str, int]]:
+        """The store soak's supervisor kills, plus every link cut every ``cut_every_s``
+        and the hub's own restarts (in place of PostgreSQL's)."""
+        cfg = self.cfg
         assert isinstance(cfg, HubSoakConfig)
-        t_start = time.monotonic()
-        self.say(f"starting {cfg.sessions} agents on {len(self.hosts)} linked hosts")
-        self.start_agents()
-        self.say(f"sending {cfg.messages} messages from {cfg.producers} producers over"
-                 f" {cfg.send_s:.0f} s")
-        producers = self.start_producers()
-        t0 = time.monotonic()
         kills = [t for k in range(int(cfg.send_s // cfg.kill_every_s) + 1)
                  if (t := (k + 0.5) * cfg.kill_every_s) < cfg.send_s]
         cuts = [t for k in range(1, int(cfg.send_s // cfg.cut_every_s) + 1)
                 if (t := k * cfg.cut_every_s) < cfg.send_s]
         restarts = [cfg.send_s * (2 * i + 1) / (2 * cfg.hub_restarts)
                     for i in range(cfg.hub_restarts)]
-        plan = sorted([(t, "kill", k) for k, t in enumerate(kills)]
+        return sorted([(t, "kill", k) for k, t in enumerate(kills)]
                       + [(t, "cut", k) for k, t in enumerate(cuts)]
                       + [(t, "hub", i) for i, t in enumerate(restarts)])
-        try:
-            for at, what, k in plan:
-                pause = t0 + at - time.monotonic()
-                if pause > 0:
-                    time.sleep(pause)
-                self.say(f"{time.monotonic() - t0:6.1f} s: {what}")
-                if what == "kill":
-                    self.kill_one(k)
-                elif what == "cut":
-                    self.cut()
-                else:
-                    self.restart_pg()
-            for proc in producers:
-                proc.wait(timeout=cfg.send_s + cfg.drain_timeout_s)
-        finally:
-            for proc in producers:
-                if proc.poll() is None:
-                    import os
 
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    res.problems.append(f"producer {proc.pid} did not finish")
-        res.send_s = time.monotonic() - t0
-        self.say(f"sent in {res.send_s:.0f} s; draining")
-        self.heal()
-        t1 = time.monotonic()
-        rows = self.drain()
-        res.drain_s = time.monotonic() - t1
-        self.check(rows)
-        res.elapsed_s = time.monotonic() - t_start
-        res.ok = not res.problems
-        return res
+    def fault(self, what: str, k: int) -> None:
+        if what == "cut":
+            self.cut()
+        else:
+            super().fault(what, k)  # "hub": restart_pg is the hub's restart here
 
 
 def run_soak(cfg: HubSoakConfig, say: Callable[[str], None] = print) -> HubSoakResult:
@@ -313,7 +283,9 @@ def run_soak(cfg: HubSoakConfig, say: Callable[[str], None] = print) -> HubSoakR
         hub = HubProc(work / "hub", url)
         hub.start()
         soak = HubSoak(cfg, work, hub, say)
-        return soak.run()
+        res = soak.run()
+        assert isinstance(res, HubSoakResult)  # the result HubSoak was made with
+        return res
     finally:
         if soak is not None:
             try:

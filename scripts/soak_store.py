@@ -395,6 +395,24 @@ class Soak:
 
     # --- the run -------------------------------------------------------------------------------
 
+    def plan(self) -> list[tuple[float, str, int]]:
+        """The faults, in time order: (seconds after the first send, what, which)."""
+        cfg = self.cfg
+        kills = [(k + 0.5) * cfg.kill_every_s for k in range(int(cfg.send_s // cfg.kill_every_s)
+                                                            + 1)]
+        kills = [t for t in kills if t < cfg.send_s]
+        restarts = [cfg.send_s * (2 * i + 1) / (2 * cfg.pg_restarts)
+                    for i in range(cfg.pg_restarts)]
+        return sorted([(t, "kill", k) for k, t in enumerate(kills)]
+                      + [(t, "restart", i) for i, t in enumerate(restarts)])
+
+    def fault(self, what: str, k: int) -> None:
+        """Carry out one fault of :meth:`plan`."""
+        if what == "kill":
+            self.kill_one(k)
+        else:
+            self.restart_pg()
+
     def run(self) -> SoakResult:
         cfg, res = self.cfg, self.res
         t_start = time.monotonic()
@@ -404,23 +422,13 @@ class Soak:
                  f" {cfg.send_s:.0f} s")
         producers = self.start_producers()
         t0 = time.monotonic()
-        kills = [(k + 0.5) * cfg.kill_every_s for k in range(int(cfg.send_s // cfg.kill_every_s)
-                                                            + 1)]
-        kills = [t for t in kills if t < cfg.send_s]
-        restarts = [cfg.send_s * (2 * i + 1) / (2 * cfg.pg_restarts)
-                    for i in range(cfg.pg_restarts)]
-        plan = sorted([(t, "kill", k) for k, t in enumerate(kills)]
-                      + [(t, "restart", i) for i, t in enumerate(restarts)])
         try:
-            for at, what, k in plan:
+            for at, what, k in self.plan():
                 pause = t0 + at - time.monotonic()
                 if pause > 0:
                     time.sleep(pause)
                 self.say(f"{time.monotonic() - t0:6.1f} s: {what}")
-                if what == "kill":
-                    self.kill_one(k)
-                else:
-                    self.restart_pg()
+                self.fault(what, k)
             for proc in producers:
                 proc.wait(timeout=cfg.send_s + cfg.drain_timeout_s)
         finally:

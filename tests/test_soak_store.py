@@ -23,6 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def soak_module() -> ModuleType:
+    # the script imports its neighbours (bench_against, benchlib) as a script does:
+    # from its own folder, whatever else this process imported before
+    if str(ROOT / "scripts") not in sys.path:
+        sys.path.insert(0, str(ROOT / "scripts"))
     spec = importlib.util.spec_from_file_location("soak_store", ROOT / "scripts" / "soak_store.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
