@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -206,12 +207,39 @@ def error_from_wire(body: Mapping[str, Any]) -> AgentwrapError:
         cls = getattr(errors, str(data.get("error", "")), None)
         hint = data.get("hint")
         if isinstance(cls, type) and issubclass(cls, AgentwrapError):
+            detail, why = str(data.get("detail", message)), str(hint) if hint else None
+            own = _with_facts(cls, detail, why, data)
+            if own is not None:
+                return own
             try:
-                return cls(str(data.get("detail", message)),
-                           hint=str(hint) if hint else None)
-            except TypeError:  # a class with a constructor of its own
+                return cls(detail, hint=why)
+            except TypeError:  # a class with a constructor of its own, its facts missing
                 pass
     return LinkProtocolError(f"the hub refused the call: {message}")
+
+
+def _with_facts(cls: type[AgentwrapError], detail: str, hint: str | None,
+                data: Mapping[str, Any]) -> AgentwrapError | None:
+    """The refusals whose constructor takes the facts their ``to_json`` sends
+    (a rate limit's ``retryAfter``, an ambiguous name's ``candidates``), rebuilt
+    with them, so a host's command says "retry in N s" with exit 75 as it would
+    on the hub; facts of the wrong shape (a hostile hub) leave it to the caller."""
+    if cls is errors.RateLimited:
+        after = data.get("retryAfter")
+        if isinstance(after, (int, float)) and not isinstance(after, bool) \
+                and math.isfinite(after) and 0 <= after <= MAX_RETRY_AFTER_S:
+            return errors.RateLimited(detail, retry_after=float(after), hint=hint)
+    if cls is errors.SessionAmbiguous:
+        names = data.get("candidates")
+        if isinstance(names, list) and all(isinstance(n, str) for n in names):
+            return errors.SessionAmbiguous(detail, [str(n) for n in names[:MAX_CANDIDATES]],
+                                           hint=hint)
+    return None
+
+
+#: bounds on what a refusal's facts may say (a hostile hub's are cut, not trusted)
+MAX_RETRY_AFTER_S = 86_400.0
+MAX_CANDIDATES = 100
 
 
 # --- hub -> host notifications (issue 38's push-wake) ---------------------------------
