@@ -310,17 +310,7 @@ def print_result(cfg: HubSoakConfig, res: HubSoakResult) -> None:
           f" {res.cuts} cut(s) of every link ({res.links_cut} links), {res.kills} supervisor"
           f" kill(s) (kill -9), {res.adopts} adopt call(s), {res.hub_restarts} hub kill -9 +"
           " restart(s)")
-    print(f"accepted {res.accepted}; terminal states: "
-          + ", ".join(f"{k} {v}" for k, v in sorted(res.statuses.items())))
-    print(f"tags that reached an agent: {res.typed_tags} (of messages not delivered:"
-          f" {res.not_delivered_typed}); producer retries: {res.producer_retries or 'none'}")
-    print(f"sends took {res.send_s:.0f} s, the drain {res.drain_s:.0f} s, all {res.elapsed_s:.0f} s")
-    for note in res.notes:
-        print(f"  note: {note}")
-    for p in res.problems[:30]:
-        print(f"  ! {p}")
-    print("OK: every message in exactly one terminal state, every delivered tag typed once"
-          if res.ok else "PROBLEMS found")
+    base.print_verdict(res)
 
 
 def main() -> int:

@@ -484,12 +484,17 @@ def print_result(cfg: SoakConfig, res: SoakResult) -> None:
     print(f"\n{cfg.messages} messages, {cfg.producers} producers on {len(HOSTS)} hosts,"
           f" {cfg.sessions} sessions; {res.kills} supervisor kill(s) (kill -9), {res.adopts}"
           f" `agentwrap adopt` call(s), {res.restarts} PostgreSQL restart(s)")
+    print_verdict(res, f"; supervisors found dead without a kill: {res.found_dead}")
+
+
+def print_verdict(res: SoakResult, timing_extra: str = "") -> None:
+    """What every soak prints after its own summary line (the hub soak too)."""
     print(f"accepted {res.accepted}; terminal states: "
           + ", ".join(f"{k} {v}" for k, v in sorted(res.statuses.items())))
     print(f"tags that reached an agent: {res.typed_tags} (of messages not delivered:"
           f" {res.not_delivered_typed}); producer retries: {res.producer_retries or 'none'}")
-    print(f"sends took {res.send_s:.0f} s, the drain {res.drain_s:.0f} s, all {res.elapsed_s:.0f} s;"
-          f" supervisors found dead without a kill: {res.found_dead}")
+    print(f"sends took {res.send_s:.0f} s, the drain {res.drain_s:.0f} s, all {res.elapsed_s:.0f} s"
+          + timing_extra)
     for note in res.notes:
         print(f"  note: {note}")
     for p in res.problems[:30]:
