@@ -24,6 +24,7 @@ from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, 
     host_client,
     hub_fixture,  # noqa: F401
     send_on_hub,
+    settled_on_slow_poll,
     start_session,
     status_on_hub,
     stop_hosts,  # noqa: F401
@@ -200,14 +201,7 @@ def test_the_hubs_page_hears_at_once_that_a_host_went_silent_and_a_host_reads_it
 def test_a_message_queued_while_the_link_was_down_is_claimed_as_it_comes_back(
         hub: Hub, alpha: AwEnv) -> None:
     # alpha's safety poll is an hour away: only a wake on the new link delivers soon
-    alpha.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-    alpha.paths.config_file.write_text("[run]\nidle_tick_s = 3600\n[host]\nheartbeat_s = 0.5\n")
-    hub.join(alpha, "alpha")
-    start_session(alpha)
-    alpha.wait_state("api", "ready", timeout=60)
-    sent = send_on_hub(hub, "alpha/api", "warm-up")
-    wait_for(lambda: status_on_hub(hub, sent).terminal, 60, "the warm-up delivered")
-    time.sleep(8)  # the screen still for longer than the supervisor's settle_s (6 s): idle polling
+    settled_on_slow_poll(hub, alpha, "[host]\nheartbeat_s = 0.5\n")
     hub.kill()  # the link drops; a message is queued meanwhile (the hub's store, directly)
     sent = send_on_hub(hub, "alpha/api", "queued while the link was down")
     assert status_on_hub(hub, sent) is Status.PENDING

@@ -30,6 +30,7 @@ from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, 
     hub_fixture,  # noqa: F401
     make_cert,
     send_on_hub,
+    settled_on_slow_poll,
     start_session,
     status_on_hub,
     stop_hosts,  # noqa: F401
@@ -87,14 +88,7 @@ def test_every_store_of_a_process_shares_its_one_link(hub: Hub, alpha: AwEnv) ->
 
 def test_a_settled_session_is_woken_by_the_hub_not_its_poll(hub: Hub, alpha: AwEnv) -> None:
     # alpha's safety poll of the queue is an hour away: only a push delivers soon
-    alpha.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-    alpha.paths.config_file.write_text("[run]\nidle_tick_s = 3600\n")
-    hub.join(alpha, "alpha")
-    start_session(alpha)
-    alpha.wait_state("api", "ready", timeout=60)
-    sent = send_on_hub(hub, "alpha/api", "warm-up")
-    wait_for(lambda: status_on_hub(hub, sent).terminal, 60, "the warm-up delivered")
-    time.sleep(8)  # the screen still for longer than the supervisor's settle_s (6 s): idle polling
+    settled_on_slow_poll(hub, alpha)
     sent = send_on_hub(hub, "alpha/api", "pushed, not polled")
     wait_for(lambda: "pushed, not polled" in " ".join(alpha.received()), 60,
              "the message typed (the idle poll is an hour away)", on_timeout=hub.log)

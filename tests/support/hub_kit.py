@@ -15,6 +15,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -256,3 +257,18 @@ def host_client(aw: AwEnv) -> LinkClient:
     client = LinkClient(link).start()
     assert client.wait_up(30), "the link did not come up"
     return client
+
+
+def settled_on_slow_poll(hub: Hub, aw: AwEnv, config: str = "") -> None:
+    """Host ``aw`` joined, its session "api" started, one message delivered, and
+    its screen still past the supervisor's settle time: idle, with its safety poll
+    of the queue an hour away (``config``: more of its config file), so only a
+    push from the hub brings the next message soon."""
+    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    aw.paths.config_file.write_text("[run]\nidle_tick_s = 3600\n" + config)
+    hub.join(aw, "alpha")
+    start_session(aw)
+    aw.wait_state("api", "ready", timeout=60)
+    sent = send_on_hub(hub, "alpha/api", "warm-up")
+    wait_for(lambda: status_on_hub(hub, sent).terminal, 60, "the warm-up delivered")
+    time.sleep(8)  # the screen still for longer than the supervisor's settle_s (6 s): idle polling
