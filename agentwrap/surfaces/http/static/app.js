@@ -241,8 +241,15 @@
     }
   }
 
+  /* A request refused for want of a token. When the login panel already says why (a
+   * login link refused: "used already"), a stray request's later 401 ("missing bearer
+   * token") must not replace the reason the person needs. */
   function loggedOut(body) {
     token.drop();
+    if (!$('login').hidden && !$('login-why').hidden) {
+      stream.stop();
+      return;
+    }
     showLogin(body);
   }
 
