@@ -50,9 +50,12 @@ run_layer() {
     local rc=0
     local workers=()
     if [ "${LAYER_WORKERS:-1}" -gt 1 ]; then
-        workers=(-n "$LAYER_WORKERS")
+        # worksteal: a process that runs out of tests takes the rest of another's
+        # share, so a layer does not end with one process on its last slow tests
+        # while the others wait
+        workers=(-n "$LAYER_WORKERS" --dist worksteal)
     fi
-    .venv/bin/python -m pytest -p no:cacheprovider -q --durations=25 "${workers[@]}" -m "$expr" "$@" \
+    .venv/bin/python -m pytest -p no:cacheprovider -q --durations=40 "${workers[@]}" -m "$expr" "$@" \
         || rc=$?
     if [ "$rc" -eq 5 ]; then
         echo "(no test of -m \"$expr\" among these)"
