@@ -187,6 +187,18 @@ NO_TMUX = ROOT / "tests" / "support" / "no_tmux"  # its `tmux` fails the test th
 TMUX_CALLED = "AGENTWRAP_TEST_TMUX_CALLED"  # where the stub says it was called
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Ctrl-C heard, however the suite was launched. A non-interactive shell starts a
+    background job (``bash .ci/run &``, a harness's ``cmd &``) with SIGINT *ignored*,
+    and an ignored signal is inherited through every fork and exec: each ``agentwrap``
+    the tests start would then ignore the SIGINT a test sends it (``events --follow``
+    did not stop in two clean-clone runs started that way, and stopped in every run
+    from a terminal). The tests are about agentwrap's own handling, not the
+    launcher's, so the suite starts from the default a terminal gives."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -m selects by the markers
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Each test gets the marker of every capability fixture it reaches."""
