@@ -332,10 +332,10 @@ def test_claim_respects_next_attempt_at(store: SQLMessageStore, clock: Clock) ->
     store.claim_batch("s1", "b1", max_bytes=1)
     assert store.retry_later("b1", next_attempt_at=T0 + 30, detail="no window") == 1
     clock.advance(10)
-    assert [m.id for m in store.claim_batch("s1", "b2", max_bytes=1)] == [b.id]
-    assert [m.id for m in store.peek("s1")] == [a.id]  # backed off, but still queued
-    assert store.claim_batch("s1", "b3", max_bytes=100) == []
-    assert [m.id for m in store.claim_batch("s1", "b4", max_bytes=100, now=T0 + 30)] == [a.id]
+    assert store.claim_batch("s1", "b2", max_bytes=1) == []  # b waits behind a: in order
+    assert [m.id for m in store.peek("s1")] == [a.id, b.id]  # backed off, but still queued
+    assert [m.id for m in store.claim_batch("s1", "b4", max_bytes=1, now=T0 + 30)] == [a.id]
+    assert [m.id for m in store.claim_batch("s1", "b5", max_bytes=1, now=T0 + 30)] == [b.id]
 
 
 # --- eviction and capacity ----------------------------------------------------------
@@ -569,6 +569,26 @@ def test_retry_later_requeues_and_counts_the_attempt(
     assert again.next_attempt_at == T0 + 12 and again.detail == "paste not seen"
     assert store.in_flight("s1") == []
     assert store.retry_later("b1", next_attempt_at=T0 + 20, detail="again") == 0
+
+
+def test_a_later_message_never_overtakes_one_waiting_for_its_retry(
+    store: SQLMessageStore, clock: Clock
+) -> None:
+    """Three commands to a shell ran 0, 2, 1 when the second's attempt went back to
+    the queue: the claim and the due view stop at a message waiting out its backoff,
+    and a higher priority still goes first (delivery order is priority, then age)."""
+    first, _ = store.enqueue(msg("first"))
+    second, _ = store.enqueue(msg("second"))
+    store.claim_batch("s1", "b1", max_bytes=len("first"))
+    store.retry_later("b1", next_attempt_at=T0 + 10, detail="shell not ready")
+    assert store.claim_batch("s1", "b2", max_bytes=1000) == []
+    assert store.peek("s1", due=True) == []
+    assert [m.id for m in store.peek("s1")] == [first.id, second.id]
+    urgent, _ = store.enqueue(msg("urgent", priority=Priority.HIGH))
+    assert [m.id for m in store.claim_batch("s1", "b3", max_bytes=1000)] == [urgent.id]
+    clock.advance(10)
+    assert [m.id for m in store.peek("s1", due=True)] == [first.id, second.id]
+    assert [m.id for m in store.claim_batch("s1", "b4", max_bytes=1000)] == [first.id, second.id]
 
 
 def test_retry_later_expires_messages_whose_ttl_passed(

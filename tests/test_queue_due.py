@@ -34,6 +34,9 @@ def test_the_quick_answer_is_the_inbox_answer(svc: Service) -> None:
     assert _agree(svc) is False  # claimed by another reader: in flight
     store.retry_later("b1", next_attempt_at=time.time() + 600, detail="busy")
     assert _agree(svc) is False  # back in the queue, but waiting for its retry
+    later = store.enqueue(NewMessage(session="fake", content="after it"))[0]
+    assert _agree(svc) is False  # behind one waiting for its retry: not due either
+    store.cancel(later.id)
     store.cancel(m.id)
     store.enqueue(NewMessage(session="fake", content="a command"), kind=Kind.COMMAND)
     assert _agree(svc) is False  # typed only: never handed to a reader

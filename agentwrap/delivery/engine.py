@@ -56,6 +56,7 @@ stays held in flight rather than going back to be pasted again.
 from __future__ import annotations
 
 import functools
+import itertools
 import logging
 import math
 import time
@@ -257,7 +258,9 @@ class DeliveryEngine:
         self._next_expiry = min((m.expires for m in queued), default=math.inf)
         kinds = typed_kinds(self.taken_kinds())
         upcoming = [m for m in queued if kinds is None or m.kind in kinds]
-        due = [m for m in upcoming if m.next_attempt_at <= now]
+        # the due run at the head: a later message never overtakes one waiting out
+        # its backoff (the store's claim takes the same run)
+        due = list(itertools.takewhile(lambda m: m.next_attempt_at <= now, upcoming))
         if not due:
             self.typing_window.opened()
             return _wake(now, self._next_expiry, upcoming, held=len(upcoming) < len(queued))

@@ -23,8 +23,9 @@ from pathlib import Path
 #: Service.inbox on the same rows): the kinds a reader may take are
 #: delivery.handover.CONSUMABLE_KINDS (data, and the person's own words).
 _SQL = (
-    "SELECT 1 FROM messages WHERE session = ? AND status = 'pending'"
-    " AND kind IN ('content', 'instruction') AND +expires > ? AND next_attempt_at <= ? LIMIT 1"
+    "SELECT 1 FROM (SELECT next_attempt_at FROM messages WHERE session = ?"
+    " AND status = 'pending' AND kind IN ('content', 'instruction') AND +expires > ?"
+    " ORDER BY priority DESC, created ASC, seq ASC LIMIT 1) WHERE next_attempt_at <= ?"
 )
 
 

@@ -10,6 +10,7 @@ index must not read as "no messages".
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,12 +61,11 @@ def peek(
     priorities: Collection[Priority] | None, check: bool = True,
 ) -> list[Message]:
     """Pending messages of ``session`` unexpired at ``t``, in delivery order
-    (``check``: an empty answer is checked against the table, :func:`checked`)."""
+    (``check``: an empty answer is checked against the table, :func:`checked`).
+    ``due``: the run at the head that may be tried now, as a claim takes it (never
+    past one waiting out its backoff: :func:`.transitions.claim_batch`)."""
     where = "session = ? AND status = ? AND +expires > ?"
     params: list[Any] = [session, Status.PENDING.value, t]
-    if due:
-        where += " AND next_attempt_at <= ?"
-        params.append(t)
     extra, extra_params = selection(kinds, sources, contains, priorities)
     where += extra
     params += extra_params
@@ -74,7 +74,8 @@ def peek(
         + (" LIMIT ?" if limit is not None else ""),
         [*params, limit] if limit is not None else params, where, params, check and limit != 0,
     )
-    return [to_message(r) for r in rows]
+    found = [to_message(r) for r in rows]
+    return list(itertools.takewhile(lambda m: m.next_attempt_at <= t, found)) if due else found
 
 
 def in_flight(read: Read, session: str) -> list[Message]:

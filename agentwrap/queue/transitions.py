@@ -13,6 +13,7 @@ the commit. Which rows a batch takes is :func:`rules.fit`'s.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -31,20 +32,26 @@ def claim_batch(
     *, kinds: Collection[Kind] | None, sources: Collection[Source] | None,
     contains: str | None, limit: int | None, priorities: Collection[Priority] | None,
 ) -> list[Row]:
-    """The rows of the batch claimed at ``t`` (none: nothing was due)."""
+    """The rows of the batch claimed at ``t`` (none: nothing was due).
+
+    In delivery order, and never past a message waiting out its backoff: a later
+    message does not overtake an earlier one that is to be tried again (three
+    commands to a shell ran 0, 2, 1 when the second's first attempt went back to the
+    queue), so the batch is the due run at the head of the queue."""
     conn = w.conn
     w.claiming(session)
     expire(w, t, session)
     extra, extra_params = selection(kinds, sources, contains, priorities)
     rows = conn.execute(
-        f"SELECT id, content_bytes, kind FROM messages WHERE session = ? AND status = ?"
-        f" AND next_attempt_at <= ? AND +expires > ?{extra} ORDER BY {ORDER}"
+        f"SELECT id, content_bytes, kind, next_attempt_at FROM messages"
+        f" WHERE session = ? AND status = ? AND +expires > ?{extra} ORDER BY {ORDER}"
         + (" LIMIT ?" if limit is not None else "") + w.LOCK_ROWS,
-        (session, Status.PENDING.value, t, t, *extra_params,
+        (session, Status.PENDING.value, t, *extra_params,
          *((limit,) if limit is not None else ())),
     ).fetchall()
+    head = itertools.takewhile(lambda r: float(r["next_attempt_at"]) <= t, rows)
     ids = rules.fit(((str(r["id"]), int(r["content_bytes"]), r["kind"] == Kind.COMMAND.value)
-                     for r in rows), max_bytes)
+                     for r in head), max_bytes)
     if not ids:
         return []
     marks = ",".join("?" * len(ids))
