@@ -4,6 +4,7 @@ commands with the container's paths, the hook socket in the session's box folder
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 from pathlib import Path, PurePosixPath
@@ -337,6 +338,35 @@ def test_feedback_text_names_the_agents_paths_for_a_project_mounted_elsewhere(
                              root=str(aw.project))
     assert changed is not None and "files changed in /work" in changed.content
     assert str(aw.project) not in changed.content, changed.content
+
+
+def test_a_checks_whole_output_is_spilled_where_the_agent_inside_can_read_it(
+        svc, aw_no_tmux) -> None:  # type: ignore[no-untyped-def]
+    """Issue 39: output too long for the message is kept in a file the message names.
+    For a boxed agent that file is in the session's box folder, named at the path the
+    container mounts it (before: under the host's state dir, which no container sees)."""
+    from agentwrap.containers.box import INSIDE, box_dir
+    from agentwrap.feedback.emit import Ran, report
+    from agentwrap.feedback.runner import RunResult
+    from agentwrap.feedback.sources import FeedbackSource
+
+    aw = aw_no_tmux
+    box = box_dir(aw.paths, "fake")
+    box.mkdir(parents=True, mode=0o700)
+    mounts = _work_mounts(aw.project, aw.root / "home")
+    _boxed(svc, aw, Mounts(mounts.container, (*mounts.mounts,
+                                              Mount(PurePosixPath(str(box)), INSIDE))))
+    out = "\n".join(f"{aw.project}/t.py:{i}: assert {i} == {i + 1}" for i in range(2000))
+    ran = Ran(FeedbackSource("tests", ("pytest",)), RunResult("tests", ("pytest",), 1, out),
+              "edit", ("t.py",))
+    (sent,) = report(svc, "fake", [ran], budget_tokens=300)
+    named = re.search(r"full output \(\d+ characters\): (\S+)\]", sent.content)
+    assert named is not None, sent.content
+    inside = PurePosixPath(named.group(1))
+    assert inside.parent == INSIDE / "feedback", sent.content
+    kept = box / "feedback" / inside.name
+    assert kept.read_text().count("assert") == 2000 and oct(kept.stat().st_mode & 0o777) == "0o600"
+    assert str(aw.paths.state_dir) not in sent.content and str(aw.project) not in sent.content
 
 
 def test_feedback_text_of_a_session_on_the_host_is_unchanged(svc, aw_no_tmux) -> None:  # type: ignore[no-untyped-def]

@@ -69,9 +69,11 @@ def _files_note(o: Outcome) -> str:
     return f" [{o.trigger}: {shown}{more}]"
 
 
-def spill(paths: Paths, session: str, o: Outcome) -> Path:
-    """The whole output of a run, in a 0600 file the message can point to."""
-    d = private_dir(paths.state_dir / "feedback" / "output", repair=True)
+def spill(paths: Paths, session: str, o: Outcome, folder: Path | None = None) -> Path:
+    """The whole output of a run, in a 0600 file the message can point to: in
+    ``folder`` when given (a boxed session's: a folder its container mounts, so
+    the agent inside can open what the message names), else the state dir."""
+    d = private_dir(folder or paths.state_dir / "feedback" / "output", repair=True)
     old = sorted(d.glob("*.txt"), key=lambda p: p.name.rsplit("-", 1)[-1])
     for stale in old[: max(0, len(old) - KEEP_SPILLED + 1)]:
         stale.unlink(missing_ok=True)
@@ -86,9 +88,11 @@ def spill(paths: Paths, session: str, o: Outcome) -> Path:
 
 def compose(
     outcomes: Sequence[Outcome], *, budget_chars: int, paths: Paths, session: str,
-    priority: Priority = Priority.HIGH, why: str = "",
+    priority: Priority = Priority.HIGH, why: str = "", spill_to: Path | None = None,
 ) -> Composed | None:
-    """One message of ``outcomes`` (all of one role) in ``budget_chars``."""
+    """One message of ``outcomes`` (all of one role) in ``budget_chars``; a part
+    cut to fit names its whole output, spilled to a file (in ``spill_to``: see
+    :func:`spill`)."""
     if not outcomes:
         return None
     budget = max(MIN_PART_CHARS, min(budget_chars, MAX_MESSAGE_CHARS))
@@ -102,7 +106,7 @@ def compose(
         line = f"From {o.source}{_files_note(o)}: {_status_line(o)}".rstrip(": ").rstrip()
         body = "" if o.status == "passing" else clean(o.result.output).strip("\n")
         if body and len(line) + 1 + len(body) > share:
-            path = spill(paths, session, o)
+            path = spill(paths, session, o, spill_to)
             spilled.append(path)
             note = f"\n[cut to fit; full output ({len(body)} characters): {path}]"
             room = share - len(line) - 1 - len(note)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..errors import AgentwrapError
 from ..message import Message, NewMessage, Priority, Source
@@ -74,7 +75,8 @@ def report(
                         if o.status == "failing"), default=Priority.NORMAL)
             trig = sorted({o.trigger for o in group})
             c = compose(group, budget_chars=budget - used, paths=service.paths,
-                        session=session, priority=prio, why=_why(trig))
+                        session=session, priority=prio, why=_why(trig),
+                        spill_to=spill_folder(service, session))
             if c is not None:
                 used += len(c.text)
                 composed.append(c)
@@ -108,6 +110,27 @@ def report(
             status={o.source: o.status for o in c.outcomes},
         )
     return sent
+
+
+def spill_folder(service: Service, session: str) -> Path | None:
+    """Where a check's whole output goes for an agent in a container whose box folder
+    is mounted (issue 39): ``feedback/`` in that folder, which the agent reads at
+    ``/run/agentwrap/feedback/`` (the message names it there, :func:`as_agent_sees`);
+    None (the state dir, which no container mounts) for one on the host."""
+    from ..agents.launch import launch_dir
+    from ..containers.box import box_dir, hooks_reach, saved_mounts
+    from ..errors import PathNotMounted
+
+    name = service.registry.local(session)
+    if name is None:
+        return None
+    try:
+        mounts = saved_mounts(launch_dir(service.paths, name))
+    except PathNotMounted:
+        return None
+    if mounts is None or not hooks_reach(mounts, service.paths, name):
+        return None
+    return box_dir(service.paths, name) / "feedback"
 
 
 def as_agent_sees(service: Service, session: str, text: str) -> str:
