@@ -28,10 +28,11 @@ command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 command -v podman >/dev/null 2>&1 || need_apt+=(podman)
 command -v runc >/dev/null 2>&1 || need_apt+=(runc)
 command -v debootstrap >/dev/null 2>&1 || need_apt+=(debootstrap)
-# engine = "docker" is tested with a Docker CLI against Podman's Docker API (no dockerd:
-# tests/test_containers_docker.py); Debian's docker.io brings the CLI, its daemon is
-# never started here (policy-rc.d below keeps apt from starting it)
-command -v docker >/dev/null 2>&1 || need_apt+=(docker.io)
+# engine = "docker" is tested with the Docker CLI against a real dockerd the tests start
+# themselves (own roots and socket) and against Podman's Docker API
+# (tests/test_containers_docker.py); Debian's docker.io brings dockerd, containerd and
+# the CLI; apt never starts the daemon (policy-rc.d below)
+command -v dockerd >/dev/null 2>&1 || need_apt+=(docker.io)
 # libc.a: the statically linked hook client a container's agent runs (hatch_build.py)
 [ -e /usr/lib/x86_64-linux-gnu/libc.a ] || ls /usr/lib/*/libc.a >/dev/null 2>&1 || need_apt+=(libc6-dev)
 if [ ${#need_apt[@]} -gt 0 ]; then

@@ -1,13 +1,12 @@
-"""``[container] engine = "docker"`` (issue 39) with the real Docker CLI.
-
-There is no dockerd on these machines: the Docker CLI (``docker``, the static
-build at /usr/local/bin or Debian's docker.io) talks to Podman's Docker-compatible
-API (``podman system service``, its socket in ``DOCKER_HOST``). What this proves:
-every command agentwrap gives the engine is one the Docker CLI accepts and its
-API carries out (``run -d --init`` with the mounts, ``exec -it`` in the pane with
-the agent's exit code, ``inspect``'s mounts and state, ``rm``), and a ``docker
-kill`` ends the session with the container's reason. What it does not: a real
-dockerd's own behaviour behind that API (its exec monitor, its state words).
+"""``[container] engine = "docker"`` (issue 39) with the real Docker CLI, against
+two daemons: a real dockerd the suite starts (Debian's docker.io: dockerd with its
+own containerd, :class:`support.container.Dockerd`) and Podman's Docker-compatible
+API (``podman system service``). What this proves: every command agentwrap gives
+the engine is one the Docker CLI accepts and each daemon carries out (``run -d
+--init`` with the mounts, ``exec -it`` in the pane with the agent's exit code,
+``inspect``'s mounts and state, ``rm``), a ``docker kill`` ends the session with
+the container's reason, and the daemon dying under a session ends it with a reason
+and no message in flight.
 """
 
 from __future__ import annotations
@@ -15,7 +14,8 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import pytest
 from conftest import AwEnv
@@ -28,19 +28,36 @@ from agentwrap.containers.engine import Engine
 from agentwrap.containers.mounts import Mounts
 
 
-@pytest.fixture(scope="module")
-def docker_host(container: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@dataclass
+class Daemon:
+    """The daemon a test's Docker CLI talks to (``DOCKER_HOST``)."""
+
+    host: str
+    image: str  # the agent image, as this daemon names it
+
+
+@pytest.fixture(scope="module", params=["dockerd", "podman-api"])
+def daemon(request: pytest.FixtureRequest, container: None,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
     if shutil.which("docker") is None:
         pytest.skip("no Docker CLI on PATH (scripts/setup.sh installs Debian's docker.io)")
-    box.build_images()
-    with box.docker_api(tmp_path_factory.mktemp("docker-api")) as host:
-        yield host
+    image = box.build_images().agent
+    if request.param == "dockerd":
+        why = box.dockerd_missing()
+        if why is not None:
+            pytest.skip(why)
+        with box.dockerd() as d:
+            d.load(image)
+            yield Daemon(d.host, image)
+    else:
+        with box.docker_api(tmp_path_factory.mktemp("docker-api")) as host:
+            yield Daemon(host, image)
 
 
 @pytest.fixture
-def docked(aw: AwEnv, docker_host: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[AwEnv]:
-    aw.env["DOCKER_HOST"] = docker_host
-    monkeypatch.setenv("DOCKER_HOST", docker_host)  # the test's own docker commands
+def docked(aw: AwEnv, daemon: Daemon, monkeypatch: pytest.MonkeyPatch) -> Iterator[AwEnv]:
+    aw.env["DOCKER_HOST"] = daemon.host
+    monkeypatch.setenv("DOCKER_HOST", daemon.host)  # the test's own docker commands
     yield from engine_of(aw, "docker")
 
 
@@ -51,14 +68,14 @@ def docker(aw: AwEnv) -> Engine:
 
 
 def test_the_docker_cli_runs_execs_inspects_and_removes_the_sessions_container(
-        docked: AwEnv) -> None:
+        docked: AwEnv, daemon: Daemon) -> None:
     aw = docked
-    image = box.build_images().agent
+    image = daemon.image
     flag, go = aw.project / "seen-inside", aw.project / "go"
     res = aw.cli("run", "--detach", "--name", "dk", "--image", image, "--", "sh", "-c",
                  f"while [ ! -e {go} ]; do sleep 0.1; done; touch {flag}; exit 7")
     assert res.returncode == 0, res.stderr
-    # its inspect, through Podman's Docker API, reports the session's mounts
+    # its inspect reports the session's mounts
     info = docker(aw).inspect("agentwrap-dk")
     assert info is not None and info["State"]["Running"], info
     mounts = Mounts.from_inspect("agentwrap-dk", info)
@@ -75,9 +92,10 @@ def test_the_docker_cli_runs_execs_inspects_and_removes_the_sessions_container(
              "the session's container removed", on_timeout=lambda: logs(aw))
 
 
-def test_docker_kill_ends_the_session_with_the_containers_reason(docked: AwEnv) -> None:
+def test_docker_kill_ends_the_session_with_the_containers_reason(
+        docked: AwEnv, daemon: Daemon) -> None:
     aw = docked
-    image = box.build_images().agent
+    image = daemon.image
     res = aw.cli("run", "--detach", "--name", "dkk", "--image", image, "--", "sh", "-c",
                  "cat >/dev/null")
     assert res.returncode == 0, res.stderr
@@ -90,47 +108,75 @@ def test_docker_kill_ends_the_session_with_the_containers_reason(docked: AwEnv) 
     wait_for(lambda: docker(aw).inspect("agentwrap-dkk") is None, 60, "the killed one removed")
 
 
-def test_the_engines_daemon_gone_ends_the_session_with_a_reason(
+def _the_daemon_dies_under_a_session(aw: AwEnv, host: str, image: str, kill: Callable[[], None],
+                                     monkeypatch: pytest.MonkeyPatch,
+                                     outlived: Callable[[], bool] | None = None) -> None:
+    """A session in a container of the daemon at ``host``; ``kill()`` ends that daemon
+    (SIGKILL: no goodbye to its clients). The ``docker exec`` client loses it and ends,
+    and the engine cannot say what became of the container: the session ends with that
+    reason (before: a failed ``inspect`` read as "container is gone", which it is not:
+    the container still runs), and no message is left ``delivering``. ``outlived``:
+    whether the container still runs (asked before the test's containers are removed)."""
+    aw.env["DOCKER_HOST"] = host
+    monkeypatch.setenv("DOCKER_HOST", host)
+    gen = engine_of(aw, "docker")
+    next(gen)
+    try:
+        res = aw.cli("run", "--detach", "--name", "dd", "--image", image, "--", "sh", "-c",
+                     "cat >/dev/null")
+        assert res.returncode == 0, res.stderr
+        wait_for(lambda: state(aw, "dd")["state"] != "starting", 60, "the shell seen")
+        sent = aw.cli("send", "dd", "echo hello", "--raw")
+        assert sent.returncode == 0, sent.stderr
+        kill()
+        ended(aw, "dd")
+        st = state(aw, "dd")
+        reason = str(st.get("reason") or st)
+        assert "container agentwrap-dd" in reason and "engine did not answer" in reason, st
+        assert "is gone" not in reason, st
+
+        # a message ended mid-typing keeps the phase it reached (the record of how far it
+        # got, e.g. failed at ``submitting``); only one still ``delivering`` is in flight
+        def in_flight() -> list[dict[str, object]]:
+            hist = json.loads(aw.cli("history", "dd", "--json").stdout or "[]")
+            return [m for m in hist if m.get("status") == "delivering"]
+
+        wait_for(lambda: not in_flight(), 30, "no message left delivering",
+                 on_timeout=lambda: str(in_flight()))
+        assert outlived is None or outlived()  # the engine's container outlived its daemon
+    finally:
+        with contextlib.suppress(StopIteration):
+            next(gen)
+
+
+def test_podmans_docker_api_gone_ends_the_session_with_a_reason(
         container: None, aw: AwEnv, tmp_path_factory: pytest.TempPathFactory,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The engine's daemon stops under a session (here Podman's Docker API service,
-    the test's own, killed): the ``docker exec`` client loses it and ends, the engine
-    cannot say what became of the container. The session ends with that reason (before:
-    a failed ``inspect`` read as "container is gone", which it is not: the container
-    still runs), and no message is left ``delivering``."""
     if shutil.which("docker") is None:
         pytest.skip("no Docker CLI on PATH (scripts/setup.sh installs Debian's docker.io)")
     image = box.build_images().agent
     with box.docker_service(tmp_path_factory.mktemp("docker-api-dies")) as (host, service):
-        aw.env["DOCKER_HOST"] = host
-        monkeypatch.setenv("DOCKER_HOST", host)
-        gen = engine_of(aw, "docker")
-        next(gen)
-        try:
-            res = aw.cli("run", "--detach", "--name", "dd", "--image", image, "--", "sh", "-c",
-                         "cat >/dev/null")
-            assert res.returncode == 0, res.stderr
-            wait_for(lambda: state(aw, "dd")["state"] != "starting", 60, "the shell seen")
-            sent = aw.cli("send", "dd", "echo hello", "--raw")
-            assert sent.returncode == 0, sent.stderr
-            service.kill()  # the daemon gone (SIGKILL: no goodbye to its clients)
+        def kill() -> None:
+            service.kill()
             service.wait()
-            ended(aw, "dd")
-            st = state(aw, "dd")
-            reason = str(st.get("reason") or st)
-            assert "container agentwrap-dd" in reason and "engine did not answer" in reason, st
-            assert "is gone" not in reason, st
 
-            # a message ended mid-typing keeps the phase it reached (the record of how far it
-            # got, e.g. failed at ``submitting``); only one still ``delivering`` is in flight
-            def in_flight() -> list[dict[str, object]]:
-                hist = json.loads(aw.cli("history", "dd", "--json").stdout or "[]")
-                return [m for m in hist if m.get("status") == "delivering"]
-
-            wait_for(lambda: not in_flight(), 30, "no message left delivering",
-                     on_timeout=lambda: str(in_flight()))
-            assert box.running("agentwrap-dd")  # the engine's container outlived its API
+        try:
+            _the_daemon_dies_under_a_session(aw, host, image, kill, monkeypatch,
+                                             lambda: box.running("agentwrap-dd"))
         finally:
             box.remove("agentwrap-dd")
-            with contextlib.suppress(StopIteration):
-                next(gen)
+
+
+def test_dockerd_killed_ends_the_session_with_a_reason(
+        container: None, aw: AwEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real daemon killed under a session: its containerd dies with it, the container
+    goes on under its shim; the session ends with the reason all the same (the agent's
+    terminal was the daemon's ``exec`` stream), nothing left in flight."""
+    why = box.dockerd_missing()
+    if why is not None:
+        pytest.skip(why)
+    image = box.build_images().agent
+    with box.dockerd() as d:
+        d.load(image)
+        _the_daemon_dies_under_a_session(aw, d.host, image, d.kill, monkeypatch,
+                                         lambda: bool(d.shims()))

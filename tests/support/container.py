@@ -192,6 +192,150 @@ def docker_service(folder: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]
             proc.wait()
 
 
+@dataclass
+class Dockerd:
+    """A real Docker daemon the suite started (Debian's ``docker.io``: dockerd, which
+    starts its own containerd): its data and exec roots and socket in a folder of its
+    own, no bridge and no iptables (the tests' containers use the host's network, as
+    with podman), ulimits at or below the hard limits (as containers.conf says for
+    podman). Nothing system-wide: ``DOCKER_HOST`` names :attr:`host`."""
+
+    root: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.root / 'docker.sock'}"
+
+    def docker(self, *args: str, check: bool = True, timeout: float = 300,
+               stdin: int | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(["docker", *args], env={**os.environ, "DOCKER_HOST": self.host},
+                              capture_output=True, text=True, timeout=timeout, check=False,
+                              stdin=stdin)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"docker {' '.join(args)}: {done.returncode}: {done.stderr[-2000:]}")
+        return done
+
+    def answering(self) -> bool:
+        return self.docker("version", check=False, timeout=30).returncode == 0
+
+    def start(self) -> None:
+        """dockerd (again, after :meth:`kill`: it finds its containerd still running and
+        takes it back, as a daemon restart does)."""
+        nofile, nproc = _limits()
+        r = self.root
+        self.proc = subprocess.Popen(
+            ["dockerd", "--data-root", str(r / "data"), "--exec-root", str(r / "exec"),
+             "-H", self.host, "--pidfile", str(r / "docker.pid"), "--iptables=false",
+             "--ip-masq=false", "--bridge=none", "--storage-driver=overlay2",
+             "--default-ulimit", f"nofile={nofile}:{nofile}",
+             "--default-ulimit", f"nproc={nproc}:{nproc}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=open(r / "dockerd.log", "ab"), start_new_session=True)  # noqa: SIM115
+        proc = self.proc
+        wait_for(lambda: proc.poll() is not None or self.answering(), 90,
+                 "dockerd answering", interval=0.2)
+        if proc.poll() is not None:
+            raise RuntimeError(f"dockerd ended ({proc.returncode}): "
+                               f"{(r / 'dockerd.log').read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL to dockerd alone (no goodbye to its clients; its containerd and the
+        containers go on, as when the daemon dies)."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    def load(self, image: str) -> float:
+        """``image`` (built by podman) loaded into this daemon; the seconds it took."""
+        t = time.monotonic()
+        if self.docker("image", "inspect", image, check=False).returncode == 0:
+            return 0.0
+        with tempfile.TemporaryFile(dir=self.root) as tar:
+            subprocess.run(["podman", "save", "--format", "docker-archive", image],
+                           env=engine_env(), stdout=tar, stderr=subprocess.PIPE, check=True,
+                           timeout=600)
+            tar.seek(0)
+            self.docker("load", stdin=tar.fileno(), timeout=600)
+        return time.monotonic() - t
+
+    def remove(self, name: str) -> None:
+        self.docker("rm", "-f", name, check=False, timeout=120)
+
+    def stop(self) -> None:
+        """Every container gone, then dockerd and its containerd (by their pid files)."""
+        if self.proc is not None and self.proc.poll() is None:
+            ids = self.docker("ps", "-aq", check=False, timeout=60).stdout.split()
+            if ids:
+                self.docker("rm", "-f", *ids, check=False, timeout=120)
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        pidfile = self.root / "exec" / "containerd" / "containerd.pid"
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(pidfile.read_text().strip()), 9)
+        self.reap()
+
+    def shims(self) -> dict[int, str]:
+        """This daemon's containerd shims still running: pid -> the container's id. They
+        outlive dockerd (and its containerd, which dies with it), holding the containers."""
+        found: dict[int, str] = {}
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"-address" in argv and b"-id" in argv and any(
+                    a.startswith(str(self.root).encode()) for a in argv):
+                found[int(proc.name)] = argv[argv.index(b"-id") + 1].decode()
+        return found
+
+    def reap(self) -> None:
+        """Whatever a killed daemon left: each container's processes (its cgroup, as the
+        daemon made it under ``docker/``), then its shim."""
+        for pid, cid in self.shims().items():
+            for procs in Path("/sys/fs/cgroup").glob(f"*/docker/{cid}/cgroup.procs"):
+                with contextlib.suppress(OSError, ValueError):
+                    for member in procs.read_text().split():
+                        os.kill(int(member), 9)
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+
+
+def dockerd_missing() -> str | None:
+    """Why no dockerd can run here (None: it can)."""
+    if shutil.which("dockerd") is None or shutil.which("docker") is None:
+        return "no dockerd/docker on PATH (scripts/setup.sh installs Debian's docker.io)"
+    if os.geteuid() != 0:
+        return "dockerd needs root"
+    return None
+
+
+@contextlib.contextmanager
+def dockerd() -> Iterator[Dockerd]:
+    """A real dockerd of the test's own, stopped at the end with what it ran. Its folder
+    is short (a unix socket path holds 108 bytes: containerd's lives in the exec root)."""
+    root = Path(tempfile.mkdtemp(prefix="awdk-", dir="/tmp"))
+    d = Dockerd(root)
+    try:
+        d.start()
+        yield d
+    finally:
+        d.stop()
+        # dockerd mounts its data root on itself, and a killed one leaves that (and
+        # any container's overlay) mounted: off, deepest first, before the folder goes
+        with open("/proc/self/mounts") as mounts:
+            points = [line.split()[1] for line in mounts if line.split()[1].startswith(str(root))]
+        for point in sorted(points, key=len, reverse=True):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False, timeout=30)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 if __name__ == "__main__":  # warm the cache: python tests/support/container.py
     t = time.monotonic()
     built = build_images()
