@@ -148,3 +148,31 @@ def test_the_container_killed_ends_the_session_with_a_reason(
                  f"the reason of the end, in {s.state()}")
     hist = s.history()
     assert not [m for m in hist if m["status"] == "delivering"], hist
+
+
+def test_the_agent_killed_inside_ends_the_session_with_its_code_and_the_container_goes(
+        claude_in_a_box: AgentSession) -> None:
+    """Claude itself killed inside (SIGKILL from a process in the container, as an OOM
+    kill or a person's ``pkill`` would): its exit is the session's (128 + 9), nothing is
+    left in flight, and the container the session started is removed."""
+    s = claude_in_a_box
+    s.wait_state("ready", timeout=120)
+    pid = box.podman("exec", container_name(s), "cat", box_pid_file(s)).stdout.strip()
+    assert pid.isdigit(), pid
+    assert box.podman("exec", container_name(s), "kill", "-KILL", pid).returncode == 0
+    s.wait_state("exited", timeout=60)
+    rec = s.wait_until(lambda: next((r for r in json.loads(s.cli("ls", "--all", "--json").stdout)
+                                     if r["name"] == s.name and r.get("exit_code") is not None),
+                                    None), 60, "the session's end recorded")
+    assert rec["exit_code"] == 137, rec
+    assert not [m for m in s.history() if m["status"] == "delivering"]
+    s.wait_until(lambda: not box.running(container_name(s)) and box.podman(
+        "container", "exists", container_name(s), check=False).returncode != 0, 60,
+        "the session's container removed")
+
+
+def box_pid_file(s: AgentSession) -> str:
+    """The agent's pid file inside (the pane's ``exec`` writes it: its process group's leader)."""
+    from agentwrap.containers.box import pid_file
+
+    return pid_file(s.name)
