@@ -19,8 +19,7 @@ from support import container as box
 
 from .conftest import AgentSession
 from .test_container_claude import PASSED, container_name, into_a_box
-from .test_fallback_real import BEGIN, MINE, NoticeReader
-from .test_native_channels import _repoint
+from .test_fallback_real import BEGIN, MINE, notice_reading
 
 pytestmark = [pytest.mark.e2e, pytest.mark.container]
 Make = Callable[..., AgentSession]
@@ -34,12 +33,7 @@ def image(container: None) -> str:
 def test_the_fallback_section_is_written_into_the_mounted_project_and_read_inside(
         make_session: Make, image: str) -> None:
     s = make_session("claude")
-    claude_md = s.workdir / "CLAUDE.md"
-    claude_md.write_text(MINE)
-    server = NoticeReader(claude_md).start()
-    s.server.stop()
-    s.server = server
-    _repoint(s, server)
+    claude_md, server = notice_reading(s)
     into_a_box(s, image, PASSED, config="[delivery]\nfallback_after = 1\nack_timeout_s = 2.0\n"
                "notify_on_failure = false\n")
     try:

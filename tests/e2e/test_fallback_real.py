@@ -62,14 +62,22 @@ class NoticeReader(ModelServer):
         return super()._plan(api, body, turn, tools, side)
 
 
-def test_claude_reads_the_section_after_the_notice_and_its_ack_removes_it(make_session: Any) -> None:
-    s: AgentSession = make_session("claude")
+def notice_reading(s: AgentSession) -> tuple[Path, NoticeReader]:
+    """``s``'s CLAUDE.md holding the person's text, and ``s`` pointed at a NoticeReader
+    of it (the model server it had, stopped)."""
     claude_md = s.workdir / "CLAUDE.md"
     claude_md.write_text(MINE)
-    server = NoticeReader(claude_md).start()
+    server = NoticeReader(claude_md)
+    server.start()
     s.server.stop()
     s.server = server
     _repoint(s, server)
+    return claude_md, server
+
+
+def test_claude_reads_the_section_after_the_notice_and_its_ack_removes_it(make_session: Any) -> None:
+    s: AgentSession = make_session("claude")
+    claude_md, server = notice_reading(s)
     s.write_config("[delivery]\nfallback_after = 1\nack_timeout_s = 2.0\n"
                    "notify_on_failure = false\n")
     s.start()
