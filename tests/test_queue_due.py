@@ -69,3 +69,12 @@ def test_a_queue_on_a_server_is_never_answered_from_the_local_file(
     assert anything_due(svc.paths.db_path, "fake") is False
     monkeypatch.setenv("AGENTWRAP_STORE_URL", "postgresql://aw@db/agentwrap")
     assert anything_due(svc.paths.db_path, "fake") is True
+
+
+def test_the_quick_check_reads_the_queue_in_the_stores_delivery_order() -> None:
+    """The hook's quick check keeps its own SQL (it must not load the stores): its order
+    is the store's, so it asks about the message a claim would take first."""
+    from agentwrap.queue import due
+    from agentwrap.queue.schema import ORDER
+
+    assert f"ORDER BY {ORDER} LIMIT 1" in due._SQL

@@ -56,7 +56,6 @@ stays held in flight rather than going back to be pasted again.
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
 import math
 import time
@@ -80,6 +79,7 @@ from ..message import (
 )
 from ..paths import Paths
 from ..queue.backend import configured_store
+from ..queue.rules import due_run
 from ..queue.store import MessageStore
 from .ack import AckWait
 from .choice import busy_channel_of
@@ -258,9 +258,7 @@ class DeliveryEngine:
         self._next_expiry = min((m.expires for m in queued), default=math.inf)
         kinds = typed_kinds(self.taken_kinds())
         upcoming = [m for m in queued if kinds is None or m.kind in kinds]
-        # the due run at the head: a later message never overtakes one waiting out
-        # its backoff (the store's claim takes the same run)
-        due = list(itertools.takewhile(lambda m: m.next_attempt_at <= now, upcoming))
+        due = list(due_run(upcoming, now, lambda m: m.next_attempt_at))  # as a claim takes
         if not due:
             self.typing_window.opened()
             return _wake(now, self._next_expiry, upcoming, held=len(upcoming) < len(queued))

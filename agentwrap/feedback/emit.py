@@ -15,6 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import AgentwrapError
 from ..message import Message, NewMessage, Priority, Source
@@ -24,6 +25,9 @@ from .results import Outcome, ResultState, judge
 from .runner import RunResult
 from .sources import FeedbackSource
 from .trimming import file_name
+
+if TYPE_CHECKING:
+    from ..containers.mounts import Mounts
 
 #: The source each trigger's messages carry ([hook:ruff], [filesystem:ruff]).
 SOURCE_OF_TRIGGER = {"edit": Source.HOOK, "watch": Source.FILESYSTEM,
@@ -69,14 +73,14 @@ def report(
             t = data.get("turn") or {}
             used = int(t.get("used", 0)) if t.get("id") == turn else 0
         composed = []
+        spill_to = spill_folder(service, session)
         by_name = {o.source: r for o, r in outcomes}
         for group in split_roles([o for o, _ in outcomes]):
             prio = max((by_name[o.source].src.priority for o in group
                         if o.status == "failing"), default=Priority.NORMAL)
             trig = sorted({o.trigger for o in group})
             c = compose(group, budget_chars=budget - used, paths=service.paths,
-                        session=session, priority=prio, why=_why(trig),
-                        spill_to=spill_folder(service, session))
+                        session=session, priority=prio, why=_why(trig), spill_to=spill_to)
             if c is not None:
                 used += len(c.text)
                 composed.append(c)
@@ -112,13 +116,13 @@ def report(
     return sent
 
 
-def spill_folder(service: Service, session: str) -> Path | None:
-    """Where a check's whole output goes for an agent in a container whose box folder
-    is mounted (issue 39): ``feedback/`` in that folder, which the agent reads at
-    ``/run/agentwrap/feedback/`` (the message names it there, :func:`as_agent_sees`);
-    None (the state dir, which no container mounts) for one on the host."""
+def boxed_mounts(service: Service, session: str) -> tuple[str, Mounts] | None:
+    """This host's boxed session's name and the mounts its launch kept (issue 39);
+    None for a session on the host, another host's (its launch files are that
+    host's), or mounts that cannot be read (then nothing is translated: a path the
+    agent cannot open is no instruction)."""
     from ..agents.launch import launch_dir
-    from ..containers.box import box_dir, hooks_reach, saved_mounts
+    from ..containers.box import saved_mounts
     from ..errors import PathNotMounted
 
     name = service.registry.local(session)
@@ -128,30 +132,30 @@ def spill_folder(service: Service, session: str) -> Path | None:
         mounts = saved_mounts(launch_dir(service.paths, name))
     except PathNotMounted:
         return None
-    if mounts is None or not hooks_reach(mounts, service.paths, name):
+    return None if mounts is None else (name, mounts)
+
+
+def spill_folder(service: Service, session: str) -> Path | None:
+    """Where a check's whole output goes for an agent in a container whose box folder
+    is mounted: ``feedback/`` in that folder, which the agent reads at
+    ``/run/agentwrap/feedback/`` (the message names it there, :func:`as_agent_sees`);
+    None (the state dir, which no container mounts) for one on the host."""
+    from ..containers.box import box_dir, hooks_reach
+
+    boxed = boxed_mounts(service, session)
+    if boxed is None or not hooks_reach(boxed[1], service.paths, boxed[0]):
         return None
-    return box_dir(service.paths, name) / "feedback"
+    return box_dir(service.paths, boxed[0]) / "feedback"
 
 
 def as_agent_sees(service: Service, session: str, text: str) -> str:
     """The feedback ``text`` (written on the host: its paths the host's) as the
-    agent reads it: for an agent in a container (issue 39), every host path its
-    mounts hold named at the container's path (a project mounted at ``/work``
-    reads ``/work/app.py``, not the host's ``/home/me/proj/app.py``); unchanged
-    on the host. Mounts that cannot be read: the text as it is (a path the
-    agent cannot open is no instruction)."""
-    from ..agents.launch import launch_dir
-    from ..containers.box import saved_mounts
-    from ..errors import PathNotMounted
-
-    name = service.registry.local(session)
-    if name is None:  # another host's session: its launch files are that host's
-        return text
-    try:
-        mounts = saved_mounts(launch_dir(service.paths, name))
-    except PathNotMounted:
-        return text
-    return text if mounts is None else mounts.text_inside(text)
+    agent reads it: for an agent in a container, every host path its mounts hold
+    named at the container's path (a project mounted at ``/work`` reads
+    ``/work/app.py``, not the host's ``/home/me/proj/app.py``); unchanged on the
+    host (:func:`boxed_mounts`)."""
+    boxed = boxed_mounts(service, session)
+    return text if boxed is None else boxed[1].text_inside(text)
 
 
 def _why(triggers: list[str]) -> str:

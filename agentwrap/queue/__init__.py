@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .postgres import TURN_LOCKS as TURN_LOCKS
     from .postgres import PgSubscription as PgSubscription
     from .postgres import PostgresMessageStore as PostgresMessageStore
+    from .rules import due_run as due_run
     from .sanitize import check_text as check_text
     from .sanitize import decode_utf8 as decode_utf8
     from .sqlite import SQLiteMessageStore as SQLiteMessageStore
@@ -90,6 +91,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
     "sanitize": ("check_text", "decode_utf8", "sanitize"),
     "pgpool": ("POOL_SIZE", "PooledPgDatabase"),
     "postgres": ("TURN_LOCKS", "PgSubscription", "PostgresMessageStore"),
+    "rules": ("due_run",),
     "sqlite": ("SQLiteMessageStore",),
     "sqlstore": ("SQLMessageStore",),
     "store": ("MessageStore", "QueueMetrics", "SenderLimit"),

@@ -10,7 +10,6 @@ index must not read as "no messages".
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from ..errors import InvalidMessage, MessageNotFound, StoreCorrupt
 from ..events import Row
 from ..message import Attempt, Kind, Message, Priority, Source, Status
+from . import rules
 from .schema import ORDER, selection, session_filter, to_attempt, to_message
 
 #: The store's one statement read: ``read(sql, params)`` -> its rows.
@@ -62,8 +62,8 @@ def peek(
 ) -> list[Message]:
     """Pending messages of ``session`` unexpired at ``t``, in delivery order
     (``check``: an empty answer is checked against the table, :func:`checked`).
-    ``due``: the run at the head that may be tried now, as a claim takes it (never
-    past one waiting out its backoff: :func:`.transitions.claim_batch`)."""
+    ``due``: the run at the head that may be tried now, as a claim takes it
+    (:func:`.rules.due_run`)."""
     where = "session = ? AND status = ? AND +expires > ?"
     params: list[Any] = [session, Status.PENDING.value, t]
     extra, extra_params = selection(kinds, sources, contains, priorities)
@@ -75,7 +75,7 @@ def peek(
         [*params, limit] if limit is not None else params, where, params, check and limit != 0,
     )
     found = [to_message(r) for r in rows]
-    return list(itertools.takewhile(lambda m: m.next_attempt_at <= t, found)) if due else found
+    return list(rules.due_run(found, t, lambda m: m.next_attempt_at)) if due else found
 
 
 def in_flight(read: Read, session: str) -> list[Message]:

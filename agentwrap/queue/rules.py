@@ -11,7 +11,9 @@ another backend would run its own queries and keep the same rules.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 from ..errors import QueueFull, RateLimited
 from ..message import Priority, QueueLimits, Source
@@ -19,6 +21,16 @@ from .store import SenderLimit
 from .validate import Checked
 
 RATE_WINDOW_S = 60.0
+
+T = TypeVar("T")
+
+
+def due_run(queued: Iterable[T], t: float, due_at: Callable[[T], float]) -> Iterator[T]:
+    """Of a session's queue in delivery order, the run at its head that may be tried
+    at ``t``: it stops at the first message still waiting out its backoff, so a later
+    message never overtakes it (three commands to a shell ran 0, 2, 1 when the
+    second's attempt went back to the queue and the third was claimed past it)."""
+    return itertools.takewhile(lambda m: due_at(m) <= t, queued)
 
 
 def rate_exempt(checked: Checked) -> bool:

@@ -13,7 +13,6 @@ the commit. Which rows a batch takes is :func:`rules.fit`'s.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -32,12 +31,8 @@ def claim_batch(
     *, kinds: Collection[Kind] | None, sources: Collection[Source] | None,
     contains: str | None, limit: int | None, priorities: Collection[Priority] | None,
 ) -> list[Row]:
-    """The rows of the batch claimed at ``t`` (none: nothing was due).
-
-    In delivery order, and never past a message waiting out its backoff: a later
-    message does not overtake an earlier one that is to be tried again (three
-    commands to a shell ran 0, 2, 1 when the second's first attempt went back to the
-    queue), so the batch is the due run at the head of the queue."""
+    """The rows of the batch claimed at ``t`` (none: nothing was due), taken from
+    the due run at the head of the queue (:func:`rules.due_run`)."""
     conn = w.conn
     w.claiming(session)
     expire(w, t, session)
@@ -49,7 +44,7 @@ def claim_batch(
         (session, Status.PENDING.value, t, *extra_params,
          *((limit,) if limit is not None else ())),
     ).fetchall()
-    head = itertools.takewhile(lambda r: float(r["next_attempt_at"]) <= t, rows)
+    head = rules.due_run(rows, t, lambda r: float(r["next_attempt_at"]))
     ids = rules.fit(((str(r["id"]), int(r["content_bytes"]), r["kind"] == Kind.COMMAND.value)
                      for r in head), max_bytes)
     if not ids:
