@@ -112,8 +112,30 @@ def test_interleaved_runs_each_tree_by_its_own_interpreter_turn_about(cache: Pat
     assert runs.failed == 0 and len(runs.loads) == 4
     assert {r["at"] for r in runs.results["ref"][""]} == {
         str(runs.trees["ref"].root / "agentwrap" / "__init__.py")}
-    assert {r["at"] for r in runs.results["this"][""]} == {
-        str(ROOT / "agentwrap" / "__init__.py")}
+    # this checkout, built as the other commit is (a snapshot of its files: like for like)
+    this = runs.trees["this"].root
+    assert {r["at"] for r in runs.results["this"][""]} == {str(this / "agentwrap" / "__init__.py")}
+    assert (this / "agentwrap" / "__init__.py").read_bytes() == \
+        (ROOT / "agentwrap" / "__init__.py").read_bytes()
+
+
+@needs_cc
+def test_a_snapshot_of_this_checkout_holds_its_changes_and_leaves_the_repository_alone(
+) -> None:
+    ba = bench_against()
+    before = (git("rev-parse", "HEAD").strip(), git("status", "--porcelain"),
+              git("ls-files", "--stage"))
+    new = ROOT / "scripts" / f".snapshot-probe-{os.getpid()}.txt"
+    new.write_text("a new file\n")
+    try:
+        commit = ba.snapshot()
+        assert commit == ba.snapshot()  # the same files: the same commit (its build reused)
+        assert git("show", f"{commit}:scripts/{new.name}") == "a new file\n"
+        assert git("rev-parse", f"{commit}^").strip() == before[0]
+    finally:
+        new.unlink()
+    assert (git("rev-parse", "HEAD").strip(), git("status", "--porcelain"),
+            git("ls-files", "--stage")) == before
 
 
 @needs_cc
