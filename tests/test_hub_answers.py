@@ -19,7 +19,9 @@ from conftest import AwEnv
 from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
     HOSTS,
     Hub,
+    HubApi,
     alpha_fixture,  # noqa: F401
+    beat_fast,
     beta_fixture,  # noqa: F401
     host_client,
     hub_fixture,  # noqa: F401
@@ -30,7 +32,6 @@ from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, 
     stop_hosts,  # noqa: F401
 )
 from support.waiting import wait_for
-from test_hub_view import HubApi, beat_fast
 
 from agentwrap.errors import AgentwrapError, ForeignSession, LinkProtocolError
 from agentwrap.message import Status

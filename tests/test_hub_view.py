@@ -5,11 +5,8 @@ processes (support.hub_kit), the real link, tmux stand-in sessions."""
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
-import ssl
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,13 +15,16 @@ from conftest import AwEnv
 from support.hub_kit import (  # the fixtures by their names: hub, alpha, beta, _stop_hosts
     HOSTS,
     Hub,
+    HubApi,
     alpha_fixture,  # noqa: F401
     beta_fixture,  # noqa: F401
     host_client,
     hub_fixture,  # noqa: F401
+    spki_pin,
     start_session,
     status_on_hub,
     stop_hosts,  # noqa: F401
+    two_hosts_on_the_hub,
 )
 from support.waiting import wait_for
 
@@ -33,47 +33,6 @@ from agentwrap.message import Status
 from agentwrap.queue import link_protocol as wire
 
 pytestmark = pytest.mark.usefixtures("tmux")
-
-
-def beat_fast(aw: AwEnv, period_s: float = 0.5) -> None:
-    """The host reports its sessions every ``period_s`` (``[host] heartbeat_s``)."""
-    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
-    aw.paths.config_file.write_text(f"[host]\nheartbeat_s = {period_s}\n")
-
-
-class HubApi:
-    """The hub's HTTP API, with the hub's token (``agentwrap token`` on the hub)."""
-
-    def __init__(self, hub: Hub) -> None:
-        token = hub.aw.cli("token", check=True).stdout.strip()
-        self.client = httpx.Client(
-            base_url=hub.url, timeout=30, headers={"Authorization": f"Bearer {token}"},
-            verify=ssl.create_default_context(cafile=str(hub.cert.ca)))
-
-    def sessions(self) -> list[dict[str, Any]]:
-        r = self.client.get("/api/sessions")
-        assert r.status_code == 200, r.text
-        return list(r.json()["sessions"])
-
-    def row(self, host: str, name: str) -> dict[str, Any] | None:
-        return next((s for s in self.sessions() if s["host"] == host and s["name"] == name),
-                    None)
-
-    def screen(self, address: str) -> httpx.Response:
-        return self.client.get(f"/api/sessions/{address.replace('/', '%2F')}/screen")
-
-
-def two_hosts_on_the_hub(hub: Hub, alpha: AwEnv, beta: AwEnv) -> HubApi:
-    hub.join(alpha, "alpha")
-    hub.join(beta, "beta")
-    beat_fast(alpha)
-    beat_fast(beta)
-    start_session(alpha, "api")
-    start_session(beta, "web")
-    api = HubApi(hub)
-    wait_for(lambda: api.row("alpha", "api") and api.row("beta", "web"), 90,
-             "both hosts' sessions listed by the hub's API", on_timeout=hub.log)
-    return api
 
 
 def screen_text(r: httpx.Response) -> str:
@@ -213,19 +172,6 @@ def test_garbage_hub_frames_on_a_hosts_link_type_nothing_and_crash_nothing(
         client.close()
     assert not any("rm -rf" in x or "reboot" in x for x in alpha.received())
     assert "api" in alpha.cli("ls", check=True).stdout  # still running
-
-
-def spki_pin(cert: Path) -> str:
-    """The certificate's key as Chromium pins it (base64 of the SPKI's SHA-256)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-
-    key = x509.load_pem_x509_certificate(cert.read_bytes()).public_key()
-    der = key.public_bytes(serialization.Encoding.DER,
-                           serialization.PublicFormat.SubjectPublicKeyInfo)
-    digest = hashes.Hash(hashes.SHA256())
-    digest.update(der)
-    return base64.b64encode(digest.finalize()).decode()
 
 
 @pytest.mark.usefixtures("tmux")

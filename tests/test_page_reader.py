@@ -32,7 +32,7 @@ def test_a_word_is_quoted_for_tmux_whatever_it_holds() -> None:
 
 
 def _socket(aw: AwEnv, name: str) -> Path:
-    from agentwrap.sessions.lifecycle import tmux_socket_of
+    from agentwrap.sessions.live import tmux_socket_of
 
     return tmux_socket_of(aw.paths, aw.registry().get(name))
 
@@ -128,8 +128,8 @@ def test_a_long_take_over_is_a_wait_and_the_message_goes_in_once_after(aw: AwEnv
     from support.delivery_kit import get, queue_json, send, write_config
 
     from agentwrap.audit import AuditLog
-    from agentwrap.service.takeover import Takeover
     from agentwrap.terminal.live import LivePane
+    from agentwrap.terminal.takeover import Takeover
 
     write_config(aw, typing_grace_ms=200, readiness_timeout_s=1, fallback_after=1)
     aw.start_standin()
@@ -180,8 +180,8 @@ def test_pages_watching_one_session_share_its_one_client_until_the_last_leaves(
     aw: AwEnv,
 ) -> None:
     from agentwrap.audit import AuditLog
-    from agentwrap.service.takeover import Takeover
     from agentwrap.terminal.live import LivePane
+    from agentwrap.terminal.takeover import Takeover
 
     aw.start_standin()
     aw.wait_state("sa", "ready")

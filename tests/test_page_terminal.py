@@ -27,7 +27,7 @@ from conftest import AwEnv
 from support.browser import Browser, chromium
 from support.delivery_kit import press, type_keys, write_config
 from support.http_kit import Served, serve, serve_for_a_page
-from support.page_kit import login, problems
+from support.page_kit import keys, login, problems, take_over, term_text
 
 from agentwrap.terminal.live import Frame, clean_row, repaint
 
@@ -226,24 +226,6 @@ def takeover_audit(aw: AwEnv) -> list[dict[str, Any]]:
 @pytest.fixture
 def page(request: pytest.FixtureRequest, browser: None) -> Iterator[Browser]:
     yield from chromium(request.node.name)
-
-
-def term_text(page: Browser) -> str:
-    return str(page.driver.execute_script("return window.agentwrapTerminal.text()"))
-
-
-def keys(page: Browser, *what: str) -> None:
-    """Keys pressed in the page's terminal, as a person presses them."""
-    from selenium.webdriver.common.action_chains import ActionChains
-
-    box = page.one("#live-term .xterm-helper-textarea")
-    ActionChains(page.driver).send_keys_to_element(box, *what).perform()
-
-
-def take_over(page: Browser) -> None:
-    page.click("#term-type")
-    page.wait(lambda: page.driver.execute_script("return window.agentwrapTerminal.typing()"),
-              "typing on")
 
 
 def test_the_terminal_shows_the_prompt_and_what_the_agent_streams(

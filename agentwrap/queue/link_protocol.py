@@ -319,5 +319,17 @@ def split_answer(address: str) -> tuple[str, str]:
     if host:
         check_session_name(host)
     return host, aid
+# The hub's page shows a live terminal of every host's sessions (issues 38 and 42):
+# ``terminal_open`` {session} -> {viewer}; ``terminal_look`` {viewer, seen, wait_s}
+# -> {changes, frame | same} (a frame's rows the same as the last one sent on that
+# viewer are null); ``terminal_close`` {viewer}; ``terminal_takeover`` {session, by,
+# client, idle_s} -> {keyboard}; ``terminal_input`` {keyboard, kind: keys | paste |
+# resize, data | cols, rows}; ``terminal_release`` {keyboard, reason}. The hub's
+# page only: not :data:`RELAYED` (a host's own page reaches another host's terminal
+# through the hub's page).
+TERMINAL_METHODS: frozenset[str] = frozenset({
+    "terminal_open", "terminal_look", "terminal_close",
+    "terminal_takeover", "terminal_input", "terminal_release",
+})
 #: Every request a serving host runs for the hub.
-SERVED: frozenset[str] = HUB_METHODS | ANSWER_METHODS
+SERVED: frozenset[str] = HUB_METHODS | ANSWER_METHODS | TERMINAL_METHODS

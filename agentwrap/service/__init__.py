@@ -32,6 +32,7 @@ jobs is a module of its own, which it delegates to:
   delivered with their ACK, the agent's replies and tool calls from its best source);
 * :mod:`.hosts`: the hosts of a shared store, and forgetting one gone for good;
 * :mod:`.remote`: what only a session's own host can do, asked of it (the hub's view);
+  :mod:`.remote_terminal`: another host's pane on the hub's page, watched and typed into;
 * :mod:`.events`: waiting on the event bus;
 * :mod:`.moving`: moving the store to another (SQLite <-> PostgreSQL);
 * :mod:`.views` and :mod:`.profiles`: the typed answers, the parsed profiles.

@@ -48,13 +48,13 @@ if TYPE_CHECKING:  # imported where used: a hook opens a service and must start 
     from ..answers.store import Answer, AnswerStore
     from ..config import LaunchChoice
     from ..queue.link import HubStore
-    from ..terminal.live import LivePane
+    from ..terminal.live import PagePane
     from ..terminal.styles import Screen
+    from ..terminal.takeover import Keyboard
     from .conversation import Conversation, Conversations
     from .hosts import Hosts, HostView
     from .links import Links
     from .remote import RemoteHosts
-    from .takeover import Takeover
 
 
 class Service:
@@ -460,15 +460,18 @@ class Service:
         """When each session's styled screen was last saved (ns), cheaply."""
         return self._sessions.screen_stamps(self._maybe(session))
 
-    def live_pane(self, name: str) -> LivePane:
-        """The session's tmux pane as a page's terminal reads it (this host's, tmux only)."""
-        return self._takeovers.pane(self.session_name(name))
+    def live_pane(self, name: str) -> PagePane:
+        """The session's tmux pane as a page's terminal reads it (tmux only):
+        this host's, or on the hub another host's, through its link."""
+        address = self.session_name(name)
+        return self._takeovers.pane(address, self._elsewhere(address), self.remote)
 
-    def take_over(self, name: str, *, by: str, client: str, idle_s: float = 120.0) -> Takeover:
-        """Hand one page the session's keyboard (audited; ``end()`` gives it back,
-        and ``serve`` does after ``idle_s`` without a key)."""
-        return self._takeovers.begin(self.session_name(name), by=by, client=client,
-                                     idle_s=idle_s)
+    def take_over(self, name: str, *, by: str, client: str, idle_s: float = 120.0) -> Keyboard:
+        """Hand one page the session's keyboard (audited on its own host; ``end()``
+        gives it back, as ``serve`` does after ``idle_s`` without a key)."""
+        address = self.session_name(name)
+        return self._takeovers.begin(address, self._elsewhere(address), self.remote, by=by,
+                                     client=client, idle_s=idle_s)
 
     def launch_choices(self) -> tuple[LaunchChoice, ...]:
         """The sessions the person listed for the dashboard to start

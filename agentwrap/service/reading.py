@@ -44,7 +44,7 @@ class Reading:
 
     def _taken_over(self, rec: SessionRecord) -> bool:
         """A page holds the session's keyboard (:mod:`.takeover`)."""
-        from ..sessions.lifecycle import tmux_socket_of
+        from ..sessions.live import tmux_socket_of
         from ..terminal.live import takeover_marker
 
         return takeover_marker(tmux_socket_of(self.paths, rec).parent, rec.name).exists()

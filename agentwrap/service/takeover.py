@@ -2,138 +2,55 @@
 
 :meth:`Takeovers.pane` is what a page watches: the session's tmux pane
 (:class:`~agentwrap.terminal.live.LivePane`), only for a session of this host
-on the tmux backend. :meth:`Takeovers.begin` hands one page the keyboard: the
-take-over marker tells the session's supervisor a person is at the keyboard
-(queued messages wait for them as for a person typing in tmux), and the audit
-log gets who took over, when, and, when it ends, for how long and how many
-keys they typed (never the keys themselves).
+on the tmux backend (:func:`~agentwrap.sessions.live.open_live_pane`).
+:meth:`Takeovers.begin` hands one page the keyboard
+(:class:`~agentwrap.terminal.takeover.Takeover`: the marker the supervisor
+waits for, the audit lines). Another host's session is the hub's to reach
+(:mod:`.remote_terminal`).
 """
 
 from __future__ import annotations
 
-import os
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..audit import AuditLog
-from ..errors import AgentwrapError, SessionNotRunning
 from ..paths import Paths
-from ..sessions.registry import Registry
+from ..sessions.live import open_live_pane
+from ..sessions.registry import Registry, SessionRecord
 
 if TYPE_CHECKING:  # imported where used: a hook opens a service and must start fast (no libtmux)
-    from ..terminal.live import LivePane
-
-# a paste larger than this is refused (what a person pastes, not a file dump)
-MAX_PASTE_CHARS = 100_000
-
-
-class Takeover:
-    """One page holding one session's keyboard, until :meth:`end`."""
-
-    def __init__(self, pane: LivePane, audit: AuditLog, session: str, by: str, client: str,
-                 idle_s: float = 120.0) -> None:
-        self.pane = pane
-        self.audit = audit
-        self.session = session
-        self.by = by
-        self.client = client
-        self.started = time.time()
-        self.last_key = time.monotonic()
-        self.keys_sent = 0
-        self.ended = False
-        self._size: tuple[int, int] | None = None  # the pane's own, before a first resize
-        self._mark(idle_s)
-        audit.write(event="takeover_started", session=session, by=by, client=client)
-
-    def _mark(self, idle_s: float) -> None:
-        """The marker, holding the idle limit: the supervisor's
-        :meth:`~agentwrap.terminal.tmux.TmuxTerminal.held` trusts it no longer
-        (a ``serve`` that died cannot hold the keyboard for ever)."""
-        fd = os.open(self.pane.marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, f"{idle_s:g}\n".encode("ascii"))
-        finally:
-            os.close(fd)
-
-    def _touch(self) -> None:
-        marker: Path = self.pane.marker
-        fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        os.close(fd)
-        os.utime(marker)
-
-    def keys(self, data: str) -> None:
-        """Type ``data`` as the person's keys (the marker first: the supervisor
-        must see the person before their key lands)."""
-        if self.ended or not data:
-            return
-        self._touch()
-        self.last_key = time.monotonic()
-        self.keys_sent += len(data)
-        self.pane.keys(data)
-
-    def paste(self, text: str) -> None:
-        if self.ended or not text:
-            return
-        if len(text) > MAX_PASTE_CHARS:
-            raise SessionNotRunning(f"a paste of {len(text)} characters is more than"
-                                    f" {MAX_PASTE_CHARS}", hint="paste less at a time")
-        self._touch()
-        self.last_key = time.monotonic()
-        self.keys_sent += len(text)
-        self.pane.paste(text)
-
-    def resize(self, cols: int, rows: int) -> None:
-        """The pane to the page's size (only while taking over)."""
-        if not self.ended and 10 <= cols <= 500 and 3 <= rows <= 200:
-            if self._size is None:
-                now = self.pane.capture()
-                self._size = (now.cols, now.rows)
-            self.pane.resize(cols, rows)
-
-    def idle_s(self) -> float:
-        return time.monotonic() - self.last_key
-
-    def end(self, reason: str) -> None:
-        """Give the keyboard back (once): the marker goes, the audit line says how long."""
-        if self.ended:
-            return
-        self.ended = True
-        self.pane.marker.unlink(missing_ok=True)
-        if self._size is not None:  # the pane as it was, for everyone else watching
-            try:
-                self.pane.resize(*self._size)
-            except AgentwrapError:
-                pass
-        self.pane.close()  # its hold on the session's control client
-        self.audit.write(event="takeover_ended", session=self.session, by=self.by,
-                         client=self.client, reason=reason,
-                         duration_s=round(time.time() - self.started, 3), chars=self.keys_sent)
+    from ..terminal.live import PagePane
+    from ..terminal.takeover import Keyboard
+    from .remote import RemoteHosts
 
 
 class Takeovers:
+    """A page's terminal of a session: this host's pane, or another host's
+    through the hub (``elsewhere``: its record, when the service has a
+    ``remote`` to ask it)."""
+
     def __init__(self, paths: Paths, registry: Registry, audit: AuditLog) -> None:
         self.paths = paths
         self.registry = registry
         self.audit = audit
 
-    def pane(self, name: str) -> LivePane:
+    def pane(self, name: str, elsewhere: SessionRecord | None = None,
+             remote: RemoteHosts | None = None) -> PagePane:
         """The live pane of session ``name`` (its registry name), if a page can have it."""
-        rec = self.registry.get(name)
-        if not self.registry.here(rec):
-            raise SessionNotRunning(
-                f"the terminal of {name!r} is on its host {rec.host!r}",
-                hint=f"open the dashboard of {rec.host!r}'s `agentwrap serve`")
-        if rec.ended is not None:
-            raise SessionNotRunning(f"session {name!r} has ended")
-        if rec.backend != "tmux":
-            raise SessionNotRunning(
-                f"session {name!r} runs on the {rec.backend} backend: its terminal is the one"
-                " it was started in", hint="sessions on tmux (the default) have a live terminal")
-        from ..sessions.lifecycle import tmux_socket_of
-        from ..terminal.live import LivePane
+        if elsewhere is not None and remote is not None:
+            from .remote_terminal import RemotePane
 
-        return LivePane.adopt(tmux_socket_of(self.paths, rec), rec.name)
+            return RemotePane(remote, elsewhere, name)
+        return open_live_pane(self.paths, self.registry, name)
 
-    def begin(self, name: str, *, by: str, client: str, idle_s: float = 120.0) -> Takeover:
-        return Takeover(self.pane(name), self.audit, name, by, client, idle_s)
+    def begin(self, name: str, elsewhere: SessionRecord | None = None,
+              remote: RemoteHosts | None = None, *, by: str, client: str,
+              idle_s: float = 120.0) -> Keyboard:
+        if elsewhere is not None and remote is not None:
+            from .remote_terminal import RemoteKeyboard
+
+            return RemoteKeyboard(remote, elsewhere, name, by=by, client=client, idle_s=idle_s)
+        from ..terminal.takeover import Takeover
+
+        return Takeover(open_live_pane(self.paths, self.registry, name), self.audit, name, by,
+                        client, idle_s)

@@ -9,7 +9,9 @@ supervisor host that runs many supervisors on threads (``host``), the
 machines of a shared store (``hosts``) and, on a host joined to a hub, the
 registry that adds the other hosts' sessions the hub knows and this host's
 reports of its own (``linked``), and what the hub asks this host to do for its own
-sessions over its link (``hub_requests``). Around the agent's own channels: the
+sessions over its link (``hub_requests``), the hub's page's live terminal of
+them among it (``hub_terminal``). Where a session's tmux pane is, and that
+pane for a page's terminal (``live``). Around the agent's own channels: the
 hooks and MCP server one launch gets (``channels``), the states its hooks
 report and whether its SessionStart hook has run (``signals``), Aider's turn
 end from its notifications command (``turn_end``); an agent's native channel, a server of its
@@ -49,10 +51,11 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .lifecycle import start_tmux as start_tmux
     from .lifecycle import stop_many as stop_many
     from .lifecycle import supervise as supervise
-    from .lifecycle import tmux_socket_of as tmux_socket_of
     from .linked import LinkedRegistry as LinkedRegistry
     from .linked import record_from_report as record_from_report
     from .linked import reporter as reporter
+    from .live import open_live_pane as open_live_pane
+    from .live import tmux_socket_of as tmux_socket_of
     from .native import NativeChannel as NativeChannel
     from .native import native_channel as native_channel
     from .registry import Registry as Registry
@@ -83,9 +86,9 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "start_tmux",
         "stop_many",
         "supervise",
-        "tmux_socket_of",
     ),
     "linked": ("LinkedRegistry", "record_from_report", "reporter"),
+    "live": ("open_live_pane", "tmux_socket_of"),
     "native": ("NativeChannel", "native_channel"),
     "registry": ("Registry", "SessionRecord", "Transition"),
     "signals": ("write_signal",),

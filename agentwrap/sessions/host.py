@@ -40,7 +40,8 @@ from ..errors import AgentwrapError
 from ..paths import Paths, open_private_append, private_dir
 from ..terminal.tmux import server_for
 from .compose import Companion, start_companions
-from .lifecycle import host_log, host_socket, tmux_socket_of, tmux_supervisor
+from .lifecycle import host_log, host_socket, tmux_supervisor
+from .live import tmux_socket_of
 from .registry import open_registry
 from .supervisor import Supervisor
 

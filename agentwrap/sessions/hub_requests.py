@@ -7,7 +7,9 @@ on the host that runs it. So the hub asks that host over its link
 process holding the link runs the request here, against this host's own
 state and runtime dirs: a screen, a stop (audited here, naming who asked on
 the hub), an answer through this host's own intake (the question this
-registry holds, still the one asked) and an answer's status. The rule: a session is named bare or ``HOST/NAME``
+registry holds, still the one asked), an answer's status, and the page's
+live terminal of a session, looked at and, once taken over, typed into
+(:mod:`.hub_terminal`). The rule: a session is named bare or ``HOST/NAME``
 with this host's name; any other host's name is refused
 (:class:`~agentwrap.errors.ForeignSession`), and a name this host's registry
 does not hold is :class:`~agentwrap.errors.SessionNotFound`: nothing is read
@@ -24,11 +26,15 @@ from typing import TYPE_CHECKING, Any
 from ..audit import AuditLog
 from ..errors import ForeignSession, SessionNotRunning
 from ..paths import Paths, check_session_name
+from ..queue import link_protocol as wire
+from .hub_terminal import HostTerminals, words
 from .registry import Registry, SessionRecord
 
 if TYPE_CHECKING:
     from ..answers.store import AnswerStore
 
+#: The hub's requests for a page's terminal, and the method of :mod:`.hub_terminal` that runs each.
+TERMINAL_CALLS: dict[str, str] = {m: m.removeprefix("terminal_") for m in wire.TERMINAL_METHODS}
 #: The most bytes of a styled screen document sent back (the supervisor's own are far smaller).
 MAX_SCREEN_BYTES = 4 * 1024 * 1024
 
@@ -41,6 +47,7 @@ class HostRequests:
         self.paths = paths
         self.host = host
         self._stop = stop
+        self.terminals = HostTerminals(paths, host, self.own)
 
     def own(self, session: object) -> str:
         """The bare name of this host's session ``session``; another host's refused."""
@@ -68,6 +75,9 @@ class HostRequests:
             return self.answer(**params)
         if method == "answer_status":
             return self.answer_status(**params)
+        served = TERMINAL_CALLS.get(method)
+        if served is not None:
+            return getattr(self.terminals, served)(**params)
         raise TypeError(f"no hub request {method[:64]!r}")
 
     def screen(self, session: str) -> dict[str, Any]:
@@ -95,7 +105,7 @@ class HostRequests:
         Audited here as a local stop is, naming who asked on the hub (``by``,
         marked as the hub's word: this host cannot check it)."""
         name = self.own(session)
-        who = _words(by, "by")
+        who = words(by, "by")
         (rec,) = self._stop(self.paths, [name])
         AuditLog(self.paths.audit_log).write(event="stopped", session=name,
                                              by=f"hub:{who}", via="hub")
@@ -133,7 +143,7 @@ class HostRequests:
                 raise TypeError(f"{what} is a string")
         if not isinstance(deny, bool):
             raise TypeError("deny is true or false")
-        src = f"hub:{_words(source, 'source')}"
+        src = f"hub:{words(source, 'source')}"
         registry = Registry(self.paths.db_path, host=self.host)
         store = self._answers()
         try:
@@ -164,10 +174,3 @@ class HostRequests:
             store.close()
         return got.to_json()
 
-
-def _words(value: object, what: str) -> str:
-    """A short word the hub names (who asked, from where), checked: it is written
-    to this host's audit log."""
-    if not isinstance(value, str) or not value or len(value) > 200 or not value.isprintable():
-        raise TypeError(f"{what} is a short printable string")
-    return value

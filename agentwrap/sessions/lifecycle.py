@@ -53,6 +53,7 @@ from ..session_options import SessionOptions, timeout_policy
 from ..terminal.proctree import alive, descendants, kill_pids, marked
 from ..terminal.tmux import TmuxTerminal, remove_idle_socket, server_for, tmux_binary
 from .compose import Companion, build_supervisor, start_companions
+from .live import tmux_socket_of
 from .registry import Registry, SessionRecord, exit_reason, open_registry
 from .supervisor import Supervisor, log_to
 
@@ -154,13 +155,6 @@ def pick_name(
         if rec is None or (rec.liveness != "running" and not _orphaned(paths, rec)):
             return candidate
         n += 1
-
-
-def tmux_socket_of(paths: Paths, rec: SessionRecord) -> Path:
-    """The socket of the tmux server a session runs on: the one recorded at
-    launch (each session has its own), else the shared server older
-    versions used."""
-    return Path(rec.tmux_socket) if rec.tmux_socket else paths.tmux_socket
 
 
 def _here(registry: Registry, rec: SessionRecord) -> SessionRecord:

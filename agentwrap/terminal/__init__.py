@@ -14,7 +14,8 @@ screen with its colours as data a browser can draw safely (``styles``) and
 the virtual screen that renders the pty backend's output (``vscreen``) and a
 tmux pane as the dashboard's terminal streams and types into it (``live``),
 through one long-lived tmux control-mode client per watched session
-(``control``: no process per look or key, never a person, never sizing). This
+(``control``: no process per look or key, never a person, never sizing),
+and a person's keys from a page typed as their own, audited (``takeover``). This
 is the bottom layer: it imports only the foundation (``agentwrap.config``,
 ``paths``, ``errors``), never ``detect``, ``queue``, ``delivery``,
 ``sessions`` or ``surfaces``.
@@ -37,6 +38,9 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .base import key_bytes as key_bytes
     from .live import Frame as Frame
     from .live import LivePane as LivePane
+    from .live import PagePane as PagePane
+    from .live import frame_from_wire as frame_from_wire
+    from .live import frame_to_wire as frame_to_wire
     from .live import repaint as repaint
     from .live import takeover_marker as takeover_marker
     from .proctree import alive as alive
@@ -57,6 +61,8 @@ if TYPE_CHECKING:  # the names for the type checker; at run time: __getattr__
     from .styles import read_document as read_document
     from .styles import rows_from_text as rows_from_text
     from .styles import to_document as to_document
+    from .takeover import Keyboard as Keyboard
+    from .takeover import Takeover as Takeover
     from .tmux import TmuxTerminal as TmuxTerminal
     from .tmux import remove_idle_socket as remove_idle_socket
     from .tmux import server_for as server_for
@@ -75,7 +81,8 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "Terminal",
         "key_bytes",
     ),
-    "live": ("Frame", "LivePane", "repaint", "takeover_marker"),
+    "live": ("Frame", "LivePane", "PagePane", "frame_from_wire", "frame_to_wire", "repaint",
+             "takeover_marker"),
     "proctree": ("alive", "descendants", "kill_pids", "marked", "start_time", "started_at"),
     "pty": ("PtyTerminal", "terminal_size"),
     "relay_helper": ("BINARY", "helper_status"),
@@ -89,6 +96,7 @@ EXPORTS: dict[str, tuple[str, ...]] = {
         "rows_from_text",
         "to_document",
     ),
+    "takeover": ("Keyboard", "Takeover"),
     "tmux": ("TmuxTerminal", "remove_idle_socket", "server_for", "tmux_binary", "tmux_version"),
 }
 __all__ = names(EXPORTS)

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from .control import ClientGone, ControlClient
 from .tmux import TAKEOVER_SUFFIX, Reply, TmuxTerminal
@@ -72,6 +74,71 @@ class Frame:
     cursor_visible: bool
     app_cursor: bool  # DECCKM: arrows as ESC O A, as the agent asked
     lines: tuple[str, ...]
+
+
+class PagePane(Protocol):
+    """What a page's terminal reads of a pane: :class:`LivePane` here, or
+    another host's through the hub (:mod:`agentwrap.service.remote_terminal`)."""
+
+    def changes(self) -> int: ...
+    def wait_change(self, seen: int, timeout: float) -> int: ...
+    def capture(self) -> Frame: ...
+    def close(self) -> None: ...
+
+
+#: The largest screen a host may send its hub (tmux's own limits are 10,000; a page's far less).
+MAX_WIRE_COLS = 1000
+MAX_WIRE_ROWS = 500
+
+
+def frame_to_wire(frame: Frame, sent: Frame | None = None) -> dict[str, Any]:
+    """``frame`` as a host sends it to its hub: each row that is the same as
+    the frame ``sent`` before on that stream is ``None`` (a streaming reply
+    changes a few rows a frame, not the screen)."""
+    same = sent is not None and len(sent.lines) == len(frame.lines)
+    return {"cols": frame.cols, "rows": frame.rows, "cursor": list(frame.cursor),
+            "cursorVisible": frame.cursor_visible, "appCursor": frame.app_cursor,
+            "lines": [None if same and sent is not None and sent.lines[i] == line else line
+                      for i, line in enumerate(frame.lines)]}
+
+
+def _count(data: Mapping[str, Any], key: str, low: int, high: int) -> int:
+    value = data.get(key)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValueError(f"{key} is a whole number from {low} to {high}")
+    return value
+
+
+def frame_from_wire(data: object, prev: Frame | None = None) -> Frame:
+    """The frame a host sent (:func:`frame_to_wire`; a ``None`` row is
+    ``prev``'s), read as hostile data: every value checked, every row cleaned
+    again (:func:`clean_row`: only SGR colours survive) and cut to what a row
+    of that width can hold. ValueError for anything else."""
+    if not isinstance(data, Mapping):
+        raise ValueError("a frame is an object")
+    cols = _count(data, "cols", 1, MAX_WIRE_COLS)
+    rows = _count(data, "rows", 1, MAX_WIRE_ROWS)
+    cursor, lines = data.get("cursor"), data.get("lines")
+    if not (isinstance(cursor, list) and len(cursor) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 10_000 for x in cursor)):
+        raise ValueError("cursor is [row, col]")
+    if not isinstance(lines, list) or len(lines) != rows:
+        raise ValueError("lines has one entry a row")
+    old = prev.lines if prev is not None and len(prev.lines) == rows else ()
+    most = cols * 32 + 64  # a row of that width with a colour change at every cell
+    got: list[str] = []
+    for i, line in enumerate(lines):
+        if line is None:
+            got.append(old[i] if old else "")
+        elif isinstance(line, str):
+            got.append(clean_row(line[:most]))
+        else:
+            raise ValueError("a row is a string or null")
+    flags = (data.get("cursorVisible"), data.get("appCursor"))
+    if not all(isinstance(x, bool) for x in flags):
+        raise ValueError("cursorVisible and appCursor are true or false")
+    return Frame(cols=cols, rows=rows, cursor=(cursor[0], cursor[1]),
+                 cursor_visible=bool(flags[0]), app_cursor=bool(flags[1]), lines=tuple(got))
 
 
 #: New rows of a streaming screen looked for in the old one, to find how far it scrolled.

@@ -7,6 +7,7 @@ is used)."""
 
 from __future__ import annotations
 
+import base64
 import datetime
 import ipaddress
 import os
@@ -19,6 +20,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -272,3 +274,57 @@ def settled_on_slow_poll(hub: Hub, aw: AwEnv, config: str = "") -> None:
     sent = send_on_hub(hub, "alpha/api", "warm-up")
     wait_for(lambda: status_on_hub(hub, sent).terminal, 60, "the warm-up delivered")
     time.sleep(8)  # the screen still for longer than the supervisor's settle_s (6 s): idle polling
+
+
+def spki_pin(cert: Path) -> str:
+    """The certificate's key as Chromium pins it (base64 of the SPKI's SHA-256)."""
+    key = x509.load_pem_x509_certificate(cert.read_bytes()).public_key()
+    der = key.public_bytes(serialization.Encoding.DER,
+                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    digest = hashes.Hash(hashes.SHA256())
+    digest.update(der)
+    return base64.b64encode(digest.finalize()).decode()
+
+
+# --- the hub's API and two hosts on it (the one-view tests) ----------------------------
+
+
+def beat_fast(aw: AwEnv, period_s: float = 0.5) -> None:
+    """The host reports its sessions every ``period_s`` (``[host] heartbeat_s``)."""
+    aw.paths.config_file.parent.mkdir(parents=True, exist_ok=True)
+    aw.paths.config_file.write_text(f"[host]\nheartbeat_s = {period_s}\n")
+
+
+class HubApi:
+    """The hub's HTTP API, with the hub's token (``agentwrap token`` on the hub)."""
+
+    def __init__(self, hub: Hub) -> None:
+        token = hub.aw.cli("token", check=True).stdout.strip()
+        self.client = httpx.Client(
+            base_url=hub.url, timeout=30, headers={"Authorization": f"Bearer {token}"},
+            verify=ssl.create_default_context(cafile=str(hub.cert.ca)))
+
+    def sessions(self) -> list[dict[str, Any]]:
+        r = self.client.get("/api/sessions")
+        assert r.status_code == 200, r.text
+        return list(r.json()["sessions"])
+
+    def row(self, host: str, name: str) -> dict[str, Any] | None:
+        return next((s for s in self.sessions() if s["host"] == host and s["name"] == name),
+                    None)
+
+    def screen(self, address: str) -> httpx.Response:
+        return self.client.get(f"/api/sessions/{address.replace('/', '%2F')}/screen")
+
+
+def two_hosts_on_the_hub(hub: Hub, alpha: AwEnv, beta: AwEnv) -> HubApi:
+    hub.join(alpha, "alpha")
+    hub.join(beta, "beta")
+    beat_fast(alpha)
+    beat_fast(beta)
+    start_session(alpha, "api")
+    start_session(beta, "web")
+    api = HubApi(hub)
+    wait_for(lambda: api.row("alpha", "api") and api.row("beta", "web"), 90,
+             "both hosts' sessions listed by the hub's API", on_timeout=hub.log)
+    return api

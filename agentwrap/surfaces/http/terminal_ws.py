@@ -34,9 +34,13 @@ after ``[serve] takeover_idle_s`` without a key; the server says so with
 ``{"type": "takeover", "on": false, "reason": ...}``. Keys sent without a
 take-over are refused, never typed.
 
-Close codes as :mod:`.ws`'s, and 4409 for a session whose terminal a page
-cannot have (another host's, a pty session's, an ended one): the reason says
-which.
+Close codes as :mod:`.ws`'s, 4409 for a session whose terminal a page
+cannot have (another host's on a host's own ``serve``, a pty session's, an
+ended one): the reason says which, and 1013 (try again) on the hub for
+another host's session whose host it cannot reach now. On the hub, another
+host's session streams and types through that host's link
+(:mod:`agentwrap.service.remote_terminal`), the same frames, pacing and
+take-over.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ import anyio
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ...errors import AgentExited, AgentwrapError, SessionNotFound
+from ...errors import AgentExited, AgentwrapError, HostUnreachable, SessionNotFound
 from ...service import Service
 from .pool import ServicePool
 from .ws import BAD_REQUEST, NOT_FOUND, authenticated
@@ -56,12 +60,13 @@ from .ws import BAD_REQUEST, NOT_FOUND, authenticated
 FRAME_S = 0.02  # how often the pane is looked at at most while a page watches: the frame budget
 LOOK_S = 0.5  # a look this often even when the pane says nothing changed
 UNAVAILABLE = 4409
+TRY_AGAIN = 1013  # another host's session whose host the hub cannot reach now: the page retries
 AHEAD = 3  # screen frames a pacing page may have not yet taken in
 MAX_FRAME_CHARS = 200_000  # a client frame larger than this is not a person's keys
 
 if TYPE_CHECKING:
-    from ...service.takeover import Takeover
-    from ...terminal.live import Frame, LivePane
+    from ...terminal.live import Frame, PagePane
+    from ...terminal.takeover import Keyboard
 
 
 async def serve(websocket: WebSocket) -> None:
@@ -74,7 +79,8 @@ async def serve(websocket: WebSocket) -> None:
     try:
         pane = await run_in_threadpool(pool.call, Service.live_pane, address)
     except AgentwrapError as exc:
-        code = NOT_FOUND if isinstance(exc, SessionNotFound) else UNAVAILABLE
+        code = NOT_FOUND if isinstance(exc, SessionNotFound) else \
+            TRY_AGAIN if isinstance(exc, HostUnreachable) else UNAVAILABLE
         await websocket.close(code=code, reason=exc.message[:120])
         return
     await _Page(websocket, pool, address, pane, paced=first.get("acks") is True).run()
@@ -82,7 +88,7 @@ async def serve(websocket: WebSocket) -> None:
 
 class _Page:
     def __init__(self, websocket: WebSocket, pool: ServicePool, address: str,
-                 pane: LivePane, paced: bool = False) -> None:
+                 pane: PagePane, paced: bool = False) -> None:
         self.ws = websocket
         self.paced = paced
         self.sent = 0  # the last screen frame's seq
@@ -91,7 +97,7 @@ class _Page:
         self.pool = pool
         self.address = address
         self.pane = pane
-        self.takeover: Takeover | None = None
+        self.takeover: Keyboard | None = None
         self.idle_s: float = websocket.app.state.takeover_idle_s
         client = websocket.client
         self.client = f"{client.host}:{client.port}" if client else "?"
@@ -128,6 +134,9 @@ class _Page:
                 except AgentExited as exc:
                     await self._send(type="ended", reason=exc.message)
                     return
+                except AgentwrapError as exc:  # another host's, through the hub: its link went
+                    await self.ws.close(code=TRY_AGAIN, reason=exc.message[:120])
+                    return
                 out = repaint(prev, frame)
                 if out:
                     self.sent += 1
@@ -140,7 +149,14 @@ class _Page:
                 # a look every FRAME_S at most (a burst between two is one frame), and only
                 # once the pane says it changed (or LOOK_S passed: sizes, the idle take-over)
                 await anyio.sleep(max(0.0, began + FRAME_S - anyio.current_time()))
-                seen = await run_in_threadpool(self.pane.wait_change, seen, LOOK_S)
+                try:
+                    seen = await run_in_threadpool(self.pane.wait_change, seen, LOOK_S)
+                except AgentExited as exc:
+                    await self._send(type="ended", reason=exc.message)
+                    return
+                except AgentwrapError as exc:
+                    await self.ws.close(code=TRY_AGAIN, reason=exc.message[:120])
+                    return
         except (WebSocketDisconnect, RuntimeError, OSError):
             return
 

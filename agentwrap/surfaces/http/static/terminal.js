@@ -181,7 +181,8 @@
         say(ev.code === 4409 ? '' : (ev.reason || ''));
         return;
       }
-      say('reconnecting…');
+      // 1013: another host's session whose host the hub cannot reach now (the reason says since when)
+      say(ev.reason ? `reconnecting… (${ev.reason})` : 'reconnecting…');
       st.retry = setTimeout(() => { if (st.name === name) connect(name); }, 1000);
     };
   }
