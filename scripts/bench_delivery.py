@@ -272,12 +272,16 @@ def bench_session(backend: str, work: Path, env: dict[str, str], n: int, size: i
             "--name", name, "--cols", str(COLS), "--rows", str(ROWS)]
     proc: subprocess.Popen[bytes] | None = None
     log = open(work / f"run-{backend}.log", "wb")  # noqa: SIM115 - closed in finally
+    # a project folder each: the second session of one folder gets the first's handoff at its
+    # start (a startup message awaiting its ACK), which the first message measured then shares
+    project = work / f"project-{backend}"
+    project.mkdir(exist_ok=True)
     if backend == "pty":
         proc = subprocess.Popen([*base, "--", *agent], stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=log, env=env, cwd=str(aw_root), start_new_session=True)
+                                stderr=log, env=env, cwd=str(project), start_new_session=True)
     else:
         subprocess.run([*base, "--detach", "--", *agent], stdin=subprocess.DEVNULL, stdout=log,
-                       stderr=log, env=env, cwd=str(aw_root), check=True, timeout=30)
+                       stderr=log, env=env, cwd=str(project), check=True, timeout=30)
     stamps = Stamps(stamp_file)
     limits = QueueLimits(rate_per_minute=100000, max_pending_per_session=1000, max_pending_total=10000)
     store = SQLiteMessageStore(paths.db_path, limits)

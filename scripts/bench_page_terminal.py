@@ -141,8 +141,94 @@ def load_avg() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
 
+class Front:
+    """What the page logs in to and who runs the streamer's session: this
+    host's ``agentwrap serve``, or (``--hub``) an ``agentwrap hub`` with one
+    joined host whose supervisor host runs it, the page reaching its pane
+    through the host's link."""
+
+    def __init__(self, work: Path, env: dict[str, str], hub: bool) -> None:
+        self.work, self.env, self.hub = work, env, hub
+        self.procs: list[subprocess.Popen[str]] = []
+        self.flags: tuple[str, ...] = ()
+        self.front_env = env  # who serves the page: serve's (this host), or the hub's
+        self.row = '#session-list li[data-session="{name}"] button'
+        self.url = ""
+
+    def cli(self, *a: str, env: dict[str, str] | None = None,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agentwrap", *a], env=env or self.env,
+                              text=True, capture_output=True, check=True, cwd=self.work,
+                              input=stdin)
+
+    def start(self) -> None:
+        if not self.hub:
+            serve = subprocess.Popen([sys.executable, "-m", "agentwrap", "serve", "--port", "0"],
+                                     env=self.env, cwd=self.work, stdout=subprocess.PIPE,
+                                     stderr=(self.work / "serve.log").open("w"), text=True)
+            self.procs.append(serve)
+            assert serve.stdout is not None
+            self.url = serve.stdout.readline().split("listening on ", 1)[1].split()[0]
+            return
+        from support.hub_kit import free_port, make_cert, spki_pin
+
+        cert = make_cert(self.work / "tls")
+        hub_work = self.work / "hb"
+        hub_work.mkdir()
+        self.front_env = isolated_env(hub_work, UNDER_TEST)
+        port = free_port()
+        self.url = f"https://127.0.0.1:{port}"
+        self.procs.append(subprocess.Popen(
+            [sys.executable, "-m", "agentwrap", "hub", "--listen", f"127.0.0.1:{port}",
+             "--tls-cert", str(cert.cert), "--tls-key", str(cert.key)], env=self.front_env,
+            cwd=hub_work, stdout=subprocess.DEVNULL, stderr=(self.work / "hub.log").open("w"),
+            text=True))
+        import ssl
+        import urllib.request
+
+        ctx = ssl.create_default_context(cafile=str(cert.ca))
+
+        def healthy() -> bool:
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", context=ctx, timeout=2) as r:
+                    return bool(r.status == 200)
+            except OSError:
+                return False
+
+        wait_until(healthy, 60, "the hub's /healthz", poll=0.2)
+        code = self.cli("hub", "invite", "alpha", "--tls-cert", str(cert.cert), "--ttl", "600",
+                        env=self.front_env).stdout.strip()
+        self.cli("join", self.url, "--host", "alpha", stdin=code + "\n")
+        self.procs.append(subprocess.Popen(
+            [sys.executable, "-m", "agentwrap", "_host"], env=self.env, cwd="/",
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, text=True))
+        wait_until(lambda: (self.work / "r" / "agentwrap" / "host.sock").exists()
+                   or any((self.work / "r").rglob("host.sock")), 120, "the supervisor host")
+        self.flags = (f"--ignore-certificate-errors-spki-list={spki_pin(cert.cert)}",)
+        self.row = '#session-list li[data-host="alpha"][data-session="{name}"] button'
+
+    def link(self) -> str:
+        return self.cli("token", "--link", "--url", self.url, env=self.front_env).stdout.strip()
+
+    def cpu_pid(self) -> int:
+        return self.procs[0].pid  # serve, or the hub
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(60)  # at a load of 25 a serve can take more than 10 s to go
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.front_env is not self.env:
+            teardown_agentwrap(self.front_env, str(self.work))
+
+
 def measure(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
-    """One serve from ``tree``: latency, bytes, serve CPU; then page CPU with --pages sessions."""
+    """One serve (or hub and host) from ``tree``: latency, bytes, serve CPU;
+    then page CPU with --pages sessions."""
     from support.browser import chromium
 
     work = Path(tempfile.mkdtemp(prefix="awpt-"))
@@ -152,34 +238,29 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
     streamer.write_text(STREAMER)
     marks_log.touch()
     keys_log.touch()
-
-    def cli(*a: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "agentwrap", *a], env=env, text=True,
-                              capture_output=True, check=True, cwd=work)
+    front = Front(work, env, args.hub)
+    cli = front.cli
 
     def start_streaming(name: str) -> None:
         subprocess.run(["tmux", "-S", str(next((work / "r").rglob(f"tmux/{name}.sock"))),
                         "send-keys", "-t", f"={name}:0.0", "-H", "07"], check=True)
 
-    serve = None
-    res: dict[str, Any] = {"nproc": os.cpu_count(), "load_before": load_avg()}
+    res: dict[str, Any] = {"nproc": os.cpu_count(), "load_before": load_avg(),
+                           "through": "hub" if args.hub else "serve"}
     try:
+        front.start()
         cli("run", "--detach", "--name", "st", "--cols", "120", "--rows", "40", "--",
             sys.executable, str(streamer), str(marks_log), str(keys_log), str(args.mark_ms / 1000),
             str(args.filler_ms / 1000), str(args.marks))
-        serve = subprocess.Popen([sys.executable, "-m", "agentwrap", "serve", "--port", "0"], env=env,
-                                 cwd=work, stdout=subprocess.PIPE, stderr=(work / "serve.log").open("w"),
-                                 text=True)
-        assert serve.stdout is not None
-        url = serve.stdout.readline().split("listening on ", 1)[1].split()[0]
-        link = cli("token", "--link", "--url", url).stdout.strip()
-        browser = chromium("bench-page-terminal")
+        browser = chromium("bench-page-terminal", flags=front.flags)
         page = next(browser)
         try:
             d = page.driver
-            page.open(link)
+            page.open(front.link())
             page.wait(lambda: page.shown("#main") and page.text("#conn") == "live", "logged in")
-            page.click('#session-list li[data-session="st"] button')
+            row = front.row.format(name="st")
+            page.wait(lambda: page.one(row), "the session listed", timeout=60)
+            page.click(row)
             page.wait(lambda: "streamer ready" in d.execute_script("return agentwrapTerminal.text()"),
                       "the live terminal")
 
@@ -202,12 +283,12 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
             # 1 and 3. stream, and see the marks drawn
             d.execute_script(WATCH)
             w0 = d.execute_script("return [agentwrapTerminal.stats.wire, agentwrapTerminal.stats.frames]")
-            c0, t0 = cpu_s(serve.pid), time.monotonic()
+            c0, t0 = cpu_s(front.cpu_pid()), time.monotonic()
             start_streaming("st")
             wait_until(lambda: len(marks_log.read_text().splitlines()) >= args.marks, 600, "the marks",
                        poll=0.2)
             time.sleep(0.5)
-            t1, c1 = time.monotonic(), cpu_s(serve.pid)
+            t1, c1 = time.monotonic(), cpu_s(front.cpu_pid())
             w1 = d.execute_script("return [agentwrapTerminal.stats.wire, agentwrapTerminal.stats.frames]")
             seen = d.execute_script("return window.__seen")
             written = {int(n): float(t) for n, t in (x.split() for x in marks_log.read_text().splitlines())}
@@ -219,26 +300,19 @@ def measure(tree: Path, args: argparse.Namespace) -> dict[str, Any]:
             res["frames_per_s"] = round((w1[1] - w0[1]) / (t1 - t0), 1)
             res["serve_cpu_pct"] = round(100 * (c1 - c0) / (t1 - t0), 1)
             if args.pages:
-                res["pages"] = page_cpu(page, cli, start_streaming, serve.pid, streamer, work, url,
-                                        args)
+                res["pages"] = page_cpu(page, cli, front, start_streaming, streamer, work, args)
         finally:
             browser.close()
     finally:
-        if serve is not None:
-            serve.send_signal(signal.SIGTERM)
-            try:
-                serve.wait(60)  # at a load of 25 a serve can take more than 10 s to go
-            except subprocess.TimeoutExpired:
-                serve.kill()
-                serve.wait()
+        front.stop()
         teardown_agentwrap(env, str(work))
         shutil.rmtree(work, ignore_errors=True)
     res["load_after"] = load_avg()
     return res
 
 
-def page_cpu(page: Any, cli: Any, start_streaming: Any, serve_pid: int, streamer: Path, work: Path,
-             url: str, args: argparse.Namespace) -> dict[str, Any]:
+def page_cpu(page: Any, cli: Any, front: Front, start_streaming: Any, streamer: Path, work: Path,
+             args: argparse.Namespace) -> dict[str, Any]:
     """``args.pages`` streaming sessions, a window on each: Chromium's main-thread
     work per second (CDP Performance.getMetrics) and serve's CPU."""
     d = page.driver
@@ -256,11 +330,11 @@ def page_cpu(page: Any, cli: Any, start_streaming: Any, serve_pid: int, streamer
         # interface: containers on a shared machine)
         for tries in range(3):
             try:
-                d.get(cli("token", "--link", "--url", url).stdout.strip())  # a login of its own
+                d.get(front.link())  # a login of its own
                 page.wait(lambda: page.shown("#main") and page.text("#conn") == "live", "logged in")
-                page.wait(lambda n=name: page.one(f'#session-list li[data-session="{n}"] button'),
+                page.wait(lambda n=name: page.one(front.row.format(name=n)),
                           f"{name} listed", timeout=20)
-                page.click(f'#session-list li[data-session="{name}"] button')
+                page.click(front.row.format(name=name))
                 page.wait(lambda: "streamer ready" in d.execute_script(
                     "return agentwrapTerminal.text()"), f"the terminal of {name}", timeout=30)
                 break
@@ -290,6 +364,7 @@ def page_cpu(page: Any, cli: Any, start_streaming: Any, serve_pid: int, streamer
         return out
 
     wire0 = wire()
+    serve_pid = front.cpu_pid()
     (task0, script0), c0, t0 = metrics(), cpu_s(serve_pid), time.monotonic()
     time.sleep(args.cpu_s)
     (task1, script1), c1, t1 = metrics(), cpu_s(serve_pid), time.monotonic()
@@ -313,7 +388,8 @@ def page_cpu(page: Any, cli: Any, start_streaming: Any, serve_pid: int, streamer
 
 def report(label: str, res: dict[str, Any]) -> None:
     r, k = res["change_to_rendered"], res["key_to_pty"]
-    print(f"[{label}] load {res['load_before']:.1f} -> {res['load_after']:.1f} on {res['nproc']} cores")
+    print(f"[{label}] through {res.get('through', 'serve')}: load {res['load_before']:.1f} ->"
+          f" {res['load_after']:.1f} on {res['nproc']} cores")
     print(f"[{label}] screen change -> rendered: n={r['n']} p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms"
           f"  max {r['max_ms']:.1f} ms  (missed {res['marks_missed']})")
     print(f"[{label}] key in page -> pty:        n={k['n']} p50 {k['p50_ms']:.1f} ms  p99 {k['p99_ms']:.1f} ms"
@@ -338,6 +414,9 @@ def main() -> int:
     ap.add_argument("--pages", type=int, default=10, help="sessions open for page CPU (0: skip)")
     ap.add_argument("--cpu-s", type=float, default=20.0, help="how long page CPU is measured")
     ap.add_argument("--busy", action="store_true", help="keep every core busy while measuring")
+    ap.add_argument("--hub", action="store_true",
+                    help="the page on an `agentwrap hub`, the session on a joined host (its"
+                         " pane through the host's link); 'serve CPU' is the hub's")
     ap.add_argument("--json", default="")
     add_against(ap)
     args = ap.parse_args()
