@@ -80,8 +80,11 @@ def test_main_runs_the_benchmark_on_each_tree_turn_about_and_prints_the_ratios(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """A benchmark that reports the tree it measured (benchlib.UNDER_TEST)
-    and that tree's agentwrap: each tree's run saw its own."""
+    and that tree's agentwrap: each tree's run saw its own. This checkout is
+    measured in place here (``AGENTWRAP_BENCH_IN_PLACE``): built, a clean
+    checkout is HEAD's own tree and the two runs would read alike."""
     monkeypatch.setenv("AGENTWRAP_BENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("AGENTWRAP_BENCH_IN_PLACE", "1")
     script = tmp_path / "bench_toy.py"
     script.write_text(
         "import argparse, json, sys\n"
