@@ -35,6 +35,7 @@ Example::
     [host]                      # user config only; AGENTWRAP_HOST_NAME wins over name
     name = "devbox"             # default: the hostname; how the shared store names this machine
     heartbeat_s = 5.0           # a host silent for 3x this is `unreachable` to the others
+    hub_poll_s = 60.0           # joined to a hub: an idle session's look for a lost wake
 
     [container]                 # user config only: run --container NAME / --image IMAGE
     engine = "podman"           # or "docker"; default: whichever is on PATH
@@ -161,6 +162,11 @@ class HostConfig:
 
     name: str = ""
     heartbeat_s: float = 5.0
+    # joined to a hub: how often a settled session looks at the hub's queue
+    # anyway; the hub pushes a wake for every message, so this poll only finds
+    # one whose wake was lost (lower: such a message waits less; higher: a
+    # thousand idle sessions cost the hub less)
+    hub_poll_s: float = 60.0
 
 
 #: [container] engine: the container engines agentwrap runs agents in (issue 39)
@@ -535,6 +541,8 @@ def _apply(cfg: Config, data: Mapping[str, Any], where: str) -> Config:
                               f" got {changes['engine']!r}", hint="or leave it out: found on PATH")
         if section == "host" and changes.get("heartbeat_s", 1.0) < 0.1:
             raise ConfigError(f"host.heartbeat_s: must be at least 0.1, got {changes['heartbeat_s']!r}")
+        if section == "host" and changes.get("hub_poll_s", 1.0) < 1.0:
+            raise ConfigError(f"host.hub_poll_s: must be at least 1, got {changes['hub_poll_s']!r}")
         if section == "run" and changes.get("idle_tick_s", 1.0) < 0.5:
             raise ConfigError(f"run.idle_tick_s: must be at least 0.5, got {changes['idle_tick_s']!r}")
         if section == "run" and changes.get("relay", "auto") not in RELAY_MODES:

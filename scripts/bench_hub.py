@@ -12,7 +12,8 @@ How a simulated host differs from a real one: no supervisor, tmux, pty or
 agent; its sessions are names. Idle, each host does what a real host's
 link carries when every agent is idle: it reports its sessions (``register``,
 the whole set) every ``--heartbeat`` s, each session looks for work
-(``peek``) every ``--poll`` s (a real supervisor's safety poll), and the
+(``peek``) every ``--poll`` s (a real supervisor's safety poll once settled:
+``[host] hub_poll_s``, 60 s by default), and the
 host listens for the hub's ``wake`` (push-wake), on which that session looks
 at once, as a supervisor claims at once. A message is "at the stand-in" when
 that look returns it: the first byte a real agent gets is that plus the
@@ -232,15 +233,20 @@ def run_backend(name: str, url: str, args: argparse.Namespace, pg_server: Any) -
         state = work / "s" / "agentwrap"
         limits = QueueLimits(max_pending_per_session=10_000, max_pending_total=1_000_000,
                              rate_per_minute=1_000_000)
+        # the sender writes as the hub's own API does: its commits announced on the hub's bus
+        from agentwrap.paths import Paths
+
+        bus = Paths.from_env(env).events_dir
         if url:  # the sender's own connection is not counted as the hub's
             from agentwrap.hub.server import HUB_NAME
             from agentwrap.queue.pgpool import PooledPgDatabase
             from agentwrap.queue.postgres import PostgresMessageStore
 
             store: Any = PostgresMessageStore(url, host=HUB_NAME, database=PooledPgDatabase(
-                url, max_size=1, application_name="agentwrap-bench"))
+                url, max_size=1, application_name="agentwrap-bench", events_dir=bus),
+                events_dir=bus)
         else:
-            store = open_hub_store(state, url)
+            store = open_hub_store(state, url, events_dir=bus)
         store.limits = limits
         keys = hub_keys(state, store)
         names = [f"h{i:03d}" for i in range(args.hosts)]
@@ -361,7 +367,8 @@ def main() -> int:
     ap.add_argument("--hosts", type=int, default=100)
     ap.add_argument("--sessions", type=int, default=10, help="per host")
     ap.add_argument("--procs", type=int, default=4, help="load-generator processes")
-    ap.add_argument("--poll", type=float, default=10.0, help="an idle session's peek period, s")
+    ap.add_argument("--poll", type=float, default=60.0,
+                    help="an idle session's peek period, s ([host] hub_poll_s)")
     ap.add_argument("--heartbeat", type=float, default=5.0, help="a host's report period, s")
     ap.add_argument("--hot", type=int, default=10,
                     help="hosts whose s0 gets the sends and whose s1 flips its state")

@@ -60,6 +60,13 @@ def test_the_host_name_comes_from_the_environment_the_config_or_the_hostname(
     paths.config_file.write_text("[host]\nheartbeat_s = 0\n")
     with pytest.raises(ConfigError, match="heartbeat_s"):
         load_config(paths, tmp_path)
+    assert cfg.host.hub_poll_s == 60.0  # joined to a hub: a settled session's look for a lost wake
+    paths.config_file.write_text("[host]\nhub_poll_s = 5\n")
+    assert load_config(paths, tmp_path).host.hub_poll_s == 5.0
+    for bad in ("0.5", "-1", '"soon"'):  # under a second would poll a hub as hard as no wakes
+        paths.config_file.write_text(f"[host]\nhub_poll_s = {bad}\n")
+        with pytest.raises(ConfigError, match="hub_poll_s"):
+            load_config(paths, tmp_path)
     paths.config_file.write_text("")
     project = tmp_path / "proj"
     project.mkdir()

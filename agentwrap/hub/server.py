@@ -11,8 +11,9 @@ serving every other. A revoked host's links are closed within
 :data:`REVOKE_POLL_S` by the watcher, and its credential is refused from
 then on. The sessions each host reports are kept in its :class:`~.roster.Roster`.
 Push-wake: every message or answer stored for a linked host's session (by
-any writer: the store's own events, read every :data:`WAKE_POLL_S`, at once
-after a host's ``enqueue``) is pushed to each of that host's links as a
+any writer: the store's own events, read at once after a host's ``enqueue``
+or a commit announced on the hub's event bus, and every :data:`WAKE_POLL_S`
+for a writer the hub does not hear) is pushed to each of that host's links as a
 ``wake`` notification, so its supervisor claims it without polling; and
 when a host's supervisors link (again), each of its sessions with a message
 pending is woken on the new link at once (a wake sent while the link was
@@ -56,7 +57,7 @@ from ..errors import (
     LinkProtocolError,
     LinkRefused,
 )
-from ..events import announce
+from ..events import Subscription, announce
 from ..message import Status
 from ..queue import link_protocol as wire
 from ..queue.keys import SessionKeys
@@ -72,9 +73,12 @@ from .tables import PgTables, Tables
 log = logging.getLogger("agentwrap.hub")
 REVOKE_POLL_S = 0.5
 #: How often the hub reads its store's new events for the wakes it pushes
-#: (one indexed read per hub, whatever the number of hosts and sessions; a
-#: host's own ``enqueue`` on a link is pushed at once, without the wait).
-WAKE_POLL_S = 0.1
+#: when nothing told it of a commit (one indexed read per hub, whatever the
+#: number of hosts and sessions): a host's own ``enqueue`` on a link and a
+#: commit announced on the hub's bus are pushed at once, without the wait;
+#: the poll is for a writer the hub does not hear (a second hub on the same
+#: PostgreSQL).
+WAKE_POLL_S = 0.5
 SWEEP_S = 1.0  # how often the hub looks for messages past their TTL
 HUB_NAME = "hub"
 
@@ -227,9 +231,29 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
         host's session, by whatever writer (a host's link, the hub's API, a
         second hub on the same PostgreSQL), becomes one ``wake`` on each of
         that host's links. The events are the store's own, read in order from
-        where the hub started; a wake that finds no link is simply not sent
-        (the supervisor claims at its start and at its safety poll)."""
+        where the hub started, at once when a commit is announced on the
+        hub's event bus (its own API's sends, a host's enqueue) and every
+        :data:`WAKE_POLL_S` for a writer that announces nowhere the hub hears
+        (a second hub on the same PostgreSQL); a wake that finds no link is
+        simply not sent (the supervisor claims at its start and at its safety poll)."""
         after = await asyncio.to_thread(store.last_event_id)
+        loop = asyncio.get_running_loop()
+        bus = Subscription(events_dir) if events_dir is not None else None
+        if bus is not None:  # a commit announced on the hub's bus (its API's sends): look now
+
+            def heard(bus: Subscription = bus) -> None:
+                bus.drain()
+                kick.set()
+
+            loop.add_reader(bus.fileno(), heard)
+        try:
+            await _push_wakes(after)
+        finally:
+            if bus is not None:
+                loop.remove_reader(bus.fileno())
+                bus.close()
+
+    async def _push_wakes(after: int) -> None:
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(kick.wait(), WAKE_POLL_S)

@@ -207,7 +207,8 @@ def build_supervisor(
                 profile.structured, env, term.agent_pid),
             hooks=hooks, hook_questions=questions,
             trust_folder=rec.options.trust_folder,
-            timing=Timing(idle_tick_s=cfg.run.idle_tick_s),
+            timing=Timing(idle_tick_s=cfg.run.idle_tick_s,
+                          idle_poll_s=cfg.host.hub_poll_s if hub is not None else None),
             start_pending=_start_pending(start_hook),
         )
     except BaseException:

@@ -69,6 +69,9 @@ class Timing:
     settle_s: float = 6.0
     idle_tick_s: float = 10.0
     queue_poll_s: float = 1.0  # safety poll of the queue (wake-ups are the fast path)
+    # the queue's safety poll once the screen is settled, when it is not
+    # idle_tick_s: a hub's queue, which pushes a wake for every message
+    idle_poll_s: float | None = None
     max_snap_gap_s: float = 1.0  # cost-based spacing never exceeds this ...
     max_tick_s: float = 2.0  # ... nor the stretched flood tick this: one slow
     # snapshot (a busy machine, tmux starting) must not blind the supervisor
@@ -538,7 +541,8 @@ class Supervisor:
             elif turn_due is None:
                 # safety poll for the queue (a lost wake-up, a message another
                 # writer stored without one): slower once the screen is settled
-                poll = t.idle_tick_s if settled(now) else t.queue_poll_s
+                poll = ((t.idle_poll_s or t.idle_tick_s) if settled(now)
+                        else t.queue_poll_s)
                 turn_due = time.monotonic() + poll
 
     def _cleanup(self) -> None:
