@@ -214,6 +214,33 @@ def test_reports_replace_the_hosts_last_and_every_host_is_viewed(
     assert others_from(garbage, "alpha") == []  # skipped, never guessed at
 
 
+def test_a_report_like_the_last_rewrites_no_row_and_tells_nobody(
+        store: SQLMessageStore, tmp_path: Path) -> None:
+    """An idle host's report is its last one again: the hub moves the report's
+    time only (a thousand idle sessions cost one small write per report), no
+    ``session.state`` event is written, and the page is not told (nothing
+    changed); a changed state is one event with the state it had before."""
+    from agentwrap.hub.roster import Roster
+
+    roster = Roster(tmp_path / "hub-sessions.db")
+    beta = HostCalls(store, "beta", roster)
+    mine = {**_RECORD, "host": "beta"}  # as the hub keeps a report's record
+    first = roster.register("beta", [mine], 1.0, now=100.0)
+    assert first.changed and first.before == {} and first.count == 1
+    again = roster.register("beta", [dict(reversed(list(mine.items())))], 1.0, now=105.0)
+    assert not again.changed and again.before == {"api": "ready"}  # key order is no change
+    assert roster.listed(now=106.0)["hosts"][0]["reported"] == 105.0  # the beat moved
+    before = store.last_event_id()
+    call(beta, "register", sessions=[_RECORD], period_s=1.0)
+    assert not beta.roster_changed and store.last_event_id() == before
+    call(beta, "register", sessions=[{**_RECORD, "state": "busy"}], period_s=1.0)
+    assert beta.roster_changed
+    events = [e for e in store.events(after=before) if e.kind == "session.state"]
+    assert [(e.session, e.data["state"]) for e in events] == [("beta/api", "busy")]
+    gone = roster.register("beta", [], 1.0)
+    assert gone.changed and gone.count == 0 and roster.states("beta") == {}
+
+
 def test_a_store_open_on_a_host_that_never_joined_loads_no_link_code(tmp_path: Path) -> None:
     """The link file's name is one name in both modules, and a host without it
     pays nothing for the hub: the link's module (asyncio, ssl) is not imported."""

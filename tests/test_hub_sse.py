@@ -71,3 +71,47 @@ def test_a_hosts_state_change_wakes_the_hubs_event_stream(
             assert not any(line.startswith(": keepalive") for line in lines), lines
         finally:
             hub.kill()
+
+
+def test_a_hosts_reporter_reports_a_change_on_its_bus_at_once_not_at_its_period(
+        alpha: AwEnv, tmp_path: Path) -> None:
+    """The host's reporter (``report_every`` with the host's event bus, as a
+    supervisor starts it) reports when the host's registry announces a commit:
+    with a 600 s period, the new state still reaches the hub's stream before
+    its first keep-alive."""
+    from agentwrap import events
+
+    with make_aw() as aw:
+        hub = Hub(aw, make_cert(tmp_path / "tls"), store_url="").start()
+        try:
+            hub.join(alpha, "alpha")
+            client = host_client(alpha)
+            try:
+                store = HubStore(client)
+                state = {"api": "idle"}
+                alpha.paths.events_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+                store.report_every(600.0, lambda: [{"name": "api", "state": state["api"]}],
+                                   events_dir=alpha.paths.events_dir)
+
+                def reported() -> bool:
+                    hosts = store.sessions()["hosts"]
+                    return any(h["host"] == "alpha" and h["sessions"] for h in hosts)
+
+                wait_for(reported, 30, "the reporter's first report")
+                lines: list[str] = []
+                up = threading.Event()
+                reader = threading.Thread(target=read_stream, args=(hub, lines, up))
+                reader.start()
+                wait_for(up.is_set, 30, "the stream open")
+                state["api"] = "busy"
+                events.announce(alpha.paths.events_dir)  # as the registry does at a commit
+                reader.join(60)
+            finally:
+                store.close()
+                client.close()
+            states = [json.loads(line[6:])["data"]["state"] for line in lines
+                      if line.startswith("data: ")]
+            assert states == ["busy"], lines
+            assert not any(line.startswith(": keepalive") for line in lines), lines
+        finally:
+            hub.kill()

@@ -25,6 +25,7 @@ import contextlib
 import json
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +37,27 @@ MAX_SESSIONS = 1000
 MAX_RECORD_BYTES = 64 * 1024
 
 
+@dataclass(frozen=True)
+class Reported:
+    """What one report did: how many sessions it keeps, each one's state word
+    as the host's report before it had it (a new name is absent), and whether
+    any row changed (the hub's page is told only then)."""
+
+    count: int
+    before: Mapping[str, str]
+    changed: bool
+
+
+def _state(record: str) -> str:
+    return str(json.loads(record).get("state", ""))
+
+
 class Roster:
     """Each host's last reported sessions (see the module)."""
 
     def __init__(self, where: Path | Tables) -> None:
-        self.tables = SQLiteTables(where) if isinstance(where, Path) else where
+        # a host reports again every few seconds: the file need not be synced at each
+        self.tables = SQLiteTables(where, durable=False) if isinstance(where, Path) else where
         self.reports = self.tables.prefix + "reports"
         self.sessions = self.tables.prefix + "sessions"
         with self._db() as db:
@@ -53,26 +70,42 @@ class Roster:
         return self.tables.transaction()
 
     def register(self, host: str, records: Sequence[Mapping[str, Any]], period_s: float,
-                 now: float | None = None) -> int:
+                 now: float | None = None) -> Reported:
         """Replace ``host``'s sessions by ``records`` (already scoped to it:
-        :meth:`~.scope.HostCalls._register`); how many are kept."""
+        :meth:`~.scope.HostCalls._register`), in one transaction that rewrites
+        only the rows that changed: a host reports every few seconds, and an
+        idle host's report is the last one again (a thousand idle sessions
+        then cost the hub one small write per report, not a rewrite of all)."""
         now = time.time() if now is None else now
-        rows = {str(r["name"]): json.dumps(dict(r)) for r in records}  # a name once: the last
+        rows = {str(r["name"]): json.dumps(dict(r), sort_keys=True)
+                for r in records}  # a name once: the last
         with self._db() as db:
-            db.execute(f"DELETE FROM {self.sessions} WHERE host = ?", (host,))
+            had = dict(db.execute(f"SELECT name, record FROM {self.sessions} WHERE host = ?",
+                                  (host,)).fetchall())
+            for name in had.keys() - rows.keys():
+                db.execute(f"DELETE FROM {self.sessions} WHERE host = ? AND name = ?",
+                           (host, name))
             for name, record in rows.items():
-                db.execute(f"INSERT INTO {self.sessions} VALUES (?, ?, ?)", (host, name, record))
-            db.execute(f"DELETE FROM {self.reports} WHERE host = ?", (host,))
-            db.execute(f"INSERT INTO {self.reports} VALUES (?, ?, ?)",
-                       (host, now, float(period_s)))
-        return len(rows)
+                if name not in had:
+                    db.execute(f"INSERT INTO {self.sessions} VALUES (?, ?, ?)",
+                               (host, name, record))
+                elif had[name] != record:
+                    db.execute(f"UPDATE {self.sessions} SET record = ? WHERE host = ? AND name = ?",
+                               (record, host, name))
+            first = not db.execute(f"UPDATE {self.reports} SET reported = ?, period_s = ?"
+                                   " WHERE host = ?", (now, float(period_s), host)).rowcount
+            if first:
+                db.execute(f"INSERT INTO {self.reports} VALUES (?, ?, ?)",
+                           (host, now, float(period_s)))
+        before = {name: _state(record) for name, record in had.items()}
+        return Reported(count=len(rows), before=before, changed=first or had != rows)
 
     def states(self, host: str) -> dict[str, str]:
         """Each of ``host``'s reported sessions' state word, as last reported."""
         with self._db() as db:
             rows = db.execute(f"SELECT name, record FROM {self.sessions} WHERE host = ?", (host,)
                               ).fetchall()
-        return {name: str(json.loads(record).get("state", "")) for name, record in rows}
+        return {name: _state(record) for name, record in rows}
 
     def forget(self, host: str) -> None:
         """Drop ``host``'s rows (it was revoked)."""

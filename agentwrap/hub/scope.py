@@ -79,6 +79,7 @@ class HostCalls:
         self.roster = roster
         self.remote = remote  # the hub's requests to the other hosts (``relay``)
         self.last_method = ""  # the last frame's method (the hub pushes an enqueue's wake)
+        self.roster_changed = False  # the last frame changed the roster (the page is told)
 
     # --- the scope rule --------------------------------------------------------------
 
@@ -129,7 +130,7 @@ class HostCalls:
         if not isinstance(method, str) or not isinstance(call_id, int | str) \
                 or not isinstance(params, dict):
             raise LinkProtocolError("a frame on the link is not a JSON-RPC 2.0 request")
-        self.last_method = method
+        self.last_method, self.roster_changed = method, False
         if method not in wire.METHODS:
             return wire.error(call_id, wire.NO_METHOD, f"no method {method[:64]!r} in"
                               f" {wire.PROTOCOL}")
@@ -323,11 +324,10 @@ class HostCalls:
             if len(json.dumps(out)) > MAX_RECORD_BYTES:
                 raise LinkProtocolError(f"a reported session is at most {MAX_RECORD_BYTES} bytes")
             kept.append(out)
-        roster = self._roster()
-        before = roster.states(self.host)
-        count = roster.register(self.host, kept, period)
-        self._state_events(before, kept)
-        return count
+        reported = self._roster().register(self.host, kept, period)
+        self.roster_changed = reported.changed
+        self._state_events(reported.before, kept)
+        return reported.count
 
     def _state_events(self, before: Mapping[str, str], kept: list[dict[str, Any]]) -> None:
         """A ``session.state`` event on the hub's store for each reported session

@@ -360,7 +360,7 @@ def create_hub_app(store: SQLMessageStore, keys: HubKeys, pin: str,
                     await ws.send_text(reply)
                 if calls.last_method == "enqueue":
                     kick.set()
-                elif calls.last_method == "register" and events_dir is not None:
+                elif calls.roster_changed and events_dir is not None:  # a report that changed
                     await asyncio.to_thread(announce, events_dir)  # its states: on the page now
         except (WebSocketDisconnect, RuntimeError, KeyError):
             return

@@ -58,13 +58,20 @@ class SQLiteTables:
     blob = "BLOB"
     prefix = ""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, durable: bool = True) -> None:
         self.path = path
+        self.durable = durable  # False: a commit is not synced to disk (a cache of reports)
+        self._wal = False
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Conn]:
         db = sqlite3.connect(self.path, timeout=10, isolation_level=None)
         try:
+            if not self.durable:  # WAL, synced at checkpoints: a crash of the hub loses
+                if not self._wal:  # nothing, a crash of the machine the last reports
+                    db.execute("PRAGMA journal_mode=WAL")
+                    self._wal = True
+                db.execute("PRAGMA synchronous=NORMAL")
             db.execute("BEGIN IMMEDIATE")
             try:
                 yield db  # type: ignore[misc]  # sqlite3's cursor has the Cursor's methods

@@ -50,6 +50,7 @@ import os
 import random
 import ssl
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +64,7 @@ from ..errors import (
     LinkRefused,
     QueueError,
 )
-from ..events import Event
+from ..events import Event, Subscription
 from ..message import Attempt, Kind, Message, NewMessage, Phase, Priority, Source, Status
 from . import link_protocol as wire
 from .store import QueueMetrics, SenderLimit
@@ -72,6 +73,9 @@ LINK_FILE = "hub-link.json"
 #: How long closing a link waits for a hub request it is running to be answered (the
 #: hub's ``stop`` of this link's own session ends the supervisor that holds the link).
 SERVING_GRACE_S = 10.0
+#: After this host's bus announces a change, how long the reporter waits for
+#: more before reporting (a state and its question are one report).
+REPORT_COALESCE_S = 0.02
 log = logging.getLogger("agentwrap.link")
 
 
@@ -466,6 +470,18 @@ def shared_client(link: HubLink,
         return client
 
 
+def _subscribed(events_dir: Path | None) -> Subscription | None:
+    """A subscription to this host's bus, or None (none given, or its folder
+    is not there: the reports then keep to their period)."""
+    if events_dir is None:
+        return None
+    try:
+        return Subscription(events_dir)
+    except (OSError, AgentwrapError) as exc:  # a folder that is not ours: no subscription
+        log.debug("the reporter hears no changes on %s: %s", events_dir, type(exc).__name__)
+        return None
+
+
 def _words(values: Collection[Any] | None) -> list[Any] | None:
     return None if values is None else [wire.to_wire(v) for v in values]
 
@@ -649,25 +665,51 @@ class HubStore:
         return out
 
     def report_every(self, period_s: float,
-                     snapshot: Callable[[], Sequence[Mapping[str, Any]]]) -> None:
+                     snapshot: Callable[[], Sequence[Mapping[str, Any]]],
+                     events_dir: Path | None = None) -> None:
         """Report ``snapshot()`` every ``period_s`` while this store is open
         (a daemon thread; a report that fails waits for the next period: the
-        hub judges a host by its last report, so nothing is queued up)."""
+        hub judges a host by its last report, so nothing is queued up), and,
+        with ``events_dir`` (this host's event bus), also at once when this
+        host's registry commits a change (a session's new state reaches the
+        hub's page in milliseconds, not at the next period)."""
         if self._reporter is not None:
             return
 
         def run() -> None:
-            while not self._closed.is_set():
-                if self.client.wait_up(period_s) and not self._closed.is_set():
-                    try:
-                        self.register(snapshot(), period_s)
-                    except (AgentwrapError, OSError, ValueError) as exc:  # the next period again
-                        log.debug("reporting this host's sessions failed: %s",
-                                  type(exc).__name__)
-                self._closed.wait(period_s)
+            sub = _subscribed(events_dir)
+            try:
+                while not self._closed.is_set():
+                    if self.client.wait_up(period_s) and not self._closed.is_set():
+                        try:
+                            self.register(snapshot(), period_s)
+                        except (AgentwrapError, OSError, ValueError) as exc:  # the next period
+                            log.debug("reporting this host's sessions failed: %s",
+                                      type(exc).__name__)
+                    self._until_next_report(sub, period_s)
+            finally:
+                if sub is not None:
+                    sub.close()
 
         self._reporter = threading.Thread(target=run, name="agentwrap-hub-report", daemon=True)
         self._reporter.start()
+
+    def _until_next_report(self, sub: Subscription | None, period_s: float) -> None:
+        """Wait out ``period_s``, or (``sub``) until this host's bus announces a
+        change, then :data:`REPORT_COALESCE_S` more so a burst of commits (a
+        state and its question) is one report."""
+        if sub is None:
+            self._closed.wait(period_s)
+            return
+        deadline = time.monotonic() + period_s
+        while not self._closed.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if sub.wait(min(left, 1.0)):  # 1 s: a closing store is seen soon
+                self._closed.wait(REPORT_COALESCE_S)
+                sub.drain()
+                return
 
     def close(self) -> None:
         if self._closed.is_set():

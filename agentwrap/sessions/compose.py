@@ -136,7 +136,8 @@ def build_supervisor(
     if hub is not None:  # the hub learns this host's sessions from its reports
         from .linked import reporter
 
-        hub.report_every(cfg.host.heartbeat_s, reporter(paths.db_path, hub.host))
+        hub.report_every(cfg.host.heartbeat_s, reporter(paths.db_path, hub.host),
+                         events_dir=paths.events_dir)
     store: MessageStore = hub or configured_store(paths.db_path, cfg,
                                                   events_dir=paths.events_dir)
     store.listen(wake=_woken_by_other_hosts(paths))

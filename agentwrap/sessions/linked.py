@@ -47,6 +47,7 @@ def record_from_report(data: Mapping[str, Any], host: str, seen: HostSeen) -> Se
     d["options"] = SessionOptions.from_json(dict(d.get("options") or {}))
     d["command"] = [str(c) for c in d.get("command") or ()]
     d["host"] = host
+    d.setdefault("heartbeat", seen.heartbeat)  # not reported: the host's last report is its beat
     return SessionRecord(**d, seen=seen)
 
 
@@ -150,15 +151,22 @@ class LinkedRegistry(Registry):
         return None if sep and host != self.host else name
 
 
+#: What a report leaves out of a record: the supervisor's beat changes at every
+#: beat, and the hub judges a host by its reports' times (so an idle host's
+#: report is its last one again, which the hub stores as one small write).
+UNREPORTED = frozenset({"heartbeat"})
+
+
 def reporter(path: Path, host: str) -> Callable[[], Sequence[Mapping[str, Any]]]:
     """What this host reports to its hub (``register``): its running
-    sessions' records, read from its own registry at ``path`` (opened on the
-    first report, in the reporting thread)."""
+    sessions' records but :data:`UNREPORTED`, read from its own registry at
+    ``path`` (opened on the first report, in the reporting thread)."""
     opened: builtins.list[Registry] = []
 
     def snapshot() -> Sequence[Mapping[str, Any]]:
         if not opened:
             opened.append(Registry(path, host=host))
-        return [{**r.to_json(), "host": host} for r in opened[0].list()]
+        return [{**{k: v for k, v in r.to_json().items() if k not in UNREPORTED},
+                 "host": host} for r in opened[0].list()]
 
     return snapshot
