@@ -100,13 +100,6 @@ class Roster:
         before = {name: _state(record) for name, record in had.items()}
         return Reported(count=len(rows), before=before, changed=first or had != rows)
 
-    def states(self, host: str) -> dict[str, str]:
-        """Each of ``host``'s reported sessions' state word, as last reported."""
-        with self._db() as db:
-            rows = db.execute(f"SELECT name, record FROM {self.sessions} WHERE host = ?", (host,)
-                              ).fetchall()
-        return {name: _state(record) for name, record in rows}
-
     def forget(self, host: str) -> None:
         """Drop ``host``'s rows (it was revoked)."""
         with self._db() as db:
