@@ -316,34 +316,40 @@ def test_steer_is_off_high_or_all(tmp_path: Path) -> None:
 
 class _StandInServer:
     """A scripted app-server on a unix socket (WebSocket, JSON-RPC as Codex
-    0.169.0 speaks it): the handshake, and one idle thread, ``th-1``."""
+    0.169.0 speaks it): the handshake, and one thread, ``th-1``, of status
+    ``status`` (idle), loaded from the ``hidden``-th ``thread/loaded/list`` on
+    (the first ones list none: the TUI's thread not loaded yet)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, status: str = "idle", hidden: int = 0) -> None:
         import threading
 
         from websockets.sync.server import unix_serve
 
+        self.status, self.hidden = status, hidden
+        self.lists = 0  # thread/loaded/list requests answered
         self.server = unix_serve(self._serve, str(path))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
-    @staticmethod
-    def _serve(conn: Any) -> None:
+    def _serve(self, conn: Any) -> None:
         import json
 
         from websockets.exceptions import ConnectionClosed
 
         answers: dict[str, Any] = {
             "initialize": {"codexHome": "/nowhere"},
-            "thread/loaded/list": {"data": [THREAD]},
             "thread/read": {"thread": {"id": THREAD, "ephemeral": False,
-                                       "status": {"type": "idle"}}},
+                                       "status": {"type": self.status}}},
             "thread/resume": {"thread": {"id": THREAD}},
         }
         try:
             for raw in conn:
                 msg = json.loads(raw)
-                if "id" in msg and msg.get("method") in answers:
+                if msg.get("method") == "thread/loaded/list":
+                    self.lists += 1
+                    loaded = [THREAD] if self.lists > self.hidden else []
+                    conn.send(json.dumps({"id": msg["id"], "result": {"data": loaded}}))
+                elif "id" in msg and msg.get("method") in answers:
                     conn.send(json.dumps({"id": msg["id"], "result": answers[msg["method"]]}))
         except ConnectionClosed:
             pass
@@ -381,6 +387,55 @@ def test_the_server_takes_the_messages_while_it_lives_and_typing_only_once_it_is
         server.stop()
         gone.close()
         waiting.close()
+
+
+def test_a_thread_not_loaded_when_the_connection_looked_is_found_later(tmp_path: Path) -> None:
+    """The connection's first look found no thread (the TUI's not loaded yet,
+    and its ``thread/started`` went by before the connection listened): it
+    looks again while connected, and the server's channel works, instead of
+    the session's messages waiting for it to be declared dead."""
+    from support.waiting import wait_for
+
+    from agentwrap.app_server.delivery import server_takes
+    from agentwrap.app_server.state import AppServerState
+    from agentwrap.delivery.handover import CONSUMABLE_KINDS
+
+    sock = tmp_path / "s.sock"
+    server = _StandInServer(sock, hidden=2)
+    state = AppServerState(sock)
+    try:
+        assert state.status() is None and state.thread_id is None  # the first look: none
+        wait_for(lambda: state.status() is not None, 10, "the thread found by a later look")
+        assert state.status() == ThreadStatus(THREAD, "idle", ()) and server.lists >= 3
+        assert server_takes(state) == CONSUMABLE_KINDS and not state.dead()
+    finally:
+        state.close()
+        server.stop()
+
+
+@pytest.mark.parametrize("status", ["notLoaded", "systemError"])
+def test_a_thread_status_nothing_can_be_sent_on_is_the_server_unusable(
+        tmp_path: Path, status: str) -> None:
+    """A status that is neither idle nor active: the server's delivery sends
+    nothing on it and the screen decides the state, so it counts as unusable:
+    once it lasts ``dead_after_s`` typing takes the messages (before, they
+    waited for a status change that never came)."""
+    from support.waiting import wait_for
+
+    from agentwrap.app_server.delivery import server_takes
+    from agentwrap.app_server.state import AppServerState
+
+    sock = tmp_path / "s.sock"
+    server = _StandInServer(sock, status=status)
+    state = AppServerState(sock, dead_after_s=0.3)
+    try:
+        wait_for(lambda: state.status() is not None, 10, "the thread read")
+        assert state.status() == ThreadStatus(THREAD, status, ()) and state.read() is None
+        wait_for(state.dead, 10, "the unusable server declared dead")
+        assert server_takes(state) == frozenset()
+    finally:
+        state.close()
+        server.stop()
 
 
 def test_a_message_too_long_for_one_block_goes_alone_and_whole_not_left_behind(

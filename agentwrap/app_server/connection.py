@@ -23,6 +23,7 @@ from ..errors import AppServerError
 from .threads import PersonsThread
 
 RECONNECT_EVERY_S = 2.0
+FIND_EVERY_S = 1.0  # connected, no thread known: the loaded threads looked at this often
 SUBSCRIBE_EVERY_S = 1.0  # thread/resume fails until the thread's first turn has started
 SUBSCRIBE_RETRY_S = 0.05  # after a turn started: tries this often ...
 SUBSCRIBE_FOR_S = 5.0  # ... for this long (then the supervisor's look retries each second)
@@ -43,6 +44,8 @@ class Connection:
         self.problem: str | None = None  # why the server is not read (None: it is)
         self._subscribed: AppServerClient | None = None  # the connection thread/resume took on
         self._next_subscribe = 0.0
+        self._next_find = 0.0  # the next look for the person's thread while none is known
+        self._refused: str | None = None  # the thread whose thread/resume was refused (logged)
         self._sub_lock = threading.Lock()  # one thread/resume at a time
         self._kick = threading.Event()  # a turn started: subscribe now (the subscriber thread)
         self._closing = threading.Event()
@@ -61,9 +64,11 @@ class Connection:
     def client(self) -> AppServerClient | None:
         """The live connection, connecting (again) when it is due; None when the
         server cannot be reached (the screen decides meanwhile)."""
-        if self._client is not None and not self._client.closed:
-            return self._client
         now = time.monotonic()
+        if self._client is not None and not self._client.closed:
+            if self.threads.thread_id is None and now >= self._next_find:
+                self._find(self._client, now)  # the look at connection time found none
+            return self._client
         if now < self._next_try:
             return None
         self._next_try = now + RECONNECT_EVERY_S
@@ -80,13 +85,24 @@ class Connection:
         client.on_message(self.heard)
         self._client = client
         self.problem = None
+        self._refused = None
+        self._find(client, now)
+        if self.threads.turned:  # a thread with turns: subscribe on the new connection at once
+            self.wake_subscriber()
+        return client
+
+    def _find(self, client: AppServerClient, now: float) -> None:
+        """The person's thread among the server's, looked for again every
+        :data:`FIND_EVERY_S` while none is known: a look that failed (a
+        request timed out on a loaded machine) or came before the TUI's thread
+        was loaded, whose ``thread/started`` went by before this connection
+        listened, left the thread unknown for good (the session's messages
+        waited for the server to be declared dead)."""
+        self._next_find = now + FIND_EVERY_S
         try:
             self.threads.find(client)
         except AppServerError as exc:
             _log.info("codex app-server: no thread yet (%s)", exc)
-        if self.threads.turned:  # a thread with turns: subscribe on the new connection at once
-            self.wake_subscriber()
-        return client
 
     def subscribe(self, client: AppServerClient) -> None:
         """From the supervisor's look: ``thread/resume`` on this connection once
@@ -114,7 +130,9 @@ class Connection:
             try:
                 client.resume(thread_id)
             except AppServerError as exc:
-                _log.info("codex app-server: not subscribed to %s yet (%s)", thread_id, exc)
+                if self._refused != thread_id:  # once a thread: it is refused till its first turn
+                    _log.info("codex app-server: not subscribed to %s yet (%s)", thread_id, exc)
+                self._refused = thread_id
                 return False
             if self.threads.thread_id != thread_id:  # the TUI moved meanwhile: that one next
                 return False
@@ -151,4 +169,4 @@ class Connection:
             self._client.close()
 
 
-__all__ = ["RECONNECT_EVERY_S", "Connection"]
+__all__ = ["FIND_EVERY_S", "RECONNECT_EVERY_S", "Connection"]

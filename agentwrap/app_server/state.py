@@ -44,6 +44,10 @@ DEAD_AFTER_S = 20.0
 #: How long a dialog on screen is not read as the question while the server says an
 #: approval waits and its request has not reached agentwrap: then the screen decides.
 DUE_S = 3.0
+#: The thread statuses the server's channel works in: a turn can be started
+#: (``idle``) or is running (``active``). Any other (``notLoaded``,
+#: ``systemError``) is the server's channel unusable, as an unknown status is.
+USABLE = frozenset({"idle", "active"})
 
 
 class AppServerState:
@@ -118,7 +122,9 @@ class AppServerState:
         if client is not None:
             self.connection.subscribe(client)
             status = self.threads.status_of(self.threads.thread_id)
-        if status is None:
+        if status is None or status.kind not in USABLE:
+            # not known, or a status nothing can be sent on (notLoaded,
+            # systemError): unusable, and dead once it lasts (typing takes over)
             self._unknown_since = self._unknown_since or time.monotonic()
         else:
             self._unknown_since = None
@@ -131,7 +137,7 @@ class AppServerState:
 
     def dead(self) -> bool:
         """Whether the server's channel has been unusable (no connection, no
-        thread known) for ``dead_after_s`` (:data:`DEAD_AFTER_S`): only then
+        thread known, a status other than :data:`USABLE`) for ``dead_after_s`` (:data:`DEAD_AFTER_S`): only then
         are messages typed into the TUI instead (a server merely not ready
         yet, or being started again, is waited for)."""
         self.status()
@@ -175,4 +181,4 @@ class AppServerState:
         return StructuredReading(State.WAITING_INPUT, f"{where} {', '.join(waiting)}")
 
 
-__all__ = ["DEAD_AFTER_S", "DUE_S", "AppServerState"]
+__all__ = ["DEAD_AFTER_S", "DUE_S", "USABLE", "AppServerState"]

@@ -74,6 +74,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker("timing")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """Each phase's report kept on its item (``rep_call``...): a session's
+    fixture tells from it whether the test failed, to print its logs."""
+    rep = yield
+    setattr(item, f"rep_{rep.when}", rep)
+    return rep
+
+
+#: How much of each supervisor's log a failed test prints (the end: the moments
+#: before the failure; CI keeps no files, only what is printed).
+LOG_TAIL_LINES = 60
+
+
+def print_logs(sess: AgentSession) -> None:
+    """The tail of each agentwrap log of ``sess`` (supervisor, hooks), on stdout:
+    pytest shows it under the failed test's teardown."""
+    logs = sess._paths().logs_dir
+    for log in sorted(logs.glob("*.log")) if logs.is_dir() else []:
+        lines = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+        print(f"--- {sess.agent}: {log.name} (last {len(lines)} lines) ---")
+        print("\n".join(lines))
+
+
 def require_agent(name: str) -> Path:
     exe = find_agent(name)
     if exe is None:
@@ -305,7 +329,8 @@ def agent_name(request: pytest.FixtureRequest, e2e: None, tmux: None) -> str:
 
 
 @pytest.fixture
-def make_session(e2e: None, tmux: None) -> Iterator[Callable[..., AgentSession]]:
+def make_session(e2e: None, tmux: None, request: pytest.FixtureRequest
+                 ) -> Iterator[Callable[..., AgentSession]]:
     made: list[AgentSession] = []
     servers: list[ModelServer] = []
     roots: list[Path] = []
@@ -334,7 +359,10 @@ def make_session(e2e: None, tmux: None) -> Iterator[Callable[..., AgentSession]]
         return sess
 
     yield make
+    failed = getattr(request.node, "rep_call", None)
     for sess in made:
+        if failed is not None and failed.failed:
+            print_logs(sess)
         _stop(sess)
         _keep_versions(sess)
     # and the scripted server a test swapped in: a request it holds would keep
