@@ -39,6 +39,7 @@ one (300 messages, 3 sessions, one kill, one restart).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -429,8 +430,10 @@ class Soak:
                     time.sleep(pause)
                 self.say(f"{time.monotonic() - t0:6.1f} s: {what}")
                 self.fault(what, k)
-            for proc in producers:
-                proc.wait(timeout=cfg.send_s + cfg.drain_timeout_s)
+            deadline = time.monotonic() + cfg.send_s + cfg.drain_timeout_s
+            for proc in producers:  # one too slow to send its share: said, and the rest checked
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         finally:
             for proc in producers:
                 if proc.poll() is None:
