@@ -73,6 +73,50 @@ def test_a_client_that_does_not_ask_gets_events_only(api: InProcess) -> None:
     assert all(e["type"] != "stream.ready" and "id" in e for e in seen), seen
 
 
+def test_a_commit_right_after_the_accept_is_on_a_stream_that_asked_nothing(
+    api: InProcess, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client that names no event and asks no ready frame gets every event
+    from its socket's accept on: a send committed between the accept and the
+    stream's start (the server busy: seen at load 25, the client's own send
+    missed and the client waiting forever) is on the stream."""
+    from starlette.concurrency import run_in_threadpool
+
+    from agentwrap.message import NewMessage, Source
+    from agentwrap.service import Service
+    from agentwrap.surfaces.http import ws as ws_module
+
+    real = ws_module.authenticated
+    sent: list[str] = []
+
+    async def accept_then_a_send_lands(websocket: Any) -> dict[str, Any] | None:
+        first = await real(websocket)
+        new = NewMessage(session="fake", content="right after the accept", source=Source.USER)
+        got = await run_in_threadpool(websocket.app.state.pool.call, Service.send, new)
+        sent.append(got.message.id)
+        return first
+
+    monkeypatch.setattr(ws_module, "authenticated", accept_then_a_send_lands)
+    with TestClient(api.app) as tc, tc.websocket_connect("/api/ws?session=fake",
+                                                         headers=AUTH) as ws:
+        mid = tc.post("/api/sessions/fake/input", json=body("then"), headers=AUTH).json()["id"]
+        got = [next_of(ws, "session.input.queued")["messageId"] for _ in range(2)]
+    assert got == [*sent, mid]
+
+
+def test_an_event_stream_from_now_on_starts_before_its_response_does(api: InProcess) -> None:
+    """``GET /api/events`` without Last-Event-ID: "now" is read before the
+    response starts, so a send made once the client has the headers is on it."""
+    with TestClient(api.app) as tc, tc.stream("GET", "/api/events?session=fake",
+                                              headers=AUTH) as res:
+        assert res.status_code == 200
+        mid = tc.post("/api/sessions/fake/input", json=body("x"), headers=AUTH).json()["id"]
+        for line in res.iter_lines():
+            if line.startswith("data:") and '"session.input.queued"' in line:
+                assert json.loads(line[5:])["messageId"] == mid
+                break
+
+
 # --- the terminal, paced -------------------------------------------------------------------
 
 

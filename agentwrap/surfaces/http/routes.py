@@ -35,7 +35,7 @@ from .auth import LoginCodes, require_token
 from .enqueue import enqueue
 from .errors import MessageNotPending, Unauthorized
 from .pool import ServicePool
-from .sse import parse_last_event_id, stream
+from .sse import Cursor, parse_last_event_id, stream
 
 MAX_WAIT_S = 3600.0
 
@@ -309,10 +309,12 @@ async def events(
 ) -> StreamingResponse:
     """Every change to messages and sessions as it happens (from now on, or
     after Last-Event-ID)."""
+    pool = request.app.state.pool
     cursor = parse_last_event_id(last_event_id)
     if session is not None:  # an unknown HOST/NAME: 404 before the stream starts
-        session = await run_in_threadpool(request.app.state.pool.call, Service.session_name,
-                                          session)
+        session = await run_in_threadpool(pool.call, Service.session_name, session)
+    if cursor is None:  # "from now on" is before the client sees the stream open
+        cursor = Cursor(await run_in_threadpool(pool.call, Service.last_event_id))
     return StreamingResponse(
         stream(request.app.state.pool, session, cursor), media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},

@@ -92,12 +92,20 @@ async def authenticated(websocket: WebSocket) -> dict[str, Any] | None:
 
 
 async def serve(websocket: WebSocket) -> None:
-    """One client: authenticate, then stream until either side leaves."""
+    """One client: authenticate, then stream until either side leaves. A
+    client that names no event to resume after gets every event from its
+    socket's accept on: the store's last event is read before the accept (a
+    client that sends the moment it is connected, without asking for the
+    ready frame, missed the event of its own send when the stream started
+    after it: seen at load 25)."""
+    pool: ServicePool = websocket.app.state.pool
+    accepted_after = await run_in_threadpool(pool.call, Service.last_event_id)
     first = await authenticated(websocket)
     if first is None:
         return
     resume = websocket.query_params.get("lastEventId")
     resume = str(first["lastEventId"]) if first.get("lastEventId") else resume
+    cursor = parse_last_event_id(resume) if resume else Cursor(accepted_after)
     session = websocket.query_params.get("session") or None
     if session is not None:  # NAME or HOST/NAME, resolved once: the name events carry
         try:
@@ -106,7 +114,7 @@ async def serve(websocket: WebSocket) -> None:
         except SessionNotFound as exc:
             await websocket.close(code=NOT_FOUND, reason=exc.message[:120])
             return
-    await _stream(websocket, session, parse_last_event_id(resume), bool(first.get("ready")))
+    await _stream(websocket, session, cursor, bool(first.get("ready")))
 
 
 async def _first_frame(websocket: WebSocket) -> dict[str, Any] | None:
