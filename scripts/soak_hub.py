@@ -82,10 +82,18 @@ def free_port() -> int:
 class HubProc:
     """``agentwrap hub`` on a fixed loopback port (the same after each restart)."""
 
-    def __init__(self, work: Path, url: str) -> None:
+    def __init__(self, work: Path, url: str, big: int) -> None:
+        from agentwrap.paths import Paths
+
         work.mkdir(parents=True)
         self.work, self.url = work, url
         self.env = {**isolated_env(work, ROOT), **({"AGENTWRAP_STORE_URL": url} if url else {})}
+        # the hub's store applies the queue's limits: the soak's rate is above the
+        # default per-session rate (a run at the defaults spent its time in RateLimited)
+        config = Paths.from_env(self.env).config_file
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(f"[limits]\nrate_per_minute = {big}\nmax_pending_per_session = {big}\n"
+                          f"max_pending_total = {big}\n", encoding="utf-8")
         (work / "project").mkdir()
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -280,7 +288,7 @@ def run_soak(cfg: HubSoakConfig, say: Callable[[str], None] = print) -> HubSoakR
     soak: HubSoak | None = None
     try:
         url = server.new_schema()[1] if server is not None else ""
-        hub = HubProc(work / "hub", url)
+        hub = HubProc(work / "hub", url, 10 * cfg.messages + 10_000)
         hub.start()
         soak = HubSoak(cfg, work, hub, say)
         res = soak.run()
