@@ -99,12 +99,6 @@ class SQLiteTables:
                     db.execute("ROLLBACK")
                 raise
 
-    def close(self) -> None:
-        with self._turn:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
-
 
 class PgTables:
     """Tables in the hub's PostgreSQL, on its store's pool; ``owner`` names the

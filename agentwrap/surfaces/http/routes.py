@@ -35,7 +35,8 @@ from .auth import LoginCodes, require_token
 from .enqueue import enqueue
 from .errors import MessageNotPending, Unauthorized
 from .pool import ServicePool
-from .sse import Cursor, parse_last_event_id, stream
+from .sse import now as sse_now
+from .sse import parse_last_event_id, stream
 
 MAX_WAIT_S = 3600.0
 
@@ -313,10 +314,8 @@ async def events(
     cursor = parse_last_event_id(last_event_id)
     if session is not None:  # an unknown HOST/NAME: 404 before the stream starts
         session = await run_in_threadpool(pool.call, Service.session_name, session)
-    if cursor is None:  # "from now on" is before the client sees the stream open
-        cursor = Cursor(await run_in_threadpool(pool.call, Service.last_event_id))
     return StreamingResponse(
-        stream(request.app.state.pool, session, cursor), media_type="text/event-stream",
+        stream(pool, session, cursor or await sse_now(pool)), media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )
 

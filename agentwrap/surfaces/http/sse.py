@@ -151,11 +151,18 @@ def format_sse(ev: PublicEvent) -> str:
     return f"id: {ev.id}\nevent: {ev.type}\ndata: {json.dumps(ev.to_json())}\n\n"
 
 
+async def now(pool: ServicePool) -> Cursor:
+    """The store's position now: a stream "from now on" takes it before the
+    client can see the stream open (its WebSocket accepted, its response
+    started), so an event the client causes at once is on it."""
+    return Cursor(await run_in_threadpool(pool.call, Service.last_event_id))
+
+
 async def follow(
-    pool: ServicePool, session: str | None, cursor: Cursor | None,
+    pool: ServicePool, session: str | None, cursor: Cursor,
     opened: Callable[[str], Awaitable[None]] | None = None,
 ) -> AsyncIterator[PublicEvent | None]:
-    """Every API event after ``cursor`` (or from now on), then each new one as
+    """Every API event after ``cursor`` (:func:`now`: from now on), then each new one as
     it is committed, forever; ``None`` after each :data:`KEEPALIVE_S` without
     one (a chance to see whether the client is still there). The SSE stream
     and the WebSocket (:mod:`.ws`) are both this, framed differently.
@@ -166,8 +173,6 @@ async def follow(
     if session is not None:  # NAME or HOST/NAME: the name the events carry
         session = await run_in_threadpool(pool.call, Service.session_name, session)
     with pool.subscribe() as sub:
-        if cursor is None:
-            cursor = Cursor(await run_in_threadpool(pool.call, Service.last_event_id))
         after, skip_in = cursor.after, cursor.part
         if opened is not None:
             await opened(str(after))
@@ -195,7 +200,7 @@ async def follow(
                 yield None
 
 
-async def stream(pool: ServicePool, session: str | None, cursor: Cursor | None) -> AsyncIterator[str]:
+async def stream(pool: ServicePool, session: str | None, cursor: Cursor) -> AsyncIterator[str]:
     """:func:`follow` as Server-Sent Events, with a comment line for each idle tick."""
     yield "retry: 2000\n\n"
     async for pub in follow(pool, session, cursor):

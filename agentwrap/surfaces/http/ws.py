@@ -42,7 +42,7 @@ from ...errors import SessionNotFound
 from ...service import Service
 from .auth import token_accepted
 from .pool import ServicePool
-from .sse import Cursor, follow, parse_last_event_id
+from .sse import Cursor, follow, now, parse_last_event_id
 
 AUTH_TIMEOUT_S = 10.0
 UNAUTHORIZED = 4401
@@ -98,14 +98,13 @@ async def serve(websocket: WebSocket) -> None:
     client that sends the moment it is connected, without asking for the
     ready frame, missed the event of its own send when the stream started
     after it: seen at load 25)."""
-    pool: ServicePool = websocket.app.state.pool
-    accepted_after = await run_in_threadpool(pool.call, Service.last_event_id)
+    accepted = await now(websocket.app.state.pool)
     first = await authenticated(websocket)
     if first is None:
         return
     resume = websocket.query_params.get("lastEventId")
     resume = str(first["lastEventId"]) if first.get("lastEventId") else resume
-    cursor = parse_last_event_id(resume) if resume else Cursor(accepted_after)
+    cursor = (parse_last_event_id(resume) if resume else None) or accepted
     session = websocket.query_params.get("session") or None
     if session is not None:  # NAME or HOST/NAME, resolved once: the name events carry
         try:
@@ -140,7 +139,7 @@ async def _first_frame(websocket: WebSocket) -> dict[str, Any] | None:
 
 
 async def _stream(
-    websocket: WebSocket, session: str | None, cursor: Cursor | None, ready: bool
+    websocket: WebSocket, session: str | None, cursor: Cursor, ready: bool
 ) -> None:
     pool: ServicePool = websocket.app.state.pool
 
